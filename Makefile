@@ -1,0 +1,37 @@
+# Cairn's commands. The two that matter: `make run` and `make test`.
+GO      ?= go
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X github.com/cairnhq/cairn/api/platform/buildinfo.Version=$(VERSION)
+BINARIES := ./api/cmd/cairn-api ./jobs/cmd/cairn-worker ./bff/cmd/cairn-bff ./e2e/cmd/cairn-dev
+
+.PHONY: build run test bench contract deps clean
+
+## build: compile cairn-api, cairn-worker, cairn-bff (and the cairn-dev helper) into bin/
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/ $(BINARIES)
+
+## run: private PostgreSQL under .data/, migrate, bootstrap, then api + worker + bff in the foreground
+run: deps build
+	./bin/cairn-dev run
+
+## test: go vet + go test -race (unit, integration, end-to-end) against a throwaway cluster
+test: deps build
+	./bin/cairn-dev test
+
+## bench: the benchmark harness against a throwaway cluster
+bench: deps build
+	./bin/cairn-dev bench
+
+## contract: regenerate contracts/openapi.json from the code
+contract:
+	$(GO) test ./api/v1 -run TestContractIsCommitted -update
+
+## deps: install the machine packages the commands need, when missing
+deps:
+	@if ! ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 && ! command -v postgres >/dev/null 2>&1; then \
+		echo "==> installing PostgreSQL server binaries"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; \
+	fi
+
+clean:
+	rm -rf bin

@@ -1,0 +1,162 @@
+package access
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/cairnhq/cairn/api/platform/fault"
+)
+
+// Permission is one named capability. Roles grant sets of them; service
+// account tokens carry an explicit subset of their issuer's.
+type Permission string
+
+const (
+	PermOrganizationRead     Permission = "organization:read"
+	PermMemberManage         Permission = "member:manage"
+	PermProjectRead          Permission = "project:read"
+	PermProjectWrite         Permission = "project:write"
+	PermWorkspaceRead        Permission = "workspace:read"
+	PermWorkspaceWrite       Permission = "workspace:write"
+	PermWorkspaceAdmin       Permission = "workspace:admin"
+	PermVariableWrite        Permission = "variable:write"
+	PermRunRead              Permission = "run:read"
+	PermRunCreate            Permission = "run:create"
+	PermRunApprove           Permission = "run:approve"
+	PermRunCancel            Permission = "run:cancel"
+	PermRunRecover           Permission = "run:recover"
+	PermStateRead            Permission = "state:read"
+	PermStateWrite           Permission = "state:write"
+	PermStateForceUnlock     Permission = "state:force_unlock"
+	PermStateRecover         Permission = "state:recover"
+	PermArtifactReadSensitive Permission = "artifact:read_sensitive"
+	PermPolicyRead           Permission = "policy:read"
+	PermPolicyWrite          Permission = "policy:write"
+	PermPolicyOverrideSoft   Permission = "policy:override_soft"
+	PermVCSInstall           Permission = "vcs:install"
+	PermCredentialWrite      Permission = "credential:write"
+	PermServiceAccountManage Permission = "service_account:manage"
+	PermAuditRead            Permission = "audit:read"
+)
+
+// Role is a member's standing in an organization.
+type Role string
+
+const (
+	RoleOwner  Role = "owner"
+	RoleAdmin  Role = "admin"
+	RoleWriter Role = "writer"
+	RoleReader Role = "reader"
+)
+
+var readerPermissions = []Permission{
+	PermOrganizationRead, PermProjectRead, PermWorkspaceRead, PermRunRead, PermStateRead, PermPolicyRead,
+}
+
+var writerPermissions = append(slices.Clone(readerPermissions),
+	PermProjectWrite, PermWorkspaceWrite, PermVariableWrite,
+	PermRunCreate, PermRunApprove, PermRunCancel,
+	PermStateWrite, PermPolicyWrite,
+)
+
+var adminPermissions = append(slices.Clone(writerPermissions),
+	PermMemberManage, PermWorkspaceAdmin, PermRunRecover, PermStateForceUnlock, PermStateRecover,
+	PermArtifactReadSensitive, PermPolicyOverrideSoft, PermVCSInstall, PermCredentialWrite,
+	PermServiceAccountManage, PermAuditRead,
+)
+
+// rolePermissions is the one table of what each role may do. Owners and
+// admins hold the same permissions; only an owner may grant, change or remove
+// the owner role itself.
+var rolePermissions = map[Role][]Permission{
+	RoleOwner:  adminPermissions,
+	RoleAdmin:  adminPermissions,
+	RoleWriter: writerPermissions,
+	RoleReader: readerPermissions,
+}
+
+// Roles lists the roles in descending order of authority.
+func Roles() []Role { return []Role{RoleOwner, RoleAdmin, RoleWriter, RoleReader} }
+
+// ParseRole accepts one of the four role names.
+func ParseRole(s string) (Role, error) {
+	r := Role(s)
+	if _, ok := rolePermissions[r]; !ok {
+		return "", fmt.Errorf("%w: unknown role %q", fault.ErrValidation, s)
+	}
+	return r, nil
+}
+
+// PermissionsOf returns the permissions a role grants.
+func PermissionsOf(r Role) PermissionSet { return NewPermissionSet(rolePermissions[r]...) }
+
+// AllPermissions lists every permission a role can grant, sorted.
+func AllPermissions() []Permission {
+	all := slices.Clone(adminPermissions)
+	slices.Sort(all)
+	return all
+}
+
+// PermissionSet is an immutable set of permissions.
+type PermissionSet struct{ perms []Permission }
+
+// NewPermissionSet returns the set of the given permissions.
+func NewPermissionSet(perms ...Permission) PermissionSet {
+	s := slices.Clone(perms)
+	slices.Sort(s)
+	return PermissionSet{perms: slices.Compact(s)}
+}
+
+// Has reports whether p is in the set.
+func (s PermissionSet) Has(p Permission) bool {
+	_, found := slices.BinarySearch(s.perms, p)
+	return found
+}
+
+// Contains reports whether every permission of other is in s.
+func (s PermissionSet) Contains(other PermissionSet) bool {
+	for _, p := range other.perms {
+		if !s.Has(p) {
+			return false
+		}
+	}
+	return true
+}
+
+// Intersect returns the permissions in both sets.
+func (s PermissionSet) Intersect(other PermissionSet) PermissionSet {
+	var both []Permission
+	for _, p := range s.perms {
+		if other.Has(p) {
+			both = append(both, p)
+		}
+	}
+	return PermissionSet{perms: both}
+}
+
+// List returns the permissions sorted.
+func (s PermissionSet) List() []Permission { return slices.Clone(s.perms) }
+
+// Strings returns the permission names sorted.
+func (s PermissionSet) Strings() []string {
+	out := make([]string, len(s.perms))
+	for i, p := range s.perms {
+		out[i] = string(p)
+	}
+	return out
+}
+
+// ParsePermissions accepts a list of known permission names.
+func ParsePermissions(names []string) (PermissionSet, error) {
+	known := NewPermissionSet(AllPermissions()...)
+	perms := make([]Permission, 0, len(names))
+	for _, n := range names {
+		p := Permission(strings.TrimSpace(n))
+		if !known.Has(p) {
+			return PermissionSet{}, fmt.Errorf("%w: unknown permission %q", fault.ErrValidation, n)
+		}
+		perms = append(perms, p)
+	}
+	return NewPermissionSet(perms...), nil
+}

@@ -1,0 +1,26 @@
+package audit
+
+import (
+	"context"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/cairnhq/cairn/api/access"
+	"github.com/cairnhq/cairn/api/platform/cursor"
+)
+
+// Service reads an organization's audit trail.
+type Service struct {
+	db *sqlx.DB
+}
+
+// NewService returns the audit reader.
+func NewService(conn *sqlx.DB) *Service { return &Service{db: conn} }
+
+// List reads one page of the principal's organization's events, newest first.
+func (s *Service) List(ctx context.Context, p access.Principal, page cursor.Page) ([]Event, error) {
+	if err := p.Require(access.PermAuditRead); err != nil {
+		return nil, err
+	}
+	return listEvents(ctx, s.db, p.OrganizationID, page)
+}

@@ -1,0 +1,140 @@
+// Command cairn-api serves Cairn's HTTP API and runs its operator
+// subcommands: serve (default), migrate, bootstrap and launch.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/cairnhq/cairn/api/platform/config"
+	"github.com/cairnhq/cairn/api/platform/db"
+	"github.com/cairnhq/cairn/api/server"
+)
+
+const usage = `usage: cairn-api [command]
+
+commands:
+  serve      serve the API (default)
+  migrate    apply database migrations (Cairn's and River's)
+  bootstrap  create the local owner account and organization once, writing
+             the generated password to $CAIRN_DATA_DIR/dev-credentials
+`
+
+func main() {
+	cmd := "serve"
+	args := os.Args[1:]
+	if len(args) > 0 {
+		cmd, args = args[0], args[1:]
+	}
+	cfg, err := config.Load()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cairn-api:", err)
+		os.Exit(2)
+	}
+	logger := cfg.Logger("api")
+	slog.SetDefault(logger)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	switch cmd {
+	case "serve":
+		err = serve(ctx, cfg, logger)
+	case "migrate":
+		err = migrate(ctx, cfg, logger)
+	case "bootstrap":
+		err = bootstrap(ctx, cfg, logger, os.Stdout)
+	case "help", "-h", "--help":
+		fmt.Print(usage)
+		return
+	default:
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	if err != nil {
+		logger.Error("cairn-api "+cmd+" failed", "error", err)
+		os.Exit(1)
+	}
+}
+
+// openDatabase connects when DATABASE_URL is set. A database that is
+// configured but down at start is kept as a handle (it reconnects on use)
+// and reported by /ready, rather than stopping the process.
+func openDatabase(ctx context.Context, cfg config.Config, logger *slog.Logger) *sqlx.DB {
+	if cfg.DatabaseURL == "" {
+		logger.Warn("DATABASE_URL is not set: protected surfaces will answer 503")
+		return nil
+	}
+	conn, err := db.Open(ctx, cfg.DatabaseURL.Reveal(), cfg.DBMaxConns)
+	if err != nil {
+		logger.Warn("database not reachable at start; /ready will report it", "error", err)
+		conn, err = sqlx.Open("postgres", cfg.DatabaseURL.Reveal())
+		if err != nil {
+			logger.Error("database URL unusable: protected surfaces will answer 503", "error", err)
+			return nil
+		}
+		conn.SetMaxOpenConns(cfg.DBMaxConns)
+	}
+	return conn
+}
+
+func serve(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
+	if !cfg.AuthReady() {
+		logger.Warn("AUTH_SECRET is missing or shorter than 32 bytes: authentication will answer 503")
+	}
+	conn := openDatabase(ctx, cfg, logger)
+	if conn != nil {
+		defer conn.Close()
+	}
+	deps, err := server.Assemble(cfg, conn, logger)
+	if err != nil {
+		return err
+	}
+	srv, err := server.New(deps)
+	if err != nil {
+		return err
+	}
+	errc := make(chan error, 1)
+	go func() {
+		logger.Info("cairn-api listening", "addr", cfg.APIAddr, "tls", cfg.TLSCert != "", "public_url", cfg.PublicURL)
+		if cfg.TLSCert != "" {
+			errc <- srv.App.ListenTLS(cfg.APIAddr, cfg.TLSCert, cfg.TLSKey)
+		} else {
+			errc <- srv.App.Listen(cfg.APIAddr)
+		}
+	}()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	logger.Info("cairn-api shutting down")
+	return srv.App.ShutdownWithTimeout(20 * time.Second)
+}
+
+func migrate(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
+	if cfg.DatabaseURL == "" {
+		return errors.New("DATABASE_URL is required")
+	}
+	conn, err := db.Open(ctx, cfg.DatabaseURL.Reveal(), 2)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if err := db.Migrate(ctx, conn.DB, logger); err != nil {
+		return err
+	}
+	latest, err := db.LatestVersion()
+	if err != nil {
+		return err
+	}
+	logger.Info("migrations applied", "version", latest)
+	return nil
+}

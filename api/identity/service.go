@@ -1,0 +1,513 @@
+package identity
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/cairnhq/cairn/api/access"
+	"github.com/cairnhq/cairn/api/audit"
+	"github.com/cairnhq/cairn/api/platform/db"
+	"github.com/cairnhq/cairn/api/platform/fault"
+	"github.com/cairnhq/cairn/api/platform/id"
+)
+
+// Rate limits on failed sign-ins, per e-mail and per client address.
+const (
+	failureWindow      = 15 * time.Minute
+	maxFailuresPerUser = 10
+	maxFailuresPerIP   = 100
+)
+
+// Options configure the identity service.
+type Options struct {
+	Password   PasswordParams
+	SessionTTL time.Duration
+	// TokenKey keys the stored hash of session tokens; SubjectKey keys the
+	// hash of e-mails in rate-limit records. Both derive from AUTH_SECRET.
+	TokenKey   []byte
+	SubjectKey []byte
+}
+
+// Service is sign-up, sign-in, sessions, organizations and memberships.
+type Service struct {
+	db        *sqlx.DB
+	opts      Options
+	dummyHash string
+	now       func() time.Time
+}
+
+// NewService returns the identity service.
+func NewService(conn *sqlx.DB, opts Options) (*Service, error) {
+	// Signing in with an unknown e-mail still pays for one argon2id
+	// verification, so response time does not reveal which e-mails exist.
+	dummy, err := HashPassword("cairn-dummy-password-never-matches", opts.Password)
+	if err != nil {
+		return nil, err
+	}
+	return &Service{db: conn, opts: opts, dummyHash: dummy, now: time.Now}, nil
+}
+
+// SignedIn is the outcome of sign-up or sign-in: the session and the token,
+// which exists only here and in the client's cookie.
+type SignedIn struct {
+	User    User
+	Session Session
+	Token   string
+}
+
+func newToken() (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("generating session token: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+func (s *Service) tokenHash(token string) []byte {
+	m := hmac.New(sha256.New, s.opts.TokenKey)
+	m.Write([]byte(token))
+	return m.Sum(nil)
+}
+
+func (s *Service) emailSubject(email string) string {
+	m := hmac.New(sha256.New, s.opts.SubjectKey)
+	m.Write([]byte(email))
+	return "email:" + hex.EncodeToString(m.Sum(nil)[:16])
+}
+
+func (s *Service) startSession(ctx context.Context, q sqlx.ExtContext, userID string, activeOrg *string) (Session, string, error) {
+	token, err := newToken()
+	if err != nil {
+		return Session{}, "", err
+	}
+	now := s.now().UTC().Truncate(time.Microsecond)
+	sess := Session{
+		ID:                   id.New("ses"),
+		UserID:               userID,
+		ActiveOrganizationID: activeOrg,
+		CreatedAt:            now,
+		ExpiresAt:            now.Add(s.opts.SessionTTL),
+		ReauthenticatedAt:    now,
+	}
+	if err := insertSession(ctx, q, sess, s.tokenHash(token)); err != nil {
+		return Session{}, "", err
+	}
+	return sess, token, nil
+}
+
+// SignUp creates an account and signs it in.
+func (s *Service) SignUp(ctx context.Context, email, password, name string) (SignedIn, error) {
+	email, err := NormalizeEmail(email)
+	if err != nil {
+		return SignedIn{}, err
+	}
+	if err := ValidatePassword(password); err != nil {
+		return SignedIn{}, err
+	}
+	if name, err = ValidateName(name); err != nil {
+		return SignedIn{}, err
+	}
+	hash, err := HashPassword(password, s.opts.Password)
+	if err != nil {
+		return SignedIn{}, err
+	}
+	u := User{ID: id.New("usr"), Email: email, Name: name, CreatedAt: s.now().UTC().Truncate(time.Microsecond)}
+	var out SignedIn
+	err = db.WithTx(ctx, s.db, func(tx *sqlx.Tx) error {
+		if err := insertUser(ctx, tx, u, hash); err != nil {
+			return err
+		}
+		sess, token, err := s.startSession(ctx, tx, u.ID, nil)
+		out = SignedIn{User: u, Session: sess, Token: token}
+		return err
+	})
+	return out, err
+}
+
+// SignIn checks an e-mail and password. Every failure looks the same from
+// outside (ErrInvalidCredentials), and repeated failures for one e-mail or
+// one client address are refused for a while (ErrRateLimited).
+func (s *Service) SignIn(ctx context.Context, email, password, clientAddr string) (SignedIn, error) {
+	email, err := NormalizeEmail(email)
+	if err != nil {
+		return SignedIn{}, ErrInvalidCredentials
+	}
+	subject, addrSubject := s.emailSubject(email), "addr:"+clientAddr
+	since := s.now().Add(-failureWindow)
+	for _, limit := range []struct {
+		subject string
+		max     int
+	}{{subject, maxFailuresPerUser}, {addrSubject, maxFailuresPerIP}} {
+		n, err := countSignInFailures(ctx, s.db, limit.subject, since)
+		if err != nil {
+			return SignedIn{}, err
+		}
+		if n >= limit.max {
+			return SignedIn{}, ErrRateLimited
+		}
+	}
+	u, err := userForSignIn(ctx, s.db, email)
+	hash := u.PasswordHash
+	if errors.Is(err, fault.ErrNotFound) {
+		hash = s.dummyHash
+	} else if err != nil {
+		return SignedIn{}, err
+	}
+	ok, verr := VerifyPassword(password, hash)
+	if verr != nil || !ok || u.ID == "" {
+		if err := recordSignInFailure(ctx, s.db, subject, addrSubject); err != nil {
+			return SignedIn{}, err
+		}
+		return SignedIn{}, ErrInvalidCredentials
+	}
+	// Resume in the organization the user belongs to when there is exactly
+	// one, which is what a person with one organization expects.
+	orgs, err := organizationsOfUser(ctx, s.db, u.ID)
+	if err != nil {
+		return SignedIn{}, err
+	}
+	var active *string
+	if len(orgs) == 1 {
+		active = &orgs[0].ID
+	}
+	sess, token, err := s.startSession(ctx, s.db, u.ID, active)
+	if err != nil {
+		return SignedIn{}, err
+	}
+	return SignedIn{User: u.User, Session: sess, Token: token}, nil
+}
+
+// SessionView is what get-session returns.
+type SessionView struct {
+	User    User
+	Session Session
+	Role    *access.Role
+}
+
+func (s *Service) session(ctx context.Context, token string) (liveSession, error) {
+	if token == "" {
+		return liveSession{}, fault.ErrUnauthenticated
+	}
+	return sessionByTokenHash(ctx, s.db, s.tokenHash(token))
+}
+
+// GetSession returns the signed-in user and session of a token.
+func (s *Service) GetSession(ctx context.Context, token string) (SessionView, error) {
+	ls, err := s.session(ctx, token)
+	if err != nil {
+		return SessionView{}, err
+	}
+	view := SessionView{
+		User:    User{ID: ls.UserID, Email: ls.UserEmail, Name: ls.UserName},
+		Session: ls.Session,
+	}
+	if ls.Role != nil {
+		r := access.Role(*ls.Role)
+		view.Role = &r
+	}
+	return view, nil
+}
+
+// AuthenticateSession resolves a session token to a principal in its active
+// organization. No session is ErrUnauthenticated; no active organization or
+// a membership that no longer exists is ErrForbidden.
+func (s *Service) AuthenticateSession(ctx context.Context, token string) (access.Principal, error) {
+	ls, err := s.session(ctx, token)
+	if err != nil {
+		return access.Principal{}, err
+	}
+	if ls.ActiveOrganizationID == nil {
+		return access.Principal{}, ErrNoActiveOrganization
+	}
+	if ls.Role == nil {
+		return access.Principal{}, fmt.Errorf("membership ended: %w", fault.ErrForbidden)
+	}
+	role := access.Role(*ls.Role)
+	return access.Principal{
+		Kind:              access.KindUser,
+		ID:                ls.UserID,
+		Name:              ls.UserName,
+		SessionID:         ls.ID,
+		OrganizationID:    *ls.ActiveOrganizationID,
+		Role:              role,
+		Permissions:       access.PermissionsOf(role),
+		ReauthenticatedAt: ls.ReauthenticatedAt,
+	}, nil
+}
+
+// SignOut revokes the session of a token at once.
+func (s *Service) SignOut(ctx context.Context, token string) error {
+	ls, err := s.session(ctx, token)
+	if err != nil {
+		return err
+	}
+	return revokeSession(ctx, s.db, ls.ID)
+}
+
+// Reauthenticate checks the password again and records the step-up time on
+// the session. A wrong password counts as a failed sign-in.
+func (s *Service) Reauthenticate(ctx context.Context, token, password, clientAddr string) (Session, error) {
+	ls, err := s.session(ctx, token)
+	if err != nil {
+		return Session{}, err
+	}
+	u, err := userByID(ctx, s.db, ls.UserID)
+	if err != nil {
+		return Session{}, err
+	}
+	subject := s.emailSubject(u.Email)
+	n, err := countSignInFailures(ctx, s.db, subject, s.now().Add(-failureWindow))
+	if err != nil {
+		return Session{}, err
+	}
+	if n >= maxFailuresPerUser {
+		return Session{}, ErrRateLimited
+	}
+	ok, err := VerifyPassword(password, u.PasswordHash)
+	if err != nil || !ok {
+		if err := recordSignInFailure(ctx, s.db, subject, "addr:"+clientAddr); err != nil {
+			return Session{}, err
+		}
+		return Session{}, ErrInvalidCredentials
+	}
+	at := s.now().UTC().Truncate(time.Microsecond)
+	if err := markReauthenticated(ctx, s.db, ls.ID, at); err != nil {
+		return Session{}, err
+	}
+	ls.ReauthenticatedAt = at
+	return ls.Session, nil
+}
+
+// CreateOrganization creates a tenant owned by the session's user and makes
+// it the session's active organization.
+func (s *Service) CreateOrganization(ctx context.Context, token, name, slug string) (Organization, error) {
+	ls, err := s.session(ctx, token)
+	if err != nil {
+		return Organization{}, err
+	}
+	if name, err = ValidateName(name); err != nil {
+		return Organization{}, err
+	}
+	if err := ValidateSlug(slug); err != nil {
+		return Organization{}, err
+	}
+	org := Organization{ID: id.New("org"), Name: name, Slug: slug, CreatedAt: s.now().UTC().Truncate(time.Microsecond)}
+	err = db.WithTx(ctx, s.db, func(tx *sqlx.Tx) error {
+		if err := createOrganization(ctx, tx, org, ls.UserID); err != nil {
+			return err
+		}
+		return setActiveOrganization(ctx, tx, ls.ID, org.ID)
+	})
+	return org, err
+}
+
+func createOrganization(ctx context.Context, tx *sqlx.Tx, org Organization, ownerID string) error {
+	if err := insertOrganization(ctx, tx, org); err != nil {
+		return err
+	}
+	if err := insertMembership(ctx, tx, org.ID, ownerID, access.RoleOwner); err != nil {
+		return err
+	}
+	_, err := audit.Append(ctx, tx, audit.Entry{
+		OrganizationID: org.ID,
+		Action:         "organization.created",
+		Actor:          audit.Actor{Type: audit.ActorUser, ID: ownerID},
+		TargetType:     "organization",
+		TargetID:       org.ID,
+		Evidence:       map[string]any{"slug": org.Slug},
+	})
+	return err
+}
+
+// SetActiveOrganization switches the session to an organization the user
+// is a member of. Any other organization, existing or not, is not found.
+func (s *Service) SetActiveOrganization(ctx context.Context, token, organizationID string) (OrganizationMembership, error) {
+	ls, err := s.session(ctx, token)
+	if err != nil {
+		return OrganizationMembership{}, err
+	}
+	orgs, err := organizationsOfUser(ctx, s.db, ls.UserID)
+	if err != nil {
+		return OrganizationMembership{}, err
+	}
+	for _, o := range orgs {
+		if o.ID == organizationID {
+			return o, setActiveOrganization(ctx, s.db, ls.ID, o.ID)
+		}
+	}
+	return OrganizationMembership{}, fault.ErrNotFound
+}
+
+// ListOrganizations lists the session user's organizations and roles.
+func (s *Service) ListOrganizations(ctx context.Context, token string) ([]OrganizationMembership, error) {
+	ls, err := s.session(ctx, token)
+	if err != nil {
+		return nil, err
+	}
+	return organizationsOfUser(ctx, s.db, ls.UserID)
+}
+
+// ListMembers lists the members of the principal's organization.
+func (s *Service) ListMembers(ctx context.Context, p access.Principal) ([]Member, error) {
+	if err := p.Require(access.PermOrganizationRead); err != nil {
+		return nil, err
+	}
+	return membersOf(ctx, s.db, p.OrganizationID)
+}
+
+// AddMember adds an existing account, found by e-mail, to the principal's
+// organization. Only owners may grant the owner role.
+func (s *Service) AddMember(ctx context.Context, p access.Principal, email string, role access.Role) (Member, error) {
+	if err := p.Require(access.PermMemberManage); err != nil {
+		return Member{}, err
+	}
+	if role == access.RoleOwner && p.Role != access.RoleOwner {
+		return Member{}, fmt.Errorf("granting owner: %w", fault.ErrForbidden)
+	}
+	email, err := NormalizeEmail(email)
+	if err != nil {
+		return Member{}, err
+	}
+	var out Member
+	err = db.WithTx(ctx, s.db, func(tx *sqlx.Tx) error {
+		u, err := userForSignIn(ctx, tx, email)
+		if err != nil {
+			return err
+		}
+		if err := insertMembership(ctx, tx, p.OrganizationID, u.ID, role); err != nil {
+			return err
+		}
+		if err := appendMemberEvent(ctx, tx, p, "member.added", u.ID, map[string]any{"role": string(role)}); err != nil {
+			return err
+		}
+		out, err = member(ctx, tx, p.OrganizationID, u.ID)
+		return err
+	})
+	return out, err
+}
+
+// ChangeRole changes a member's role. Owners are the only ones who can make
+// or unmake owners, and the last owner cannot be demoted.
+func (s *Service) ChangeRole(ctx context.Context, p access.Principal, userID string, role access.Role) (Member, error) {
+	if err := p.Require(access.PermMemberManage); err != nil {
+		return Member{}, err
+	}
+	var out Member
+	err := db.WithTx(ctx, s.db, func(tx *sqlx.Tx) error {
+		owners, err := lockOwners(ctx, tx, p.OrganizationID)
+		if err != nil {
+			return err
+		}
+		current, err := membershipRole(ctx, tx, p.OrganizationID, userID)
+		if err != nil {
+			return err
+		}
+		if (current == access.RoleOwner || role == access.RoleOwner) && p.Role != access.RoleOwner {
+			return fmt.Errorf("changing an owner: %w", fault.ErrForbidden)
+		}
+		if current == access.RoleOwner && role != access.RoleOwner && len(owners) <= 1 {
+			return ErrLastOwner
+		}
+		if err := updateRole(ctx, tx, p.OrganizationID, userID, role); err != nil {
+			return err
+		}
+		if err := appendMemberEvent(ctx, tx, p, "member.role_changed", userID,
+			map[string]any{"from_role": string(current), "to_role": string(role)}); err != nil {
+			return err
+		}
+		out, err = member(ctx, tx, p.OrganizationID, userID)
+		return err
+	})
+	return out, err
+}
+
+// RemoveMember ends a membership; the member's sessions lose the
+// organization on their next request.
+func (s *Service) RemoveMember(ctx context.Context, p access.Principal, userID string) error {
+	if err := p.Require(access.PermMemberManage); err != nil {
+		return err
+	}
+	return db.WithTx(ctx, s.db, func(tx *sqlx.Tx) error {
+		owners, err := lockOwners(ctx, tx, p.OrganizationID)
+		if err != nil {
+			return err
+		}
+		current, err := membershipRole(ctx, tx, p.OrganizationID, userID)
+		if err != nil {
+			return err
+		}
+		if current == access.RoleOwner && p.Role != access.RoleOwner {
+			return fmt.Errorf("removing an owner: %w", fault.ErrForbidden)
+		}
+		if current == access.RoleOwner && len(owners) <= 1 {
+			return ErrLastOwner
+		}
+		if err := deleteMembership(ctx, tx, p.OrganizationID, userID); err != nil {
+			return err
+		}
+		return appendMemberEvent(ctx, tx, p, "member.removed", userID, map[string]any{"role": string(current)})
+	})
+}
+
+func appendMemberEvent(ctx context.Context, tx *sqlx.Tx, p access.Principal, action, userID string, evidence map[string]any) error {
+	return audit.Record(ctx, tx, p, action, "user", userID, evidence)
+}
+
+// BootstrapResult describes what Bootstrap did.
+type BootstrapResult struct {
+	Created      bool
+	User         User
+	Organization Organization
+}
+
+// Bootstrap creates a first account and organization for a local
+// installation. It does nothing when the account already exists.
+func (s *Service) Bootstrap(ctx context.Context, email, name, password, orgName, orgSlug string) (BootstrapResult, error) {
+	email, err := NormalizeEmail(email)
+	if err != nil {
+		return BootstrapResult{}, err
+	}
+	var res BootstrapResult
+	err = db.WithTx(ctx, s.db, func(tx *sqlx.Tx) error {
+		existing, err := userForSignIn(ctx, tx, email)
+		if err == nil {
+			res.User = existing.User
+			orgs, err := organizationsOfUser(ctx, tx, existing.ID)
+			if err == nil && len(orgs) > 0 {
+				res.Organization = orgs[0].Organization
+			}
+			return err
+		}
+		if !errors.Is(err, fault.ErrNotFound) {
+			return err
+		}
+		if err := ValidatePassword(password); err != nil {
+			return err
+		}
+		hash, err := HashPassword(password, s.opts.Password)
+		if err != nil {
+			return err
+		}
+		now := s.now().UTC().Truncate(time.Microsecond)
+		res.User = User{ID: id.New("usr"), Email: email, Name: name, CreatedAt: now}
+		res.Organization = Organization{ID: id.New("org"), Name: orgName, Slug: orgSlug, CreatedAt: now}
+		if err := insertUser(ctx, tx, res.User, hash); err != nil {
+			return err
+		}
+		if err := createOrganization(ctx, tx, res.Organization, res.User.ID); err != nil {
+			return err
+		}
+		res.Created = true
+		return nil
+	})
+	return res, err
+}

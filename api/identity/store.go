@@ -1,0 +1,272 @@
+package identity
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/cairnhq/cairn/api/access"
+	"github.com/cairnhq/cairn/api/platform/db"
+	"github.com/cairnhq/cairn/api/platform/fault"
+)
+
+func insertUser(ctx context.Context, q sqlx.ExtContext, u User, passwordHash string) error {
+	_, err := q.ExecContext(ctx, `
+		INSERT INTO users (id, email, name, password_hash, created_at) VALUES ($1, $2, $3, $4, $5)`,
+		u.ID, u.Email, u.Name, passwordHash, u.CreatedAt)
+	if db.IsUniqueViolation(err, "users_email_key") {
+		return ErrEmailTaken
+	}
+	if err != nil {
+		return fmt.Errorf("inserting user: %w", err)
+	}
+	return nil
+}
+
+type userWithHash struct {
+	User
+	PasswordHash string `db:"password_hash"`
+}
+
+// userForSignIn returns a user who may sign in (not banned), with the hash.
+func userForSignIn(ctx context.Context, q sqlx.QueryerContext, email string) (userWithHash, error) {
+	var u userWithHash
+	err := sqlx.GetContext(ctx, q, &u, `
+		SELECT id, email, name, created_at, password_hash FROM users
+		WHERE email = $1 AND banned_at IS NULL`, email)
+	if errors.Is(err, sql.ErrNoRows) {
+		return u, fault.ErrNotFound
+	}
+	if err != nil {
+		return u, fmt.Errorf("reading user: %w", err)
+	}
+	return u, nil
+}
+
+func userByID(ctx context.Context, q sqlx.QueryerContext, userID string) (userWithHash, error) {
+	var u userWithHash
+	err := sqlx.GetContext(ctx, q, &u, `
+		SELECT id, email, name, created_at, password_hash FROM users
+		WHERE id = $1 AND banned_at IS NULL`, userID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return u, fault.ErrNotFound
+	}
+	if err != nil {
+		return u, fmt.Errorf("reading user: %w", err)
+	}
+	return u, nil
+}
+
+func insertSession(ctx context.Context, q sqlx.ExtContext, s Session, tokenHash []byte) error {
+	_, err := q.ExecContext(ctx, `
+		INSERT INTO sessions (id, token_hash, user_id, active_organization_id, created_at, expires_at, reauthenticated_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+		s.ID, tokenHash, s.UserID, s.ActiveOrganizationID, s.CreatedAt, s.ExpiresAt, s.ReauthenticatedAt)
+	if err != nil {
+		return fmt.Errorf("inserting session: %w", err)
+	}
+	return nil
+}
+
+// liveSession is a session that is neither revoked nor expired, of a user
+// who is not banned, with the user's role in the active organization (nil
+// when there is no active organization or the membership is gone).
+type liveSession struct {
+	Session
+	UserEmail string  `db:"user_email"`
+	UserName  string  `db:"user_name"`
+	Role      *string `db:"role"`
+}
+
+func sessionByTokenHash(ctx context.Context, q sqlx.QueryerContext, tokenHash []byte) (liveSession, error) {
+	var s liveSession
+	err := sqlx.GetContext(ctx, q, &s, `
+		SELECT s.id, s.user_id, s.active_organization_id, s.created_at, s.expires_at, s.reauthenticated_at,
+		       u.email AS user_email, u.name AS user_name, m.role
+		FROM sessions s
+		JOIN users u ON u.id = s.user_id AND u.banned_at IS NULL
+		LEFT JOIN memberships m ON m.organization_id = s.active_organization_id AND m.user_id = s.user_id
+		WHERE s.token_hash = $1 AND s.revoked_at IS NULL AND s.expires_at > now()`, tokenHash)
+	if errors.Is(err, sql.ErrNoRows) {
+		return s, fault.ErrUnauthenticated
+	}
+	if err != nil {
+		return s, fmt.Errorf("reading session: %w", err)
+	}
+	return s, nil
+}
+
+func revokeSession(ctx context.Context, q sqlx.ExtContext, sessionID string) error {
+	_, err := q.ExecContext(ctx, `UPDATE sessions SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL`, sessionID)
+	if err != nil {
+		return fmt.Errorf("revoking session: %w", err)
+	}
+	return nil
+}
+
+func setActiveOrganization(ctx context.Context, q sqlx.ExtContext, sessionID, organizationID string) error {
+	_, err := q.ExecContext(ctx, `UPDATE sessions SET active_organization_id = $2 WHERE id = $1`, sessionID, organizationID)
+	if err != nil {
+		return fmt.Errorf("setting active organization: %w", err)
+	}
+	return nil
+}
+
+func markReauthenticated(ctx context.Context, q sqlx.ExtContext, sessionID string, at time.Time) error {
+	_, err := q.ExecContext(ctx, `UPDATE sessions SET reauthenticated_at = $2 WHERE id = $1`, sessionID, at)
+	if err != nil {
+		return fmt.Errorf("recording reauthentication: %w", err)
+	}
+	return nil
+}
+
+func insertOrganization(ctx context.Context, q sqlx.ExtContext, o Organization) error {
+	_, err := q.ExecContext(ctx, `INSERT INTO organizations (id, name, slug, created_at) VALUES ($1, $2, $3, $4)`,
+		o.ID, o.Name, o.Slug, o.CreatedAt)
+	if db.IsUniqueViolation(err, "organizations_slug_key") {
+		return ErrSlugTaken
+	}
+	if err != nil {
+		return fmt.Errorf("inserting organization: %w", err)
+	}
+	return nil
+}
+
+func insertMembership(ctx context.Context, q sqlx.ExtContext, organizationID, userID string, role access.Role) error {
+	_, err := q.ExecContext(ctx, `INSERT INTO memberships (organization_id, user_id, role) VALUES ($1, $2, $3)`,
+		organizationID, userID, role)
+	if db.IsUniqueViolation(err, "memberships_pkey") {
+		return ErrMemberExists
+	}
+	if err != nil {
+		return fmt.Errorf("inserting membership: %w", err)
+	}
+	return nil
+}
+
+func organizationsOfUser(ctx context.Context, q sqlx.QueryerContext, userID string) ([]OrganizationMembership, error) {
+	var out []OrganizationMembership
+	err := sqlx.SelectContext(ctx, q, &out, `
+		SELECT o.id, o.name, o.slug, o.created_at, m.role
+		FROM memberships m JOIN organizations o ON o.id = m.organization_id
+		WHERE m.user_id = $1
+		ORDER BY o.created_at, o.id`, userID)
+	if err != nil {
+		return nil, fmt.Errorf("listing organizations: %w", err)
+	}
+	return out, nil
+}
+
+// membershipRole returns the role of a member, or fault.ErrNotFound when the
+// user is not a member (or the organization does not exist).
+func membershipRole(ctx context.Context, q sqlx.QueryerContext, organizationID, userID string) (access.Role, error) {
+	var role access.Role
+	err := sqlx.GetContext(ctx, q, &role, `SELECT role FROM memberships WHERE organization_id = $1 AND user_id = $2`,
+		organizationID, userID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", fault.ErrNotFound
+	}
+	if err != nil {
+		return "", fmt.Errorf("reading membership: %w", err)
+	}
+	return role, nil
+}
+
+func membersOf(ctx context.Context, q sqlx.QueryerContext, organizationID string) ([]Member, error) {
+	var out []Member
+	err := sqlx.SelectContext(ctx, q, &out, `
+		SELECT m.user_id, u.email, u.name, m.role, m.created_at
+		FROM memberships m JOIN users u ON u.id = m.user_id
+		WHERE m.organization_id = $1
+		ORDER BY m.created_at, m.user_id`, organizationID)
+	if err != nil {
+		return nil, fmt.Errorf("listing members: %w", err)
+	}
+	return out, nil
+}
+
+func member(ctx context.Context, q sqlx.QueryerContext, organizationID, userID string) (Member, error) {
+	var m Member
+	err := sqlx.GetContext(ctx, q, &m, `
+		SELECT m.user_id, u.email, u.name, m.role, m.created_at
+		FROM memberships m JOIN users u ON u.id = m.user_id
+		WHERE m.organization_id = $1 AND m.user_id = $2`, organizationID, userID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return m, fault.ErrNotFound
+	}
+	if err != nil {
+		return m, fmt.Errorf("reading member: %w", err)
+	}
+	return m, nil
+}
+
+// lockOwners locks the owner memberships of an organization and returns
+// their user IDs, so "is this the last owner" cannot race with another
+// demotion or removal.
+func lockOwners(ctx context.Context, tx *sqlx.Tx, organizationID string) ([]string, error) {
+	var owners []string
+	err := tx.SelectContext(ctx, &owners, `
+		SELECT user_id FROM memberships WHERE organization_id = $1 AND role = 'owner' ORDER BY user_id FOR UPDATE`,
+		organizationID)
+	if err != nil {
+		return nil, fmt.Errorf("locking owners: %w", err)
+	}
+	return owners, nil
+}
+
+func updateRole(ctx context.Context, q sqlx.ExtContext, organizationID, userID string, role access.Role) error {
+	_, err := q.ExecContext(ctx, `UPDATE memberships SET role = $3 WHERE organization_id = $1 AND user_id = $2`,
+		organizationID, userID, role)
+	if err != nil {
+		return fmt.Errorf("updating role: %w", err)
+	}
+	return nil
+}
+
+// deleteMembership removes a member and detaches the organization from the
+// member's sessions, so access ends on the very next request.
+func deleteMembership(ctx context.Context, q sqlx.ExtContext, organizationID, userID string) error {
+	if _, err := q.ExecContext(ctx, `DELETE FROM memberships WHERE organization_id = $1 AND user_id = $2`,
+		organizationID, userID); err != nil {
+		return fmt.Errorf("deleting membership: %w", err)
+	}
+	if _, err := q.ExecContext(ctx, `
+		UPDATE sessions SET active_organization_id = NULL
+		WHERE user_id = $1 AND active_organization_id = $2`, userID, organizationID); err != nil {
+		return fmt.Errorf("detaching sessions: %w", err)
+	}
+	return nil
+}
+
+func recordSignInFailure(ctx context.Context, q sqlx.ExtContext, subjects ...string) error {
+	for _, subject := range subjects {
+		if _, err := q.ExecContext(ctx, `INSERT INTO sign_in_failures (subject) VALUES ($1)`, subject); err != nil {
+			return fmt.Errorf("recording sign-in failure: %w", err)
+		}
+	}
+	return nil
+}
+
+func countSignInFailures(ctx context.Context, q sqlx.QueryerContext, subject string, since time.Time) (int, error) {
+	var n int
+	err := sqlx.GetContext(ctx, q, &n, `SELECT count(*) FROM sign_in_failures WHERE subject = $1 AND failed_at > $2`,
+		subject, since)
+	if err != nil {
+		return 0, fmt.Errorf("counting sign-in failures: %w", err)
+	}
+	return n, nil
+}
+
+// SweepSignInFailures deletes failure records older than the longest rate
+// limit window.
+func SweepSignInFailures(ctx context.Context, q sqlx.ExecerContext, olderThan time.Time) (int64, error) {
+	res, err := q.ExecContext(ctx, `DELETE FROM sign_in_failures WHERE failed_at < $1`, olderThan)
+	if err != nil {
+		return 0, fmt.Errorf("sweeping sign-in failures: %w", err)
+	}
+	return res.RowsAffected()
+}

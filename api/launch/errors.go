@@ -1,0 +1,18 @@
+package launch
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/cairnhq/cairn/api/platform/fault"
+)
+
+var (
+	// ErrMalformed means a control document failed validation; a stored
+	// malformed control admits nothing.
+	ErrMalformed = fmt.Errorf("launch control malformed: %w", fault.ErrValidation)
+	// ErrVersionConflict means the expected version is not the current one.
+	ErrVersionConflict = errors.New("launch control version conflict")
+	// ErrKeyReused means an idempotency key was reused for another change.
+	ErrKeyReused = errors.New("launch control idempotency key reused")
+)

@@ -1,0 +1,263 @@
+package launch
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/cairnhq/cairn/api/platform/id"
+)
+
+// Control is one version of the production launch-control document. It is
+// read fail-closed: a missing or malformed control admits nothing.
+type Control struct {
+	Version int `json:"-"`
+	// PublicGate opens the service to every organization when true.
+	PublicGate bool `json:"public_gate"`
+	// LaunchedOrganizations are organizations for which the gate is open
+	// although the public gate is closed (a tenant-wide launch).
+	LaunchedOrganizations []string `json:"launched_organizations"`
+	// CanaryAllowlist admits exact organization-and-workspace pairs only.
+	CanaryAllowlist []Pair `json:"canary_allowlist"`
+	// NewRunsEnabled and AppliesEnabled are independent switches.
+	NewRunsEnabled bool `json:"new_runs_enabled"`
+	AppliesEnabled bool `json:"applies_enabled"`
+	// FederationProviders and Regions switch providers and regions on.
+	FederationProviders map[string]bool `json:"federation_providers"`
+	Regions             map[string]bool `json:"regions"`
+	Ceilings            Ceilings        `json:"ceilings"`
+	// RunnerReleases and PolicyReleases are the logical releases allowed to
+	// run; a run pinned to another release is refused.
+	RunnerReleases []string `json:"runner_releases"`
+	PolicyReleases []string `json:"policy_releases"`
+	// WorkflowRouting maps a workflow kind to the queue that runs it.
+	WorkflowRouting map[string]string `json:"workflow_routing"`
+}
+
+// Pair is an exact organization-and-workspace canary. A workspace ID alone
+// never admits anything: workspace IDs are organization-local.
+type Pair struct {
+	OrganizationID string `json:"organization_id"`
+	WorkspaceID    string `json:"workspace_id"`
+}
+
+// Ceilings bound the resources runs may take.
+type Ceilings struct {
+	// SandboxesPerRegion bounds concurrently active sandboxes per region.
+	SandboxesPerRegion map[string]int `json:"sandboxes_per_region"`
+	// PendingRunsPerWorkspace bounds queued, non-terminal runs of one
+	// workspace.
+	PendingRunsPerWorkspace int `json:"pending_runs_per_workspace"`
+}
+
+// Bounds of a control document.
+const (
+	MaxAllowlist  = 100
+	MaxLaunched   = 1000
+	MaxReleases   = 32
+	maxDocBytes   = 64 << 10
+	maxCeiling    = 10000
+	RunnerRelease = "cairn-runner-1"
+	PolicyRelease = "opa-1.18.2"
+)
+
+// FederationProviderNames are the cloud federation providers a control can
+// switch.
+var FederationProviderNames = []string{"aws", "gcp", "azure"}
+
+// RegionNames are the execution regions a control can switch.
+var RegionNames = []string{"us", "eu"}
+
+var releasePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]{0,63}$`)
+
+// Default is the first control of a fresh installation: gate closed, runs
+// and applies switched on, only the "us" region, the releases this build
+// ships, and modest ceilings.
+func Default() Control {
+	return Control{
+		LaunchedOrganizations: []string{},
+		CanaryAllowlist:       []Pair{},
+		NewRunsEnabled:        true,
+		AppliesEnabled:        true,
+		FederationProviders:   map[string]bool{"aws": false, "gcp": false, "azure": false},
+		Regions:               map[string]bool{"us": true, "eu": false},
+		Ceilings:              Ceilings{SandboxesPerRegion: map[string]int{"us": 4, "eu": 0}, PendingRunsPerWorkspace: 50},
+		RunnerReleases:        []string{RunnerRelease},
+		PolicyReleases:        []string{PolicyRelease},
+		WorkflowRouting:       map[string]string{"run": "default", "policy": "default"},
+	}
+}
+
+// Parse decodes and validates a control document strictly: unknown fields,
+// missing sections and out-of-bound values are errors.
+func Parse(doc []byte) (Control, error) {
+	if len(doc) > maxDocBytes {
+		return Control{}, fmt.Errorf("%w: document over %d bytes", ErrMalformed, maxDocBytes)
+	}
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.DisallowUnknownFields()
+	var c Control
+	if err := dec.Decode(&c); err != nil {
+		return Control{}, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	if dec.More() {
+		return Control{}, fmt.Errorf("%w: trailing data", ErrMalformed)
+	}
+	return c, c.Validate()
+}
+
+// Validate checks every bound of a control.
+func (c Control) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrMalformed, fmt.Sprintf(format, args...))
+	}
+	if c.LaunchedOrganizations == nil || c.CanaryAllowlist == nil || c.FederationProviders == nil ||
+		c.Regions == nil || c.Ceilings.SandboxesPerRegion == nil || c.RunnerReleases == nil ||
+		c.PolicyReleases == nil || c.WorkflowRouting == nil {
+		return bad("every section must be present")
+	}
+	if len(c.LaunchedOrganizations) > MaxLaunched {
+		return bad("more than %d launched organizations", MaxLaunched)
+	}
+	for _, org := range c.LaunchedOrganizations {
+		if !id.HasPrefix(org, "org") {
+			return bad("launched organization %q is not an organization ID", org)
+		}
+	}
+	if len(c.CanaryAllowlist) > MaxAllowlist {
+		return bad("more than %d canary pairs", MaxAllowlist)
+	}
+	for _, p := range c.CanaryAllowlist {
+		if !id.HasPrefix(p.OrganizationID, "org") || !id.HasPrefix(p.WorkspaceID, "ws") {
+			return bad("canary pairs need an exact organization ID and workspace ID")
+		}
+	}
+	if !sameKeys(c.FederationProviders, FederationProviderNames) {
+		return bad("federation_providers must name exactly %v", FederationProviderNames)
+	}
+	if !sameKeys(c.Regions, RegionNames) {
+		return bad("regions must name exactly %v", RegionNames)
+	}
+	if !sameKeys(c.Ceilings.SandboxesPerRegion, RegionNames) {
+		return bad("ceilings.sandboxes_per_region must name exactly %v", RegionNames)
+	}
+	for region, n := range c.Ceilings.SandboxesPerRegion {
+		if n < 0 || n > maxCeiling {
+			return bad("ceiling for %s out of range", region)
+		}
+	}
+	if c.Ceilings.PendingRunsPerWorkspace < 1 || c.Ceilings.PendingRunsPerWorkspace > maxCeiling {
+		return bad("ceilings.pending_runs_per_workspace out of range")
+	}
+	for _, list := range [][]string{c.RunnerReleases, c.PolicyReleases} {
+		if len(list) > MaxReleases {
+			return bad("more than %d releases", MaxReleases)
+		}
+		for _, r := range list {
+			if !releasePattern.MatchString(r) {
+				return bad("release %q", r)
+			}
+		}
+	}
+	for kind, queue := range c.WorkflowRouting {
+		if !releasePattern.MatchString(kind) || !releasePattern.MatchString(queue) {
+			return bad("workflow routing %q -> %q", kind, queue)
+		}
+	}
+	return nil
+}
+
+func sameKeys[V any](m map[string]V, names []string) bool {
+	if len(m) != len(names) {
+		return false
+	}
+	for _, n := range names {
+		if _, ok := m[n]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// Canonical returns the control's JSON with sorted lists, for storage and
+// for comparing two documents.
+func (c Control) Canonical() []byte {
+	c.LaunchedOrganizations = sortedCopy(c.LaunchedOrganizations)
+	c.RunnerReleases = sortedCopy(c.RunnerReleases)
+	c.PolicyReleases = sortedCopy(c.PolicyReleases)
+	pairs := slices.Clone(c.CanaryAllowlist)
+	slices.SortFunc(pairs, func(a, b Pair) int {
+		return strings.Compare(a.OrganizationID+"/"+a.WorkspaceID, b.OrganizationID+"/"+b.WorkspaceID)
+	})
+	c.CanaryAllowlist = pairs
+	out, _ := json.Marshal(c)
+	return out
+}
+
+func sortedCopy(s []string) []string {
+	out := slices.Clone(s)
+	slices.Sort(out)
+	return out
+}
+
+// Subject is what a request wants admission to: an organization, and for
+// workspace-scoped requests the exact workspace. An empty WorkspaceID means
+// an organization-wide request.
+type Subject struct {
+	OrganizationID string
+	WorkspaceID    string
+}
+
+// Suspension flags for a subject.
+type Suspension struct {
+	Organization bool
+	Workspace    bool
+}
+
+// Admission is how a request was admitted.
+type Admission string
+
+const (
+	// AdmissionOpen means the public gate or a tenant-wide launch admits it.
+	AdmissionOpen Admission = "open"
+	// AdmissionCanary means only an exact allowlisted pair admits it; the
+	// caller may see that exact workspace's surface and nothing wider.
+	AdmissionCanary Admission = "canary"
+)
+
+// Decision is the outcome of an admission check. Reason is for logs only;
+// clients never learn why they were refused.
+type Decision struct {
+	Admitted  bool
+	Admission Admission
+	Reason    string
+}
+
+// Admit decides admission. It is pure so every rule can be table-tested:
+// no control, unresolved ownership or a suspension refuses; an open public
+// gate or a launched organization admits; otherwise only an exact
+// organization-and-workspace canary pair admits, and never an
+// organization-wide request.
+func Admit(c *Control, s Subject, susp Suspension) Decision {
+	switch {
+	case c == nil:
+		return Decision{Reason: "control_missing"}
+	case s.OrganizationID == "":
+		return Decision{Reason: "ownership_unresolved"}
+	case susp.Organization || susp.Workspace:
+		return Decision{Reason: "suspended"}
+	case c.PublicGate:
+		return Decision{Admitted: true, Admission: AdmissionOpen, Reason: "public_gate"}
+	case slices.Contains(c.LaunchedOrganizations, s.OrganizationID):
+		return Decision{Admitted: true, Admission: AdmissionOpen, Reason: "launched_organization"}
+	case s.WorkspaceID == "":
+		return Decision{Reason: "gate_closed"}
+	case slices.Contains(c.CanaryAllowlist, Pair{OrganizationID: s.OrganizationID, WorkspaceID: s.WorkspaceID}):
+		return Decision{Admitted: true, Admission: AdmissionCanary, Reason: "canary"}
+	default:
+		return Decision{Reason: "not_allowlisted"}
+	}
+}

@@ -1,0 +1,114 @@
+package httpx
+
+import (
+	"errors"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/cairnhq/cairn/api/platform/reqid"
+)
+
+const localsRequestID = "cairn.request_id"
+
+// RequestOptions tunes the request middleware per surface.
+type RequestOptions struct {
+	// KeepClientID, when it returns true for a request, keeps a well-formed
+	// client-supplied X-Request-Id instead of issuing a new one.
+	KeepClientID func(c *fiber.Ctx) bool
+}
+
+// RequestContext is the outermost middleware of the API: it assigns the
+// request ID (header, locals and context), turns panics into a bounded 500,
+// writes one access-log line per request and marks API answers uncacheable.
+func RequestContext(logger *slog.Logger, opts RequestOptions) fiber.Handler {
+	return func(c *fiber.Ctx) (err error) {
+		started := time.Now()
+		id := ""
+		if opts.KeepClientID != nil && opts.KeepClientID(c) {
+			if supplied := c.Get(reqid.Header); reqid.Valid(supplied) {
+				id = supplied
+			}
+		}
+		if id == "" {
+			id = reqid.New()
+		}
+		c.Locals(localsRequestID, id)
+		c.SetUserContext(reqid.With(c.UserContext(), id))
+		c.Set(reqid.Header, id)
+		c.Set(fiber.HeaderCacheControl, "no-store")
+		c.Set(fiber.HeaderXContentTypeOptions, "nosniff")
+
+		defer func() {
+			if p := recover(); p != nil {
+				logger.ErrorContext(c.UserContext(), "panic in handler",
+					"request_id", id, "panic", p, "stack", string(debug.Stack()))
+				err = WriteError(c, Problem{Status: http.StatusInternalServerError, Code: CodeInternal})
+			}
+			status := c.Response().StatusCode()
+			// A request body the handler refused is left unread on the
+			// connection; closing it is the only way to keep the next request
+			// on a keep-alive connection from being parsed out of those bytes.
+			if status >= 400 && c.Request().Header.ContentLength() != 0 {
+				c.Context().SetConnectionClose()
+			}
+			logger.LogAttrs(c.UserContext(), levelFor(status), "request",
+				slog.String("request_id", id),
+				slog.String("method", c.Method()),
+				slog.String("route", c.Route().Path),
+				slog.Int("status", status),
+				slog.Int64("duration_us", time.Since(started).Microseconds()))
+		}()
+		if err := c.Next(); err != nil {
+			// Render the error here rather than after this middleware
+			// returns, so the access log sees the final status.
+			return c.App().Config().ErrorHandler(c, err)
+		}
+		return nil
+	}
+}
+
+func levelFor(status int) slog.Level {
+	if status >= 500 {
+		return slog.LevelWarn
+	}
+	return slog.LevelInfo
+}
+
+// RequestID returns the request ID assigned by RequestContext.
+func RequestID(c *fiber.Ctx) string {
+	id, _ := c.Locals(localsRequestID).(string)
+	return id
+}
+
+// WriteError writes a /v1-shaped error document for a problem.
+func WriteError(c *fiber.Ctx, p Problem) error {
+	body := NewErrorBody(p)
+	for k, values := range body.GetHeaders() {
+		for _, v := range values {
+			c.Set(k, v)
+		}
+	}
+	return c.Status(p.Status).JSON(Stamp(body, RequestID(c)))
+}
+
+// ErrorHandler renders errors that escape Fiber handlers (unknown routes,
+// framework-level failures) as bounded error documents.
+func ErrorHandler(logger *slog.Logger) fiber.ErrorHandler {
+	return func(c *fiber.Ctx, err error) error {
+		status := http.StatusInternalServerError
+		var fe *fiber.Error
+		if errors.As(err, &fe) {
+			status = fe.Code
+		}
+		if status >= 500 {
+			logger.ErrorContext(c.UserContext(), "request failed",
+				"request_id", RequestID(c), "status", strconv.Itoa(status), "error", err)
+		}
+		return WriteError(c, ProblemForStatus(status))
+	}
+}

@@ -1,0 +1,93 @@
+package problem
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"github.com/cairnhq/cairn/api/audit"
+	"github.com/cairnhq/cairn/api/access"
+	"github.com/cairnhq/cairn/api/identity"
+	"github.com/cairnhq/cairn/api/launch"
+	"github.com/cairnhq/cairn/api/platform/fault"
+	"github.com/cairnhq/cairn/api/platform/httpx"
+	"github.com/cairnhq/cairn/api/platform/idempotency"
+	"github.com/cairnhq/cairn/api/platform/reqid"
+	"github.com/cairnhq/cairn/api/serviceaccount"
+	"github.com/cairnhq/cairn/api/workspace"
+)
+
+// table is the one place where errors become statuses and codes, for /v1
+// and the identity server alike (the remote-backend API renders the same
+// statuses as JSON:API documents). Rows are checked in order with
+// errors.Is; the first match wins, so specific sentinels come before the
+// generic ones they wrap.
+var table = []struct {
+	err     error
+	problem httpx.Problem
+}{
+	{idempotency.ErrKeyMissing, httpx.Problem{Status: http.StatusBadRequest, Code: "IDEMPOTENCY_KEY_REQUIRED"}},
+	{idempotency.ErrKeyInvalid, httpx.Problem{Status: http.StatusBadRequest, Code: "IDEMPOTENCY_KEY_INVALID"}},
+	{idempotency.ErrKeyReused, httpx.Problem{Status: http.StatusConflict, Code: "IDEMPOTENCY_KEY_REUSED"}},
+	{idempotency.ErrInProgress, httpx.Problem{Status: http.StatusConflict, Code: "IDEMPOTENCY_IN_PROGRESS"}},
+
+	{httpx.ErrTooLarge, httpx.Problem{Status: http.StatusRequestEntityTooLarge, Code: httpx.CodePayloadTooLarge}},
+
+	{access.ErrStepUpRequired, httpx.Problem{Status: http.StatusForbidden, Code: "REAUTHENTICATION_REQUIRED"}},
+	{identity.ErrInvalidCredentials, httpx.Problem{Status: http.StatusUnauthorized, Code: "INVALID_CREDENTIALS"}},
+	{identity.ErrRateLimited, httpx.Problem{Status: http.StatusTooManyRequests, Code: "RATE_LIMITED", RetryAfter: 60}},
+	{identity.ErrEmailTaken, httpx.Problem{Status: http.StatusConflict, Code: "EMAIL_TAKEN"}},
+	{identity.ErrSlugTaken, httpx.Problem{Status: http.StatusConflict, Code: "ORGANIZATION_SLUG_TAKEN"}},
+	{identity.ErrLastOwner, httpx.Problem{Status: http.StatusConflict, Code: "LAST_OWNER"}},
+	{identity.ErrMemberExists, httpx.Problem{Status: http.StatusConflict, Code: "MEMBER_EXISTS"}},
+
+	{workspace.ErrNameTaken, httpx.Problem{Status: http.StatusConflict, Code: "WORKSPACE_NAME_TAKEN"}},
+	{workspace.ErrProjectNameTaken, httpx.Problem{Status: http.StatusConflict, Code: "PROJECT_NAME_TAKEN"}},
+	{workspace.ErrVariableKeyTaken, httpx.Problem{Status: http.StatusConflict, Code: "WORKSPACE_VARIABLE_KEY_TAKEN"}},
+	{workspace.ErrVariableValueRequired, httpx.Problem{Status: http.StatusBadRequest, Code: "WORKSPACE_VARIABLE_VALUE_REQUIRED"}},
+	{workspace.ErrInvalidHCL, httpx.Problem{Status: http.StatusBadRequest, Code: "WORKSPACE_VARIABLE_HCL_INVALID"}},
+	{serviceaccount.ErrNameTaken, httpx.Problem{Status: http.StatusConflict, Code: "SERVICE_ACCOUNT_NAME_TAKEN"}},
+	{serviceaccount.ErrInvalidToken, httpx.Problem{Status: http.StatusUnauthorized, Code: "invalid_token"}},
+	{launch.ErrVersionConflict, httpx.Problem{Status: http.StatusConflict, Code: "LAUNCH_CONTROL_VERSION_CONFLICT"}},
+	{launch.ErrKeyReused, httpx.Problem{Status: http.StatusConflict, Code: "IDEMPOTENCY_KEY_REUSED"}},
+
+	{fault.ErrNotFound, httpx.Problem{Status: http.StatusNotFound, Code: httpx.CodeNotFound}},
+	{fault.ErrUnauthenticated, httpx.Problem{Status: http.StatusUnauthorized, Code: httpx.CodeUnauthenticated}},
+	{fault.ErrForbidden, httpx.Problem{Status: http.StatusForbidden, Code: httpx.CodeForbidden}},
+	{fault.ErrUnavailable, httpx.Problem{Status: http.StatusServiceUnavailable, Code: httpx.CodeUnavailable}},
+	{fault.ErrAdmissionClosed, httpx.Problem{Status: http.StatusServiceUnavailable, Code: httpx.CodeServiceUnavailable, RetryAfter: httpx.AdmissionRetryAfterSeconds}},
+	{fault.ErrValidation, httpx.Problem{Status: http.StatusBadRequest, Code: httpx.CodeValidationFailed}},
+	{fault.ErrConflict, httpx.Problem{Status: http.StatusConflict, Code: "CONFLICT"}},
+	// Rejected audit evidence is our bug, not the caller's: a bounded 500.
+	{audit.ErrEvidenceRejected, httpx.Problem{Status: http.StatusInternalServerError, Code: httpx.CodeInternal}},
+}
+
+// Coded is an error that already names its public problem, for the few
+// codes that depend on where they happen (each cursor list has its own
+// *_LIST_CURSOR_INVALID code).
+type Coded struct{ Problem httpx.Problem }
+
+func (e Coded) Error() string { return e.Problem.Code }
+
+// Of maps err to its public problem. Anything unmapped is logged with its
+// cause and answered as a bare 500; the cause never reaches the client.
+func Of(ctx context.Context, logger *slog.Logger, err error) httpx.Problem {
+	var coded Coded
+	if errors.As(err, &coded) {
+		return coded.Problem
+	}
+	for _, row := range table {
+		if errors.Is(err, row.err) {
+			if row.problem.Status >= 500 {
+				logger.ErrorContext(ctx, "operation failed", "request_id", reqid.From(ctx), "error", err)
+			}
+			return row.problem
+		}
+	}
+	if errors.Is(err, context.Canceled) {
+		return httpx.Problem{Status: 499, Code: "CLIENT_CLOSED_REQUEST"}
+	}
+	logger.ErrorContext(ctx, "operation failed", "request_id", reqid.From(ctx), "error", err)
+	return httpx.Problem{Status: http.StatusInternalServerError, Code: httpx.CodeInternal}
+}

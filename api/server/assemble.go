@@ -1,0 +1,56 @@
+package server
+
+import (
+	"log/slog"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/cairnhq/cairn/api/audit"
+	"github.com/cairnhq/cairn/api/identity"
+	"github.com/cairnhq/cairn/api/launch"
+	"github.com/cairnhq/cairn/api/platform/config"
+	"github.com/cairnhq/cairn/api/platform/seal"
+	"github.com/cairnhq/cairn/api/platform/secret"
+	"github.com/cairnhq/cairn/api/serviceaccount"
+	v1 "github.com/cairnhq/cairn/api/v1"
+	"github.com/cairnhq/cairn/api/workspace"
+)
+
+// Assemble wires every domain service from configuration. Without a
+// database or AUTH_SECRET the services stay nil, and the surfaces that need
+// them fail closed.
+func Assemble(cfg config.Config, conn *sqlx.DB, logger *slog.Logger) (Deps, error) {
+	deps := Deps{Config: cfg, DB: conn, Logger: logger}
+	if conn == nil || !cfg.AuthReady() {
+		return deps, nil
+	}
+	ident, err := identity.NewService(conn, IdentityOptions(cfg))
+	if err != nil {
+		return Deps{}, err
+	}
+	deps.Identity = ident
+	// A missing master key leaves the sealer nil: sensitive values then
+	// fail closed while everything else keeps working.
+	sealer, _ := seal.NewSealer(cfg.MasterKeyBytes())
+	deps.Services = v1.Services{
+		Audit:           audit.NewService(conn),
+		Workspaces:      workspace.NewService(conn, sealer, secret.Derive(cfg.AuthSecret, "variable-digest"), cfg.ToolVersions),
+		ServiceAccounts: serviceaccount.NewService(conn, secret.Derive(cfg.AuthSecret, "service-account-token")),
+		Launch:          launch.NewService(conn, logger),
+	}
+	return deps, nil
+}
+
+// IdentityOptions derives the identity service's settings and keys.
+func IdentityOptions(cfg config.Config) identity.Options {
+	return identity.Options{
+		Password: identity.PasswordParams{
+			MemoryKiB:   cfg.Argon2Memory,
+			Iterations:  cfg.Argon2Iterations,
+			Parallelism: cfg.Argon2Parallelism,
+		},
+		SessionTTL: cfg.SessionTTL,
+		TokenKey:   secret.Derive(cfg.AuthSecret, "session-token"),
+		SubjectKey: secret.Derive(cfg.AuthSecret, "sign-in-subject"),
+	}
+}

@@ -1,0 +1,106 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/cairnhq/cairn/api/authserver"
+	"github.com/cairnhq/cairn/api/identity"
+	"github.com/cairnhq/cairn/api/platform/buildinfo"
+	"github.com/cairnhq/cairn/api/platform/config"
+	"github.com/cairnhq/cairn/api/platform/db"
+	"github.com/cairnhq/cairn/api/platform/httpx"
+	v1 "github.com/cairnhq/cairn/api/v1"
+)
+
+// Deps is everything the API process serves with. DB is nil when
+// DATABASE_URL is unset: health still answers, everything else fails closed.
+type Deps struct {
+	Config   config.Config
+	DB       *sqlx.DB
+	Logger   *slog.Logger
+	Identity *identity.Service
+	Services v1.Services
+}
+
+// Server is the assembled Fiber application of cairn-api.
+type Server struct {
+	App *fiber.App
+	V1  *v1.API
+
+	deps          Deps
+	latestVersion int64
+}
+
+// New assembles every surface of cairn-api on one Fiber app.
+func New(deps Deps) (*Server, error) {
+	latest, err := db.LatestVersion()
+	if err != nil {
+		return nil, err
+	}
+	app := fiber.New(fiber.Config{
+		// Bodies are streamed to handlers. With a body limit of one byte,
+		// fasthttp pre-reads at most one byte before calling the handler,
+		// so every limit is ours to check against the declared length
+		// before the body is read. Handlers must read bodies through
+		// limited streams, never through Ctx.Body().
+		StreamRequestBody:     true,
+		BodyLimit:             1,
+		ReadBufferSize:        16 << 10,
+		ReadTimeout:           15 * time.Minute,
+		WriteTimeout:          15 * time.Minute,
+		IdleTimeout:           2 * time.Minute,
+		DisableStartupMessage: true,
+		ErrorHandler:          httpx.ErrorHandler(deps.Logger),
+	})
+	s := &Server{App: app, deps: deps, latestVersion: latest}
+	app.Use(httpx.RequestContext(deps.Logger, httpx.RequestOptions{}))
+	app.Get("/health", s.health)
+	app.Get("/ready", s.ready)
+	authserver.Mount(app.Group("/api/auth"), authserver.Deps{
+		Identity:      deps.Identity,
+		Logger:        deps.Logger,
+		SecureCookies: deps.Config.SecureCookies,
+	})
+	v1deps := v1.Deps{Config: deps.Config, DB: deps.DB, Logger: deps.Logger, Services: deps.Services}
+	if deps.Identity != nil {
+		v1deps.Sessions = deps.Identity
+	}
+	s.V1 = v1.Mount(app, v1deps)
+	return s, nil
+}
+
+// health answers without touching the database: liveness plus which
+// bindings are configured, as booleans only.
+func (s *Server) health(c *fiber.Ctx) error {
+	return c.JSON(fiber.Map{
+		"status":   "ok",
+		"version":  buildinfo.Version,
+		"bindings": s.deps.Config.Bindings(),
+		"meta":     httpx.Meta{RequestID: httpx.RequestID(c)},
+	})
+}
+
+// ready checks connectivity, the applied schema version and the core tables.
+func (s *Server) ready(c *fiber.Ctx) error {
+	meta := httpx.Meta{RequestID: httpx.RequestID(c)}
+	if s.deps.DB == nil {
+		return c.Status(http.StatusServiceUnavailable).JSON(fiber.Map{"status": "unavailable", "database": "unconfigured", "meta": meta})
+	}
+	ctx, cancel := context.WithTimeout(c.UserContext(), 3*time.Second)
+	defer cancel()
+	status, err := db.CheckSchema(ctx, s.deps.DB.DB, s.latestVersion)
+	if err != nil {
+		s.deps.Logger.WarnContext(ctx, "readiness check failed", "request_id", meta.RequestID, "error", err)
+		return c.Status(http.StatusServiceUnavailable).JSON(fiber.Map{"status": "unavailable", "database": "unreachable", "meta": meta})
+	}
+	if !status.Ready() {
+		return c.Status(http.StatusServiceUnavailable).JSON(fiber.Map{"status": "unavailable", "schema": "migration_required", "meta": meta})
+	}
+	return c.JSON(fiber.Map{"status": "ready", "schema": "current", "meta": meta})
+}

@@ -1,0 +1,222 @@
+package server_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cairnhq/cairn/api/apitest"
+	"github.com/cairnhq/cairn/api/platform/db"
+	"github.com/cairnhq/cairn/api/platform/dbtest"
+	"github.com/cairnhq/cairn/api/platform/reqid"
+)
+
+func TestHealthAnswersWithoutDatabaseAndProtectedSurfacesFailClosed(t *testing.T) {
+	t.Parallel()
+	env := apitest.Start(t, nil, "")
+	c := env.Anonymous()
+
+	health := c.Get("/health").MustStatus(t, http.StatusOK)
+	var body struct {
+		Status   string          `json:"status"`
+		Bindings map[string]bool `json:"bindings"`
+	}
+	health.JSON(t, &body)
+	if body.Status != "ok" || body.Bindings["database"] || !body.Bindings["auth_secret"] {
+		t.Fatalf("health = %s", health.Body)
+	}
+	if strings.Contains(string(health.Body), env.Config.AuthSecret.Reveal()) {
+		t.Fatal("health leaks AUTH_SECRET")
+	}
+	if !reqid.Valid(health.Header.Get("X-Request-Id")) {
+		t.Fatalf("X-Request-Id %q", health.Header.Get("X-Request-Id"))
+	}
+
+	c.Get("/ready").MustStatus(t, http.StatusServiceUnavailable)
+	for _, r := range []apitest.Request{
+		{Method: http.MethodGet, Path: "/v1/audit-events"},
+		{Method: http.MethodPost, Path: "/v1/projects", Body: map[string]string{"name": "x"}, Header: map[string]string{"Idempotency-Key": "k"}},
+		{Method: http.MethodPost, Path: "/api/auth/sign-in/email", Body: map[string]string{"email": "a@b.c", "password": "x"}},
+		{Method: http.MethodGet, Path: "/api/auth/get-session"},
+	} {
+		resp := c.Do(r)
+		if resp.Status != http.StatusServiceUnavailable {
+			t.Errorf("%s %s = %d %s, want 503", r.Method, r.Path, resp.Status, resp.Body)
+		}
+		assertErrorEnvelope(t, resp)
+	}
+	// The contract is public and needs nothing.
+	c.Get("/v1/openapi.json").MustStatus(t, http.StatusOK)
+}
+
+func TestAuthFailsClosedWithoutAuthSecret(t *testing.T) {
+	t.Parallel()
+	conn, url := dbtest.NewURL(t)
+	env := apitest.Start(t, conn, url, func(s *apitest.Settings) { s.Config.AuthSecret = "too-short" })
+	c := env.Anonymous()
+	c.Get("/ready").MustStatus(t, http.StatusOK)
+	resp := c.Do(apitest.Request{Method: http.MethodPost, Path: "/api/auth/sign-up/email",
+		Body: map[string]string{"email": "a@example.com", "password": "correct horse battery staple", "name": "A"}})
+	resp.MustStatus(t, http.StatusServiceUnavailable)
+	c.Get("/v1/audit-events").MustStatus(t, http.StatusServiceUnavailable)
+}
+
+func TestReadyReportsMigrationRequiredUntilMigrated(t *testing.T) {
+	t.Parallel()
+	conn, url := dbtest.Empty(t)
+	env := apitest.Start(t, conn, url)
+	c := env.Anonymous()
+
+	resp := c.Get("/ready").MustStatus(t, http.StatusServiceUnavailable)
+	var body map[string]any
+	resp.JSON(t, &body)
+	if body["schema"] != "migration_required" {
+		t.Fatalf("ready on empty database = %s", resp.Body)
+	}
+	if err := db.Migrate(context.Background(), conn.DB, nil); err != nil {
+		t.Fatalf("migrating: %v", err)
+	}
+	c.Get("/ready").MustStatus(t, http.StatusOK)
+}
+
+func TestErrorsCarryRequestIDInHeaderAndBody(t *testing.T) {
+	t.Parallel()
+	env := apitest.New(t)
+	resp := env.Anonymous().Get("/v1/no-such-route").MustStatus(t, http.StatusNotFound)
+	assertErrorEnvelope(t, resp)
+	// A client-supplied ID is never echoed on the native API.
+	resp = env.Anonymous().Do(apitest.Request{Method: http.MethodGet, Path: "/v1/audit-events",
+		Header: map[string]string{"X-Request-Id": "req_aaaaaaaaaaaaaaaaaaaaaaaaaa"}})
+	if resp.Header.Get("X-Request-Id") == "req_aaaaaaaaaaaaaaaaaaaaaaaaaa" {
+		t.Fatal("client-supplied request ID echoed")
+	}
+	assertErrorEnvelope(t, resp)
+}
+
+// assertErrorEnvelope checks the bounded error shape: error{status, code,
+// request_id} and meta.request_id, equal to the header, and nothing else.
+func assertErrorEnvelope(t *testing.T, resp *apitest.Response) {
+	t.Helper()
+	var body map[string]map[string]any
+	if err := json.Unmarshal(resp.Body, &body); err != nil {
+		t.Fatalf("error body is not JSON: %s", resp.Body)
+	}
+	if len(body) != 2 || body["error"] == nil || body["meta"] == nil {
+		t.Fatalf("error body has members other than error and meta: %s", resp.Body)
+	}
+	id := resp.Header.Get("X-Request-Id")
+	if !reqid.Valid(id) || body["error"]["request_id"] != id || body["meta"]["request_id"] != id {
+		t.Fatalf("request ID header %q does not match body %s", id, resp.Body)
+	}
+	if len(body["error"]) != 3 || body["error"]["code"] == "" || int(body["error"]["status"].(float64)) != resp.Status {
+		t.Fatalf("error object is not {status, code, request_id}: %s", resp.Body)
+	}
+}
+
+// countingListener counts the bytes the server reads from its connections.
+type countingListener struct {
+	net.Listener
+	read *atomic.Int64
+}
+
+func (l countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return countingConn{Conn: c, read: l.read}, nil
+}
+
+type countingConn struct {
+	net.Conn
+	read *atomic.Int64
+}
+
+func (c countingConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.read.Add(int64(n))
+	return n, err
+}
+
+func TestDeclaredOversizeBodyIsRejectedWithoutBeingRead(t *testing.T) {
+	t.Parallel()
+	var read atomic.Int64
+	env := apitest.New(t, func(s *apitest.Settings) {
+		s.WrapListener = func(l net.Listener) net.Listener { return countingListener{Listener: l, read: &read} }
+	})
+	u := env.WithOrganization("Bodies")
+	const declared = 10_000_000
+
+	for _, path := range []string{"/v1/projects", "/api/auth/organization/create"} {
+		read.Store(0)
+		conn, err := net.Dial("tcp", strings.TrimPrefix(env.URL, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Offer the whole body as fast as the server takes it; it must
+		// answer 413 after reading (almost) nothing of it.
+		go func() {
+			fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nCookie: __Secure-identity.session_token=%s\r\nIdempotency-Key: big-1\r\nContent-Length: %d\r\n\r\n",
+				path, u.Token, declared)
+			chunk := []byte(strings.Repeat(" ", 64<<10))
+			for sent := 0; sent < declared; sent += len(chunk) {
+				if _, err := conn.Write(chunk); err != nil {
+					return
+				}
+			}
+		}()
+		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("%s: reading response: %v", path, err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		conn.Close()
+		if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(raw), `"PAYLOAD_TOO_LARGE"`) {
+			t.Fatalf("%s: %d %s, want 413 PAYLOAD_TOO_LARGE\n%s", path, resp.StatusCode, raw, env.Logs.String())
+		}
+		if n := read.Load(); n > 64<<10 {
+			t.Fatalf("%s: server read %d bytes of a declared %d-byte body before refusing it", path, n, declared)
+		}
+		t.Logf("%s: server read %d bytes of a declared %d-byte body", path, read.Load(), declared)
+	}
+}
+
+func TestUnknownLengthBodyIsCutAtTheLimit(t *testing.T) {
+	t.Parallel()
+	env := apitest.New(t)
+	u := env.WithOrganization("Chunks")
+	pr, pw := io.Pipe()
+	go func() {
+		// A syntactically endless JSON string, streamed without a length.
+		_, _ = pw.Write([]byte(`{"name":"`))
+		chunk := []byte(strings.Repeat("a", 8<<10))
+		for i := 0; i < 1000; i++ {
+			if _, err := pw.Write(chunk); err != nil {
+				return
+			}
+		}
+		pw.Close()
+	}()
+	resp := u.Do(apitest.Request{Method: http.MethodPost, Path: "/v1/projects", Body: io.Reader(pr),
+		Header: map[string]string{"Idempotency-Key": "chunked-1"}})
+	pr.CloseWithError(io.ErrClosedPipe)
+	if resp.Status != http.StatusRequestEntityTooLarge || resp.Code() != "PAYLOAD_TOO_LARGE" {
+		t.Fatalf("chunked oversize body = %d %s", resp.Status, resp.Body)
+	}
+	var count int
+	if err := env.DB.Get(&count, `SELECT count(*) FROM projects`); err != nil {
+		t.Fatal(err)
+	}
+	if count != 0 {
+		t.Fatalf("%d projects persisted from a refused body", count)
+	}
+}

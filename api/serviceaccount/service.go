@@ -1,0 +1,191 @@
+package serviceaccount
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/base32"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/cairnhq/cairn/api/access"
+	"github.com/cairnhq/cairn/api/audit"
+	"github.com/cairnhq/cairn/api/platform/fault"
+	"github.com/cairnhq/cairn/api/platform/id"
+)
+
+// Service is service accounts and their tokens.
+type Service struct {
+	db       *sqlx.DB
+	tokenKey []byte
+	now      func() time.Time
+}
+
+// NewService returns the service; tokenKey keys the stored token hashes.
+func NewService(conn *sqlx.DB, tokenKey []byte) *Service {
+	return &Service{db: conn, tokenKey: tokenKey, now: time.Now}
+}
+
+func (s *Service) hash(plaintext string) []byte {
+	m := hmac.New(sha256.New, s.tokenKey)
+	m.Write([]byte(plaintext))
+	return m.Sum(nil)
+}
+
+var tokenEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+
+// Create creates a service account.
+func (s *Service) Create(ctx context.Context, tx *sqlx.Tx, p access.Principal, name, description string) (ServiceAccount, error) {
+	if err := p.Require(access.PermServiceAccountManage); err != nil {
+		return ServiceAccount{}, err
+	}
+	name, err := validateName(name)
+	if err != nil {
+		return ServiceAccount{}, err
+	}
+	if len(description) > 2000 {
+		return ServiceAccount{}, fmt.Errorf("%w: description is over 2000 characters", ErrInvalid)
+	}
+	a := ServiceAccount{ID: id.New("sa"), OrganizationID: p.OrganizationID, Name: name, Description: strings.TrimSpace(description),
+		CreatedBy: p.ID, CreatedAt: s.now().UTC().Truncate(time.Microsecond)}
+	if err := insertServiceAccount(ctx, tx, a); err != nil {
+		return ServiceAccount{}, err
+	}
+	return a, audit.Record(ctx, tx, p, "service_account.created", "service_account", a.ID, map[string]any{"name": a.Name})
+}
+
+// Issued is a new token and its plaintext, which exists only in this value.
+type Issued struct {
+	Token     Token
+	Plaintext string
+}
+
+// IssueToken issues an sst_ token with an explicit subset of the issuer's
+// permissions, optional project and workspace boundaries, and an expiry at
+// most a year ahead. Only a keyed hash of the plaintext is stored.
+func (s *Service) IssueToken(ctx context.Context, tx *sqlx.Tx, p access.Principal, accountID string, in IssueInput) (Issued, error) {
+	if err := p.Require(access.PermServiceAccountManage); err != nil {
+		return Issued{}, err
+	}
+	now := s.now().UTC().Truncate(time.Microsecond)
+	perms, err := validateIssue(p, in, now)
+	if err != nil {
+		return Issued{}, err
+	}
+	if _, err := serviceAccountByID(ctx, tx, p.OrganizationID, accountID); err != nil {
+		return Issued{}, err
+	}
+	t := Token{
+		ID: id.New("sat"), OrganizationID: p.OrganizationID, ServiceAccountID: accountID,
+		Permissions: perms.Strings(), ExpiresAt: in.ExpiresAt.UTC().Truncate(time.Microsecond), CreatedBy: p.ID, CreatedAt: now,
+	}
+	if err := s.checkBoundaries(ctx, tx, p.OrganizationID, in.ProjectID, in.WorkspaceID); err != nil {
+		return Issued{}, err
+	}
+	if in.ProjectID != "" {
+		t.ProjectID = &in.ProjectID
+	}
+	if in.WorkspaceID != "" {
+		t.WorkspaceID = &in.WorkspaceID
+	}
+	raw := make([]byte, 25)
+	if _, err := rand.Read(raw); err != nil {
+		return Issued{}, fmt.Errorf("generating token: %w", err)
+	}
+	plaintext := TokenPrefix + tokenEncoding.EncodeToString(raw)
+	if err := insertToken(ctx, tx, t, s.hash(plaintext)); err != nil {
+		return Issued{}, err
+	}
+	evidence := map[string]any{"service_account_id": accountID, "permissions": t.Permissions, "expires_at": t.ExpiresAt}
+	if t.ProjectID != nil {
+		evidence["project_id"] = *t.ProjectID
+	}
+	if t.WorkspaceID != nil {
+		evidence["workspace_id"] = *t.WorkspaceID
+	}
+	if err := audit.Record(ctx, tx, p, "service_account_token.issued", "service_account_token", t.ID, evidence); err != nil {
+		return Issued{}, err
+	}
+	return Issued{Token: t, Plaintext: plaintext}, nil
+}
+
+// checkBoundaries verifies that a token's project and workspace belong to
+// the organization, and that the workspace lies in the project when both
+// are given. Anything else is not found.
+func (s *Service) checkBoundaries(ctx context.Context, q sqlx.QueryerContext, organizationID, projectID, workspaceID string) error {
+	if projectID != "" {
+		var exists bool
+		if err := sqlx.GetContext(ctx, q, &exists, `SELECT EXISTS (SELECT 1 FROM projects WHERE organization_id = $1 AND id = $2)`,
+			organizationID, projectID); err != nil {
+			return fmt.Errorf("checking project boundary: %w", err)
+		}
+		if !exists {
+			return fault.ErrNotFound
+		}
+	}
+	if workspaceID != "" {
+		var wsProject string
+		err := sqlx.GetContext(ctx, q, &wsProject, `SELECT project_id FROM workspaces WHERE organization_id = $1 AND id = $2`,
+			organizationID, workspaceID)
+		if errors.Is(err, sql.ErrNoRows) || (err == nil && projectID != "" && wsProject != projectID) {
+			return fault.ErrNotFound
+		}
+		if err != nil {
+			return fmt.Errorf("checking workspace boundary: %w", err)
+		}
+	}
+	return nil
+}
+
+// RevokeToken revokes a token; it stops working on the next request.
+func (s *Service) RevokeToken(ctx context.Context, tx *sqlx.Tx, p access.Principal, accountID, tokenID string) (Token, error) {
+	if err := p.Require(access.PermServiceAccountManage); err != nil {
+		return Token{}, err
+	}
+	t, err := tokenByID(ctx, tx, p.OrganizationID, accountID, tokenID)
+	if err != nil {
+		return Token{}, err
+	}
+	if t.RevokedAt == nil {
+		if err := revokeToken(ctx, tx, t.ID); err != nil {
+			return Token{}, err
+		}
+		now := s.now().UTC()
+		t.RevokedAt = &now
+	}
+	return t, audit.Record(ctx, tx, p, "service_account_token.revoked", "service_account_token", t.ID,
+		map[string]any{"service_account_id": accountID})
+}
+
+// Authenticate resolves an sst_ plaintext to the principal it acts as. An
+// unknown, revoked or expired token is ErrInvalidToken.
+func (s *Service) Authenticate(ctx context.Context, plaintext string) (access.Principal, error) {
+	if !strings.HasPrefix(plaintext, TokenPrefix) || len(plaintext) > 128 {
+		return access.Principal{}, ErrInvalidToken
+	}
+	t, err := liveTokenByHash(ctx, s.db, s.hash(plaintext))
+	if err != nil {
+		return access.Principal{}, err
+	}
+	perms, err := access.ParsePermissions(t.Permissions)
+	if err != nil {
+		return access.Principal{}, ErrInvalidToken
+	}
+	p := access.Principal{
+		Kind: access.KindServiceAccount, ID: t.ServiceAccountID, OrganizationID: t.OrganizationID,
+		Permissions: perms, TokenID: t.ID,
+	}
+	if t.ProjectID != nil {
+		p.ProjectID = *t.ProjectID
+	}
+	if t.WorkspaceID != nil {
+		p.WorkspaceID = *t.WorkspaceID
+	}
+	return p, nil
+}

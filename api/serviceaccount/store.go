@@ -1,0 +1,103 @@
+package serviceaccount
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+
+	"github.com/cairnhq/cairn/api/platform/db"
+	"github.com/cairnhq/cairn/api/platform/fault"
+)
+
+func insertServiceAccount(ctx context.Context, q sqlx.ExtContext, a ServiceAccount) error {
+	_, err := q.ExecContext(ctx, `
+		INSERT INTO service_accounts (id, organization_id, name, description, created_by, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6)`, a.ID, a.OrganizationID, a.Name, a.Description, a.CreatedBy, a.CreatedAt)
+	if db.IsUniqueViolation(err, "service_accounts_organization_name_key") {
+		return ErrNameTaken
+	}
+	if err != nil {
+		return fmt.Errorf("inserting service account: %w", err)
+	}
+	return nil
+}
+
+func serviceAccountByID(ctx context.Context, q sqlx.QueryerContext, organizationID, accountID string) (ServiceAccount, error) {
+	var a ServiceAccount
+	err := sqlx.GetContext(ctx, q, &a, `
+		SELECT id, organization_id, name, description, created_by, created_at FROM service_accounts
+		WHERE organization_id = $1 AND id = $2`, organizationID, accountID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return a, fault.ErrNotFound
+	}
+	if err != nil {
+		return a, fmt.Errorf("reading service account: %w", err)
+	}
+	return a, nil
+}
+
+func insertToken(ctx context.Context, q sqlx.ExtContext, t Token, hash []byte) error {
+	_, err := q.ExecContext(ctx, `
+		INSERT INTO service_account_tokens
+			(id, organization_id, service_account_id, token_hash, permissions, project_id, workspace_id, expires_at, created_by, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+		t.ID, t.OrganizationID, t.ServiceAccountID, hash, pq.Array(t.Permissions), t.ProjectID, t.WorkspaceID,
+		t.ExpiresAt, t.CreatedBy, t.CreatedAt)
+	if err != nil {
+		return fmt.Errorf("inserting token: %w", err)
+	}
+	return nil
+}
+
+const tokenColumns = `id, organization_id, service_account_id, permissions, project_id, workspace_id,
+	expires_at, created_by, created_at, revoked_at`
+
+type tokenRow struct {
+	Token
+	Permissions pq.StringArray `db:"permissions"`
+}
+
+func (r tokenRow) token() Token {
+	t := r.Token
+	t.Permissions = []string(r.Permissions)
+	return t
+}
+
+func tokenByID(ctx context.Context, q sqlx.QueryerContext, organizationID, accountID, tokenID string) (Token, error) {
+	var r tokenRow
+	err := sqlx.GetContext(ctx, q, &r, `SELECT `+tokenColumns+` FROM service_account_tokens
+		WHERE organization_id = $1 AND service_account_id = $2 AND id = $3 FOR UPDATE`, organizationID, accountID, tokenID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Token{}, fault.ErrNotFound
+	}
+	if err != nil {
+		return Token{}, fmt.Errorf("reading token: %w", err)
+	}
+	return r.token(), nil
+}
+
+// liveTokenByHash finds a token that is neither revoked nor expired.
+func liveTokenByHash(ctx context.Context, q sqlx.QueryerContext, hash []byte) (Token, error) {
+	var r tokenRow
+	err := sqlx.GetContext(ctx, q, &r, `SELECT `+tokenColumns+` FROM service_account_tokens
+		WHERE token_hash = $1 AND revoked_at IS NULL AND expires_at > now()`, hash)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Token{}, ErrInvalidToken
+	}
+	if err != nil {
+		return Token{}, fmt.Errorf("reading token: %w", err)
+	}
+	return r.token(), nil
+}
+
+func revokeToken(ctx context.Context, q sqlx.ExtContext, tokenID string) error {
+	_, err := q.ExecContext(ctx, `UPDATE service_account_tokens SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL`, tokenID)
+	if err != nil {
+		return fmt.Errorf("revoking token: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,30 @@
+package v1
+
+import (
+	"github.com/cairnhq/cairn/api/audit"
+	"github.com/cairnhq/cairn/api/launch"
+	"github.com/cairnhq/cairn/api/serviceaccount"
+	"github.com/cairnhq/cairn/api/workspace"
+)
+
+// Services are the domain services behind /v1, built by server.Assemble.
+// Without a database they are nil and every protected operation fails
+// closed before reaching them.
+type Services struct {
+	Audit           *audit.Service
+	Workspaces      *workspace.Service
+	ServiceAccounts *serviceaccount.Service
+	Launch          *launch.Service
+	RunOwners       RunOwners
+}
+
+// registerOperations registers every /v1 operation, grouped by domain.
+func (a *API) registerOperations() {
+	a.registerSpec()
+	a.registerLaunchAccess()
+	a.registerProjects()
+	a.registerWorkspaces()
+	a.registerVariables()
+	a.registerServiceAccounts()
+	a.registerAudit()
+}

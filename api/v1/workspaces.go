@@ -1,0 +1,107 @@
+package v1
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/cairnhq/cairn/api/access"
+	"github.com/cairnhq/cairn/api/platform/cursor"
+	"github.com/cairnhq/cairn/api/workspace"
+)
+
+// ExecutionSettingsRequest are exact execution settings.
+type ExecutionSettingsRequest struct {
+	ToolVersion string `json:"tool_version" doc:"Exact supported OpenTofu version, e.g. 1.10.6."`
+	Region      string `json:"region" enum:"us,eu"`
+	Platform    string `json:"platform" enum:"linux_amd64,linux_arm64"`
+}
+
+func (s ExecutionSettingsRequest) settings() workspace.ExecutionSettings {
+	return workspace.ExecutionSettings{ToolVersion: s.ToolVersion, Region: s.Region, Platform: s.Platform}
+}
+
+// CreateWorkspaceRequest is the body of POST /v1/workspaces.
+type CreateWorkspaceRequest struct {
+	ProjectID         string                   `json:"project_id" maxLength:"64"`
+	Name              string                   `json:"name" minLength:"1" maxLength:"200"`
+	ExecutionSettings ExecutionSettingsRequest `json:"execution_settings"`
+}
+
+type createWorkspaceInput struct {
+	IdempotencyHeader
+	Body CreateWorkspaceRequest
+}
+
+// UpdateWorkspaceRequest is the body of PATCH /v1/workspaces/{id}.
+type UpdateWorkspaceRequest struct {
+	ExecutionSettings ExecutionSettingsRequest `json:"execution_settings" doc:"The complete execution settings; a change records a new settings version."`
+	Name              *string                  `json:"name,omitempty" minLength:"1" maxLength:"200" doc:"New display name; slug and cloud_name never change."`
+}
+
+type updateWorkspaceInput struct {
+	IdempotencyHeader
+	idPath
+	Body UpdateWorkspaceRequest
+}
+
+type listWorkspacesInput struct {
+	ListParams
+	ProjectID string `query:"project_id" maxLength:"64" doc:"Only workspaces of this project."`
+}
+
+var workspaceList = listSpec{endpoint: "workspaces", invalidCode: "WORKSPACE_LIST_CURSOR_INVALID"}
+
+func (a *API) registerWorkspaces() {
+	register(a, huma.Operation{
+		OperationID: "create-workspace", Method: http.MethodPost, Path: "/v1/workspaces",
+		Summary: "Create a workspace", Tags: []string{"Workspaces"}, DefaultStatus: http.StatusCreated,
+	}, operationOptions{mutation: true}, func(ctx context.Context, in *createWorkspaceInput) (*Mutated[WorkspaceView], error) {
+		return mutation(ctx, a, in.IdempotencyKey, in.Body, http.StatusCreated,
+			func(ctx context.Context, tx *sqlx.Tx, p access.Principal) (WorkspaceView, error) {
+				w, err := a.deps.Services.Workspaces.CreateWorkspace(ctx, tx, p, workspace.CreateWorkspaceInput{
+					ProjectID: in.Body.ProjectID, Name: in.Body.Name, Settings: in.Body.ExecutionSettings.settings(),
+				})
+				return workspaceView(w), err
+			})
+	})
+
+	register(a, huma.Operation{
+		OperationID: "list-workspaces", Method: http.MethodGet, Path: "/v1/workspaces",
+		Summary: "List workspaces, newest first", Tags: []string{"Workspaces"},
+	}, operationOptions{}, func(ctx context.Context, in *listWorkspacesInput) (*Listed[WorkspaceView], error) {
+		p, err := access.PrincipalFrom(ctx)
+		if err != nil {
+			return nil, a.fail(ctx, err)
+		}
+		return listOf(ctx, a, workspaceList, "project_id="+in.ProjectID, in.ListParams, func(page cursor.Page) ([]WorkspaceView, error) {
+			rows, err := a.deps.Services.Workspaces.ListWorkspaces(ctx, p, in.ProjectID, page)
+			return mapSlice(rows, workspaceView), err
+		}, func(v WorkspaceView) cursor.Position { return cursor.Position{CreatedAt: v.CreatedAt, ID: v.ID} })
+	})
+
+	register(a, huma.Operation{
+		OperationID: "get-workspace", Method: http.MethodGet, Path: "/v1/workspaces/{id}",
+		Summary: "Read a workspace", Tags: []string{"Workspaces"},
+	}, operationOptions{}, func(ctx context.Context, in *idPath) (*Single[WorkspaceView], error) {
+		return single(ctx, a, func(p access.Principal) (WorkspaceView, error) {
+			w, err := a.deps.Services.Workspaces.GetWorkspace(ctx, p, in.ID)
+			return workspaceView(w), err
+		})
+	})
+
+	register(a, huma.Operation{
+		OperationID: "update-workspace", Method: http.MethodPatch, Path: "/v1/workspaces/{id}",
+		Summary: "Replace execution settings and optionally rename", Tags: []string{"Workspaces"},
+	}, operationOptions{mutation: true}, func(ctx context.Context, in *updateWorkspaceInput) (*Mutated[WorkspaceView], error) {
+		return mutation(ctx, a, in.IdempotencyKey, in.Body, http.StatusOK,
+			func(ctx context.Context, tx *sqlx.Tx, p access.Principal) (WorkspaceView, error) {
+				w, err := a.deps.Services.Workspaces.UpdateWorkspace(ctx, tx, p, in.ID, workspace.UpdateWorkspaceInput{
+					Settings: in.Body.ExecutionSettings.settings(), Name: in.Body.Name,
+				})
+				return workspaceView(w), err
+			})
+	})
+}

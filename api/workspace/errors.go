@@ -1,0 +1,24 @@
+package workspace
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/cairnhq/cairn/api/platform/fault"
+)
+
+var (
+	// ErrInvalid wraps fault.ErrValidation for workspace inputs.
+	ErrInvalid = fmt.Errorf("workspace input: %w", fault.ErrValidation)
+	// ErrInvalidHCL means an hcl variable value does not parse.
+	ErrInvalidHCL = errors.New("variable value is not valid HCL")
+	// ErrNameTaken means another workspace of the organization has the name.
+	ErrNameTaken = errors.New("workspace name taken")
+	// ErrProjectNameTaken means another project has the name.
+	ErrProjectNameTaken = errors.New("project name taken")
+	// ErrVariableKeyTaken means the workspace already has a variable of that key.
+	ErrVariableKeyTaken = errors.New("variable key taken")
+	// ErrVariableValueRequired means a replace without value changed
+	// sensitivity, which would need the value.
+	ErrVariableValueRequired = errors.New("variable value required")
+)

@@ -1,0 +1,424 @@
+package workspace
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/cairnhq/cairn/api/access"
+	"github.com/cairnhq/cairn/api/audit"
+	"github.com/cairnhq/cairn/api/platform/cursor"
+	"github.com/cairnhq/cairn/api/platform/fault"
+	"github.com/cairnhq/cairn/api/platform/id"
+	"github.com/cairnhq/cairn/api/platform/seal"
+)
+
+// Service is projects, workspaces, their execution settings and variables.
+// Mutations take the caller's transaction so that idempotency records,
+// audit evidence and implied jobs commit with them.
+type Service struct {
+	db           *sqlx.DB
+	sealer       *seal.Sealer
+	digestKey    []byte
+	toolVersions []string
+	now          func() time.Time
+}
+
+// NewService returns the workspace service. sealer may be nil (no master
+// key): sensitive variables then fail closed.
+func NewService(conn *sqlx.DB, sealer *seal.Sealer, digestKey []byte, toolVersions []string) *Service {
+	return &Service{db: conn, sealer: sealer, digestKey: digestKey, toolVersions: toolVersions, now: time.Now}
+}
+
+func (s *Service) stamp() time.Time { return s.now().UTC().Truncate(time.Microsecond) }
+
+// CreateProject creates a project in the principal's organization.
+func (s *Service) CreateProject(ctx context.Context, tx *sqlx.Tx, p access.Principal, name string) (Project, error) {
+	if err := p.Require(access.PermProjectWrite); err != nil {
+		return Project{}, err
+	}
+	name, err := ValidateName(name)
+	if err != nil {
+		return Project{}, err
+	}
+	proj := Project{ID: id.New("prj"), OrganizationID: p.OrganizationID, Name: name, CreatedBy: p.ID, CreatedAt: s.stamp()}
+	if err := insertProject(ctx, tx, proj); err != nil {
+		return Project{}, err
+	}
+	return proj, audit.Record(ctx, tx, p, "project.created", "project", proj.ID, map[string]any{"name": proj.Name})
+}
+
+// GetProject reads one project.
+func (s *Service) GetProject(ctx context.Context, p access.Principal, projectID string) (Project, error) {
+	if err := p.Require(access.PermProjectRead); err != nil {
+		return Project{}, err
+	}
+	return projectByID(ctx, s.db, p.OrganizationID, projectID)
+}
+
+// ListProjects reads one page of projects, newest first.
+func (s *Service) ListProjects(ctx context.Context, p access.Principal, page cursor.Page) ([]Project, error) {
+	if err := p.Require(access.PermProjectRead); err != nil {
+		return nil, err
+	}
+	return listProjects(ctx, s.db, p.OrganizationID, page)
+}
+
+// CreateWorkspaceInput is what a new workspace needs.
+type CreateWorkspaceInput struct {
+	ProjectID string
+	Name      string
+	Settings  ExecutionSettings
+	// CloudName, when set, asks for this exact remote-backend selector (the
+	// remote-backend API creates workspaces by that name).
+	CloudName string
+}
+
+// CreateWorkspace creates a workspace with settings version 1. Its slug and
+// cloud name are derived from the name once, made unique within the
+// organization, and never change.
+func (s *Service) CreateWorkspace(ctx context.Context, tx *sqlx.Tx, p access.Principal, in CreateWorkspaceInput) (Workspace, error) {
+	if err := p.Require(access.PermWorkspaceWrite); err != nil {
+		return Workspace{}, err
+	}
+	name, err := ValidateName(in.Name)
+	if err != nil {
+		return Workspace{}, err
+	}
+	if err := in.Settings.Validate(s.toolVersions); err != nil {
+		return Workspace{}, err
+	}
+	if p.ProjectID != "" && p.ProjectID != in.ProjectID {
+		return Workspace{}, fault.ErrNotFound
+	}
+	if _, err := projectByID(ctx, tx, p.OrganizationID, in.ProjectID); err != nil {
+		return Workspace{}, err
+	}
+	if err := lockNames(ctx, tx, p.OrganizationID); err != nil {
+		return Workspace{}, err
+	}
+	if taken, err := nameTaken(ctx, tx, p.OrganizationID, name, ""); err != nil {
+		return Workspace{}, err
+	} else if taken {
+		return Workspace{}, ErrNameTaken
+	}
+	slugBase, cloudBase := BaseSlug(name), BaseCloudName(name)
+	if in.CloudName != "" {
+		if BaseCloudName(in.CloudName) != in.CloudName {
+			return Workspace{}, fmt.Errorf("%w: cloud name must match ^[A-Za-z0-9_-]{1,90}$", ErrInvalid)
+		}
+		cloudBase = in.CloudName
+	}
+	slugs, clouds, err := takenNames(ctx, tx, p.OrganizationID, slugBase, cloudBase)
+	if err != nil {
+		return Workspace{}, err
+	}
+	w := Workspace{
+		ID: id.New("ws"), OrganizationID: p.OrganizationID, ProjectID: in.ProjectID, Name: name,
+		SettingsVersion: 1, CreatedBy: p.ID, CreatedAt: s.stamp(), ExecutionSettings: in.Settings,
+	}
+	w.Slug = firstFree(slugBase, func(c string) bool { return slugs[c] })
+	w.CloudName = firstFree(cloudBase, func(c string) bool { return clouds[lowerASCII(c)] })
+	if in.CloudName != "" && w.CloudName != in.CloudName {
+		return Workspace{}, ErrNameTaken
+	}
+	if err := insertWorkspace(ctx, tx, w); err != nil {
+		return Workspace{}, err
+	}
+	if err := insertSettingsVersion(ctx, tx, w.ID, 1, in.Settings, p.ID); err != nil {
+		return Workspace{}, err
+	}
+	return w, audit.Record(ctx, tx, p, "workspace.created", "workspace", w.ID, map[string]any{
+		"name": w.Name, "slug": w.Slug, "cloud_name": w.CloudName, "project_id": w.ProjectID,
+		"tool_version": w.ToolVersion, "region": w.Region, "platform": w.Platform,
+	})
+}
+
+func firstFree(base string, taken func(string) bool) string {
+	for n := 1; ; n++ {
+		if c := WithSuffix(base, n); !taken(c) {
+			return c
+		}
+	}
+}
+
+func lowerASCII(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			b[i] = c + 32
+		}
+	}
+	return string(b)
+}
+
+// canSee applies a token's project and workspace boundaries to a workspace.
+func canSee(p access.Principal, w Workspace) bool {
+	return (p.WorkspaceID == "" || p.WorkspaceID == w.ID) && (p.ProjectID == "" || p.ProjectID == w.ProjectID)
+}
+
+// GetWorkspace reads one workspace with its current settings.
+func (s *Service) GetWorkspace(ctx context.Context, p access.Principal, workspaceID string) (Workspace, error) {
+	if err := p.Require(access.PermWorkspaceRead); err != nil {
+		return Workspace{}, err
+	}
+	w, err := workspaceByID(ctx, s.db, p.OrganizationID, workspaceID, false)
+	if err != nil {
+		return Workspace{}, err
+	}
+	if !canSee(p, w) {
+		return Workspace{}, fault.ErrNotFound
+	}
+	return w, nil
+}
+
+// ListWorkspaces reads one page of workspaces, newest first, optionally of
+// one project.
+func (s *Service) ListWorkspaces(ctx context.Context, p access.Principal, projectID string, page cursor.Page) ([]Workspace, error) {
+	if err := p.Require(access.PermWorkspaceRead); err != nil {
+		return nil, err
+	}
+	return listWorkspaces(ctx, s.db, p.OrganizationID, projectID, page)
+}
+
+// UpdateWorkspaceInput replaces the execution settings (always given in
+// full) and optionally renames.
+type UpdateWorkspaceInput struct {
+	Settings ExecutionSettings
+	Name     *string
+}
+
+// UpdateWorkspace records a new settings version when the settings differ
+// from the current ones, and renames when asked. Slug and cloud name never
+// change.
+func (s *Service) UpdateWorkspace(ctx context.Context, tx *sqlx.Tx, p access.Principal, workspaceID string, in UpdateWorkspaceInput) (Workspace, error) {
+	if err := p.Require(access.PermWorkspaceWrite); err != nil {
+		return Workspace{}, err
+	}
+	if err := in.Settings.Validate(s.toolVersions); err != nil {
+		return Workspace{}, err
+	}
+	w, err := workspaceByID(ctx, tx, p.OrganizationID, workspaceID, true)
+	if err != nil {
+		return Workspace{}, err
+	}
+	if !canSee(p, w) {
+		return Workspace{}, fault.ErrNotFound
+	}
+	evidence := map[string]any{}
+	if in.Name != nil {
+		name, err := ValidateName(*in.Name)
+		if err != nil {
+			return Workspace{}, err
+		}
+		if name != w.Name {
+			if err := lockNames(ctx, tx, p.OrganizationID); err != nil {
+				return Workspace{}, err
+			}
+			if taken, err := nameTaken(ctx, tx, p.OrganizationID, name, w.ID); err != nil {
+				return Workspace{}, err
+			} else if taken {
+				return Workspace{}, ErrNameTaken
+			}
+			evidence["from_name"], evidence["to_name"] = w.Name, name
+			w.Name = name
+		}
+	}
+	if in.Settings != w.ExecutionSettings {
+		w.SettingsVersion++
+		w.ExecutionSettings = in.Settings
+		if err := insertSettingsVersion(ctx, tx, w.ID, w.SettingsVersion, in.Settings, p.ID); err != nil {
+			return Workspace{}, err
+		}
+		evidence["settings_version"] = w.SettingsVersion
+		evidence["tool_version"], evidence["region"], evidence["platform"] = w.ToolVersion, w.Region, w.Platform
+	}
+	if len(evidence) == 0 {
+		return w, nil
+	}
+	if err := updateWorkspace(ctx, tx, w); err != nil {
+		return Workspace{}, err
+	}
+	return w, audit.Record(ctx, tx, p, "workspace.updated", "workspace", w.ID, evidence)
+}
+
+// writableWorkspace loads a workspace for a variable mutation.
+func (s *Service) writableWorkspace(ctx context.Context, tx *sqlx.Tx, p access.Principal, workspaceID string) (Workspace, error) {
+	if err := p.Require(access.PermVariableWrite); err != nil {
+		return Workspace{}, err
+	}
+	w, err := workspaceByID(ctx, tx, p.OrganizationID, workspaceID, false)
+	if err != nil {
+		return Workspace{}, err
+	}
+	if !canSee(p, w) {
+		return Workspace{}, fault.ErrNotFound
+	}
+	return w, nil
+}
+
+// VariableInput is a variable's new content. Value nil means "keep".
+type VariableInput struct {
+	Key         string
+	Value       *string
+	Sensitive   bool
+	HCL         bool
+	Description string
+}
+
+func (s *Service) digest(value string) []byte {
+	m := hmac.New(sha256.New, s.digestKey)
+	m.Write([]byte(value))
+	return m.Sum(nil)
+}
+
+// sealedAssociation binds a sealed value to its variable and value version.
+func sealedAssociation(variableID string, version int) []byte {
+	return fmt.Appendf(nil, "cairn/workspace-variable/%s/%d", variableID, version)
+}
+
+// setValue puts a new value into v (plain or sealed) and returns the
+// ciphertext for sensitive values.
+func (s *Service) setValue(v *Variable, value string) ([]byte, error) {
+	v.ValueDigest = s.digest(value)
+	if !v.Sensitive {
+		v.Value = &value
+		return nil, nil
+	}
+	v.Value = nil
+	sealed, err := s.sealer.Seal([]byte(value), sealedAssociation(v.ID, v.ValueVersion))
+	if errors.Is(err, seal.ErrNoKey) {
+		return nil, fmt.Errorf("sealing a sensitive value without CAIRN_MASTER_KEY: %w", fault.ErrUnavailable)
+	}
+	return sealed, err
+}
+
+// CreateVariable adds a variable to a workspace.
+func (s *Service) CreateVariable(ctx context.Context, tx *sqlx.Tx, p access.Principal, workspaceID string, in VariableInput) (Variable, error) {
+	w, err := s.writableWorkspace(ctx, tx, p, workspaceID)
+	if err != nil {
+		return Variable{}, err
+	}
+	if err := ValidateKey(in.Key); err != nil {
+		return Variable{}, err
+	}
+	if in.Value == nil {
+		return Variable{}, fmt.Errorf("%w: value is required", ErrInvalid)
+	}
+	if err := ValidateValue(*in.Value, in.HCL); err != nil {
+		return Variable{}, err
+	}
+	desc, err := ValidateDescription(in.Description)
+	if err != nil {
+		return Variable{}, err
+	}
+	now := s.stamp()
+	v := Variable{
+		ID: id.New("var"), OrganizationID: p.OrganizationID, WorkspaceID: w.ID, Key: in.Key,
+		Sensitive: in.Sensitive, HCL: in.HCL, Description: desc, ValueVersion: 1, CreatedAt: now, UpdatedAt: now,
+	}
+	sealed, err := s.setValue(&v, *in.Value)
+	if err != nil {
+		return Variable{}, err
+	}
+	if err := insertVariable(ctx, tx, v, sealed); err != nil {
+		return Variable{}, err
+	}
+	return v, audit.Record(ctx, tx, p, "workspace_variable.created", "workspace_variable", v.ID, map[string]any{
+		"workspace_id": w.ID, "key": v.Key, "sensitive": v.Sensitive, "hcl": v.HCL, "value_version": v.ValueVersion,
+	})
+}
+
+// ReplaceVariable replaces a variable's settings. Without a value the stored
+// value, its version and digest stay, which is only possible while
+// sensitivity stays the same; with a value the version advances.
+func (s *Service) ReplaceVariable(ctx context.Context, tx *sqlx.Tx, p access.Principal, variableID string, in VariableInput) (Variable, error) {
+	if err := p.Require(access.PermVariableWrite); err != nil {
+		return Variable{}, err
+	}
+	v, err := variableByID(ctx, tx, p.OrganizationID, variableID)
+	if err != nil {
+		return Variable{}, err
+	}
+	if _, err := s.writableWorkspace(ctx, tx, p, v.WorkspaceID); err != nil {
+		return Variable{}, err
+	}
+	desc, err := ValidateDescription(in.Description)
+	if err != nil {
+		return Variable{}, err
+	}
+	if in.Value == nil && in.Sensitive != v.Sensitive {
+		return Variable{}, ErrVariableValueRequired
+	}
+	if in.Value == nil && in.HCL && !v.HCL && !v.Sensitive && v.Value != nil {
+		// Turning on HCL for a kept plain value must still parse.
+		if err := ValidateValue(*v.Value, true); err != nil {
+			return Variable{}, err
+		}
+	}
+	v.HCL, v.Description, v.Sensitive, v.UpdatedAt = in.HCL, desc, in.Sensitive, s.stamp()
+	var sealed []byte
+	if in.Value != nil {
+		if err := ValidateValue(*in.Value, in.HCL); err != nil {
+			return Variable{}, err
+		}
+		v.ValueVersion++
+		if sealed, err = s.setValue(&v, *in.Value); err != nil {
+			return Variable{}, err
+		}
+	}
+	if err := updateVariable(ctx, tx, v, sealed, in.Value != nil); err != nil {
+		return Variable{}, err
+	}
+	if v.Sensitive {
+		v.Value = nil
+	}
+	return v, audit.Record(ctx, tx, p, "workspace_variable.replaced", "workspace_variable", v.ID, map[string]any{
+		"workspace_id": v.WorkspaceID, "key": v.Key, "sensitive": v.Sensitive, "hcl": v.HCL,
+		"value_version": v.ValueVersion, "value_changed": in.Value != nil,
+	})
+}
+
+// DeleteVariable removes a variable and returns what it was (without any
+// sensitive value).
+func (s *Service) DeleteVariable(ctx context.Context, tx *sqlx.Tx, p access.Principal, variableID string) (Variable, error) {
+	if err := p.Require(access.PermVariableWrite); err != nil {
+		return Variable{}, err
+	}
+	v, err := variableByID(ctx, tx, p.OrganizationID, variableID)
+	if err != nil {
+		return Variable{}, err
+	}
+	if _, err := s.writableWorkspace(ctx, tx, p, v.WorkspaceID); err != nil {
+		return Variable{}, err
+	}
+	if err := deleteVariable(ctx, tx, p.OrganizationID, v.ID); err != nil {
+		return Variable{}, err
+	}
+	if v.Sensitive {
+		v.Value = nil
+	}
+	return v, audit.Record(ctx, tx, p, "workspace_variable.deleted", "workspace_variable", v.ID, map[string]any{
+		"workspace_id": v.WorkspaceID, "key": v.Key,
+	})
+}
+
+// ListVariables lists a workspace's variables; sensitive values are never
+// included.
+func (s *Service) ListVariables(ctx context.Context, p access.Principal, workspaceID string) ([]Variable, error) {
+	if _, err := s.GetWorkspace(ctx, p, workspaceID); err != nil {
+		return nil, err
+	}
+	vars, err := listVariables(ctx, s.db, p.OrganizationID, workspaceID)
+	for i := range vars {
+		if vars[i].Sensitive {
+			vars[i].Value = nil
+		}
+	}
+	return vars, err
+}

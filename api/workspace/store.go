@@ -1,0 +1,257 @@
+package workspace
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/cairnhq/cairn/api/platform/cursor"
+	"github.com/cairnhq/cairn/api/platform/db"
+	"github.com/cairnhq/cairn/api/platform/fault"
+)
+
+func insertProject(ctx context.Context, q sqlx.ExtContext, p Project) error {
+	_, err := q.ExecContext(ctx, `
+		INSERT INTO projects (id, organization_id, name, created_by, created_at) VALUES ($1, $2, $3, $4, $5)`,
+		p.ID, p.OrganizationID, p.Name, p.CreatedBy, p.CreatedAt)
+	if db.IsUniqueViolation(err, "projects_organization_name_key") {
+		return ErrProjectNameTaken
+	}
+	if err != nil {
+		return fmt.Errorf("inserting project: %w", err)
+	}
+	return nil
+}
+
+func projectByID(ctx context.Context, q sqlx.QueryerContext, organizationID, projectID string) (Project, error) {
+	var p Project
+	err := sqlx.GetContext(ctx, q, &p, `
+		SELECT id, organization_id, name, created_by, created_at FROM projects
+		WHERE organization_id = $1 AND id = $2`, organizationID, projectID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return p, fault.ErrNotFound
+	}
+	if err != nil {
+		return p, fmt.Errorf("reading project: %w", err)
+	}
+	return p, nil
+}
+
+func listProjects(ctx context.Context, q sqlx.QueryerContext, organizationID string, page cursor.Page) ([]Project, error) {
+	keyset, args := page.Keyset([]any{organizationID}, "created_at", "id")
+	query := `SELECT id, organization_id, name, created_by, created_at FROM projects WHERE organization_id = $1` +
+		keyset + page.OrderLimit("created_at", "id")
+	var out []Project
+	if err := sqlx.SelectContext(ctx, q, &out, query, args...); err != nil {
+		return nil, fmt.Errorf("listing projects: %w", err)
+	}
+	return out, nil
+}
+
+// lockNames serializes naming within one organization, so choosing a free
+// slug and cloud name cannot race with another creation.
+func lockNames(ctx context.Context, tx *sqlx.Tx, organizationID string) error {
+	_, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('cairn/workspace-names/' || $1, 0))`, organizationID)
+	if err != nil {
+		return fmt.Errorf("locking workspace names: %w", err)
+	}
+	return nil
+}
+
+// takenNames returns the slugs and cloud names (lowercased) in use in an
+// organization that start with the given prefixes.
+func takenNames(ctx context.Context, q sqlx.QueryerContext, organizationID, slugBase, cloudBase string) (map[string]bool, map[string]bool, error) {
+	rows, err := q.QueryxContext(ctx, `
+		SELECT slug, lower(cloud_name) FROM workspaces
+		WHERE organization_id = $1 AND (slug LIKE $2 || '%' OR lower(cloud_name) LIKE lower($3) || '%')`,
+		organizationID, slugBase, cloudBase)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading workspace names: %w", err)
+	}
+	defer rows.Close()
+	slugs, clouds := map[string]bool{}, map[string]bool{}
+	for rows.Next() {
+		var slug, cloud string
+		if err := rows.Scan(&slug, &cloud); err != nil {
+			return nil, nil, fmt.Errorf("reading workspace names: %w", err)
+		}
+		slugs[slug], clouds[cloud] = true, true
+	}
+	return slugs, clouds, rows.Err()
+}
+
+func nameTaken(ctx context.Context, q sqlx.QueryerContext, organizationID, name, exceptID string) (bool, error) {
+	var taken bool
+	err := sqlx.GetContext(ctx, q, &taken, `
+		SELECT EXISTS (SELECT 1 FROM workspaces WHERE organization_id = $1 AND lower(name) = lower($2) AND id <> $3)`,
+		organizationID, name, exceptID)
+	if err != nil {
+		return false, fmt.Errorf("checking workspace name: %w", err)
+	}
+	return taken, nil
+}
+
+func insertWorkspace(ctx context.Context, q sqlx.ExtContext, w Workspace) error {
+	_, err := q.ExecContext(ctx, `
+		INSERT INTO workspaces (id, organization_id, project_id, name, slug, cloud_name, current_settings_version, created_by, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+		w.ID, w.OrganizationID, w.ProjectID, w.Name, w.Slug, w.CloudName, w.SettingsVersion, w.CreatedBy, w.CreatedAt)
+	if db.IsUniqueViolation(err, "workspaces_organization_name_key") {
+		return ErrNameTaken
+	}
+	if err != nil {
+		return fmt.Errorf("inserting workspace: %w", err)
+	}
+	return nil
+}
+
+func insertSettingsVersion(ctx context.Context, q sqlx.ExtContext, workspaceID string, version int, s ExecutionSettings, createdBy string) error {
+	_, err := q.ExecContext(ctx, `
+		INSERT INTO workspace_settings_versions (workspace_id, version, tool_version, region, platform, created_by)
+		VALUES ($1, $2, $3, $4, $5, $6)`, workspaceID, version, s.ToolVersion, s.Region, s.Platform, createdBy)
+	if err != nil {
+		return fmt.Errorf("inserting settings version: %w", err)
+	}
+	return nil
+}
+
+const workspaceColumns = `
+	w.id, w.organization_id, w.project_id, w.name, w.slug, w.cloud_name, w.current_settings_version,
+	w.created_by, w.created_at, v.tool_version, v.region, v.platform`
+
+const workspaceFrom = `
+	FROM workspaces w
+	JOIN workspace_settings_versions v ON v.workspace_id = w.id AND v.version = w.current_settings_version`
+
+// workspaceByID reads a workspace of the organization; forUpdate locks its
+// row for a read-modify-write.
+func workspaceByID(ctx context.Context, q sqlx.QueryerContext, organizationID, workspaceID string, forUpdate bool) (Workspace, error) {
+	query := `SELECT` + workspaceColumns + workspaceFrom + ` WHERE w.organization_id = $1 AND w.id = $2`
+	if forUpdate {
+		query += ` FOR UPDATE OF w`
+	}
+	var w Workspace
+	err := sqlx.GetContext(ctx, q, &w, query, organizationID, workspaceID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return w, fault.ErrNotFound
+	}
+	if err != nil {
+		return w, fmt.Errorf("reading workspace: %w", err)
+	}
+	return w, nil
+}
+
+// WorkspaceByCloudName reads a workspace by its remote-backend selector,
+// case-insensitively as the remote-backend protocol expects.
+func WorkspaceByCloudName(ctx context.Context, q sqlx.QueryerContext, organizationID, cloudName string) (Workspace, error) {
+	var w Workspace
+	err := sqlx.GetContext(ctx, q, &w, `SELECT`+workspaceColumns+workspaceFrom+`
+		WHERE w.organization_id = $1 AND lower(w.cloud_name) = lower($2)`, organizationID, cloudName)
+	if errors.Is(err, sql.ErrNoRows) {
+		return w, fault.ErrNotFound
+	}
+	if err != nil {
+		return w, fmt.Errorf("reading workspace: %w", err)
+	}
+	return w, nil
+}
+
+func listWorkspaces(ctx context.Context, q sqlx.QueryerContext, organizationID, projectID string, page cursor.Page) ([]Workspace, error) {
+	query := `SELECT` + workspaceColumns + workspaceFrom + ` WHERE w.organization_id = $1`
+	args := []any{organizationID}
+	if projectID != "" {
+		query += ` AND w.project_id = $2`
+		args = append(args, projectID)
+	}
+	keyset, args := page.Keyset(args, "w.created_at", "w.id")
+	query += keyset + page.OrderLimit("w.created_at", "w.id")
+	var out []Workspace
+	if err := sqlx.SelectContext(ctx, q, &out, query, args...); err != nil {
+		return nil, fmt.Errorf("listing workspaces: %w", err)
+	}
+	return out, nil
+}
+
+func updateWorkspace(ctx context.Context, q sqlx.ExtContext, w Workspace) error {
+	_, err := q.ExecContext(ctx, `UPDATE workspaces SET name = $3, current_settings_version = $4 WHERE organization_id = $1 AND id = $2`,
+		w.OrganizationID, w.ID, w.Name, w.SettingsVersion)
+	if db.IsUniqueViolation(err, "workspaces_organization_name_key") {
+		return ErrNameTaken
+	}
+	if err != nil {
+		return fmt.Errorf("updating workspace: %w", err)
+	}
+	return nil
+}
+
+const variableColumns = `id, organization_id, workspace_id, key, value, sensitive, hcl, description,
+	value_version, value_digest, created_at, updated_at`
+
+func insertVariable(ctx context.Context, q sqlx.ExtContext, v Variable, sealed []byte) error {
+	_, err := q.ExecContext(ctx, `
+		INSERT INTO workspace_variables
+			(id, organization_id, workspace_id, key, value, sealed_value, sensitive, hcl, description,
+			 value_version, value_digest, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12)`,
+		v.ID, v.OrganizationID, v.WorkspaceID, v.Key, v.Value, sealed, v.Sensitive, v.HCL, v.Description,
+		v.ValueVersion, v.ValueDigest, v.CreatedAt)
+	if db.IsUniqueViolation(err, "workspace_variables_workspace_key_key") {
+		return ErrVariableKeyTaken
+	}
+	if err != nil {
+		return fmt.Errorf("inserting variable: %w", err)
+	}
+	return nil
+}
+
+// variableByID reads a variable of the organization, locked for update.
+func variableByID(ctx context.Context, q sqlx.QueryerContext, organizationID, variableID string) (Variable, error) {
+	var v Variable
+	err := sqlx.GetContext(ctx, q, &v, `SELECT `+variableColumns+` FROM workspace_variables
+		WHERE organization_id = $1 AND id = $2 FOR UPDATE`, organizationID, variableID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return v, fault.ErrNotFound
+	}
+	if err != nil {
+		return v, fmt.Errorf("reading variable: %w", err)
+	}
+	return v, nil
+}
+
+// updateVariable writes a replaced variable. sealed is written only when
+// the value changed (setSealed), so an unchanged sensitive value keeps its
+// ciphertext.
+func updateVariable(ctx context.Context, q sqlx.ExtContext, v Variable, sealed []byte, valueChanged bool) error {
+	query := `UPDATE workspace_variables SET sensitive = $3, hcl = $4, description = $5, updated_at = $6`
+	args := []any{v.OrganizationID, v.ID, v.Sensitive, v.HCL, v.Description, v.UpdatedAt}
+	if valueChanged {
+		query += `, value = $7, sealed_value = $8, value_version = $9, value_digest = $10`
+		args = append(args, v.Value, sealed, v.ValueVersion, v.ValueDigest)
+	}
+	query += ` WHERE organization_id = $1 AND id = $2`
+	if _, err := q.ExecContext(ctx, query, args...); err != nil {
+		return fmt.Errorf("updating variable: %w", err)
+	}
+	return nil
+}
+
+func deleteVariable(ctx context.Context, q sqlx.ExtContext, organizationID, variableID string) error {
+	if _, err := q.ExecContext(ctx, `DELETE FROM workspace_variables WHERE organization_id = $1 AND id = $2`,
+		organizationID, variableID); err != nil {
+		return fmt.Errorf("deleting variable: %w", err)
+	}
+	return nil
+}
+
+func listVariables(ctx context.Context, q sqlx.QueryerContext, organizationID, workspaceID string) ([]Variable, error) {
+	var out []Variable
+	err := sqlx.SelectContext(ctx, q, &out, `SELECT `+variableColumns+` FROM workspace_variables
+		WHERE organization_id = $1 AND workspace_id = $2 ORDER BY key`, organizationID, workspaceID)
+	if err != nil {
+		return nil, fmt.Errorf("listing variables: %w", err)
+	}
+	return out, nil
+}

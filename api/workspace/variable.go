@@ -1,0 +1,72 @@
+package workspace
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+)
+
+// Variable is a workspace input variable. Value is nil for sensitive
+// variables: their value is sealed at rest and never read back.
+type Variable struct {
+	ID             string    `db:"id"`
+	OrganizationID string    `db:"organization_id"`
+	WorkspaceID    string    `db:"workspace_id"`
+	Key            string    `db:"key"`
+	Value          *string   `db:"value"`
+	Sensitive      bool      `db:"sensitive"`
+	HCL            bool      `db:"hcl"`
+	Description    string    `db:"description"`
+	ValueVersion   int       `db:"value_version"`
+	ValueDigest    []byte    `db:"value_digest"`
+	CreatedAt      time.Time `db:"created_at"`
+	UpdatedAt      time.Time `db:"updated_at"`
+}
+
+const (
+	// MaxValueBytes bounds one variable value.
+	MaxValueBytes = 65536
+	// MaxDescriptionChars bounds a description.
+	MaxDescriptionChars = 2000
+)
+
+var variableKey = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]{0,127}$`)
+
+// ValidateKey checks a variable name: what OpenTofu accepts as a variable
+// identifier, at most 128 characters.
+func ValidateKey(key string) error {
+	if !variableKey.MatchString(key) {
+		return fmt.Errorf("%w: key must match %s", ErrInvalid, variableKey)
+	}
+	return nil
+}
+
+// ValidateValue checks size, encoding and, for HCL values, syntax.
+func ValidateValue(value string, isHCL bool) error {
+	if len(value) > MaxValueBytes {
+		return fmt.Errorf("%w: value is over %d bytes", ErrInvalid, MaxValueBytes)
+	}
+	if !utf8.ValidString(value) || strings.ContainsRune(value, 0) {
+		return fmt.Errorf("%w: value must be UTF-8 without NUL", ErrInvalid)
+	}
+	if isHCL {
+		if _, diags := hclsyntax.ParseExpression([]byte(value), "value.hcl", hcl.InitialPos); diags.HasErrors() {
+			return ErrInvalidHCL
+		}
+	}
+	return nil
+}
+
+// ValidateDescription checks a description and returns it trimmed.
+func ValidateDescription(raw string) (string, error) {
+	d := strings.TrimSpace(raw)
+	if utf8.RuneCountInString(d) > MaxDescriptionChars || !utf8.ValidString(d) {
+		return "", fmt.Errorf("%w: description is over %d characters", ErrInvalid, MaxDescriptionChars)
+	}
+	return d, nil
+}

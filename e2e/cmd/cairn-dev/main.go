@@ -1,0 +1,350 @@
+// Command cairn-dev is what `make run`, `make test` and `make bench` call.
+// It starts a private PostgreSQL cluster, applies migrations and then either
+// runs Cairn's processes in the foreground (run), runs the test suite against
+// a throwaway cluster (test), or runs the benchmark harness (bench).
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/cairnhq/cairn/e2e/devstack"
+)
+
+const usage = `usage: cairn-dev <command> [args]
+
+commands:
+  run     start PostgreSQL (unless DATABASE_URL is set), migrate, bootstrap,
+          then run cairn-api, cairn-worker and cairn-bff in the foreground
+  test    run go vet and go test -race against a throwaway cluster
+  bench   run the benchmark harness against a throwaway cluster
+  cluster start a throwaway cluster with a migrated template, print the test
+          environment and wait (for running single tests by hand)
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var err error
+	switch os.Args[1] {
+	case "run":
+		err = run(ctx)
+	case "test":
+		err = test(ctx, os.Args[2:])
+	case "bench":
+		err = bench(ctx, os.Args[2:])
+	case "cluster":
+		err = cluster(ctx)
+	default:
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cairn-dev:", err)
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			os.Exit(exit.ExitCode())
+		}
+		os.Exit(1)
+	}
+}
+
+// binDir is where `make build` put the binaries.
+func binDir() string {
+	if d := os.Getenv("CAIRN_BIN_DIR"); d != "" {
+		abs, _ := filepath.Abs(d)
+		return abs
+	}
+	abs, _ := filepath.Abs("bin")
+	return abs
+}
+
+// throwawayCluster starts a cluster in a fresh temporary directory with a
+// migrated template database, and returns a function that removes it all.
+func throwawayCluster(ctx context.Context, logPrefix string) (*devstack.Postgres, func(), error) {
+	dir, err := os.MkdirTemp("", "cairn-pg-")
+	if err != nil {
+		return nil, nil, err
+	}
+	port, err := devstack.FreePort()
+	if err != nil {
+		return nil, nil, err
+	}
+	var mu sync.Mutex
+	pg := &devstack.Postgres{
+		Dir:      filepath.Join(dir, "data"),
+		Port:     port,
+		User:     "cairn",
+		Password: devstack.RandomSecret(16),
+		Output:   devstack.NewPrefixWriter(&mu, os.Stderr, logPrefix),
+	}
+	cleanup := func() {
+		_ = pg.Stop()
+		_ = os.RemoveAll(dir)
+	}
+	if err := pg.Init(ctx); err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	if err := pg.Start(ctx); err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	if err := pg.CreateDatabase(ctx, templateDB); err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	if err := migrate(ctx, pg.URL(templateDB)); err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	return pg, cleanup, nil
+}
+
+// templateDB is the migrated database that tests clone for each test.
+const templateDB = "cairn_template"
+
+func migrate(ctx context.Context, databaseURL string) error {
+	cmd := exec.CommandContext(ctx, filepath.Join(binDir(), "cairn-api"), "migrate")
+	cmd.Env = append(os.Environ(), "DATABASE_URL="+databaseURL, "CAIRN_LOG_FORMAT=text", "CAIRN_LOG_LEVEL=warn")
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("cairn-api migrate: %w", err)
+	}
+	return nil
+}
+
+// testEnv is how tests find the throwaway cluster and the built binaries.
+func testEnv(pg *devstack.Postgres) []string {
+	return []string{
+		"CAIRN_TEST_DATABASE_URL=" + pg.URL("postgres"),
+		"CAIRN_TEST_TEMPLATE_DB=" + templateDB,
+		"CAIRN_BIN_DIR=" + binDir(),
+	}
+}
+
+func test(ctx context.Context, args []string) error {
+	pg, cleanup, err := throwawayCluster(ctx, "postgres | ")
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	env := append(os.Environ(), testEnv(pg)...)
+	vet := exec.CommandContext(ctx, "go", "vet", "./...")
+	vet.Env, vet.Stdout, vet.Stderr = env, os.Stdout, os.Stderr
+	fmt.Println("==> go vet ./...")
+	if err := vet.Run(); err != nil {
+		return fmt.Errorf("go vet: %w", err)
+	}
+	testArgs := append([]string{"test", "-race", "-count=1", "-timeout=40m"}, args...)
+	if len(args) == 0 {
+		testArgs = append(testArgs, "./...")
+	}
+	fmt.Println("==> go", strings.Join(testArgs, " "))
+	gotest := exec.CommandContext(ctx, "go", testArgs...)
+	gotest.Env, gotest.Stdout, gotest.Stderr = env, os.Stdout, os.Stderr
+	return gotest.Run()
+}
+
+func bench(ctx context.Context, args []string) error {
+	pg, cleanup, err := throwawayCluster(ctx, "postgres | ")
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	cmd := exec.CommandContext(ctx, "go", append([]string{"run", "./e2e/cmd/cairn-bench"}, args...)...)
+	cmd.Env = append(os.Environ(), testEnv(pg)...)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	return cmd.Run()
+}
+
+func cluster(ctx context.Context) error {
+	pg, cleanup, err := throwawayCluster(ctx, "postgres | ")
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	for _, kv := range testEnv(pg) {
+		fmt.Println("export " + kv)
+	}
+	<-ctx.Done()
+	return nil
+}
+
+// dataDir is where `make run` keeps everything it creates.
+func dataDir() string {
+	d := os.Getenv("CAIRN_DATA_DIR")
+	if d == "" {
+		d = ".data"
+	}
+	abs, _ := filepath.Abs(d)
+	return abs
+}
+
+// loadOrCreateSecrets returns the local secrets, generating them on first
+// use into a 0600 file; variables already set in the environment win.
+func loadOrCreateSecrets(dir string) ([]string, error) {
+	path := filepath.Join(dir, "secrets.env")
+	values := map[string]string{}
+	if f, err := os.Open(path); err == nil {
+		s := bufio.NewScanner(f)
+		for s.Scan() {
+			if k, v, ok := strings.Cut(s.Text(), "="); ok {
+				values[k] = v
+			}
+		}
+		f.Close()
+	}
+	changed := false
+	for _, name := range []string{"AUTH_SECRET", "CAIRN_MASTER_KEY", "IDEMPOTENCY_HMAC_KEY"} {
+		if values[name] == "" {
+			b := make([]byte, 32)
+			_, _ = rand.Read(b)
+			values[name] = base64.StdEncoding.EncodeToString(b)
+			changed = true
+		}
+	}
+	if changed {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+		var sb strings.Builder
+		for _, name := range []string{"AUTH_SECRET", "CAIRN_MASTER_KEY", "IDEMPOTENCY_HMAC_KEY"} {
+			fmt.Fprintf(&sb, "%s=%s\n", name, values[name])
+		}
+		if err := os.WriteFile(path, []byte(sb.String()), 0o600); err != nil {
+			return nil, err
+		}
+	}
+	var env []string
+	for name, v := range values {
+		if os.Getenv(name) == "" {
+			env = append(env, name+"="+v)
+		}
+	}
+	return env, nil
+}
+
+// localCluster starts (creating on first use) the durable cluster of
+// `make run` under .data/postgres.
+func localCluster(ctx context.Context, dir string, out *devstack.PrefixWriter) (*devstack.Postgres, error) {
+	pwPath := filepath.Join(dir, "postgres-password")
+	pg := &devstack.Postgres{
+		Dir:     filepath.Join(dir, "postgres"),
+		Port:    54329,
+		User:    "cairn",
+		Durable: true,
+		Output:  out,
+	}
+	if p := os.Getenv("CAIRN_DEV_PG_PORT"); p != "" {
+		if _, err := fmt.Sscan(p, &pg.Port); err != nil {
+			return nil, fmt.Errorf("CAIRN_DEV_PG_PORT: %w", err)
+		}
+	}
+	if !pg.Initialized() {
+		pg.Password = devstack.RandomSecret(16)
+		fmt.Println("==> creating the local PostgreSQL cluster in", pg.Dir)
+		if err := pg.Init(ctx); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(pwPath, []byte(pg.Password), 0o600); err != nil {
+			return nil, err
+		}
+	} else {
+		pw, err := os.ReadFile(pwPath)
+		if err != nil {
+			return nil, fmt.Errorf("the cluster in %s has no password file %s: %w", pg.Dir, pwPath, err)
+		}
+		pg.Password = strings.TrimSpace(string(pw))
+	}
+	fmt.Printf("==> starting PostgreSQL on 127.0.0.1:%d\n", pg.Port)
+	if err := pg.Start(ctx); err != nil {
+		return nil, err
+	}
+	if err := pg.CreateDatabase(ctx, "cairn"); err != nil {
+		_ = pg.Stop()
+		return nil, err
+	}
+	return pg, nil
+}
+
+func run(ctx context.Context) error {
+	dir := dataDir()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	env, err := loadOrCreateSecrets(dir)
+	if err != nil {
+		return err
+	}
+	env = append(env, "CAIRN_DATA_DIR="+dir)
+	var mu sync.Mutex
+	databaseURL := os.Getenv("DATABASE_URL")
+	if databaseURL == "" {
+		pg, err := localCluster(ctx, dir, devstack.NewPrefixWriter(&mu, os.Stdout, "postgres | "))
+		if err != nil {
+			return err
+		}
+		defer func() {
+			fmt.Println("==> stopping PostgreSQL")
+			_ = pg.Stop()
+		}()
+		databaseURL = pg.URL("cairn")
+		env = append(env, "DATABASE_URL="+databaseURL)
+	}
+	fmt.Println("==> applying migrations")
+	if err := migrate(ctx, databaseURL); err != nil {
+		return err
+	}
+	if err := bootstrap(ctx, env); err != nil {
+		return err
+	}
+	apiURL := envOr("CAIRN_PUBLIC_URL", "http://127.0.0.1:8080")
+	dashboardURL := envOr("CAIRN_DASHBOARD_URL", "http://127.0.0.1:8090")
+	fmt.Printf("==> Cairn is starting\n    dashboard: %s\n    API:       %s  (health: %s/health, contract: %s/v1/openapi.json)\n    Ctrl-C stops everything.\n",
+		dashboardURL, apiURL, apiURL, apiURL)
+	procs := []devstack.Process{
+		{Name: "api", Path: filepath.Join(binDir(), "cairn-api"), Args: []string{"serve"}, Env: env},
+		{Name: "worker", Path: filepath.Join(binDir(), "cairn-worker"), Env: env},
+		{Name: "bff", Path: filepath.Join(binDir(), "cairn-bff"), Env: env},
+	}
+	err = devstack.Supervise(ctx, procs, os.Stdout)
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// bootstrap creates the local organization and owner on first run; it
+// prints the generated password once and keeps it in .data/dev-credentials.
+func bootstrap(ctx context.Context, env []string) error {
+	cmd := exec.CommandContext(ctx, filepath.Join(binDir(), "cairn-api"), "bootstrap")
+	cmd.Env = append(append(os.Environ(), env...), "CAIRN_LOG_FORMAT=text", "CAIRN_LOG_LEVEL=warn")
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("cairn-api bootstrap: %w", err)
+	}
+	return nil
+}
+
+func envOr(name, fallback string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return fallback
+}

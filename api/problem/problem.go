@@ -6,8 +6,8 @@ import (
 	"log/slog"
 	"net/http"
 
-	"github.com/cairnhq/cairn/api/audit"
 	"github.com/cairnhq/cairn/api/access"
+	"github.com/cairnhq/cairn/api/audit"
 	"github.com/cairnhq/cairn/api/identity"
 	"github.com/cairnhq/cairn/api/launch"
 	"github.com/cairnhq/cairn/api/platform/fault"

@@ -2,8 +2,8 @@ package v1
 
 import (
 	"context"
-	"log/slog"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"

@@ -63,4 +63,3 @@ func (a *API) registerProjects() {
 		})
 	})
 }
-

@@ -48,7 +48,6 @@ type deleteVariableInput struct {
 	idPath
 }
 
-
 func (a *API) registerVariables() {
 	register(a, huma.Operation{
 		OperationID: "create-workspace-variable", Method: http.MethodPost, Path: "/v1/workspaces/{id}/variables",

@@ -106,4 +106,3 @@ func Supervise(ctx context.Context, procs []Process, out io.Writer) error {
 	}
 	return first
 }
-

@@ -25,7 +25,7 @@ type ListMeta struct {
 
 // ListEnvelope is the shape of every cursor-backed list response.
 type ListEnvelope[T any] struct {
-	Data []T     `json:"data"`
+	Data []T      `json:"data"`
 	Meta ListMeta `json:"meta"`
 }
 

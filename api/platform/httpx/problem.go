@@ -44,7 +44,7 @@ type ErrorObject struct {
 // and HeadersError so handlers can return it directly.
 type ErrorBody struct {
 	Object ErrorObject `json:"error"`
-	Meta  Meta        `json:"meta"`
+	Meta   Meta        `json:"meta"`
 
 	retryAfter int
 }

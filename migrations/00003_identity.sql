@@ -56,14 +56,13 @@ CREATE TABLE sign_in_failures (
 );
 CREATE INDEX sign_in_failures_recent ON sign_in_failures (subject, failed_at);
 
-ALTER TABLE audit_events
-    ADD CONSTRAINT audit_events_organization_fkey FOREIGN KEY (organization_id) REFERENCES organizations (id);
-ALTER TABLE idempotency_records
-    ADD CONSTRAINT idempotency_records_organization_fkey FOREIGN KEY (organization_id) REFERENCES organizations (id);
+-- audit_events and idempotency_records deliberately have no foreign key to
+-- organizations: they are append-heavy logs written by every mutation, their
+-- organization always comes from an authenticated principal, organizations
+-- are never deleted, and a key-share lock on the organization row from each
+-- of them made concurrent mutations of one tenant contend on that row.
 
 -- +goose Down
-ALTER TABLE idempotency_records DROP CONSTRAINT idempotency_records_organization_fkey;
-ALTER TABLE audit_events DROP CONSTRAINT audit_events_organization_fkey;
 DROP TABLE sign_in_failures;
 DROP TABLE sessions;
 DROP TABLE memberships;

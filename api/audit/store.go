@@ -25,7 +25,7 @@ func Append(ctx context.Context, tx sqlx.ExtContext, e Entry) (string, error) {
 			(id, organization_id, action, actor_type, actor_id, target_type, target_id, request_id, evidence)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
 		eventID, e.OrganizationID, e.Action, e.Actor.Type, e.Actor.ID, e.TargetType, e.TargetID,
-		reqid.From(ctx), evidence)
+		reqid.From(ctx), string(evidence))
 	if err != nil {
 		return "", fmt.Errorf("appending audit event: %w", err)
 	}

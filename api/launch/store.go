@@ -66,14 +66,16 @@ func controlByKey(ctx context.Context, q sqlx.QueryerContext, key string) (*cont
 }
 
 func insertControl(ctx context.Context, q sqlx.ExtContext, version int, doc, before []byte, ch Change) error {
+	// JSON is bound as text: in binary-parameter mode a []byte would be
+	// sent as binary jsonb.
 	var beforeDoc any
 	if before != nil {
-		beforeDoc = before
+		beforeDoc = string(before)
 	}
 	_, err := q.ExecContext(ctx, `
 		INSERT INTO launch_control_versions (version, document, actor, request_id, reason, idempotency_key, before_document)
 		VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-		version, doc, ch.Actor, ch.RequestID, ch.Reason, ch.IdempotencyKey, beforeDoc)
+		version, string(doc), ch.Actor, ch.RequestID, ch.Reason, ch.IdempotencyKey, beforeDoc)
 	if err != nil {
 		return fmt.Errorf("writing launch control version: %w", err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cairnhq/cairn/api/authserver"
 	"github.com/cairnhq/cairn/api/identity"
+	"github.com/cairnhq/cairn/api/operator"
 	"github.com/cairnhq/cairn/api/platform/buildinfo"
 	"github.com/cairnhq/cairn/api/platform/config"
 	"github.com/cairnhq/cairn/api/platform/db"
@@ -58,6 +59,9 @@ func New(deps Deps) (*Server, error) {
 		DisableStartupMessage: true,
 		ErrorHandler:          httpx.ErrorHandler(deps.Logger),
 	})
+	// On shutdown, close idle keep-alive connections instead of waiting for
+	// their clients to hang up.
+	app.Server().CloseOnShutdown = true
 	s := &Server{App: app, deps: deps, latestVersion: latest}
 	app.Use(httpx.RequestContext(deps.Logger, httpx.RequestOptions{}))
 	app.Get("/health", s.health)
@@ -67,6 +71,9 @@ func New(deps Deps) (*Server, error) {
 		Logger:        deps.Logger,
 		SecureCookies: deps.Config.SecureCookies,
 	})
+	operator.Mount(app.Group("/operator/v1"), operator.Deps{
+		Token: deps.Config.OperatorToken, Launch: deps.Services.Launch, Logger: deps.Logger,
+	})
 	v1deps := v1.Deps{Config: deps.Config, DB: deps.DB, Logger: deps.Logger, Services: deps.Services}
 	if deps.Identity != nil {
 		v1deps.Sessions = deps.Identity
@@ -74,6 +81,9 @@ func New(deps Deps) (*Server, error) {
 	s.V1 = v1.Mount(app, v1deps)
 	return s, nil
 }
+
+// V1Services returns the domain services the server was assembled with.
+func (s *Server) V1Services() v1.Services { return s.deps.Services }
 
 // health answers without touching the database: liveness plus which
 // bindings are configured, as booleans only.

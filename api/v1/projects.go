@@ -21,7 +21,7 @@ type createProjectInput struct {
 	Body CreateProjectRequest
 }
 
-type idPath struct {
+type IDPath struct {
 	ID string `path:"id" maxLength:"64"`
 }
 
@@ -56,7 +56,7 @@ func (a *API) registerProjects() {
 	register(a, huma.Operation{
 		OperationID: "get-project", Method: http.MethodGet, Path: "/v1/projects/{id}",
 		Summary: "Read a project", Tags: []string{"Projects"},
-	}, operationOptions{}, func(ctx context.Context, in *idPath) (*Single[ProjectView], error) {
+	}, operationOptions{}, func(ctx context.Context, in *IDPath) (*Single[ProjectView], error) {
 		return single(ctx, a, func(p access.Principal) (ProjectView, error) {
 			proj, err := a.deps.Services.Workspaces.GetProject(ctx, p, in.ID)
 			return projectView(proj), err

@@ -33,13 +33,13 @@ type IssueTokenRequest struct {
 
 type issueTokenInput struct {
 	IdempotencyHeader
-	idPath
+	IDPath
 	Body IssueTokenRequest
 }
 
 type revokeTokenInput struct {
 	IdempotencyHeader
-	idPath
+	IDPath
 	TokenID string `path:"tokenId" maxLength:"64"`
 }
 

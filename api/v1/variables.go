@@ -25,7 +25,7 @@ type CreateVariableRequest struct {
 
 type createVariableInput struct {
 	IdempotencyHeader
-	idPath
+	IDPath
 	Body CreateVariableRequest
 }
 
@@ -39,13 +39,13 @@ type ReplaceVariableRequest struct {
 
 type replaceVariableInput struct {
 	IdempotencyHeader
-	idPath
+	IDPath
 	Body ReplaceVariableRequest
 }
 
 type deleteVariableInput struct {
 	IdempotencyHeader
-	idPath
+	IDPath
 }
 
 func (a *API) registerVariables() {
@@ -66,7 +66,7 @@ func (a *API) registerVariables() {
 	register(a, huma.Operation{
 		OperationID: "list-workspace-variables", Method: http.MethodGet, Path: "/v1/workspaces/{id}/variables",
 		Summary: "List a workspace's variables", Tags: []string{"Variables"},
-	}, operationOptions{}, func(ctx context.Context, in *idPath) (*Single[[]VariableView], error) {
+	}, operationOptions{}, func(ctx context.Context, in *IDPath) (*Single[[]VariableView], error) {
 		return single(ctx, a, func(p access.Principal) ([]VariableView, error) {
 			vars, err := a.deps.Services.Workspaces.ListVariables(ctx, p, in.ID)
 			return mapSlice(vars, variableView), err

@@ -43,7 +43,7 @@ type UpdateWorkspaceRequest struct {
 
 type updateWorkspaceInput struct {
 	IdempotencyHeader
-	idPath
+	IDPath
 	Body UpdateWorkspaceRequest
 }
 
@@ -85,7 +85,7 @@ func (a *API) registerWorkspaces() {
 	register(a, huma.Operation{
 		OperationID: "get-workspace", Method: http.MethodGet, Path: "/v1/workspaces/{id}",
 		Summary: "Read a workspace", Tags: []string{"Workspaces"},
-	}, operationOptions{}, func(ctx context.Context, in *idPath) (*Single[WorkspaceView], error) {
+	}, operationOptions{}, func(ctx context.Context, in *IDPath) (*Single[WorkspaceView], error) {
 		return single(ctx, a, func(p access.Principal) (WorkspaceView, error) {
 			w, err := a.deps.Services.Workspaces.GetWorkspace(ctx, p, in.ID)
 			return workspaceView(w), err

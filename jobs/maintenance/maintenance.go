@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/riverqueue/river"
 
+	"github.com/cairnhq/cairn/api/identity"
 	"github.com/cairnhq/cairn/api/platform/idempotency"
 )
 
@@ -45,4 +47,26 @@ func (w *IdempotencySweepWorker) Work(ctx context.Context, _ *river.Job[Idempote
 		w.Logger.InfoContext(ctx, "expired idempotency records deleted", "count", total)
 	}
 	return nil
+}
+
+// signInFailureRetention is how long failed sign-ins are kept: well past
+// the longest rate-limit window.
+const signInFailureRetention = 24 * time.Hour
+
+// SignInFailureSweepArgs schedules deletion of old failed-sign-in records.
+type SignInFailureSweepArgs struct{}
+
+// Kind implements river.JobArgs.
+func (SignInFailureSweepArgs) Kind() string { return "sign_in_failure_sweep" }
+
+// SignInFailureSweepWorker deletes failed-sign-in records past retention.
+type SignInFailureSweepWorker struct {
+	river.WorkerDefaults[SignInFailureSweepArgs]
+	DB *sqlx.DB
+}
+
+// Work implements river.Worker.
+func (w *SignInFailureSweepWorker) Work(ctx context.Context, _ *river.Job[SignInFailureSweepArgs]) error {
+	_, err := identity.SweepSignInFailures(ctx, w.DB, time.Now().Add(-signInFailureRetention))
+	return err
 }

@@ -22,6 +22,9 @@ func New(cfg config.Config, conn *sqlx.DB, logger *slog.Logger) (*river.Client[*
 	if err := river.AddWorkerSafely(workers, &maintenance.IdempotencySweepWorker{DB: conn, Logger: logger}); err != nil {
 		return nil, fmt.Errorf("registering workers: %w", err)
 	}
+	if err := river.AddWorkerSafely(workers, &maintenance.SignInFailureSweepWorker{DB: conn}); err != nil {
+		return nil, fmt.Errorf("registering workers: %w", err)
+	}
 	client, err := river.NewClient(riverdatabasesql.New(conn.DB), &river.Config{
 		Logger:            logger,
 		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 20}},
@@ -32,6 +35,9 @@ func New(cfg config.Config, conn *sqlx.DB, logger *slog.Logger) (*river.Client[*
 			river.NewPeriodicJob(river.PeriodicInterval(time.Hour),
 				func() (river.JobArgs, *river.InsertOpts) { return maintenance.IdempotencySweepArgs{}, nil },
 				&river.PeriodicJobOpts{RunOnStart: true, ID: "idempotency_sweep"}),
+			river.NewPeriodicJob(river.PeriodicInterval(time.Hour),
+				func() (river.JobArgs, *river.InsertOpts) { return maintenance.SignInFailureSweepArgs{}, nil },
+				&river.PeriodicJobOpts{RunOnStart: true, ID: "sign_in_failure_sweep"}),
 		},
 	})
 	if err != nil {

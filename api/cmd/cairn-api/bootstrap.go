@@ -10,8 +10,10 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/cairnhq/cairn/api/identity"
+	"github.com/cairnhq/cairn/api/launch"
 	"github.com/cairnhq/cairn/api/platform/config"
 	"github.com/cairnhq/cairn/api/platform/db"
 	"github.com/cairnhq/cairn/api/server"
@@ -51,6 +53,9 @@ func bootstrap(ctx context.Context, cfg config.Config, logger *slog.Logger, out 
 	if err != nil {
 		return fmt.Errorf("creating the local owner: %w", err)
 	}
+	if err := reportLaunch(ctx, launch.NewService(conn, logger), res, out); err != nil {
+		return err
+	}
 	if !res.Created {
 		fmt.Fprintf(out, "==> local owner %s already exists (organization %q); its password is in %s\n",
 			res.User.Email, res.Organization.Slug, credentialsPath)
@@ -66,5 +71,31 @@ func bootstrap(ctx context.Context, cfg config.Config, logger *slog.Logger, out 
 	fmt.Fprintf(out, "==> created the local owner (shown once; also saved in %s)\n    email:        %s\n    password:     %s\n    organization: %s\n",
 		credentialsPath, res.User.Email, password, res.Organization.Slug)
 	logger.Info("local owner created", "organization_id", res.Organization.ID)
+	return nil
+}
+
+// reportLaunch opens the launch gate for the local organization on a fresh
+// installation (no control yet) and says what the gate is.
+func reportLaunch(ctx context.Context, svc *launch.Service, res identity.BootstrapResult, out io.Writer) error {
+	current, err := svc.Current(ctx)
+	if err != nil {
+		return err
+	}
+	if current == nil {
+		c, err := openOrganization(ctx, svc, res.Organization.ID, "local bootstrap", "bootstrap-"+res.Organization.ID, "bootstrap")
+		if err != nil {
+			return fmt.Errorf("opening the launch gate: %w", err)
+		}
+		current = &c
+	}
+	switch {
+	case current.PublicGate:
+		fmt.Fprintf(out, "==> launch gate: open for every organization (launch control version %d)\n", current.Version)
+	case slices.Contains(current.LaunchedOrganizations, res.Organization.ID):
+		fmt.Fprintf(out, "==> launch gate: open for organization %q only (launch control version %d)\n", res.Organization.Slug, current.Version)
+	default:
+		fmt.Fprintf(out, "==> launch gate: closed for organization %q; open it with: cairn-api launch open-organization -organization %s -reason ...\n",
+			res.Organization.Slug, res.Organization.Slug)
+	}
 	return nil
 }

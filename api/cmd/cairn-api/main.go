@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
+	_ "net/http/pprof" // served only on CAIRN_PPROF_ADDR
 	"os"
 	"os/signal"
 	"syscall"
@@ -26,6 +28,8 @@ commands:
   migrate    apply database migrations (Cairn's and River's)
   bootstrap  create the local owner account and organization once, writing
              the generated password to $CAIRN_DATA_DIR/dev-credentials
+  launch     operator launch control: show, apply, open-organization,
+             suspend, lift (see cairn-api launch)
 `
 
 func main() {
@@ -51,6 +55,8 @@ func main() {
 		err = migrate(ctx, cfg, logger)
 	case "bootstrap":
 		err = bootstrap(ctx, cfg, logger, os.Stdout)
+	case "launch":
+		err = launchCommand(ctx, cfg, logger, args, os.Stdout)
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 		return
@@ -75,7 +81,7 @@ func openDatabase(ctx context.Context, cfg config.Config, logger *slog.Logger) *
 	conn, err := db.Open(ctx, cfg.DatabaseURL.Reveal(), cfg.DBMaxConns)
 	if err != nil {
 		logger.Warn("database not reachable at start; /ready will report it", "error", err)
-		conn, err = sqlx.Open("postgres", cfg.DatabaseURL.Reveal())
+		conn, err = db.NewPool(cfg.DatabaseURL.Reveal())
 		if err != nil {
 			logger.Error("database URL unusable: protected surfaces will answer 503", "error", err)
 			return nil
@@ -100,6 +106,11 @@ func serve(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 	srv, err := server.New(deps)
 	if err != nil {
 		return err
+	}
+	if addr := os.Getenv("CAIRN_PPROF_ADDR"); addr != "" {
+		// Profiling for operators, on a separate address they choose
+		// (loopback); never on the public listener.
+		go func() { logger.Warn("pprof server stopped", "error", http.ListenAndServe(addr, nil)) }()
 	}
 	errc := make(chan error, 1)
 	go func() {

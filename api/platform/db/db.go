@@ -5,16 +5,36 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 )
 
+// WithBinaryParameters turns on lib/pq's binary_parameters mode in a
+// connection string. In that mode a parameterized statement is parsed,
+// bound and executed in one round trip instead of two, which halves the
+// latency of every query. []byte parameters are then sent as binary, so
+// they may only be bound to bytea columns (JSON goes as a string).
+func WithBinaryParameters(dsn string) string {
+	if strings.Contains(dsn, "binary_parameters") {
+		return dsn
+	}
+	if u, err := url.Parse(dsn); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
+		q := u.Query()
+		q.Set("binary_parameters", "yes")
+		u.RawQuery = q.Encode()
+		return u.String()
+	}
+	return dsn + " binary_parameters=yes"
+}
+
 // Open connects to PostgreSQL and checks the connection once, so a wrong URL
 // fails at start rather than on the first request.
-func Open(ctx context.Context, url string, maxConns int) (*sqlx.DB, error) {
-	conn, err := sqlx.Open("postgres", url)
+func Open(ctx context.Context, dsn string, maxConns int) (*sqlx.DB, error) {
+	conn, err := NewPool(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("opening database: %w", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	_ "github.com/lib/pq" // PostgreSQL driver
 
+	"github.com/cairnhq/cairn/api/platform/db"
 	"github.com/cairnhq/cairn/api/platform/id"
 )
 
@@ -83,7 +84,7 @@ func create(t testing.TB, template string) (*sqlx.DB, string) {
 		t.Fatalf("parsing admin URL: %v", err)
 	}
 	u.Path = "/" + name
-	conn, err := sqlx.Open("postgres", u.String())
+	conn, err := db.NewPool(u.String())
 	if err != nil {
 		t.Fatalf("opening test database: %v", err)
 	}

@@ -40,7 +40,6 @@ func RequestContext(logger *slog.Logger, opts RequestOptions) fiber.Handler {
 		c.Locals(localsRequestID, id)
 		c.SetUserContext(reqid.With(c.UserContext(), id))
 		c.Set(reqid.Header, id)
-		c.Set(fiber.HeaderCacheControl, "no-store")
 		c.Set(fiber.HeaderXContentTypeOptions, "nosniff")
 
 		defer func() {
@@ -48,6 +47,10 @@ func RequestContext(logger *slog.Logger, opts RequestOptions) fiber.Handler {
 				logger.ErrorContext(c.UserContext(), "panic in handler",
 					"request_id", id, "panic", p, "stack", string(debug.Stack()))
 				err = WriteError(c, Problem{Status: http.StatusInternalServerError, Code: CodeInternal})
+			}
+			// API answers are never cached unless a handler said otherwise.
+			if len(c.Response().Header.Peek(fiber.HeaderCacheControl)) == 0 {
+				c.Set(fiber.HeaderCacheControl, "no-store")
 			}
 			status := c.Response().StatusCode()
 			// A request body the handler refused is left unread on the

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
-	"database/sql"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -100,29 +99,29 @@ func lockID(r Request) int64 {
 // when another transaction holds the key right now. A nil response and nil
 // error mean the caller should perform the mutation and then Record it.
 func (l *Ledger) Reserve(ctx context.Context, tx *sqlx.Tx, r Request) (*Response, error) {
-	var locked bool
-	if err := tx.QueryRowxContext(ctx, `SELECT pg_try_advisory_xact_lock($1)`, lockID(r)).Scan(&locked); err != nil {
-		return nil, fmt.Errorf("reserving idempotency key: %w", err)
-	}
-	if !locked {
-		return nil, ErrInProgress
-	}
+	// One round trip: try the lock and read any record together. The
+	// record is only trusted when the lock was won.
 	var stored struct {
-		Fingerprint []byte    `db:"fingerprint"`
-		Status      int       `db:"response_status"`
-		Body        []byte    `db:"response_body"`
-		ExpiresAt   time.Time `db:"expires_at"`
+		Locked      bool       `db:"locked"`
+		Fingerprint []byte     `db:"fingerprint"`
+		Status      *int       `db:"response_status"`
+		Body        []byte     `db:"response_body"`
+		ExpiresAt   *time.Time `db:"expires_at"`
 	}
 	err := tx.QueryRowxContext(ctx, `
-		SELECT fingerprint, response_status, response_body, expires_at
-		FROM idempotency_records
-		WHERE organization_id = $1 AND principal_id = $2 AND idempotency_key = $3`,
-		r.OrganizationID, r.PrincipalID, r.Key).StructScan(&stored)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
+		SELECT l.locked, r.fingerprint, r.response_status, r.response_body, r.expires_at
+		FROM (SELECT pg_try_advisory_xact_lock($1) AS locked) l
+		LEFT JOIN idempotency_records r
+		  ON l.locked AND r.organization_id = $2 AND r.principal_id = $3 AND r.idempotency_key = $4`,
+		lockID(r), r.OrganizationID, r.PrincipalID, r.Key).StructScan(&stored)
+	if err != nil {
+		return nil, fmt.Errorf("reserving idempotency key: %w", err)
+	}
+	if !stored.Locked {
+		return nil, ErrInProgress
+	}
+	if stored.Status == nil {
 		return nil, nil
-	case err != nil:
-		return nil, fmt.Errorf("reading idempotency record: %w", err)
 	}
 	if !stored.ExpiresAt.After(l.now()) {
 		// Expired but not yet swept: the key is free again.
@@ -137,7 +136,7 @@ func (l *Ledger) Reserve(ctx context.Context, tx *sqlx.Tx, r Request) (*Response
 	if !hmac.Equal(stored.Fingerprint, l.fingerprint(r)) {
 		return nil, ErrKeyReused
 	}
-	return &Response{Status: stored.Status, Body: stored.Body}, nil
+	return &Response{Status: *stored.Status, Body: stored.Body}, nil
 }
 
 // Record stores the successful response of a reserved key in tx.

@@ -293,6 +293,10 @@ func run(ctx context.Context) error {
 		return err
 	}
 	env = append(env, "CAIRN_DATA_DIR="+dir)
+	if os.Getenv("CAIRN_LOG_FORMAT") == "" {
+		// People read these logs in a terminal.
+		env = append(env, "CAIRN_LOG_FORMAT=text")
+	}
 	var mu sync.Mutex
 	databaseURL := os.Getenv("DATABASE_URL")
 	if databaseURL == "" {

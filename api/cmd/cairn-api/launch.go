@@ -1,0 +1,184 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/user"
+	"slices"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/cairnhq/cairn/api/launch"
+	"github.com/cairnhq/cairn/api/platform/config"
+	"github.com/cairnhq/cairn/api/platform/db"
+)
+
+const launchUsage = `usage: cairn-api launch <command> [flags]
+
+commands:
+  show                                     print the control in force
+  apply -file F -expected-version N -reason R [-key K]
+                                           write a new control version
+  open-organization -organization SLUG -reason R [-key K]
+                                           open the gate for one organization
+  suspend -organization SLUG [-workspace ID] -reason R [-key K]
+  lift -suspension ID
+
+Every change needs a reason and is recorded with actor, request, reason and
+the documents before and after. -key makes a retry safe; it defaults to a
+random key, printed so the same change can be retried.
+`
+
+func operatorActor() string {
+	name := "unknown"
+	if u, err := user.Current(); err == nil {
+		name = u.Username
+	}
+	return "cli:" + name
+}
+
+func randomKey() string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return "cli-" + hex.EncodeToString(b)
+}
+
+func launchCommand(ctx context.Context, cfg config.Config, logger *slog.Logger, args []string, out io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(out, launchUsage)
+		return errors.New("a launch command is required")
+	}
+	if cfg.DatabaseURL == "" {
+		return errors.New("DATABASE_URL is required")
+	}
+	conn, err := db.Open(ctx, cfg.DatabaseURL.Reveal(), 2)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	svc := launch.NewService(conn, logger)
+	fs := flag.NewFlagSet("launch "+args[0], flag.ContinueOnError)
+	file := fs.String("file", "", "control document (JSON)")
+	expected := fs.Int("expected-version", -1, "version the change replaces")
+	reason := fs.String("reason", "", "why (1-500 characters)")
+	key := fs.String("key", "", "idempotency key (default: random)")
+	orgSlug := fs.String("organization", "", "organization slug")
+	workspaceID := fs.String("workspace", "", "workspace ID (suspend one workspace)")
+	suspensionID := fs.String("suspension", "", "suspension ID")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	if *key == "" {
+		*key = randomKey()
+	}
+	requestID := "cli-" + *key
+	switch args[0] {
+	case "show":
+		current, err := svc.Current(ctx)
+		if err != nil {
+			return err
+		}
+		if current == nil {
+			fmt.Fprintln(out, "no launch control exists: every admission is refused")
+			return nil
+		}
+		return printControl(out, *current)
+	case "apply":
+		raw, err := os.ReadFile(*file)
+		if err != nil {
+			return err
+		}
+		doc, err := launch.Parse(raw)
+		if err != nil {
+			return err
+		}
+		if *expected < 0 {
+			return errors.New("-expected-version is required (0 when no control exists)")
+		}
+		c, replayed, err := svc.Apply(ctx, launch.Change{Actor: operatorActor(), RequestID: requestID, IdempotencyKey: *key,
+			ExpectedVersion: *expected, Reason: *reason, Document: doc})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "launch control version %d written (key %s, replayed %v)\n", c.Version, *key, replayed)
+		return nil
+	case "open-organization":
+		orgID, err := organizationID(ctx, conn, *orgSlug)
+		if err != nil {
+			return err
+		}
+		c, err := openOrganization(ctx, svc, orgID, *reason, *key, operatorActor())
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "gate open for organization %q (launch control version %d)\n", *orgSlug, c.Version)
+		return nil
+	case "suspend":
+		orgID, err := organizationID(ctx, conn, *orgSlug)
+		if err != nil {
+			return err
+		}
+		rec, err := svc.Suspend(ctx, launch.SuspendInput{Actor: operatorActor(), RequestID: requestID, IdempotencyKey: *key,
+			OrganizationID: orgID, WorkspaceID: *workspaceID, Reason: *reason})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "suspension %s recorded (key %s)\n", rec.ID, *key)
+		return nil
+	case "lift":
+		rec, err := svc.Lift(ctx, operatorActor(), *suspensionID)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "suspension %s lifted\n", rec.ID)
+		return nil
+	default:
+		fmt.Fprint(out, launchUsage)
+		return fmt.Errorf("unknown launch command %q", args[0])
+	}
+}
+
+func printControl(out io.Writer, c launch.Control) error {
+	doc, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "version %d\n%s\n", c.Version, doc)
+	return nil
+}
+
+func organizationID(ctx context.Context, conn *sqlx.DB, slug string) (string, error) {
+	var id string
+	if err := conn.GetContext(ctx, &id, `SELECT id FROM organizations WHERE slug = $1`, slug); err != nil {
+		return "", fmt.Errorf("organization %q not found", slug)
+	}
+	return id, nil
+}
+
+// openOrganization adds an organization to the launched list, starting
+// from the default control when none exists yet.
+func openOrganization(ctx context.Context, svc *launch.Service, orgID, reason, key, actor string) (launch.Control, error) {
+	current, err := svc.Current(ctx)
+	if err != nil {
+		return launch.Control{}, err
+	}
+	doc, expected := launch.Default(), 0
+	if current != nil {
+		doc, expected = *current, current.Version
+	}
+	if slices.Contains(doc.LaunchedOrganizations, orgID) {
+		return doc, nil
+	}
+	doc.LaunchedOrganizations = append(doc.LaunchedOrganizations, orgID)
+	c, _, err := svc.Apply(ctx, launch.Change{Actor: actor, RequestID: "cli-" + key, IdempotencyKey: key,
+		ExpectedVersion: expected, Reason: reason, Document: doc})
+	return c, err
+}

@@ -1,0 +1,87 @@
+package v1_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+
+	"github.com/cairnhq/cairn/api/apitest"
+	"github.com/cairnhq/cairn/api/launch"
+)
+
+func applyControl(t *testing.T, env *apitest.Env, key string, expected int, c launch.Control) {
+	t.Helper()
+	if _, _, err := env.Server.V1Services().Launch.Apply(context.Background(), launch.Change{
+		Actor: "test", RequestID: "req_test", IdempotencyKey: key, ExpectedVersion: expected, Reason: "test", Document: c,
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func assertClosed(t *testing.T, resp *apitest.Response) {
+	t.Helper()
+	if resp.Status != http.StatusServiceUnavailable || resp.Code() != "service_unavailable" ||
+		resp.Header.Get("Retry-After") != "60" || resp.Header.Get("Cache-Control") != "private, no-store" ||
+		resp.Header.Get("X-Request-Id") == "" {
+		t.Fatalf("not the non-disclosing 503: %d %v %s", resp.Status, resp.Header, resp.Body)
+	}
+}
+
+func TestLaunchAccessProbes(t *testing.T) {
+	t.Parallel()
+	env := apitest.New(t)
+	u := env.WithOrganization("Prober")
+	proj := newProject(t, u, "P")
+	canaryWS := newWorkspace(t, u, proj, "canary")
+	otherWS := newWorkspace(t, u, proj, "other")
+	stranger := env.WithOrganization("Stranger")
+	strangerWS := newWorkspace(t, stranger, newProject(t, stranger, "S"), "s")
+
+	// No control at all: everything is closed.
+	assertClosed(t, u.Get("/v1/launch-access"))
+	assertClosed(t, u.Get("/v1/launch-access/workspaces/"+canaryWS.ID))
+
+	c := launch.Default()
+	c.CanaryAllowlist = []launch.Pair{{OrganizationID: u.OrganizationID, WorkspaceID: canaryWS.ID}}
+	applyControl(t, env, "canary", 0, c)
+	var access struct {
+		Scope     string `json:"scope"`
+		Admission string `json:"admission"`
+	}
+	u.Get("/v1/launch-access/workspaces/" + canaryWS.ID).MustStatus(t, http.StatusOK).Data(t, &access)
+	if access.Admission != "canary" || access.Scope != "workspace" {
+		t.Fatalf("canary probe %+v", access)
+	}
+	assertClosed(t, u.Get("/v1/launch-access"))
+	assertClosed(t, u.Get("/v1/launch-access/workspaces/"+otherWS.ID))
+	// Another tenant's workspace and an unknown one are unresolved: the same
+	// 503, never a 404 that would confirm existence.
+	assertClosed(t, u.Get("/v1/launch-access/workspaces/"+strangerWS.ID))
+	assertClosed(t, u.Get("/v1/launch-access/workspaces/ws_aaaaaaaaaaaaaaaaaaaaaaaaaa"))
+	assertClosed(t, u.Get("/v1/launch-access/runs/run_aaaaaaaaaaaaaaaaaaaaaaaaaa"))
+
+	c.LaunchedOrganizations = []string{u.OrganizationID}
+	applyControl(t, env, "launch-org", 1, c)
+	u.Get("/v1/launch-access").MustStatus(t, http.StatusOK).Data(t, &access)
+	if access.Admission != "open" || access.Scope != "organization" {
+		t.Fatalf("launched organization probe %+v", access)
+	}
+	assertClosed(t, stranger.Get("/v1/launch-access"))
+
+	if _, err := env.Server.V1Services().Launch.Suspend(context.Background(), launch.SuspendInput{
+		Actor: "ops", RequestID: "req_x", IdempotencyKey: "susp-1", OrganizationID: u.OrganizationID,
+		WorkspaceID: otherWS.ID, Reason: "abuse report",
+	}); err != nil {
+		t.Fatal(err)
+	}
+	assertClosed(t, u.Get("/v1/launch-access/workspaces/"+otherWS.ID))
+	u.Get("/v1/launch-access/workspaces/" + canaryWS.ID).MustStatus(t, http.StatusOK)
+	var events []struct {
+		Action string `json:"action"`
+		Actor  struct{ Type string }
+	}
+	u.Get("/v1/audit-events?limit=1").MustStatus(t, http.StatusOK).Data(t, &events)
+	if len(events) != 1 || events[0].Action != "launch.suspended" || events[0].Actor.Type != "operator" {
+		t.Fatalf("suspension evidence %+v", events)
+	}
+}

@@ -1,0 +1,112 @@
+package v1_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"testing"
+
+	"github.com/cairnhq/cairn/api/apitest"
+)
+
+type page struct {
+	Data []struct {
+		ID     string `json:"id"`
+		Object string `json:"object"`
+	} `json:"data"`
+	Meta struct {
+		RequestID string `json:"request_id"`
+		Page      struct {
+			NextCursor *string `json:"next_cursor"`
+		} `json:"page"`
+		HasMore *bool `json:"has_more"`
+	} `json:"meta"`
+}
+
+func TestCursorListWalksNewestFirstAndRejectsForeignCursors(t *testing.T) {
+	t.Parallel()
+	env := apitest.New(t)
+	u := env.WithOrganization("Lister")
+	var created []string
+	for i := range 5 {
+		resp := u.Mutate(http.MethodPost, "/v1/projects", map[string]string{"name": fmt.Sprintf("p%d", i)}).
+			MustStatus(t, http.StatusCreated)
+		var p struct{ ID string }
+		resp.Data(t, &p)
+		created = append(created, p.ID)
+	}
+
+	var seen []string
+	next := ""
+	for pages := 0; ; pages++ {
+		path := "/v1/projects?limit=2"
+		if next != "" {
+			path += "&cursor=" + url.QueryEscape(next)
+		}
+		var pg page
+		u.Get(path).MustStatus(t, http.StatusOK).JSON(t, &pg)
+		if pg.Meta.HasMore != nil {
+			t.Fatal("lists must not carry has_more")
+		}
+		for _, d := range pg.Data {
+			if d.Object != "project" {
+				t.Fatalf("object %q", d.Object)
+			}
+			seen = append(seen, d.ID)
+		}
+		if pg.Meta.Page.NextCursor == nil {
+			break
+		}
+		next = *pg.Meta.Page.NextCursor
+		if pages > 5 {
+			t.Fatal("pagination does not end")
+		}
+	}
+	if len(seen) != 5 {
+		t.Fatalf("walked %d projects, want 5", len(seen))
+	}
+	for i := range seen {
+		if seen[i] != created[len(created)-1-i] {
+			t.Fatalf("order %v, want newest first %v", seen, created)
+		}
+	}
+
+	// A cursor from page one, then bent: tampered, used on another list, or
+	// with another filter.
+	var first page
+	u.Get("/v1/projects?limit=1").JSON(t, &first)
+	cur := *first.Meta.Page.NextCursor
+	tampered := []byte(cur)
+	tampered[5] ^= 0x02
+	for _, tc := range []struct{ path, code string }{
+		{"/v1/projects?cursor=" + url.QueryEscape(string(tampered)), "PROJECT_LIST_CURSOR_INVALID"},
+		{"/v1/projects?cursor=2026-11-22T00:00:00Z", "PROJECT_LIST_CURSOR_INVALID"},
+		{"/v1/projects?cursor=" + url.QueryEscape("2026-11-22T00:00:00Z|prj_x"), "PROJECT_LIST_CURSOR_INVALID"},
+		{"/v1/workspaces?cursor=" + url.QueryEscape(cur), "WORKSPACE_LIST_CURSOR_INVALID"},
+		{"/v1/audit-events?cursor=" + url.QueryEscape(cur), "AUDIT_EVENT_LIST_CURSOR_INVALID"},
+	} {
+		resp := u.Get(tc.path)
+		if resp.Status != http.StatusBadRequest || resp.Code() != tc.code {
+			t.Errorf("%s = %d %s, want 400 %s", tc.path, resp.Status, resp.Body, tc.code)
+		}
+	}
+	// A workspace cursor is bound to its project filter.
+	var wsPage page
+	proj := created[0]
+	for i := range 2 {
+		u.Mutate(http.MethodPost, "/v1/workspaces", map[string]any{"project_id": proj, "name": fmt.Sprintf("w%d", i),
+			"execution_settings": map[string]string{"tool_version": "1.10.6", "region": "us", "platform": "linux_amd64"}}).
+			MustStatus(t, http.StatusCreated)
+	}
+	u.Get("/v1/workspaces?limit=1&project_id="+proj).MustStatus(t, http.StatusOK).JSON(t, &wsPage)
+	wsCursor := url.QueryEscape(*wsPage.Meta.Page.NextCursor)
+	u.Get("/v1/workspaces?limit=1&project_id="+proj+"&cursor="+wsCursor).MustStatus(t, http.StatusOK)
+	if resp := u.Get("/v1/workspaces?limit=1&cursor=" + wsCursor); resp.Code() != "WORKSPACE_LIST_CURSOR_INVALID" {
+		t.Fatalf("cursor reused without its filter = %d %s", resp.Status, resp.Body)
+	}
+	for _, limit := range []string{"0", "101", "-1", "abc"} {
+		if resp := u.Get("/v1/projects?limit=" + limit); resp.Status != http.StatusBadRequest || resp.Code() != "VALIDATION_FAILED" {
+			t.Errorf("limit=%s = %d %s", limit, resp.Status, resp.Body)
+		}
+	}
+}

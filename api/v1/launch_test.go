@@ -48,7 +48,7 @@ func TestLaunchAccessProbes(t *testing.T) {
 		Scope     string `json:"scope"`
 		Admission string `json:"admission"`
 	}
-	u.Get("/v1/launch-access/workspaces/" + canaryWS.ID).MustStatus(t, http.StatusOK).Data(t, &access)
+	u.Get("/v1/launch-access/workspaces/"+canaryWS.ID).MustStatus(t, http.StatusOK).Data(t, &access)
 	if access.Admission != "canary" || access.Scope != "workspace" {
 		t.Fatalf("canary probe %+v", access)
 	}
@@ -75,7 +75,7 @@ func TestLaunchAccessProbes(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertClosed(t, u.Get("/v1/launch-access/workspaces/"+otherWS.ID))
-	u.Get("/v1/launch-access/workspaces/" + canaryWS.ID).MustStatus(t, http.StatusOK)
+	u.Get("/v1/launch-access/workspaces/"+canaryWS.ID).MustStatus(t, http.StatusOK)
 	var events []struct {
 		Action string `json:"action"`
 		Actor  struct{ Type string }

@@ -35,18 +35,18 @@ type server struct {
 func Mount(router fiber.Router, deps Deps) {
 	s := &server{Deps: deps}
 	router.Use(s.failClosed)
-	router.Post("/sign-up/email", s.signUp)
-	router.Post("/sign-in/email", s.signIn)
+	router.Post("/sign-up/email", withBody(s, s.signUp))
+	router.Post("/sign-in/email", withBody(s, s.signIn))
 	router.Post("/sign-out", s.signOut)
 	router.Get("/get-session", s.getSession)
-	router.Post("/reauthenticate", s.reauthenticate)
-	router.Post("/organization/create", s.createOrganization)
-	router.Post("/organization/set-active", s.setActiveOrganization)
+	router.Post("/reauthenticate", withBody(s, s.reauthenticate))
+	router.Post("/organization/create", withBody(s, s.createOrganization))
+	router.Post("/organization/set-active", withBody(s, s.setActiveOrganization))
 	router.Get("/organization/list", s.listOrganizations)
 	router.Get("/organization/list-members", s.listMembers)
-	router.Post("/organization/add-member", s.addMember)
-	router.Post("/organization/update-member-role", s.updateMemberRole)
-	router.Post("/organization/remove-member", s.removeMember)
+	router.Post("/organization/add-member", asMember(s, s.addMember))
+	router.Post("/organization/update-member-role", asMember(s, s.updateMemberRole))
+	router.Post("/organization/remove-member", asMember(s, s.removeMember))
 }
 
 func (s *server) failClosed(c *fiber.Ctx) error {
@@ -85,40 +85,61 @@ type signedInBody struct {
 	Token string `json:"token"`
 }
 
-func (s *server) signedIn(c *fiber.Ctx, res identity.SignedIn) error {
-	s.setSessionCookie(c, res.Token, res.Session.ExpiresAt)
-	return s.ok(c, signedInBody{User: res.User, Session: res.Session, Token: res.Token})
-}
-
-func (s *server) signUp(c *fiber.Ctx) error {
-	var in struct {
-		Email    string `json:"email"`
-		Password string `json:"password"`
-		Name     string `json:"name"`
-	}
-	if err := httpx.DecodeJSON(c, bodyLimit, &in); err != nil {
+// answer writes fn's result, or its error through the problem table.
+func (s *server) answer(c *fiber.Ctx, data any, err error) error {
+	if err != nil {
 		return s.fail(c, err)
 	}
+	return s.ok(c, data)
+}
+
+// withBody is a handler that decodes a bounded JSON body into In before
+// calling fn.
+func withBody[In any](s *server, fn func(c *fiber.Ctx, in In) (any, error)) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		var in In
+		if err := httpx.DecodeJSON(c, bodyLimit, &in); err != nil {
+			return s.fail(c, err)
+		}
+		data, err := fn(c, in)
+		return s.answer(c, data, err)
+	}
+}
+
+// asMember is withBody for member management: the session must resolve to
+// a member of its active organization before fn runs.
+func asMember[In any](s *server, fn func(c *fiber.Ctx, p access.Principal, in In) (any, error)) fiber.Handler {
+	return withBody(s, func(c *fiber.Ctx, in In) (any, error) {
+		p, err := s.Identity.AuthenticateSession(c.UserContext(), token(c))
+		if err != nil {
+			return nil, err
+		}
+		return fn(c, p, in)
+	})
+}
+
+type credentials struct {
+	Email    string `json:"email"`
+	Password string `json:"password"`
+	Name     string `json:"name,omitempty"`
+}
+
+func (s *server) signUp(c *fiber.Ctx, in credentials) (any, error) {
 	res, err := s.Identity.SignUp(c.UserContext(), in.Email, in.Password, in.Name)
-	if err != nil {
-		return s.fail(c, err)
-	}
-	return s.signedIn(c, res)
+	return s.signedIn(c, res, err)
 }
 
-func (s *server) signIn(c *fiber.Ctx) error {
-	var in struct {
-		Email    string `json:"email"`
-		Password string `json:"password"`
-	}
-	if err := httpx.DecodeJSON(c, bodyLimit, &in); err != nil {
-		return s.fail(c, err)
-	}
+func (s *server) signIn(c *fiber.Ctx, in credentials) (any, error) {
 	res, err := s.Identity.SignIn(c.UserContext(), in.Email, in.Password, c.IP())
+	return s.signedIn(c, res, err)
+}
+
+func (s *server) signedIn(c *fiber.Ctx, res identity.SignedIn, err error) (any, error) {
 	if err != nil {
-		return s.fail(c, err)
+		return nil, err
 	}
-	return s.signedIn(c, res)
+	s.setSessionCookie(c, res.Token, res.Session.ExpiresAt)
+	return signedInBody{User: res.User, Session: res.Session, Token: res.Token}, nil
 }
 
 func (s *server) signOut(c *fiber.Ctx) error {
@@ -131,146 +152,74 @@ func (s *server) signOut(c *fiber.Ctx) error {
 
 func (s *server) getSession(c *fiber.Ctx) error {
 	view, err := s.Identity.GetSession(c.UserContext(), token(c))
-	if err != nil {
-		return s.fail(c, err)
-	}
-	return s.ok(c, map[string]any{"user": view.User, "session": view.Session, "role": view.Role})
+	return s.answer(c, map[string]any{"user": view.User, "session": view.Session, "role": view.Role}, err)
 }
 
-func (s *server) reauthenticate(c *fiber.Ctx) error {
-	var in struct {
-		Password string `json:"password"`
-	}
-	if err := httpx.DecodeJSON(c, bodyLimit, &in); err != nil {
-		return s.fail(c, err)
-	}
+func (s *server) reauthenticate(c *fiber.Ctx, in struct {
+	Password string `json:"password"`
+}) (any, error) {
 	sess, err := s.Identity.Reauthenticate(c.UserContext(), token(c), in.Password, c.IP())
-	if err != nil {
-		return s.fail(c, err)
-	}
-	return s.ok(c, map[string]any{"session": sess})
+	return map[string]any{"session": sess}, err
 }
 
-func (s *server) createOrganization(c *fiber.Ctx) error {
-	var in struct {
-		Name string `json:"name"`
-		Slug string `json:"slug"`
-	}
-	if err := httpx.DecodeJSON(c, bodyLimit, &in); err != nil {
-		return s.fail(c, err)
-	}
-	org, err := s.Identity.CreateOrganization(c.UserContext(), token(c), in.Name, in.Slug)
-	if err != nil {
-		return s.fail(c, err)
-	}
-	return s.ok(c, org)
+func (s *server) createOrganization(c *fiber.Ctx, in struct {
+	Name string `json:"name"`
+	Slug string `json:"slug"`
+}) (any, error) {
+	return s.Identity.CreateOrganization(c.UserContext(), token(c), in.Name, in.Slug)
 }
 
-func (s *server) setActiveOrganization(c *fiber.Ctx) error {
-	var in struct {
-		OrganizationID string `json:"organization_id"`
-	}
-	if err := httpx.DecodeJSON(c, bodyLimit, &in); err != nil {
-		return s.fail(c, err)
-	}
-	org, err := s.Identity.SetActiveOrganization(c.UserContext(), token(c), in.OrganizationID)
-	if err != nil {
-		return s.fail(c, err)
-	}
-	return s.ok(c, org)
+func (s *server) setActiveOrganization(c *fiber.Ctx, in struct {
+	OrganizationID string `json:"organization_id"`
+}) (any, error) {
+	return s.Identity.SetActiveOrganization(c.UserContext(), token(c), in.OrganizationID)
 }
 
 func (s *server) listOrganizations(c *fiber.Ctx) error {
 	orgs, err := s.Identity.ListOrganizations(c.UserContext(), token(c))
-	if err != nil {
-		return s.fail(c, err)
-	}
 	if orgs == nil {
 		orgs = []identity.OrganizationMembership{}
 	}
-	return s.ok(c, orgs)
-}
-
-// principal resolves the session to a member of its active organization,
-// for the member-management routes.
-func (s *server) principal(c *fiber.Ctx) (access.Principal, error) {
-	return s.Identity.AuthenticateSession(c.UserContext(), token(c))
+	return s.answer(c, orgs, err)
 }
 
 func (s *server) listMembers(c *fiber.Ctx) error {
-	p, err := s.principal(c)
+	p, err := s.Identity.AuthenticateSession(c.UserContext(), token(c))
 	if err != nil {
 		return s.fail(c, err)
 	}
 	members, err := s.Identity.ListMembers(c.UserContext(), p)
-	if err != nil {
-		return s.fail(c, err)
-	}
 	if members == nil {
 		members = []identity.Member{}
 	}
-	return s.ok(c, members)
+	return s.answer(c, members, err)
 }
 
-func (s *server) addMember(c *fiber.Ctx) error {
-	var in struct {
-		Email string `json:"email"`
-		Role  string `json:"role"`
-	}
-	if err := httpx.DecodeJSON(c, bodyLimit, &in); err != nil {
-		return s.fail(c, err)
-	}
-	p, err := s.principal(c)
-	if err != nil {
-		return s.fail(c, err)
-	}
+type memberRole struct {
+	Email  string `json:"email,omitempty"`
+	UserID string `json:"user_id,omitempty"`
+	Role   string `json:"role,omitempty"`
+}
+
+func (s *server) addMember(c *fiber.Ctx, p access.Principal, in memberRole) (any, error) {
 	role, err := access.ParseRole(in.Role)
 	if err != nil {
-		return s.fail(c, err)
+		return nil, err
 	}
-	m, err := s.Identity.AddMember(c.UserContext(), p, in.Email, role)
-	if err != nil {
-		return s.fail(c, err)
-	}
-	return s.ok(c, m)
+	return s.Identity.AddMember(c.UserContext(), p, in.Email, role)
 }
 
-func (s *server) updateMemberRole(c *fiber.Ctx) error {
-	var in struct {
-		UserID string `json:"user_id"`
-		Role   string `json:"role"`
-	}
-	if err := httpx.DecodeJSON(c, bodyLimit, &in); err != nil {
-		return s.fail(c, err)
-	}
-	p, err := s.principal(c)
-	if err != nil {
-		return s.fail(c, err)
-	}
+func (s *server) updateMemberRole(c *fiber.Ctx, p access.Principal, in memberRole) (any, error) {
 	role, err := access.ParseRole(in.Role)
 	if err != nil {
-		return s.fail(c, err)
+		return nil, err
 	}
-	m, err := s.Identity.ChangeRole(c.UserContext(), p, in.UserID, role)
-	if err != nil {
-		return s.fail(c, err)
-	}
-	return s.ok(c, m)
+	return s.Identity.ChangeRole(c.UserContext(), p, in.UserID, role)
 }
 
-func (s *server) removeMember(c *fiber.Ctx) error {
-	var in struct {
-		UserID string `json:"user_id"`
-	}
-	if err := httpx.DecodeJSON(c, bodyLimit, &in); err != nil {
-		return s.fail(c, err)
-	}
-	p, err := s.principal(c)
-	if err != nil {
-		return s.fail(c, err)
-	}
+func (s *server) removeMember(c *fiber.Ctx, p access.Principal, in memberRole) (any, error) {
 	if err := s.Identity.RemoveMember(c.UserContext(), p, in.UserID); err != nil {
-		return s.fail(c, err)
+		return nil, err
 	}
-	return s.ok(c, map[string]any{"user_id": in.UserID, "removed": true})
+	return map[string]any{"user_id": in.UserID, "removed": true}, nil
 }

@@ -142,18 +142,8 @@ func (s *Service) SignIn(ctx context.Context, email, password, clientAddr string
 		return SignedIn{}, ErrInvalidCredentials
 	}
 	subject, addrSubject := s.emailSubject(email), "addr:"+clientAddr
-	since := s.now().Add(-failureWindow)
-	for _, limit := range []struct {
-		subject string
-		max     int
-	}{{subject, maxFailuresPerUser}, {addrSubject, maxFailuresPerIP}} {
-		n, err := countSignInFailures(ctx, s.db, limit.subject, since)
-		if err != nil {
-			return SignedIn{}, err
-		}
-		if n >= limit.max {
-			return SignedIn{}, ErrRateLimited
-		}
+	if err := s.checkRateLimits(ctx, subject, addrSubject); err != nil {
+		return SignedIn{}, err
 	}
 	u, err := userForSignIn(ctx, s.db, email)
 	hash := u.PasswordHash
@@ -184,6 +174,25 @@ func (s *Service) SignIn(ctx context.Context, email, password, clientAddr string
 		return SignedIn{}, err
 	}
 	return SignedIn{User: u.User, Session: sess, Token: token}, nil
+}
+
+// checkRateLimits refuses when an e-mail subject or a client address has
+// failed too often within the window.
+func (s *Service) checkRateLimits(ctx context.Context, emailSubject, addrSubject string) error {
+	since := s.now().Add(-failureWindow)
+	for _, limit := range []struct {
+		subject string
+		max     int
+	}{{emailSubject, maxFailuresPerUser}, {addrSubject, maxFailuresPerIP}} {
+		n, err := countSignInFailures(ctx, s.db, limit.subject, since)
+		if err != nil {
+			return err
+		}
+		if n >= limit.max {
+			return ErrRateLimited
+		}
+	}
+	return nil
 }
 
 // SessionView is what get-session returns.
@@ -264,17 +273,13 @@ func (s *Service) Reauthenticate(ctx context.Context, token, password, clientAdd
 	if err != nil {
 		return Session{}, err
 	}
-	subject := s.emailSubject(u.Email)
-	n, err := countSignInFailures(ctx, s.db, subject, s.now().Add(-failureWindow))
-	if err != nil {
+	subject, addrSubject := s.emailSubject(u.Email), "addr:"+clientAddr
+	if err := s.checkRateLimits(ctx, subject, addrSubject); err != nil {
 		return Session{}, err
-	}
-	if n >= maxFailuresPerUser {
-		return Session{}, ErrRateLimited
 	}
 	ok, err := VerifyPassword(password, u.PasswordHash)
 	if err != nil || !ok {
-		if err := recordSignInFailure(ctx, s.db, subject, "addr:"+clientAddr); err != nil {
+		if err := recordSignInFailure(ctx, s.db, subject, addrSubject); err != nil {
 			return Session{}, err
 		}
 		return Session{}, ErrInvalidCredentials

@@ -194,23 +194,33 @@ func TestUnknownLengthBodyIsCutAtTheLimit(t *testing.T) {
 	t.Parallel()
 	env := apitest.New(t)
 	u := env.WithOrganization("Chunks")
-	pr, pw := io.Pipe()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(env.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// A syntactically endless JSON string, streamed without a length. The
+	// writer stops when the server hangs up.
 	go func() {
-		// A syntactically endless JSON string, streamed without a length.
-		_, _ = pw.Write([]byte(`{"name":"`))
-		chunk := []byte(strings.Repeat("a", 8<<10))
+		fmt.Fprintf(conn, "POST /v1/projects HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nCookie: __Secure-identity.session_token=%s\r\nIdempotency-Key: chunked-1\r\nTransfer-Encoding: chunked\r\n\r\n", u.Token)
+		first := `{"name":"`
+		fmt.Fprintf(conn, "%x\r\n%s\r\n", len(first), first)
+		chunk := strings.Repeat("a", 8<<10)
 		for i := 0; i < 1000; i++ {
-			if _, err := pw.Write(chunk); err != nil {
+			if _, err := fmt.Fprintf(conn, "%x\r\n%s\r\n", len(chunk), chunk); err != nil {
 				return
 			}
 		}
-		pw.Close()
+		fmt.Fprint(conn, "0\r\n\r\n")
 	}()
-	resp := u.Do(apitest.Request{Method: http.MethodPost, Path: "/v1/projects", Body: io.Reader(pr),
-		Header: map[string]string{"Idempotency-Key": "chunked-1"}})
-	pr.CloseWithError(io.ErrClosedPipe)
-	if resp.Status != http.StatusRequestEntityTooLarge || resp.Code() != "PAYLOAD_TOO_LARGE" {
-		t.Fatalf("chunked oversize body = %d %s", resp.Status, resp.Body)
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("reading response: %v", err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(raw), `"PAYLOAD_TOO_LARGE"`) {
+		t.Fatalf("chunked oversize body = %d %s", resp.StatusCode, raw)
 	}
 	var count int
 	if err := env.DB.Get(&count, `SELECT count(*) FROM projects`); err != nil {

@@ -17,11 +17,7 @@ func (a *API) registerAudit() {
 		OperationID: "list-audit-events", Method: http.MethodGet, Path: "/v1/audit-events",
 		Summary: "List the organization's audit events, newest first", Tags: []string{"Audit"},
 	}, operationOptions{}, func(ctx context.Context, in *ListParams) (*Listed[AuditEventView], error) {
-		p, err := access.PrincipalFrom(ctx)
-		if err != nil {
-			return nil, a.fail(ctx, err)
-		}
-		return listOf(ctx, a, auditList, "", *in, func(page cursor.Page) ([]AuditEventView, error) {
+		return listOf(ctx, a, auditList, "", *in, func(p access.Principal, page cursor.Page) ([]AuditEventView, error) {
 			rows, err := a.deps.Services.Audit.List(ctx, p, page)
 			return mapSlice(rows, auditEventView), err
 		}, func(v AuditEventView) cursor.Position { return cursor.Position{CreatedAt: v.CreatedAt, ID: v.ID} })

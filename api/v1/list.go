@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/cairnhq/cairn/api/access"
 	"github.com/cairnhq/cairn/api/platform/cursor"
 	"github.com/cairnhq/cairn/api/platform/httpx"
 	"github.com/cairnhq/cairn/api/problem"
@@ -47,15 +48,20 @@ func listed[T any](a *API, spec listSpec, filters string, page cursor.Page, rows
 	return out
 }
 
-// listOf is the whole flow of a list handler: decode the page, fetch, trim.
+// listOf is the whole flow of a list handler: find the principal, decode
+// the page, fetch, trim.
 func listOf[T any](ctx context.Context, a *API, spec listSpec, filters string, params ListParams,
-	fetch func(page cursor.Page) ([]T, error), position func(T) cursor.Position,
+	fetch func(p access.Principal, page cursor.Page) ([]T, error), position func(T) cursor.Position,
 ) (*Listed[T], error) {
+	p, err := access.PrincipalFrom(ctx)
+	if err != nil {
+		return nil, a.fail(ctx, err)
+	}
 	page, err := a.pageOf(spec, filters, params)
 	if err != nil {
 		return nil, a.fail(ctx, err)
 	}
-	rows, err := fetch(page)
+	rows, err := fetch(p, page)
 	if err != nil {
 		return nil, a.fail(ctx, err)
 	}

@@ -43,11 +43,7 @@ func (a *API) registerProjects() {
 		OperationID: "list-projects", Method: http.MethodGet, Path: "/v1/projects",
 		Summary: "List projects, newest first", Tags: []string{"Projects"},
 	}, operationOptions{}, func(ctx context.Context, in *ListParams) (*Listed[ProjectView], error) {
-		p, err := access.PrincipalFrom(ctx)
-		if err != nil {
-			return nil, a.fail(ctx, err)
-		}
-		return listOf(ctx, a, projectList, "", *in, func(page cursor.Page) ([]ProjectView, error) {
+		return listOf(ctx, a, projectList, "", *in, func(p access.Principal, page cursor.Page) ([]ProjectView, error) {
 			rows, err := a.deps.Services.Workspaces.ListProjects(ctx, p, page)
 			return mapSlice(rows, projectView), err
 		}, func(v ProjectView) cursor.Position { return cursor.Position{CreatedAt: v.CreatedAt, ID: v.ID} })

@@ -72,11 +72,7 @@ func (a *API) registerWorkspaces() {
 		OperationID: "list-workspaces", Method: http.MethodGet, Path: "/v1/workspaces",
 		Summary: "List workspaces, newest first", Tags: []string{"Workspaces"},
 	}, operationOptions{}, func(ctx context.Context, in *listWorkspacesInput) (*Listed[WorkspaceView], error) {
-		p, err := access.PrincipalFrom(ctx)
-		if err != nil {
-			return nil, a.fail(ctx, err)
-		}
-		return listOf(ctx, a, workspaceList, "project_id="+in.ProjectID, in.ListParams, func(page cursor.Page) ([]WorkspaceView, error) {
+		return listOf(ctx, a, workspaceList, "project_id="+in.ProjectID, in.ListParams, func(p access.Principal, page cursor.Page) ([]WorkspaceView, error) {
 			rows, err := a.deps.Services.Workspaces.ListWorkspaces(ctx, p, in.ProjectID, page)
 			return mapSlice(rows, workspaceView), err
 		}, func(v WorkspaceView) cursor.Position { return cursor.Position{CreatedAt: v.CreatedAt, ID: v.ID} })

@@ -262,6 +262,21 @@ func (s *Service) writableWorkspace(ctx context.Context, tx *sqlx.Tx, p access.P
 	return w, nil
 }
 
+// variableForWrite loads and locks a variable the principal may change.
+func (s *Service) variableForWrite(ctx context.Context, tx *sqlx.Tx, p access.Principal, variableID string) (Variable, error) {
+	if err := p.Require(access.PermVariableWrite); err != nil {
+		return Variable{}, err
+	}
+	v, err := variableByID(ctx, tx, p.OrganizationID, variableID)
+	if err != nil {
+		return Variable{}, err
+	}
+	if _, err := s.writableWorkspace(ctx, tx, p, v.WorkspaceID); err != nil {
+		return Variable{}, err
+	}
+	return v, nil
+}
+
 // VariableInput is a variable's new content. Value nil means "keep".
 type VariableInput struct {
 	Key         string
@@ -338,14 +353,8 @@ func (s *Service) CreateVariable(ctx context.Context, tx *sqlx.Tx, p access.Prin
 // value, its version and digest stay, which is only possible while
 // sensitivity stays the same; with a value the version advances.
 func (s *Service) ReplaceVariable(ctx context.Context, tx *sqlx.Tx, p access.Principal, variableID string, in VariableInput) (Variable, error) {
-	if err := p.Require(access.PermVariableWrite); err != nil {
-		return Variable{}, err
-	}
-	v, err := variableByID(ctx, tx, p.OrganizationID, variableID)
+	v, err := s.variableForWrite(ctx, tx, p, variableID)
 	if err != nil {
-		return Variable{}, err
-	}
-	if _, err := s.writableWorkspace(ctx, tx, p, v.WorkspaceID); err != nil {
 		return Variable{}, err
 	}
 	desc, err := ValidateDescription(in.Description)
@@ -387,14 +396,8 @@ func (s *Service) ReplaceVariable(ctx context.Context, tx *sqlx.Tx, p access.Pri
 // DeleteVariable removes a variable and returns what it was (without any
 // sensitive value).
 func (s *Service) DeleteVariable(ctx context.Context, tx *sqlx.Tx, p access.Principal, variableID string) (Variable, error) {
-	if err := p.Require(access.PermVariableWrite); err != nil {
-		return Variable{}, err
-	}
-	v, err := variableByID(ctx, tx, p.OrganizationID, variableID)
+	v, err := s.variableForWrite(ctx, tx, p, variableID)
 	if err != nil {
-		return Variable{}, err
-	}
-	if _, err := s.writableWorkspace(ctx, tx, p, v.WorkspaceID); err != nil {
 		return Variable{}, err
 	}
 	if err := deleteVariable(ctx, tx, p.OrganizationID, v.ID); err != nil {

@@ -15,7 +15,6 @@ import (
 	"github.com/cairnhq/cairn/api/identity"
 	"github.com/cairnhq/cairn/api/launch"
 	"github.com/cairnhq/cairn/api/platform/config"
-	"github.com/cairnhq/cairn/api/platform/db"
 	"github.com/cairnhq/cairn/api/server"
 )
 
@@ -31,10 +30,10 @@ const (
 // generated password is printed once and written once to a 0600 file; later
 // runs only say where it is.
 func bootstrap(ctx context.Context, cfg config.Config, logger *slog.Logger, out io.Writer) error {
-	if cfg.DatabaseURL == "" || !cfg.AuthReady() {
-		return errors.New("bootstrap needs DATABASE_URL and AUTH_SECRET")
+	if !cfg.AuthReady() {
+		return errors.New("bootstrap needs AUTH_SECRET")
 	}
-	conn, err := db.Open(ctx, cfg.DatabaseURL.Reveal(), 4)
+	conn, err := requireDatabase(ctx, cfg)
 	if err != nil {
 		return err
 	}

@@ -18,7 +18,6 @@ import (
 
 	"github.com/cairnhq/cairn/api/launch"
 	"github.com/cairnhq/cairn/api/platform/config"
-	"github.com/cairnhq/cairn/api/platform/db"
 )
 
 const launchUsage = `usage: cairn-api launch <command> [flags]
@@ -56,10 +55,7 @@ func launchCommand(ctx context.Context, cfg config.Config, logger *slog.Logger, 
 		fmt.Fprint(out, launchUsage)
 		return errors.New("a launch command is required")
 	}
-	if cfg.DatabaseURL == "" {
-		return errors.New("DATABASE_URL is required")
-	}
-	conn, err := db.Open(ctx, cfg.DatabaseURL.Reveal(), 2)
+	conn, err := requireDatabase(ctx, cfg)
 	if err != nil {
 		return err
 	}

@@ -130,11 +130,17 @@ func serve(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 	return srv.App.ShutdownWithTimeout(20 * time.Second)
 }
 
-func migrate(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
+// requireDatabase opens the database for an operator subcommand, which
+// unlike serve cannot do anything useful without one.
+func requireDatabase(ctx context.Context, cfg config.Config) (*sqlx.DB, error) {
 	if cfg.DatabaseURL == "" {
-		return errors.New("DATABASE_URL is required")
+		return nil, errors.New("DATABASE_URL is required")
 	}
-	conn, err := db.Open(ctx, cfg.DatabaseURL.Reveal(), 2)
+	return db.Open(ctx, cfg.DatabaseURL.Reveal(), 4)
+}
+
+func migrate(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
+	conn, err := requireDatabase(ctx, cfg)
 	if err != nil {
 		return err
 	}

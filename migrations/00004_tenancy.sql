@@ -84,8 +84,10 @@ CREATE TABLE service_account_tokens (
     -- Keyed hash of the sst_ plaintext, which is shown once and never stored.
     token_hash         bytea       NOT NULL,
     permissions        text[]      NOT NULL,
-    project_id         text        REFERENCES projects (id),
-    workspace_id       text        REFERENCES workspaces (id),
+    -- Boundaries are plain IDs, not foreign keys: deleting a workspace
+    -- revokes the tokens bound to it, and IDs are never reused.
+    project_id         text,
+    workspace_id       text,
     expires_at         timestamptz NOT NULL,
     created_by         text        NOT NULL,
     created_at         timestamptz NOT NULL DEFAULT now(),

@@ -40,6 +40,9 @@ type Principal struct {
 const (
 	KindUser           = "user"
 	KindServiceAccount = "service_account"
+	// KindOperator is the installation operator's credential on the
+	// remote-backend API: it administers every organization.
+	KindOperator = "operator"
 )
 
 // Require returns fault.ErrForbidden unless the principal holds p.

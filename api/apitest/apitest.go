@@ -43,6 +43,9 @@ type Settings struct {
 	WrapListener func(net.Listener) net.Listener
 }
 
+// OperatorToken is the operator credential of test servers.
+const OperatorToken = "test-operator-token-0123456789abcdef0123456789"
+
 // TestConfig is a configuration for tests: a fixed strong AUTH_SECRET and
 // cheap argon2id parameters so sign-in is fast.
 func TestConfig() config.Config {
@@ -54,6 +57,7 @@ func TestConfig() config.Config {
 		"CAIRN_ARGON2_ITERATIONS":  "1",
 		"CAIRN_ARGON2_PARALLELISM": "1",
 		"CAIRN_LOG_FORMAT":         "json",
+		"CAIRN_OPERATOR_TOKEN":     OperatorToken,
 	})
 	if err != nil {
 		panic(err)
@@ -71,8 +75,14 @@ func New(t testing.TB, opts ...Option) *Env {
 // Start starts a server over the given database (nil: none configured).
 func Start(t testing.TB, conn *sqlx.DB, dbURL string, opts ...Option) *Env {
 	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listening: %v", err)
+	}
 	settings := Settings{Config: TestConfig()}
 	settings.Config.DatabaseURL = config.Secret(dbURL)
+	settings.Config.PublicURL = "http://" + ln.Addr().String()
+	settings.Config.DataDir = t.TempDir()
 	for _, o := range opts {
 		o(&settings)
 	}
@@ -89,10 +99,6 @@ func Start(t testing.TB, conn *sqlx.DB, dbURL string, opts ...Option) *Env {
 	srv, err := server.New(deps)
 	if err != nil {
 		t.Fatalf("creating server: %v", err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listening: %v", err)
 	}
 	if settings.WrapListener != nil {
 		ln = settings.WrapListener(ln)

@@ -51,8 +51,11 @@ func listEvents(ctx context.Context, q sqlx.QueryerContext, organizationID strin
 
 // ActorOf names the principal as an audit actor.
 func ActorOf(p access.Principal) Actor {
-	if p.Kind == access.KindServiceAccount {
+	switch p.Kind {
+	case access.KindServiceAccount:
 		return Actor{Type: ActorServiceAccount, ID: p.ID}
+	case access.KindOperator:
+		return Actor{Type: ActorOperator, ID: p.ID}
 	}
 	return Actor{Type: ActorUser, ID: p.ID}
 }

@@ -516,3 +516,52 @@ func (s *Service) Bootstrap(ctx context.Context, email, name, password, orgName,
 	})
 	return res, err
 }
+
+// CreateOrganizationAsOperator creates an organization with no members, for
+// the installation operator (the remote-backend API's organization create).
+func (s *Service) CreateOrganizationAsOperator(ctx context.Context, name, slug string) (Organization, error) {
+	if err := ValidateSlug(slug); err != nil {
+		return Organization{}, err
+	}
+	if name == "" {
+		name = slug
+	}
+	name, err := ValidateName(name)
+	if err != nil {
+		return Organization{}, err
+	}
+	org := Organization{ID: id.New("org"), Name: name, Slug: slug, CreatedAt: s.now().UTC().Truncate(time.Microsecond)}
+	err = db.WithTx(ctx, s.db, func(tx *sqlx.Tx) error {
+		if err := insertOrganization(ctx, tx, org); err != nil {
+			return err
+		}
+		_, err := audit.Append(ctx, tx, audit.Entry{
+			OrganizationID: org.ID, Action: "organization.created",
+			Actor:      audit.Actor{Type: audit.ActorOperator, ID: "operator"},
+			TargetType: "organization", TargetID: org.ID, Evidence: map[string]any{"slug": org.Slug},
+		})
+		return err
+	})
+	return org, err
+}
+
+// OrganizationByID reads an organization.
+func (s *Service) OrganizationByID(ctx context.Context, organizationID string) (Organization, error) {
+	return organizationByID(ctx, s.db, organizationID)
+}
+
+// DeleteOrganizationAsOperator deletes an organization that has no
+// workspaces left, with its memberships, projects, tokens and service
+// accounts. Audit events stay: they are evidence.
+func (s *Service) DeleteOrganizationAsOperator(ctx context.Context, organizationID string) error {
+	return db.WithTx(ctx, s.db, func(tx *sqlx.Tx) error {
+		var workspaces int
+		if err := tx.GetContext(ctx, &workspaces, `SELECT count(*) FROM workspaces WHERE organization_id = $1`, organizationID); err != nil {
+			return fmt.Errorf("counting workspaces: %w", err)
+		}
+		if workspaces > 0 {
+			return fmt.Errorf("organization still has %d workspaces: %w", workspaces, fault.ErrConflict)
+		}
+		return deleteOrganizationTree(ctx, tx, organizationID)
+	})
+}

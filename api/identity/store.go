@@ -270,3 +270,33 @@ func SweepSignInFailures(ctx context.Context, q sqlx.ExecerContext, olderThan ti
 	}
 	return res.RowsAffected()
 }
+
+func organizationByID(ctx context.Context, q sqlx.QueryerContext, organizationID string) (Organization, error) {
+	var o Organization
+	err := sqlx.GetContext(ctx, q, &o, `SELECT id, name, slug, created_at FROM organizations WHERE id = $1`, organizationID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return o, fault.ErrNotFound
+	}
+	if err != nil {
+		return o, fmt.Errorf("reading organization: %w", err)
+	}
+	return o, nil
+}
+
+func deleteOrganizationTree(ctx context.Context, tx *sqlx.Tx, organizationID string) error {
+	for _, stmt := range []string{
+		`UPDATE sessions SET active_organization_id = NULL WHERE active_organization_id = $1`,
+		`DELETE FROM memberships WHERE organization_id = $1`,
+		`DELETE FROM user_tokens WHERE organization_id = $1`,
+		`DELETE FROM service_account_tokens WHERE organization_id = $1`,
+		`DELETE FROM service_accounts WHERE organization_id = $1`,
+		`DELETE FROM suspensions WHERE organization_id = $1`,
+		`DELETE FROM projects WHERE organization_id = $1`,
+		`DELETE FROM organizations WHERE id = $1`,
+	} {
+		if _, err := tx.ExecContext(ctx, stmt, organizationID); err != nil {
+			return fmt.Errorf("deleting organization: %w", err)
+		}
+	}
+	return nil
+}

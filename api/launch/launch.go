@@ -237,20 +237,20 @@ type Decision struct {
 }
 
 // Admit decides admission. It is pure so every rule can be table-tested:
-// no control, unresolved ownership or a suspension refuses; an open public
-// gate or a launched organization admits; otherwise only an exact
-// organization-and-workspace canary pair admits, and never an
-// organization-wide request.
+// no control or a suspension refuses; an open public gate admits; while it
+// is closed, unresolved ownership refuses, a launched organization admits,
+// and otherwise only an exact organization-and-workspace canary pair
+// admits, never an organization-wide request.
 func Admit(c *Control, s Subject, susp Suspension) Decision {
 	switch {
 	case c == nil:
 		return Decision{Reason: "control_missing"}
-	case s.OrganizationID == "":
-		return Decision{Reason: "ownership_unresolved"}
 	case susp.Organization || susp.Workspace:
 		return Decision{Reason: "suspended"}
 	case c.PublicGate:
 		return Decision{Admitted: true, Admission: AdmissionOpen, Reason: "public_gate"}
+	case s.OrganizationID == "":
+		return Decision{Reason: "ownership_unresolved"}
 	case slices.Contains(c.LaunchedOrganizations, s.OrganizationID):
 		return Decision{Admitted: true, Admission: AdmissionOpen, Reason: "launched_organization"}
 	case s.WorkspaceID == "":

@@ -15,6 +15,7 @@ import (
 	"github.com/cairnhq/cairn/api/platform/idempotency"
 	"github.com/cairnhq/cairn/api/platform/reqid"
 	"github.com/cairnhq/cairn/api/serviceaccount"
+	"github.com/cairnhq/cairn/api/state"
 	"github.com/cairnhq/cairn/api/workspace"
 )
 
@@ -49,6 +50,14 @@ var table = []struct {
 	{workspace.ErrInvalidHCL, httpx.Problem{Status: http.StatusBadRequest, Code: "WORKSPACE_VARIABLE_HCL_INVALID"}},
 	{serviceaccount.ErrNameTaken, httpx.Problem{Status: http.StatusConflict, Code: "SERVICE_ACCOUNT_NAME_TAKEN"}},
 	{serviceaccount.ErrInvalidToken, httpx.Problem{Status: http.StatusUnauthorized, Code: "invalid_token"}},
+	{identity.ErrInvalidToken, httpx.Problem{Status: http.StatusUnauthorized, Code: "invalid_token"}},
+	{workspace.ErrLocked, httpx.Problem{Status: http.StatusConflict, Code: "WORKSPACE_LOCKED"}},
+	{workspace.ErrNotLocked, httpx.Problem{Status: http.StatusConflict, Code: "WORKSPACE_NOT_LOCKED"}},
+	{workspace.ErrLockedByOther, httpx.Problem{Status: http.StatusConflict, Code: "WORKSPACE_LOCKED_BY_OTHER"}},
+	{state.ErrNotLockedByWriter, httpx.Problem{Status: http.StatusConflict, Code: "WORKSPACE_NOT_LOCKED_BY_WRITER"}},
+	{state.ErrConflict, httpx.Problem{Status: http.StatusConflict, Code: "STATE_VERSION_CONFLICT"}},
+	{state.ErrChecksumMismatch, httpx.Problem{Status: http.StatusUnprocessableEntity, Code: "STATE_CHECKSUM_MISMATCH"}},
+	{state.ErrTooLarge, httpx.Problem{Status: http.StatusRequestEntityTooLarge, Code: httpx.CodePayloadTooLarge}},
 	{launch.ErrVersionConflict, httpx.Problem{Status: http.StatusConflict, Code: "LAUNCH_CONTROL_VERSION_CONFLICT"}},
 	{launch.ErrKeyReused, httpx.Problem{Status: http.StatusConflict, Code: "IDEMPOTENCY_KEY_REUSED"}},
 

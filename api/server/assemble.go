@@ -1,17 +1,21 @@
 package server
 
 import (
+	"errors"
 	"log/slog"
+	"path/filepath"
 
 	"github.com/jmoiron/sqlx"
 
 	"github.com/cairnhq/cairn/api/audit"
 	"github.com/cairnhq/cairn/api/identity"
 	"github.com/cairnhq/cairn/api/launch"
+	"github.com/cairnhq/cairn/api/platform/blob"
 	"github.com/cairnhq/cairn/api/platform/config"
 	"github.com/cairnhq/cairn/api/platform/seal"
 	"github.com/cairnhq/cairn/api/platform/secret"
 	"github.com/cairnhq/cairn/api/serviceaccount"
+	"github.com/cairnhq/cairn/api/state"
 	v1 "github.com/cairnhq/cairn/api/v1"
 	"github.com/cairnhq/cairn/api/workspace"
 )
@@ -32,13 +36,33 @@ func Assemble(cfg config.Config, conn *sqlx.DB, logger *slog.Logger) (Deps, erro
 	// A missing master key leaves the sealer nil: sensitive values then
 	// fail closed while everything else keeps working.
 	sealer, _ := seal.NewSealer(cfg.MasterKeyBytes())
+	blobs, err := openBlobs(cfg)
+	if err != nil {
+		return Deps{}, err
+	}
+	workspaces := workspace.NewService(conn, sealer, secret.Derive(cfg.AuthSecret, "variable-digest"), cfg.ToolVersions)
 	deps.Services = v1.Services{
 		Audit:           audit.NewService(conn),
-		Workspaces:      workspace.NewService(conn, sealer, secret.Derive(cfg.AuthSecret, "variable-digest"), cfg.ToolVersions),
+		Identity:        ident,
+		Workspaces:      workspaces,
 		ServiceAccounts: serviceaccount.NewService(conn, secret.Derive(cfg.AuthSecret, "service-account-token")),
 		Launch:          launch.NewService(conn, logger),
+		State:           state.NewService(conn, blobs, workspaces),
 	}
 	return deps, nil
+}
+
+// openBlobs opens sealed artifact storage under the data directory. Without
+// a master key there is none: storing or reading artifacts fails closed.
+func openBlobs(cfg config.Config) (*blob.Store, error) {
+	sealer, err := seal.NewStreamSealer(cfg.MasterKeyBytes())
+	if errors.Is(err, seal.ErrNoKey) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return blob.OpenDir(filepath.Join(cfg.DataDir, "blobs"), sealer)
 }
 
 // IdentityOptions derives the identity service's settings and keys.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -16,6 +17,8 @@ import (
 	"github.com/cairnhq/cairn/api/platform/config"
 	"github.com/cairnhq/cairn/api/platform/db"
 	"github.com/cairnhq/cairn/api/platform/httpx"
+	"github.com/cairnhq/cairn/api/platform/secret"
+	"github.com/cairnhq/cairn/api/tfe"
 	v1 "github.com/cairnhq/cairn/api/v1"
 )
 
@@ -63,13 +66,23 @@ func New(deps Deps) (*Server, error) {
 	// their clients to hang up.
 	app.Server().CloseOnShutdown = true
 	s := &Server{App: app, deps: deps, latestVersion: latest}
-	app.Use(httpx.RequestContext(deps.Logger, httpx.RequestOptions{}))
+	app.Use(httpx.RequestContext(deps.Logger, httpx.RequestOptions{
+		// Remote-backend clients may carry their own well-formed request
+		// IDs; anything else is replaced.
+		KeepClientID: func(c *fiber.Ctx) bool { return strings.HasPrefix(c.Path(), "/api/v2/") },
+	}))
 	app.Get("/health", s.health)
 	app.Get("/ready", s.ready)
 	authserver.Mount(app.Group("/api/auth"), authserver.Deps{
 		Identity:      deps.Identity,
 		Logger:        deps.Logger,
 		SecureCookies: deps.Config.SecureCookies,
+	})
+	tfe.Mount(app, tfe.Deps{
+		Config: deps.Config, DB: deps.DB, Logger: deps.Logger, Identity: deps.Identity,
+		ServiceAccounts: deps.Services.ServiceAccounts, Workspaces: deps.Services.Workspaces,
+		State: deps.Services.State, Launch: deps.Services.Launch,
+		SigningKey: secret.Derive(deps.Config.AuthSecret, "upload-url"),
 	})
 	operator.Mount(app.Group("/operator/v1"), operator.Deps{
 		Token: deps.Config.OperatorToken, Launch: deps.Services.Launch, Logger: deps.Logger,

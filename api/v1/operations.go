@@ -2,8 +2,10 @@ package v1
 
 import (
 	"github.com/cairnhq/cairn/api/audit"
+	"github.com/cairnhq/cairn/api/identity"
 	"github.com/cairnhq/cairn/api/launch"
 	"github.com/cairnhq/cairn/api/serviceaccount"
+	"github.com/cairnhq/cairn/api/state"
 	"github.com/cairnhq/cairn/api/workspace"
 )
 
@@ -12,10 +14,12 @@ import (
 // closed before reaching them.
 type Services struct {
 	Audit           *audit.Service
+	Identity        *identity.Service
 	Workspaces      *workspace.Service
 	ServiceAccounts *serviceaccount.Service
 	Launch          *launch.Service
 	RunOwners       RunOwners
+	State           *state.Service
 }
 
 // registerOperations registers every /v1 operation, grouped by domain.
@@ -27,4 +31,6 @@ func (a *API) registerOperations() {
 	a.registerVariables()
 	a.registerServiceAccounts()
 	a.registerAudit()
+	a.registerUserTokens()
+	a.registerState()
 }

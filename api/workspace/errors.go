@@ -18,6 +18,13 @@ var (
 	ErrProjectNameTaken = errors.New("project name taken")
 	// ErrVariableKeyTaken means the workspace already has a variable of that key.
 	ErrVariableKeyTaken = errors.New("variable key taken")
+	// ErrLocked means the workspace is already locked.
+	ErrLocked = errors.New("workspace already locked")
+	// ErrNotLocked means an unlock found no lock.
+	ErrNotLocked = errors.New("workspace already unlocked")
+	// ErrLockedByOther means an unlock came from someone who does not hold
+	// the lock; Holder names the holder's kind for the message.
+	ErrLockedByOther = errors.New("workspace locked by another holder")
 	// ErrVariableValueRequired means a replace without value changed
 	// sensitivity, which would need the value.
 	ErrVariableValueRequired = errors.New("variable value required")

@@ -77,6 +77,8 @@ type CreateWorkspaceInput struct {
 	// CloudName, when set, asks for this exact remote-backend selector (the
 	// remote-backend API creates workspaces by that name).
 	CloudName string
+	// ExecutionMode defaults to local.
+	ExecutionMode string
 }
 
 // CreateWorkspace creates a workspace with settings version 1. Its slug and
@@ -118,9 +120,18 @@ func (s *Service) CreateWorkspace(ctx context.Context, tx *sqlx.Tx, p access.Pri
 	if err != nil {
 		return Workspace{}, err
 	}
+	mode := in.ExecutionMode
+	if mode == "" {
+		mode = ExecutionLocal
+	}
+	if mode != ExecutionLocal && mode != ExecutionRemote {
+		return Workspace{}, fmt.Errorf("%w: execution mode must be local or remote", ErrInvalid)
+	}
+	now := s.stamp()
 	w := Workspace{
 		ID: id.New("ws"), OrganizationID: p.OrganizationID, ProjectID: in.ProjectID, Name: name,
-		SettingsVersion: 1, CreatedBy: p.ID, CreatedAt: s.stamp(), ExecutionSettings: in.Settings,
+		SettingsVersion: 1, CreatedBy: p.ID, CreatedAt: now, UpdatedAt: now, ExecutionMode: mode,
+		ExecutionSettings: in.Settings,
 	}
 	w.Slug = firstFree(slugBase, func(c string) bool { return slugs[c] })
 	w.CloudName = firstFree(cloudBase, func(c string) bool { return clouds[lowerASCII(c)] })
@@ -187,10 +198,11 @@ func (s *Service) ListWorkspaces(ctx context.Context, p access.Principal, projec
 }
 
 // UpdateWorkspaceInput replaces the execution settings (always given in
-// full) and optionally renames.
+// full) and optionally renames or changes the execution mode.
 type UpdateWorkspaceInput struct {
-	Settings ExecutionSettings
-	Name     *string
+	Settings      ExecutionSettings
+	Name          *string
+	ExecutionMode *string
 }
 
 // UpdateWorkspace records a new settings version when the settings differ
@@ -229,6 +241,13 @@ func (s *Service) UpdateWorkspace(ctx context.Context, tx *sqlx.Tx, p access.Pri
 			w.Name = name
 		}
 	}
+	if in.ExecutionMode != nil && *in.ExecutionMode != w.ExecutionMode {
+		if *in.ExecutionMode != ExecutionLocal && *in.ExecutionMode != ExecutionRemote {
+			return Workspace{}, fmt.Errorf("%w: execution mode must be local or remote", ErrInvalid)
+		}
+		evidence["execution_mode"] = *in.ExecutionMode
+		w.ExecutionMode = *in.ExecutionMode
+	}
 	if in.Settings != w.ExecutionSettings {
 		w.SettingsVersion++
 		w.ExecutionSettings = in.Settings
@@ -241,6 +260,7 @@ func (s *Service) UpdateWorkspace(ctx context.Context, tx *sqlx.Tx, p access.Pri
 	if len(evidence) == 0 {
 		return w, nil
 	}
+	w.UpdatedAt = s.stamp()
 	if err := updateWorkspace(ctx, tx, w); err != nil {
 		return Workspace{}, err
 	}
@@ -424,4 +444,140 @@ func (s *Service) ListVariables(ctx context.Context, p access.Principal, workspa
 		}
 	}
 	return vars, err
+}
+
+// DefaultProject returns the organization's default project, creating it
+// on first use, for workspaces created without naming a project.
+func (s *Service) DefaultProject(ctx context.Context, tx *sqlx.Tx, p access.Principal) (Project, error) {
+	if err := p.Require(access.PermWorkspaceWrite); err != nil {
+		return Project{}, err
+	}
+	if err := lockNames(ctx, tx, p.OrganizationID); err != nil {
+		return Project{}, err
+	}
+	proj, err := projectByName(ctx, tx, p.OrganizationID, DefaultProjectName)
+	if !errors.Is(err, fault.ErrNotFound) {
+		return proj, err
+	}
+	proj = Project{ID: id.New("prj"), OrganizationID: p.OrganizationID, Name: DefaultProjectName, CreatedBy: p.ID, CreatedAt: s.stamp()}
+	if err := insertProject(ctx, tx, proj); err != nil {
+		return Project{}, err
+	}
+	return proj, audit.Record(ctx, tx, p, "project.created", "project", proj.ID, map[string]any{"name": proj.Name})
+}
+
+// GetWorkspaceByCloudName reads a workspace by its remote-backend selector.
+func (s *Service) GetWorkspaceByCloudName(ctx context.Context, p access.Principal, cloudName string) (Workspace, error) {
+	if err := p.Require(access.PermWorkspaceRead); err != nil {
+		return Workspace{}, err
+	}
+	w, err := WorkspaceByCloudName(ctx, s.db, p.OrganizationID, cloudName)
+	if err != nil {
+		return Workspace{}, err
+	}
+	if !canSee(p, w) {
+		return Workspace{}, fault.ErrNotFound
+	}
+	return w, nil
+}
+
+// Holder is how a principal appears as a lock holder.
+func Holder(p access.Principal) (kind, id string) { return p.Kind, p.ID }
+
+// WorkspaceForWrite loads and locks (FOR UPDATE) a workspace the principal
+// may act on with perm, for mutations of things that belong to it.
+func (s *Service) WorkspaceForWrite(ctx context.Context, tx *sqlx.Tx, p access.Principal, workspaceID string, perm access.Permission) (Workspace, error) {
+	return s.lockedWorkspace(ctx, tx, p, workspaceID, perm)
+}
+
+// lockedWorkspace loads and locks a workspace row the principal may act on.
+func (s *Service) lockedWorkspace(ctx context.Context, tx *sqlx.Tx, p access.Principal, workspaceID string, perm access.Permission) (Workspace, error) {
+	if err := p.Require(perm); err != nil {
+		return Workspace{}, err
+	}
+	w, err := workspaceByID(ctx, tx, p.OrganizationID, workspaceID, true)
+	if err != nil {
+		return Workspace{}, err
+	}
+	if !canSee(p, w) {
+		return Workspace{}, fault.ErrNotFound
+	}
+	return w, nil
+}
+
+// LockWorkspace takes the state lock for the principal. A held lock is
+// ErrLocked, whoever holds it.
+func (s *Service) LockWorkspace(ctx context.Context, tx *sqlx.Tx, p access.Principal, workspaceID, reason string) (Workspace, error) {
+	w, err := s.lockedWorkspace(ctx, tx, p, workspaceID, access.PermStateWrite)
+	if err != nil {
+		return Workspace{}, err
+	}
+	if w.Locked() {
+		return Workspace{}, ErrLocked
+	}
+	kind, holder := Holder(p)
+	now := s.stamp()
+	if len(reason) > 500 {
+		reason = reason[:500]
+	}
+	w.Lock = Lock{LockedByKind: &kind, LockedByID: &holder, LockReason: reason, LockedAt: &now}
+	w.UpdatedAt = now
+	if err := setLock(ctx, tx, w); err != nil {
+		return Workspace{}, err
+	}
+	return w, audit.Record(ctx, tx, p, "workspace.locked", "workspace", w.ID, nil)
+}
+
+// UnlockWorkspace releases a lock the principal holds. No lock is
+// ErrNotLocked; someone else's lock is ErrLockedByOther.
+func (s *Service) UnlockWorkspace(ctx context.Context, tx *sqlx.Tx, p access.Principal, workspaceID string) (Workspace, error) {
+	w, err := s.lockedWorkspace(ctx, tx, p, workspaceID, access.PermStateWrite)
+	if err != nil {
+		return Workspace{}, err
+	}
+	if !w.Locked() {
+		return Workspace{}, ErrNotLocked
+	}
+	if !w.HeldBy(Holder(p)) {
+		return Workspace{}, ErrLockedByOther
+	}
+	return s.release(ctx, tx, p, w, "workspace.unlocked")
+}
+
+// ForceUnlockWorkspace releases anyone's lock; it needs state:force_unlock.
+func (s *Service) ForceUnlockWorkspace(ctx context.Context, tx *sqlx.Tx, p access.Principal, workspaceID string) (Workspace, error) {
+	w, err := s.lockedWorkspace(ctx, tx, p, workspaceID, access.PermStateForceUnlock)
+	if err != nil {
+		return Workspace{}, err
+	}
+	if !w.Locked() {
+		return Workspace{}, ErrNotLocked
+	}
+	return s.release(ctx, tx, p, w, "workspace.force_unlocked")
+}
+
+func (s *Service) release(ctx context.Context, tx *sqlx.Tx, p access.Principal, w Workspace, action string) (Workspace, error) {
+	evidence := map[string]any{"holder_kind": *w.LockedByKind, "holder_id": *w.LockedByID}
+	w.Lock = Lock{}
+	w.UpdatedAt = s.stamp()
+	if err := setLock(ctx, tx, w); err != nil {
+		return Workspace{}, err
+	}
+	return w, audit.Record(ctx, tx, p, action, "workspace", w.ID, evidence)
+}
+
+// DeleteWorkspace removes a workspace with its state history, variables and
+// settings, locked or not, and revokes tokens bound to it. It returns the
+// object keys of the deleted artifacts; the caller deletes those after the
+// transaction commits, so no reference ever points at a missing object.
+func (s *Service) DeleteWorkspace(ctx context.Context, tx *sqlx.Tx, p access.Principal, workspaceID string) (Workspace, []string, error) {
+	w, err := s.lockedWorkspace(ctx, tx, p, workspaceID, access.PermWorkspaceAdmin)
+	if err != nil {
+		return Workspace{}, nil, err
+	}
+	keys, err := deleteWorkspaceTree(ctx, tx, p.OrganizationID, w.ID)
+	if err != nil {
+		return Workspace{}, nil, err
+	}
+	return w, keys, audit.Record(ctx, tx, p, "workspace.deleted", "workspace", w.ID, map[string]any{"name": w.Name, "cloud_name": w.CloudName})
 }

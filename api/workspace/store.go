@@ -96,9 +96,10 @@ func nameTaken(ctx context.Context, q sqlx.QueryerContext, organizationID, name,
 
 func insertWorkspace(ctx context.Context, q sqlx.ExtContext, w Workspace) error {
 	_, err := q.ExecContext(ctx, `
-		INSERT INTO workspaces (id, organization_id, project_id, name, slug, cloud_name, current_settings_version, created_by, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-		w.ID, w.OrganizationID, w.ProjectID, w.Name, w.Slug, w.CloudName, w.SettingsVersion, w.CreatedBy, w.CreatedAt)
+		INSERT INTO workspaces (id, organization_id, project_id, name, slug, cloud_name, current_settings_version,
+			execution_mode, created_by, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10)`,
+		w.ID, w.OrganizationID, w.ProjectID, w.Name, w.Slug, w.CloudName, w.SettingsVersion, w.ExecutionMode, w.CreatedBy, w.CreatedAt)
 	if db.IsUniqueViolation(err, "workspaces_organization_name_key") {
 		return ErrNameTaken
 	}
@@ -120,7 +121,9 @@ func insertSettingsVersion(ctx context.Context, q sqlx.ExtContext, workspaceID s
 
 const workspaceColumns = `
 	w.id, w.organization_id, w.project_id, w.name, w.slug, w.cloud_name, w.current_settings_version,
-	w.created_by, w.created_at, v.tool_version, v.region, v.platform`
+	w.created_by, w.created_at, w.updated_at, w.execution_mode,
+	w.locked_by_kind, w.locked_by_id, w.lock_reason, w.locked_at,
+	v.tool_version, v.region, v.platform`
 
 const workspaceFrom = `
 	FROM workspaces w
@@ -176,8 +179,10 @@ func listWorkspaces(ctx context.Context, q sqlx.QueryerContext, organizationID, 
 }
 
 func updateWorkspace(ctx context.Context, q sqlx.ExtContext, w Workspace) error {
-	_, err := q.ExecContext(ctx, `UPDATE workspaces SET name = $3, current_settings_version = $4 WHERE organization_id = $1 AND id = $2`,
-		w.OrganizationID, w.ID, w.Name, w.SettingsVersion)
+	_, err := q.ExecContext(ctx, `
+		UPDATE workspaces SET name = $3, current_settings_version = $4, execution_mode = $5, updated_at = $6
+		WHERE organization_id = $1 AND id = $2`,
+		w.OrganizationID, w.ID, w.Name, w.SettingsVersion, w.ExecutionMode, w.UpdatedAt)
 	if db.IsUniqueViolation(err, "workspaces_organization_name_key") {
 		return ErrNameTaken
 	}
@@ -254,4 +259,55 @@ func listVariables(ctx context.Context, q sqlx.QueryerContext, organizationID, w
 		return nil, fmt.Errorf("listing variables: %w", err)
 	}
 	return out, nil
+}
+
+func setLock(ctx context.Context, q sqlx.ExtContext, w Workspace) error {
+	_, err := q.ExecContext(ctx, `
+		UPDATE workspaces SET locked_by_kind = $3, locked_by_id = $4, lock_reason = $5, locked_at = $6, updated_at = $7
+		WHERE organization_id = $1 AND id = $2`,
+		w.OrganizationID, w.ID, w.LockedByKind, w.LockedByID, w.LockReason, w.LockedAt, w.UpdatedAt)
+	if err != nil {
+		return fmt.Errorf("writing workspace lock: %w", err)
+	}
+	return nil
+}
+
+func projectByName(ctx context.Context, q sqlx.QueryerContext, organizationID, name string) (Project, error) {
+	var p Project
+	err := sqlx.GetContext(ctx, q, &p, `
+		SELECT id, organization_id, name, created_by, created_at FROM projects
+		WHERE organization_id = $1 AND lower(name) = lower($2)`, organizationID, name)
+	if errors.Is(err, sql.ErrNoRows) {
+		return p, fault.ErrNotFound
+	}
+	if err != nil {
+		return p, fmt.Errorf("reading project: %w", err)
+	}
+	return p, nil
+}
+
+// deleteWorkspaceTree removes a workspace and every row that belongs to it,
+// returning the object keys of its stored artifacts so the caller can
+// delete them after the transaction commits (references go first).
+func deleteWorkspaceTree(ctx context.Context, tx *sqlx.Tx, organizationID, workspaceID string) ([]string, error) {
+	var keys []string
+	if err := tx.SelectContext(ctx, &keys, `
+		SELECT k FROM state_versions, LATERAL (VALUES (blob_key), (json_blob_key)) AS x(k)
+		WHERE organization_id = $1 AND workspace_id = $2 AND k IS NOT NULL`, organizationID, workspaceID); err != nil {
+		return nil, fmt.Errorf("listing workspace artifacts: %w", err)
+	}
+	for _, stmt := range []string{
+		`DELETE FROM state_version_outputs WHERE state_version_id IN (SELECT id FROM state_versions WHERE organization_id = $1 AND workspace_id = $2)`,
+		`DELETE FROM state_versions WHERE organization_id = $1 AND workspace_id = $2`,
+		`DELETE FROM workspace_variables WHERE organization_id = $1 AND workspace_id = $2`,
+		`DELETE FROM suspensions WHERE organization_id = $1 AND workspace_id = $2`,
+		`UPDATE service_account_tokens SET revoked_at = now() WHERE organization_id = $1 AND workspace_id = $2 AND revoked_at IS NULL`,
+		`DELETE FROM workspace_settings_versions WHERE workspace_id = (SELECT id FROM workspaces WHERE organization_id = $1 AND id = $2)`,
+		`DELETE FROM workspaces WHERE organization_id = $1 AND id = $2`,
+	} {
+		if _, err := tx.ExecContext(ctx, stmt, organizationID, workspaceID); err != nil {
+			return nil, fmt.Errorf("deleting workspace: %w", err)
+		}
+	}
+	return keys, nil
 }

@@ -37,8 +37,38 @@ type Workspace struct {
 	SettingsVersion int       `db:"current_settings_version"`
 	CreatedBy       string    `db:"created_by"`
 	CreatedAt       time.Time `db:"created_at"`
+	UpdatedAt       time.Time `db:"updated_at"`
+	// ExecutionMode is how the remote-backend CLI runs operations.
+	ExecutionMode string `db:"execution_mode"`
+	Lock
 	ExecutionSettings
 }
+
+// Lock is who holds a workspace's state lock, if anyone.
+type Lock struct {
+	LockedByKind *string    `db:"locked_by_kind"`
+	LockedByID   *string    `db:"locked_by_id"`
+	LockReason   string     `db:"lock_reason"`
+	LockedAt     *time.Time `db:"locked_at"`
+}
+
+// Locked reports whether anyone holds the lock.
+func (l Lock) Locked() bool { return l.LockedByID != nil }
+
+// HeldBy reports whether the lock is held by exactly this holder.
+func (l Lock) HeldBy(kind, id string) bool {
+	return l.LockedByKind != nil && l.LockedByID != nil && *l.LockedByKind == kind && *l.LockedByID == id
+}
+
+// Execution modes of the remote-backend protocol.
+const (
+	ExecutionLocal  = "local"
+	ExecutionRemote = "remote"
+)
+
+// DefaultProjectName is the project that workspaces created without one
+// (through the remote-backend API) land in.
+const DefaultProjectName = "Default Project"
 
 // Regions a workspace may pin. Only "us" launches today; an "eu"
 // workspace is accepted but never runs anywhere else.

@@ -37,3 +37,48 @@ func TestSealBindsAssociatedData(t *testing.T) {
 		t.Fatal("nil sealer sealed")
 	}
 }
+
+func TestStreamSealRoundTripAndTamper(t *testing.T) {
+	t.Parallel()
+	s, err := NewStreamSealer(bytes.Repeat([]byte{9}, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := bytes.Repeat([]byte("0123456789abcdef"), (3*SegmentBytes)/16+7) // more than three frames
+	var sealed bytes.Buffer
+	w, err := s.NewWriter(&sealed, []byte("state/sv_1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(plain); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	open := func(b []byte, identity string) ([]byte, error) {
+		r, err := s.NewReader(bytes.NewReader(b), []byte(identity))
+		if err != nil {
+			return nil, err
+		}
+		var out bytes.Buffer
+		_, err = out.ReadFrom(r)
+		return out.Bytes(), err
+	}
+	got, err := open(sealed.Bytes(), "state/sv_1")
+	if err != nil || !bytes.Equal(got, plain) {
+		t.Fatalf("round trip: %v (len %d vs %d)", err, len(got), len(plain))
+	}
+	if _, err := open(sealed.Bytes(), "state/sv_2"); err == nil {
+		t.Fatal("opened under another identity")
+	}
+	truncated := sealed.Bytes()[:sealed.Len()-SegmentBytes/2]
+	if _, err := open(truncated, "state/sv_1"); err == nil {
+		t.Fatal("a truncated stream opened")
+	}
+	flipped := bytes.Clone(sealed.Bytes())
+	flipped[len(flipped)/2] ^= 1
+	if _, err := open(flipped, "state/sv_1"); err == nil {
+		t.Fatal("an altered stream opened")
+	}
+}

@@ -1,0 +1,134 @@
+package identity
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/base32"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/cairnhq/cairn/api/access"
+	"github.com/cairnhq/cairn/api/audit"
+	"github.com/cairnhq/cairn/api/platform/fault"
+	"github.com/cairnhq/cairn/api/platform/id"
+)
+
+// UserTokenPrefix starts every user API token.
+const UserTokenPrefix = "cut_"
+
+// ErrInvalidToken means a presented token is unknown, revoked or expired,
+// or its user no longer belongs to its organization.
+var ErrInvalidToken = errors.New("invalid token")
+
+// UserToken is a member's API token for the remote-backend protocol (what
+// `tofu login` stores). It acts as the member, with the member's current
+// role, in the organization it was created in.
+type UserToken struct {
+	ID             string     `db:"id"`
+	OrganizationID string     `db:"organization_id"`
+	UserID         string     `db:"user_id"`
+	Description    string     `db:"description"`
+	ExpiresAt      *time.Time `db:"expires_at"`
+	CreatedAt      time.Time  `db:"created_at"`
+	RevokedAt      *time.Time `db:"revoked_at"`
+}
+
+var tokenEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+
+func (s *Service) userTokenHash(plaintext string) []byte {
+	m := hmac.New(sha256.New, s.opts.TokenKey)
+	m.Write([]byte("user-token\x00" + plaintext))
+	return m.Sum(nil)
+}
+
+// CreateUserToken issues a token for the signed-in member in the active
+// organization. The plaintext is returned once and only its hash is kept.
+func (s *Service) CreateUserToken(ctx context.Context, tx *sqlx.Tx, p access.Principal, description string, expiresAt *time.Time) (UserToken, string, error) {
+	if p.Kind != access.KindUser {
+		return UserToken{}, "", fmt.Errorf("only people hold user tokens: %w", fault.ErrForbidden)
+	}
+	description = strings.TrimSpace(description)
+	if len(description) > 200 {
+		return UserToken{}, "", fmt.Errorf("%w: description is over 200 characters", ErrInvalidInput)
+	}
+	now := s.now().UTC().Truncate(time.Microsecond)
+	if expiresAt != nil && !expiresAt.After(now) {
+		return UserToken{}, "", fmt.Errorf("%w: expires_at must be in the future", ErrInvalidInput)
+	}
+	raw := make([]byte, 25)
+	if _, err := rand.Read(raw); err != nil {
+		return UserToken{}, "", fmt.Errorf("generating token: %w", err)
+	}
+	plaintext := UserTokenPrefix + tokenEncoding.EncodeToString(raw)
+	t := UserToken{ID: id.New("ut"), OrganizationID: p.OrganizationID, UserID: p.ID, Description: description, ExpiresAt: expiresAt, CreatedAt: now}
+	if _, err := tx.ExecContext(ctx, `
+		INSERT INTO user_tokens (id, organization_id, user_id, token_hash, description, expires_at, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+		t.ID, t.OrganizationID, t.UserID, s.userTokenHash(plaintext), t.Description, t.ExpiresAt, t.CreatedAt); err != nil {
+		return UserToken{}, "", fmt.Errorf("inserting user token: %w", err)
+	}
+	return t, plaintext, audit.Record(ctx, tx, p, "user_token.created", "user_token", t.ID, nil)
+}
+
+// RevokeUserToken revokes one of the caller's own tokens at once.
+func (s *Service) RevokeUserToken(ctx context.Context, tx *sqlx.Tx, p access.Principal, tokenID string) (UserToken, error) {
+	var t UserToken
+	err := tx.GetContext(ctx, &t, `
+		SELECT id, organization_id, user_id, description, expires_at, created_at, revoked_at
+		FROM user_tokens WHERE id = $1 AND user_id = $2 AND organization_id = $3 FOR UPDATE`,
+		tokenID, p.ID, p.OrganizationID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return UserToken{}, fault.ErrNotFound
+	}
+	if err != nil {
+		return UserToken{}, fmt.Errorf("reading user token: %w", err)
+	}
+	if t.RevokedAt == nil {
+		now := s.now().UTC().Truncate(time.Microsecond)
+		if _, err := tx.ExecContext(ctx, `UPDATE user_tokens SET revoked_at = $2 WHERE id = $1`, t.ID, now); err != nil {
+			return UserToken{}, fmt.Errorf("revoking user token: %w", err)
+		}
+		t.RevokedAt = &now
+	}
+	return t, audit.Record(ctx, tx, p, "user_token.revoked", "user_token", t.ID, nil)
+}
+
+// AuthenticateUserToken resolves a cut_ plaintext to the member it acts as,
+// with the member's live role in the token's organization.
+func (s *Service) AuthenticateUserToken(ctx context.Context, plaintext string) (access.Principal, error) {
+	if !strings.HasPrefix(plaintext, UserTokenPrefix) || len(plaintext) > 128 {
+		return access.Principal{}, ErrInvalidToken
+	}
+	var row struct {
+		ID             string `db:"id"`
+		OrganizationID string `db:"organization_id"`
+		UserID         string `db:"user_id"`
+		UserName       string `db:"user_name"`
+		Role           string `db:"role"`
+	}
+	err := sqlx.GetContext(ctx, s.db, &row, `
+		SELECT t.id, t.organization_id, t.user_id, u.name AS user_name, m.role
+		FROM user_tokens t
+		JOIN users u ON u.id = t.user_id AND u.banned_at IS NULL
+		JOIN memberships m ON m.organization_id = t.organization_id AND m.user_id = t.user_id
+		WHERE t.token_hash = $1 AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now())`,
+		s.userTokenHash(plaintext))
+	if errors.Is(err, sql.ErrNoRows) {
+		return access.Principal{}, ErrInvalidToken
+	}
+	if err != nil {
+		return access.Principal{}, fmt.Errorf("reading user token: %w", err)
+	}
+	role := access.Role(row.Role)
+	return access.Principal{
+		Kind: access.KindUser, ID: row.UserID, Name: row.UserName, OrganizationID: row.OrganizationID,
+		Role: role, Permissions: access.PermissionsOf(role), TokenID: row.ID,
+	}, nil
+}

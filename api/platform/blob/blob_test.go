@@ -1,0 +1,87 @@
+package blob
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cairnhq/cairn/api/platform/seal"
+)
+
+func testStore(t *testing.T) (*Store, string) {
+	t.Helper()
+	sealer, err := seal.NewStreamSealer(bytes.Repeat([]byte{3}, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	s, err := OpenDir(dir, sealer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, dir
+}
+
+func TestPutOpenRoundTripIsSealedAtRest(t *testing.T) {
+	t.Parallel()
+	s, dir := testStore(t)
+	ctx := context.Background()
+	plain := []byte(strings.Repeat(`{"secret":"hunter2"}`, 5000))
+	d, err := s.Put(ctx, "state/a", "state/a", bytes.NewReader(plain), 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := sha256.Sum256(plain)
+	if d.Size != int64(len(plain)) || !bytes.Equal(d.SHA256, want[:]) {
+		t.Fatalf("digests %+v", d)
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "state", "a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(raw, []byte("hunter2")) {
+		t.Fatal("plaintext visible at rest")
+	}
+	r, err := s.Open(ctx, "state/a", "state/a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(r)
+	r.Close()
+	if err != nil || !bytes.Equal(got, plain) {
+		t.Fatalf("read back %d bytes, %v", len(got), err)
+	}
+	if _, err := s.Open(ctx, "state/missing", "x"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("missing object = %v", err)
+	}
+}
+
+func TestOversizeStreamLeavesNothing(t *testing.T) {
+	t.Parallel()
+	s, dir := testStore(t)
+	_, err := s.Put(context.Background(), "state/big", "state/big", bytes.NewReader(make([]byte, 3000)), 2999)
+	if !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("oversize put = %v", err)
+	}
+	entries, _ := os.ReadDir(filepath.Join(dir, "state"))
+	for _, e := range entries {
+		t.Fatalf("oversize put left %s behind", e.Name())
+	}
+	if _, err := s.Put(context.Background(), "state/exact", "state/exact", bytes.NewReader(make([]byte, 2999)), 2999); err != nil {
+		t.Fatalf("a stream of exactly the limit was refused: %v", err)
+	}
+}
+
+func TestKeyCannotEscape(t *testing.T) {
+	t.Parallel()
+	if k := Key("state", "../../etc", "a/b"); k != "state/____etc/a_b" {
+		t.Fatalf("key %q", k)
+	}
+}

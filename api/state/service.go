@@ -1,0 +1,375 @@
+package state
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/cairnhq/cairn/api/access"
+	"github.com/cairnhq/cairn/api/audit"
+	"github.com/cairnhq/cairn/api/platform/blob"
+	"github.com/cairnhq/cairn/api/platform/cursor"
+	"github.com/cairnhq/cairn/api/platform/db"
+	"github.com/cairnhq/cairn/api/platform/fault"
+	"github.com/cairnhq/cairn/api/platform/id"
+	"github.com/cairnhq/cairn/api/workspace"
+)
+
+// Service is workspace state: immutable, numbered versions whose bytes are
+// sealed in blob storage and verified against their declared MD5.
+type Service struct {
+	db         *sqlx.DB
+	blobs      *blob.Store
+	workspaces *workspace.Service
+	now        func() time.Time
+}
+
+// NewService returns the state service. blobs may be nil (no master key):
+// writing and reading state then fails closed.
+func NewService(conn *sqlx.DB, blobs *blob.Store, workspaces *workspace.Service) *Service {
+	return &Service{db: conn, blobs: blobs, workspaces: workspaces, now: time.Now}
+}
+
+func (s *Service) stamp() time.Time { return s.now().UTC().Truncate(time.Microsecond) }
+
+func (s *Service) storage() (*blob.Store, error) {
+	if s.blobs == nil {
+		return nil, fmt.Errorf("state storage needs CAIRN_MASTER_KEY: %w", fault.ErrUnavailable)
+	}
+	return s.blobs, nil
+}
+
+// Create declares a pending version of a workspace the principal has
+// locked. Its bytes arrive later through Upload; only then does it become
+// current.
+func (s *Service) Create(ctx context.Context, tx *sqlx.Tx, p access.Principal, workspaceID string, in CreateInput) (Version, error) {
+	if err := in.validate(); err != nil {
+		return Version{}, err
+	}
+	if _, err := s.storage(); err != nil {
+		return Version{}, err
+	}
+	w, err := s.workspaces.WorkspaceForWrite(ctx, tx, p, workspaceID, access.PermStateWrite)
+	if err != nil {
+		return Version{}, err
+	}
+	if !w.HeldBy(workspace.Holder(p)) {
+		return Version{}, ErrNotLockedByWriter
+	}
+	current, err := currentVersion(ctx, tx, w.OrganizationID, w.ID)
+	if err != nil {
+		return Version{}, err
+	}
+	if err := succeeds(current, in); err != nil {
+		return Version{}, err
+	}
+	v := Version{
+		ID: id.New("sv"), OrganizationID: w.OrganizationID, WorkspaceID: w.ID, Serial: in.Serial, Lineage: in.Lineage,
+		MD5: in.MD5, Force: in.Force, Status: StatusPending, CreatedByKind: p.Kind, CreatedByID: p.ID, CreatedAt: s.stamp(),
+	}
+	if in.RunID != "" {
+		v.RunID = &in.RunID
+	}
+	if err := insertVersion(ctx, tx, v); err != nil {
+		return Version{}, err
+	}
+	return v, audit.Record(ctx, tx, p, "state_version.created", "state_version", v.ID, map[string]any{
+		"workspace_id": w.ID, "serial": v.Serial, "force": v.Force,
+	})
+}
+
+// PendingOwner returns the organization and workspace of a version, for
+// admission of capability uploads before any byte is read.
+func (s *Service) PendingOwner(ctx context.Context, versionID string) (Version, error) {
+	return versionByID(ctx, s.db, "", versionID, false)
+}
+
+// Upload streams the bytes of a pending version into sealed storage,
+// checks them against the declared MD5 and finalizes the version: it gets
+// its number and becomes current. Any failure leaves no version and no
+// object behind. Uploading the same bytes to a finalized version again is
+// accepted without reading them.
+func (s *Service) Upload(ctx context.Context, versionID string, r io.Reader) (Version, error) {
+	blobs, err := s.storage()
+	if err != nil {
+		return Version{}, err
+	}
+	v, err := versionByID(ctx, s.db, "", versionID, false)
+	if err != nil {
+		return Version{}, err
+	}
+	if v.Finalized() {
+		return v, nil
+	}
+	key := blob.Key("state", v.OrganizationID, v.WorkspaceID, v.ID+".tfstate")
+	parsed, digests, err := s.storeParsed(ctx, blobs, key, "state/"+v.ID, r)
+	if err != nil {
+		return Version{}, err
+	}
+	if hex.EncodeToString(digests.MD5) != v.MD5 {
+		_ = blobs.Delete(ctx, key)
+		return Version{}, ErrChecksumMismatch
+	}
+	err = db.WithTx(ctx, s.db, func(tx *sqlx.Tx) error {
+		if err := lockVersions(ctx, tx, v.WorkspaceID); err != nil {
+			return err
+		}
+		locked, err := versionByID(ctx, tx, "", v.ID, true)
+		if err != nil {
+			return err
+		}
+		if locked.Finalized() {
+			return errAlreadyFinal
+		}
+		current, err := currentVersion(ctx, tx, v.OrganizationID, v.WorkspaceID)
+		if err != nil {
+			return err
+		}
+		if err := succeeds(current, CreateInput{Serial: v.Serial, MD5: v.MD5, Lineage: v.Lineage, Force: v.Force}); err != nil {
+			return err
+		}
+		number, err := nextNumber(ctx, tx, v.WorkspaceID)
+		if err != nil {
+			return err
+		}
+		now := s.stamp()
+		v.Number, v.Status, v.SHA256, v.Size, v.BlobKey = &number, StatusFinalized, digests.SHA256, &digests.Size, &key
+		v.ToolVersion, v.FinalizedAt = parsed.ToolVersion, &now
+		if err := finalizeVersion(ctx, tx, v); err != nil {
+			return err
+		}
+		if err := insertOutputs(ctx, tx, outputsFrom(v.ID, parsed.Outputs)); err != nil {
+			return err
+		}
+		_, err = audit.Append(ctx, tx, audit.Entry{
+			OrganizationID: v.OrganizationID, Action: "state_version.finalized",
+			Actor:      audit.ActorOf(access.Principal{Kind: v.CreatedByKind, ID: v.CreatedByID}),
+			TargetType: "state_version", TargetID: v.ID,
+			Evidence: map[string]any{"workspace_id": v.WorkspaceID, "number": number, "serial": v.Serial,
+				"size_bytes": digests.Size, "sha256": hex.EncodeToString(digests.SHA256)},
+		})
+		return err
+	})
+	if errors.Is(err, errAlreadyFinal) {
+		_ = blobs.Delete(ctx, key)
+		return versionByID(ctx, s.db, "", v.ID, false)
+	}
+	if err != nil {
+		_ = blobs.Delete(ctx, key)
+		return Version{}, err
+	}
+	return v, nil
+}
+
+var errAlreadyFinal = errors.New("finalized concurrently")
+
+// storeParsed streams r into the blob store while a second goroutine reads
+// the header and outputs from the same bytes.
+func (s *Service) storeParsed(ctx context.Context, blobs *blob.Store, key, identity string, r io.Reader) (Parsed, blob.Digests, error) {
+	pr, pw := io.Pipe()
+	parsed := make(chan Parsed, 1)
+	go func() {
+		p, _ := ParseState(pr)
+		// Keep draining so the writer never blocks once parsing is done.
+		_, _ = io.Copy(io.Discard, pr)
+		parsed <- p
+	}()
+	digests, err := blobs.Put(ctx, key, identity, io.TeeReader(r, pw), MaxStateBytes)
+	pw.CloseWithError(err)
+	p := <-parsed
+	if errors.Is(err, blob.ErrTooLarge) {
+		return p, digests, ErrTooLarge
+	}
+	return p, digests, err
+}
+
+func outputsFrom(versionID string, parsed map[string]ParsedOutput) []Output {
+	out := make([]Output, 0, len(parsed))
+	for name, o := range parsed {
+		row := Output{ID: id.New("wsout"), StateVersionID: versionID, Name: name, Sensitive: o.Sensitive, TypeJSON: string(o.Type)}
+		if row.TypeJSON == "" {
+			row.TypeJSON = `"string"`
+		}
+		if !o.Sensitive {
+			value := string(o.Value)
+			if value == "" {
+				value = "null"
+			}
+			row.ValueJSON = &value
+		}
+		out = append(out, row)
+	}
+	return out
+}
+
+// UploadJSON stores the JSON rendering of a version's state next to it. It
+// is informational: a later upload replaces an earlier one.
+func (s *Service) UploadJSON(ctx context.Context, versionID string, r io.Reader) error {
+	blobs, err := s.storage()
+	if err != nil {
+		return err
+	}
+	v, err := versionByID(ctx, s.db, "", versionID, false)
+	if err != nil {
+		return err
+	}
+	key := blob.Key("state", v.OrganizationID, v.WorkspaceID, v.ID+"-"+id.New("json")+".json")
+	if _, err := blobs.Put(ctx, key, "state-json/"+v.ID, r, MaxStateBytes); err != nil {
+		if errors.Is(err, blob.ErrTooLarge) {
+			return ErrTooLarge
+		}
+		return err
+	}
+	previous, err := setJSONBlob(ctx, s.db, v.ID, key)
+	if err != nil {
+		_ = blobs.Delete(ctx, key)
+		return err
+	}
+	if previous != "" {
+		_ = blobs.Delete(ctx, previous)
+	}
+	return nil
+}
+
+// visible loads a version the principal may read in its workspace.
+func (s *Service) visible(ctx context.Context, p access.Principal, versionID string) (Version, error) {
+	if err := p.Require(access.PermStateRead); err != nil {
+		return Version{}, err
+	}
+	v, err := versionByID(ctx, s.db, p.OrganizationID, versionID, false)
+	if err != nil {
+		return Version{}, err
+	}
+	if _, err := s.workspaces.GetWorkspace(ctx, p, v.WorkspaceID); err != nil {
+		return Version{}, err
+	}
+	return v, nil
+}
+
+// Get reads one version's metadata.
+func (s *Service) Get(ctx context.Context, p access.Principal, versionID string) (Version, error) {
+	return s.visible(ctx, p, versionID)
+}
+
+// Current returns the workspace's current version, or fault.ErrNotFound
+// when it has none yet.
+func (s *Service) Current(ctx context.Context, p access.Principal, workspaceID string) (Version, error) {
+	if err := p.Require(access.PermStateRead); err != nil {
+		return Version{}, err
+	}
+	w, err := s.workspaces.GetWorkspace(ctx, p, workspaceID)
+	if err != nil {
+		return Version{}, err
+	}
+	v, err := currentVersion(ctx, s.db, w.OrganizationID, w.ID)
+	if err != nil {
+		return Version{}, err
+	}
+	if v == nil {
+		return Version{}, fault.ErrNotFound
+	}
+	return *v, nil
+}
+
+// Download opens the plaintext of a finalized version.
+func (s *Service) Download(ctx context.Context, p access.Principal, versionID string) (io.ReadCloser, Version, error) {
+	blobs, err := s.storage()
+	if err != nil {
+		return nil, Version{}, err
+	}
+	v, err := s.visible(ctx, p, versionID)
+	if err != nil {
+		return nil, Version{}, err
+	}
+	if !v.Finalized() {
+		return nil, Version{}, fault.ErrNotFound
+	}
+	r, err := blobs.Open(ctx, *v.BlobKey, "state/"+v.ID)
+	if errors.Is(err, blob.ErrNotFound) {
+		return nil, Version{}, fault.ErrNotFound
+	}
+	return r, v, err
+}
+
+// Outputs lists a version's outputs; sensitive values are absent.
+func (s *Service) Outputs(ctx context.Context, p access.Principal, versionID string) ([]Output, error) {
+	v, err := s.visible(ctx, p, versionID)
+	if err != nil {
+		return nil, err
+	}
+	return outputsOf(ctx, s.db, v.ID)
+}
+
+// Output reads one output; a sensitive output's value is absent.
+func (s *Service) Output(ctx context.Context, p access.Principal, outputID string) (Output, error) {
+	if err := p.Require(access.PermStateRead); err != nil {
+		return Output{}, err
+	}
+	o, v, err := outputByID(ctx, s.db, p.OrganizationID, outputID)
+	if err != nil {
+		return Output{}, err
+	}
+	if _, err := s.workspaces.GetWorkspace(ctx, p, v.WorkspaceID); err != nil {
+		return Output{}, err
+	}
+	return o, nil
+}
+
+// History reads a page of a workspace's finalized versions, newest first.
+func (s *Service) History(ctx context.Context, p access.Principal, workspaceID string, page cursor.Page) ([]Version, error) {
+	if err := p.Require(access.PermStateRead); err != nil {
+		return nil, err
+	}
+	w, err := s.workspaces.GetWorkspace(ctx, p, workspaceID)
+	if err != nil {
+		return nil, err
+	}
+	return listVersions(ctx, s.db, w.OrganizationID, w.ID, true, page)
+}
+
+// HistoryPage reads finalized versions by page number (remote-backend
+// pagination) with the total count.
+func (s *Service) HistoryPage(ctx context.Context, p access.Principal, workspaceID string, number, size int) ([]Version, int, error) {
+	if err := p.Require(access.PermStateRead); err != nil {
+		return nil, 0, err
+	}
+	w, err := s.workspaces.GetWorkspace(ctx, p, workspaceID)
+	if err != nil {
+		return nil, 0, err
+	}
+	total, err := countFinalized(ctx, s.db, w.OrganizationID, w.ID)
+	if err != nil {
+		return nil, 0, err
+	}
+	rows, err := pageByOffset(ctx, s.db, w.OrganizationID, w.ID, (number-1)*size, size)
+	return rows, total, err
+}
+
+// OutputValue decodes a stored non-sensitive value.
+func (o Output) OutputValue() any {
+	if o.ValueJSON == nil {
+		return nil
+	}
+	var v any
+	if err := json.Unmarshal([]byte(*o.ValueJSON), &v); err != nil {
+		return nil
+	}
+	return v
+}
+
+// DeleteObjects removes stored objects whose references are already gone,
+// best effort: what fails stays for the orphan sweep.
+func (s *Service) DeleteObjects(ctx context.Context, keys []string) {
+	if s.blobs == nil {
+		return
+	}
+	for _, k := range keys {
+		_ = s.blobs.Delete(ctx, k)
+	}
+}

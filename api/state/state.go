@@ -1,0 +1,243 @@
+package state
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"time"
+)
+
+// MaxStateBytes bounds one state (and one JSON state) in bytes.
+const MaxStateBytes = 100_000_000
+
+// Statuses of a state version.
+const (
+	StatusPending   = "pending"
+	StatusFinalized = "finalized"
+)
+
+// Version is one state version of a workspace.
+type Version struct {
+	ID             string     `db:"id"`
+	OrganizationID string     `db:"organization_id"`
+	WorkspaceID    string     `db:"workspace_id"`
+	Number         *int       `db:"number"`
+	Serial         int64      `db:"serial"`
+	Lineage        string     `db:"lineage"`
+	MD5            string     `db:"md5"`
+	Force          bool       `db:"force"`
+	Status         string     `db:"status"`
+	SHA256         []byte     `db:"sha256"`
+	Size           *int64     `db:"size_bytes"`
+	BlobKey        *string    `db:"blob_key"`
+	JSONBlobKey    *string    `db:"json_blob_key"`
+	ToolVersion    string     `db:"tool_version"`
+	ResourceCount  int        `db:"resource_count"`
+	CreatedByKind  string     `db:"created_by_kind"`
+	CreatedByID    string     `db:"created_by_id"`
+	RunID          *string    `db:"run_id"`
+	CreatedAt      time.Time  `db:"created_at"`
+	FinalizedAt    *time.Time `db:"finalized_at"`
+}
+
+// Finalized reports whether the version holds verified bytes.
+func (v Version) Finalized() bool { return v.Status == StatusFinalized }
+
+// Output is one root output of a finalized state. Value is nil for
+// sensitive outputs: their values never leave the sealed state.
+type Output struct {
+	ID             string  `db:"id"`
+	StateVersionID string  `db:"state_version_id"`
+	Name           string  `db:"name"`
+	Sensitive      bool    `db:"sensitive"`
+	TypeJSON       string  `db:"type_json"`
+	ValueJSON      *string `db:"value_json"`
+}
+
+var md5Pattern = regexp.MustCompile(`^[0-9a-f]{32}$`)
+
+// CreateInput declares a new state version before its bytes arrive.
+type CreateInput struct {
+	Serial  int64
+	MD5     string
+	Lineage string
+	Force   bool
+	RunID   string
+}
+
+func (in CreateInput) validate() error {
+	if in.Serial < 0 {
+		return fmt.Errorf("%w: serial must not be negative", ErrInvalid)
+	}
+	if !md5Pattern.MatchString(in.MD5) {
+		return fmt.Errorf("%w: md5 must be 32 lowercase hex digits", ErrInvalid)
+	}
+	if len(in.Lineage) > 200 {
+		return fmt.Errorf("%w: lineage is over 200 characters", ErrInvalid)
+	}
+	return nil
+}
+
+// succeeds decides whether a new version may follow the current one: the
+// serial must grow and the lineage must match, unless forced. Re-sending
+// the current state itself (same serial and bytes) is accepted, so a client
+// retrying a write it lost the answer to does not fail.
+func succeeds(current *Version, in CreateInput) error {
+	if current == nil || in.Force {
+		return nil
+	}
+	if in.Lineage != "" && current.Lineage != "" && in.Lineage != current.Lineage {
+		return fmt.Errorf("%w: lineage %q does not match the current state's lineage %q", ErrConflict, in.Lineage, current.Lineage)
+	}
+	if in.Serial < current.Serial || (in.Serial == current.Serial && in.MD5 != current.MD5) {
+		return fmt.Errorf("%w: serial %d must be greater than the current serial %d", ErrConflict, in.Serial, current.Serial)
+	}
+	return nil
+}
+
+// Parsed is what Cairn reads out of a state file: the header fields and the
+// root outputs.
+type Parsed struct {
+	Version     int
+	ToolVersion string
+	Serial      int64
+	Lineage     string
+	Outputs     map[string]ParsedOutput
+}
+
+// ParsedOutput is one root output as the state file records it.
+type ParsedOutput struct {
+	Value     json.RawMessage `json:"value"`
+	Type      json.RawMessage `json:"type"`
+	Sensitive bool            `json:"sensitive"`
+}
+
+// maxOutputsBytes bounds how much of a state the outputs block may take.
+const maxOutputsBytes = 16 << 20
+
+// budget lets a reader supply at most n more bytes while armed, so decoding
+// one value (the outputs block) cannot buffer an unbounded amount.
+type budget struct {
+	r     io.Reader
+	armed bool
+	left  int64
+}
+
+var errBudget = errors.New("outputs block too large")
+
+func (b *budget) Read(p []byte) (int, error) {
+	if b.armed {
+		if b.left <= 0 {
+			return 0, errBudget
+		}
+		if int64(len(p)) > b.left {
+			p = p[:b.left]
+		}
+	}
+	n, err := b.r.Read(p)
+	if b.armed {
+		b.left -= int64(n)
+	}
+	return n, err
+}
+
+// ParseState reads the header and outputs of a state from r with bounded
+// memory. It walks the top-level object token by token, decodes only the
+// small fields and the outputs block, and stops as soon as it has them:
+// OpenTofu writes outputs before resources, so the resources are never
+// parsed at all. A state that is not a plain JSON state (for example an
+// encrypted one) yields no outputs and no error.
+func ParseState(r io.Reader) (Parsed, error) {
+	var p Parsed
+	b := &budget{r: r}
+	dec := json.NewDecoder(b)
+	dec.UseNumber()
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return p, nil
+	}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return p, nil
+		}
+		key, _ := t.(string)
+		switch key {
+		case "version":
+			err = dec.Decode(&p.Version)
+		case "terraform_version":
+			err = dec.Decode(&p.ToolVersion)
+		case "serial":
+			err = dec.Decode(&p.Serial)
+		case "lineage":
+			err = dec.Decode(&p.Lineage)
+		case "outputs":
+			b.armed, b.left = true, maxOutputsBytes
+			err = dec.Decode(&p.Outputs)
+			b.armed = false
+			if err != nil {
+				return p, fmt.Errorf("reading state outputs: %w", err)
+			}
+			return p, nil
+		default:
+			err = skipValue(dec)
+		}
+		if err != nil {
+			return p, nil
+		}
+	}
+	return p, nil
+}
+
+// skipValue consumes one JSON value token by token, never holding more
+// than one token.
+func skipValue(dec *json.Decoder) error {
+	depth := 0
+	for {
+		t, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		if d, ok := t.(json.Delim); ok {
+			switch d {
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+			}
+		}
+		if depth == 0 {
+			return nil
+		}
+	}
+}
+
+// OutputKind is the coarse output type the remote-backend protocol shows:
+// string, number, boolean, array or object.
+func OutputKind(typeJSON string) string {
+	var t any
+	if err := json.Unmarshal([]byte(typeJSON), &t); err != nil {
+		return "string"
+	}
+	switch v := t.(type) {
+	case string:
+		if v == "bool" {
+			return "boolean"
+		}
+		if v == "number" {
+			return "number"
+		}
+		return "string"
+	case []any:
+		if len(v) > 0 {
+			switch v[0] {
+			case "list", "tuple", "set":
+				return "array"
+			case "object", "map":
+				return "object"
+			}
+		}
+	}
+	return "string"
+}

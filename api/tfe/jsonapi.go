@@ -1,0 +1,165 @@
+package tfe
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/cairnhq/cairn/api/platform/fault"
+	"github.com/cairnhq/cairn/api/platform/httpx"
+	"github.com/cairnhq/cairn/api/problem"
+	"github.com/cairnhq/cairn/api/state"
+	"github.com/cairnhq/cairn/api/workspace"
+)
+
+// MediaType is the JSON:API media type of the remote-backend protocol.
+const MediaType = "application/vnd.api+json"
+
+// ref is a resource identifier in a relationship.
+type ref struct {
+	ID   string `json:"id"`
+	Type string `json:"type"`
+}
+
+// relationship holds one identifier, a list of them, or null.
+type relationship struct {
+	Data any `json:"data"`
+}
+
+func toOne(id, typ string) relationship {
+	if id == "" {
+		return relationship{Data: nil}
+	}
+	return relationship{Data: ref{ID: id, Type: typ}}
+}
+
+// resource is one JSON:API resource object.
+type resource struct {
+	ID            string                  `json:"id"`
+	Type          string                  `json:"type"`
+	Attributes    any                     `json:"attributes"`
+	Relationships map[string]relationship `json:"relationships,omitempty"`
+	Links         map[string]string       `json:"links,omitempty"`
+}
+
+// pagination is the page metadata of list documents.
+type pagination struct {
+	CurrentPage int  `json:"current-page"`
+	PrevPage    *int `json:"prev-page"`
+	NextPage    *int `json:"next-page"`
+	TotalPages  int  `json:"total-pages"`
+	TotalCount  int  `json:"total-count"`
+}
+
+func paginate(number, size, total int) map[string]any {
+	pages := (total + size - 1) / size
+	p := pagination{CurrentPage: number, TotalPages: max(pages, 1), TotalCount: total}
+	if number > 1 {
+		prev := number - 1
+		p.PrevPage = &prev
+	}
+	if number < pages {
+		next := number + 1
+		p.NextPage = &next
+	}
+	return map[string]any{"pagination": p}
+}
+
+// timestamp renders a time the way go-tfe's decoder requires: UTC with a
+// literal Z.
+func timestamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
+
+func writeDocument(c *fiber.Ctx, status int, doc any) error {
+	body, err := json.Marshal(doc)
+	if err != nil {
+		return err
+	}
+	c.Set(fiber.HeaderContentType, MediaType)
+	return c.Status(status).Send(body)
+}
+
+func writeData(c *fiber.Ctx, status int, data any) error {
+	return writeDocument(c, status, map[string]any{"data": data})
+}
+
+// apiError is one JSON:API error object; status is a string as the format
+// (and go-tfe's decoder) requires.
+type apiError struct {
+	Status string            `json:"status"`
+	Title  string            `json:"title"`
+	Detail string            `json:"detail,omitempty"`
+	Code   string            `json:"code,omitempty"`
+	Meta   map[string]string `json:"meta"`
+}
+
+// details are the fixed sentences shown to CLI users for errors they can
+// act on; other errors show only the status title, never internals.
+var details = []struct {
+	err    error
+	detail string
+}{
+	{workspace.ErrLocked, "The workspace is already locked."},
+	{workspace.ErrNotLocked, "The workspace is not locked."},
+	{workspace.ErrLockedByOther, "Unable to unlock the workspace: it is locked by User holding another credential. Use force-unlock if the holder is gone."},
+	{state.ErrNotLockedByWriter, "The workspace must be locked by the credential writing state."},
+	{state.ErrConflict, "The state version does not follow the current state: its serial must be greater than the current serial and its lineage must match, unless forced."},
+	{state.ErrChecksumMismatch, "The uploaded state does not match the declared md5."},
+	{state.ErrTooLarge, "The state is larger than 100,000,000 bytes."},
+	{errInvalidDocument, "The request is not a valid JSON:API document for this operation."},
+	{errAutoApply, "Cairn never applies without a human approval. Run the command again without -auto-approve and approve the plan."},
+	{fault.ErrValidation, "A value in the request is not valid."},
+}
+
+var (
+	errInvalidDocument = fmt.Errorf("invalid document: %w", fault.ErrValidation)
+	errAutoApply       = errors.New("auto-apply refused")
+)
+
+// writeError renders err as a JSON:API errors document. Missing and
+// inaccessible resources share one identical document; nothing about the
+// error's cause is ever included.
+func (s *server) writeError(c *fiber.Ctx, err error) error {
+	p := problem.Of(c.UserContext(), s.Logger, err)
+	if errors.Is(err, errInvalidDocument) || errors.Is(err, errAutoApply) {
+		p = httpx.Problem{Status: http.StatusUnprocessableEntity, Code: "invalid_document"}
+	}
+	id := httpx.RequestID(c)
+	e := apiError{Status: strconv.Itoa(p.Status), Title: titleFor(p.Status), Code: p.Code, Meta: map[string]string{"request_id": id}}
+	for _, d := range details {
+		if errors.Is(err, d.err) {
+			e.Detail = d.detail
+			break
+		}
+	}
+	if p.RetryAfter > 0 {
+		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(p.RetryAfter))
+		c.Set(fiber.HeaderCacheControl, "private, no-store")
+	}
+	var buf bytes.Buffer
+	_ = json.NewEncoder(&buf).Encode(map[string]any{"errors": []apiError{e}})
+	c.Set(fiber.HeaderContentType, MediaType)
+	return c.Status(p.Status).Send(buf.Bytes())
+}
+
+func titleFor(status int) string {
+	switch status {
+	case http.StatusNotFound:
+		return "not found"
+	case http.StatusUnauthorized:
+		return "unauthorized"
+	case http.StatusServiceUnavailable:
+		return "service unavailable"
+	case http.StatusConflict:
+		return "conflict"
+	case http.StatusUnprocessableEntity:
+		return "invalid attribute"
+	default:
+		return http.StatusText(status)
+	}
+}

@@ -1,0 +1,134 @@
+package tfe
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/cairnhq/cairn/api/access"
+	"github.com/cairnhq/cairn/api/identity"
+	"github.com/cairnhq/cairn/api/launch"
+	"github.com/cairnhq/cairn/api/platform/fault"
+	"github.com/cairnhq/cairn/api/platform/httpx"
+)
+
+func (s *server) registerOrganizations(r fiber.Router) {
+	r.Post("/organizations", s.createOrganization)
+	r.Get("/organizations/:org", s.guard(s.byOrganization, s.readOrganization))
+	r.Delete("/organizations/:org", s.guard(s.byOrganization, s.deleteOrganization))
+	r.Get("/organizations/:org/entitlement-set", s.guard(s.byOrganization, s.entitlements))
+}
+
+func organizationResource(o identity.Organization) resource {
+	return resource{
+		ID:   o.Slug,
+		Type: "organizations",
+		Attributes: map[string]any{
+			"name":        o.Slug,
+			"external-id": o.ID,
+			"created-at":  timestamp(o.CreatedAt),
+			"email":       "",
+			"permissions": map[string]bool{"can-create-workspace": true, "can-update": false, "can-destroy": false},
+		},
+		Links: map[string]string{"self": "/api/v2/organizations/" + o.Slug},
+	}
+}
+
+func (s *server) readOrganization(c *fiber.Ctx, p access.Principal, o owner) error {
+	if err := p.Require(access.PermOrganizationRead); err != nil {
+		return s.writeError(c, err)
+	}
+	org, err := s.Identity.OrganizationByID(c.UserContext(), o.OrganizationID)
+	if err != nil {
+		return s.writeError(c, err)
+	}
+	return writeData(c, http.StatusOK, organizationResource(org))
+}
+
+// entitlements answers the CLI's organization check. Operations are
+// advertised only once Cairn runs them; until then the CLI keeps
+// execution local and uses Cairn for state.
+func (s *server) entitlements(c *fiber.Ctx, p access.Principal, o owner) error {
+	if err := p.Require(access.PermOrganizationRead); err != nil {
+		return s.writeError(c, err)
+	}
+	return writeData(c, http.StatusOK, resource{
+		ID: o.OrganizationSlug, Type: "entitlement-sets",
+		Attributes: map[string]bool{
+			"operations": false, "state-storage": true, "private-module-registry": false, "sentinel": false,
+			"teams": false, "vcs-integrations": false, "agents": false, "audit-logging": true,
+			"cost-estimation": false, "run-tasks": false, "sso": false, "global-run-tasks": false,
+		},
+	})
+}
+
+// createOrganization is operator-only: organizations normally come from
+// the identity server, owned by the person who creates them.
+func (s *server) createOrganization(c *fiber.Ctx) error {
+	ctx := c.UserContext()
+	p, err := s.authenticate(c)
+	if err != nil {
+		return s.writeError(c, err)
+	}
+	if p.Kind != access.KindOperator {
+		return s.writeError(c, fault.ErrForbidden)
+	}
+	// The organization does not exist yet: only an open public gate admits.
+	if _, err := s.Launch.Require(ctx, nil, launch.Subject{}); err != nil {
+		return s.writeError(c, err)
+	}
+	var doc struct {
+		Data struct {
+			Type       string `json:"type"`
+			Attributes struct {
+				Name  string `json:"name"`
+				Email string `json:"email"`
+			} `json:"attributes"`
+		} `json:"data"`
+	}
+	if err := decodeDocument(c, &doc); err != nil {
+		return s.writeError(c, err)
+	}
+	if doc.Data.Type != "organizations" {
+		return s.writeError(c, errInvalidDocument)
+	}
+	org, err := s.Identity.CreateOrganizationAsOperator(ctx, doc.Data.Attributes.Name, doc.Data.Attributes.Name)
+	if err != nil {
+		return s.writeError(c, err)
+	}
+	return writeData(c, http.StatusCreated, organizationResource(org))
+}
+
+func (s *server) deleteOrganization(c *fiber.Ctx, p access.Principal, o owner) error {
+	if p.Kind != access.KindOperator {
+		return s.writeError(c, fault.ErrForbidden)
+	}
+	if err := s.Identity.DeleteOrganizationAsOperator(c.UserContext(), o.OrganizationID); err != nil {
+		return s.writeError(c, err)
+	}
+	return c.SendStatus(http.StatusNoContent)
+}
+
+// documentLimit bounds ordinary JSON:API request documents.
+const documentLimit = 65536
+
+// decodeDocument reads a bounded JSON:API document. Unknown attributes are
+// ignored: clients send attributes Cairn does not implement.
+func decodeDocument(c *fiber.Ctx, v any) error {
+	return decodeDocumentLimit(c, documentLimit, v)
+}
+
+func decodeDocumentLimit(c *fiber.Ctx, limit int64, v any) error {
+	body, err := httpx.ReadBody(c, limit)
+	if err != nil {
+		return err
+	}
+	if len(body) == 0 {
+		return errInvalidDocument
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return errInvalidDocument
+	}
+	return nil
+}

@@ -1,0 +1,73 @@
+package tfe
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/cairnhq/cairn/api/access"
+)
+
+// These queries are the ownership projection of /api/v2 requests: they
+// return only organization and workspace identities, bounded to the
+// principal's organization unless the principal is the operator. An empty
+// owner means "unresolved".
+
+func (s *server) project(ctx context.Context, p access.Principal, query string, args ...any) (owner, error) {
+	tenant := ""
+	if p.Kind != access.KindOperator {
+		tenant = p.OrganizationID
+	}
+	var o owner
+	err := s.DB.QueryRowxContext(ctx, query, append(args, tenant)...).Scan(&o.OrganizationID, &o.OrganizationSlug, &o.WorkspaceID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return owner{}, nil
+	}
+	if err != nil {
+		return owner{}, fmt.Errorf("resolving ownership: %w", err)
+	}
+	return o, nil
+}
+
+func (s *server) byOrganization(ctx context.Context, c *fiber.Ctx, p access.Principal) (owner, error) {
+	return s.project(ctx, p, `
+		SELECT o.id, o.slug, '' FROM organizations o
+		WHERE o.slug = $1 AND ($2 = '' OR o.id = $2)`, c.Params("org"))
+}
+
+func (s *server) byWorkspaceName(ctx context.Context, c *fiber.Ctx, p access.Principal) (owner, error) {
+	return s.project(ctx, p, `
+		SELECT o.id, o.slug, w.id FROM workspaces w JOIN organizations o ON o.id = w.organization_id
+		WHERE o.slug = $1 AND lower(w.cloud_name) = lower($2) AND ($3 = '' OR o.id = $3)`, c.Params("org"), c.Params("name"))
+}
+
+func (s *server) byWorkspaceID(ctx context.Context, c *fiber.Ctx, p access.Principal) (owner, error) {
+	return s.project(ctx, p, `
+		SELECT o.id, o.slug, w.id FROM workspaces w JOIN organizations o ON o.id = w.organization_id
+		WHERE w.id = $1 AND ($2 = '' OR o.id = $2)`, c.Params("id"))
+}
+
+func (s *server) byStateVersion(ctx context.Context, c *fiber.Ctx, p access.Principal) (owner, error) {
+	return s.project(ctx, p, `
+		SELECT o.id, o.slug, v.workspace_id FROM state_versions v JOIN organizations o ON o.id = v.organization_id
+		WHERE v.id = $1 AND ($2 = '' OR o.id = $2)`, c.Params("id"))
+}
+
+func (s *server) byOutput(ctx context.Context, c *fiber.Ctx, p access.Principal) (owner, error) {
+	return s.project(ctx, p, `
+		SELECT o.id, o.slug, v.workspace_id FROM state_version_outputs x
+		JOIN state_versions v ON v.id = x.state_version_id
+		JOIN organizations o ON o.id = v.organization_id
+		WHERE x.id = $1 AND ($2 = '' OR o.id = $2)`, c.Params("id"))
+}
+
+// byStateVersionFilter resolves GET /state-versions?filter[organization][name]=…&filter[workspace][name]=….
+func (s *server) byStateVersionFilter(ctx context.Context, c *fiber.Ctx, p access.Principal) (owner, error) {
+	return s.project(ctx, p, `
+		SELECT o.id, o.slug, w.id FROM workspaces w JOIN organizations o ON o.id = w.organization_id
+		WHERE o.slug = $1 AND lower(w.cloud_name) = lower($2) AND ($3 = '' OR o.id = $3)`,
+		c.Query("filter[organization][name]"), c.Query("filter[workspace][name]"))
+}

@@ -1,0 +1,289 @@
+package tfe
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"slices"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/cairnhq/cairn/api/access"
+	"github.com/cairnhq/cairn/api/platform/db"
+	"github.com/cairnhq/cairn/api/platform/fault"
+	"github.com/cairnhq/cairn/api/workspace"
+)
+
+func (s *server) registerWorkspaces(r fiber.Router) {
+	r.Get("/organizations/:org/workspaces/:name", s.guard(s.byWorkspaceName, s.readWorkspace))
+	r.Patch("/organizations/:org/workspaces/:name", s.guard(s.byWorkspaceName, s.updateWorkspace))
+	r.Delete("/organizations/:org/workspaces/:name", s.guard(s.byWorkspaceName, s.deleteWorkspace))
+	r.Post("/organizations/:org/workspaces", s.guard(s.byOrganization, s.createWorkspace))
+	r.Get("/workspaces/:id", s.guard(s.byWorkspaceID, s.readWorkspace))
+	r.Patch("/workspaces/:id", s.guard(s.byWorkspaceID, s.updateWorkspace))
+	r.Delete("/workspaces/:id", s.guard(s.byWorkspaceID, s.deleteWorkspace))
+	r.Post("/workspaces/:id/actions/lock", s.guard(s.byWorkspaceID, s.lockWorkspace))
+	r.Post("/workspaces/:id/actions/unlock", s.guard(s.byWorkspaceID, s.unlockWorkspace))
+	r.Post("/workspaces/:id/actions/force-unlock", s.guard(s.byWorkspaceID, s.forceUnlockWorkspace))
+}
+
+// workspaceResource renders a workspace the way Terraform-compatible
+// clients read it: its name is the cloud name, execution is local until
+// Cairn runs operations, and destroy plans are never offered.
+func (s *server) workspaceResource(ctx context.Context, p access.Principal, o owner, w workspace.Workspace) (resource, error) {
+	has := p.Permissions.Has
+	var currentSV string
+	if cur, err := s.State.Current(ctx, p, w.ID); err == nil {
+		currentSV = cur.ID
+	} else if !errors.Is(err, fault.ErrNotFound) && !errors.Is(err, fault.ErrForbidden) {
+		return resource{}, err
+	}
+	lockedBy := relationship{Data: nil}
+	if w.Locked() {
+		// Every non-run holder is presented as a user: the protocol knows
+		// only users, teams and runs.
+		typ := "users"
+		if *w.LockedByKind == "run" {
+			typ = "runs"
+		}
+		lockedBy = toOne(*w.LockedByID, typ)
+	}
+	self := "/api/v2/organizations/" + o.OrganizationSlug + "/workspaces/" + w.CloudName
+	return resource{
+		ID:   w.ID,
+		Type: "workspaces",
+		Attributes: map[string]any{
+			"name":                          w.CloudName,
+			"description":                   w.Name,
+			"execution-mode":                w.ExecutionMode,
+			"operations":                    w.ExecutionMode == workspace.ExecutionRemote,
+			"terraform-version":             w.ToolVersion,
+			"locked":                        w.Locked(),
+			"created-at":                    timestamp(w.CreatedAt),
+			"updated-at":                    timestamp(w.UpdatedAt),
+			"auto-apply":                    false,
+			"allow-destroy-plan":            false,
+			"can-queue-destroy-plan":        false,
+			"structured-run-output-enabled": false,
+			"source":                        "tfe-api",
+			"working-directory":             "",
+			"tag-names":                     []string{},
+			"environment":                   "default",
+			"actions":                       map[string]bool{"is-destroyable": has(access.PermWorkspaceAdmin)},
+			"setting-overwrites":            map[string]bool{"execution-mode": true, "agent-pool": true},
+			"permissions": map[string]bool{
+				"can-update":                has(access.PermWorkspaceWrite),
+				"can-destroy":               has(access.PermWorkspaceAdmin),
+				"can-force-delete":          has(access.PermWorkspaceAdmin),
+				"can-queue-run":             has(access.PermRunCreate),
+				"can-queue-apply":           has(access.PermRunApprove),
+				"can-queue-destroy":         false,
+				"can-lock":                  has(access.PermStateWrite),
+				"can-unlock":                has(access.PermStateWrite),
+				"can-force-unlock":          has(access.PermStateForceUnlock),
+				"can-read-settings":         has(access.PermWorkspaceRead),
+				"can-read-state-versions":   has(access.PermStateRead),
+				"can-create-state-versions": has(access.PermStateWrite),
+				"can-update-variable":       has(access.PermVariableWrite),
+			},
+		},
+		Relationships: map[string]relationship{
+			"organization":          toOne(o.OrganizationSlug, "organizations"),
+			"project":               toOne(w.ProjectID, "projects"),
+			"locked-by":             lockedBy,
+			"current-state-version": toOne(currentSV, "state-versions"),
+		},
+		Links: map[string]string{"self": self, "self-html": "/app/" + o.OrganizationSlug + "/workspaces/" + w.CloudName},
+	}, nil
+}
+
+func (s *server) respondWorkspace(c *fiber.Ctx, status int, p access.Principal, o owner, w workspace.Workspace) error {
+	res, err := s.workspaceResource(c.UserContext(), p, o, w)
+	if err != nil {
+		return s.writeError(c, err)
+	}
+	return writeData(c, status, res)
+}
+
+func (s *server) readWorkspace(c *fiber.Ctx, p access.Principal, o owner) error {
+	w, err := s.Workspaces.GetWorkspace(c.UserContext(), p, o.WorkspaceID)
+	if err != nil {
+		return s.writeError(c, err)
+	}
+	return s.respondWorkspace(c, http.StatusOK, p, o, w)
+}
+
+// workspaceAttributes are the workspace attributes Cairn accepts from
+// remote-backend clients; others are ignored.
+type workspaceAttributes struct {
+	Name             *string `json:"name"`
+	ExecutionMode    *string `json:"execution-mode"`
+	TerraformVersion *string `json:"terraform-version"`
+	AutoApply        *bool   `json:"auto-apply"`
+}
+
+type workspaceDocument struct {
+	Data struct {
+		Type       string              `json:"type"`
+		Attributes workspaceAttributes `json:"attributes"`
+	} `json:"data"`
+}
+
+// settingsFor returns execution settings with the requested tool version,
+// defaulting to the first supported one. "latest" means that one too.
+func (s *server) settingsFor(current workspace.ExecutionSettings, version *string) workspace.ExecutionSettings {
+	settings := current
+	if settings.Region == "" {
+		settings = workspace.ExecutionSettings{ToolVersion: s.Config.ToolVersions[0], Region: "us", Platform: "linux_amd64"}
+	}
+	if version != nil {
+		settings.ToolVersion = *version
+		if *version == "latest" || *version == "" {
+			settings.ToolVersion = s.Config.ToolVersions[len(s.Config.ToolVersions)-1]
+		}
+	}
+	return settings
+}
+
+func (s *server) createWorkspace(c *fiber.Ctx, p access.Principal, o owner) error {
+	var doc workspaceDocument
+	if err := decodeDocument(c, &doc); err != nil {
+		return s.writeError(c, err)
+	}
+	a := doc.Data.Attributes
+	if doc.Data.Type != "workspaces" || a.Name == nil {
+		return s.writeError(c, errInvalidDocument)
+	}
+	if a.AutoApply != nil && *a.AutoApply {
+		return s.writeError(c, errAutoApply)
+	}
+	ctx := c.UserContext()
+	var w workspace.Workspace
+	err := db.WithTx(ctx, s.DB, func(tx *sqlx.Tx) error {
+		proj, err := s.Workspaces.DefaultProject(ctx, tx, p)
+		if err != nil {
+			return err
+		}
+		in := workspace.CreateWorkspaceInput{
+			ProjectID: proj.ID, Name: *a.Name, CloudName: *a.Name,
+			Settings: s.settingsFor(workspace.ExecutionSettings{}, a.TerraformVersion),
+		}
+		if a.ExecutionMode != nil {
+			in.ExecutionMode = *a.ExecutionMode
+		}
+		w, err = s.Workspaces.CreateWorkspace(ctx, tx, p, in)
+		return err
+	})
+	if err != nil {
+		return s.writeError(c, err)
+	}
+	o.WorkspaceID = w.ID
+	return s.respondWorkspace(c, http.StatusCreated, p, o, w)
+}
+
+// updateWorkspace accepts execution mode and tool version changes. Names
+// are fixed selectors here: renaming happens on /v1 and never changes the
+// cloud name.
+func (s *server) updateWorkspace(c *fiber.Ctx, p access.Principal, o owner) error {
+	var doc workspaceDocument
+	if err := decodeDocument(c, &doc); err != nil {
+		return s.writeError(c, err)
+	}
+	a := doc.Data.Attributes
+	if doc.Data.Type != "workspaces" {
+		return s.writeError(c, errInvalidDocument)
+	}
+	if a.AutoApply != nil && *a.AutoApply {
+		return s.writeError(c, errAutoApply)
+	}
+	ctx := c.UserContext()
+	var w workspace.Workspace
+	err := db.WithTx(ctx, s.DB, func(tx *sqlx.Tx) error {
+		current, err := s.Workspaces.WorkspaceForWrite(ctx, tx, p, o.WorkspaceID, access.PermWorkspaceWrite)
+		if err != nil {
+			return err
+		}
+		if a.Name != nil && *a.Name != current.CloudName {
+			return errInvalidDocument
+		}
+		if a.TerraformVersion != nil && *a.TerraformVersion != "latest" && !slices.Contains(s.Config.ToolVersions, *a.TerraformVersion) {
+			return errInvalidDocument
+		}
+		w, err = s.Workspaces.UpdateWorkspace(ctx, tx, p, current.ID, workspace.UpdateWorkspaceInput{
+			Settings:      s.settingsFor(current.ExecutionSettings, a.TerraformVersion),
+			ExecutionMode: a.ExecutionMode,
+		})
+		return err
+	})
+	if err != nil {
+		return s.writeError(c, err)
+	}
+	return s.respondWorkspace(c, http.StatusOK, p, o, w)
+}
+
+func (s *server) deleteWorkspace(c *fiber.Ctx, p access.Principal, o owner) error {
+	ctx := c.UserContext()
+	var keys []string
+	err := db.WithTx(ctx, s.DB, func(tx *sqlx.Tx) error {
+		var err error
+		_, keys, err = s.Workspaces.DeleteWorkspace(ctx, tx, p, o.WorkspaceID)
+		return err
+	})
+	if err != nil {
+		return s.writeError(c, err)
+	}
+	// References are gone; the objects follow. A failure here leaves an
+	// orphan for the sweep, never a dangling reference.
+	s.State.DeleteObjects(ctx, keys)
+	return c.SendStatus(http.StatusNoContent)
+}
+
+// lockAction runs one of the lock actions in a transaction and answers
+// with the workspace document.
+func (s *server) lockAction(c *fiber.Ctx, p access.Principal, o owner,
+	act func(ctx context.Context, tx *sqlx.Tx) (workspace.Workspace, error),
+) error {
+	ctx := c.UserContext()
+	var w workspace.Workspace
+	err := db.WithTx(ctx, s.DB, func(tx *sqlx.Tx) error {
+		var err error
+		w, err = act(ctx, tx)
+		return err
+	})
+	if err != nil {
+		return s.writeError(c, err)
+	}
+	return s.respondWorkspace(c, http.StatusOK, p, o, w)
+}
+
+func (s *server) lockWorkspace(c *fiber.Ctx, p access.Principal, o owner) error {
+	// The body is optional ({"data":{"type":"","attributes":{"reason":…}}}).
+	var doc struct {
+		Data struct {
+			Attributes struct {
+				Reason string `json:"reason"`
+			} `json:"attributes"`
+		} `json:"data"`
+	}
+	if c.Request().Header.ContentLength() != 0 {
+		if err := decodeDocument(c, &doc); err != nil {
+			return s.writeError(c, err)
+		}
+	}
+	return s.lockAction(c, p, o, func(ctx context.Context, tx *sqlx.Tx) (workspace.Workspace, error) {
+		return s.Workspaces.LockWorkspace(ctx, tx, p, o.WorkspaceID, doc.Data.Attributes.Reason)
+	})
+}
+
+func (s *server) unlockWorkspace(c *fiber.Ctx, p access.Principal, o owner) error {
+	return s.lockAction(c, p, o, func(ctx context.Context, tx *sqlx.Tx) (workspace.Workspace, error) {
+		return s.Workspaces.UnlockWorkspace(ctx, tx, p, o.WorkspaceID)
+	})
+}
+
+func (s *server) forceUnlockWorkspace(c *fiber.Ctx, p access.Principal, o owner) error {
+	return s.lockAction(c, p, o, func(ctx context.Context, tx *sqlx.Tx) (workspace.Workspace, error) {
+		return s.Workspaces.ForceUnlockWorkspace(ctx, tx, p, o.WorkspaceID)
+	})
+}

@@ -1,0 +1,76 @@
+package v1
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/cairnhq/cairn/api/access"
+	"github.com/cairnhq/cairn/api/identity"
+)
+
+// UserTokenView is a user API token without its plaintext.
+type UserTokenView struct {
+	ID             string     `json:"id" doc:"Token ID (ut_…)."`
+	Object         string     `json:"object" enum:"user_token"`
+	OrganizationID string     `json:"organization_id"`
+	Description    string     `json:"description"`
+	ExpiresAt      *time.Time `json:"expires_at"`
+	CreatedAt      time.Time  `json:"created_at"`
+	RevokedAt      *time.Time `json:"revoked_at"`
+}
+
+func userTokenView(t identity.UserToken) UserTokenView {
+	return UserTokenView{ID: t.ID, Object: "user_token", OrganizationID: t.OrganizationID, Description: t.Description,
+		ExpiresAt: t.ExpiresAt, CreatedAt: t.CreatedAt, RevokedAt: t.RevokedAt}
+}
+
+// IssuedUserTokenView is the create response: the only place the plaintext
+// exists.
+type IssuedUserTokenView struct {
+	UserTokenView
+	Token string `json:"token" doc:"The cut_ token for the remote-backend API (tofu login). Shown once."`
+}
+
+// CreateUserTokenRequest is the body of POST /v1/user-tokens.
+type CreateUserTokenRequest struct {
+	Description string     `json:"description,omitempty" maxLength:"200"`
+	ExpiresAt   *time.Time `json:"expires_at,omitempty" doc:"Optional expiry."`
+}
+
+type createUserTokenInput struct {
+	IdempotencyHeader
+	Body CreateUserTokenRequest
+}
+
+type revokeUserTokenInput struct {
+	IdempotencyHeader
+	IDPath
+}
+
+func (a *API) registerUserTokens() {
+	register(a, huma.Operation{
+		OperationID: "create-user-token", Method: http.MethodPost, Path: "/v1/user-tokens",
+		Summary: "Create an API token for the remote-backend protocol", Tags: []string{"User tokens"},
+		DefaultStatus: http.StatusCreated,
+	}, operationOptions{mutation: true}, func(ctx context.Context, in *createUserTokenInput) (*Mutated[IssuedUserTokenView], error) {
+		return mutation(ctx, a, in.IdempotencyKey, in.Body, http.StatusCreated,
+			func(ctx context.Context, tx *sqlx.Tx, p access.Principal) (IssuedUserTokenView, error) {
+				t, plaintext, err := a.deps.Services.Identity.CreateUserToken(ctx, tx, p, in.Body.Description, in.Body.ExpiresAt)
+				return IssuedUserTokenView{UserTokenView: userTokenView(t), Token: plaintext}, err
+			})
+	})
+	register(a, huma.Operation{
+		OperationID: "revoke-user-token", Method: http.MethodDelete, Path: "/v1/user-tokens/{id}",
+		Summary: "Revoke one of your API tokens at once", Tags: []string{"User tokens"},
+	}, operationOptions{mutation: true}, func(ctx context.Context, in *revokeUserTokenInput) (*Mutated[UserTokenView], error) {
+		return mutation(ctx, a, in.IdempotencyKey, struct{}{}, http.StatusOK,
+			func(ctx context.Context, tx *sqlx.Tx, p access.Principal) (UserTokenView, error) {
+				t, err := a.deps.Services.Identity.RevokeUserToken(ctx, tx, p, in.ID)
+				return userTokenView(t), err
+			})
+	})
+}

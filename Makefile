@@ -4,23 +4,27 @@ VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/cairnhq/cairn/api/platform/buildinfo.Version=$(VERSION)
 BINARIES := ./api/cmd/cairn-api ./jobs/cmd/cairn-worker ./bff/cmd/cairn-bff ./e2e/cmd/cairn-dev
 
-.PHONY: build run test bench contract deps clean
+.PHONY: build run test bench contract deps tools clean
 
 ## build: compile cairn-api, cairn-worker, cairn-bff (and the cairn-dev helper) into bin/
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/ $(BINARIES)
 
 ## run: private PostgreSQL under .data/, migrate, bootstrap, then api + worker + bff in the foreground
-run: deps build
+run: deps build tools
 	./bin/cairn-dev run
 
 ## test: go vet + go test -race (unit, integration, end-to-end) against a throwaway cluster
-test: deps build
+test: deps build tools
 	./bin/cairn-dev test
 
 ## bench: the benchmark harness against a throwaway cluster
-bench: deps build
+bench: deps build tools
 	./bin/cairn-dev bench
+
+## tools: build the pinned OpenTofu (1.10.6) into .tools/toolchains/tofu/ with its SHA256SUMS
+tools: build
+	./bin/cairn-dev tools
 
 ## contract: regenerate contracts/openapi.json from the code
 contract:

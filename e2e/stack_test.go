@@ -3,6 +3,8 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net/http"
@@ -65,12 +67,31 @@ var (
 // database, each on its own loopback port.
 type Stack struct {
 	APIURL       string
+	APIHost      string // host:port of the API, as a CLI names it
 	DashboardURL string
 	DatabaseURL  string
 	Env          []string
-	logs         *syncBuffer
-	bin          string
+	// TLS is set when the API serves HTTPS with a test CA.
+	TLS    *devstack.TLSFiles
+	Client *http.Client
+	logs   *syncBuffer
+	bin    string
 }
+
+// StackOption adjusts a stack before it starts.
+type StackOption func(*stackSettings)
+
+type stackSettings struct {
+	tls bool
+	env []string
+}
+
+// WithTLS serves the API over HTTPS at https://localhost:port with a
+// freshly generated CA, as the OpenTofu CLI requires.
+func WithTLS() StackOption { return func(s *stackSettings) { s.tls = true } }
+
+// WithEnv adds environment variables to every process.
+func WithEnv(kv ...string) StackOption { return func(s *stackSettings) { s.env = append(s.env, kv...) } }
 
 type syncBuffer struct {
 	mu  sync.Mutex
@@ -91,8 +112,12 @@ func (b *syncBuffer) String() string {
 
 // StartStack starts the three processes and waits until the API and the
 // dashboard answer.
-func StartStack(t *testing.T, extraEnv ...string) *Stack {
+func StartStack(t *testing.T, opts ...StackOption) *Stack {
 	t.Helper()
+	var settings stackSettings
+	for _, o := range opts {
+		o(&settings)
+	}
 	_, dbURL := dbtest.NewURL(t)
 	apiPort, err := devstack.FreePort()
 	if err != nil {
@@ -104,10 +129,26 @@ func StartStack(t *testing.T, extraEnv ...string) *Stack {
 	}
 	s := &Stack{
 		APIURL:       fmt.Sprintf("http://127.0.0.1:%d", apiPort),
+		APIHost:      fmt.Sprintf("localhost:%d", apiPort),
 		DashboardURL: fmt.Sprintf("http://127.0.0.1:%d", bffPort),
 		DatabaseURL:  dbURL,
+		Client:       http.DefaultClient,
 		logs:         &syncBuffer{},
 		bin:          binDir(t),
+	}
+	dataDir := t.TempDir()
+	if settings.tls {
+		files, err := devstack.EnsureTLS(filepath.Join(dataDir, "tls"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.TLS = &files
+		s.APIURL = "https://" + s.APIHost
+		pool := x509.NewCertPool()
+		ca, _ := os.ReadFile(files.CA)
+		pool.AppendCertsFromPEM(ca)
+		s.Client = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}, Timeout: time.Minute}
+		settings.env = append(settings.env, "CAIRN_TLS_CERT="+files.Cert, "CAIRN_TLS_KEY="+files.Key, "SSL_CERT_FILE="+files.Bundle)
 	}
 	s.Env = append([]string{
 		"DATABASE_URL=" + dbURL,
@@ -119,11 +160,11 @@ func StartStack(t *testing.T, extraEnv ...string) *Stack {
 		fmt.Sprintf("CAIRN_BFF_ADDR=127.0.0.1:%d", bffPort),
 		"CAIRN_PUBLIC_URL=" + s.APIURL,
 		"CAIRN_DASHBOARD_URL=" + s.DashboardURL,
-		"CAIRN_DATA_DIR=" + t.TempDir(),
+		"CAIRN_DATA_DIR=" + dataDir,
 		"CAIRN_ARGON2_MEMORY_KIB=64",
 		"CAIRN_ARGON2_ITERATIONS=1",
 		"CAIRN_ARGON2_PARALLELISM=1",
-	}, extraEnv...)
+	}, settings.env...)
 	for _, p := range []struct{ name, bin string }{{"api", "cairn-api"}, {"worker", "cairn-worker"}, {"bff", "cairn-bff"}} {
 		cmd := exec.Command(filepath.Join(s.bin, p.bin))
 		cmd.Env = append(os.Environ(), s.Env...)
@@ -150,16 +191,16 @@ func StartStack(t *testing.T, extraEnv ...string) *Stack {
 		}
 	})
 	for _, u := range []string{s.APIURL + "/health", s.DashboardURL + "/health"} {
-		waitFor(t, u)
+		waitFor(t, s.Client, u)
 	}
 	return s
 }
 
-func waitFor(t *testing.T, url string) {
+func waitFor(t *testing.T, client *http.Client, url string) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		resp, err := http.Get(url)
+		resp, err := client.Get(url)
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -192,15 +233,28 @@ func (s *Stack) Run(t *testing.T, args ...string) string {
 
 func get(t *testing.T, url string, header ...string) (int, []byte) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	return call(t, http.DefaultClient, http.MethodGet, url, nil, header...)
+}
+
+// call makes one request and reads the whole answer.
+func call(t *testing.T, client *http.Client, method, url string, body []byte, header ...string) (int, []byte) {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, _ := http.NewRequest(method, url, rd)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, body
+	answer, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, answer
 }

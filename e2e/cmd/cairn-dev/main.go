@@ -29,6 +29,7 @@ commands:
           then run cairn-api, cairn-worker and cairn-bff in the foreground
   test    run go vet and go test -race against a throwaway cluster
   bench   run the benchmark harness against a throwaway cluster
+  tools   build the pinned OpenTofu into .tools/toolchains (once)
   cluster start a throwaway cluster with a migrated template, print the test
           environment and wait (for running single tests by hand)
 `
@@ -50,6 +51,8 @@ func main() {
 		err = bench(ctx, os.Args[2:])
 	case "cluster":
 		err = cluster(ctx)
+	case "tools":
+		_, err = devstack.EnsureTofu(ctx, ".", tofuVersion, os.Stdout)
 	default:
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)
@@ -115,6 +118,9 @@ func throwawayCluster(ctx context.Context, logPrefix string) (*devstack.Postgres
 	}
 	return pg, cleanup, nil
 }
+
+// tofuVersion is the OpenTofu version the toolchain mirror carries.
+const tofuVersion = "1.10.6"
 
 // templateDB is the migrated database that tests clone for each test.
 const templateDB = "cairn_template"

@@ -91,7 +91,9 @@ type stackSettings struct {
 func WithTLS() StackOption { return func(s *stackSettings) { s.tls = true } }
 
 // WithEnv adds environment variables to every process.
-func WithEnv(kv ...string) StackOption { return func(s *stackSettings) { s.env = append(s.env, kv...) } }
+func WithEnv(kv ...string) StackOption {
+	return func(s *stackSettings) { s.env = append(s.env, kv...) }
+}
 
 type syncBuffer struct {
 	mu  sync.Mutex

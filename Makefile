@@ -4,7 +4,7 @@ VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/cairnhq/cairn/api/platform/buildinfo.Version=$(VERSION)
 BINARIES := ./api/cmd/cairn-api ./jobs/cmd/cairn-worker ./bff/cmd/cairn-bff ./e2e/cmd/cairn-dev
 
-.PHONY: build run test bench contract deps tools clean
+.PHONY: build run test test-compat bench contract deps tools clean
 
 ## build: compile cairn-api, cairn-worker, cairn-bff (and the cairn-dev helper) into bin/
 build:
@@ -14,9 +14,15 @@ build:
 run: deps build tools
 	./bin/cairn-dev run
 
-## test: go vet + go test -race (unit, integration, end-to-end) against a throwaway cluster
+## test: go vet + go test -race (unit, integration, end-to-end) against a throwaway cluster,
+##       then go-tfe's own integration tests against a real cairn-api
 test: deps build tools
 	./bin/cairn-dev test
+	./bin/cairn-dev compat
+
+## test-compat: go-tfe v1.103.0's own integration tests (workspaces, locks, state versions) against cairn-api
+test-compat: deps build
+	./bin/cairn-dev compat
 
 ## bench: the benchmark harness against a throwaway cluster
 bench: deps build tools

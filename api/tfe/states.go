@@ -295,19 +295,24 @@ func (s *server) stateVersionOutputs(c *fiber.Ctx, p access.Principal, o owner) 
 }
 
 func (s *server) currentOutputs(c *fiber.Ctx, p access.Principal, o owner) error {
-	v, err := s.State.Current(c.UserContext(), p, o.WorkspaceID)
-	if err != nil {
-		// No state yet is an empty list, not an error.
-		if errors.Is(err, fault.ErrNotFound) {
-			return s.outputsDocument(c, nil)
-		}
-		return s.writeError(c, err)
-	}
-	outputs, err := s.State.Outputs(c.UserContext(), p, v.ID)
+	outputs, err := s.currentStateOutputs(c, p, o.WorkspaceID)
 	if err != nil {
 		return s.writeError(c, err)
 	}
 	return s.outputsDocument(c, outputs)
+}
+
+// currentStateOutputs lists the outputs of a workspace's current state; a
+// workspace without state has none (not an error).
+func (s *server) currentStateOutputs(c *fiber.Ctx, p access.Principal, workspaceID string) ([]state.Output, error) {
+	v, err := s.State.Current(c.UserContext(), p, workspaceID)
+	if errors.Is(err, fault.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s.State.Outputs(c.UserContext(), p, v.ID)
 }
 
 func (s *server) readOutput(c *fiber.Ctx, p access.Principal, o owner) error {

@@ -2,6 +2,7 @@ package tfe
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"github.com/cairnhq/cairn/api/access"
 	"github.com/cairnhq/cairn/api/platform/db"
 	"github.com/cairnhq/cairn/api/platform/fault"
+	"github.com/cairnhq/cairn/api/state"
 	"github.com/cairnhq/cairn/api/workspace"
 )
 
@@ -107,11 +109,45 @@ func (s *server) respondWorkspace(c *fiber.Ctx, status int, p access.Principal, 
 }
 
 func (s *server) readWorkspace(c *fiber.Ctx, p access.Principal, o owner) error {
-	w, err := s.Workspaces.GetWorkspace(c.UserContext(), p, o.WorkspaceID)
+	ctx := c.UserContext()
+	w, err := s.Workspaces.GetWorkspace(ctx, p, o.WorkspaceID)
 	if err != nil {
 		return s.writeError(c, err)
 	}
-	return s.respondWorkspace(c, http.StatusOK, p, o, w)
+	res, err := s.workspaceResource(ctx, p, o, w)
+	if err != nil {
+		return s.writeError(c, err)
+	}
+	doc := map[string]any{"data": res}
+	// include=outputs adds the current state's outputs; other include
+	// values are ignored rather than refused.
+	if includes(c, "outputs") {
+		outputs, err := s.currentStateOutputs(c, p, w.ID)
+		if err != nil {
+			return s.writeError(c, err)
+		}
+		refs := make([]ref, len(outputs))
+		included := make([]resource, len(outputs))
+		for i, out := range outputs {
+			refs[i] = ref{ID: out.ID, Type: "workspace-outputs"}
+			included[i] = workspaceOutputResource(out)
+		}
+		res.Relationships["outputs"] = relationship{Data: refs}
+		if len(included) > 0 {
+			doc["included"] = included
+		}
+	}
+	return writeDocument(c, http.StatusOK, doc)
+}
+
+// workspaceOutputResource is an output as a workspace shows it; like every
+// output rendering it never carries a sensitive value.
+func workspaceOutputResource(o state.Output) resource {
+	attrs := map[string]any{"name": o.Name, "sensitive": o.Sensitive, "output-type": state.OutputKind(o.TypeJSON), "value": nil}
+	if !o.Sensitive {
+		attrs["value"] = json.RawMessage(*o.ValueJSON)
+	}
+	return resource{ID: o.ID, Type: "workspace-outputs", Attributes: attrs}
 }
 
 // workspaceAttributes are the workspace attributes Cairn accepts from

@@ -29,6 +29,7 @@ commands:
           then run cairn-api, cairn-worker and cairn-bff in the foreground
   test    run go vet and go test -race against a throwaway cluster
   bench   run the benchmark harness against a throwaway cluster
+  compat  run go-tfe's integration tests against a real cairn-api
   tools   build the pinned OpenTofu into .tools/toolchains (once)
   cluster start a throwaway cluster with a migrated template, print the test
           environment and wait (for running single tests by hand)
@@ -51,6 +52,8 @@ func main() {
 		err = bench(ctx, os.Args[2:])
 	case "cluster":
 		err = cluster(ctx)
+	case "compat":
+		err = compat(ctx)
 	case "tools":
 		_, err = devstack.EnsureTofu(ctx, ".", tofuVersion, os.Stdout)
 	default:

@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -39,21 +40,31 @@ type Options struct {
 
 // Service is sign-up, sign-in, sessions, organizations and memberships.
 type Service struct {
-	db        *sqlx.DB
-	opts      Options
+	db   *sqlx.DB
+	opts Options
+	now  func() time.Time
+
+	dummyOnce sync.Once
 	dummyHash string
-	now       func() time.Time
 }
 
 // NewService returns the identity service.
 func NewService(conn *sqlx.DB, opts Options) (*Service, error) {
-	// Signing in with an unknown e-mail still pays for one argon2id
-	// verification, so response time does not reveal which e-mails exist.
-	dummy, err := HashPassword("cairn-dummy-password-never-matches", opts.Password)
-	if err != nil {
-		return nil, err
+	if opts.Password.MemoryKiB == 0 || opts.Password.Iterations == 0 || opts.Password.Parallelism == 0 {
+		return nil, errors.New("identity: argon2id parameters must be positive")
 	}
-	return &Service{db: conn, opts: opts, dummyHash: dummy, now: time.Now}, nil
+	return &Service{db: conn, opts: opts, now: time.Now}, nil
+}
+
+// dummy is a hash that matches no password. Signing in with an unknown
+// e-mail still pays for one argon2id verification against it, so response
+// time does not reveal which e-mails exist. It is made on first use: one
+// hash holds argon2id's whole memory cost.
+func (s *Service) dummy() string {
+	s.dummyOnce.Do(func() {
+		s.dummyHash, _ = HashPassword("cairn-dummy-password-never-matches", s.opts.Password)
+	})
+	return s.dummyHash
 }
 
 // SignedIn is the outcome of sign-up or sign-in: the session and the token,
@@ -148,7 +159,7 @@ func (s *Service) SignIn(ctx context.Context, email, password, clientAddr string
 	u, err := userForSignIn(ctx, s.db, email)
 	hash := u.PasswordHash
 	if errors.Is(err, fault.ErrNotFound) {
-		hash = s.dummyHash
+		hash = s.dummy()
 	} else if err != nil {
 		return SignedIn{}, err
 	}

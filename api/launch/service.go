@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -21,6 +22,9 @@ import (
 type Service struct {
 	db     *sqlx.DB
 	logger *slog.Logger
+	// parsed caches the last control document by version: versions are
+	// immutable, so a version seen before never needs parsing again.
+	parsed atomic.Pointer[Control]
 }
 
 // NewService returns the launch-control service.
@@ -28,21 +32,29 @@ func NewService(conn *sqlx.DB, logger *slog.Logger) *Service {
 	return &Service{db: conn, logger: logger}
 }
 
-// Decide reads the control and the subject's suspensions and decides.
-// Any read failure, and a malformed control, is a refusal.
+// Decide reads the control version in force and the subject's suspensions
+// in one round trip, and decides. Any read failure, and a malformed
+// control, is a refusal.
 func (s *Service) Decide(ctx context.Context, q sqlx.QueryerContext, subject Subject) Decision {
 	if q == nil {
 		q = s.db
 	}
-	control, err := currentControl(ctx, q)
+	version, susp, err := admissionFacts(ctx, q, subject)
 	if err != nil {
 		s.logger.WarnContext(ctx, "launch control unreadable: refusing", "error", err)
 		return Decision{Reason: "control_unreadable"}
 	}
-	susp, err := suspensionOf(ctx, q, subject)
-	if err != nil {
-		s.logger.WarnContext(ctx, "suspensions unreadable: refusing", "error", err)
-		return Decision{Reason: "suspensions_unreadable"}
+	if version == 0 {
+		return Admit(nil, subject, susp)
+	}
+	control := s.parsed.Load()
+	if control == nil || control.Version != version {
+		control, err = currentControl(ctx, q)
+		if err != nil || control == nil {
+			s.logger.WarnContext(ctx, "launch control unreadable: refusing", "error", err)
+			return Decision{Reason: "control_unreadable"}
+		}
+		s.parsed.Store(control)
 	}
 	return Admit(control, subject, susp)
 }

@@ -91,20 +91,24 @@ func lockControl(ctx context.Context, tx *sqlx.Tx) error {
 	return nil
 }
 
-func suspensionOf(ctx context.Context, q sqlx.QueryerContext, s Subject) (Suspension, error) {
+// admissionFacts reads, in one statement, the control version in force (0
+// when none exists) and the subject's active suspensions.
+func admissionFacts(ctx context.Context, q sqlx.QueryerContext, s Subject) (int, Suspension, error) {
 	var out struct {
+		Version      int  `db:"version"`
 		Organization bool `db:"organization"`
 		Workspace    bool `db:"workspace"`
 	}
 	err := sqlx.GetContext(ctx, q, &out, `
 		SELECT
+			COALESCE((SELECT max(version) FROM launch_control_versions), 0) AS version,
 			EXISTS (SELECT 1 FROM suspensions WHERE organization_id = $1 AND workspace_id IS NULL AND lifted_at IS NULL) AS organization,
 			EXISTS (SELECT 1 FROM suspensions WHERE organization_id = $1 AND workspace_id = $2 AND lifted_at IS NULL) AS workspace`,
 		s.OrganizationID, s.WorkspaceID)
 	if err != nil {
-		return Suspension{}, fmt.Errorf("reading suspensions: %w", err)
+		return 0, Suspension{}, fmt.Errorf("reading admission facts: %w", err)
 	}
-	return Suspension{Organization: out.Organization, Workspace: out.Workspace}, nil
+	return out.Version, Suspension{Organization: out.Organization, Workspace: out.Workspace}, nil
 }
 
 // SuspensionRecord is one suspension, active or lifted.

@@ -277,6 +277,12 @@ func (s *Service) Current(ctx context.Context, p access.Principal, workspaceID s
 	return *v, nil
 }
 
+// CurrentOf returns the current version of a workspace the caller has
+// already loaded (and so been allowed to see), or nil.
+func (s *Service) CurrentOf(ctx context.Context, w workspace.Workspace) (*Version, error) {
+	return currentVersion(ctx, s.db, w.OrganizationID, w.ID)
+}
+
 // Download opens the plaintext of a finalized version.
 func (s *Service) Download(ctx context.Context, p access.Principal, versionID string) (io.ReadCloser, Version, error) {
 	blobs, err := s.storage()

@@ -3,7 +3,6 @@ package tfe
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"slices"
 
@@ -12,7 +11,6 @@ import (
 
 	"github.com/cairnhq/cairn/api/access"
 	"github.com/cairnhq/cairn/api/platform/db"
-	"github.com/cairnhq/cairn/api/platform/fault"
 	"github.com/cairnhq/cairn/api/state"
 	"github.com/cairnhq/cairn/api/workspace"
 )
@@ -36,10 +34,14 @@ func (s *server) registerWorkspaces(r fiber.Router) {
 func (s *server) workspaceResource(ctx context.Context, p access.Principal, o owner, w workspace.Workspace) (resource, error) {
 	has := p.Permissions.Has
 	var currentSV string
-	if cur, err := s.State.Current(ctx, p, w.ID); err == nil {
-		currentSV = cur.ID
-	} else if !errors.Is(err, fault.ErrNotFound) && !errors.Is(err, fault.ErrForbidden) {
-		return resource{}, err
+	if has(access.PermStateRead) {
+		cur, err := s.State.CurrentOf(ctx, w)
+		if err != nil {
+			return resource{}, err
+		}
+		if cur != nil {
+			currentSV = cur.ID
+		}
 	}
 	lockedBy := relationship{Data: nil}
 	if w.Locked() {

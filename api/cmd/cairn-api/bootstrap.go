@@ -9,8 +9,14 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"net/url"
 	"path/filepath"
 	"slices"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/cairnhq/cairn/api/access"
+	"github.com/cairnhq/cairn/api/platform/db"
 
 	"github.com/cairnhq/cairn/api/identity"
 	"github.com/cairnhq/cairn/api/launch"
@@ -55,6 +61,9 @@ func bootstrap(ctx context.Context, cfg config.Config, logger *slog.Logger, out 
 	if err := reportLaunch(ctx, launch.NewService(conn, logger), res, out); err != nil {
 		return err
 	}
+	if err := writeCLIConfig(ctx, cfg, conn, ident, res, out); err != nil {
+		return err
+	}
 	if !res.Created {
 		fmt.Fprintf(out, "==> local owner %s already exists (organization %q); its password is in %s\n",
 			res.User.Email, res.Organization.Slug, credentialsPath)
@@ -96,5 +105,38 @@ func reportLaunch(ctx context.Context, svc *launch.Service, res identity.Bootstr
 		fmt.Fprintf(out, "==> launch gate: closed for organization %q; open it with: cairn-api launch open-organization -organization %s -reason ...\n",
 			res.Organization.Slug, res.Organization.Slug)
 	}
+	return nil
+}
+
+// writeCLIConfig gives the local owner an API token for the OpenTofu CLI,
+// once, in a CLI configuration file (mode 0600) ready for
+// TF_CLI_CONFIG_FILE, and says how to use it.
+func writeCLIConfig(ctx context.Context, cfg config.Config, conn *sqlx.DB, ident *identity.Service, res identity.BootstrapResult, out io.Writer) error {
+	u, err := url.Parse(cfg.PublicURL)
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(cfg.DataDir, "tofurc")
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		owner := access.Principal{Kind: access.KindUser, ID: res.User.ID, OrganizationID: res.Organization.ID,
+			Role: access.RoleOwner, Permissions: access.PermissionsOf(access.RoleOwner)}
+		var plaintext string
+		if err := db.WithTx(ctx, conn, func(tx *sqlx.Tx) error {
+			var err error
+			_, plaintext, err = ident.CreateUserToken(ctx, tx, owner, "make run: local OpenTofu CLI", nil)
+			return err
+		}); err != nil {
+			return fmt.Errorf("creating the CLI token: %w", err)
+		}
+		body := fmt.Sprintf("credentials %q {\n  token = %q\n}\n", u.Host, plaintext)
+		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(out, "==> OpenTofu CLI: export TF_CLI_CONFIG_FILE=%s", path)
+	if bundle := os.Getenv("SSL_CERT_FILE"); bundle != "" && u.Scheme == "https" {
+		fmt.Fprintf(out, " SSL_CERT_FILE=%s", bundle)
+	}
+	fmt.Fprintf(out, "\n    and use: cloud { hostname = %q  organization = %q  workspaces { name = \"...\" } }\n", u.Host, res.Organization.Slug)
 	return nil
 }

@@ -7,6 +7,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"database/sql"
 	"encoding/json"
 	"flag"
@@ -33,7 +35,8 @@ import (
 var (
 	duration    = flag.Duration("duration", 5*time.Second, "how long each load phase runs")
 	concurrency = flag.Int("concurrency", 32, "concurrent clients")
-	only        = flag.String("only", "", "run only these phases (comma-separated: health,mutation,replay,list,signin)")
+	only        = flag.String("only", "", "run only these phases (comma-separated: health,mutation,replay,list,state,tofu,signin)")
+	rounds      = flag.Int("rounds", 5, "rounds of each tofu command (medians are reported)")
 )
 
 // enabled reports whether a phase should run.
@@ -132,11 +135,12 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	apiURL, stop, err := startAPI(dbURL)
+	api, err := startAPI(dbURL, nil)
 	if err != nil {
 		return err
 	}
-	defer stop()
+	defer api.Stop()
+	apiURL := api.URL
 
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: *concurrency * 2, MaxIdleConns: *concurrency * 2}, Timeout: 30 * time.Second}
 	fmt.Printf("cairn-bench: %d concurrent clients, %s per phase, %d CPUs\n\n", *concurrency, *duration, numCPU())
@@ -234,6 +238,52 @@ func run() error {
 		report(list, baseline, "p99 < 25 ms")
 	}
 
+	if enabled("state") || enabled("tofu") {
+		if err := openGate(api); err != nil {
+			return err
+		}
+		var userToken struct {
+			Data struct {
+				Token string `json:"token"`
+			} `json:"data"`
+		}
+		raw, _ := json.Marshal(map[string]string{"description": "bench"})
+		req, _ := http.NewRequest(http.MethodPost, apiURL+"/v1/user-tokens", bytes.NewReader(raw))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Cookie", "__Secure-identity.session_token="+token)
+		req.Header.Set("Idempotency-Key", "bench-user-token")
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		_ = json.NewDecoder(resp.Body).Decode(&userToken)
+		resp.Body.Close()
+		if enabled("state") {
+			if err := benchStateTransfer(api, userToken.Data.Token, "bench", baseURL); err != nil {
+				return err
+			}
+		}
+		if enabled("tofu") {
+			tlsDir, err := os.MkdirTemp("", "cairn-bench-tls-")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(tlsDir)
+			files, err := devstack.EnsureTLS(tlsDir)
+			if err != nil {
+				return err
+			}
+			tlsAPI, err := startAPI(dbURL, &files)
+			if err != nil {
+				return err
+			}
+			defer tlsAPI.Stop()
+			if err := benchTofu(tlsAPI, files, userToken.Data.Token, "bench", *rounds); err != nil {
+				return err
+			}
+		}
+	}
+
 	if enabled("signin") {
 		// Sign-in cost with the production argon2id parameters (64 MiB,
 		// t=3, p=2): it bounds how many sign-ins a node can take.
@@ -325,7 +375,8 @@ func startBaseline() (string, func()) {
 	if err != nil {
 		panic(err)
 	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"status":"ok"}`))
 	})}
@@ -355,49 +406,123 @@ func freshDatabase(admin string) (string, error) {
 	return u.String(), nil
 }
 
+// apiProcess is a running cairn-api.
+type apiProcess struct {
+	URL     string
+	Host    string
+	PID     int
+	Client  *http.Client
+	DataDir string
+	stop    func()
+}
+
+func (a *apiProcess) Stop() { a.stop() }
+
+// benchOperatorToken lets the harness open the launch gate.
+const benchOperatorToken = "bench-operator-token-0123456789abcdef0123456"
+
 // startAPI runs the real cairn-api with production settings (argon2id
-// defaults included) and waits for /health.
-func startAPI(dbURL string) (string, func(), error) {
+// defaults included) and waits for /health. With tlsFiles it serves HTTPS
+// at localhost, as the OpenTofu CLI requires.
+func startAPI(dbURL string, tlsFiles *devstack.TLSFiles) (*apiProcess, error) {
 	port, err := devstack.FreePort()
 	if err != nil {
-		return "", nil, err
+		return nil, err
 	}
 	bin := os.Getenv("CAIRN_BIN_DIR")
 	if bin == "" {
 		bin = "bin"
 	}
-	cmd := exec.Command(filepath.Join(bin, "cairn-api"), "serve")
-	cmd.Env = append(os.Environ(),
-		"DATABASE_URL="+dbURL,
+	dataDir, err := os.MkdirTemp("", "cairn-bench-data-")
+	if err != nil {
+		return nil, err
+	}
+	a := &apiProcess{URL: fmt.Sprintf("http://127.0.0.1:%d", port), Host: fmt.Sprintf("localhost:%d", port),
+		Client: http.DefaultClient, DataDir: dataDir}
+	env := []string{
+		"DATABASE_URL=" + dbURL,
 		"AUTH_SECRET=bench-auth-secret-0123456789abcdef0123456789abcdef",
 		"CAIRN_MASTER_KEY=AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=",
+		"CAIRN_OPERATOR_TOKEN=" + benchOperatorToken,
 		fmt.Sprintf("CAIRN_API_ADDR=127.0.0.1:%d", port),
-		"CAIRN_LOG_LEVEL=warn",
+		"CAIRN_DATA_DIR=" + dataDir,
+		"CAIRN_LOG_LEVEL=" + envOr("CAIRN_BENCH_API_LOG", "warn"),
 		"CAIRN_DB_MAX_CONNS=40",
-		"CAIRN_PPROF_ADDR="+os.Getenv("CAIRN_BENCH_PPROF_ADDR"),
-	)
+		"CAIRN_PPROF_ADDR=" + os.Getenv("CAIRN_BENCH_PPROF_ADDR"),
+	}
+	if tlsFiles != nil {
+		a.URL = "https://" + a.Host
+		pool := x509.NewCertPool()
+		ca, _ := os.ReadFile(tlsFiles.CA)
+		pool.AppendCertsFromPEM(ca)
+		a.Client = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+		env = append(env, "CAIRN_TLS_CERT="+tlsFiles.Cert, "CAIRN_TLS_KEY="+tlsFiles.Key)
+	}
+	env = append(env, "CAIRN_PUBLIC_URL="+a.URL)
+	cmd := exec.Command(filepath.Join(bin, "cairn-api"), "serve")
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
-		return "", nil, err
+		return nil, err
 	}
-	stop := func() {
+	a.PID = cmd.Process.Pid
+	a.stop = func() {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
 		_ = cmd.Wait()
+		_ = os.RemoveAll(dataDir)
 	}
-	apiURL := fmt.Sprintf("http://127.0.0.1:%d", port)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for {
-		if resp, err := http.Get(apiURL + "/health"); err == nil {
+		if resp, err := a.Client.Get(a.URL + "/health"); err == nil {
 			resp.Body.Close()
-			return apiURL, stop, nil
+			return a, nil
 		}
 		select {
 		case <-ctx.Done():
-			stop()
-			return "", nil, fmt.Errorf("cairn-api did not start")
+			a.stop()
+			return nil, fmt.Errorf("cairn-api did not start")
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// openGate opens the public launch gate through the operator API: the
+// benchmark database has one organization and no control yet.
+func openGate(api *apiProcess) error {
+	doc := map[string]any{
+		"expected_version": 0,
+		"reason":           "benchmark",
+		"document": map[string]any{
+			"public_gate": true, "launched_organizations": []string{}, "canary_allowlist": []any{},
+			"new_runs_enabled": true, "applies_enabled": true,
+			"federation_providers": map[string]bool{"aws": false, "gcp": false, "azure": false},
+			"regions":              map[string]bool{"us": true, "eu": false},
+			"ceilings":             map[string]any{"sandboxes_per_region": map[string]int{"us": 4, "eu": 0}, "pending_runs_per_workspace": 50},
+			"runner_releases":      []string{"cairn-runner-1"}, "policy_releases": []string{"opa-1.18.2"},
+			"workflow_routing":     map[string]string{"run": "default"},
+		},
+	}
+	raw, _ := json.Marshal(doc)
+	req, _ := http.NewRequest(http.MethodPut, api.URL+"/operator/v1/launch-control", bytes.NewReader(raw))
+	req.Header.Set("Authorization", "Bearer "+benchOperatorToken)
+	req.Header.Set("Idempotency-Key", "bench-open-gate")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := api.Client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("opening the launch gate: %d", resp.StatusCode)
+	}
+	return nil
+}
+
+func envOr(name, fallback string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return fallback
 }

@@ -302,6 +302,18 @@ func run(ctx context.Context) error {
 		return err
 	}
 	env = append(env, "CAIRN_DATA_DIR="+dir)
+	// The OpenTofu CLI only speaks HTTPS to a remote backend, so the local
+	// API serves TLS with a CA made for this installation.
+	if os.Getenv("CAIRN_TLS_CERT") == "" {
+		files, err := devstack.EnsureTLS(filepath.Join(dir, "tls"))
+		if err != nil {
+			return err
+		}
+		env = append(env, "CAIRN_TLS_CERT="+files.Cert, "CAIRN_TLS_KEY="+files.Key, "SSL_CERT_FILE="+files.Bundle)
+		if os.Getenv("CAIRN_PUBLIC_URL") == "" {
+			env = append(env, "CAIRN_PUBLIC_URL=https://localhost:8080")
+		}
+	}
 	if os.Getenv("CAIRN_LOG_FORMAT") == "" {
 		// People read these logs in a terminal.
 		env = append(env, "CAIRN_LOG_FORMAT=text")
@@ -327,7 +339,7 @@ func run(ctx context.Context) error {
 	if err := bootstrap(ctx, env); err != nil {
 		return err
 	}
-	apiURL := envOr("CAIRN_PUBLIC_URL", "http://127.0.0.1:8080")
+	apiURL := envOr("CAIRN_PUBLIC_URL", lookupEnv(env, "CAIRN_PUBLIC_URL", "http://127.0.0.1:8080"))
 	dashboardURL := envOr("CAIRN_DASHBOARD_URL", "http://127.0.0.1:8090")
 	fmt.Printf("==> Cairn is starting\n    dashboard: %s\n    API:       %s  (health: %s/health, contract: %s/v1/openapi.json)\n    Ctrl-C stops everything.\n",
 		dashboardURL, apiURL, apiURL, apiURL)
@@ -353,6 +365,16 @@ func bootstrap(ctx context.Context, env []string) error {
 		return fmt.Errorf("cairn-api bootstrap: %w", err)
 	}
 	return nil
+}
+
+// lookupEnv finds a variable in a KEY=VALUE list.
+func lookupEnv(env []string, name, fallback string) string {
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, name+"="); ok {
+			return v
+		}
+	}
+	return fallback
 }
 
 func envOr(name, fallback string) string {

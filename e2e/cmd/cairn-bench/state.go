@@ -1,0 +1,294 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/md5"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/cairnhq/cairn/e2e/devstack"
+)
+
+// stateBytes is the size of the large state: the 100,000,000-byte limit.
+const stateBytes = 100_000_000
+
+// syntheticState yields a deterministic JSON state of exactly n bytes: a
+// header, one output, and a resources array padded to size.
+func syntheticState(n int) io.Reader {
+	head := `{"version":4,"terraform_version":"1.10.6","serial":1,"lineage":"bench","outputs":{"o":{"value":"v","type":"string"}},"resources":[`
+	tail := `]}`
+	item := `{"mode":"managed","type":"terraform_data","name":"r","instances":[{"attributes":{"input":"` + strings.Repeat("x", 200) + `"}}]}`
+	var b strings.Builder
+	b.WriteString(head)
+	first := true
+	for b.Len()+len(item)+1+len(tail) <= n {
+		if !first {
+			b.WriteByte(',')
+		}
+		b.WriteString(item)
+		first = false
+	}
+	// Pad inside the last string so the document stays valid JSON.
+	s := b.String()
+	pad := n - len(s) - len(tail)
+	s = s[:len(s)-len(`"}}]}`)] + strings.Repeat("y", pad) + `"}}]}`
+	return strings.NewReader(s + tail)
+}
+
+// rssSampler records the peak resident set of a process.
+type rssSampler struct {
+	pid  int
+	peak atomic.Int64
+	stop chan struct{}
+	done chan struct{}
+}
+
+func readRSS(pid int) int64 {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if rest, ok := strings.CutPrefix(s.Text(), "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.Fields(rest)[0], 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+func sampleRSS(pid int) *rssSampler {
+	r := &rssSampler{pid: pid, stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		for {
+			if v := readRSS(pid); v > r.peak.Load() {
+				r.peak.Store(v)
+			}
+			select {
+			case <-r.stop:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}()
+	return r
+}
+
+func (r *rssSampler) Stop() int64 {
+	close(r.stop)
+	<-r.done
+	return r.peak.Load()
+}
+
+// apiCall makes a JSON:API call with a bearer token and decodes the
+// response into out.
+func apiCall(c *http.Client, method, url, token string, body any, out any) (int, error) {
+	var rd io.Reader
+	if body != nil {
+		raw, _ := json.Marshal(body)
+		rd = bytes.NewReader(raw)
+	}
+	req, _ := http.NewRequest(method, url, rd)
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/vnd.api+json")
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if out != nil {
+		_ = json.Unmarshal(raw, out)
+	}
+	return resp.StatusCode, nil
+}
+
+type svDocument struct {
+	Data struct {
+		ID         string         `json:"id"`
+		Attributes map[string]any `json:"attributes"`
+	} `json:"data"`
+}
+
+// benchStateTransfer uploads and downloads a 100 MB state through the
+// remote-backend API and reports throughput and the API's peak RSS growth,
+// next to the same bytes sent to an empty handler in this process.
+func benchStateTransfer(api *apiProcess, token, org, baseURL string) error {
+	var ws svDocument
+	if st, err := apiCall(api.Client, http.MethodPost, api.URL+"/api/v2/organizations/"+org+"/workspaces", token,
+		map[string]any{"data": map[string]any{"type": "workspaces", "attributes": map[string]any{"name": "big-state"}}}, &ws); err != nil || st != http.StatusCreated {
+		return fmt.Errorf("creating workspace: %d %v", st, err)
+	}
+	if st, err := apiCall(api.Client, http.MethodPost, api.URL+"/api/v2/workspaces/"+ws.Data.ID+"/actions/lock", token, nil, nil); err != nil || st != http.StatusOK {
+		return fmt.Errorf("locking: %d %v", st, err)
+	}
+	sum := md5.New()
+	_, _ = io.Copy(sum, syntheticState(stateBytes))
+	var sv svDocument
+	if st, err := apiCall(api.Client, http.MethodPost, api.URL+"/api/v2/workspaces/"+ws.Data.ID+"/state-versions", token,
+		map[string]any{"data": map[string]any{"type": "state-versions", "attributes": map[string]any{
+			"serial": 1, "md5": hex.EncodeToString(sum.Sum(nil)), "lineage": "bench"}}}, &sv); err != nil || st != http.StatusCreated {
+		return fmt.Errorf("creating state version: %d %v", st, err)
+	}
+	put := func(url string) (time.Duration, error) {
+		req, _ := http.NewRequest(http.MethodPut, url, syntheticState(stateBytes))
+		req.ContentLength = stateBytes
+		start := time.Now()
+		resp, err := api.Client.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode >= 300 {
+			return 0, fmt.Errorf("upload answered %d", resp.StatusCode)
+		}
+		return time.Since(start), nil
+	}
+	baseUpload, err := put(baseURL)
+	if err != nil {
+		return err
+	}
+	before := readRSS(api.PID)
+	sampler := sampleRSS(api.PID)
+	upload, err := put(sv.Data.Attributes["hosted-state-upload-url"].(string))
+	peakUp := sampler.Stop()
+	if err != nil {
+		return err
+	}
+	var read svDocument
+	if _, err := apiCall(api.Client, http.MethodGet, api.URL+"/api/v2/state-versions/"+sv.Data.ID, token, nil, &read); err != nil {
+		return err
+	}
+	downloadURL, _ := read.Data.Attributes["hosted-state-download-url"].(string)
+	sampler = sampleRSS(api.PID)
+	req, _ := http.NewRequest(http.MethodGet, downloadURL, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	start := time.Now()
+	resp, err := api.Client.Do(req)
+	if err != nil {
+		return err
+	}
+	check := md5.New()
+	n, _ := io.Copy(check, resp.Body)
+	resp.Body.Close()
+	download := time.Since(start)
+	peakDown := sampler.Stop()
+	if n != stateBytes || !bytes.Equal(check.Sum(nil), sum.Sum(nil)) {
+		return fmt.Errorf("downloaded %d bytes that do not match the upload", n)
+	}
+	mbps := func(d time.Duration) float64 { return float64(stateBytes) / 1e6 / d.Seconds() }
+	fmt.Printf("%-44s %8.1f MB/s  (%s)  | vs empty handler %.1f MB/s: x%.2f  [target >= 100 MB/s]\n",
+		"PUT 100 MB state (sealed, md5-verified)", mbps(upload), upload.Round(time.Millisecond), mbps(baseUpload), baseUpload.Seconds()/upload.Seconds())
+	fmt.Printf("%-44s %8.1f MB/s  (%s)  [target >= 100 MB/s]\n", "GET 100 MB state (unsealed stream)", mbps(download), download.Round(time.Millisecond))
+	fmt.Printf("%-44s upload +%.1f MiB, download +%.1f MiB over %.1f MiB  [target < 64 MiB]\n", "cairn-api peak RSS growth",
+		float64(peakUp-before)/(1<<20), float64(peakDown-before)/(1<<20), float64(before)/(1<<20))
+	return nil
+}
+
+const benchConfig = `%s
+variable "gen" {
+  type    = number
+  default = 0
+}
+
+resource "terraform_data" "r" {
+  count = 50
+  input = "value-${count.index}-${var.gen}"
+}
+`
+
+// benchTofu times tofu init, plan and apply on 50 terraform_data resources
+// with the cloud block against Cairn, next to the same configuration with
+// the local backend, and reports medians and the added milliseconds.
+func benchTofu(api *apiProcess, tlsFiles devstack.TLSFiles, token, org string, rounds int) error {
+	tofu, err := filepath.Abs(filepath.Join(devstack.ToolchainDir(".", "tofu", "1.10.6"), "tofu"))
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(tofu); err != nil {
+		return fmt.Errorf("no tofu in the toolchain mirror (run make tools): %w", err)
+	}
+	home, err := os.MkdirTemp("", "cairn-bench-home-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(home)
+	rc := filepath.Join(home, "tofurc")
+	if err := os.WriteFile(rc, []byte(fmt.Sprintf("credentials %q {\n  token = %q\n}\n", api.Host, token)), 0o600); err != nil {
+		return err
+	}
+	env := append(os.Environ(), "HOME="+home, "TF_CLI_CONFIG_FILE="+rc, "SSL_CERT_FILE="+tlsFiles.Bundle,
+		"TF_IN_AUTOMATION=1", "TF_INPUT=0", "CHECKPOINT_DISABLE=1")
+	cloudBlock := fmt.Sprintf("terraform {\n  cloud {\n    hostname = %q\n    organization = %q\n    workspaces {\n      name = \"tofu-bench\"\n    }\n  }\n}\n", api.Host, org)
+	timings := map[string][]time.Duration{}
+	for round := 0; round < rounds; round++ {
+		for _, backend := range []string{"local", "cloud"} {
+			dir, err := os.MkdirTemp("", "cairn-bench-tofu-")
+			if err != nil {
+				return err
+			}
+			block := ""
+			if backend == "cloud" {
+				block = cloudBlock
+			}
+			if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(fmt.Sprintf(benchConfig, block)), 0o644); err != nil {
+				return err
+			}
+			if backend == "local" && round > 0 {
+				// Carry local state across rounds, as the cloud keeps it.
+				if prev, err := os.ReadFile(filepath.Join(home, "local.tfstate")); err == nil {
+					_ = os.WriteFile(filepath.Join(dir, "terraform.tfstate"), prev, 0o644)
+				}
+			}
+			gen := fmt.Sprintf("gen=%d", round+1)
+			for _, step := range [][]string{{"init", "-no-color"}, {"plan", "-no-color", "-var", gen}, {"apply", "-no-color", "-auto-approve", "-var", gen}} {
+				cmd := exec.Command(tofu, step...)
+				cmd.Dir, cmd.Env = dir, env
+				start := time.Now()
+				if out, err := cmd.CombinedOutput(); err != nil {
+					return fmt.Errorf("tofu %s (%s): %v\n%s", step[0], backend, err, out)
+				}
+				timings[backend+" "+step[0]] = append(timings[backend+" "+step[0]], time.Since(start))
+			}
+			if backend == "local" {
+				if st, err := os.ReadFile(filepath.Join(dir, "terraform.tfstate")); err == nil {
+					_ = os.WriteFile(filepath.Join(home, "local.tfstate"), st, 0o644)
+				}
+			}
+			_ = os.RemoveAll(dir)
+		}
+	}
+	median := func(ds []time.Duration) time.Duration {
+		s := append([]time.Duration(nil), ds...)
+		sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+		return s[len(s)/2]
+	}
+	for _, step := range []string{"init", "plan", "apply"} {
+		local, cloud := median(timings["local "+step]), median(timings["cloud "+step])
+		target := ""
+		if step == "apply" {
+			target = "  [target <= +25 ms]"
+		}
+		fmt.Printf("tofu %-6s 50 resources, median of %d: local %7.1f ms, cloud %7.1f ms, added %+7.1f ms (x%.2f)%s\n",
+			step, rounds, ms64(local), ms64(cloud), ms64(cloud)-ms64(local), float64(cloud)/float64(local), target)
+	}
+	return nil
+}
+
+func ms64(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

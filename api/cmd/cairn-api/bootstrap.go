@@ -8,8 +8,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"net/url"
+	"os"
 	"path/filepath"
 	"slices"
 

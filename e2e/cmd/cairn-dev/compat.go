@@ -173,8 +173,8 @@ func summarize(r io.Reader) error {
 			}
 		}
 	}
-	fmt.Printf("go-tfe compat: %d passed, %d failed, %d skipped, %d failed by design\n",
-		counts["pass"], counts["fail"], counts["skip"], counts["deviation"])
+	fmt.Printf("go-tfe %s: %d tests fail by design (listed above)\n", goTFEVersion, counts["deviation"])
+	fmt.Printf("compat: %d passed, %d failed, %d skipped\n", counts["pass"], counts["fail"], counts["skip"])
 	if counts["fail"] > 0 {
 		return fmt.Errorf("%d go-tfe tests failed", counts["fail"])
 	}

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cairnhq/cairn/api/apitest"
 	"github.com/cairnhq/cairn/api/launch"
@@ -399,5 +400,47 @@ func TestDeclaredOversizeUploadIsRefusedUnread(t *testing.T) {
 	_ = env.DB.Get(&pending, `SELECT status FROM state_versions WHERE id = $1`, sv.ID)
 	if pending != "pending" {
 		t.Fatalf("version status %q after a refused upload", pending)
+	}
+}
+
+func TestServiceAccountTokensStayInsideTheirBoundary(t *testing.T) {
+	t.Parallel()
+	env := apitest.New(t)
+	u := newCloudUser(t, env, "Bounded")
+	openGate(t, env, u.OrganizationID)
+	create := func(name string) document {
+		return decode(t, u.call(t, http.MethodPost, "/api/v2/organizations/"+u.org+"/workspaces",
+			map[string]any{"data": map[string]any{"type": "workspaces", "attributes": map[string]any{"name": name}}}).MustStatus(t, http.StatusCreated))
+	}
+	a, b := create("alpha").Data, create("beta").Data
+	var sa struct{ ID string }
+	u.Mutate(http.MethodPost, "/v1/service-accounts", map[string]string{"name": "deployer"}).MustStatus(t, http.StatusCreated).Data(t, &sa)
+	var issued struct{ Token string }
+	u.Mutate(http.MethodPost, "/v1/service-accounts/"+sa.ID+"/tokens", map[string]any{
+		"permissions": []string{"workspace:read", "state:read", "state:write"}, "workspace_id": a.ID,
+		"expires_at": time.Now().Add(24 * time.Hour).UTC().Format(time.RFC3339),
+	}).MustStatus(t, http.StatusCreated).Data(t, &issued)
+	sst := func(method, path string) *apitest.Response { return callWith(t, env, issued.Token, method, path, nil) }
+	sst(http.MethodGet, "/api/v2/workspaces/"+a.ID).MustStatus(t, http.StatusOK)
+	sst(http.MethodPost, "/api/v2/workspaces/"+a.ID+"/actions/lock").MustStatus(t, http.StatusOK)
+	for _, r := range []*apitest.Response{
+		sst(http.MethodGet, "/api/v2/workspaces/"+b.ID),
+		sst(http.MethodGet, "/api/v2/organizations/"+u.org+"/workspaces/beta"),
+		sst(http.MethodPost, "/api/v2/workspaces/"+b.ID+"/actions/lock"),
+	} {
+		if r.Status != http.StatusNotFound {
+			t.Fatalf("outside its boundary: %d %s", r.Status, r.Body)
+		}
+	}
+	// Its permissions are its own: no force-unlock, no workspace creation.
+	if r := sst(http.MethodPost, "/api/v2/workspaces/"+a.ID+"/actions/force-unlock"); r.Status != http.StatusForbidden {
+		t.Fatalf("force-unlock without the permission = %d", r.Status)
+	}
+	var locked struct {
+		LockedBy *struct{ Kind, ID string } `json:"locked_by"`
+	}
+	u.Get("/v1/workspaces/"+a.ID).MustStatus(t, http.StatusOK).Data(t, &locked)
+	if locked.LockedBy == nil || locked.LockedBy.Kind != "service_account" || locked.LockedBy.ID != sa.ID {
+		t.Fatalf("lock holder on /v1: %+v", locked.LockedBy)
 	}
 }

@@ -43,18 +43,34 @@ type WorkspaceView struct {
 	Slug              string                `json:"slug" doc:"Lowercase URL slug, at most 90 characters; never changes."`
 	CloudName         string                `json:"cloud_name" doc:"Selector for the remote-backend protocol; never changes."`
 	ExecutionSettings ExecutionSettingsView `json:"execution_settings"`
+	ExecutionMode     string                `json:"execution_mode" enum:"local,remote" doc:"How the remote-backend CLI runs operations: local keeps only state in Cairn."`
+	Locked            bool                  `json:"locked"`
+	LockedBy          *LockHolderView       `json:"locked_by" doc:"Who holds the state lock; null when unlocked."`
 	CreatedBy         string                `json:"created_by"`
 	CreatedAt         time.Time             `json:"created_at"`
 }
 
+// LockHolderView names a workspace lock's holder.
+type LockHolderView struct {
+	Kind     string    `json:"kind" enum:"user,service_account,operator,run"`
+	ID       string    `json:"id"`
+	Reason   string    `json:"reason"`
+	LockedAt time.Time `json:"locked_at"`
+}
+
 func workspaceView(w workspace.Workspace) WorkspaceView {
-	return WorkspaceView{
+	v := WorkspaceView{
 		ID: w.ID, Object: "workspace", ProjectID: w.ProjectID, Name: w.Name, Slug: w.Slug, CloudName: w.CloudName,
 		ExecutionSettings: ExecutionSettingsView{
 			Version: w.SettingsVersion, ToolVersion: w.ToolVersion, Region: w.Region, Platform: w.Platform,
 		},
+		ExecutionMode: w.ExecutionMode, Locked: w.Locked(),
 		CreatedBy: w.CreatedBy, CreatedAt: w.CreatedAt,
 	}
+	if w.Locked() {
+		v.LockedBy = &LockHolderView{Kind: *w.LockedByKind, ID: *w.LockedByID, Reason: w.LockReason, LockedAt: *w.LockedAt}
+	}
+	return v
 }
 
 // VariableView is a workspace variable. A sensitive variable's value is

@@ -46,6 +46,10 @@ func (s *Service) CreateProject(ctx context.Context, tx *sqlx.Tx, p access.Princ
 	if err != nil {
 		return Project{}, err
 	}
+	return s.createProject(ctx, tx, p, name)
+}
+
+func (s *Service) createProject(ctx context.Context, tx *sqlx.Tx, p access.Principal, name string) (Project, error) {
 	proj := Project{ID: id.New("prj"), OrganizationID: p.OrganizationID, Name: name, CreatedBy: p.ID, CreatedAt: s.stamp()}
 	if err := insertProject(ctx, tx, proj); err != nil {
 		return Project{}, err
@@ -459,11 +463,7 @@ func (s *Service) DefaultProject(ctx context.Context, tx *sqlx.Tx, p access.Prin
 	if !errors.Is(err, fault.ErrNotFound) {
 		return proj, err
 	}
-	proj = Project{ID: id.New("prj"), OrganizationID: p.OrganizationID, Name: DefaultProjectName, CreatedBy: p.ID, CreatedAt: s.stamp()}
-	if err := insertProject(ctx, tx, proj); err != nil {
-		return Project{}, err
-	}
-	return proj, audit.Record(ctx, tx, p, "project.created", "project", proj.ID, map[string]any{"name": proj.Name})
+	return s.createProject(ctx, tx, p, DefaultProjectName)
 }
 
 // GetWorkspaceByCloudName reads a workspace by its remote-backend selector.

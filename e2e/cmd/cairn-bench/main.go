@@ -239,7 +239,7 @@ func run() error {
 	}
 
 	if enabled("state") || enabled("tofu") {
-		if err := openGate(api); err != nil {
+		if err := devstack.OpenPublicGate(api.Client, api.URL, benchOperatorToken, "bench-open-gate"); err != nil {
 			return err
 		}
 		var userToken struct {
@@ -486,38 +486,6 @@ func startAPI(dbURL string, tlsFiles *devstack.TLSFiles) (*apiProcess, error) {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-}
-
-// openGate opens the public launch gate through the operator API: the
-// benchmark database has one organization and no control yet.
-func openGate(api *apiProcess) error {
-	doc := map[string]any{
-		"expected_version": 0,
-		"reason":           "benchmark",
-		"document": map[string]any{
-			"public_gate": true, "launched_organizations": []string{}, "canary_allowlist": []any{},
-			"new_runs_enabled": true, "applies_enabled": true,
-			"federation_providers": map[string]bool{"aws": false, "gcp": false, "azure": false},
-			"regions":              map[string]bool{"us": true, "eu": false},
-			"ceilings":             map[string]any{"sandboxes_per_region": map[string]int{"us": 4, "eu": 0}, "pending_runs_per_workspace": 50},
-			"runner_releases":      []string{"cairn-runner-1"}, "policy_releases": []string{"opa-1.18.2"},
-			"workflow_routing": map[string]string{"run": "default"},
-		},
-	}
-	raw, _ := json.Marshal(doc)
-	req, _ := http.NewRequest(http.MethodPut, api.URL+"/operator/v1/launch-control", bytes.NewReader(raw))
-	req.Header.Set("Authorization", "Bearer "+benchOperatorToken)
-	req.Header.Set("Idempotency-Key", "bench-open-gate")
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := api.Client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("opening the launch gate: %d", resp.StatusCode)
-	}
-	return nil
 }
 
 func envOr(name, fallback string) string {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -94,7 +93,7 @@ func compat(ctx context.Context) error {
 	}
 	// go-tfe creates a fresh organization per test, so only an open public
 	// gate admits it.
-	if err := openPublicGate(apiURL); err != nil {
+	if err := devstack.OpenPublicGate(http.DefaultClient, apiURL, compatOperatorToken, "compat-open-gate"); err != nil {
 		return err
 	}
 	dir, err := moduleDir(ctx, "github.com/hashicorp/go-tfe@"+goTFEVersion)
@@ -195,39 +194,6 @@ func waitHealthy(ctx context.Context, apiURL string) error {
 		}
 	}
 	return fmt.Errorf("cairn-api did not start")
-}
-
-// openPublicGate writes launch control version 1 with the public gate open
-// through the operator API.
-func openPublicGate(apiURL string) error {
-	doc := map[string]any{
-		"expected_version": 0,
-		"reason":           "go-tfe compatibility run",
-		"document": map[string]any{
-			"public_gate": true, "launched_organizations": []string{}, "canary_allowlist": []any{},
-			"new_runs_enabled": true, "applies_enabled": true,
-			"federation_providers": map[string]bool{"aws": false, "gcp": false, "azure": false},
-			"regions":              map[string]bool{"us": true, "eu": false},
-			"ceilings":             map[string]any{"sandboxes_per_region": map[string]int{"us": 4, "eu": 0}, "pending_runs_per_workspace": 50},
-			"runner_releases":      []string{"cairn-runner-1"}, "policy_releases": []string{"opa-1.18.2"},
-			"workflow_routing": map[string]string{"run": "default"},
-		},
-	}
-	raw, _ := json.Marshal(doc)
-	req, _ := http.NewRequest(http.MethodPut, apiURL+"/operator/v1/launch-control", bytes.NewReader(raw))
-	req.Header.Set("Authorization", "Bearer "+compatOperatorToken)
-	req.Header.Set("Idempotency-Key", "compat-open-gate")
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(resp.Body)
-		return fmt.Errorf("opening the gate: %d %s", resp.StatusCode, body)
-	}
-	return nil
 }
 
 // moduleDir downloads a module version and returns its directory.

@@ -21,7 +21,7 @@ func OpenPublicGate(client *http.Client, apiURL, operatorToken, key string) erro
 			"regions":              map[string]bool{"us": true, "eu": false},
 			"ceilings":             map[string]any{"sandboxes_per_region": map[string]int{"us": 4, "eu": 0}, "pending_runs_per_workspace": 50},
 			"runner_releases":      []string{"cairn-runner-1"}, "policy_releases": []string{"opa-1.18.2"},
-			"workflow_routing":     map[string]string{"run": "default"},
+			"workflow_routing": map[string]string{"run": "default"},
 		},
 	}
 	raw, _ := json.Marshal(doc)

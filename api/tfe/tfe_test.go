@@ -444,3 +444,39 @@ func TestServiceAccountTokensStayInsideTheirBoundary(t *testing.T) {
 		t.Fatalf("lock holder on /v1: %+v", locked.LockedBy)
 	}
 }
+
+func TestUnreadBodyDoesNotPoisonKeepAliveConnection(t *testing.T) {
+	t.Parallel()
+	env := apitest.New(t)
+	u := newCloudUser(t, env, "KeepAlive")
+	openGate(t, env, u.OrganizationID)
+	ws := decode(t, u.call(t, http.MethodPost, "/api/v2/organizations/"+u.org+"/workspaces",
+		map[string]any{"data": map[string]any{"type": "workspaces", "attributes": map[string]any{"name": "ka"}}})).Data
+	u.call(t, http.MethodPost, "/api/v2/workspaces/"+ws.ID+"/actions/lock", nil).MustStatus(t, http.StatusOK)
+	body := []byte(fmt.Sprintf(stateTemplate, 1))
+	sv := decode(t, u.call(t, http.MethodPost, "/api/v2/workspaces/"+ws.ID+"/state-versions",
+		map[string]any{"data": map[string]any{"type": "state-versions", "attributes": map[string]any{"serial": 1, "md5": md5hex(body)}}})).Data
+	uploadPath := strings.TrimPrefix(sv.Attributes["hosted-state-upload-url"].(string), env.URL)
+	if resp := putUpload(t, env.URL+uploadPath, body); resp.StatusCode != http.StatusOK {
+		t.Fatalf("upload %d", resp.StatusCode)
+	}
+	conn, err := net.Dial("tcp", strings.TrimPrefix(env.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// A retried upload to the finalized version is answered without reading
+	// its body; the next request on the same connection must still parse.
+	fmt.Fprintf(conn, "PUT %s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s", uploadPath, len(body), body)
+	fmt.Fprintf(conn, "GET /api/v2/ping HTTP/1.1\r\nHost: x\r\n\r\n")
+	br := bufio.NewReader(conn)
+	first, err := http.ReadResponse(br, nil)
+	if err != nil || first.StatusCode != http.StatusOK {
+		t.Fatalf("replayed upload: %v %v", first, err)
+	}
+	io.Copy(io.Discard, first.Body)
+	second, err := http.ReadResponse(br, nil)
+	if err != nil || second.StatusCode != http.StatusNoContent {
+		t.Fatalf("request after an unread body: %v %v", second, err)
+	}
+}

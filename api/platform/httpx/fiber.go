@@ -2,6 +2,7 @@ package httpx
 
 import (
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
@@ -53,12 +54,7 @@ func RequestContext(logger *slog.Logger, opts RequestOptions) fiber.Handler {
 				c.Set(fiber.HeaderCacheControl, "no-store")
 			}
 			status := c.Response().StatusCode()
-			// A request body the handler refused is left unread on the
-			// connection; closing it is the only way to keep the next request
-			// on a keep-alive connection from being parsed out of those bytes.
-			if status >= 400 && c.Request().Header.ContentLength() != 0 {
-				c.Context().SetConnectionClose()
-			}
+			settleBody(c, status)
 			logger.LogAttrs(c.UserContext(), levelFor(status), "request",
 				slog.String("request_id", id),
 				slog.String("method", c.Method()),
@@ -72,6 +68,28 @@ func RequestContext(logger *slog.Logger, opts RequestOptions) fiber.Handler {
 			return c.App().Config().ErrorHandler(c, err)
 		}
 		return nil
+	}
+}
+
+// unreadBodyAllowance is how much of an unread request body is drained to
+// keep a keep-alive connection usable.
+const unreadBodyAllowance = 64 << 10
+
+// settleBody makes sure no request bytes are left on the connection: with
+// streamed bodies, anything a handler did not read would otherwise be
+// parsed as the next request. A refused body is never read (the
+// connection closes); a small leftover of a successful request is drained.
+func settleBody(c *fiber.Ctx, status int) {
+	if c.Request().Header.ContentLength() == 0 {
+		return
+	}
+	stream := c.Request().BodyStream()
+	if status >= 400 || stream == nil {
+		c.Context().SetConnectionClose()
+		return
+	}
+	if n, _ := io.CopyN(io.Discard, stream, unreadBodyAllowance+1); n > unreadBodyAllowance {
+		c.Context().SetConnectionClose()
 	}
 }
 

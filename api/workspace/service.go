@@ -179,10 +179,17 @@ func canSee(p access.Principal, w Workspace) bool {
 
 // GetWorkspace reads one workspace with its current settings.
 func (s *Service) GetWorkspace(ctx context.Context, p access.Principal, workspaceID string) (Workspace, error) {
-	if err := p.Require(access.PermWorkspaceRead); err != nil {
+	return visibleWorkspace(ctx, s.db, p, workspaceID, access.PermWorkspaceRead, false)
+}
+
+// visibleWorkspace loads a workspace of the principal's organization, inside
+// its token boundaries, when it holds perm; forUpdate locks the row. A
+// workspace outside the boundaries is not found, like a missing one.
+func visibleWorkspace(ctx context.Context, q sqlx.QueryerContext, p access.Principal, workspaceID string, perm access.Permission, forUpdate bool) (Workspace, error) {
+	if err := p.Require(perm); err != nil {
 		return Workspace{}, err
 	}
-	w, err := workspaceByID(ctx, s.db, p.OrganizationID, workspaceID, false)
+	w, err := workspaceByID(ctx, q, p.OrganizationID, workspaceID, forUpdate)
 	if err != nil {
 		return Workspace{}, err
 	}
@@ -219,12 +226,9 @@ func (s *Service) UpdateWorkspace(ctx context.Context, tx *sqlx.Tx, p access.Pri
 	if err := in.Settings.Validate(s.toolVersions); err != nil {
 		return Workspace{}, err
 	}
-	w, err := workspaceByID(ctx, tx, p.OrganizationID, workspaceID, true)
+	w, err := visibleWorkspace(ctx, tx, p, workspaceID, access.PermWorkspaceWrite, true)
 	if err != nil {
 		return Workspace{}, err
-	}
-	if !canSee(p, w) {
-		return Workspace{}, fault.ErrNotFound
 	}
 	evidence := map[string]any{}
 	if in.Name != nil {
@@ -273,17 +277,7 @@ func (s *Service) UpdateWorkspace(ctx context.Context, tx *sqlx.Tx, p access.Pri
 
 // writableWorkspace loads a workspace for a variable mutation.
 func (s *Service) writableWorkspace(ctx context.Context, tx *sqlx.Tx, p access.Principal, workspaceID string) (Workspace, error) {
-	if err := p.Require(access.PermVariableWrite); err != nil {
-		return Workspace{}, err
-	}
-	w, err := workspaceByID(ctx, tx, p.OrganizationID, workspaceID, false)
-	if err != nil {
-		return Workspace{}, err
-	}
-	if !canSee(p, w) {
-		return Workspace{}, fault.ErrNotFound
-	}
-	return w, nil
+	return visibleWorkspace(ctx, tx, p, workspaceID, access.PermVariableWrite, false)
 }
 
 // variableForWrite loads and locks a variable the principal may change.
@@ -492,17 +486,7 @@ func (s *Service) WorkspaceForWrite(ctx context.Context, tx *sqlx.Tx, p access.P
 
 // lockedWorkspace loads and locks a workspace row the principal may act on.
 func (s *Service) lockedWorkspace(ctx context.Context, tx *sqlx.Tx, p access.Principal, workspaceID string, perm access.Permission) (Workspace, error) {
-	if err := p.Require(perm); err != nil {
-		return Workspace{}, err
-	}
-	w, err := workspaceByID(ctx, tx, p.OrganizationID, workspaceID, true)
-	if err != nil {
-		return Workspace{}, err
-	}
-	if !canSee(p, w) {
-		return Workspace{}, fault.ErrNotFound
-	}
-	return w, nil
+	return visibleWorkspace(ctx, tx, p, workspaceID, perm, true)
 }
 
 // LockWorkspace takes the state lock for the principal. A held lock is

@@ -230,3 +230,23 @@ func TestUnknownLengthBodyIsCutAtTheLimit(t *testing.T) {
 		t.Fatalf("%d projects persisted from a refused body", count)
 	}
 }
+
+func TestKeepAliveConnectionsServeSeveralRequests(t *testing.T) {
+	t.Parallel()
+	env := apitest.Start(t, nil, "")
+	conn, err := net.Dial("tcp", strings.TrimPrefix(env.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprint(conn, "GET /health HTTP/1.1\r\nHost: x\r\n\r\nGET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	br := bufio.NewReader(conn)
+	for i := range 2 {
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil || resp.StatusCode != http.StatusOK || resp.Close {
+			t.Fatalf("request %d on one connection: %v %v", i+1, resp, err)
+		}
+		io.Copy(io.Discard, resp.Body)
+	}
+}

@@ -80,7 +80,8 @@ const unreadBodyAllowance = 64 << 10
 // parsed as the next request. A refused body is never read (the
 // connection closes); a small leftover of a successful request is drained.
 func settleBody(c *fiber.Ctx, status int) {
-	if c.Request().Header.ContentLength() == 0 {
+	// fasthttp reports -1 for a chunked body and -2 for none (GET, HEAD).
+	if cl := c.Request().Header.ContentLength(); cl == 0 || cl == -2 {
 		return
 	}
 	stream := c.Request().BodyStream()

@@ -255,7 +255,7 @@ func Admit(c *Control, s Subject, susp Suspension) Decision {
 		return Decision{Admitted: true, Admission: AdmissionOpen, Reason: "launched_organization"}
 	case s.WorkspaceID == "":
 		return Decision{Reason: "gate_closed"}
-	case slices.Contains(c.CanaryAllowlist, Pair{OrganizationID: s.OrganizationID, WorkspaceID: s.WorkspaceID}):
+	case slices.Contains(c.CanaryAllowlist, Pair(s)):
 		return Decision{Admitted: true, Admission: AdmissionCanary, Reason: "canary"}
 	default:
 		return Decision{Reason: "not_allowlisted"}

@@ -20,7 +20,9 @@ func (s *server) registerOrganizations(r fiber.Router) {
 	r.Get("/organizations/:org/entitlement-set", s.guard(s.byOrganization, s.entitlements))
 }
 
-func organizationResource(o identity.Organization) resource {
+// organizationResource renders an organization with what the caller may do
+// in it.
+func organizationResource(p access.Principal, o identity.Organization) resource {
 	return resource{
 		ID:   o.Slug,
 		Type: "organizations",
@@ -29,7 +31,11 @@ func organizationResource(o identity.Organization) resource {
 			"external-id": o.ID,
 			"created-at":  timestamp(o.CreatedAt),
 			"email":       "",
-			"permissions": map[string]bool{"can-create-workspace": true, "can-update": false, "can-destroy": false},
+			"permissions": map[string]bool{
+				"can-create-workspace": p.Permissions.Has(access.PermWorkspaceWrite),
+				"can-update":           p.Permissions.Has(access.PermMemberManage),
+				"can-destroy":          p.Kind == access.KindOperator,
+			},
 		},
 		Links: map[string]string{"self": "/api/v2/organizations/" + o.Slug},
 	}
@@ -43,7 +49,7 @@ func (s *server) readOrganization(c *fiber.Ctx, p access.Principal, o owner) err
 	if err != nil {
 		return s.writeError(c, err)
 	}
-	return writeData(c, http.StatusOK, organizationResource(org))
+	return writeData(c, http.StatusOK, organizationResource(p, org))
 }
 
 // entitlements answers the CLI's organization check. Operations are
@@ -97,7 +103,7 @@ func (s *server) createOrganization(c *fiber.Ctx) error {
 	if err != nil {
 		return s.writeError(c, err)
 	}
-	return writeData(c, http.StatusCreated, organizationResource(org))
+	return writeData(c, http.StatusCreated, organizationResource(p, org))
 }
 
 func (s *server) deleteOrganization(c *fiber.Ctx, p access.Principal, o owner) error {

@@ -66,7 +66,6 @@ func (s *server) stateVersionResource(v state.Version, outputs []state.Output) r
 		"status":              v.Status,
 		"created-at":          timestamp(v.CreatedAt),
 		"resources-processed": v.Finalized(),
-		"state-version":       4,
 		"terraform-version":   v.ToolVersion,
 	}
 	if v.Finalized() {

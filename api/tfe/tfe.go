@@ -126,8 +126,6 @@ type resolver func(ctx context.Context, c *fiber.Ctx, p access.Principal) (owner
 
 type handler func(c *fiber.Ctx, p access.Principal, o owner) error
 
-const localsOwner = "cairn.tfe.owner"
-
 // guard runs the admission sequence every route shares before its handler
 // reads a body or writes anything: credential, ownership projection, launch
 // admission. A principal bound to one organization never resolves anything

@@ -30,7 +30,6 @@ const (
 
 	metaPublic    = "cairn.public"
 	metaBodyLimit = "cairn.body_limit"
-	metaMutation  = "cairn.mutation"
 )
 
 // Authenticator resolves a session token to a principal with a live
@@ -218,7 +217,6 @@ func register[I, O any](a *API, op huma.Operation, o operationOptions, handler f
 		limit = JSONBodyLimit
 	}
 	op.Metadata[metaPublic] = o.public
-	op.Metadata[metaMutation] = o.mutation
 	op.Metadata[metaBodyLimit] = limit
 	// huma rejects a body whose length reaches MaxBodyBytes, so one more
 	// byte lets a body of exactly the limit through.

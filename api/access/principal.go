@@ -43,6 +43,9 @@ const (
 	// KindOperator is the installation operator's credential on the
 	// remote-backend API: it administers every organization.
 	KindOperator = "operator"
+	// KindRun is a managed run's own sandboxed CLI, holding a short-lived
+	// run token bound to one run phase and its workspace.
+	KindRun = "run"
 )
 
 // Require returns fault.ErrForbidden unless the principal holds p.

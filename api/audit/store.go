@@ -56,6 +56,8 @@ func ActorOf(p access.Principal) Actor {
 		return Actor{Type: ActorServiceAccount, ID: p.ID}
 	case access.KindOperator:
 		return Actor{Type: ActorOperator, ID: p.ID}
+	case access.KindRun:
+		return Actor{Type: ActorRun, ID: p.ID}
 	}
 	return Actor{Type: ActorUser, ID: p.ID}
 }

@@ -261,3 +261,65 @@ func Admit(c *Control, s Subject, susp Suspension) Decision {
 		return Decision{Reason: "not_allowlisted"}
 	}
 }
+
+// NewRun is what a new managed run asks for.
+type NewRun struct {
+	Region        string
+	RunnerRelease string
+	// Unfinished counts the workspace's non-terminal runs before this one.
+	Unfinished int
+}
+
+// AdmitNewRun returns the rule for creating a managed run (SPEC §1 rule 7):
+// admission, then the new-run switch, the pinned region's switch (an eu
+// workspace is refused, never moved), the workspace's run ceiling and the
+// runner release allowlist.
+func AdmitNewRun(n NewRun) Rule {
+	return func(c *Control, s Subject, susp Suspension) Decision {
+		d := Admit(c, s, susp)
+		switch {
+		case !d.Admitted:
+			return d
+		case !c.NewRunsEnabled:
+			return Decision{Reason: "new_runs_disabled"}
+		case !c.Regions[n.Region]:
+			return Decision{Reason: "region_disabled"}
+		case n.Unfinished >= c.Ceilings.PendingRunsPerWorkspace:
+			return Decision{Reason: "pending_run_ceiling"}
+		case !slices.Contains(c.RunnerReleases, n.RunnerRelease):
+			return Decision{Reason: "runner_release_not_allowed"}
+		}
+		return d
+	}
+}
+
+// AdmitApply is the rule for authorizing and starting an apply: admission
+// and the apply switch, checked independently at approval and at runner
+// start.
+func AdmitApply(c *Control, s Subject, susp Suspension) Decision {
+	d := Admit(c, s, susp)
+	if d.Admitted && !c.AppliesEnabled {
+		return Decision{Reason: "applies_disabled"}
+	}
+	return d
+}
+
+// AdmitSandbox returns the rule for creating a sandbox: the stored region
+// must still be switched on.
+func AdmitSandbox(region string) Rule {
+	return func(c *Control, s Subject, susp Suspension) Decision {
+		if c == nil || !c.Regions[region] {
+			return Decision{Reason: "region_disabled"}
+		}
+		return Decision{Admitted: true, Admission: AdmissionOpen, Reason: "region_enabled"}
+	}
+}
+
+// SandboxCeiling is the regional sandbox ceiling of a control (0, so
+// nothing runs, when there is none).
+func SandboxCeiling(c *Control, region string) int {
+	if c == nil {
+		return 0
+	}
+	return c.Ceilings.SandboxesPerRegion[region]
+}

@@ -36,6 +36,14 @@ func NewService(conn *sqlx.DB, logger *slog.Logger) *Service {
 // in one round trip, and decides. Any read failure, and a malformed
 // control, is a refusal.
 func (s *Service) Decide(ctx context.Context, q sqlx.QueryerContext, subject Subject) Decision {
+	return s.DecideBy(ctx, q, subject, Admit)
+}
+
+// Rule decides admission from the control in force (nil when none).
+type Rule func(c *Control, s Subject, susp Suspension) Decision
+
+// DecideBy is Decide with another rule, such as AdmitNewRun or AdmitApply.
+func (s *Service) DecideBy(ctx context.Context, q sqlx.QueryerContext, subject Subject, rule Rule) Decision {
 	if q == nil {
 		q = s.db
 	}
@@ -45,7 +53,7 @@ func (s *Service) Decide(ctx context.Context, q sqlx.QueryerContext, subject Sub
 		return Decision{Reason: "control_unreadable"}
 	}
 	if version == 0 {
-		return Admit(nil, subject, susp)
+		return rule(nil, subject, susp)
 	}
 	control := s.parsed.Load()
 	if control == nil || control.Version != version {
@@ -56,12 +64,17 @@ func (s *Service) Decide(ctx context.Context, q sqlx.QueryerContext, subject Sub
 		}
 		s.parsed.Store(control)
 	}
-	return Admit(control, subject, susp)
+	return rule(control, subject, susp)
 }
 
 // Require is Decide that returns fault.ErrAdmissionClosed on refusal.
 func (s *Service) Require(ctx context.Context, q sqlx.QueryerContext, subject Subject) (Decision, error) {
-	d := s.Decide(ctx, q, subject)
+	return s.RequireBy(ctx, q, subject, Admit)
+}
+
+// RequireBy is DecideBy that returns fault.ErrAdmissionClosed on refusal.
+func (s *Service) RequireBy(ctx context.Context, q sqlx.QueryerContext, subject Subject, rule Rule) (Decision, error) {
+	d := s.DecideBy(ctx, q, subject, rule)
 	if !d.Admitted {
 		s.logger.DebugContext(ctx, "admission refused", "organization_id", subject.OrganizationID,
 			"workspace_id", subject.WorkspaceID, "reason", d.Reason)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strings"
 
 	"github.com/cairnhq/cairn/api/access"
 	"github.com/cairnhq/cairn/api/audit"
@@ -14,6 +15,7 @@ import (
 	"github.com/cairnhq/cairn/api/platform/httpx"
 	"github.com/cairnhq/cairn/api/platform/idempotency"
 	"github.com/cairnhq/cairn/api/platform/reqid"
+	"github.com/cairnhq/cairn/api/run"
 	"github.com/cairnhq/cairn/api/serviceaccount"
 	"github.com/cairnhq/cairn/api/state"
 	"github.com/cairnhq/cairn/api/workspace"
@@ -61,6 +63,18 @@ var table = []struct {
 	{launch.ErrVersionConflict, httpx.Problem{Status: http.StatusConflict, Code: "LAUNCH_CONTROL_VERSION_CONFLICT"}},
 	{launch.ErrKeyReused, httpx.Problem{Status: http.StatusConflict, Code: "IDEMPOTENCY_KEY_REUSED"}},
 
+	{run.ErrStaleBinding, httpx.Problem{Status: http.StatusConflict, Code: "RUN_REVIEW_STALE"}},
+	{run.ErrActionNotAllowed, httpx.Problem{Status: http.StatusConflict, Code: "RUN_ACTION_NOT_ALLOWED"}},
+	{run.ErrConfigurationNotReady, httpx.Problem{Status: http.StatusConflict, Code: "CONFIGURATION_VERSION_NOT_UPLOADED"}},
+	{run.ErrConfigurationUploaded, httpx.Problem{Status: http.StatusConflict, Code: "CONFIGURATION_VERSION_ALREADY_UPLOADED"}},
+	{run.ErrRecoveryLeaseHeld, httpx.Problem{Status: http.StatusConflict, Code: "RUN_RECOVERY_LEASE_HELD"}},
+	{run.ErrRecoveryEvidence, httpx.Problem{Status: http.StatusConflict, Code: "RUN_RECOVERY_EVIDENCE_MISMATCH"}},
+	{run.ErrRecoveryConfirmation, httpx.Problem{Status: http.StatusBadRequest, Code: "RUN_RECOVERY_CONFIRMATION_REQUIRED"}},
+	{run.ErrAutoApply, httpx.Problem{Status: http.StatusBadRequest, Code: "RUN_AUTO_APPLY_UNSUPPORTED"}},
+	{run.ErrDestroy, httpx.Problem{Status: http.StatusBadRequest, Code: "RUN_DESTROY_UNSUPPORTED"}},
+	{run.ErrArtifactUnavailable, httpx.Problem{Status: http.StatusNotFound, Code: "RUN_ARTIFACT_NOT_RECORDED"}},
+	{run.ErrInvalidToken, httpx.Problem{Status: http.StatusUnauthorized, Code: "invalid_token"}},
+
 	{fault.ErrNotFound, httpx.Problem{Status: http.StatusNotFound, Code: httpx.CodeNotFound}},
 	{fault.ErrUnauthenticated, httpx.Problem{Status: http.StatusUnauthorized, Code: httpx.CodeUnauthenticated}},
 	{fault.ErrForbidden, httpx.Problem{Status: http.StatusForbidden, Code: httpx.CodeForbidden}},
@@ -85,6 +99,11 @@ func Of(ctx context.Context, logger *slog.Logger, err error) httpx.Problem {
 	var coded Coded
 	if errors.As(err, &coded) {
 		return coded.Problem
+	}
+	var archiveErr run.ArchiveError
+	if errors.As(err, &archiveErr) {
+		// Each refused archive names its own reason.
+		return httpx.Problem{Status: http.StatusUnprocessableEntity, Code: "CONFIGURATION_" + strings.ToUpper(archiveErr.Code)}
 	}
 	for _, row := range table {
 		if errors.Is(err, row.err) {

@@ -2,10 +2,13 @@ package server
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 
 	"github.com/jmoiron/sqlx"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
 
 	"github.com/cairnhq/cairn/api/audit"
 	"github.com/cairnhq/cairn/api/identity"
@@ -14,6 +17,7 @@ import (
 	"github.com/cairnhq/cairn/api/platform/config"
 	"github.com/cairnhq/cairn/api/platform/seal"
 	"github.com/cairnhq/cairn/api/platform/secret"
+	"github.com/cairnhq/cairn/api/run"
 	"github.com/cairnhq/cairn/api/serviceaccount"
 	"github.com/cairnhq/cairn/api/state"
 	v1 "github.com/cairnhq/cairn/api/v1"
@@ -41,13 +45,25 @@ func Assemble(cfg config.Config, conn *sqlx.DB, logger *slog.Logger) (Deps, erro
 		return Deps{}, err
 	}
 	workspaces := workspace.NewService(conn, sealer, secret.Derive(cfg.AuthSecret, "variable-digest"), cfg.ToolVersions)
+	states := state.NewService(conn, blobs, workspaces)
+	admission := launch.NewService(conn, logger)
+	// An insert-only River client: jobs a mutation implies are inserted in
+	// its transaction; workers poll for them.
+	inserter, err := river.NewClient(riverdatabasesql.New(conn.DB), &river.Config{Logger: logger})
+	if err != nil {
+		return Deps{}, fmt.Errorf("creating job inserter: %w", err)
+	}
 	deps.Services = v1.Services{
 		Audit:           audit.NewService(conn),
 		Identity:        ident,
 		Workspaces:      workspaces,
 		ServiceAccounts: serviceaccount.NewService(conn, secret.Derive(cfg.AuthSecret, "service-account-token")),
-		Launch:          launch.NewService(conn, logger),
-		State:           state.NewService(conn, blobs, workspaces),
+		Launch:          admission,
+		State:           states,
+		Runs: run.NewService(conn, blobs, workspaces, states, admission, inserter, logger, run.Options{
+			ApprovalTimeout: cfg.ApprovalTimeout,
+			TokenKey:        secret.Derive(cfg.AuthSecret, "run-token"),
+		}),
 	}
 	return deps, nil
 }

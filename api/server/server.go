@@ -81,7 +81,7 @@ func New(deps Deps) (*Server, error) {
 	tfe.Mount(app, tfe.Deps{
 		Config: deps.Config, DB: deps.DB, Logger: deps.Logger, Identity: deps.Identity,
 		ServiceAccounts: deps.Services.ServiceAccounts, Workspaces: deps.Services.Workspaces,
-		State: deps.Services.State, Launch: deps.Services.Launch,
+		State: deps.Services.State, Launch: deps.Services.Launch, Runs: deps.Services.Runs,
 		SigningKey: secret.Derive(deps.Config.AuthSecret, "upload-url"),
 	})
 	operator.Mount(app.Group("/operator/v1"), operator.Deps{

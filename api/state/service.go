@@ -2,6 +2,7 @@ package state
 
 import (
 	"context"
+	"crypto/md5"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -378,4 +379,43 @@ func (s *Service) DeleteObjects(ctx context.Context, keys []string) {
 	for _, k := range keys {
 		_ = s.blobs.Delete(ctx, k)
 	}
+}
+
+// ImportRecovered publishes a state a run could not publish itself (an
+// emergency state kept from a failed apply) as the workspace's next
+// version. Only run recovery calls it, after checking the recovering
+// principal's permissions, step-up and evidence; it is forced because the
+// current state is exactly what recovery found to be wrong.
+func (s *Service) ImportRecovered(ctx context.Context, p access.Principal, workspaceID, runID string, open func() (io.ReadCloser, error)) (Version, error) {
+	rc, err := open()
+	if err != nil {
+		return Version{}, err
+	}
+	sum := md5.New()
+	parsed, err := ParseState(io.TeeReader(rc, sum))
+	if err == nil {
+		_, err = io.Copy(sum, rc)
+	}
+	rc.Close()
+	if err != nil {
+		return Version{}, fmt.Errorf("reading emergency state: %w", err)
+	}
+	w, err := workspace.WorkspaceByID(ctx, s.db, p.OrganizationID, workspaceID, false)
+	if err != nil {
+		return Version{}, err
+	}
+	v := Version{
+		ID: id.New("sv"), OrganizationID: w.OrganizationID, WorkspaceID: w.ID, Serial: parsed.Serial, Lineage: parsed.Lineage,
+		MD5: hex.EncodeToString(sum.Sum(nil)), Force: true, Status: StatusPending, CreatedByKind: p.Kind, CreatedByID: p.ID,
+		RunID: &runID, CreatedAt: s.stamp(),
+	}
+	if err := insertVersion(ctx, s.db, v); err != nil {
+		return Version{}, err
+	}
+	rc, err = open()
+	if err != nil {
+		return Version{}, err
+	}
+	defer rc.Close()
+	return s.Upload(ctx, v.ID, rc)
 }

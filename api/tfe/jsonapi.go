@@ -14,6 +14,7 @@ import (
 	"github.com/cairnhq/cairn/api/platform/fault"
 	"github.com/cairnhq/cairn/api/platform/httpx"
 	"github.com/cairnhq/cairn/api/problem"
+	"github.com/cairnhq/cairn/api/run"
 	"github.com/cairnhq/cairn/api/state"
 	"github.com/cairnhq/cairn/api/workspace"
 )
@@ -113,6 +114,10 @@ var details = []struct {
 	{state.ErrTooLarge, "The state is larger than 100,000,000 bytes."},
 	{errInvalidDocument, "The request is not a valid JSON:API document for this operation."},
 	{errAutoApply, "Cairn never applies without a human approval. Run the command again without -auto-approve and approve the plan."},
+	{errUnsupportedRunOption, "Cairn runs plan the whole configuration with the workspace's own variables: -target, -replace, -refresh-only and -var are not supported. Set variables on the workspace instead."},
+	{run.ErrDestroy, "Cairn does not run destroy plans."},
+	{run.ErrStaleBinding, "The run's plan, policy result or state changed since it was shown; review the run again."},
+	{run.ErrActionNotAllowed, "The run is not in a state where this action applies."},
 	{fault.ErrValidation, "A value in the request is not valid."},
 }
 
@@ -163,3 +168,8 @@ func titleFor(status int) string {
 		return http.StatusText(status)
 	}
 }
+
+// errUnsupportedRunOption means a run option Cairn does not offer: refresh
+// -only, targeting, replacing and run-level variables (variables belong to
+// the workspace, where they are pinned and sealed).
+var errUnsupportedRunOption = fmt.Errorf("unsupported run option: %w", fault.ErrValidation)

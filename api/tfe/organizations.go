@@ -62,7 +62,7 @@ func (s *server) entitlements(c *fiber.Ctx, p access.Principal, o owner) error {
 	return writeData(c, http.StatusOK, resource{
 		ID: o.OrganizationSlug, Type: "entitlement-sets",
 		Attributes: map[string]bool{
-			"operations": false, "state-storage": true, "private-module-registry": false, "sentinel": false,
+			"operations": true, "state-storage": true, "private-module-registry": false, "sentinel": false,
 			"teams": false, "vcs-integrations": false, "agents": false, "audit-logging": true,
 			"cost-estimation": false, "run-tasks": false, "sso": false, "global-run-tasks": false,
 		},

@@ -16,6 +16,7 @@ import (
 	"github.com/cairnhq/cairn/api/platform/buildinfo"
 	"github.com/cairnhq/cairn/api/platform/config"
 	"github.com/cairnhq/cairn/api/platform/fault"
+	"github.com/cairnhq/cairn/api/run"
 	"github.com/cairnhq/cairn/api/serviceaccount"
 	"github.com/cairnhq/cairn/api/state"
 	"github.com/cairnhq/cairn/api/workspace"
@@ -35,6 +36,7 @@ type Deps struct {
 	ServiceAccounts *serviceaccount.Service
 	Workspaces      *workspace.Service
 	State           *state.Service
+	Runs            *run.Service
 	Launch          *launch.Service
 	// SigningKey signs the capability URLs state is uploaded to.
 	SigningKey []byte
@@ -48,7 +50,7 @@ type server struct {
 // Mount registers service discovery and every /api/v2 route on app.
 func Mount(app *fiber.App, deps Deps) {
 	s := &server{Deps: deps}
-	s.ready = deps.DB != nil && deps.Identity != nil && deps.Workspaces != nil && deps.State != nil && deps.Launch != nil
+	s.ready = deps.DB != nil && deps.Identity != nil && deps.Workspaces != nil && deps.State != nil && deps.Launch != nil && deps.Runs != nil
 	app.Get("/.well-known/terraform.json", s.discovery)
 	v2 := app.Group("/api/v2")
 	v2.Use(s.headers)
@@ -57,6 +59,7 @@ func Mount(app *fiber.App, deps Deps) {
 	s.registerOrganizations(v2)
 	s.registerWorkspaces(v2)
 	s.registerState(v2)
+	s.registerRuns(v2)
 	// Anything else is a JSON:API 404: clients retry 5xx for minutes, and a
 	// missing route must look like every other missing resource.
 	v2.Use(func(c *fiber.Ctx) error { return s.writeError(c, fault.ErrNotFound) })
@@ -64,7 +67,9 @@ func Mount(app *fiber.App, deps Deps) {
 
 // discovery tells Terraform-compatible CLIs where the API lives.
 func (s *server) discovery(c *fiber.Ctx) error {
-	return c.JSON(map[string]string{"tfe.v2": "/api/v2/", "tfe.v2.1": "/api/v2/", "tfe.v2.2": "/api/v2/"})
+	// state.v2 is what the legacy remote backend looks up; sandboxed runs
+	// use it to publish state.
+	return c.JSON(map[string]string{"tfe.v2": "/api/v2/", "tfe.v2.1": "/api/v2/", "tfe.v2.2": "/api/v2/", "state.v2": "/api/v2/"})
 }
 
 func (s *server) headers(c *fiber.Ctx) error {
@@ -105,6 +110,8 @@ func (s *server) authenticate(c *fiber.Ctx) (access.Principal, error) {
 		return s.Identity.AuthenticateUserToken(ctx, token)
 	case strings.HasPrefix(token, serviceaccount.TokenPrefix):
 		return s.ServiceAccounts.Authenticate(ctx, token)
+	case strings.HasPrefix(token, run.TokenPrefix):
+		return s.Runs.AuthenticateToken(ctx, token)
 	case len(s.Config.OperatorToken) >= config.MinSecretBytes &&
 		subtle.ConstantTimeCompare([]byte(token), []byte(s.Config.OperatorToken.Reveal())) == 1:
 		return operatorPrincipal(), nil

@@ -43,6 +43,16 @@ func (s *server) workspaceResource(ctx context.Context, p access.Principal, o ow
 			currentSV = cur.ID
 		}
 	}
+	var currentRun string
+	if has(access.PermRunRead) {
+		cur, err := s.Runs.CurrentRun(ctx, w.OrganizationID, w.ID)
+		if err != nil {
+			return resource{}, err
+		}
+		if cur != nil {
+			currentRun = cur.ID
+		}
+	}
 	lockedBy := relationship{Data: nil}
 	if w.Locked() {
 		// Every non-run holder is presented as a user: the protocol knows
@@ -97,6 +107,7 @@ func (s *server) workspaceResource(ctx context.Context, p access.Principal, o ow
 			"project":               toOne(w.ProjectID, "projects"),
 			"locked-by":             lockedBy,
 			"current-state-version": toOne(currentSV, "state-versions"),
+			"current-run":           toOne(currentRun, "runs"),
 		},
 		Links: map[string]string{"self": self, "self-html": "/app/" + o.OrganizationSlug + "/workspaces/" + w.CloudName},
 	}, nil

@@ -117,6 +117,9 @@ func stampRequestID(ctx huma.Context, _ string, v any) (any, error) {
 
 type routeKey struct{}
 
+// bodyStreamKey holds the request body reader of streaming operations.
+type bodyStreamKey struct{}
+
 // route is the method and path template of the current operation: part of
 // every idempotency fingerprint.
 type route struct{ method, path string }
@@ -152,6 +155,11 @@ func (a *API) limitBody(ctx huma.Context, next func(huma.Context)) {
 		}
 	}
 	ctx = huma.WithValue(ctx, routeKey{}, route{method: op.Method, path: op.Path})
+	if op.RequestBody != nil {
+		// Streaming operations (archive uploads) read the body themselves,
+		// through huma's limited reader.
+		ctx = huma.WithValue(ctx, bodyStreamKey{}, ctx.BodyReader())
+	}
 	next(ctx)
 }
 

@@ -11,12 +11,6 @@ import (
 	"github.com/cairnhq/cairn/api/platform/fault"
 )
 
-// RunOwners resolves a run to its organization and workspace, for the run
-// admission probe. Until runs exist every run is unresolved.
-type RunOwners interface {
-	RunOwner(ctx context.Context, p access.Principal, runID string) (launch.Subject, error)
-}
-
 type runProbeInput struct {
 	RunID string `path:"runId" maxLength:"64"`
 }
@@ -61,14 +55,11 @@ func (a *API) registerLaunchAccess() {
 		Summary: "Run admission probe",
 	}), operationOptions{}, func(ctx context.Context, in *runProbeInput) (*Single[LaunchAccessView], error) {
 		return single(ctx, a, func(p access.Principal) (LaunchAccessView, error) {
-			if a.deps.Services.RunOwners == nil {
-				return LaunchAccessView{}, fault.ErrAdmissionClosed
-			}
-			subject, err := a.deps.Services.RunOwners.RunOwner(ctx, p, in.RunID)
+			r, err := a.deps.Services.Runs.GetRun(ctx, p, in.RunID)
 			if err != nil {
 				return LaunchAccessView{}, fault.ErrAdmissionClosed
 			}
-			return a.admission(ctx, "run", in.RunID, subject)
+			return a.admission(ctx, "run", r.ID, launch.Subject{OrganizationID: r.OrganizationID, WorkspaceID: r.WorkspaceID})
 		})
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"github.com/cairnhq/cairn/api/audit"
 	"github.com/cairnhq/cairn/api/identity"
 	"github.com/cairnhq/cairn/api/launch"
+	"github.com/cairnhq/cairn/api/run"
 	"github.com/cairnhq/cairn/api/serviceaccount"
 	"github.com/cairnhq/cairn/api/state"
 	"github.com/cairnhq/cairn/api/workspace"
@@ -18,7 +19,7 @@ type Services struct {
 	Workspaces      *workspace.Service
 	ServiceAccounts *serviceaccount.Service
 	Launch          *launch.Service
-	RunOwners       RunOwners
+	Runs            *run.Service
 	State           *state.Service
 }
 
@@ -33,4 +34,5 @@ func (a *API) registerOperations() {
 	a.registerAudit()
 	a.registerUserTokens()
 	a.registerState()
+	a.registerRuns()
 }

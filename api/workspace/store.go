@@ -293,10 +293,23 @@ func deleteWorkspaceTree(ctx context.Context, tx *sqlx.Tx, organizationID, works
 	var keys []string
 	if err := tx.SelectContext(ctx, &keys, `
 		SELECT k FROM state_versions, LATERAL (VALUES (blob_key), (json_blob_key)) AS x(k)
-		WHERE organization_id = $1 AND workspace_id = $2 AND k IS NOT NULL`, organizationID, workspaceID); err != nil {
+		WHERE organization_id = $1 AND workspace_id = $2 AND k IS NOT NULL
+		UNION ALL
+		SELECT blob_key FROM configuration_versions WHERE organization_id = $1 AND workspace_id = $2 AND blob_key IS NOT NULL
+		UNION ALL
+		SELECT a.blob_key FROM run_artifacts a JOIN runs r ON r.id = a.run_id WHERE r.organization_id = $1 AND r.workspace_id = $2`, organizationID, workspaceID); err != nil {
 		return nil, fmt.Errorf("listing workspace artifacts: %w", err)
 	}
+	runsOf := `(SELECT id FROM runs WHERE organization_id = $1 AND workspace_id = $2)`
 	for _, stmt := range []string{
+		`DELETE FROM run_tokens WHERE run_id IN ` + runsOf,
+		`DELETE FROM run_recoveries WHERE run_id IN ` + runsOf,
+		`DELETE FROM run_log_chunks WHERE run_id IN ` + runsOf,
+		`DELETE FROM run_artifacts WHERE run_id IN ` + runsOf,
+		`DELETE FROM capacity_leases WHERE attempt_id IN (SELECT id FROM run_attempts WHERE run_id IN ` + runsOf + `)`,
+		`DELETE FROM run_attempts WHERE run_id IN ` + runsOf,
+		`DELETE FROM runs WHERE organization_id = $1 AND workspace_id = $2`,
+		`DELETE FROM configuration_versions WHERE organization_id = $1 AND workspace_id = $2`,
 		`DELETE FROM state_version_outputs WHERE state_version_id IN (SELECT id FROM state_versions WHERE organization_id = $1 AND workspace_id = $2)`,
 		`DELETE FROM state_versions WHERE organization_id = $1 AND workspace_id = $2`,
 		`DELETE FROM workspace_variables WHERE organization_id = $1 AND workspace_id = $2`,

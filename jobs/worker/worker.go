@@ -4,6 +4,9 @@ import (
 	"database/sql"
 	"fmt"
 	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -11,7 +14,11 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
 
 	"github.com/cairnhq/cairn/api/platform/config"
+	"github.com/cairnhq/cairn/api/run"
+	"github.com/cairnhq/cairn/api/server"
 	"github.com/cairnhq/cairn/jobs/maintenance"
+	"github.com/cairnhq/cairn/jobs/runner"
+	"github.com/cairnhq/cairn/jobs/sandbox"
 )
 
 // New builds the River client of cairn-worker with every worker and periodic
@@ -19,29 +26,105 @@ import (
 // polls every cfg.WorkerPollInterval.
 func New(cfg config.Config, conn *sqlx.DB, logger *slog.Logger) (*river.Client[*sql.Tx], error) {
 	workers := river.NewWorkers()
-	if err := river.AddWorkerSafely(workers, &maintenance.IdempotencySweepWorker{DB: conn, Logger: logger}); err != nil {
-		return nil, fmt.Errorf("registering workers: %w", err)
+	add := func(err error) error {
+		if err != nil {
+			return fmt.Errorf("registering workers: %w", err)
+		}
+		return nil
 	}
-	if err := river.AddWorkerSafely(workers, &maintenance.SignInFailureSweepWorker{DB: conn}); err != nil {
-		return nil, fmt.Errorf("registering workers: %w", err)
+	if err := add(river.AddWorkerSafely(workers, &maintenance.IdempotencySweepWorker{DB: conn, Logger: logger})); err != nil {
+		return nil, err
 	}
+	if err := add(river.AddWorkerSafely(workers, &maintenance.SignInFailureSweepWorker{DB: conn})); err != nil {
+		return nil, err
+	}
+	periodic := []*river.PeriodicJob{
+		river.NewPeriodicJob(river.PeriodicInterval(time.Hour),
+			func() (river.JobArgs, *river.InsertOpts) { return maintenance.IdempotencySweepArgs{}, nil },
+			&river.PeriodicJobOpts{RunOnStart: true, ID: "idempotency_sweep"}),
+		river.NewPeriodicJob(river.PeriodicInterval(time.Hour),
+			func() (river.JobArgs, *river.InsertOpts) { return maintenance.SignInFailureSweepArgs{}, nil },
+			&river.PeriodicJobOpts{RunOnStart: true, ID: "sign_in_failure_sweep"}),
+	}
+	queues := map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 20}}
+
+	deps, err := server.Assemble(cfg, conn, logger)
+	if err != nil {
+		return nil, err
+	}
+	if runs := deps.Services.Runs; runs != nil {
+		r, err := newRunner(cfg, runs, logger)
+		if err != nil {
+			return nil, err
+		}
+		if err := add(river.AddWorkerSafely(workers, &runner.PhaseWorker{Runner: r, CapacityRetry: 250 * time.Millisecond})); err != nil {
+			return nil, err
+		}
+		if err := add(river.AddWorkerSafely(workers, &runner.ExpiryWorker{Runs: runs, DB: conn})); err != nil {
+			return nil, err
+		}
+		if err := add(river.AddWorkerSafely(workers, &runner.ReapWorker{Runs: runs, HeartbeatTimeout: cfg.AttemptHeartbeatTimeout})); err != nil {
+			return nil, err
+		}
+		periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(max(time.Second, cfg.AttemptHeartbeatTimeout/3)),
+			func() (river.JobArgs, *river.InsertOpts) { return run.ReapArgs{}, nil },
+			&river.PeriodicJobOpts{RunOnStart: true, ID: "run_attempt_reaper"}))
+		queues[run.QueueRuns] = river.QueueConfig{MaxWorkers: 16}
+	}
+
 	client, err := river.NewClient(riverdatabasesql.New(conn.DB), &river.Config{
 		Logger:            logger,
-		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 20}},
+		Queues:            queues,
 		Workers:           workers,
 		FetchPollInterval: cfg.WorkerPollInterval,
 		FetchCooldown:     min(cfg.WorkerPollInterval, 100*time.Millisecond),
-		PeriodicJobs: []*river.PeriodicJob{
-			river.NewPeriodicJob(river.PeriodicInterval(time.Hour),
-				func() (river.JobArgs, *river.InsertOpts) { return maintenance.IdempotencySweepArgs{}, nil },
-				&river.PeriodicJobOpts{RunOnStart: true, ID: "idempotency_sweep"}),
-			river.NewPeriodicJob(river.PeriodicInterval(time.Hour),
-				func() (river.JobArgs, *river.InsertOpts) { return maintenance.SignInFailureSweepArgs{}, nil },
-				&river.PeriodicJobOpts{RunOnStart: true, ID: "sign_in_failure_sweep"}),
-		},
+		PeriodicJobs:      periodic,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating river client: %w", err)
 	}
 	return client, nil
+}
+
+// newRunner builds the sandbox runner: the local driver under the data
+// directory, the toolchain cache, and where sandboxed tofu finds the API.
+func newRunner(cfg config.Config, runs *run.Service, logger *slog.Logger) (*runner.Runner, error) {
+	dataDir, err := filepath.Abs(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	mode := sandbox.BwrapAuto
+	switch cfg.SandboxBwrap {
+	case "always":
+		mode = sandbox.BwrapAlways
+	case "never":
+		mode = sandbox.BwrapNever
+	}
+	driver, err := sandbox.NewLocal(filepath.Join(dataDir, "sandboxes"), sandbox.LocalOptions{UseBwrap: mode, Logger: logger})
+	if err != nil {
+		return nil, fmt.Errorf("creating sandbox driver: %w", err)
+	}
+	mirror, err := filepath.Abs(cfg.ToolchainDir)
+	if err != nil {
+		return nil, err
+	}
+	u, err := url.Parse(cfg.PublicURL)
+	if err != nil {
+		return nil, err
+	}
+	if u.Scheme != "https" {
+		// The remote backend always speaks HTTPS; plan attempts will fail
+		// with a clear classification until the API serves TLS.
+		logger.Warn("CAIRN_PUBLIC_URL is not https: sandboxed tofu cannot reach the API", "public_url", cfg.PublicURL)
+	}
+	caFile := cfg.RunnerCAFile
+	if caFile == "" {
+		caFile = os.Getenv("SSL_CERT_FILE")
+	}
+	logger.Info("sandbox runner ready", "driver", driver.Name(), "namespaces", driver.Isolated(), "api_host", u.Host)
+	return &runner.Runner{
+		Runs: runs, Driver: driver, Tools: sandbox.NewToolCache(mirror, filepath.Join(dataDir, "toolcache")), Logger: logger,
+		APIHost: u.Host, CAFile: caFile, WorkerID: runner.WorkerName(), Heartbeat: 500 * time.Millisecond,
+		PhaseTimeout: cfg.PhaseTimeout, LogFlush: 200 * time.Millisecond,
+	}, nil
 }

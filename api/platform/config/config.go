@@ -88,6 +88,23 @@ type Config struct {
 	// the database/sql River driver has no LISTEN, so this bounds dispatch
 	// latency.
 	WorkerPollInterval time.Duration `env:"CAIRN_WORKER_POLL_INTERVAL" envDefault:"100ms"`
+
+	// ToolchainDir is the checksum-verified toolchain mirror
+	// (<dir>/<tool>/<version>/<tool> plus SHA256SUMS) sandboxes install from.
+	ToolchainDir string `env:"CAIRN_TOOLCHAIN_DIR" envDefault:".tools/toolchains"`
+	// SandboxBwrap is how the local sandbox driver uses bubblewrap: auto
+	// (when installed), always (refuse to run without it) or never.
+	SandboxBwrap string `env:"CAIRN_SANDBOX_BWRAP" envDefault:"auto"`
+	// RunnerCAFile is the CA bundle sandboxed tofu trusts for the API's
+	// TLS certificate (empty: the system roots).
+	RunnerCAFile string `env:"CAIRN_RUNNER_CA_FILE"`
+	// AttemptHeartbeatTimeout is how long a running phase attempt may go
+	// without a heartbeat before it counts as lost.
+	AttemptHeartbeatTimeout time.Duration `env:"CAIRN_ATTEMPT_HEARTBEAT_TIMEOUT" envDefault:"30s"`
+	// ApprovalTimeout is how long a plan waits for a decision.
+	ApprovalTimeout time.Duration `env:"CAIRN_APPROVAL_TIMEOUT" envDefault:"168h"`
+	// PhaseTimeout bounds one sandboxed phase.
+	PhaseTimeout time.Duration `env:"CAIRN_PHASE_TIMEOUT" envDefault:"1h"`
 }
 
 // Load reads the environment and validates what can be checked without I/O.

@@ -1,0 +1,78 @@
+package plandiff
+
+import (
+	"encoding/json"
+	"strings"
+)
+
+// RedactSecrets redacts every string value that contains one of secrets.
+// Masks are not always enough: a provider can copy a sensitive input into
+// an attribute its schema does not mark sensitive (terraform_data's output
+// does), and the plan then carries the value unmasked. The runner knows the
+// sensitive values it fed the plan, so it removes them wherever they ended
+// up. It reports whether anything was redacted.
+func (a *Artifact) RedactSecrets(secrets []string) bool {
+	var live []string
+	for _, s := range secrets {
+		if s != "" {
+			live = append(live, s)
+		}
+	}
+	if len(live) == 0 {
+		return false
+	}
+	changed := false
+	for i := range a.Resources {
+		for _, v := range []*json.RawMessage{&a.Resources[i].Before, &a.Resources[i].After} {
+			if len(*v) == 0 || !containsAny(string(*v), live) {
+				continue
+			}
+			var decoded any
+			if err := json.Unmarshal(*v, &decoded); err != nil {
+				// Undecodable detail that mentions a secret is withheld whole.
+				withhold(&a.Resources[i], WithheldSensitivityUnresolved)
+				changed = true
+				break
+			}
+			out, err := json.Marshal(scrub(decoded, live))
+			if err != nil {
+				withhold(&a.Resources[i], WithheldSensitivityUnresolved)
+				changed = true
+				break
+			}
+			*v, changed = out, true
+		}
+	}
+	return changed
+}
+
+func containsAny(s string, secrets []string) bool {
+	for _, sec := range secrets {
+		if strings.Contains(s, sec) {
+			return true
+		}
+		// The JSON encoding may escape characters of the secret.
+		if enc, err := json.Marshal(sec); err == nil && strings.Contains(s, string(enc[1:len(enc)-1])) {
+			return true
+		}
+	}
+	return false
+}
+
+func scrub(v any, secrets []string) any {
+	switch t := v.(type) {
+	case string:
+		if containsAny(t, secrets) {
+			return map[string]any{"cairn:redacted": "sensitive"}
+		}
+	case map[string]any:
+		for k, e := range t {
+			t[k] = scrub(e, secrets)
+		}
+	case []any:
+		for i, e := range t {
+			t[i] = scrub(e, secrets)
+		}
+	}
+	return v
+}

@@ -1,0 +1,6 @@
+variable "label" {
+  type = string
+}
+resource "terraform_data" "nested" {
+  input = var.label
+}

@@ -1,0 +1,298 @@
+package run
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/cairnhq/cairn/api/access"
+	"github.com/cairnhq/cairn/api/archive"
+	"github.com/cairnhq/cairn/api/audit"
+	"github.com/cairnhq/cairn/api/platform/blob"
+	"github.com/cairnhq/cairn/api/platform/db"
+	"github.com/cairnhq/cairn/api/platform/fault"
+	"github.com/cairnhq/cairn/api/platform/id"
+)
+
+// MaxArchiveBytes is the exact limit of a configuration archive (SPEC §8).
+const MaxArchiveBytes = 100_000_000
+
+// Configuration version statuses.
+const (
+	ConfigurationPending  = "pending"
+	ConfigurationUploaded = "uploaded"
+	ConfigurationErrored  = "errored"
+)
+
+// ConfigurationVersion is one uploaded configuration archive.
+type ConfigurationVersion struct {
+	ID             string     `db:"id"`
+	OrganizationID string     `db:"organization_id"`
+	WorkspaceID    string     `db:"workspace_id"`
+	Status         string     `db:"status"`
+	Source         string     `db:"source"`
+	Speculative    bool       `db:"speculative"`
+	AutoQueueRuns  bool       `db:"auto_queue_runs"`
+	ErrorCode      *string    `db:"error_code"`
+	BlobKey        *string    `db:"blob_key"`
+	SizeBytes      *int64     `db:"size_bytes"`
+	SHA256         []byte     `db:"sha256"`
+	LockFileSHA256 []byte     `db:"lock_file_sha256"`
+	Entries        *int       `db:"entries"`
+	ExpandedBytes  *int64     `db:"expanded_bytes"`
+	CreatedByKind  string     `db:"created_by_kind"`
+	CreatedByID    string     `db:"created_by_id"`
+	CreatedAt      time.Time  `db:"created_at"`
+	UploadedAt     *time.Time `db:"uploaded_at"`
+}
+
+// ConfigurationInput is how a configuration version is created.
+type ConfigurationInput struct {
+	Source        string
+	Speculative   bool
+	AutoQueueRuns bool
+}
+
+// Sources of runs and configuration versions.
+const (
+	SourceAPI = "api"
+	SourceTFE = "tfe"
+)
+
+// archiveIdentity binds a sealed archive to its configuration version.
+func archiveIdentity(organizationID, cvID string) string {
+	return "cairn/configuration-version/" + organizationID + "/" + cvID
+}
+
+// StagedArchive is a validated, sealed archive whose configuration version
+// row is not written yet.
+type StagedArchive struct {
+	ID             string
+	OrganizationID string
+	Key            string
+	Manifest       archive.Manifest
+	Digests        blob.Digests
+}
+
+// StageArchive streams and validates an archive for a configuration
+// version that does not exist yet, so that the row, its idempotency record
+// and its audit evidence can be written in one transaction afterwards.
+func (s *Service) StageArchive(ctx context.Context, organizationID string, r io.Reader) (StagedArchive, error) {
+	blobs, err := s.storage()
+	if err != nil {
+		return StagedArchive{}, err
+	}
+	st := StagedArchive{ID: id.New("cfg"), OrganizationID: organizationID}
+	st.Key = blob.Key("configuration-versions", organizationID, st.ID, id.New("obj"))
+	st.Manifest, st.Digests, err = s.storeArchive(ctx, blobs, st.Key, archiveIdentity(organizationID, st.ID), r)
+	if err != nil {
+		_ = blobs.Delete(context.WithoutCancel(ctx), st.Key)
+		return StagedArchive{}, err
+	}
+	return st, nil
+}
+
+// DiscardStaged deletes a staged archive that no row will reference.
+func (s *Service) DiscardStaged(ctx context.Context, st StagedArchive) {
+	if s.blobs != nil && st.Key != "" {
+		_ = s.blobs.Delete(context.WithoutCancel(ctx), st.Key)
+	}
+}
+
+// CreateUploadedConfiguration writes the configuration version of a staged
+// archive in the caller's transaction.
+func (s *Service) CreateUploadedConfiguration(ctx context.Context, tx *sqlx.Tx, p access.Principal, workspaceID string, st StagedArchive) (ConfigurationVersion, error) {
+	w, err := s.workspaces.WorkspaceForWrite(ctx, tx, p, workspaceID, access.PermRunCreate)
+	if err != nil {
+		return ConfigurationVersion{}, err
+	}
+	if w.OrganizationID != st.OrganizationID {
+		return ConfigurationVersion{}, fault.ErrNotFound
+	}
+	now := s.stamp()
+	entries, key := st.Manifest.Entries, st.Key
+	cv := ConfigurationVersion{
+		ID: st.ID, OrganizationID: w.OrganizationID, WorkspaceID: w.ID, Status: ConfigurationUploaded, Source: SourceAPI,
+		BlobKey: &key, SizeBytes: &st.Digests.Size, SHA256: st.Digests.SHA256, Entries: &entries,
+		ExpandedBytes: &st.Manifest.ExpandedBytes, CreatedByKind: p.Kind, CreatedByID: p.ID, CreatedAt: now, UploadedAt: &now,
+	}
+	if st.Manifest.LockFileSHA256 != "" {
+		cv.LockFileSHA256 = decodeHex(st.Manifest.LockFileSHA256)
+	}
+	if err := insertConfigurationVersion(ctx, tx, cv); err != nil {
+		return ConfigurationVersion{}, err
+	}
+	return cv, audit.Record(ctx, tx, p, "configuration_version.uploaded", "configuration_version", cv.ID,
+		map[string]any{"workspace_id": w.ID, "size_bytes": st.Digests.Size, "entries": entries})
+}
+
+// ReadyToUpload checks, before any byte is read, that the principal may
+// upload configuration to the workspace.
+func (s *Service) ReadyToUpload(ctx context.Context, p access.Principal, workspaceID string) error {
+	if _, err := s.storage(); err != nil {
+		return err
+	}
+	if err := p.Require(access.PermRunCreate); err != nil {
+		return err
+	}
+	_, err := s.workspaces.GetWorkspace(ctx, p, workspaceID)
+	return err
+}
+
+// CreateConfigurationVersion creates a pending configuration version in a
+// workspace the principal may create runs in.
+func (s *Service) CreateConfigurationVersion(ctx context.Context, tx *sqlx.Tx, p access.Principal, workspaceID string, in ConfigurationInput) (ConfigurationVersion, error) {
+	if _, err := s.storage(); err != nil {
+		return ConfigurationVersion{}, err
+	}
+	w, err := s.workspaces.WorkspaceForWrite(ctx, tx, p, workspaceID, access.PermRunCreate)
+	if err != nil {
+		return ConfigurationVersion{}, err
+	}
+	cv := ConfigurationVersion{
+		ID: id.New("cfg"), OrganizationID: w.OrganizationID, WorkspaceID: w.ID, Status: ConfigurationPending,
+		Source: in.Source, Speculative: in.Speculative, AutoQueueRuns: in.AutoQueueRuns,
+		CreatedByKind: p.Kind, CreatedByID: p.ID, CreatedAt: s.stamp(),
+	}
+	if err := insertConfigurationVersion(ctx, tx, cv); err != nil {
+		return ConfigurationVersion{}, err
+	}
+	return cv, audit.Record(ctx, tx, p, "configuration_version.created", "configuration_version", cv.ID,
+		map[string]any{"workspace_id": w.ID, "source": in.Source, "speculative": in.Speculative})
+}
+
+// GetConfigurationVersion reads a configuration version the principal may see.
+func (s *Service) GetConfigurationVersion(ctx context.Context, p access.Principal, cvID string) (ConfigurationVersion, error) {
+	cv, err := configurationVersionByID(ctx, s.db, p.OrganizationID, cvID)
+	if err != nil {
+		return ConfigurationVersion{}, err
+	}
+	if _, err := s.workspaces.GetWorkspace(ctx, p, cv.WorkspaceID); err != nil {
+		return ConfigurationVersion{}, err
+	}
+	return cv, nil
+}
+
+// ConfigurationOwner returns a configuration version by ID alone, for
+// admission of capability uploads before any byte is read.
+func (s *Service) ConfigurationOwner(ctx context.Context, cvID string) (ConfigurationVersion, error) {
+	return configurationVersionByID(ctx, s.db, "", cvID)
+}
+
+// UploadConfiguration streams an archive into sealed storage while
+// validating it, and finishes the pending version: uploaded with its
+// digests, or errored with the archive's safe code. The archive is never
+// held in memory; the first invalid entry stops the stream.
+func (s *Service) UploadConfiguration(ctx context.Context, cvID string, r io.Reader) (ConfigurationVersion, error) {
+	blobs, err := s.storage()
+	if err != nil {
+		return ConfigurationVersion{}, err
+	}
+	cv, err := configurationVersionByID(ctx, s.db, "", cvID)
+	if err != nil {
+		return ConfigurationVersion{}, err
+	}
+	if cv.Status != ConfigurationPending {
+		return ConfigurationVersion{}, ErrConfigurationUploaded
+	}
+	key := blob.Key("configuration-versions", cv.OrganizationID, cv.ID, id.New("obj"))
+	manifest, digests, err := s.storeArchive(ctx, blobs, key, archiveIdentity(cv.OrganizationID, cv.ID), r)
+	var archiveErr ArchiveError
+	switch {
+	case errors.As(err, &archiveErr):
+		_ = blobs.Delete(context.WithoutCancel(ctx), key)
+		code := archiveErr.Code
+		cv.Status, cv.ErrorCode = ConfigurationErrored, &code
+		if werr := db.WithTx(ctx, s.db, func(tx *sqlx.Tx) error { return finishConfigurationVersion(ctx, tx, cv) }); werr != nil {
+			return ConfigurationVersion{}, werr
+		}
+		return cv, err
+	case err != nil:
+		_ = blobs.Delete(context.WithoutCancel(ctx), key)
+		return ConfigurationVersion{}, err
+	}
+	now := s.stamp()
+	entries := manifest.Entries
+	cv.Status, cv.BlobKey, cv.SizeBytes, cv.SHA256 = ConfigurationUploaded, &key, &digests.Size, digests.SHA256
+	cv.Entries, cv.ExpandedBytes, cv.UploadedAt = &entries, &manifest.ExpandedBytes, &now
+	if manifest.LockFileSHA256 != "" {
+		cv.LockFileSHA256 = decodeHex(manifest.LockFileSHA256)
+	}
+	err = db.WithTx(ctx, s.db, func(tx *sqlx.Tx) error {
+		if err := finishConfigurationVersion(ctx, tx, cv); err != nil {
+			return err
+		}
+		_, err := audit.Append(ctx, tx, audit.Entry{
+			OrganizationID: cv.OrganizationID, Action: "configuration_version.uploaded",
+			Actor:      audit.Actor{Type: cv.CreatedByKind, ID: cv.CreatedByID},
+			TargetType: "configuration_version", TargetID: cv.ID,
+			Evidence: map[string]any{"size_bytes": digests.Size, "entries": entries},
+		})
+		return err
+	})
+	if err != nil {
+		_ = blobs.Delete(context.WithoutCancel(ctx), key)
+		return ConfigurationVersion{}, err
+	}
+	return cv, nil
+}
+
+// storeArchive tees the stream into sealed storage and the validator at
+// once. A validation failure closes the pipe, which stops the copy.
+func (s *Service) storeArchive(ctx context.Context, blobs *blob.Store, key, identity string, r io.Reader) (archive.Manifest, blob.Digests, error) {
+	pr, pw := io.Pipe()
+	type inspected struct {
+		manifest archive.Manifest
+		err      error
+	}
+	done := make(chan inspected, 1)
+	go func() {
+		m, err := archive.Inspect(ctx, pr, archive.DefaultLimits())
+		if err == nil {
+			// Anything after the end of the archive is ignored, but it
+			// must still be read so the upload completes.
+			_, err = io.Copy(io.Discard, pr)
+		}
+		pr.CloseWithError(errors.Join(err, io.ErrClosedPipe))
+		done <- inspected{m, err}
+	}()
+	digests, putErr := blobs.Put(ctx, key, identity, io.TeeReader(r, pw), MaxArchiveBytes)
+	pw.CloseWithError(putErr)
+	res := <-done
+	if errors.Is(putErr, blob.ErrTooLarge) {
+		return archive.Manifest{}, blob.Digests{}, ArchiveError{Code: "archive_too_large"}
+	}
+	if code := archive.CodeOf(res.err); code != "" {
+		return archive.Manifest{}, blob.Digests{}, ArchiveError{Code: code}
+	}
+	if putErr != nil {
+		return archive.Manifest{}, blob.Digests{}, putErr
+	}
+	if res.err != nil {
+		return archive.Manifest{}, blob.Digests{}, res.err
+	}
+	return res.manifest, digests, nil
+}
+
+// OpenArchive returns the plaintext archive of an uploaded version.
+func (s *Service) OpenArchive(ctx context.Context, cv ConfigurationVersion) (io.ReadCloser, error) {
+	blobs, err := s.storage()
+	if err != nil {
+		return nil, err
+	}
+	if cv.Status != ConfigurationUploaded || cv.BlobKey == nil {
+		return nil, ErrConfigurationNotReady
+	}
+	return blobs.Open(ctx, *cv.BlobKey, archiveIdentity(cv.OrganizationID, cv.ID))
+}
+
+func (s *Service) storage() (*blob.Store, error) {
+	if s.blobs == nil {
+		return nil, fmt.Errorf("artifact storage needs CAIRN_MASTER_KEY: %w", fault.ErrUnavailable)
+	}
+	return s.blobs, nil
+}

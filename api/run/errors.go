@@ -1,0 +1,45 @@
+package run
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/cairnhq/cairn/api/platform/fault"
+)
+
+var (
+	// ErrAutoApply means a request asked for auto-apply: Cairn never
+	// applies without a human decision.
+	ErrAutoApply = fmt.Errorf("%w: auto_apply is not supported; every apply needs an approval", fault.ErrValidation)
+	// ErrDestroy means a request asked for a destroy-mode run.
+	ErrDestroy = fmt.Errorf("%w: destroy-mode runs are not supported", fault.ErrValidation)
+	// ErrInvalid wraps fault.ErrValidation for run inputs.
+	ErrInvalid = fmt.Errorf("run input: %w", fault.ErrValidation)
+	// ErrStaleBinding means an approval or rejection named a review that is
+	// not the run's current one.
+	ErrStaleBinding = errors.New("review binding is stale")
+	// ErrActionNotAllowed means the run is not in a status where the action
+	// applies (approve after apply, cancel of a finished run, ...).
+	ErrActionNotAllowed = errors.New("action not allowed in the run's status")
+	// ErrConfigurationNotReady means the configuration version has no
+	// validated archive yet.
+	ErrConfigurationNotReady = errors.New("configuration version not uploaded")
+	// ErrConfigurationUploaded means a second upload to a finished version.
+	ErrConfigurationUploaded = errors.New("configuration version already uploaded")
+	// ErrArchiveTooLarge means the archive crossed 100,000,000 bytes.
+	ErrArchiveTooLarge = errors.New("configuration archive over its limit")
+	// ErrRecoveryLeaseHeld means another principal holds the recovery lease.
+	ErrRecoveryLeaseHeld = errors.New("recovery lease held by another principal")
+	// ErrRecoveryEvidence means the recovery request's evidence does not
+	// match what is recorded (or changed since preparation).
+	ErrRecoveryEvidence = errors.New("recovery evidence does not match")
+	// ErrRecoveryConfirmation means a required confirmation flag is missing.
+	ErrRecoveryConfirmation = fmt.Errorf("%w: recovery confirmation required", fault.ErrValidation)
+	// ErrArtifactUnavailable means a run artifact is not recorded (yet).
+	ErrArtifactUnavailable = errors.New("artifact not recorded")
+)
+
+// ArchiveError is a rejected configuration archive with its safe code.
+type ArchiveError struct{ Code string }
+
+func (e ArchiveError) Error() string { return "invalid configuration archive: " + e.Code }

@@ -1,0 +1,512 @@
+package run
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/riverqueue/river"
+
+	"github.com/cairnhq/cairn/api/audit"
+	"github.com/cairnhq/cairn/api/launch"
+	"github.com/cairnhq/cairn/api/platform/blob"
+	"github.com/cairnhq/cairn/api/platform/db"
+	"github.com/cairnhq/cairn/api/platform/id"
+	"github.com/cairnhq/cairn/api/workspace"
+)
+
+var (
+	// ErrAttemptNotCurrent means the attempt was canceled, lost or already
+	// ran: its job must do nothing.
+	ErrAttemptNotCurrent = errors.New("attempt is not current")
+	// ErrNoCapacity means the region is at its sandbox ceiling; the job
+	// waits and tries again.
+	ErrNoCapacity = errors.New("region at its sandbox ceiling")
+	// ErrGateClosed means launch control refused the start; the job waits.
+	ErrGateClosed = errors.New("launch control refused the phase start")
+)
+
+// Started is a phase attempt that holds a capacity lease and may create its
+// sandbox.
+type Started struct {
+	Run           Run
+	Attempt       Attempt
+	Configuration ConfigurationVersion
+	SandboxName   string
+	// QueueWait is how long the attempt waited between being due and
+	// starting.
+	QueueWait time.Duration
+}
+
+// StartAttempt is the sandbox-create intent: in one transaction it fences
+// the attempt, rechecks the stored region (and, for applies, the public and
+// apply gates), takes a regional capacity lease and marks the attempt and
+// run running. A refused gate or a full region commits nothing.
+func (s *Service) StartAttempt(ctx context.Context, attemptID, workerID, driver string) (Started, error) {
+	var out Started
+	err := db.WithTx(ctx, s.db, func(tx *sqlx.Tx) error {
+		a, err := attemptByID(ctx, tx, attemptID, true)
+		if err != nil {
+			return err
+		}
+		r, err := runByID(ctx, tx, a.OrganizationID, a.RunID, true)
+		if err != nil {
+			return err
+		}
+		want := StatusPlanQueued
+		if a.Phase == PhaseApply {
+			want = StatusApplyQueued
+		}
+		if a.Status != AttemptQueued || (r.Status != want && !(a.Phase == PhasePlan && r.Status == StatusPlanning)) {
+			return ErrAttemptNotCurrent
+		}
+		subject := launch.Subject{OrganizationID: r.OrganizationID, WorkspaceID: r.WorkspaceID}
+		if _, err := s.launch.RequireBy(ctx, tx, subject, launch.AdmitSandbox(r.Region)); err != nil {
+			return ErrGateClosed
+		}
+		if a.Phase == PhaseApply {
+			if _, err := s.launch.RequireBy(ctx, tx, subject, launch.AdmitApply); err != nil {
+				return ErrGateClosed
+			}
+		}
+		control, err := s.launch.Current(ctx)
+		if err != nil {
+			return err
+		}
+		now := s.stamp()
+		granted, err := acquireLease(ctx, tx, r.Region, a.ID, id.New("lease"), launch.SandboxCeiling(control, r.Region), now)
+		if err != nil {
+			return err
+		}
+		if !granted {
+			return ErrNoCapacity
+		}
+		name := fmt.Sprintf("%s-%s-%d", r.ID, a.Phase, a.Number)
+		a.Status, a.StartedAt, a.HeartbeatAt = AttemptRunning, &now, &now
+		a.WorkerID, a.SandboxDriver, a.SandboxName = &workerID, &driver, &name
+		if err := saveAttempt(ctx, tx, a); err != nil {
+			return err
+		}
+		if a.Phase == PhasePlan {
+			r.PlanStatus = PhaseRunning
+			r = s.transition(r, StatusPlanning)
+		} else {
+			r.ApplyStatus = PhaseRunning
+			r = s.transition(r, StatusApplying)
+		}
+		if err := saveRun(ctx, tx, r); err != nil {
+			return err
+		}
+		cv, err := configurationVersionByID(ctx, tx, r.OrganizationID, r.ConfigurationVersionID)
+		if err != nil {
+			return err
+		}
+		out = Started{Run: r, Attempt: a, Configuration: cv, SandboxName: name, QueueWait: now.Sub(a.QueuedAt)}
+		return nil
+	})
+	return out, err
+}
+
+// RecordSandbox notes the sandbox an attempt created, as evidence.
+func (s *Service) RecordSandbox(ctx context.Context, attemptID, sandboxID string) error {
+	_, err := s.db.ExecContext(ctx, `UPDATE run_attempts SET sandbox_id = $2 WHERE id = $1`, attemptID, sandboxID)
+	if err != nil {
+		return fmt.Errorf("recording sandbox: %w", err)
+	}
+	return nil
+}
+
+// Heartbeat proves the attempt's worker is alive. It reports stop when the
+// attempt is no longer running or its run was canceled, so the worker
+// kills the sandbox.
+func (s *Service) Heartbeat(ctx context.Context, attemptID string) (stop bool, err error) {
+	var decision *string
+	var runStatus string
+	err = s.db.QueryRowxContext(ctx, `UPDATE run_attempts a SET heartbeat_at = now() FROM runs r
+		WHERE a.id = $1 AND a.status = 'running' AND r.id = a.run_id
+		RETURNING r.status, r.decision_action`, attemptID).Scan(&runStatus, &decision)
+	if errors.Is(err, sql.ErrNoRows) {
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("heartbeat: %w", err)
+	}
+	canceled := decision != nil && *decision == DecisionCanceled
+	return canceled || Status(runStatus).Terminal(), nil
+}
+
+// RunInputs returns the pinned variables of a run, unsealed, for the
+// sandbox only.
+func (s *Service) RunInputs(ctx context.Context, r Run) ([]workspace.ResolvedVariable, error) {
+	var snap inputSnapshot
+	if err := json.Unmarshal(r.InputSnapshot, &snap); err != nil {
+		return nil, fmt.Errorf("decoding input snapshot: %w", err)
+	}
+	return s.workspaces.ResolveSnapshot(ctx, r.OrganizationID, r.WorkspaceID, snap.Variables)
+}
+
+// WorkspaceOf returns the run's workspace.
+func (s *Service) WorkspaceOf(ctx context.Context, r Run) (workspace.Workspace, error) {
+	return workspace.WorkspaceByID(ctx, s.db, r.OrganizationID, r.WorkspaceID, false)
+}
+
+// StoreArtifact seals an artifact stream for a run. The row is written by
+// the commit that records the phase result; until then the object is an
+// orphan the caller deletes on failure.
+func (s *Service) StoreArtifact(ctx context.Context, st Started, kind string, r io.Reader, limit int64) (Artifact, error) {
+	blobs, err := s.storage()
+	if err != nil {
+		return Artifact{}, err
+	}
+	key := blob.Key("runs", st.Run.OrganizationID, st.Run.ID, kind, id.New("obj"))
+	d, err := blobs.Put(ctx, key, artifactIdentity(st.Run.OrganizationID, st.Run.ID, kind), r, limit)
+	if err != nil {
+		return Artifact{}, fmt.Errorf("storing %s: %w", kind, err)
+	}
+	return Artifact{ID: id.New("art"), OrganizationID: st.Run.OrganizationID, RunID: st.Run.ID, AttemptID: st.Attempt.ID,
+		Kind: kind, BlobKey: key, SizeBytes: d.Size, SHA256: d.SHA256, CreatedAt: s.stamp()}, nil
+}
+
+// DiscardArtifacts deletes objects whose rows never committed.
+func (s *Service) DiscardArtifacts(ctx context.Context, arts []Artifact) {
+	if s.blobs == nil {
+		return
+	}
+	for _, a := range arts {
+		_ = s.blobs.Delete(context.WithoutCancel(ctx), a.BlobKey)
+	}
+}
+
+// PlanEvidence is what a finished plan attempt commits.
+type PlanEvidence struct {
+	Artifacts                 []Artifact
+	HasChanges                bool
+	Additions, Changes        int
+	Destructions              int
+	PredecessorStateVersionID *string
+	Timings                   Timings
+}
+
+// CommitPlan records a successful plan with its sealed evidence, runs the
+// policy stage and moves the run on, in one transaction. The attempt fence
+// is checked under the run's row lock: a canceled or lost attempt commits
+// nothing.
+func (s *Service) CommitPlan(ctx context.Context, attemptID string, ev PlanEvidence) (Run, error) {
+	var out Run
+	err := db.WithTx(ctx, s.db, func(tx *sqlx.Tx) error {
+		r, a, err := s.runningAttempt(ctx, tx, attemptID)
+		if err != nil {
+			return err
+		}
+		var planFile []byte
+		for _, art := range ev.Artifacts {
+			if err := insertArtifact(ctx, tx, art); err != nil {
+				return err
+			}
+			if art.Kind == ArtifactPlanFile {
+				planFile = art.SHA256
+			}
+		}
+		if planFile == nil {
+			return errors.New("plan evidence lacks the plan file")
+		}
+		if err := s.endAttempt(ctx, tx, &a, AttemptSucceeded, "succeeded", 0, ev.Timings); err != nil {
+			return err
+		}
+		hasChanges := ev.HasChanges
+		r.PlanStatus, r.HasChanges, r.PlanDigest = PhaseFinished, &hasChanges, planFile
+		r.ResourceAdditions, r.ResourceChanges, r.ResourceDestructions = &ev.Additions, &ev.Changes, &ev.Destructions
+		r.PredecessorStateVersionID = ev.PredecessorStateVersionID
+		outcome, digest := policyStage(r)
+		r.PolicyOutcome, r.PolicyResultDigest = &outcome, digest
+		next, reason := AfterPolicy(r.Kind, hasChanges, outcome)
+		if next == StatusAwaitingApproval {
+			deadline := s.stamp().Add(s.opts.ApprovalTimeout)
+			r.ApprovalDeadline = &deadline
+			r = s.transition(r, next)
+			if err := saveRun(ctx, tx, r); err != nil {
+				return err
+			}
+			if _, err := s.jobs.InsertTx(ctx, tx.Tx, ExpiryArgs{RunID: r.ID}, &river.InsertOpts{ScheduledAt: deadline}); err != nil {
+				return fmt.Errorf("scheduling approval expiry: %w", err)
+			}
+		} else if r, err = s.finish(ctx, tx, r, next, reason); err != nil {
+			return err
+		}
+		out = r
+		return s.systemEvent(ctx, tx, r, "run.planned", map[string]any{
+			"attempt_id": a.ID, "has_changes": hasChanges, "additions": ev.Additions, "changes": ev.Changes,
+			"destructions": ev.Destructions, "policy_outcome": outcome, "status": string(r.Status),
+		})
+	})
+	return out, err
+}
+
+// policyStage is the policy stage of a committed plan. Until policy sets
+// can be attached, the effective attachment list is empty, which passes;
+// the result digest still binds the outcome to the exact plan, so an
+// approval names both.
+func policyStage(r Run) (string, []byte) {
+	doc, _ := json.Marshal(map[string]any{
+		"schema": "cairn.policy.result/v1", "plan_digest": HexDigest(r.PlanDigest), "attachments": []any{}, "outcome": PolicyPass,
+	})
+	return PolicyPass, Digest(doc)
+}
+
+// ApplyOutcome is what the runner observed of an apply.
+type ApplyOutcome struct {
+	ExitCode int
+	// Emergency is a state the CLI could not publish (errored.tfstate).
+	Emergency *Artifact
+	Timings   Timings
+}
+
+// CommitApply records an apply's end. Success needs a zero exit and a
+// verified state version published by this run; anything uncertain goes to
+// recovery, never to a retried apply.
+func (s *Service) CommitApply(ctx context.Context, attemptID string, o ApplyOutcome) (Run, error) {
+	var out Run
+	err := db.WithTx(ctx, s.db, func(tx *sqlx.Tx) error {
+		r, a, err := s.runningAttempt(ctx, tx, attemptID)
+		if err != nil {
+			return err
+		}
+		if o.Emergency != nil {
+			if err := insertArtifact(ctx, tx, *o.Emergency); err != nil {
+				return err
+			}
+		}
+		published, err := publishedBy(ctx, tx, r)
+		if err != nil {
+			return err
+		}
+		classification, attemptStatus := "succeeded", AttemptSucceeded
+		switch {
+		case o.ExitCode == 0 && published != nil:
+			r.ApplyStatus, r.StateVersionID = PhaseFinished, published
+			if r, err = s.finish(ctx, tx, r, StatusApplied, ""); err != nil {
+				return err
+			}
+		case o.ExitCode == 0:
+			classification, attemptStatus = "state_unverified", AttemptFailed
+			r = s.toRecovery(r, PhaseErrored, "state_publication_unverified")
+		case published != nil || o.Emergency != nil:
+			classification, attemptStatus = "partial_apply", AttemptFailed
+			r.StateVersionID = published
+			r = s.toRecovery(r, PhaseErrored, "apply_failed_with_partial_state")
+		default:
+			classification, attemptStatus = "apply_failed", AttemptFailed
+			r.ApplyStatus = PhaseErrored
+			if r, err = s.finish(ctx, tx, r, StatusErrored, "apply_failed"); err != nil {
+				return err
+			}
+		}
+		if r.Status == StatusRecoveryRequired {
+			if err := saveRun(ctx, tx, r); err != nil {
+				return err
+			}
+		}
+		if err := s.endAttempt(ctx, tx, &a, attemptStatus, classification, o.ExitCode, o.Timings); err != nil {
+			return err
+		}
+		out = r
+		return s.systemEvent(ctx, tx, r, "run.apply_finished", map[string]any{
+			"attempt_id": a.ID, "exit_code": o.ExitCode, "classification": classification, "status": string(r.Status),
+		})
+	})
+	return out, err
+}
+
+func (s *Service) toRecovery(r Run, applyStatus, reason string) Run {
+	r.ApplyStatus = applyStatus
+	r.TerminalReason = &reason
+	return s.transition(r, StatusRecoveryRequired)
+}
+
+// publishedBy returns the current finalized state version if this run's
+// CLI published it.
+func publishedBy(ctx context.Context, q sqlx.QueryerContext, r Run) (*string, error) {
+	var svID *string
+	err := sqlx.GetContext(ctx, q, &svID, `SELECT (SELECT id FROM state_versions WHERE workspace_id = $1 AND status = 'finalized'
+		AND created_by_kind = 'run' AND created_by_id = $2
+		AND number = (SELECT max(number) FROM state_versions WHERE workspace_id = $1 AND status = 'finalized'))`,
+		r.WorkspaceID, r.ID)
+	if err != nil {
+		return nil, fmt.Errorf("verifying state publication: %w", err)
+	}
+	return svID, nil
+}
+
+// FailAttempt records a phase that ended without a result: a failed plan
+// ends the run as errored; a canceled attempt only closes the attempt (the
+// cancel action already moved the run).
+func (s *Service) FailAttempt(ctx context.Context, attemptID, classification string, exitCode int, timings Timings) (Run, error) {
+	var out Run
+	err := db.WithTx(ctx, s.db, func(tx *sqlx.Tx) error {
+		a, err := attemptByID(ctx, tx, attemptID, false)
+		if err != nil {
+			return err
+		}
+		r, err := runByID(ctx, tx, a.OrganizationID, a.RunID, true)
+		if err != nil {
+			return err
+		}
+		if a, err = attemptByID(ctx, tx, attemptID, true); err != nil {
+			return err
+		}
+		if a.Status != AttemptRunning {
+			out = r
+			return nil
+		}
+		status := AttemptFailed
+		if classification == "canceled" {
+			status = AttemptCanceled
+		}
+		if err := s.endAttempt(ctx, tx, &a, status, classification, exitCode, timings); err != nil {
+			return err
+		}
+		if !r.Status.Terminal() && r.Status != StatusRecoveryRequired {
+			if a.Phase == PhasePlan {
+				r.PlanStatus = PhaseErrored
+				if r, err = s.finish(ctx, tx, r, StatusErrored, classification); err != nil {
+					return err
+				}
+			} else {
+				r = s.toRecovery(r, PhaseErrored, classification)
+				if err := saveRun(ctx, tx, r); err != nil {
+					return err
+				}
+			}
+		}
+		out = r
+		return s.systemEvent(ctx, tx, r, "run.attempt_failed", map[string]any{
+			"attempt_id": a.ID, "phase": a.Phase, "classification": classification, "status": string(r.Status),
+		})
+	})
+	return out, err
+}
+
+// runningAttempt locks the run, then the attempt, and checks the fence.
+func (s *Service) runningAttempt(ctx context.Context, tx *sqlx.Tx, attemptID string) (Run, Attempt, error) {
+	a, err := attemptByID(ctx, tx, attemptID, false)
+	if err != nil {
+		return Run{}, Attempt{}, err
+	}
+	r, err := runByID(ctx, tx, a.OrganizationID, a.RunID, true)
+	if err != nil {
+		return Run{}, Attempt{}, err
+	}
+	if a, err = attemptByID(ctx, tx, attemptID, true); err != nil {
+		return Run{}, Attempt{}, err
+	}
+	want := StatusPlanning
+	if a.Phase == PhaseApply {
+		want = StatusApplying
+	}
+	if a.Status != AttemptRunning || r.Status != want {
+		return Run{}, Attempt{}, ErrAttemptNotCurrent
+	}
+	return r, a, nil
+}
+
+// endAttempt closes an attempt and releases its capacity lease with it.
+func (s *Service) endAttempt(ctx context.Context, tx *sqlx.Tx, a *Attempt, status, classification string, exitCode int, timings Timings) error {
+	now := s.stamp()
+	a.Status, a.FinishedAt, a.TerminalClassification, a.ExitCode = status, &now, &classification, &exitCode
+	if timings != nil {
+		a.Timings = timings
+	}
+	if err := saveAttempt(ctx, tx, *a); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE run_tokens SET revoked_at = now() WHERE attempt_id = $1 AND revoked_at IS NULL`, a.ID); err != nil {
+		return fmt.Errorf("revoking attempt tokens: %w", err)
+	}
+	return releaseLease(ctx, tx, a.ID, now)
+}
+
+// ReapLostAttempts handles attempts whose worker stopped heartbeating: the
+// lease is released; a lost plan is retried as a new attempt (a plan
+// changes nothing); a lost apply's outcome is unknown, so its run goes to
+// recovery and the apply is never retried.
+func (s *Service) ReapLostAttempts(ctx context.Context, timeout time.Duration) (int, error) {
+	var ids []string
+	if err := s.db.SelectContext(ctx, &ids, `SELECT id FROM run_attempts WHERE status = 'running'
+		AND heartbeat_at < now() - make_interval(secs => $1) ORDER BY heartbeat_at LIMIT 100`, timeout.Seconds()); err != nil {
+		return 0, fmt.Errorf("finding lost attempts: %w", err)
+	}
+	reaped := 0
+	for _, attemptID := range ids {
+		err := db.WithTx(ctx, s.db, func(tx *sqlx.Tx) error {
+			a, err := attemptByID(ctx, tx, attemptID, false)
+			if err != nil {
+				return err
+			}
+			r, err := runByID(ctx, tx, a.OrganizationID, a.RunID, true)
+			if err != nil {
+				return err
+			}
+			var lost bool
+			if err := tx.GetContext(ctx, &lost, `SELECT status = 'running' AND heartbeat_at < now() - make_interval(secs => $2)
+				FROM run_attempts WHERE id = $1 FOR UPDATE`, attemptID, timeout.Seconds()); err != nil || !lost {
+				return err
+			}
+			if a, err = attemptByID(ctx, tx, attemptID, true); err != nil {
+				return err
+			}
+			if err := s.endAttempt(ctx, tx, &a, AttemptLost, "worker_lost", -1, nil); err != nil {
+				return err
+			}
+			switch {
+			case a.Phase == PhasePlan && r.Status == StatusPlanning:
+				r.PlanStatus = PhasePending
+				if r, err = s.queuePlan(ctx, tx, r, a.Number+1); err != nil {
+					return err
+				}
+			case a.Phase == PhaseApply && r.Status == StatusApplying:
+				r.ApplyStatus = PhaseInterrupted
+				r = s.toRecovery(r, PhaseInterrupted, "worker_lost")
+				if err := saveRun(ctx, tx, r); err != nil {
+					return err
+				}
+			}
+			reaped++
+			return s.systemEvent(ctx, tx, r, "run.attempt_lost", map[string]any{"attempt_id": a.ID, "phase": a.Phase, "status": string(r.Status)})
+		})
+		if err != nil {
+			return reaped, err
+		}
+	}
+	return reaped, nil
+}
+
+func (s *Service) systemEvent(ctx context.Context, tx *sqlx.Tx, r Run, action string, evidence map[string]any) error {
+	_, err := audit.Append(ctx, tx, audit.Entry{OrganizationID: r.OrganizationID, Action: action,
+		Actor: audit.Actor{Type: audit.ActorSystem, ID: "runner"}, TargetType: "run", TargetID: r.ID, Evidence: evidence})
+	return err
+}
+
+// CurrentStateVersionID is the workspace's current finalized state
+// version, or nil before the first.
+func (s *Service) CurrentStateVersionID(ctx context.Context, r Run) (*string, error) {
+	return s.currentStateID(ctx, s.db, r)
+}
+
+// OpenPlanFile returns the saved plan an apply executes.
+func (s *Service) OpenPlanFile(ctx context.Context, r Run) (io.ReadCloser, error) {
+	return s.openArtifact(ctx, r, ArtifactPlanFile)
+}
+
+// OrganizationSlug names the run's organization as the remote backend does.
+func (s *Service) OrganizationSlug(ctx context.Context, organizationID string) (string, error) {
+	var slug string
+	if err := s.db.GetContext(ctx, &slug, `SELECT slug FROM organizations WHERE id = $1`, organizationID); err != nil {
+		return "", fmt.Errorf("reading organization slug: %w", err)
+	}
+	return slug, nil
+}

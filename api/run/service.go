@@ -1,0 +1,584 @@
+package run
+
+import (
+	"context"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/cairnhq/cairn/api/access"
+	"github.com/cairnhq/cairn/api/audit"
+	"github.com/cairnhq/cairn/api/launch"
+	"github.com/cairnhq/cairn/api/platform/blob"
+	"github.com/cairnhq/cairn/api/platform/cursor"
+	"github.com/cairnhq/cairn/api/platform/fault"
+	"github.com/cairnhq/cairn/api/platform/id"
+	"github.com/cairnhq/cairn/api/state"
+	"github.com/cairnhq/cairn/api/workspace"
+)
+
+// JobInserter inserts River jobs inside a caller's transaction.
+type JobInserter interface {
+	InsertTx(ctx context.Context, tx *sql.Tx, args river.JobArgs, opts *river.InsertOpts) (*rivertype.JobInsertResult, error)
+}
+
+// Options tune the run service.
+type Options struct {
+	// ApprovalTimeout is how long a plan waits for a decision before the
+	// run expires.
+	ApprovalTimeout time.Duration
+	// TokenKey keys the hashes of run tokens.
+	TokenKey []byte
+	// TokenTTL bounds a run token's life.
+	TokenTTL time.Duration
+}
+
+// Service holds the run use cases: configuration versions, runs, their
+// reviews and decisions (service.go), and the execution steps the runner
+// takes (execution.go).
+type Service struct {
+	db         *sqlx.DB
+	blobs      *blob.Store
+	workspaces *workspace.Service
+	state      *state.Service
+	launch     *launch.Service
+	jobs       JobInserter
+	logger     *slog.Logger
+	opts       Options
+	now        func() time.Time
+}
+
+// NewService returns the run service. blobs may be nil (no master key):
+// everything that stores or reads artifacts then fails closed.
+func NewService(conn *sqlx.DB, blobs *blob.Store, workspaces *workspace.Service, states *state.Service,
+	admission *launch.Service, jobs JobInserter, logger *slog.Logger, opts Options) *Service {
+	if opts.ApprovalTimeout <= 0 {
+		opts.ApprovalTimeout = 24 * time.Hour
+	}
+	if opts.TokenTTL <= 0 {
+		opts.TokenTTL = 2 * time.Hour
+	}
+	return &Service{db: conn, blobs: blobs, workspaces: workspaces, state: states, launch: admission, jobs: jobs,
+		logger: logger, opts: opts, now: time.Now}
+}
+
+func (s *Service) stamp() time.Time { return s.now().UTC().Truncate(time.Microsecond) }
+
+// CreateInput is a request for a new run.
+type CreateInput struct {
+	WorkspaceID            string
+	ConfigurationVersionID string
+	Kind                   Kind
+	Message                string
+	Source                 string
+	AutoApply              bool
+	IsDestroy              bool
+}
+
+const maxMessageChars = 2000
+
+func (in CreateInput) validate() error {
+	switch {
+	case in.AutoApply:
+		return ErrAutoApply
+	case in.IsDestroy:
+		return ErrDestroy
+	case !slices.Contains(Kinds, in.Kind):
+		return fmt.Errorf("%w: kind must be one of plan_and_apply, plan_only, speculative", ErrInvalid)
+	case len([]rune(in.Message)) > maxMessageChars:
+		return fmt.Errorf("%w: message is over %d characters", ErrInvalid, maxMessageChars)
+	case in.WorkspaceID == "" || in.ConfigurationVersionID == "":
+		return fmt.Errorf("%w: workspace_id and configuration_version_id are required", ErrInvalid)
+	}
+	return nil
+}
+
+// inputSnapshot is what a run pins besides its configuration: the
+// workspace settings version and every variable by identity and digest.
+type inputSnapshot struct {
+	SettingsVersion int                     `json:"settings_version"`
+	ToolVersion     string                  `json:"tool_version"`
+	Region          string                  `json:"region"`
+	Platform        string                  `json:"platform"`
+	Variables       []workspace.VariableRef `json:"variables"`
+}
+
+// CreateRun creates a run and, when the workspace's queue is free, makes
+// its plan due, all in the caller's transaction. The new-run admission
+// checks run here, inside the same transaction: a refusal persists nothing.
+func (s *Service) CreateRun(ctx context.Context, tx *sqlx.Tx, p access.Principal, in CreateInput) (Run, error) {
+	if err := in.validate(); err != nil {
+		return Run{}, err
+	}
+	w, err := s.workspaces.WorkspaceForWrite(ctx, tx, p, in.WorkspaceID, access.PermRunCreate)
+	if err != nil {
+		return Run{}, err
+	}
+	cv, err := configurationVersionByID(ctx, tx, w.OrganizationID, in.ConfigurationVersionID)
+	if err != nil || cv.WorkspaceID != w.ID {
+		return Run{}, fault.ErrNotFound
+	}
+	if cv.Status != ConfigurationUploaded {
+		return Run{}, ErrConfigurationNotReady
+	}
+	unfinished, err := countUnfinished(ctx, tx, w.ID)
+	if err != nil {
+		return Run{}, err
+	}
+	rule := launch.AdmitNewRun(launch.NewRun{Region: w.Region, RunnerRelease: launch.RunnerRelease, Unfinished: unfinished})
+	if _, err := s.launch.RequireBy(ctx, tx, launch.Subject{OrganizationID: w.OrganizationID, WorkspaceID: w.ID}, rule); err != nil {
+		return Run{}, err
+	}
+	vars, err := workspace.SnapshotVariables(ctx, tx, w.OrganizationID, w.ID)
+	if err != nil {
+		return Run{}, err
+	}
+	snapshot, err := json.Marshal(inputSnapshot{SettingsVersion: w.SettingsVersion, ToolVersion: w.ToolVersion,
+		Region: w.Region, Platform: w.Platform, Variables: vars})
+	if err != nil {
+		return Run{}, fmt.Errorf("encoding input snapshot: %w", err)
+	}
+	now := s.stamp()
+	r := Run{
+		ID: id.New("run"), OrganizationID: w.OrganizationID, ProjectID: w.ProjectID, WorkspaceID: w.ID, Kind: in.Kind,
+		Status: StatusPending, Message: in.Message, Source: in.Source, ConfigurationVersionID: cv.ID,
+		ConfigurationDigest: cv.SHA256, DependencyLockDigest: lockDigest(cv), InputSnapshot: snapshot,
+		InputSnapshotDigest: Digest(snapshot), SettingsVersion: w.SettingsVersion, ToolVersion: w.ToolVersion,
+		Region: w.Region, Platform: w.Platform, RunnerRelease: launch.RunnerRelease, CreatedByKind: p.Kind,
+		CreatedByID: p.ID, PlanStatus: PhasePending, ApplyStatus: PhasePending,
+		StatusTimestamps: Timestamps{string(StatusPending): now}, CreatedAt: now, UpdatedAt: now,
+	}
+	if err := insertRun(ctx, tx, r); err != nil {
+		return Run{}, err
+	}
+	held, err := queueHeld(ctx, tx, w.ID, r.ID)
+	if err != nil {
+		return Run{}, err
+	}
+	if r.Speculative() || !held {
+		if r, err = s.queuePlan(ctx, tx, r, 1); err != nil {
+			return Run{}, err
+		}
+	}
+	return r, audit.Record(ctx, tx, p, "run.created", "run", r.ID, map[string]any{
+		"workspace_id": w.ID, "kind": string(r.Kind), "configuration_version_id": cv.ID, "source": in.Source,
+	})
+}
+
+// lockDigest is the dependency-lock digest a run binds: the lock file's
+// SHA-256, or the digest of nothing when the archive has no lock file.
+func lockDigest(cv ConfigurationVersion) []byte {
+	if cv.LockFileSHA256 != nil {
+		return cv.LockFileSHA256
+	}
+	return Digest(nil)
+}
+
+// queuePlan makes attempt n of the plan due: the attempt row and its job
+// commit with the caller's transaction.
+func (s *Service) queuePlan(ctx context.Context, tx *sqlx.Tx, r Run, n int) (Run, error) {
+	if err := s.queueAttempt(ctx, tx, r, PhasePlan, n); err != nil {
+		return Run{}, err
+	}
+	r = s.transition(r, StatusPlanQueued)
+	return r, saveRun(ctx, tx, r)
+}
+
+func (s *Service) queueAttempt(ctx context.Context, tx *sqlx.Tx, r Run, phase string, n int) error {
+	a := Attempt{ID: id.New("att"), OrganizationID: r.OrganizationID, RunID: r.ID, Phase: phase, Number: n,
+		Status: AttemptQueued, Region: r.Region, QueuedAt: s.stamp()}
+	if err := insertAttempt(ctx, tx, a); err != nil {
+		return err
+	}
+	if s.jobs == nil {
+		return fmt.Errorf("no job inserter: %w", fault.ErrUnavailable)
+	}
+	if _, err := s.jobs.InsertTx(ctx, tx.Tx, PhaseArgs{RunID: r.ID, AttemptID: a.ID, Phase: phase}, nil); err != nil {
+		return fmt.Errorf("inserting %s job: %w", phase, err)
+	}
+	return nil
+}
+
+// transition moves r to status, stamping when it got there.
+func (s *Service) transition(r Run, status Status) Run {
+	now := s.stamp()
+	if r.StatusTimestamps == nil {
+		r.StatusTimestamps = Timestamps{}
+	}
+	r.Status, r.UpdatedAt = status, now
+	r.StatusTimestamps[string(status)] = now
+	return r
+}
+
+// finish ends a run and hands the workspace queue to the next pending run.
+func (s *Service) finish(ctx context.Context, tx *sqlx.Tx, r Run, status Status, reason string) (Run, error) {
+	r = s.transition(r, status)
+	if reason != "" {
+		r.TerminalReason = &reason
+	}
+	if err := saveRun(ctx, tx, r); err != nil {
+		return Run{}, err
+	}
+	if r.Speculative() {
+		return r, nil
+	}
+	if err := workspace.ReleaseRunLock(ctx, tx, r.OrganizationID, r.WorkspaceID, r.ID); err != nil {
+		return Run{}, err
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE run_tokens SET revoked_at = now() WHERE run_id = $1 AND revoked_at IS NULL`, r.ID); err != nil {
+		return Run{}, fmt.Errorf("revoking run tokens: %w", err)
+	}
+	return r, s.advanceQueue(ctx, tx, r.WorkspaceID)
+}
+
+// advanceQueue starts the oldest pending run of a workspace whose queue
+// just became free.
+func (s *Service) advanceQueue(ctx context.Context, tx *sqlx.Tx, workspaceID string) error {
+	held, err := queueHeld(ctx, tx, workspaceID, "")
+	if err != nil || held {
+		return err
+	}
+	next, err := nextPendingRun(ctx, tx, workspaceID)
+	if err != nil || next == nil {
+		return err
+	}
+	_, err = s.queuePlan(ctx, tx, *next, 1)
+	return err
+}
+
+// boundary is a token's project and workspace limits.
+type boundary struct{ projectID, workspaceID string }
+
+func boundaryOf(p access.Principal) boundary {
+	return boundary{projectID: p.ProjectID, workspaceID: p.WorkspaceID}
+}
+
+func (b boundary) admits(r Run) bool {
+	return (b.projectID == "" || b.projectID == r.ProjectID) && (b.workspaceID == "" || b.workspaceID == r.WorkspaceID)
+}
+
+// visibleRun loads a run of the principal's organization inside its token
+// boundaries; anything else is not found, like a missing run.
+func visibleRun(ctx context.Context, q sqlx.QueryerContext, p access.Principal, runID string, perm access.Permission, forUpdate bool) (Run, error) {
+	if err := p.Require(perm); err != nil {
+		return Run{}, err
+	}
+	r, err := runByID(ctx, q, p.OrganizationID, runID, forUpdate)
+	if err != nil {
+		return Run{}, err
+	}
+	if p.OrganizationID == "" || !boundaryOf(p).admits(r) {
+		return Run{}, fault.ErrNotFound
+	}
+	return r, nil
+}
+
+// GetRun reads one run.
+func (s *Service) GetRun(ctx context.Context, p access.Principal, runID string) (Run, error) {
+	return visibleRun(ctx, s.db, p, runID, access.PermRunRead, false)
+}
+
+// RunOwner reads a run by ID alone, for admission of capability URLs.
+func (s *Service) RunOwner(ctx context.Context, runID string) (Run, error) {
+	return runByID(ctx, s.db, "", runID, false)
+}
+
+// ListRuns reads a page of the organization's runs, newest first.
+func (s *Service) ListRuns(ctx context.Context, p access.Principal, f RunFilter, page cursor.Page) ([]Run, error) {
+	if err := p.Require(access.PermRunRead); err != nil {
+		return nil, err
+	}
+	return listRuns(ctx, s.db, p.OrganizationID, f, boundaryOf(p), page)
+}
+
+// CurrentRun is the workspace's newest non-terminal run, or nil.
+func (s *Service) CurrentRun(ctx context.Context, organizationID, workspaceID string) (*Run, error) {
+	r, err := currentRun(ctx, s.db, workspaceID)
+	if err != nil || r == nil || r.OrganizationID != organizationID {
+		return nil, err
+	}
+	return r, nil
+}
+
+// Attempts lists a run's phase attempts in order.
+func (s *Service) Attempts(ctx context.Context, r Run) ([]Attempt, error) {
+	return attemptsOf(ctx, s.db, r.ID)
+}
+
+// Approve records an approval of exactly the bound review and makes the
+// apply due. The apply gate is checked here and again when the runner
+// starts.
+func (s *Service) Approve(ctx context.Context, tx *sqlx.Tx, p access.Principal, runID string, b Binding) (Run, error) {
+	r, err := s.decidable(ctx, tx, p, runID, b)
+	if err != nil {
+		return Run{}, err
+	}
+	if r.PolicyOutcome == nil || *r.PolicyOutcome != PolicyPass {
+		return Run{}, ErrActionNotAllowed
+	}
+	if _, err := s.launch.RequireBy(ctx, tx, launch.Subject{OrganizationID: r.OrganizationID, WorkspaceID: r.WorkspaceID}, launch.AdmitApply); err != nil {
+		return Run{}, err
+	}
+	current, err := s.currentStateID(ctx, tx, r)
+	if err != nil {
+		return Run{}, err
+	}
+	if !sameStateID(current, r.PredecessorStateVersionID) {
+		// The state moved on since the plan: the plan no longer describes
+		// what an apply would do.
+		return Run{}, ErrStaleBinding
+	}
+	r = s.decide(r, p, DecisionApproved)
+	if err := s.queueAttempt(ctx, tx, r, PhaseApply, 1); err != nil {
+		return Run{}, err
+	}
+	r = s.transition(r, StatusApplyQueued)
+	if err := saveRun(ctx, tx, r); err != nil {
+		return Run{}, err
+	}
+	return r, audit.Record(ctx, tx, p, "run.approved", "run", r.ID, bindingEvidence(r))
+}
+
+// Reject records a rejection of exactly the bound review; the run ends.
+func (s *Service) Reject(ctx context.Context, tx *sqlx.Tx, p access.Principal, runID string, b Binding) (Run, error) {
+	r, err := s.decidable(ctx, tx, p, runID, b)
+	if err != nil {
+		return Run{}, err
+	}
+	r = s.decide(r, p, DecisionRejected)
+	if r, err = s.finish(ctx, tx, r, StatusRejected, "rejected"); err != nil {
+		return Run{}, err
+	}
+	return r, audit.Record(ctx, tx, p, "run.rejected", "run", r.ID, bindingEvidence(r))
+}
+
+func (s *Service) decidable(ctx context.Context, tx *sqlx.Tx, p access.Principal, runID string, b Binding) (Run, error) {
+	r, err := visibleRun(ctx, tx, p, runID, access.PermRunApprove, true)
+	if err != nil {
+		return Run{}, err
+	}
+	if r.Status != StatusAwaitingApproval {
+		return Run{}, ErrActionNotAllowed
+	}
+	if !b.Matches(r) {
+		return Run{}, ErrStaleBinding
+	}
+	return r, nil
+}
+
+func (s *Service) currentStateID(ctx context.Context, q sqlx.QueryerContext, r Run) (*string, error) {
+	var current *string
+	err := sqlx.GetContext(ctx, q, &current, `SELECT (SELECT id FROM state_versions WHERE workspace_id = $1 AND status = 'finalized'
+		ORDER BY number DESC LIMIT 1)`, r.WorkspaceID)
+	if err != nil {
+		return nil, fmt.Errorf("reading current state: %w", err)
+	}
+	return current, nil
+}
+
+func sameStateID(a, b *string) bool {
+	return (a == nil) == (b == nil) && (a == nil || *a == *b)
+}
+
+func bindingEvidence(r Run) map[string]any {
+	b := BindingOf(r)
+	ev := map[string]any{"plan_digest": b.PlanDigest, "policy_result_digest": b.PolicyResultDigest,
+		"dependency_lock_digest": b.DependencyLockDigest}
+	if b.PredecessorStateVersionID != nil {
+		ev["predecessor_state_version_id"] = *b.PredecessorStateVersionID
+	}
+	return ev
+}
+
+func (s *Service) decide(r Run, p access.Principal, action string) Run {
+	now := s.stamp()
+	kind := p.Kind
+	r.DecisionAction, r.DecisionActorKind, r.DecisionActorID, r.DecidedAt = &action, &kind, &p.ID, &now
+	return r
+}
+
+// Cancel ends a non-terminal run. A running sandbox notices within a
+// heartbeat and its process tree is killed; a canceled apply's outcome is
+// uncertain, so that run goes to recovery instead of claiming nothing
+// changed.
+func (s *Service) Cancel(ctx context.Context, tx *sqlx.Tx, p access.Principal, runID string) (Run, error) {
+	r, err := visibleRun(ctx, tx, p, runID, access.PermRunCancel, true)
+	if err != nil {
+		return Run{}, err
+	}
+	if !Cancelable(r.Status) {
+		return Run{}, ErrActionNotAllowed
+	}
+	r = s.decide(r, p, DecisionCanceled)
+	if err := cancelQueuedAttempts(ctx, tx, r.ID, s.stamp()); err != nil {
+		return Run{}, err
+	}
+	switch r.Status {
+	case StatusApplying:
+		r.ApplyStatus = PhaseInterrupted
+		r = s.transition(r, StatusRecoveryRequired)
+		reason := "apply_canceled"
+		r.TerminalReason = &reason
+		err = saveRun(ctx, tx, r)
+	default:
+		if r.PlanStatus == PhasePending || r.PlanStatus == PhaseRunning {
+			r.PlanStatus = PhaseCanceled
+		}
+		if r.Status == StatusApplyQueued {
+			r.ApplyStatus = PhaseCanceled
+		}
+		r, err = s.finish(ctx, tx, r, StatusCanceled, "canceled")
+	}
+	if err != nil {
+		return Run{}, err
+	}
+	return r, audit.Record(ctx, tx, p, "run.canceled", "run", r.ID, map[string]any{"workspace_id": r.WorkspaceID})
+}
+
+// cancelQueuedAttempts marks attempts that have not started as canceled;
+// their jobs find that and do nothing.
+func cancelQueuedAttempts(ctx context.Context, tx *sqlx.Tx, runID string, now time.Time) error {
+	_, err := tx.ExecContext(ctx, `UPDATE run_attempts SET status = 'canceled', finished_at = $2,
+		terminal_classification = 'canceled' WHERE run_id = $1 AND status = 'queued'`, runID, now)
+	if err != nil {
+		return fmt.Errorf("canceling queued attempts: %w", err)
+	}
+	return nil
+}
+
+// ExpireRun ends a run whose approval deadline passed without a decision.
+func (s *Service) ExpireRun(ctx context.Context, tx *sqlx.Tx, runID string) (Run, error) {
+	r, err := runByID(ctx, tx, "", runID, true)
+	if err != nil {
+		return Run{}, err
+	}
+	if r.Status != StatusAwaitingApproval || r.ApprovalDeadline == nil || s.now().Before(*r.ApprovalDeadline) {
+		return r, nil
+	}
+	if r, err = s.finish(ctx, tx, r, StatusExpired, "approval_deadline_passed"); err != nil {
+		return Run{}, err
+	}
+	_, err = audit.Append(ctx, tx, audit.Entry{OrganizationID: r.OrganizationID, Action: "run.expired",
+		Actor: audit.Actor{Type: audit.ActorSystem, ID: "approval-deadline"}, TargetType: "run", TargetID: r.ID,
+		Evidence: map[string]any{"workspace_id": r.WorkspaceID}})
+	return r, err
+}
+
+// PlanChanges returns the redacted plan diff artifact of a run.
+func (s *Service) PlanChanges(ctx context.Context, p access.Principal, runID string) (io.ReadCloser, error) {
+	r, err := s.GetRun(ctx, p, runID)
+	if err != nil {
+		return nil, err
+	}
+	return s.openArtifact(ctx, r, ArtifactPlanDiff)
+}
+
+// PlanJSON returns the raw machine-readable plan, which holds sensitive
+// variable values in clear: callers must have checked run:read inside the
+// exact boundary and must stream it with no-store caching.
+func (s *Service) PlanJSON(ctx context.Context, p access.Principal, runID string) (io.ReadCloser, Artifact, error) {
+	r, err := s.GetRun(ctx, p, runID)
+	if err != nil {
+		return nil, Artifact{}, err
+	}
+	a, err := artifactOf(ctx, s.db, r.ID, ArtifactPlanJSON)
+	if err != nil {
+		return nil, Artifact{}, err
+	}
+	rc, err := s.openArtifactRow(ctx, a)
+	return rc, a, err
+}
+
+func (s *Service) openArtifact(ctx context.Context, r Run, kind string) (io.ReadCloser, error) {
+	a, err := artifactOf(ctx, s.db, r.ID, kind)
+	if err != nil {
+		return nil, err
+	}
+	return s.openArtifactRow(ctx, a)
+}
+
+func (s *Service) openArtifactRow(ctx context.Context, a Artifact) (io.ReadCloser, error) {
+	blobs, err := s.storage()
+	if err != nil {
+		return nil, err
+	}
+	return blobs.Open(ctx, a.BlobKey, artifactIdentity(a.OrganizationID, a.RunID, a.Kind))
+}
+
+func artifactIdentity(organizationID, runID, kind string) string {
+	return "cairn/run-artifact/" + organizationID + "/" + runID + "/" + kind
+}
+
+// ActorName resolves a decision actor's display name; nil when the
+// principal no longer resolves.
+func (s *Service) ActorName(ctx context.Context, kind, actorID string) *string {
+	var name string
+	var err error
+	switch kind {
+	case access.KindUser:
+		err = s.db.GetContext(ctx, &name, `SELECT name FROM users WHERE id = $1`, actorID)
+	case access.KindServiceAccount:
+		err = s.db.GetContext(ctx, &name, `SELECT name FROM service_accounts WHERE id = $1`, actorID)
+	default:
+		return nil
+	}
+	if err != nil {
+		return nil
+	}
+	return &name
+}
+
+func pqStrings(s []string) any {
+	if s == nil {
+		s = []string{}
+	}
+	return pq.StringArray(s)
+}
+
+// HexDigest renders a digest for the review, or "" when not recorded.
+func HexDigest(b []byte) string { return strings.ToLower(hex.EncodeToString(b)) }
+
+// ListRunsPage reads a numbered page of runs, newest first, with the total,
+// for the remote-backend protocol's page-number lists.
+func (s *Service) ListRunsPage(ctx context.Context, p access.Principal, f RunFilter, number, size int) ([]Run, int, error) {
+	if err := p.Require(access.PermRunRead); err != nil {
+		return nil, 0, err
+	}
+	b := boundaryOf(p)
+	where := ` FROM runs WHERE organization_id = $1 AND ($2 = '' OR workspace_id = $2) AND ($3 = '' OR project_id = $3)
+		AND ($4 = '' OR workspace_id = $4) AND (cardinality($5::text[]) = 0 OR status = ANY($5::text[]))`
+	args := []any{p.OrganizationID, f.WorkspaceID, b.projectID, b.workspaceID, pqStrings(f.Statuses)}
+	var total int
+	if err := s.db.GetContext(ctx, &total, `SELECT count(*)`+where, args...); err != nil {
+		return nil, 0, fmt.Errorf("counting runs: %w", err)
+	}
+	var out []Run
+	if err := s.db.SelectContext(ctx, &out, `SELECT `+runColumns+where+` ORDER BY created_at DESC, id DESC LIMIT $6 OFFSET $7`,
+		append(args, size, (number-1)*size)...); err != nil {
+		return nil, 0, fmt.Errorf("listing runs: %w", err)
+	}
+	return out, total, nil
+}
+
+// Capacity counts the organization's runs waiting for and holding a sandbox.
+func (s *Service) Capacity(ctx context.Context, organizationID string) (pending, running int, err error) {
+	err = s.db.QueryRowxContext(ctx, `SELECT
+		count(*) FILTER (WHERE status IN ('pending', 'plan_queued', 'apply_queued')),
+		count(*) FILTER (WHERE status IN ('planning', 'applying'))
+		FROM runs WHERE organization_id = $1`, organizationID).Scan(&pending, &running)
+	if err != nil {
+		return 0, 0, fmt.Errorf("counting capacity: %w", err)
+	}
+	return pending, running, nil
+}

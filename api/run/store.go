@@ -1,0 +1,338 @@
+package run
+
+import (
+	"context"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/cairnhq/cairn/api/platform/cursor"
+	"github.com/cairnhq/cairn/api/platform/fault"
+)
+
+const configurationColumns = `id, organization_id, workspace_id, status, source, speculative, auto_queue_runs, error_code,
+	blob_key, size_bytes, sha256, lock_file_sha256, entries, expanded_bytes, created_by_kind, created_by_id, created_at, uploaded_at`
+
+func insertConfigurationVersion(ctx context.Context, q sqlx.ExtContext, cv ConfigurationVersion) error {
+	_, err := sqlx.NamedExecContext(ctx, q, `INSERT INTO configuration_versions (`+configurationColumns+`) VALUES (
+		:id, :organization_id, :workspace_id, :status, :source, :speculative, :auto_queue_runs, :error_code,
+		:blob_key, :size_bytes, :sha256, :lock_file_sha256, :entries, :expanded_bytes, :created_by_kind, :created_by_id, :created_at, :uploaded_at)`, cv)
+	if err != nil {
+		return fmt.Errorf("inserting configuration version: %w", err)
+	}
+	return nil
+}
+
+// configurationVersionByID reads a version of an organization; an empty
+// organization reads by ID alone (capability uploads, the runner).
+func configurationVersionByID(ctx context.Context, q sqlx.QueryerContext, organizationID, cvID string) (ConfigurationVersion, error) {
+	var cv ConfigurationVersion
+	err := sqlx.GetContext(ctx, q, &cv, `SELECT `+configurationColumns+` FROM configuration_versions
+		WHERE id = $1 AND ($2 = '' OR organization_id = $2)`, cvID, organizationID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return ConfigurationVersion{}, fault.ErrNotFound
+	}
+	if err != nil {
+		return ConfigurationVersion{}, fmt.Errorf("reading configuration version: %w", err)
+	}
+	return cv, nil
+}
+
+// finishConfigurationVersion moves a pending version to its final status;
+// the row guard (and a trigger) keep a finished version immutable.
+func finishConfigurationVersion(ctx context.Context, q sqlx.ExtContext, cv ConfigurationVersion) error {
+	res, err := q.ExecContext(ctx, `UPDATE configuration_versions SET status = $2, error_code = $3, blob_key = $4,
+		size_bytes = $5, sha256 = $6, lock_file_sha256 = $7, entries = $8, expanded_bytes = $9, uploaded_at = $10
+		WHERE id = $1 AND status = 'pending'`,
+		cv.ID, cv.Status, cv.ErrorCode, cv.BlobKey, cv.SizeBytes, cv.SHA256, cv.LockFileSHA256, cv.Entries, cv.ExpandedBytes, cv.UploadedAt)
+	if err != nil {
+		return fmt.Errorf("finishing configuration version: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return ErrConfigurationUploaded
+	}
+	return nil
+}
+
+const runColumns = `id, organization_id, project_id, workspace_id, kind, status, message, source, auto_apply, is_destroy,
+	configuration_version_id, configuration_digest, dependency_lock_digest, input_snapshot, input_snapshot_digest,
+	settings_version, tool_version, region, platform, runner_release, created_by_kind, created_by_id, plan_status,
+	apply_status, has_changes, resource_additions, resource_changes, resource_destructions, plan_digest,
+	predecessor_state_version_id, policy_outcome, policy_result_digest, approval_deadline, decision_action,
+	decision_actor_kind, decision_actor_id, decided_at, terminal_reason, state_version_id, status_timestamps,
+	created_at, updated_at`
+
+func insertRun(ctx context.Context, q sqlx.ExtContext, r Run) error {
+	_, err := q.ExecContext(ctx, `INSERT INTO runs (id, organization_id, project_id, workspace_id, kind, status, message,
+		source, configuration_version_id, configuration_digest, dependency_lock_digest, input_snapshot, input_snapshot_digest,
+		settings_version, tool_version, region, platform, runner_release, created_by_kind, created_by_id, status_timestamps,
+		created_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $22)`,
+		r.ID, r.OrganizationID, r.ProjectID, r.WorkspaceID, r.Kind, r.Status, r.Message, r.Source, r.ConfigurationVersionID,
+		r.ConfigurationDigest, r.DependencyLockDigest, string(r.InputSnapshot), r.InputSnapshotDigest, r.SettingsVersion,
+		r.ToolVersion, r.Region, r.Platform, r.RunnerRelease, r.CreatedByKind, r.CreatedByID, r.StatusTimestamps, r.CreatedAt)
+	if err != nil {
+		return fmt.Errorf("inserting run: %w", err)
+	}
+	return nil
+}
+
+// runByID reads a run of an organization (any organization when empty);
+// forUpdate takes the row lock every transition holds.
+func runByID(ctx context.Context, q sqlx.QueryerContext, organizationID, runID string, forUpdate bool) (Run, error) {
+	query := `SELECT ` + runColumns + ` FROM runs WHERE id = $1 AND ($2 = '' OR organization_id = $2)`
+	if forUpdate {
+		query += ` FOR UPDATE`
+	}
+	var r Run
+	err := sqlx.GetContext(ctx, q, &r, query, runID, organizationID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Run{}, fault.ErrNotFound
+	}
+	if err != nil {
+		return Run{}, fmt.Errorf("reading run: %w", err)
+	}
+	return r, nil
+}
+
+// saveRun writes every mutable column of a run.
+func saveRun(ctx context.Context, q sqlx.ExtContext, r Run) error {
+	_, err := q.ExecContext(ctx, `UPDATE runs SET status = $2, plan_status = $3, apply_status = $4, has_changes = $5,
+		resource_additions = $6, resource_changes = $7, resource_destructions = $8, plan_digest = $9,
+		predecessor_state_version_id = $10, policy_outcome = $11, policy_result_digest = $12, approval_deadline = $13,
+		decision_action = $14, decision_actor_kind = $15, decision_actor_id = $16, decided_at = $17, terminal_reason = $18,
+		state_version_id = $19, status_timestamps = $20, updated_at = $21
+		WHERE id = $1`,
+		r.ID, r.Status, r.PlanStatus, r.ApplyStatus, r.HasChanges, r.ResourceAdditions, r.ResourceChanges,
+		r.ResourceDestructions, r.PlanDigest, r.PredecessorStateVersionID, r.PolicyOutcome, r.PolicyResultDigest,
+		r.ApprovalDeadline, r.DecisionAction, r.DecisionActorKind, r.DecisionActorID, r.DecidedAt, r.TerminalReason,
+		r.StateVersionID, r.StatusTimestamps, r.UpdatedAt)
+	if err != nil {
+		return fmt.Errorf("writing run: %w", err)
+	}
+	return nil
+}
+
+// RunFilter narrows a run list.
+type RunFilter struct {
+	WorkspaceID string
+	// Statuses, when set, keeps runs in one of these statuses.
+	Statuses []string
+}
+
+func listRuns(ctx context.Context, q sqlx.QueryerContext, organizationID string, f RunFilter, boundary boundary, page cursor.Page) ([]Run, error) {
+	keyset, args := page.Keyset([]any{organizationID, f.WorkspaceID, boundary.projectID, boundary.workspaceID, pqStrings(f.Statuses)}, "created_at", "id")
+	query := `SELECT ` + runColumns + ` FROM runs WHERE organization_id = $1
+		AND ($2 = '' OR workspace_id = $2) AND ($3 = '' OR project_id = $3) AND ($4 = '' OR workspace_id = $4)
+		AND (cardinality($5::text[]) = 0 OR status = ANY($5::text[]))` + keyset + page.OrderLimit("created_at", "id")
+	var out []Run
+	if err := sqlx.SelectContext(ctx, q, &out, query, args...); err != nil {
+		return nil, fmt.Errorf("listing runs: %w", err)
+	}
+	return out, nil
+}
+
+// nextQueuedRun is the oldest pending run of a workspace that may start
+// now that nothing holds the workspace queue.
+func nextPendingRun(ctx context.Context, tx *sqlx.Tx, workspaceID string) (*Run, error) {
+	var r Run
+	err := tx.GetContext(ctx, &r, `SELECT `+runColumns+` FROM runs WHERE workspace_id = $1 AND status = 'pending'
+		ORDER BY created_at, id LIMIT 1 FOR UPDATE`, workspaceID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading next pending run: %w", err)
+	}
+	return &r, nil
+}
+
+// queueHeld reports whether a non-speculative run other than exceptID holds
+// the workspace's run queue.
+func queueHeld(ctx context.Context, q sqlx.QueryerContext, workspaceID, exceptID string) (bool, error) {
+	var held bool
+	err := sqlx.GetContext(ctx, q, &held, `SELECT EXISTS (SELECT 1 FROM runs WHERE workspace_id = $1 AND id <> $2
+		AND kind <> 'speculative' AND status NOT IN (`+terminalList()+`, 'pending'))`, workspaceID, exceptID)
+	if err != nil {
+		return false, fmt.Errorf("reading workspace queue: %w", err)
+	}
+	return held, nil
+}
+
+func countUnfinished(ctx context.Context, q sqlx.QueryerContext, workspaceID string) (int, error) {
+	var n int
+	err := sqlx.GetContext(ctx, q, &n, `SELECT count(*) FROM runs WHERE workspace_id = $1 AND status NOT IN (`+terminalList()+`)`, workspaceID)
+	if err != nil {
+		return 0, fmt.Errorf("counting unfinished runs: %w", err)
+	}
+	return n, nil
+}
+
+// currentRun is the workspace's newest non-terminal run.
+func currentRun(ctx context.Context, q sqlx.QueryerContext, workspaceID string) (*Run, error) {
+	var r Run
+	err := sqlx.GetContext(ctx, q, &r, `SELECT `+runColumns+` FROM runs WHERE workspace_id = $1
+		AND status NOT IN (`+terminalList()+`) ORDER BY created_at DESC, id DESC LIMIT 1`, workspaceID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading current run: %w", err)
+	}
+	return &r, nil
+}
+
+func terminalList() string {
+	out := ""
+	for i, s := range terminalStatuses {
+		if i > 0 {
+			out += ", "
+		}
+		out += "'" + string(s) + "'"
+	}
+	return out
+}
+
+const attemptColumns = `id, organization_id, run_id, phase, attempt, status, region, sandbox_driver, sandbox_id,
+	sandbox_name, worker_id, exit_code, terminal_classification, timings, queued_at, started_at, heartbeat_at, finished_at`
+
+func insertAttempt(ctx context.Context, q sqlx.ExtContext, a Attempt) error {
+	_, err := q.ExecContext(ctx, `INSERT INTO run_attempts (id, organization_id, run_id, phase, attempt, status, region, queued_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, a.ID, a.OrganizationID, a.RunID, a.Phase, a.Number, a.Status, a.Region, a.QueuedAt)
+	if err != nil {
+		return fmt.Errorf("inserting attempt: %w", err)
+	}
+	return nil
+}
+
+func attemptByID(ctx context.Context, q sqlx.QueryerContext, attemptID string, forUpdate bool) (Attempt, error) {
+	query := `SELECT ` + attemptColumns + ` FROM run_attempts WHERE id = $1`
+	if forUpdate {
+		query += ` FOR UPDATE`
+	}
+	var a Attempt
+	err := sqlx.GetContext(ctx, q, &a, query, attemptID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Attempt{}, fault.ErrNotFound
+	}
+	if err != nil {
+		return Attempt{}, fmt.Errorf("reading attempt: %w", err)
+	}
+	return a, nil
+}
+
+func attemptsOf(ctx context.Context, q sqlx.QueryerContext, runID string) ([]Attempt, error) {
+	var out []Attempt
+	if err := sqlx.SelectContext(ctx, q, &out, `SELECT `+attemptColumns+` FROM run_attempts WHERE run_id = $1
+		ORDER BY queued_at, phase DESC, attempt`, runID); err != nil {
+		return nil, fmt.Errorf("listing attempts: %w", err)
+	}
+	return out, nil
+}
+
+func saveAttempt(ctx context.Context, q sqlx.ExtContext, a Attempt) error {
+	_, err := q.ExecContext(ctx, `UPDATE run_attempts SET status = $2, sandbox_driver = $3, sandbox_id = $4, sandbox_name = $5,
+		worker_id = $6, exit_code = $7, terminal_classification = $8, timings = $9, started_at = $10, heartbeat_at = $11,
+		finished_at = $12 WHERE id = $1`,
+		a.ID, a.Status, a.SandboxDriver, a.SandboxID, a.SandboxName, a.WorkerID, a.ExitCode, a.TerminalClassification,
+		a.Timings, a.StartedAt, a.HeartbeatAt, a.FinishedAt)
+	if err != nil {
+		return fmt.Errorf("writing attempt: %w", err)
+	}
+	return nil
+}
+
+// acquireLease grants a capacity lease for an attempt unless the region is
+// at its ceiling. The region row lock serializes grants, so two workers can
+// never both take the last slot; the unique attempt column makes a replay
+// find its existing lease instead of reserving twice.
+func acquireLease(ctx context.Context, tx *sqlx.Tx, region, attemptID, leaseID string, ceiling int, now time.Time) (bool, error) {
+	if _, err := tx.ExecContext(ctx, `SELECT region FROM capacity_regions WHERE region = $1 FOR UPDATE`, region); err != nil {
+		return false, fmt.Errorf("locking region capacity: %w", err)
+	}
+	var existing int
+	if err := tx.GetContext(ctx, &existing, `SELECT count(*) FROM capacity_leases WHERE attempt_id = $1`, attemptID); err != nil {
+		return false, fmt.Errorf("reading lease: %w", err)
+	}
+	if existing > 0 {
+		return true, nil
+	}
+	var active int
+	if err := tx.GetContext(ctx, &active, `SELECT count(*) FROM capacity_leases WHERE region = $1 AND released_at IS NULL`, region); err != nil {
+		return false, fmt.Errorf("counting leases: %w", err)
+	}
+	if active >= ceiling {
+		return false, nil
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO capacity_leases (id, region, attempt_id, acquired_at) VALUES ($1, $2, $3, $4)`,
+		leaseID, region, attemptID, now); err != nil {
+		return false, fmt.Errorf("inserting lease: %w", err)
+	}
+	return true, nil
+}
+
+func releaseLease(ctx context.Context, q sqlx.ExtContext, attemptID string, now time.Time) error {
+	_, err := q.ExecContext(ctx, `UPDATE capacity_leases SET released_at = greatest($2, acquired_at)
+		WHERE attempt_id = $1 AND released_at IS NULL`, attemptID, now)
+	if err != nil {
+		return fmt.Errorf("releasing lease: %w", err)
+	}
+	return nil
+}
+
+// Artifact is a sealed run artifact's metadata.
+type Artifact struct {
+	ID             string    `db:"id"`
+	OrganizationID string    `db:"organization_id"`
+	RunID          string    `db:"run_id"`
+	AttemptID      string    `db:"attempt_id"`
+	Kind           string    `db:"kind"`
+	BlobKey        string    `db:"blob_key"`
+	SizeBytes      int64     `db:"size_bytes"`
+	SHA256         []byte    `db:"sha256"`
+	CreatedAt      time.Time `db:"created_at"`
+}
+
+// Artifact kinds.
+const (
+	ArtifactPlanFile       = "plan_file"
+	ArtifactPlanJSON       = "plan_json"
+	ArtifactPlanDiff       = "plan_diff"
+	ArtifactEmergencyState = "emergency_state"
+)
+
+func insertArtifact(ctx context.Context, q sqlx.ExtContext, a Artifact) error {
+	_, err := sqlx.NamedExecContext(ctx, q, `INSERT INTO run_artifacts (id, organization_id, run_id, attempt_id, kind, blob_key,
+		size_bytes, sha256, created_at) VALUES (:id, :organization_id, :run_id, :attempt_id, :kind, :blob_key, :size_bytes, :sha256, :created_at)`, a)
+	if err != nil {
+		return fmt.Errorf("inserting artifact: %w", err)
+	}
+	return nil
+}
+
+func artifactOf(ctx context.Context, q sqlx.QueryerContext, runID, kind string) (Artifact, error) {
+	var a Artifact
+	err := sqlx.GetContext(ctx, q, &a, `SELECT id, organization_id, run_id, attempt_id, kind, blob_key, size_bytes, sha256, created_at
+		FROM run_artifacts WHERE run_id = $1 AND kind = $2`, runID, kind)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Artifact{}, ErrArtifactUnavailable
+	}
+	if err != nil {
+		return Artifact{}, fmt.Errorf("reading artifact: %w", err)
+	}
+	return a, nil
+}
+
+func decodeHex(s string) []byte {
+	b, err := hex.DecodeString(s)
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+func isNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }

@@ -1,0 +1,88 @@
+package run
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/base32"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/cairnhq/cairn/api/access"
+	"github.com/cairnhq/cairn/api/platform/fault"
+	"github.com/cairnhq/cairn/api/platform/id"
+)
+
+// TokenPrefix marks run tokens.
+const TokenPrefix = "rat_"
+
+// ErrInvalidToken means a run token is unknown, expired, revoked, or its
+// attempt is no longer running.
+var ErrInvalidToken = errors.New("invalid run token")
+
+func (s *Service) tokenHash(token string) []byte {
+	m := hmac.New(sha256.New, s.opts.TokenKey)
+	m.Write([]byte(token))
+	return m.Sum(nil)
+}
+
+// IssueToken mints the run token of a started attempt: the sandboxed CLI's
+// only credential, good for this workspace's state and nothing else, and
+// only while the attempt runs.
+func (s *Service) IssueToken(ctx context.Context, st Started) (string, error) {
+	if len(s.opts.TokenKey) == 0 {
+		return "", fmt.Errorf("run tokens need AUTH_SECRET: %w", fault.ErrUnavailable)
+	}
+	var raw [32]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", err
+	}
+	token := TokenPrefix + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(raw[:]))
+	_, err := s.db.ExecContext(ctx, `INSERT INTO run_tokens (id, token_hash, organization_id, workspace_id, run_id, attempt_id,
+		phase, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, now() + make_interval(secs => $8))`,
+		id.New("rtk"), s.tokenHash(token), st.Run.OrganizationID, st.Run.WorkspaceID, st.Run.ID, st.Attempt.ID,
+		st.Attempt.Phase, s.opts.TokenTTL.Seconds())
+	if err != nil {
+		return "", fmt.Errorf("issuing run token: %w", err)
+	}
+	return token, nil
+}
+
+// AuthenticateToken resolves a run token to its principal: the run,
+// bounded to its workspace, reading state in every phase and writing it
+// only in apply (and never for a speculative run).
+func (s *Service) AuthenticateToken(ctx context.Context, token string) (access.Principal, error) {
+	if len(s.opts.TokenKey) == 0 || !strings.HasPrefix(token, TokenPrefix) {
+		return access.Principal{}, ErrInvalidToken
+	}
+	var row struct {
+		ID             string `db:"id"`
+		OrganizationID string `db:"organization_id"`
+		WorkspaceID    string `db:"workspace_id"`
+		ProjectID      string `db:"project_id"`
+		RunID          string `db:"run_id"`
+		Phase          string `db:"phase"`
+		Kind           string `db:"kind"`
+	}
+	err := s.db.GetContext(ctx, &row, `SELECT t.id, t.organization_id, t.workspace_id, r.project_id, t.run_id, t.phase, r.kind
+		FROM run_tokens t JOIN run_attempts a ON a.id = t.attempt_id JOIN runs r ON r.id = t.run_id
+		WHERE t.token_hash = $1 AND t.revoked_at IS NULL AND t.expires_at > now() AND a.status = 'running'`, s.tokenHash(token))
+	if errors.Is(err, sql.ErrNoRows) {
+		return access.Principal{}, ErrInvalidToken
+	}
+	if err != nil {
+		return access.Principal{}, fmt.Errorf("reading run token: %w", err)
+	}
+	perms := []access.Permission{access.PermOrganizationRead, access.PermWorkspaceRead, access.PermStateRead, access.PermRunRead}
+	if row.Phase == PhaseApply && row.Kind != string(KindSpeculative) {
+		perms = append(perms, access.PermStateWrite)
+	}
+	return access.Principal{
+		Kind: access.KindRun, ID: row.RunID, Name: "run " + row.RunID, OrganizationID: row.OrganizationID,
+		Role: access.RoleReader, Permissions: access.NewPermissionSet(perms...), TokenID: row.ID,
+		ProjectID: row.ProjectID, WorkspaceID: row.WorkspaceID,
+	}, nil
+}

@@ -1,0 +1,522 @@
+package tfe
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/cairnhq/cairn/api/access"
+	"github.com/cairnhq/cairn/api/launch"
+	"github.com/cairnhq/cairn/api/platform/db"
+	"github.com/cairnhq/cairn/api/platform/fault"
+	"github.com/cairnhq/cairn/api/run"
+	"github.com/cairnhq/cairn/api/state"
+)
+
+// logURLLifetime is how long a signed log URL works; the CLI rereads it
+// for as long as a phase runs.
+const logURLLifetime = 6 * time.Hour
+
+// Log framing of the protocol: STX opens a phase log, ETX closes it once
+// the phase has ended.
+const (
+	stx = 0x02
+	etx = 0x03
+)
+
+func (s *server) registerRuns(r fiber.Router) {
+	r.Post("/workspaces/:id/configuration-versions", s.guard(s.byWorkspaceID, s.createConfigurationVersion))
+	r.Get("/configuration-versions/:id", s.guard(s.byConfigurationVersion, s.readConfigurationVersion))
+	r.Put("/configuration-versions/:id/upload", s.uploadConfiguration)
+	r.Post("/runs", s.guard(s.byRunDocument, s.createRun))
+	r.Get("/runs/:id", s.guard(s.byRun, s.readRun))
+	r.Get("/runs/:id/run-events", s.guard(s.byRun, s.runEvents))
+	r.Post("/runs/:id/actions/apply", s.guard(s.byRun, s.applyRun))
+	r.Post("/runs/:id/actions/discard", s.guard(s.byRun, s.discardRun))
+	r.Post("/runs/:id/actions/cancel", s.guard(s.byRun, s.cancelRun))
+	r.Get("/plans/:id", s.guard(s.byPhase("plan_"), s.readPhase(run.PhasePlan)))
+	r.Get("/plans/:id/json-output", s.guard(s.byPhase("plan_"), s.planJSON))
+	r.Get("/applies/:id", s.guard(s.byPhase("apply_"), s.readPhase(run.PhaseApply)))
+	r.Get("/runs/:id/logs/:phase/:expires/:signature", s.phaseLog)
+	r.Get("/workspaces/:id/runs", s.guard(s.byWorkspaceID, s.workspaceRuns))
+	r.Get("/organizations/:org/runs/queue", s.guard(s.byOrganization, s.runQueue))
+	r.Get("/organizations/:org/capacity", s.guard(s.byOrganization, s.capacity))
+}
+
+// Phase objects (plans, applies) are views of a run; their IDs carry the
+// run's own random part, so no extra records are needed.
+func phaseID(prefix, runID string) string { return prefix + strings.TrimPrefix(runID, "run_") }
+
+func runIDOf(prefix, phaseID string) string { return "run_" + strings.TrimPrefix(phaseID, prefix) }
+
+func (s *server) byConfigurationVersion(ctx context.Context, c *fiber.Ctx, p access.Principal) (owner, error) {
+	return s.project(ctx, p, `
+		SELECT o.id, o.slug, v.workspace_id FROM configuration_versions v JOIN organizations o ON o.id = v.organization_id
+		WHERE v.id = $1 AND ($2 = '' OR o.id = $2)`, c.Params("id"))
+}
+
+func (s *server) byRun(ctx context.Context, c *fiber.Ctx, p access.Principal) (owner, error) {
+	return s.runOwner(ctx, p, c.Params("id"))
+}
+
+func (s *server) runOwner(ctx context.Context, p access.Principal, runID string) (owner, error) {
+	return s.project(ctx, p, `
+		SELECT o.id, o.slug, r.workspace_id FROM runs r JOIN organizations o ON o.id = r.organization_id
+		WHERE r.id = $1 AND ($2 = '' OR o.id = $2)`, runID)
+}
+
+func (s *server) byPhase(prefix string) resolver {
+	return func(ctx context.Context, c *fiber.Ctx, p access.Principal) (owner, error) {
+		if !strings.HasPrefix(c.Params("id"), prefix) {
+			return owner{}, nil
+		}
+		return s.runOwner(ctx, p, runIDOf(prefix, c.Params("id")))
+	}
+}
+
+// runDocument is the body of POST /runs.
+type runDocument struct {
+	Data struct {
+		Type       string `json:"type"`
+		Attributes struct {
+			AutoApply    *bool    `json:"auto-apply"`
+			IsDestroy    *bool    `json:"is-destroy"`
+			RefreshOnly  *bool    `json:"refresh-only"`
+			PlanOnly     *bool    `json:"plan-only"`
+			Message      *string  `json:"message"`
+			TargetAddrs  []string `json:"target-addrs"`
+			ReplaceAddrs []string `json:"replace-addrs"`
+			Variables    []any    `json:"variables"`
+		} `json:"attributes"`
+		Relationships struct {
+			Workspace struct {
+				Data *ref `json:"data"`
+			} `json:"workspace"`
+			ConfigurationVersion struct {
+				Data *ref `json:"data"`
+			} `json:"configuration-version"`
+		} `json:"relationships"`
+	} `json:"data"`
+}
+
+const runDocumentKey = "cairn.run-document"
+
+// byRunDocument resolves a run creation by the workspace its document
+// names; the bounded document is decoded once and kept for the handler.
+func (s *server) byRunDocument(ctx context.Context, c *fiber.Ctx, p access.Principal) (owner, error) {
+	var doc runDocument
+	if err := decodeDocument(c, &doc); err != nil {
+		return owner{}, err
+	}
+	c.Locals(runDocumentKey, doc)
+	ws := doc.Data.Relationships.Workspace.Data
+	if ws == nil {
+		return owner{}, errInvalidDocument
+	}
+	return s.project(ctx, p, `
+		SELECT o.id, o.slug, w.id FROM workspaces w JOIN organizations o ON o.id = w.organization_id
+		WHERE w.id = $1 AND ($2 = '' OR o.id = $2)`, ws.ID)
+}
+
+func (s *server) configurationVersionResource(cv run.ConfigurationVersion) resource {
+	attrs := map[string]any{
+		"status": cv.Status, "speculative": cv.Speculative, "auto-queue-runs": cv.AutoQueueRuns, "provisional": false,
+		"source": "tfe-api", "error": cv.ErrorCode, "error-message": cv.ErrorCode,
+		"status-timestamps": map[string]string{},
+	}
+	if cv.Status == run.ConfigurationPending {
+		attrs["upload-url"] = s.signedURL(http.MethodPut, "/api/v2/configuration-versions/"+cv.ID+"/upload", uploadURLLifetime)
+	}
+	return resource{ID: cv.ID, Type: "configuration-versions", Attributes: attrs}
+}
+
+// signedURL returns an absolute capability URL whose query carries its
+// expiry and signature.
+func (s *server) signedURL(method, path string, lifetime time.Duration) string {
+	expires := time.Now().Add(lifetime).Unix()
+	return s.absolute(path) + "?expires=" + strconv.FormatInt(expires, 10) + "&signature=" + s.signMethod(method, path, expires)
+}
+
+func (s *server) signMethod(method, path string, expires int64) string {
+	m := hmac.New(sha256.New, s.SigningKey)
+	fmt.Fprintf(m, "%s\n%s\n%d", method, path, expires)
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+func (s *server) validSignature(method, path, expiresRaw, signature string) bool {
+	expires, err := strconv.ParseInt(expiresRaw, 10, 64)
+	return err == nil && time.Now().Unix() <= expires && hmac.Equal([]byte(signature), []byte(s.signMethod(method, path, expires)))
+}
+
+func (s *server) createConfigurationVersion(c *fiber.Ctx, p access.Principal, o owner) error {
+	var doc struct {
+		Data struct {
+			Attributes struct {
+				Speculative   bool `json:"speculative"`
+				AutoQueueRuns bool `json:"auto-queue-runs"`
+			} `json:"attributes"`
+		} `json:"data"`
+	}
+	if err := decodeDocument(c, &doc); err != nil {
+		return s.writeError(c, err)
+	}
+	var cv run.ConfigurationVersion
+	err := db.WithTx(c.UserContext(), s.DB, func(tx *sqlx.Tx) error {
+		var err error
+		cv, err = s.Runs.CreateConfigurationVersion(c.UserContext(), tx, p, o.WorkspaceID, run.ConfigurationInput{
+			Source: run.SourceTFE, Speculative: doc.Data.Attributes.Speculative, AutoQueueRuns: false,
+		})
+		return err
+	})
+	if err != nil {
+		return s.writeError(c, err)
+	}
+	return writeData(c, http.StatusCreated, s.configurationVersionResource(cv))
+}
+
+func (s *server) readConfigurationVersion(c *fiber.Ctx, p access.Principal, o owner) error {
+	cv, err := s.Runs.GetConfigurationVersion(c.UserContext(), p, c.Params("id"))
+	if err != nil {
+		return s.writeError(c, err)
+	}
+	return writeData(c, http.StatusOK, s.configurationVersionResource(cv))
+}
+
+// uploadConfiguration receives an archive at its signed capability URL:
+// signature, then admission for the version's exact owner, then the
+// declared length, all before a byte is read.
+func (s *server) uploadConfiguration(c *fiber.Ctx) error {
+	ctx := c.UserContext()
+	path := "/api/v2/configuration-versions/" + c.Params("id") + "/upload"
+	if !s.validSignature(http.MethodPut, path, c.Query("expires"), c.Query("signature")) {
+		return s.writeError(c, fault.ErrNotFound)
+	}
+	cv, err := s.Runs.ConfigurationOwner(ctx, c.Params("id"))
+	if err != nil {
+		return s.writeError(c, err)
+	}
+	if _, err := s.Launch.Require(ctx, nil, launch.Subject{OrganizationID: cv.OrganizationID, WorkspaceID: cv.WorkspaceID}); err != nil {
+		return s.writeError(c, err)
+	}
+	if int64(c.Request().Header.ContentLength()) > run.MaxArchiveBytes {
+		return s.writeError(c, run.ArchiveError{Code: "archive_too_large"})
+	}
+	var body io.Reader = c.Request().BodyStream()
+	if body == nil {
+		body = strings.NewReader(string(c.Body()))
+	}
+	if _, err := s.Runs.UploadConfiguration(ctx, cv.ID, body); err != nil {
+		return s.writeError(c, err)
+	}
+	return c.SendStatus(http.StatusOK)
+}
+
+func (s *server) createRun(c *fiber.Ctx, p access.Principal, o owner) error {
+	doc, _ := c.Locals(runDocumentKey).(runDocument)
+	attrs := doc.Data.Attributes
+	switch {
+	case attrs.AutoApply != nil && *attrs.AutoApply:
+		return s.writeError(c, errAutoApply)
+	case attrs.IsDestroy != nil && *attrs.IsDestroy:
+		return s.writeError(c, run.ErrDestroy)
+	case (attrs.RefreshOnly != nil && *attrs.RefreshOnly) || len(attrs.TargetAddrs) > 0 || len(attrs.ReplaceAddrs) > 0 || len(attrs.Variables) > 0:
+		return s.writeError(c, errUnsupportedRunOption)
+	case doc.Data.Relationships.ConfigurationVersion.Data == nil:
+		return s.writeError(c, errInvalidDocument)
+	}
+	ctx := c.UserContext()
+	cvID := doc.Data.Relationships.ConfigurationVersion.Data.ID
+	kind := run.KindPlanAndApply
+	if cv, err := s.Runs.GetConfigurationVersion(ctx, p, cvID); err == nil && cv.Speculative {
+		kind = run.KindSpeculative
+	} else if attrs.PlanOnly != nil && *attrs.PlanOnly {
+		kind = run.KindPlanOnly
+	}
+	message := "Triggered via the OpenTofu CLI"
+	if attrs.Message != nil && *attrs.Message != "" {
+		message = *attrs.Message
+	}
+	var r run.Run
+	err := db.WithTx(ctx, s.DB, func(tx *sqlx.Tx) error {
+		var err error
+		r, err = s.Runs.CreateRun(ctx, tx, p, run.CreateInput{WorkspaceID: o.WorkspaceID, ConfigurationVersionID: cvID,
+			Kind: kind, Message: message, Source: run.SourceTFE})
+		return err
+	})
+	if err != nil {
+		return s.writeError(c, err)
+	}
+	return writeData(c, http.StatusCreated, s.runResource(r, p))
+}
+
+// tfeStatus maps a run status to the protocol's vocabulary. A run waiting
+// for approval is "planned"; outcomes the protocol has no word for are
+// errored (recovery) or discarded (rejection, expiry).
+func tfeStatus(st run.Status) string {
+	switch st {
+	case run.StatusAwaitingApproval:
+		return "planned"
+	case run.StatusRecoveryRequired, run.StatusRecovered, run.StatusCredentialsRequired:
+		return "errored"
+	case run.StatusRejected, run.StatusExpired:
+		return "discarded"
+	}
+	return string(st)
+}
+
+// phaseStatus maps a phase status; a phase that never ran in a finished
+// run is unreachable.
+func phaseStatus(r run.Run, st string) string {
+	switch {
+	case st == run.PhasePending && r.Status.Terminal():
+		return "unreachable"
+	case st == run.PhaseInterrupted:
+		return "errored"
+	}
+	return st
+}
+
+func (s *server) runResource(r run.Run, p access.Principal) resource {
+	actions := run.AvailableActions(r, p)
+	has := func(a string) bool {
+		for _, x := range actions {
+			if x == a {
+				return true
+			}
+		}
+		return false
+	}
+	timestamps := map[string]string{}
+	for k, v := range r.StatusTimestamps {
+		timestamps[tfeStatus(run.Status(k))+"-at"] = timestamp(v)
+	}
+	hasChanges := r.HasChanges != nil && *r.HasChanges
+	return resource{
+		ID: r.ID, Type: "runs",
+		Attributes: map[string]any{
+			"status": tfeStatus(r.Status), "has-changes": hasChanges, "created-at": timestamp(r.CreatedAt),
+			"message": r.Message, "source": "tfe-api", "auto-apply": false, "is-destroy": false, "refresh": true,
+			"refresh-only": false, "plan-only": r.Kind != run.KindPlanAndApply, "position-in-queue": 0,
+			"status-timestamps": timestamps,
+			"actions": map[string]bool{
+				// A plan waiting for approval is discarded, not canceled.
+				"is-cancelable":       has(run.ActionCancel) && r.Status != run.StatusAwaitingApproval,
+				"is-confirmable":      has(run.ActionApprove),
+				"is-discardable":      has(run.ActionReject),
+				"is-force-cancelable": false,
+			},
+			"permissions": map[string]bool{
+				"can-apply": p.Permissions.Has(access.PermRunApprove), "can-cancel": p.Permissions.Has(access.PermRunCancel),
+				"can-discard": p.Permissions.Has(access.PermRunApprove), "can-force-cancel": false, "can-force-execute": false,
+			},
+		},
+		Relationships: map[string]relationship{
+			"plan":                  toOne(phaseID("plan_", r.ID), "plans"),
+			"apply":                 toOne(phaseID("apply_", r.ID), "applies"),
+			"workspace":             toOne(r.WorkspaceID, "workspaces"),
+			"configuration-version": toOne(r.ConfigurationVersionID, "configuration-versions"),
+			"cost-estimate":         {Data: nil},
+			"policy-checks":         {Data: []ref{}},
+			"task-stages":           {Data: []ref{}},
+			"run-events":            {Data: []ref{}},
+		},
+	}
+}
+
+func (s *server) readRun(c *fiber.Ctx, p access.Principal, o owner) error {
+	r, err := s.Runs.GetRun(c.UserContext(), p, c.Params("id"))
+	if err != nil {
+		return s.writeError(c, err)
+	}
+	return writeData(c, http.StatusOK, s.runResource(r, p))
+}
+
+func (s *server) runEvents(c *fiber.Ctx, p access.Principal, o owner) error {
+	if _, err := s.Runs.GetRun(c.UserContext(), p, c.Params("id")); err != nil {
+		return s.writeError(c, err)
+	}
+	return writeDocument(c, http.StatusOK, map[string]any{"data": []any{}})
+}
+
+// runAction runs one decision on the run's current review in a transaction
+// and answers 202 as the protocol does.
+func (s *server) runAction(c *fiber.Ctx, p access.Principal, act func(tx *sqlx.Tx, r run.Run) error) error {
+	ctx := c.UserContext()
+	r, err := s.Runs.GetRun(ctx, p, c.Params("id"))
+	if err != nil {
+		return s.writeError(c, err)
+	}
+	if err := db.WithTx(ctx, s.DB, func(tx *sqlx.Tx) error { return act(tx, r) }); err != nil {
+		return s.writeError(c, err)
+	}
+	return c.SendStatus(http.StatusAccepted)
+}
+
+// applyRun is the CLI's "yes": an approval bound to the review the run has
+// now, exactly what the prompt showed.
+func (s *server) applyRun(c *fiber.Ctx, p access.Principal, o owner) error {
+	return s.runAction(c, p, func(tx *sqlx.Tx, r run.Run) error {
+		_, err := s.Runs.Approve(c.UserContext(), tx, p, r.ID, run.BindingOf(r))
+		return err
+	})
+}
+
+func (s *server) discardRun(c *fiber.Ctx, p access.Principal, o owner) error {
+	return s.runAction(c, p, func(tx *sqlx.Tx, r run.Run) error {
+		_, err := s.Runs.Reject(c.UserContext(), tx, p, r.ID, run.BindingOf(r))
+		return err
+	})
+}
+
+func (s *server) cancelRun(c *fiber.Ctx, p access.Principal, o owner) error {
+	return s.runAction(c, p, func(tx *sqlx.Tx, r run.Run) error {
+		_, err := s.Runs.Cancel(c.UserContext(), tx, p, r.ID)
+		return err
+	})
+}
+
+func (s *server) readPhase(phase string) handler {
+	return func(c *fiber.Ctx, p access.Principal, o owner) error {
+		prefix := "plan_"
+		typ := "plans"
+		if phase == run.PhaseApply {
+			prefix, typ = "apply_", "applies"
+		}
+		r, err := s.Runs.GetRun(c.UserContext(), p, runIDOf(prefix, c.Params("id")))
+		if err != nil {
+			return s.writeError(c, err)
+		}
+		status := phaseStatus(r, r.PlanStatus)
+		if phase == run.PhaseApply {
+			status = phaseStatus(r, r.ApplyStatus)
+		}
+		count := func(n *int) int {
+			if n == nil {
+				return 0
+			}
+			return *n
+		}
+		logPath := "/api/v2/runs/" + r.ID + "/logs/" + phase
+		expires := time.Now().Add(logURLLifetime).Unix()
+		logURL := fmt.Sprintf("%s/%d/%s", s.absolute(logPath), expires, s.signMethod(http.MethodGet, logPath, expires))
+		return writeData(c, http.StatusOK, resource{ID: c.Params("id"), Type: typ, Attributes: map[string]any{
+			"status": status, "log-read-url": logURL, "has-changes": r.HasChanges != nil && *r.HasChanges,
+			"resource-additions": count(r.ResourceAdditions), "resource-changes": count(r.ResourceChanges),
+			"resource-destructions": count(r.ResourceDestructions), "resource-imports": 0, "generated-configuration": false,
+			"status-timestamps": map[string]string{},
+		}})
+	}
+}
+
+// phaseLog serves a phase's sanitized log at its signed URL. The CLI
+// replaces the query with limit and offset, so the signature lives in the
+// path. STX opens the log; ETX closes it only once the phase has ended, so
+// the CLI stops reading exactly when there is nothing more to come.
+func (s *server) phaseLog(c *fiber.Ctx) error {
+	ctx := c.UserContext()
+	phase := c.Params("phase")
+	path := "/api/v2/runs/" + c.Params("id") + "/logs/" + phase
+	if (phase != run.PhasePlan && phase != run.PhaseApply) || !s.validSignature(http.MethodGet, path, c.Params("expires"), c.Params("signature")) {
+		return s.writeError(c, fault.ErrNotFound)
+	}
+	r, err := s.Runs.RunOwner(ctx, c.Params("id"))
+	if err != nil {
+		return s.writeError(c, err)
+	}
+	if _, err := s.Launch.Require(ctx, nil, launch.Subject{OrganizationID: r.OrganizationID, WorkspaceID: r.WorkspaceID}); err != nil {
+		return s.writeError(c, err)
+	}
+	status := r.PlanStatus
+	if phase == run.PhaseApply {
+		status = r.ApplyStatus
+	}
+	ended := status != run.PhasePending && status != run.PhaseRunning || r.Status.Terminal()
+	body, err := s.Runs.PhaseLog(ctx, r, phase)
+	if err != nil {
+		return s.writeError(c, err)
+	}
+	framed := make([]byte, 0, len(body)+2)
+	framed = append(framed, stx)
+	framed = append(framed, body...)
+	if ended {
+		framed = append(framed, etx)
+	}
+	offset, _ := strconv.Atoi(c.Query("offset"))
+	limit, err := strconv.Atoi(c.Query("limit"))
+	if err != nil || limit <= 0 {
+		limit = len(framed)
+	}
+	offset = min(max(offset, 0), len(framed))
+	end := min(offset+limit, len(framed))
+	c.Set(fiber.HeaderContentType, "text/plain")
+	c.Set(fiber.HeaderCacheControl, "private, no-store")
+	return c.Status(http.StatusOK).Send(framed[offset:end])
+}
+
+// planJSON streams the machine-readable plan. It holds sensitive values in
+// clear, so it needs run:read inside the exact boundary, is never cached,
+// and is bounded.
+func (s *server) planJSON(c *fiber.Ctx, p access.Principal, o owner) error {
+	rc, art, err := s.Runs.PlanJSON(c.UserContext(), p, runIDOf("plan_", c.Params("id")))
+	if err != nil {
+		return s.writeError(c, fault.ErrNotFound)
+	}
+	if art.SizeBytes > state.MaxStateBytes {
+		rc.Close()
+		return s.writeError(c, fault.ErrNotFound)
+	}
+	c.Set(fiber.HeaderContentType, "application/json")
+	c.Set(fiber.HeaderCacheControl, "private, no-store")
+	c.Status(http.StatusOK)
+	return c.SendStream(readCloser{io.LimitReader(rc, art.SizeBytes), rc}, int(art.SizeBytes))
+}
+
+type readCloser struct {
+	io.Reader
+	io.Closer
+}
+
+func (s *server) workspaceRuns(c *fiber.Ctx, p access.Principal, o owner) error {
+	return s.listRuns(c, p, run.RunFilter{WorkspaceID: o.WorkspaceID})
+}
+
+// runQueue lists the organization's runs that are waiting or in progress.
+func (s *server) runQueue(c *fiber.Ctx, p access.Principal, o owner) error {
+	return s.listRuns(c, p, run.RunFilter{Statuses: []string{string(run.StatusPending), string(run.StatusPlanQueued),
+		string(run.StatusPlanning), string(run.StatusApplyQueued), string(run.StatusApplying)}})
+}
+
+func (s *server) listRuns(c *fiber.Ctx, p access.Principal, f run.RunFilter) error {
+	number, size := pageParams(c)
+	rows, total, err := s.Runs.ListRunsPage(c.UserContext(), p, f, number, size)
+	if err != nil {
+		return s.writeError(c, err)
+	}
+	data := make([]resource, len(rows))
+	for i, r := range rows {
+		data[i] = s.runResource(r, p)
+	}
+	return writeDocument(c, http.StatusOK, map[string]any{"data": data, "meta": paginate(number, size, total)})
+}
+
+func (s *server) capacity(c *fiber.Ctx, p access.Principal, o owner) error {
+	if err := p.Require(access.PermRunRead); err != nil {
+		return s.writeError(c, err)
+	}
+	pending, running, err := s.Runs.Capacity(c.UserContext(), o.OrganizationID)
+	if err != nil {
+		return s.writeError(c, err)
+	}
+	return writeData(c, http.StatusOK, resource{ID: o.OrganizationSlug, Type: "organization-capacity",
+		Attributes: map[string]int{"pending": pending, "running": running}})
+}

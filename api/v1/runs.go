@@ -1,0 +1,341 @@
+package v1
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/cairnhq/cairn/api/access"
+	"github.com/cairnhq/cairn/api/plandiff"
+	"github.com/cairnhq/cairn/api/platform/cursor"
+	"github.com/cairnhq/cairn/api/run"
+)
+
+// ConfigurationUploadLimit is the exact archive limit (SPEC §8).
+const ConfigurationUploadLimit = run.MaxArchiveBytes
+
+// ConfigurationVersionView is an uploaded configuration archive's metadata.
+type ConfigurationVersionView struct {
+	ID             string     `json:"id" doc:"Configuration version ID (cfg_…)."`
+	Object         string     `json:"object" enum:"configuration_version"`
+	WorkspaceID    string     `json:"workspace_id"`
+	Status         string     `json:"status" enum:"pending,uploaded,errored"`
+	ErrorCode      *string    `json:"error_code" doc:"Why the archive was refused, when errored."`
+	SHA256         *string    `json:"sha256" doc:"SHA-256 of the archive as uploaded."`
+	LockFileSHA256 *string    `json:"lock_file_sha256" doc:"SHA-256 of the root .terraform.lock.hcl, null when the archive has none."`
+	SizeBytes      *int64     `json:"size_bytes"`
+	Entries        *int       `json:"entries"`
+	Speculative    bool       `json:"speculative"`
+	Source         string     `json:"source" enum:"api,tfe"`
+	CreatedAt      time.Time  `json:"created_at"`
+	UploadedAt     *time.Time `json:"uploaded_at"`
+}
+
+func configurationView(cv run.ConfigurationVersion) ConfigurationVersionView {
+	return ConfigurationVersionView{ID: cv.ID, Object: "configuration_version", WorkspaceID: cv.WorkspaceID, Status: cv.Status,
+		ErrorCode: cv.ErrorCode, SHA256: hexOrNil(cv.SHA256), LockFileSHA256: hexOrNil(cv.LockFileSHA256), SizeBytes: cv.SizeBytes,
+		Entries: cv.Entries, Speculative: cv.Speculative, Source: cv.Source, CreatedAt: cv.CreatedAt, UploadedAt: cv.UploadedAt}
+}
+
+func hexOrNil(b []byte) *string {
+	if len(b) == 0 {
+		return nil
+	}
+	s := run.HexDigest(b)
+	return &s
+}
+
+type uploadConfigurationInput struct {
+	IdempotencyHeader
+	IDPath
+}
+
+// CreateRunRequest is the body of POST /v1/runs.
+type CreateRunRequest struct {
+	WorkspaceID            string `json:"workspace_id" maxLength:"64"`
+	ConfigurationVersionID string `json:"configuration_version_id" maxLength:"64"`
+	Kind                   string `json:"kind" enum:"plan_and_apply,plan_only,speculative"`
+	Message                string `json:"message,omitempty" maxLength:"2000"`
+	AutoApply              *bool  `json:"auto_apply,omitempty" doc:"Rejected: Cairn never applies without an approval."`
+	IsDestroy              *bool  `json:"is_destroy,omitempty" doc:"Rejected: destroy-mode runs are not supported."`
+}
+
+type createRunInput struct {
+	IdempotencyHeader
+	Body CreateRunRequest
+}
+
+// BindingBody is the exact review an approval or rejection names.
+type BindingBody struct {
+	PlanDigest                string  `json:"plan_digest" pattern:"^[0-9a-f]{64}$"`
+	PolicyResultDigest        string  `json:"policy_result_digest" pattern:"^[0-9a-f]{64}$"`
+	PredecessorStateVersionID *string `json:"predecessor_state_version_id" doc:"The state the plan was made against; null before the first state."`
+	DependencyLockDigest      string  `json:"dependency_lock_digest" pattern:"^[0-9a-f]{64}$"`
+}
+
+type decideInput struct {
+	IdempotencyHeader
+	IDPath
+	Body BindingBody
+}
+
+type cancelInput struct {
+	IdempotencyHeader
+	IDPath
+}
+
+// RecoverRequest resolves a run whose apply outcome is uncertain.
+type RecoverRequest struct {
+	Resolution            string  `json:"resolution" enum:"current_state_verified,import_emergency_state"`
+	CurrentStateVersionID *string `json:"current_state_version_id" doc:"The current state version the caller was shown (null if none)."`
+	CurrentStateDigest    string  `json:"current_state_digest" doc:"SHA-256 of that state, as shown (empty when there is none)." maxLength:"64"`
+	EmergencyStateDigest  string  `json:"emergency_state_digest,omitempty" maxLength:"64" doc:"SHA-256 of the emergency state to import."`
+	Reason                string  `json:"reason" minLength:"1" maxLength:"500"`
+	ConfirmFenceAdvance   bool    `json:"confirm_fence_advance" doc:"Must be true: the workspace's state fence moves past the uncertain apply."`
+	ConfirmTakeover       bool    `json:"confirm_takeover,omitempty" doc:"True to take over a recovery whose lease expired."`
+}
+
+type recoverInput struct {
+	IdempotencyHeader
+	IDPath
+	Body RecoverRequest
+}
+
+type runListInput struct {
+	ListParams
+	WorkspaceID string `query:"workspace_id" maxLength:"64" doc:"Only runs of this workspace."`
+}
+
+type logsInput struct {
+	IDPath
+	After int64 `query:"after" minimum:"0" doc:"Return chunks after this sequence."`
+	Limit int   `query:"limit" minimum:"0" maximum:"100" doc:"At most this many chunks (1–100; default 100)."`
+	Tail  int   `query:"tail" minimum:"0" maximum:"100" doc:"Return the newest n chunks in ascending order; excludes after and limit."`
+}
+
+// LogsOutput carries the chunks and the newest returned sequence.
+type LogsOutput struct {
+	LastSequence string `header:"X-Cairn-Log-Last-Sequence" doc:"Sequence of the newest chunk returned."`
+	Body         listBody[run.LogChunk]
+}
+
+type listBody[T any] struct {
+	Data []T          `json:"data"`
+	Meta logsMetaView `json:"meta"`
+}
+
+type logsMetaView struct {
+	RequestID string `json:"request_id"`
+}
+
+// PlanChangesView is the cairn.plan-diff/v1 artifact of a run.
+type PlanChangesView struct {
+	ID     string `json:"id" doc:"The run ID."`
+	Object string `json:"object" enum:"plan_changes"`
+	plandiff.Artifact
+}
+
+func (a *API) registerRuns() {
+	tags := []string{"Runs"}
+	register(a, huma.Operation{
+		OperationID: "upload-configuration-version", Method: http.MethodPost, Path: "/v1/workspaces/{id}/configuration-versions",
+		Summary: "Upload a configuration archive", Tags: tags, DefaultStatus: http.StatusCreated,
+		Description: "The body is a .tar.gz of OpenTofu configuration (Content-Type: application/gzip), at most 100,000,000 bytes, " +
+			"streamed into sealed storage while it is validated. Traversal, absolute and duplicate paths, links, unsupported entry types, " +
+			"invalid checksums, excessive expansion, too many entries and over-long paths are refused with 422 and a CONFIGURATION_ARCHIVE_* code.",
+		RequestBody: &huma.RequestBody{Required: true, Content: map[string]*huma.MediaType{
+			"application/gzip": {Schema: &huma.Schema{Type: "string", Format: "binary"}},
+		}},
+	}, operationOptions{mutation: true, bodyLimit: ConfigurationUploadLimit}, func(ctx context.Context, in *uploadConfigurationInput) (*Mutated[ConfigurationVersionView], error) {
+		return a.uploadConfiguration(ctx, in)
+	})
+
+	register(a, huma.Operation{
+		OperationID: "create-run", Method: http.MethodPost, Path: "/v1/runs",
+		Summary: "Create a run", Tags: tags, DefaultStatus: http.StatusCreated,
+		Description: "Creates a run of an uploaded configuration version. auto_apply and is_destroy are rejected. New-run admission " +
+			"(the new-run switch, suspension, pinned region, ceilings and runner release) is checked in the creating transaction; a refusal " +
+			"is the retryable 503 service_unavailable and persists nothing.",
+	}, operationOptions{mutation: true}, func(ctx context.Context, in *createRunInput) (*Mutated[RunView], error) {
+		return mutation(ctx, a, in.IdempotencyKey, in.Body, http.StatusCreated,
+			func(ctx context.Context, tx *sqlx.Tx, p access.Principal) (RunView, error) {
+				r, err := a.deps.Services.Runs.CreateRun(ctx, tx, p, run.CreateInput{
+					WorkspaceID: in.Body.WorkspaceID, ConfigurationVersionID: in.Body.ConfigurationVersionID,
+					Kind: run.Kind(in.Body.Kind), Message: in.Body.Message, Source: run.SourceAPI,
+					AutoApply: in.Body.AutoApply != nil && *in.Body.AutoApply, IsDestroy: in.Body.IsDestroy != nil && *in.Body.IsDestroy,
+				})
+				if err != nil {
+					return RunView{}, err
+				}
+				return a.runView(ctx, p, r)
+			})
+	})
+
+	runs := listSpec{endpoint: "runs", invalidCode: "RUN_LIST_CURSOR_INVALID"}
+	register(a, huma.Operation{
+		OperationID: "list-runs", Method: http.MethodGet, Path: "/v1/runs",
+		Summary: "List the organization's runs, newest first", Tags: tags,
+	}, operationOptions{}, func(ctx context.Context, in *runListInput) (*Listed[RunSummaryView], error) {
+		return listOf(ctx, a, runs, in.WorkspaceID, in.ListParams,
+			func(p access.Principal, page cursor.Page) ([]RunSummaryView, error) {
+				rows, err := a.deps.Services.Runs.ListRuns(ctx, p, run.RunFilter{WorkspaceID: in.WorkspaceID}, page)
+				return mapSlice(rows, func(r run.Run) RunSummaryView { return runSummary(r, p) }), err
+			},
+			func(r RunSummaryView) cursor.Position { return cursor.Position{CreatedAt: r.CreatedAt, ID: r.ID} })
+	})
+
+	register(a, huma.Operation{
+		OperationID: "get-run", Method: http.MethodGet, Path: "/v1/runs/{id}",
+		Summary: "Read a run's review", Tags: tags,
+		Description: "Every recorded field of the run: status, kind, pinned facts, phase statuses, the caller's available actions, " +
+			"the decision, recovery lease and per-attempt evidence. Fields that are not recorded are listed in not_recorded.",
+	}, operationOptions{}, func(ctx context.Context, in *IDPath) (*Single[RunView], error) {
+		return single(ctx, a, func(p access.Principal) (RunView, error) {
+			r, err := a.deps.Services.Runs.GetRun(ctx, p, in.ID)
+			if err != nil {
+				return RunView{}, err
+			}
+			return a.runView(ctx, p, r)
+		})
+	})
+
+	register(a, huma.Operation{
+		OperationID: "list-run-logs", Method: http.MethodGet, Path: "/v1/runs/{id}/logs",
+		Summary: "Read a run's sanitized log chunks", Tags: tags,
+	}, operationOptions{}, func(ctx context.Context, in *logsInput) (*LogsOutput, error) {
+		p, err := access.PrincipalFrom(ctx)
+		if err != nil {
+			return nil, a.fail(ctx, err)
+		}
+		chunks, err := a.deps.Services.Runs.Logs(ctx, p, in.ID, run.LogQuery{After: in.After, Limit: in.Limit, Tail: in.Tail})
+		if err != nil {
+			return nil, a.fail(ctx, err)
+		}
+		out := &LogsOutput{}
+		out.Body.Data = chunks
+		if out.Body.Data == nil {
+			out.Body.Data = []run.LogChunk{}
+		}
+		if n := len(chunks); n > 0 {
+			out.LastSequence = strconv.FormatInt(chunks[n-1].Sequence, 10)
+		}
+		return out, nil
+	})
+
+	register(a, huma.Operation{
+		OperationID: "get-run-plan-changes", Method: http.MethodGet, Path: "/v1/runs/{id}/plan-changes",
+		Summary: "Read a run's redacted plan diff (cairn.plan-diff/v1)", Tags: tags,
+	}, operationOptions{}, func(ctx context.Context, in *IDPath) (*Single[PlanChangesView], error) {
+		return single(ctx, a, func(p access.Principal) (PlanChangesView, error) {
+			rc, err := a.deps.Services.Runs.PlanChanges(ctx, p, in.ID)
+			if err != nil {
+				return PlanChangesView{}, err
+			}
+			defer rc.Close()
+			view := PlanChangesView{ID: in.ID, Object: "plan_changes"}
+			return view, json.NewDecoder(io.LimitReader(rc, plandiff.MaxBytes+1)).Decode(&view.Artifact)
+		})
+	})
+
+	decide := func(action string, fn func(*run.Service) func(context.Context, *sqlx.Tx, access.Principal, string, run.Binding) (run.Run, error)) {
+		register(a, huma.Operation{
+			OperationID: action + "-run", Method: http.MethodPost, Path: "/v1/runs/{id}/actions/" + action,
+			Summary: "Record " + action + " of the exact review", Tags: tags,
+			Description: "The body must name the run's current plan digest, policy result digest, predecessor state version and " +
+				"dependency lock digest; any other binding is stale and rejected with 409 RUN_REVIEW_STALE.",
+		}, operationOptions{mutation: true}, func(ctx context.Context, in *decideInput) (*Mutated[RunView], error) {
+			return mutation(ctx, a, in.IdempotencyKey, in.Body, http.StatusOK,
+				func(ctx context.Context, tx *sqlx.Tx, p access.Principal) (RunView, error) {
+					r, err := fn(a.deps.Services.Runs)(ctx, tx, p, in.ID, run.Binding(in.Body))
+					if err != nil {
+						return RunView{}, err
+					}
+					return a.runView(ctx, p, r)
+				})
+		})
+	}
+	decide("approve", func(s *run.Service) func(context.Context, *sqlx.Tx, access.Principal, string, run.Binding) (run.Run, error) {
+		return s.Approve
+	})
+	decide("reject", func(s *run.Service) func(context.Context, *sqlx.Tx, access.Principal, string, run.Binding) (run.Run, error) {
+		return s.Reject
+	})
+
+	register(a, huma.Operation{
+		OperationID: "cancel-run", Method: http.MethodPost, Path: "/v1/runs/{id}/actions/cancel",
+		Summary: "Cancel a run", Tags: tags,
+		Description: "Any non-terminal run but one awaiting recovery. A running sandbox's process tree is killed; a canceled apply's " +
+			"outcome is uncertain, so that run goes to recovery.",
+	}, operationOptions{mutation: true}, func(ctx context.Context, in *cancelInput) (*Mutated[RunView], error) {
+		return mutation(ctx, a, in.IdempotencyKey, struct{}{}, http.StatusOK,
+			func(ctx context.Context, tx *sqlx.Tx, p access.Principal) (RunView, error) {
+				r, err := a.deps.Services.Runs.Cancel(ctx, tx, p, in.ID)
+				if err != nil {
+					return RunView{}, err
+				}
+				return a.runView(ctx, p, r)
+			})
+	})
+
+	register(a, huma.Operation{
+		OperationID: "recover-run", Method: http.MethodPost, Path: "/v1/runs/{id}/actions/recover",
+		Summary: "Resolve a run whose apply outcome is uncertain", Tags: tags,
+		Description: "Needs run:recover and state:recover and a password re-entry within 15 minutes. The caller holds a 15-minute " +
+			"recovery lease; after it expires another caller may take over with confirm_takeover. The apply is never retried.",
+	}, operationOptions{mutation: true}, func(ctx context.Context, in *recoverInput) (*Mutated[RunView], error) {
+		p, err := access.PrincipalFrom(ctx)
+		if err != nil {
+			return nil, a.fail(ctx, err)
+		}
+		r, err := a.deps.Services.Runs.Recover(ctx, p, in.ID, run.RecoverInput(in.Body))
+		if err != nil {
+			return nil, a.fail(ctx, err)
+		}
+		view, err := a.runView(ctx, p, r)
+		if err != nil {
+			return nil, a.fail(ctx, err)
+		}
+		out := &Mutated[RunView]{Status: http.StatusOK}
+		out.Body.Data = view
+		return out, nil
+	})
+}
+
+// uploadConfiguration streams the archive in before the idempotent
+// transaction: the bytes are validated and sealed first, then the
+// version row, its audit evidence and the stored response commit together.
+// A replay returns the first answer and drops the duplicate bytes.
+func (a *API) uploadConfiguration(ctx context.Context, in *uploadConfigurationInput) (*Mutated[ConfigurationVersionView], error) {
+	p, err := access.PrincipalFrom(ctx)
+	if err != nil {
+		return nil, a.fail(ctx, err)
+	}
+	runs := a.deps.Services.Runs
+	if err := runs.ReadyToUpload(ctx, p, in.ID); err != nil {
+		return nil, a.fail(ctx, err)
+	}
+	body, _ := ctx.Value(bodyStreamKey{}).(io.Reader)
+	if body == nil {
+		return nil, a.fail(ctx, run.ArchiveError{Code: "archive_empty"})
+	}
+	staged, err := runs.StageArchive(ctx, p.OrganizationID, body)
+	if err != nil {
+		return nil, a.fail(ctx, err)
+	}
+	input := map[string]any{"workspace_id": in.ID, "sha256": run.HexDigest(staged.Digests.SHA256), "size_bytes": staged.Digests.Size}
+	out, err := mutation(ctx, a, in.IdempotencyKey, input, http.StatusCreated,
+		func(ctx context.Context, tx *sqlx.Tx, p access.Principal) (ConfigurationVersionView, error) {
+			cv, err := runs.CreateUploadedConfiguration(ctx, tx, p, in.ID, staged)
+			return configurationView(cv), err
+		})
+	if err != nil || out.Replayed == "true" {
+		runs.DiscardStaged(ctx, staged)
+	}
+	return out, err
+}

@@ -1,0 +1,199 @@
+package v1
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/cairnhq/cairn/api/access"
+	"github.com/cairnhq/cairn/api/run"
+)
+
+// RunSummaryView is a run in a list.
+type RunSummaryView struct {
+	ID               string            `json:"id" doc:"Run ID (run_…)."`
+	Object           string            `json:"object" enum:"run"`
+	WorkspaceID      string            `json:"workspace_id"`
+	Kind             string            `json:"kind" enum:"plan_and_apply,plan_only,speculative"`
+	Status           string            `json:"status"`
+	Message          string            `json:"message"`
+	PlanStatus       string            `json:"plan_status" enum:"pending,running,finished,errored,canceled"`
+	ApplyStatus      string            `json:"apply_status" enum:"pending,running,finished,errored,canceled,interrupted"`
+	AvailableActions []string          `json:"available_actions"`
+	CreatedAt        time.Time         `json:"created_at"`
+	UpdatedAt        time.Time         `json:"updated_at"`
+	StatusTimestamps map[string]string `json:"status_timestamps" doc:"When each status was entered (RFC 3339)."`
+}
+
+func runSummary(r run.Run, p access.Principal) RunSummaryView {
+	ts := make(map[string]string, len(r.StatusTimestamps))
+	for k, v := range r.StatusTimestamps {
+		ts[k] = v.UTC().Format(time.RFC3339Nano)
+	}
+	return RunSummaryView{ID: r.ID, Object: "run", WorkspaceID: r.WorkspaceID, Kind: string(r.Kind), Status: string(r.Status),
+		Message: r.Message, PlanStatus: r.PlanStatus, ApplyStatus: r.ApplyStatus, AvailableActions: run.AvailableActions(r, p),
+		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, StatusTimestamps: ts}
+}
+
+// PinnedView is what a run pinned at creation.
+type PinnedView struct {
+	ConfigurationVersionID string `json:"configuration_version_id"`
+	ConfigurationDigest    string `json:"configuration_digest"`
+	InputSnapshotDigest    string `json:"input_snapshot_digest"`
+	DependencyLockDigest   string `json:"dependency_lock_digest"`
+	SettingsVersion        int    `json:"settings_version"`
+	ToolVersion            string `json:"tool_version"`
+	Region                 string `json:"region" enum:"us,eu"`
+	Platform               string `json:"platform"`
+	RunnerRelease          string `json:"runner_release"`
+}
+
+// PlanPhaseView is the plan phase's recorded result.
+type PlanPhaseView struct {
+	Status                    string  `json:"status" enum:"pending,running,finished,errored,canceled"`
+	HasChanges                *bool   `json:"has_changes"`
+	ResourceAdditions         *int    `json:"resource_additions"`
+	ResourceChanges           *int    `json:"resource_changes"`
+	ResourceDestructions      *int    `json:"resource_destructions"`
+	PlanDigest                *string `json:"plan_digest"`
+	PredecessorStateVersionID *string `json:"predecessor_state_version_id"`
+}
+
+// PolicyStageView is the policy stage's outcome. Findings carry title,
+// message and resource address only.
+type PolicyStageView struct {
+	Outcome      *string `json:"outcome" enum:"pass,error"`
+	ResultDigest *string `json:"result_digest"`
+	Attachments  []any   `json:"attachments"`
+	Findings     []any   `json:"findings"`
+}
+
+// OverridesView lists soft overrides, at most 256, with a truncation flag.
+type OverridesView struct {
+	Records   []any `json:"records"`
+	Truncated bool  `json:"truncated"`
+}
+
+// ApplyPhaseView is the apply phase's recorded result.
+type ApplyPhaseView struct {
+	Status         string  `json:"status" enum:"pending,running,finished,errored,canceled,interrupted"`
+	StateVersionID *string `json:"state_version_id" doc:"The state version the apply published, verified."`
+}
+
+// DecisionView is the human decision on the run.
+type DecisionView struct {
+	Action    string    `json:"action" enum:"approved,rejected,canceled"`
+	ActorID   string    `json:"actor_id"`
+	ActorName *string   `json:"actor_name" doc:"Null when the principal no longer resolves."`
+	DecidedAt time.Time `json:"decided_at"`
+}
+
+// AttemptView is the evidence of one phase attempt.
+type AttemptView struct {
+	ID                     string             `json:"id"`
+	Phase                  string             `json:"phase" enum:"plan,apply"`
+	Attempt                int                `json:"attempt"`
+	SandboxID              *string            `json:"sandbox_id"`
+	SandboxName            *string            `json:"sandbox_name"`
+	SandboxDriver          *string            `json:"sandbox_driver"`
+	Region                 string             `json:"region"`
+	Status                 string             `json:"status"`
+	TerminalClassification *string            `json:"terminal_classification"`
+	QueuedAt               time.Time          `json:"queued_at"`
+	StartedAt              *time.Time         `json:"started_at"`
+	FinishedAt             *time.Time         `json:"finished_at"`
+	TimingsMS              map[string]float64 `json:"timings_ms" doc:"Breakdown of the attempt in milliseconds."`
+}
+
+// EvidenceView is the run's execution evidence.
+type EvidenceView struct {
+	WorkflowID         string        `json:"workflow_id"`
+	ToolVersion        string        `json:"tool_version"`
+	RunnerRelease      string        `json:"runner_release"`
+	SandboxBaseProfile string        `json:"sandbox_base_profile"`
+	Protocol           string        `json:"protocol"`
+	PolicyEngine       string        `json:"policy_engine"`
+	Attempts           []AttemptView `json:"attempts"`
+}
+
+// RunView is a run's whole review.
+type RunView struct {
+	RunSummaryView
+	ProjectID             string                  `json:"project_id"`
+	Source                string                  `json:"source" enum:"api,tfe"`
+	AutoApply             bool                    `json:"auto_apply" doc:"Always false."`
+	IsDestroy             bool                    `json:"is_destroy" doc:"Always false."`
+	CreatedBy             StateVersionCreatorView `json:"created_by"`
+	Pinned                PinnedView              `json:"pinned"`
+	Plan                  PlanPhaseView           `json:"plan"`
+	Policy                PolicyStageView         `json:"policy"`
+	ApprovalDeadline      *time.Time              `json:"approval_deadline"`
+	Apply                 ApplyPhaseView          `json:"apply"`
+	Decision              *DecisionView           `json:"decision"`
+	TerminalReason        *string                 `json:"terminal_reason"`
+	LeaseExpiresAt        *time.Time              `json:"lease_expires_at" doc:"Set only while a prepared recovery lease is active."`
+	LeaseRemainingSeconds *int                    `json:"lease_remaining_seconds" doc:"0–900, from the database clock."`
+	Overrides             OverridesView           `json:"overrides"`
+	Evidence              EvidenceView            `json:"evidence"`
+	NotRecorded           []string                `json:"not_recorded" doc:"Review fields with no recorded value yet."`
+}
+
+func (a *API) runView(ctx context.Context, p access.Principal, r run.Run) (RunView, error) {
+	runs := a.deps.Services.Runs
+	v := RunView{
+		RunSummaryView: runSummary(r, p), ProjectID: r.ProjectID, Source: r.Source, AutoApply: r.AutoApply, IsDestroy: r.IsDestroy,
+		CreatedBy: StateVersionCreatorView{Kind: r.CreatedByKind, ID: r.CreatedByID},
+		Pinned: PinnedView{ConfigurationVersionID: r.ConfigurationVersionID, ConfigurationDigest: run.HexDigest(r.ConfigurationDigest),
+			InputSnapshotDigest: run.HexDigest(r.InputSnapshotDigest), DependencyLockDigest: run.HexDigest(r.DependencyLockDigest),
+			SettingsVersion: r.SettingsVersion, ToolVersion: r.ToolVersion, Region: r.Region, Platform: r.Platform,
+			RunnerRelease: r.RunnerRelease},
+		Plan: PlanPhaseView{Status: r.PlanStatus, HasChanges: r.HasChanges, ResourceAdditions: r.ResourceAdditions,
+			ResourceChanges: r.ResourceChanges, ResourceDestructions: r.ResourceDestructions, PlanDigest: hexOrNil(r.PlanDigest),
+			PredecessorStateVersionID: r.PredecessorStateVersionID},
+		Policy:           PolicyStageView{Outcome: r.PolicyOutcome, ResultDigest: hexOrNil(r.PolicyResultDigest), Attachments: []any{}, Findings: []any{}},
+		ApprovalDeadline: r.ApprovalDeadline,
+		Apply:            ApplyPhaseView{Status: r.ApplyStatus, StateVersionID: r.StateVersionID},
+		TerminalReason:   r.TerminalReason,
+		Overrides:        OverridesView{Records: []any{}},
+		Evidence: EvidenceView{WorkflowID: "run-" + r.ID, ToolVersion: r.ToolVersion, RunnerRelease: r.RunnerRelease,
+			SandboxBaseProfile: "cairn-local-1", Protocol: "tfe-remote-backend", PolicyEngine: "opa-1.18.2", Attempts: []AttemptView{}},
+		NotRecorded: []string{},
+	}
+	if r.DecisionAction != nil && r.DecidedAt != nil && r.DecisionActorID != nil {
+		kind := ""
+		if r.DecisionActorKind != nil {
+			kind = *r.DecisionActorKind
+		}
+		v.Decision = &DecisionView{Action: *r.DecisionAction, ActorID: *r.DecisionActorID,
+			ActorName: runs.ActorName(ctx, kind, *r.DecisionActorID), DecidedAt: *r.DecidedAt}
+	}
+	attempts, err := runs.Attempts(ctx, r)
+	if err != nil {
+		return RunView{}, err
+	}
+	for _, at := range attempts {
+		v.Evidence.Attempts = append(v.Evidence.Attempts, AttemptView{ID: at.ID, Phase: at.Phase, Attempt: at.Number,
+			SandboxID: at.SandboxID, SandboxName: at.SandboxName, SandboxDriver: at.SandboxDriver, Region: at.Region, Status: at.Status,
+			TerminalClassification: at.TerminalClassification, QueuedAt: at.QueuedAt, StartedAt: at.StartedAt,
+			FinishedAt: at.FinishedAt, TimingsMS: at.Timings})
+	}
+	rec, err := runs.RecoveryOf(ctx, r.ID)
+	if err != nil {
+		return RunView{}, err
+	}
+	if rec != nil && rec.Status == "prepared" && rec.LeaseRemaining > 0 {
+		expires, remaining := rec.LeaseExpiresAt, rec.LeaseRemaining
+		v.LeaseExpiresAt, v.LeaseRemainingSeconds = &expires, &remaining
+	}
+	for name, missing := range map[string]bool{
+		"plan.has_changes": r.HasChanges == nil, "plan.plan_digest": len(r.PlanDigest) == 0,
+		"policy.outcome": r.PolicyOutcome == nil, "apply.state_version_id": r.StateVersionID == nil,
+		"decision": v.Decision == nil,
+	} {
+		if missing {
+			v.NotRecorded = append(v.NotRecorded, name)
+		}
+	}
+	slices.Sort(v.NotRecorded)
+	return v, nil
+}

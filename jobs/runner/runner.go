@@ -1,0 +1,550 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/hcl/v2/hclwrite"
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/cairnhq/cairn/api/archive"
+	"github.com/cairnhq/cairn/api/plandiff"
+	"github.com/cairnhq/cairn/api/run"
+	"github.com/cairnhq/cairn/api/state"
+	"github.com/cairnhq/cairn/api/workspace"
+	"github.com/cairnhq/cairn/jobs/sandbox"
+)
+
+// Runner runs phase attempts in sandboxes.
+type Runner struct {
+	Runs   *run.Service
+	Driver sandbox.Driver
+	Tools  *sandbox.ToolCache
+	Logger *slog.Logger
+	// APIHost is host[:port] of Cairn's HTTPS API as sandboxed tofu
+	// reaches it.
+	APIHost string
+	// CAFile is the CA bundle that tofu trusts for APIHost ("" for the
+	// system roots).
+	CAFile string
+	// WorkerID names this worker in attempt evidence.
+	WorkerID string
+	// Heartbeat is how often a running attempt proves it is alive and
+	// checks for cancellation.
+	Heartbeat time.Duration
+	// PhaseTimeout bounds one phase's commands.
+	PhaseTimeout time.Duration
+	// LogFlush is how often buffered log lines are stored.
+	LogFlush time.Duration
+}
+
+// Layout inside a sandbox's work directory: the configuration, and a
+// private directory for what the runner writes beside it.
+const (
+	configDir  = "config"
+	privateDir = ".cairn"
+	planFile   = "plan.tfplan"
+	planJSON   = "plan.json"
+	varFile    = "inputs.tfvars"
+	cliConfig  = "tofurc"
+	// overrideFile points the configuration's backend at Cairn; the
+	// _override suffix makes OpenTofu merge it over the user's own
+	// backend or cloud block.
+	overrideFile = "zz_cairn_backend_override.tf"
+)
+
+// errStateMoved means the workspace's state changed while a plan was being
+// made, so the plan is not bound to one predecessor state.
+var errStateMoved = errors.New("state changed during plan")
+
+// attemptEnv is one running attempt's sandbox and bookkeeping.
+type attemptEnv struct {
+	st      run.Started
+	sb      sandbox.Sandbox
+	logs    *run.LogSink
+	timings run.Timings
+	// secrets are the values masked in logs and redacted from the plan
+	// diff: the run token and every sensitive input.
+	secrets []string
+	mu      sync.Mutex
+}
+
+func (e *attemptEnv) timed(step string, since time.Time) {
+	e.mu.Lock()
+	e.timings[step] = float64(time.Since(since).Microseconds()) / 1000
+	e.mu.Unlock()
+}
+
+func (e *attemptEnv) snapshot() run.Timings {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make(run.Timings, len(e.timings))
+	for k, v := range e.timings {
+		out[k] = v
+	}
+	return out
+}
+
+// Execute runs one started attempt to its recorded end. It returns only
+// infrastructure errors the job should retry before anything was recorded.
+func (r *Runner) Execute(ctx context.Context, st run.Started) error {
+	log := r.Logger.With("run_id", st.Run.ID, "attempt_id", st.Attempt.ID, "phase", st.Attempt.Phase)
+	phaseCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stopped := make(chan struct{})
+	var canceled bool
+	go func() {
+		defer close(stopped)
+		r.heartbeat(phaseCtx, st.Attempt.ID, func() { canceled = true; cancel() })
+	}()
+	env := &attemptEnv{st: st, timings: run.Timings{"queue_wait": float64(st.QueueWait.Microseconds()) / 1000}}
+	err := r.execute(phaseCtx, env)
+	cancel()
+	<-stopped
+	if env.logs != nil {
+		flushErr := env.logs.Flush(context.WithoutCancel(ctx), true)
+		if flushErr != nil {
+			log.Warn("storing final log lines failed", "error", flushErr)
+		}
+	}
+	if env.sb != nil {
+		start := time.Now()
+		if derr := env.sb.Destroy(context.WithoutCancel(ctx)); derr != nil {
+			log.Warn("destroying sandbox failed", "error", derr)
+		}
+		env.timed("sandbox_destroy", start)
+	}
+	if err == nil {
+		return nil
+	}
+	classification := classify(err, canceled)
+	log.Info("phase attempt ended without a result", "classification", classification, "error", err)
+	_, ferr := r.Runs.FailAttempt(context.WithoutCancel(ctx), st.Attempt.ID, classification, exitCodeOf(err), env.snapshot())
+	return ferr
+}
+
+// heartbeat proves liveness and stops the attempt when its run is canceled.
+func (r *Runner) heartbeat(ctx context.Context, attemptID string, stop func()) {
+	t := time.NewTicker(r.Heartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			halt, err := r.Runs.Heartbeat(ctx, attemptID)
+			if err != nil {
+				continue
+			}
+			if halt {
+				stop()
+				return
+			}
+		}
+	}
+}
+
+// exitError is a tofu command that exited nonzero.
+type exitError struct {
+	step string
+	code int
+}
+
+func (e exitError) Error() string { return fmt.Sprintf("tofu %s exited %d", e.step, e.code) }
+
+func exitCodeOf(err error) int {
+	var ee exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	return -1
+}
+
+func classify(err error, canceled bool) string {
+	var ee exitError
+	var ae run.ArchiveError
+	switch {
+	case canceled || errors.Is(err, sandbox.ErrCanceled):
+		return "canceled"
+	case errors.Is(err, sandbox.ErrTimedOut):
+		return "timed_out"
+	case errors.As(err, &ee):
+		return ee.step + "_failed"
+	case errors.Is(err, errStateMoved):
+		return "state_changed_during_plan"
+	case errors.Is(err, workspace.ErrSnapshotChanged):
+		return "input_snapshot_unavailable"
+	case errors.As(err, &ae), archive.CodeOf(err) != "":
+		return "configuration_invalid"
+	case errors.Is(err, sandbox.ErrChecksumMismatch):
+		return "toolchain_checksum_mismatch"
+	}
+	return "runner_error"
+}
+
+func (r *Runner) execute(ctx context.Context, env *attemptEnv) error {
+	st := env.st
+	inputs, err := r.Runs.RunInputs(ctx, st.Run)
+	if err != nil {
+		return err
+	}
+	token, err := r.Runs.IssueToken(ctx, st)
+	if err != nil {
+		return err
+	}
+	secrets := []string{token}
+	for _, v := range inputs {
+		if v.Sensitive {
+			secrets = append(secrets, v.Value)
+		}
+	}
+	env.secrets = secrets
+	if env.logs, err = r.Runs.NewLogSink(ctx, st.Run.ID, st.Attempt.Phase, secrets); err != nil {
+		return err
+	}
+	stopFlush := r.flushLoop(ctx, env.logs)
+	defer stopFlush()
+
+	start := time.Now()
+	spec := sandbox.Spec{Name: st.SandboxName, Limits: sandbox.Limits{WallClock: r.PhaseTimeout}, Env: map[string]string{
+		"TF_IN_AUTOMATION": "1", "TF_INPUT": "0", "CHECKPOINT_DISABLE": "1", "TF_FORCE_LOCAL_BACKEND": "1",
+	}}
+	if r.CAFile != "" {
+		spec.ReadOnlyFiles = map[string]string{"ca.pem": r.CAFile}
+	}
+	if env.sb, err = r.Driver.Create(ctx, spec); err != nil {
+		return fmt.Errorf("creating sandbox: %w", err)
+	}
+	env.timed("sandbox_create", start)
+	if err := r.Runs.RecordSandbox(ctx, st.Attempt.ID, env.sb.ID()); err != nil {
+		return err
+	}
+	// Three banner lines: the remote-backend CLI drops the first three
+	// lines of an apply log, as HCP Terraform repeats a banner there.
+	env.logs.Line("Cairn %s phase of %s, attempt %d", st.Attempt.Phase, st.Run.ID, st.Attempt.Number)
+	env.logs.Line("OpenTofu %s on %s", st.Run.ToolVersion, st.Run.Platform)
+	env.logs.Line("Sandbox %s (%s driver, namespaces=%t)", env.sb.ID(), r.Driver.Name(), r.Driver.Isolated())
+
+	start = time.Now()
+	tool, err := r.Tools.Verified(ctx, "tofu", st.Run.ToolVersion)
+	if err != nil {
+		return fmt.Errorf("verifying toolchain: %w", err)
+	}
+	if err := env.sb.InstallTool(ctx, tool); err != nil {
+		return fmt.Errorf("installing toolchain: %w", err)
+	}
+	env.timed("toolchain_install", start)
+
+	start = time.Now()
+	if err := r.prepare(ctx, env, inputs, token); err != nil {
+		return err
+	}
+	env.timed("configuration", start)
+
+	if st.Attempt.Phase == run.PhasePlan {
+		return r.plan(ctx, env)
+	}
+	return r.apply(ctx, env)
+}
+
+func (r *Runner) flushLoop(ctx context.Context, sink *run.LogSink) func() {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(r.LogFlush)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				_ = sink.Flush(ctx, false)
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
+// prepare extracts the pinned configuration, writes the backend override,
+// the CLI configuration with the run token and the pinned variables.
+func (r *Runner) prepare(ctx context.Context, env *attemptEnv, inputs []workspace.ResolvedVariable, token string) error {
+	work := env.sb.WorkDir()
+	for _, d := range []string{configDir, privateDir} {
+		if err := os.MkdirAll(filepath.Join(work, d), 0o700); err != nil {
+			return err
+		}
+	}
+	rc, err := r.Runs.OpenArchive(ctx, env.st.Configuration)
+	if err != nil {
+		return err
+	}
+	_, err = archive.Extract(ctx, rc, filepath.Join(work, configDir), archive.DefaultLimits())
+	rc.Close()
+	if err != nil {
+		return fmt.Errorf("extracting configuration: %w", err)
+	}
+	w, err := r.Runs.WorkspaceOf(ctx, env.st.Run)
+	if err != nil {
+		return err
+	}
+	org, err := r.Runs.OrganizationSlug(ctx, env.st.Run.OrganizationID)
+	if err != nil {
+		return err
+	}
+	files := map[string][]byte{
+		filepath.Join(configDir, overrideFile): backendOverride(r.APIHost, org, w.CloudName),
+		filepath.Join(privateDir, cliConfig):   fmt.Appendf(nil, "credentials %q {\n  token = %q\n}\n", r.APIHost, token),
+		filepath.Join(privateDir, varFile):     tfvars(inputs),
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(work, name), body, 0o600); err != nil {
+			return fmt.Errorf("writing %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// backendOverride points the remote backend at this service's workspace.
+func backendOverride(host, organization, workspaceName string) []byte {
+	f := hclwrite.NewEmptyFile()
+	backend := f.Body().AppendNewBlock("terraform", nil).Body().AppendNewBlock("backend", []string{"remote"}).Body()
+	backend.SetAttributeValue("hostname", cty.StringVal(host))
+	backend.SetAttributeValue("organization", cty.StringVal(organization))
+	backend.AppendNewBlock("workspaces", nil).Body().SetAttributeValue("name", cty.StringVal(workspaceName))
+	return f.Bytes()
+}
+
+// tfvars renders the pinned variables: HCL values as written, the rest as
+// strings quoted by the HCL writer (so "${" in a value stays literal).
+func tfvars(inputs []workspace.ResolvedVariable) []byte {
+	f := hclwrite.NewEmptyFile()
+	for _, v := range inputs {
+		if v.HCL {
+			f.Body().SetAttributeRaw(v.Key, hclwrite.Tokens{{Type: 0, Bytes: []byte(v.Value)}})
+			continue
+		}
+		f.Body().SetAttributeValue(v.Key, cty.StringVal(v.Value))
+	}
+	return f.Bytes()
+}
+
+// tofu runs one CLI command in the configuration directory, its output
+// going to the masked log.
+func (r *Runner) tofu(ctx context.Context, env *attemptEnv, step string, stdout io.Writer, args ...string) (int, error) {
+	start := time.Now()
+	defer env.timed("tofu_"+step, start)
+	cmdEnv := map[string]string{
+		"TF_CLI_CONFIG_FILE": filepath.Join(env.sb.WorkDir(), privateDir, cliConfig),
+		// Links the state version the CLI publishes to this run.
+		"TFE_RUN_ID": env.st.Run.ID,
+	}
+	if r.CAFile != "" {
+		cmdEnv["SSL_CERT_FILE"] = env.sb.FilePath("ca.pem")
+	}
+	if stdout == nil {
+		stdout = env.logs
+	}
+	return env.sb.Run(ctx, sandbox.Command{Args: append([]string{"tofu"}, args...), Dir: configDir, Env: cmdEnv,
+		Stdout: stdout, Stderr: env.logs})
+}
+
+func (r *Runner) private(env *attemptEnv, name string) string {
+	return filepath.Join(env.sb.WorkDir(), privateDir, name)
+}
+
+func (r *Runner) init(ctx context.Context, env *attemptEnv) error {
+	code, err := r.tofu(ctx, env, "init", nil, "init", "-input=false", "-no-color")
+	if err != nil {
+		return err
+	}
+	if code != 0 {
+		return exitError{step: "init", code: code}
+	}
+	return nil
+}
+
+// plan runs init, plan -out and show -json, seals the evidence and commits.
+func (r *Runner) plan(ctx context.Context, env *attemptEnv) error {
+	predecessor, err := r.Runs.CurrentStateVersionID(ctx, env.st.Run)
+	if err != nil {
+		return err
+	}
+	if err := r.init(ctx, env); err != nil {
+		return err
+	}
+	code, err := r.tofu(ctx, env, "plan", nil, "plan", "-input=false", "-no-color", "-lock=false", "-detailed-exitcode",
+		"-var-file="+r.private(env, varFile), "-out="+r.private(env, planFile))
+	if err != nil {
+		return err
+	}
+	if code != 0 && code != 2 {
+		return exitError{step: "plan", code: code}
+	}
+	hasChanges := code == 2
+	jsonOut, err := os.OpenFile(r.private(env, planJSON), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	code, err = r.tofu(ctx, env, "show", jsonOut, "show", "-json", "-no-color", r.private(env, planFile))
+	jsonOut.Close()
+	if err != nil {
+		return err
+	}
+	if code != 0 {
+		return exitError{step: "show", code: code}
+	}
+	after, err := r.Runs.CurrentStateVersionID(ctx, env.st.Run)
+	if err != nil {
+		return err
+	}
+	if !sameID(predecessor, after) {
+		return errStateMoved
+	}
+
+	start := time.Now()
+	arts, diff, err := r.planEvidence(ctx, env)
+	if err != nil {
+		r.Runs.DiscardArtifacts(ctx, arts)
+		return err
+	}
+	env.timed("evidence", start)
+	_ = env.logs.Flush(ctx, true)
+	start = time.Now()
+	_, err = r.Runs.CommitPlan(ctx, env.st.Attempt.ID, run.PlanEvidence{
+		Artifacts: arts, HasChanges: hasChanges, Additions: diff.Counts.Add, Changes: diff.Counts.Change,
+		Destructions: diff.Counts.Destroy, PredecessorStateVersionID: predecessor, Timings: withCommit(env, start),
+	})
+	if err != nil {
+		r.Runs.DiscardArtifacts(ctx, arts)
+		if errors.Is(err, run.ErrAttemptNotCurrent) {
+			return nil
+		}
+		return err
+	}
+	return nil
+}
+
+// withCommit is the attempt's timings with the commit itself estimated by
+// the time spent so far in it (the commit writes the timings).
+func withCommit(env *attemptEnv, start time.Time) run.Timings {
+	t := env.snapshot()
+	t["commit"] = float64(time.Since(start).Microseconds()) / 1000
+	return t
+}
+
+// planEvidence seals the plan file, the plan JSON and the redacted diff.
+func (r *Runner) planEvidence(ctx context.Context, env *attemptEnv) ([]run.Artifact, plandiff.Artifact, error) {
+	var arts []run.Artifact
+	store := func(kind string, open func() (io.ReadCloser, error)) error {
+		rc, err := open()
+		if err != nil {
+			return err
+		}
+		defer rc.Close()
+		a, err := r.Runs.StoreArtifact(ctx, env.st, kind, rc, state.MaxStateBytes)
+		if err != nil {
+			return err
+		}
+		arts = append(arts, a)
+		return nil
+	}
+	fileOpener := func(name string) func() (io.ReadCloser, error) {
+		return func() (io.ReadCloser, error) { return os.Open(r.private(env, name)) }
+	}
+	if err := store(run.ArtifactPlanFile, fileOpener(planFile)); err != nil {
+		return arts, plandiff.Artifact{}, err
+	}
+	if err := store(run.ArtifactPlanJSON, fileOpener(planJSON)); err != nil {
+		return arts, plandiff.Artifact{}, err
+	}
+	f, err := os.Open(r.private(env, planJSON))
+	if err != nil {
+		return arts, plandiff.Artifact{}, err
+	}
+	diff, err := plandiff.Build(ctx, f)
+	f.Close()
+	if err != nil {
+		return arts, plandiff.Artifact{}, fmt.Errorf("building plan diff: %w", err)
+	}
+	diff.RedactSecrets(env.secrets)
+	body, err := jsonMarshal(diff)
+	if err != nil {
+		return arts, plandiff.Artifact{}, err
+	}
+	err = store(run.ArtifactPlanDiff, func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil })
+	return arts, diff, err
+}
+
+// apply runs the saved plan in a fresh sandbox. The CLI publishes the
+// successor state itself through /api/v2; the commit verifies it.
+func (r *Runner) apply(ctx context.Context, env *attemptEnv) error {
+	rc, err := r.Runs.OpenPlanFile(ctx, env.st.Run)
+	if err != nil {
+		return err
+	}
+	err = writeFrom(r.private(env, planFile), rc)
+	rc.Close()
+	if err != nil {
+		return err
+	}
+	if err := r.init(ctx, env); err != nil {
+		return err
+	}
+	code, err := r.tofu(ctx, env, "apply", nil, "apply", "-input=false", "-no-color", r.private(env, planFile))
+	if err != nil {
+		return err
+	}
+	outcome := run.ApplyOutcome{ExitCode: code}
+	if code != 0 {
+		emergency := filepath.Join(env.sb.WorkDir(), configDir, "errored.tfstate")
+		if f, err := os.Open(emergency); err == nil {
+			a, serr := r.Runs.StoreArtifact(ctx, env.st, run.ArtifactEmergencyState, f, state.MaxStateBytes)
+			f.Close()
+			if serr == nil {
+				outcome.Emergency = &a
+				env.logs.Line("The apply left a state it could not publish; it is kept sealed for recovery.")
+			}
+		}
+	}
+	_ = env.logs.Flush(ctx, true)
+	start := time.Now()
+	outcome.Timings = withCommit(env, start)
+	_, err = r.Runs.CommitApply(ctx, env.st.Attempt.ID, outcome)
+	if errors.Is(err, run.ErrAttemptNotCurrent) {
+		return nil
+	}
+	return err
+}
+
+func writeFrom(path string, r io.Reader) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, r); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func sameID(a, b *string) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
+
+// WorkerName is a default worker identity: host and process.
+func WorkerName() string {
+	host, _ := os.Hostname()
+	return strings.TrimSpace(fmt.Sprintf("%s/%d", host, os.Getpid()))
+}

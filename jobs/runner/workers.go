@@ -1,0 +1,73 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/riverqueue/river"
+
+	"github.com/cairnhq/cairn/api/platform/db"
+	"github.com/cairnhq/cairn/api/run"
+)
+
+// PhaseWorker runs a phase attempt's job.
+type PhaseWorker struct {
+	river.WorkerDefaults[run.PhaseArgs]
+	Runner *Runner
+	// CapacityRetry is how soon a job whose region is full tries again.
+	CapacityRetry time.Duration
+}
+
+// Timeout leaves the deadline to the sandbox's own wall clock.
+func (w *PhaseWorker) Timeout(*river.Job[run.PhaseArgs]) time.Duration { return -1 }
+
+// Work starts the attempt (lease and create intent in one transaction) and
+// executes it. A full region or a closed gate waits; an attempt that is no
+// longer current is done.
+func (w *PhaseWorker) Work(ctx context.Context, job *river.Job[run.PhaseArgs]) error {
+	st, err := w.Runner.Runs.StartAttempt(ctx, job.Args.AttemptID, w.Runner.WorkerID, w.Runner.Driver.Name())
+	switch {
+	case errors.Is(err, run.ErrAttemptNotCurrent):
+		return nil
+	case errors.Is(err, run.ErrNoCapacity):
+		return river.JobSnooze(w.CapacityRetry)
+	case errors.Is(err, run.ErrGateClosed):
+		return river.JobSnooze(30 * time.Second)
+	case err != nil:
+		return err
+	}
+	return w.Runner.Execute(ctx, st)
+}
+
+// ExpiryWorker ends runs whose approval deadline passed.
+type ExpiryWorker struct {
+	river.WorkerDefaults[run.ExpiryArgs]
+	Runs *run.Service
+	DB   *sqlx.DB
+}
+
+// Work expires the run if it is still waiting past its deadline.
+func (w *ExpiryWorker) Work(ctx context.Context, job *river.Job[run.ExpiryArgs]) error {
+	return db.WithTx(ctx, w.DB, func(tx *sqlx.Tx) error {
+		_, err := w.Runs.ExpireRun(ctx, tx, job.Args.RunID)
+		return err
+	})
+}
+
+// ReapWorker finds attempts whose worker died.
+type ReapWorker struct {
+	river.WorkerDefaults[run.ReapArgs]
+	Runs             *run.Service
+	HeartbeatTimeout time.Duration
+}
+
+// Work reaps lost attempts.
+func (w *ReapWorker) Work(ctx context.Context, _ *river.Job[run.ReapArgs]) error {
+	_, err := w.Runs.ReapLostAttempts(ctx, w.HeartbeatTimeout)
+	return err
+}
+
+func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }

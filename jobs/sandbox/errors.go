@@ -1,0 +1,23 @@
+package sandbox
+
+import "errors"
+
+var (
+	// ErrCanceled means the caller's context ended (or the sandbox was
+	// destroyed) while a command ran; its process tree was terminated.
+	ErrCanceled = errors.New("sandbox command canceled")
+	// ErrTimedOut means a command outlived Limits.WallClock; its process tree
+	// was terminated.
+	ErrTimedOut = errors.New("sandbox command timed out")
+	// ErrIsolationUnavailable means namespace isolation was required
+	// (BwrapAlways) but bwrap is missing or does not work on this host.
+	ErrIsolationUnavailable = errors.New("sandbox isolation unavailable")
+	// ErrChecksumMismatch means a mirrored tool does not match its SHA256SUMS
+	// entry; nothing usable was left in the tool cache.
+	ErrChecksumMismatch = errors.New("tool checksum mismatch")
+	// ErrInvalidSpec means a Spec, Command or tool reference failed
+	// validation; the message names the field.
+	ErrInvalidSpec = errors.New("invalid sandbox spec")
+	// ErrDestroyed means the sandbox was destroyed before or during the call.
+	ErrDestroyed = errors.New("sandbox destroyed")
+)

@@ -76,7 +76,55 @@ type Stack struct {
 	Client *http.Client
 	logs   *syncBuffer
 	bin    string
+	mu     sync.Mutex
+	procs  map[string]*exec.Cmd
 }
+
+// startProcess starts one of the stack's binaries; cleanup stops it.
+func (s *Stack) startProcess(t *testing.T, name, bin string) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(s.bin, bin))
+	cmd.Env = append(os.Environ(), s.Env...)
+	w := devstack.NewPrefixWriter(&sync.Mutex{}, s.logs, name+" | ")
+	cmd.Stdout, cmd.Stderr = w, w
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting %s: %v", bin, err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	s.mu.Lock()
+	if s.procs == nil {
+		s.procs = map[string]*exec.Cmd{}
+	}
+	s.procs[name] = cmd
+	s.mu.Unlock()
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
+	})
+}
+
+// KillWorker kills the worker and its whole process group at once, as a
+// crashed machine would, and waits until it is gone.
+func (s *Stack) KillWorker(t *testing.T) {
+	t.Helper()
+	s.mu.Lock()
+	cmd := s.procs["worker"]
+	s.mu.Unlock()
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	for i := 0; i < 100 && syscall.Kill(cmd.Process.Pid, 0) == nil; i++ {
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// StartWorker starts a fresh worker, as a replacement machine would.
+func (s *Stack) StartWorker(t *testing.T) { s.startProcess(t, "worker", "cairn-worker") }
 
 // StackOption adjusts a stack before it starts.
 type StackOption func(*stackSettings)
@@ -168,24 +216,7 @@ func StartStack(t *testing.T, opts ...StackOption) *Stack {
 		"CAIRN_ARGON2_PARALLELISM=1",
 	}, settings.env...)
 	for _, p := range []struct{ name, bin string }{{"api", "cairn-api"}, {"worker", "cairn-worker"}, {"bff", "cairn-bff"}} {
-		cmd := exec.Command(filepath.Join(s.bin, p.bin))
-		cmd.Env = append(os.Environ(), s.Env...)
-		w := devstack.NewPrefixWriter(&sync.Mutex{}, s.logs, p.name+" | ")
-		cmd.Stdout, cmd.Stderr = w, w
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		if err := cmd.Start(); err != nil {
-			t.Fatalf("starting %s: %v", p.bin, err)
-		}
-		t.Cleanup(func() {
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-			done := make(chan struct{})
-			go func() { _ = cmd.Wait(); close(done) }()
-			select {
-			case <-done:
-			case <-time.After(10 * time.Second):
-				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			}
-		})
+		s.startProcess(t, p.name, p.bin)
 	}
 	t.Cleanup(func() {
 		if t.Failed() {

@@ -363,6 +363,11 @@ func (s *Service) FailAttempt(ctx context.Context, attemptID, classification str
 			out = r
 			return nil
 		}
+		if r.DecisionAction != nil && *r.DecisionAction == DecisionCanceled {
+			// Whatever the sandbox saw (a killed process, a revoked run
+			// token), the attempt ended because the run was canceled.
+			classification = "canceled"
+		}
 		status := AttemptFailed
 		if classification == "canceled" {
 			status = AttemptCanceled

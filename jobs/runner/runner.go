@@ -173,7 +173,7 @@ func classify(err error, canceled bool) string {
 	var ee exitError
 	var ae run.ArchiveError
 	switch {
-	case canceled || errors.Is(err, sandbox.ErrCanceled):
+	case canceled || errors.Is(err, sandbox.ErrCanceled) || errors.Is(err, run.ErrAttemptNotCurrent):
 		return "canceled"
 	case errors.Is(err, sandbox.ErrTimedOut):
 		return "timed_out"
@@ -428,10 +428,9 @@ func (r *Runner) plan(ctx context.Context, env *attemptEnv) error {
 		Destructions: diff.Counts.Destroy, PredecessorStateVersionID: predecessor, Timings: withCommit(env, start),
 	})
 	if err != nil {
+		// A run canceled while the plan finished: the attempt is closed as
+		// canceled by the caller.
 		r.Runs.DiscardArtifacts(ctx, arts)
-		if errors.Is(err, run.ErrAttemptNotCurrent) {
-			return nil
-		}
 		return err
 	}
 	return nil
@@ -523,9 +522,6 @@ func (r *Runner) apply(ctx context.Context, env *attemptEnv) error {
 	start := time.Now()
 	outcome.Timings = withCommit(env, start)
 	_, err = r.Runs.CommitApply(ctx, env.st.Attempt.ID, outcome)
-	if errors.Is(err, run.ErrAttemptNotCurrent) {
-		return nil
-	}
 	return err
 }
 

@@ -42,6 +42,12 @@ deps:
 		echo "==> installing PostgreSQL server binaries"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; \
 	fi
+	@# Sandboxes run tofu in Linux namespaces through bubblewrap, with rlimits
+	@# set by util-linux's prlimit.
+	@if ! command -v bwrap >/dev/null 2>&1 || ! command -v prlimit >/dev/null 2>&1; then \
+		echo "==> installing bubblewrap and util-linux"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap util-linux >/dev/null; \
+	fi
 
 clean:
 	rm -rf bin

@@ -361,8 +361,8 @@ func TestRemoteOperationsWithTheTofuCLI(t *testing.T) {
 	}
 	applied := s.waitRun(t, m, waiting.ID, 10*time.Second, status("applied"))
 	var history []struct {
-		ID        string  `json:"id"`
-		RunID     *string `json:"run_id"`
+		ID        string                `json:"id"`
+		RunID     *string               `json:"run_id"`
 		CreatedBy struct{ Kind string } `json:"created_by"`
 	}
 	s.apiJSON(t, http.MethodGet, "/v1/workspaces/"+wsID+"/state-versions", nil, &history, m.cookie()...)

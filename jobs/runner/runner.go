@@ -422,10 +422,9 @@ func (r *Runner) plan(ctx context.Context, env *attemptEnv) error {
 	}
 	env.timed("evidence", start)
 	_ = env.logs.Flush(ctx, true)
-	start = time.Now()
 	_, err = r.Runs.CommitPlan(ctx, env.st.Attempt.ID, run.PlanEvidence{
 		Artifacts: arts, HasChanges: hasChanges, Additions: diff.Counts.Add, Changes: diff.Counts.Change,
-		Destructions: diff.Counts.Destroy, PredecessorStateVersionID: predecessor, Timings: withCommit(env, start),
+		Destructions: diff.Counts.Destroy, PredecessorStateVersionID: predecessor, Timings: env.snapshot(),
 	})
 	if err != nil {
 		// A run canceled while the plan finished: the attempt is closed as
@@ -436,13 +435,6 @@ func (r *Runner) plan(ctx context.Context, env *attemptEnv) error {
 	return nil
 }
 
-// withCommit is the attempt's timings with the commit itself estimated by
-// the time spent so far in it (the commit writes the timings).
-func withCommit(env *attemptEnv, start time.Time) run.Timings {
-	t := env.snapshot()
-	t["commit"] = float64(time.Since(start).Microseconds()) / 1000
-	return t
-}
 
 // planEvidence seals the plan file, the plan JSON and the redacted diff.
 func (r *Runner) planEvidence(ctx context.Context, env *attemptEnv) ([]run.Artifact, plandiff.Artifact, error) {
@@ -519,8 +511,7 @@ func (r *Runner) apply(ctx context.Context, env *attemptEnv) error {
 		}
 	}
 	_ = env.logs.Flush(ctx, true)
-	start := time.Now()
-	outcome.Timings = withCommit(env, start)
+	outcome.Timings = env.snapshot()
 	_, err = r.Runs.CommitApply(ctx, env.st.Attempt.ID, outcome)
 	return err
 }

@@ -35,7 +35,7 @@ import (
 var (
 	duration    = flag.Duration("duration", 5*time.Second, "how long each load phase runs")
 	concurrency = flag.Int("concurrency", 32, "concurrent clients")
-	only        = flag.String("only", "", "run only these phases (comma-separated: health,mutation,replay,list,state,tofu,signin)")
+	only        = flag.String("only", "", "run only these phases (comma-separated: health,mutation,replay,list,state,tofu,runs,signin)")
 	rounds      = flag.Int("rounds", 5, "rounds of each tofu command (medians are reported)")
 )
 
@@ -238,7 +238,7 @@ func run() error {
 		report(list, baseline, "p99 < 25 ms")
 	}
 
-	if enabled("state") || enabled("tofu") {
+	if enabled("state") || enabled("tofu") || enabled("runs") {
 		if err := devstack.OpenPublicGate(api.Client, api.URL, benchOperatorToken, "bench-open-gate"); err != nil {
 			return err
 		}
@@ -260,6 +260,11 @@ func run() error {
 		resp.Body.Close()
 		if enabled("state") {
 			if err := benchStateTransfer(api, userToken.Data.Token, "bench", baseURL); err != nil {
+				return err
+			}
+		}
+		if enabled("runs") {
+			if err := benchRuns(dbURL, *rounds); err != nil {
 				return err
 			}
 		}

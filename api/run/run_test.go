@@ -1,0 +1,108 @@
+package run
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/cairnhq/cairn/api/access"
+)
+
+func TestAfterPolicy(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		kind       Kind
+		changes    bool
+		outcome    string
+		want       Status
+		wantReason string
+	}{
+		{KindPlanAndApply, true, PolicyPass, StatusAwaitingApproval, ""},
+		{KindPlanAndApply, false, PolicyPass, StatusPlannedAndFinished, "no_changes"},
+		{KindPlanOnly, true, PolicyPass, StatusPlannedAndFinished, ""},
+		{KindSpeculative, true, PolicyPass, StatusPlannedAndFinished, ""},
+		{KindPlanAndApply, true, PolicyError, StatusErrored, "policy_blocked"},
+		{KindSpeculative, false, PolicyError, StatusErrored, "policy_blocked"},
+	} {
+		got, reason := AfterPolicy(tc.kind, tc.changes, tc.outcome)
+		if got != tc.want || reason != tc.wantReason {
+			t.Errorf("AfterPolicy(%s, %v, %s) = %s %q, want %s %q", tc.kind, tc.changes, tc.outcome, got, reason, tc.want, tc.wantReason)
+		}
+	}
+}
+
+func TestBindingMatchesOnlyTheExactReview(t *testing.T) {
+	t.Parallel()
+	prev := "sv_one"
+	r := Run{PlanDigest: Digest([]byte("plan")), PolicyResultDigest: Digest([]byte("policy")),
+		DependencyLockDigest: Digest(nil), PredecessorStateVersionID: &prev}
+	exact := BindingOf(r)
+	if !exact.Matches(r) {
+		t.Fatal("the run's own binding does not match")
+	}
+	other := "sv_two"
+	for name, mutate := range map[string]func(b *Binding){
+		"plan":        func(b *Binding) { b.PlanDigest = HexDigest(Digest([]byte("other"))) },
+		"policy":      func(b *Binding) { b.PolicyResultDigest = HexDigest(Digest([]byte("other"))) },
+		"lock":        func(b *Binding) { b.DependencyLockDigest = HexDigest(Digest([]byte("lock"))) },
+		"predecessor": func(b *Binding) { b.PredecessorStateVersionID = &other },
+		"no state":    func(b *Binding) { b.PredecessorStateVersionID = nil },
+	} {
+		b := BindingOf(r)
+		mutate(&b)
+		if b.Matches(r) {
+			t.Errorf("a binding with another %s matches", name)
+		}
+	}
+	if (Binding{}).Matches(Run{}) {
+		t.Error("an unplanned run matches an empty binding")
+	}
+}
+
+func TestAvailableActions(t *testing.T) {
+	t.Parallel()
+	pass, failed := PolicyPass, PolicyError
+	writer := access.Principal{Permissions: access.PermissionsOf(access.RoleWriter)}
+	admin := access.Principal{Permissions: access.PermissionsOf(access.RoleAdmin)}
+	reader := access.Principal{Permissions: access.PermissionsOf(access.RoleReader)}
+	for _, tc := range []struct {
+		name string
+		run  Run
+		p    access.Principal
+		want []string
+	}{
+		{"awaiting, policy passed", Run{Status: StatusAwaitingApproval, PolicyOutcome: &pass}, writer, []string{ActionApprove, ActionReject, ActionCancel}},
+		{"closed gate offers rejection only", Run{Status: StatusAwaitingApproval, PolicyOutcome: &failed}, writer, []string{ActionReject, ActionCancel}},
+		{"reader", Run{Status: StatusAwaitingApproval, PolicyOutcome: &pass}, reader, []string{}},
+		{"planning", Run{Status: StatusPlanning}, writer, []string{ActionCancel}},
+		{"applied", Run{Status: StatusApplied}, admin, []string{}},
+		{"recovery needs both permissions", Run{Status: StatusRecoveryRequired}, writer, []string{}},
+		{"recovery", Run{Status: StatusRecoveryRequired}, admin, []string{ActionRecover}},
+	} {
+		if got := AvailableActions(tc.run, tc.p); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestMaskerHidesEverySpellingOfASecret(t *testing.T) {
+	t.Parallel()
+	m := masker([]string{"s3cr3t\"quote", "ab", "s3cr3t"})
+	out := m.Replace(`a s3cr3t"quote b "s3cr3t\"quote" c s3cr3t ab`)
+	if want := `a (sensitive value) b "(sensitive value)" c (sensitive value) ab`; out != want {
+		t.Fatalf("masked %q, want %q", out, want)
+	}
+}
+
+func TestLogQueryBounds(t *testing.T) {
+	t.Parallel()
+	for _, q := range []LogQuery{{Tail: 5, After: 1}, {Tail: 5, Limit: 2}, {Tail: 101}, {Limit: 101}, {After: -1}} {
+		if q.Validate() == nil {
+			t.Errorf("%+v accepted", q)
+		}
+	}
+	for _, q := range []LogQuery{{}, {Tail: 100}, {After: 10, Limit: 100}} {
+		if err := q.Validate(); err != nil {
+			t.Errorf("%+v refused: %v", q, err)
+		}
+	}
+}

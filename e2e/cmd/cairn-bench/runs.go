@@ -1,0 +1,340 @@
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/cairnhq/cairn/api/plandiff"
+	"github.com/cairnhq/cairn/api/plandiff/plandifftest"
+	"github.com/cairnhq/cairn/e2e/devstack"
+)
+
+// benchRunConfig is 50 terraform_data resources whose inputs change every
+// round, so every run plans 50 updates (the first, 50 creates).
+const benchRunConfig = `resource "terraform_data" "r" {
+  count = 50
+  input = "value-${count.index}-%d"
+}
+`
+
+type benchRun struct {
+	ID               string            `json:"id"`
+	Status           string            `json:"status"`
+	CreatedAt        time.Time         `json:"created_at"`
+	StatusTimestamps map[string]string `json:"status_timestamps"`
+	Plan             struct {
+		PlanDigest                *string `json:"plan_digest"`
+		PredecessorStateVersionID *string `json:"predecessor_state_version_id"`
+	} `json:"plan"`
+	Policy struct {
+		ResultDigest *string `json:"result_digest"`
+	} `json:"policy"`
+	Pinned struct {
+		DependencyLockDigest string `json:"dependency_lock_digest"`
+	} `json:"pinned"`
+	Evidence struct {
+		Attempts []struct {
+			Phase     string             `json:"phase"`
+			TimingsMS map[string]float64 `json:"timings_ms"`
+		} `json:"attempts"`
+	} `json:"evidence"`
+}
+
+func (r benchRun) at(status string) time.Time {
+	t, _ := time.Parse(time.RFC3339Nano, r.StatusTimestamps[status])
+	return t
+}
+
+var benchKeys atomic.Int64
+
+func v1(c *http.Client, method, url, session string, body []byte, contentType string, out any) (int, error) {
+	req, _ := http.NewRequest(method, url, bytes.NewReader(body))
+	if body == nil {
+		req, _ = http.NewRequest(method, url, nil)
+	}
+	req.Header.Set("Cookie", "__Secure-identity.session_token="+session)
+	if method != http.MethodGet {
+		req.Header.Set("Idempotency-Key", fmt.Sprintf("bench-%d-%d", time.Now().UnixNano(), benchKeys.Add(1)))
+		req.Header.Set("Content-Type", contentType)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if out != nil && resp.StatusCode < 300 {
+		var env struct {
+			Data json.RawMessage `json:"data"`
+		}
+		_ = json.Unmarshal(raw, &env)
+		_ = json.Unmarshal(env.Data, out)
+	}
+	if resp.StatusCode >= 300 {
+		return resp.StatusCode, fmt.Errorf("%s %s: %d %s", method, url, resp.StatusCode, raw)
+	}
+	return resp.StatusCode, nil
+}
+
+func jsonBody(v any) []byte { b, _ := json.Marshal(v); return b }
+
+func tarGz(files map[string]string) []byte {
+	var buf bytes.Buffer
+	gz := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(gz)
+	for name, body := range files {
+		_ = tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(body)), Typeflag: tar.TypeReg})
+		_, _ = tw.Write([]byte(body))
+	}
+	_ = tw.Close()
+	_ = gz.Close()
+	return buf.Bytes()
+}
+
+// startWorker runs the real cairn-worker beside a bench API, sharing its
+// data directory (sealed artifacts) and trusting its CA.
+func startWorker(dbURL string, api *apiProcess, files devstack.TLSFiles) (func(), error) {
+	bin := envOr("CAIRN_BIN_DIR", "bin")
+	mirror, err := filepath.Abs(filepath.Dir(filepath.Dir(devstack.ToolchainDir(".", "tofu", "1.10.6"))))
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(filepath.Join(bin, "cairn-worker"))
+	cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL,
+		"AUTH_SECRET=bench-auth-secret-0123456789abcdef0123456789abcdef",
+		"CAIRN_MASTER_KEY=AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=",
+		"CAIRN_PUBLIC_URL="+api.URL, "CAIRN_DATA_DIR="+api.DataDir, "SSL_CERT_FILE="+files.Bundle,
+		"CAIRN_TOOLCHAIN_DIR="+mirror, "CAIRN_LOG_LEVEL="+envOr("CAIRN_BENCH_API_LOG", "warn"))
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	return func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM); _ = cmd.Wait() }, nil
+}
+
+func percentile(xs []float64, p float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	return s[min(len(s)-1, int(p*float64(len(s))))]
+}
+
+func median(xs []float64) float64 { return percentile(xs, 0.5) }
+
+// benchRuns measures managed runs end to end on 50 resources: creation to
+// awaiting_approval and approval to applied from the run's own recorded
+// timestamps, the per-step breakdown, and the same tofu commands run
+// directly; then dispatch latency and plan-diff generation at 5,000
+// resources.
+func benchRuns(dbURL string, rounds int) error {
+	tlsDir, err := os.MkdirTemp("", "cairn-bench-runs-tls-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tlsDir)
+	files, err := devstack.EnsureTLS(tlsDir)
+	if err != nil {
+		return err
+	}
+	api, err := startAPI(dbURL, &files)
+	if err != nil {
+		return err
+	}
+	defer api.Stop()
+	stopWorker, err := startWorker(dbURL, api, files)
+	if err != nil {
+		return err
+	}
+	defer stopWorker()
+	c := api.Client
+	session, err := signUp(c, api.URL, fmt.Sprintf("runs-%d@example.com", time.Now().UnixNano()), false)
+	if err != nil {
+		return err
+	}
+	if call(c, http.MethodPost, api.URL+"/api/auth/organization/create", session,
+		map[string]string{"name": "Runs", "slug": fmt.Sprintf("runs-%d", time.Now().UnixNano()%1e6)}, nil, nil) != http.StatusOK {
+		return fmt.Errorf("creating the runs organization")
+	}
+	var project, ws struct{ ID string }
+	if _, err := v1(c, http.MethodPost, api.URL+"/v1/projects", session, jsonBody(map[string]string{"name": "runs"}), "application/json", &project); err != nil {
+		return err
+	}
+	if _, err := v1(c, http.MethodPost, api.URL+"/v1/workspaces", session, jsonBody(map[string]any{"project_id": project.ID, "name": "runs",
+		"execution_settings": map[string]string{"tool_version": "1.10.6", "region": "us", "platform": "linux_amd64"}}), "application/json", &ws); err != nil {
+		return err
+	}
+
+	steps := map[string][]float64{}
+	var toApproval, toApplied, dispatch []float64
+	wait := func(id, want string) (benchRun, error) {
+		deadline := time.Now().Add(2 * time.Minute)
+		for {
+			var r benchRun
+			if _, err := v1(c, http.MethodGet, api.URL+"/v1/runs/"+id, session, nil, "", &r); err != nil {
+				return r, err
+			}
+			if r.Status == want {
+				return r, nil
+			}
+			if time.Now().After(deadline) || (r.Status != "pending" && r.Status != "plan_queued" && r.Status != "planning" &&
+				r.Status != "awaiting_approval" && r.Status != "apply_queued" && r.Status != "applying") {
+				return r, fmt.Errorf("run %s is %s, wanted %s", id, r.Status, want)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	for round := 0; round <= rounds; round++ {
+		var cfg struct{ ID string }
+		if _, err := v1(c, http.MethodPost, api.URL+"/v1/workspaces/"+ws.ID+"/configuration-versions", session,
+			tarGz(map[string]string{"main.tf": fmt.Sprintf(benchRunConfig, round)}), "application/gzip", &cfg); err != nil {
+			return err
+		}
+		var created benchRun
+		if _, err := v1(c, http.MethodPost, api.URL+"/v1/runs", session, jsonBody(map[string]string{"workspace_id": ws.ID,
+			"configuration_version_id": cfg.ID, "kind": "plan_and_apply"}), "application/json", &created); err != nil {
+			return err
+		}
+		r, err := wait(created.ID, "awaiting_approval")
+		if err != nil {
+			return err
+		}
+		binding := map[string]any{"plan_digest": *r.Plan.PlanDigest, "policy_result_digest": *r.Policy.ResultDigest,
+			"predecessor_state_version_id": r.Plan.PredecessorStateVersionID, "dependency_lock_digest": r.Pinned.DependencyLockDigest}
+		if _, err := v1(c, http.MethodPost, api.URL+"/v1/runs/"+r.ID+"/actions/approve", session, jsonBody(binding), "application/json", nil); err != nil {
+			return err
+		}
+		if r, err = wait(r.ID, "applied"); err != nil {
+			return err
+		}
+		if round == 0 {
+			continue // warm-up: first toolchain verification, first state
+		}
+		toApproval = append(toApproval, ms64(r.at("awaiting_approval").Sub(r.CreatedAt)))
+		toApplied = append(toApplied, ms64(r.at("applied").Sub(r.at("apply_queued"))))
+		for _, a := range r.Evidence.Attempts {
+			dispatch = append(dispatch, a.TimingsMS["queue_wait"])
+			for k, v := range a.TimingsMS {
+				steps[a.Phase+" "+k] = append(steps[a.Phase+" "+k], v)
+			}
+		}
+	}
+
+	direct, err := directTofu(rounds)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("managed run, 50 resources, median of %d rounds (worker poll %s):\n", rounds, envOr("CAIRN_WORKER_POLL_INTERVAL", "100ms"))
+	fmt.Printf("  created -> awaiting_approval %7.1f ms  [target < 400 ms]  (direct init+plan+show %7.1f ms, x%.2f)\n",
+		median(toApproval), direct["init"]+direct["plan"]+direct["show"], median(toApproval)/(direct["init"]+direct["plan"]+direct["show"]))
+	fmt.Printf("  approved -> applied          %7.1f ms  [target < 400 ms]  (direct init+apply %7.1f ms, x%.2f)\n",
+		median(toApplied), direct["init"]+direct["apply"], median(toApplied)/(direct["init"]+direct["apply"]))
+	names := make([]string, 0, len(steps))
+	for k := range steps {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		fmt.Printf("    %-28s %7.1f ms\n", k, median(steps[k]))
+	}
+	for _, k := range []string{"init", "plan", "show", "apply"} {
+		fmt.Printf("    direct tofu %-16s %7.1f ms\n", k, direct[k])
+	}
+	fmt.Printf("  dispatch (commit -> sandbox start), %d attempts: p50 %.1f ms, p99 %.1f ms\n", len(dispatch), percentile(dispatch, 0.5), percentile(dispatch, 0.99))
+	return benchPlanDiff()
+}
+
+// directTofu times the same commands the runner runs, on the same
+// configuration, with a local backend and no sandbox.
+func directTofu(rounds int) (map[string]float64, error) {
+	tofu, err := filepath.Abs(filepath.Join(devstack.ToolchainDir(".", "tofu", "1.10.6"), "tofu"))
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "cairn-bench-direct-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	env := append(os.Environ(), "TF_IN_AUTOMATION=1", "TF_INPUT=0", "CHECKPOINT_DISABLE=1", "HOME="+dir)
+	times := map[string][]float64{}
+	for round := 0; round <= rounds; round++ {
+		if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(fmt.Sprintf(benchRunConfig, round)), 0o644); err != nil {
+			return nil, err
+		}
+		for _, step := range [][]string{{"init", "-input=false", "-no-color"}, {"plan", "-input=false", "-no-color", "-out=p.tfplan"},
+			{"show", "-json", "p.tfplan"}, {"apply", "-input=false", "-no-color", "p.tfplan"}} {
+			cmd := exec.Command(tofu, step...)
+			cmd.Dir, cmd.Env = dir, env
+			start := time.Now()
+			if out, err := cmd.CombinedOutput(); err != nil {
+				return nil, fmt.Errorf("direct tofu %s: %v\n%s", step[0], err, out)
+			}
+			if round > 0 {
+				times[step[0]] = append(times[step[0]], ms64(time.Since(start)))
+			}
+		}
+	}
+	out := map[string]float64{}
+	for k, v := range times {
+		out[k] = median(v)
+	}
+	return out, nil
+}
+
+// benchPlanDiff builds the plan diff of a 5,000-resource plan and reports
+// its time and the peak heap while building.
+func benchPlanDiff() error {
+	var buf bytes.Buffer
+	if err := plandifftest.PlanJSON(&buf, 5000); err != nil {
+		return err
+	}
+	plan := buf.Bytes()
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	var peak atomic.Uint64
+	done := make(chan struct{})
+	go func() {
+		var m runtime.MemStats
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(2 * time.Millisecond):
+				runtime.ReadMemStats(&m)
+				if m.HeapInuse > peak.Load() {
+					peak.Store(m.HeapInuse)
+				}
+			}
+		}
+	}()
+	start := time.Now()
+	a, err := plandiff.Build(context.Background(), bytes.NewReader(plan))
+	elapsed := time.Since(start)
+	close(done)
+	if err != nil {
+		return err
+	}
+	body, _ := json.Marshal(a)
+	growth := int64(peak.Load()) - int64(before.HeapInuse)
+	fmt.Printf("plan diff, 5,000 resources (%.1f MB plan JSON -> %.1f MB artifact): %.1f ms, peak heap growth %.1f MiB\n",
+		float64(len(plan))/1e6, float64(len(body))/1e6, ms64(elapsed), float64(max(growth, 0))/(1<<20))
+	return nil
+}

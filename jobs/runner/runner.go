@@ -435,7 +435,6 @@ func (r *Runner) plan(ctx context.Context, env *attemptEnv) error {
 	return nil
 }
 
-
 // planEvidence seals the plan file, the plan JSON and the redacted diff.
 func (r *Runner) planEvidence(ctx context.Context, env *attemptEnv) ([]run.Artifact, plandiff.Artifact, error) {
 	var arts []run.Artifact

@@ -1,10 +1,6 @@
 package e2e
 
 import (
-	"archive/tar"
-	"bytes"
-	"compress/gzip"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -88,27 +84,10 @@ func uniqueKey(prefix string) string {
 	return fmt.Sprintf("%s-%d-%d", prefix, time.Now().UnixNano(), keyCounter)
 }
 
-// archive builds a .tar.gz of configuration files.
-func archive(t *testing.T, files map[string]string) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	gz := gzip.NewWriter(&buf)
-	tw := tar.NewWriter(gz)
-	for name, body := range files {
-		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(body)), Typeflag: tar.TypeReg}); err != nil {
-			t.Fatal(err)
-		}
-		_, _ = tw.Write([]byte(body))
-	}
-	_ = tw.Close()
-	_ = gz.Close()
-	return buf.Bytes()
-}
-
 func (s *Stack) uploadConfiguration(t *testing.T, m member, workspaceID string, files map[string]string) string {
 	t.Helper()
 	status, body := call(t, s.Client, http.MethodPost, s.APIURL+"/v1/workspaces/"+workspaceID+"/configuration-versions",
-		archive(t, files), append(m.mutate(uniqueKey("cfg")), "Content-Type", "application/gzip")...)
+		devstack.TarGz(files), append(m.mutate(uniqueKey("cfg")), "Content-Type", "application/gzip")...)
 	if status != http.StatusCreated {
 		t.Fatalf("configuration upload: %d %s", status, body)
 	}
@@ -502,12 +481,25 @@ func TestWorkerLostDuringApplyGoesToRecovery(t *testing.T) {
 		!contains(lost.AvailableActions, "recover") {
 		t.Fatalf("lost apply %+v", lost)
 	}
+	// The evidence is the current state as the admin is shown it.
+	var shown []struct {
+		ID     string `json:"id"`
+		SHA256 string `json:"sha256"`
+	}
+	s.apiJSON(t, http.MethodGet, "/v1/workspaces/"+wsID+"/state-versions?limit=1", nil, &shown, m.cookie()...)
 	recover := map[string]any{"resolution": "current_state_verified", "current_state_version_id": nil, "current_state_digest": "",
 		"reason": "checked the infrastructure by hand", "confirm_fence_advance": true}
-	var recovered runView
-	if st := s.apiJSON(t, http.MethodPost, "/v1/runs/"+r.ID+"/actions/recover", recover, &recovered, m.mutate(uniqueKey("recover"))...); st != http.StatusOK {
-		t.Fatalf("recover: %d", st)
+	if len(shown) > 0 {
+		recover["current_state_version_id"], recover["current_state_digest"] = shown[0].ID, shown[0].SHA256
 	}
+	var recovered runView
+	st, body := call(t, s.Client, http.MethodPost, s.APIURL+"/v1/runs/"+r.ID+"/actions/recover", mustJSON(recover), m.mutate(uniqueKey("recover"))...)
+	if st != http.StatusOK {
+		t.Fatalf("recover: %d %s", st, body)
+	}
+	var env struct{ Data runView }
+	_ = json.Unmarshal(body, &env)
+	recovered = env.Data
 	if recovered.Status != "recovered" {
 		t.Fatalf("recovered run %+v", recovered)
 	}
@@ -611,5 +603,3 @@ func setSandboxCeiling(t *testing.T, s *Stack, n int) {
 		t.Fatalf("launch control: %d %s", st, body)
 	}
 }
-
-var _ = context.Background

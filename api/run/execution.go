@@ -50,11 +50,7 @@ type Started struct {
 func (s *Service) StartAttempt(ctx context.Context, attemptID, workerID, driver string) (Started, error) {
 	var out Started
 	err := db.WithTx(ctx, s.db, func(tx *sqlx.Tx) error {
-		a, err := attemptByID(ctx, tx, attemptID, true)
-		if err != nil {
-			return err
-		}
-		r, err := runByID(ctx, tx, a.OrganizationID, a.RunID, true)
+		r, a, err := lockAttempt(ctx, tx, attemptID)
 		if err != nil {
 			return err
 		}
@@ -348,15 +344,8 @@ func publishedBy(ctx context.Context, q sqlx.QueryerContext, r Run) (*string, er
 func (s *Service) FailAttempt(ctx context.Context, attemptID, classification string, exitCode int, timings Timings) (Run, error) {
 	var out Run
 	err := db.WithTx(ctx, s.db, func(tx *sqlx.Tx) error {
-		a, err := attemptByID(ctx, tx, attemptID, false)
+		r, a, err := lockAttempt(ctx, tx, attemptID)
 		if err != nil {
-			return err
-		}
-		r, err := runByID(ctx, tx, a.OrganizationID, a.RunID, true)
-		if err != nil {
-			return err
-		}
-		if a, err = attemptByID(ctx, tx, attemptID, true); err != nil {
 			return err
 		}
 		if a.Status != AttemptRunning {
@@ -396,8 +385,10 @@ func (s *Service) FailAttempt(ctx context.Context, attemptID, classification str
 	return out, err
 }
 
-// runningAttempt locks the run, then the attempt, and checks the fence.
-func (s *Service) runningAttempt(ctx context.Context, tx *sqlx.Tx, attemptID string) (Run, Attempt, error) {
+// lockAttempt locks an attempt's run, then the attempt itself. Every
+// transaction that touches both takes them in this order (as Cancel does,
+// locking the run before its attempts), so none can deadlock another.
+func lockAttempt(ctx context.Context, tx *sqlx.Tx, attemptID string) (Run, Attempt, error) {
 	a, err := attemptByID(ctx, tx, attemptID, false)
 	if err != nil {
 		return Run{}, Attempt{}, err
@@ -406,7 +397,14 @@ func (s *Service) runningAttempt(ctx context.Context, tx *sqlx.Tx, attemptID str
 	if err != nil {
 		return Run{}, Attempt{}, err
 	}
-	if a, err = attemptByID(ctx, tx, attemptID, true); err != nil {
+	a, err = attemptByID(ctx, tx, attemptID, true)
+	return r, a, err
+}
+
+// runningAttempt locks the run and the attempt and checks the fence.
+func (s *Service) runningAttempt(ctx context.Context, tx *sqlx.Tx, attemptID string) (Run, Attempt, error) {
+	r, a, err := lockAttempt(ctx, tx, attemptID)
+	if err != nil {
 		return Run{}, Attempt{}, err
 	}
 	want := StatusPlanning
@@ -448,20 +446,15 @@ func (s *Service) ReapLostAttempts(ctx context.Context, timeout time.Duration) (
 	reaped := 0
 	for _, attemptID := range ids {
 		err := db.WithTx(ctx, s.db, func(tx *sqlx.Tx) error {
-			a, err := attemptByID(ctx, tx, attemptID, false)
+			r, a, err := lockAttempt(ctx, tx, attemptID)
 			if err != nil {
 				return err
 			}
-			r, err := runByID(ctx, tx, a.OrganizationID, a.RunID, true)
-			if err != nil {
-				return err
-			}
+			// Recheck under the lock, on the database clock: a heartbeat may
+			// have landed since the scan.
 			var lost bool
 			if err := tx.GetContext(ctx, &lost, `SELECT status = 'running' AND heartbeat_at < now() - make_interval(secs => $2)
-				FROM run_attempts WHERE id = $1 FOR UPDATE`, attemptID, timeout.Seconds()); err != nil || !lost {
-				return err
-			}
-			if a, err = attemptByID(ctx, tx, attemptID, true); err != nil {
+				FROM run_attempts WHERE id = $1`, attemptID, timeout.Seconds()); err != nil || !lost {
 				return err
 			}
 			if err := s.endAttempt(ctx, tx, &a, AttemptLost, "worker_lost", -1, nil); err != nil {

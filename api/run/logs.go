@@ -101,7 +101,6 @@ type LogSink struct {
 	pending bytes.Buffer // complete, masked lines not yet stored
 	partial bytes.Buffer // the unfinished last line, unmasked
 	next    int64
-	err     error
 }
 
 // NewLogSink opens a sink that appends after the run's newest chunk.
@@ -190,8 +189,7 @@ func (l *LogSink) Flush(ctx context.Context, final bool) error {
 		}
 		if _, err := l.s.db.ExecContext(ctx, `INSERT INTO run_log_chunks (run_id, sequence, phase, body) VALUES ($1, $2, $3, $4)`,
 			l.runID, seq, l.phase, body[:n]); err != nil {
-			l.err = fmt.Errorf("storing log chunk: %w", err)
-			return l.err
+			return fmt.Errorf("storing log chunk: %w", err)
 		}
 		body = body[n:]
 		seq++

@@ -179,14 +179,9 @@ func (s *Service) Recover(ctx context.Context, p access.Principal, runID string,
 
 // checkEvidence compares what the caller saw with what is recorded now.
 func (s *Service) checkEvidence(ctx context.Context, tx *sqlx.Tx, r Run, in RecoverInput) error {
-	var current struct {
-		ID     *string `db:"id"`
-		SHA256 []byte  `db:"sha256"`
-	}
-	if err := tx.GetContext(ctx, &current, `SELECT (SELECT id FROM state_versions WHERE workspace_id = $1 AND status = 'finalized'
-		ORDER BY number DESC LIMIT 1) AS id, (SELECT sha256 FROM state_versions WHERE workspace_id = $1 AND status = 'finalized'
-		ORDER BY number DESC LIMIT 1) AS sha256`, r.WorkspaceID); err != nil {
-		return fmt.Errorf("reading current state: %w", err)
+	current, err := currentState(ctx, tx, r.WorkspaceID)
+	if err != nil {
+		return err
 	}
 	if !sameStateID(current.ID, in.CurrentStateVersionID) || hex.EncodeToString(current.SHA256) != strings.ToLower(in.CurrentStateDigest) {
 		return ErrRecoveryEvidence

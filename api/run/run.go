@@ -242,11 +242,6 @@ func AvailableActions(r Run, p access.Principal) []string {
 // except an unresolved recovery, which only recovery may end.
 func Cancelable(s Status) bool { return !s.Terminal() && s != StatusRecoveryRequired }
 
-// Holds reports whether a run in status s occupies its workspace's run
-// queue: only one non-speculative run progresses at a time, so runs apply
-// in the order they were created.
-func Holds(s Status) bool { return !s.Terminal() && s != StatusPending }
-
 // Digest is SHA-256 over b.
 func Digest(b []byte) []byte {
 	sum := sha256.Sum256(b)

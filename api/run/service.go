@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -378,13 +377,8 @@ func (s *Service) decidable(ctx context.Context, tx *sqlx.Tx, p access.Principal
 }
 
 func (s *Service) currentStateID(ctx context.Context, q sqlx.QueryerContext, r Run) (*string, error) {
-	var current *string
-	err := sqlx.GetContext(ctx, q, &current, `SELECT (SELECT id FROM state_versions WHERE workspace_id = $1 AND status = 'finalized'
-		ORDER BY number DESC LIMIT 1)`, r.WorkspaceID)
-	if err != nil {
-		return nil, fmt.Errorf("reading current state: %w", err)
-	}
-	return current, nil
+	current, err := currentState(ctx, q, r.WorkspaceID)
+	return current.ID, err
 }
 
 func sameStateID(a, b *string) bool {
@@ -547,7 +541,7 @@ func pqStrings(s []string) any {
 }
 
 // HexDigest renders a digest for the review, or "" when not recorded.
-func HexDigest(b []byte) string { return strings.ToLower(hex.EncodeToString(b)) }
+func HexDigest(b []byte) string { return hex.EncodeToString(b) }
 
 // ListRunsPage reads a numbered page of runs, newest first, with the total,
 // for the remote-backend protocol's page-number lists.

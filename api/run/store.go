@@ -335,4 +335,25 @@ func decodeHex(s string) []byte {
 	return b
 }
 
+// stateRef names a workspace's current finalized state; ID is nil before
+// the first.
+type stateRef struct {
+	ID     *string `db:"id"`
+	SHA256 []byte  `db:"sha256"`
+}
+
+func currentState(ctx context.Context, q sqlx.QueryerContext, workspaceID string) (stateRef, error) {
+	var ref stateRef
+	err := sqlx.GetContext(ctx, q, &ref, `SELECT id, sha256 FROM state_versions WHERE workspace_id = $1 AND status = 'finalized'
+		ORDER BY number DESC LIMIT 1`, workspaceID)
+	switch {
+	case isNoRows(err):
+		// sqlx allocates pointer fields before it learns there is no row.
+		return stateRef{}, nil
+	case err != nil:
+		return stateRef{}, fmt.Errorf("reading current state: %w", err)
+	}
+	return ref, nil
+}
+
 func isNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }

@@ -1,13 +1,12 @@
 package tfe
 
 import (
+	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -140,30 +139,11 @@ func (s *server) configurationVersionResource(cv run.ConfigurationVersion) resou
 	return resource{ID: cv.ID, Type: "configuration-versions", Attributes: attrs}
 }
 
-// signedURL returns an absolute capability URL whose query carries its
-// expiry and signature.
-func (s *server) signedURL(method, path string, lifetime time.Duration) string {
-	expires := time.Now().Add(lifetime).Unix()
-	return s.absolute(path) + "?expires=" + strconv.FormatInt(expires, 10) + "&signature=" + s.signMethod(method, path, expires)
-}
-
-func (s *server) signMethod(method, path string, expires int64) string {
-	m := hmac.New(sha256.New, s.SigningKey)
-	fmt.Fprintf(m, "%s\n%s\n%d", method, path, expires)
-	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
-}
-
-func (s *server) validSignature(method, path, expiresRaw, signature string) bool {
-	expires, err := strconv.ParseInt(expiresRaw, 10, 64)
-	return err == nil && time.Now().Unix() <= expires && hmac.Equal([]byte(signature), []byte(s.signMethod(method, path, expires)))
-}
-
 func (s *server) createConfigurationVersion(c *fiber.Ctx, p access.Principal, o owner) error {
 	var doc struct {
 		Data struct {
 			Attributes struct {
-				Speculative   bool `json:"speculative"`
-				AutoQueueRuns bool `json:"auto-queue-runs"`
+				Speculative bool `json:"speculative"`
 			} `json:"attributes"`
 		} `json:"data"`
 	}
@@ -174,7 +154,7 @@ func (s *server) createConfigurationVersion(c *fiber.Ctx, p access.Principal, o 
 	err := db.WithTx(c.UserContext(), s.DB, func(tx *sqlx.Tx) error {
 		var err error
 		cv, err = s.Runs.CreateConfigurationVersion(c.UserContext(), tx, p, o.WorkspaceID, run.ConfigurationInput{
-			Source: run.SourceTFE, Speculative: doc.Data.Attributes.Speculative, AutoQueueRuns: false,
+			Source: run.SourceTFE, Speculative: doc.Data.Attributes.Speculative,
 		})
 		return err
 	})
@@ -213,7 +193,7 @@ func (s *server) uploadConfiguration(c *fiber.Ctx) error {
 	}
 	var body io.Reader = c.Request().BodyStream()
 	if body == nil {
-		body = strings.NewReader(string(c.Body()))
+		body = bytes.NewReader(c.Body())
 	}
 	if _, err := s.Runs.UploadConfiguration(ctx, cv.ID, body); err != nil {
 		return s.writeError(c, err)
@@ -288,14 +268,7 @@ func phaseStatus(r run.Run, st string) string {
 
 func (s *server) runResource(r run.Run, p access.Principal) resource {
 	actions := run.AvailableActions(r, p)
-	has := func(a string) bool {
-		for _, x := range actions {
-			if x == a {
-				return true
-			}
-		}
-		return false
-	}
+	has := func(a string) bool { return slices.Contains(actions, a) }
 	timestamps := map[string]string{}
 	for k, v := range r.StatusTimestamps {
 		timestamps[tfeStatus(run.Status(k))+"-at"] = timestamp(v)

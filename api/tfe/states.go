@@ -2,12 +2,9 @@ package tfe
 
 import (
 	"bytes"
-	"crypto/hmac"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -43,17 +40,8 @@ func (s *server) registerState(r fiber.Router) {
 	r.Put("/state-versions/:id/upload/:kind", s.upload)
 }
 
-// sign returns the signature of a capability URL path valid until expires.
-func (s *server) sign(path string, expires int64) string {
-	m := hmac.New(sha256.New, s.SigningKey)
-	fmt.Fprintf(m, "PUT\n%s\n%d", path, expires)
-	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
-}
-
 func (s *server) uploadURL(versionID, kind string) string {
-	path := "/api/v2/state-versions/" + versionID + "/upload/" + kind
-	expires := time.Now().Add(uploadURLLifetime).Unix()
-	return strings.TrimRight(s.Config.PublicURL, "/") + path + "?expires=" + strconv.FormatInt(expires, 10) + "&signature=" + s.sign(path, expires)
+	return s.signedURL(http.MethodPut, "/api/v2/state-versions/"+versionID+"/upload/"+kind, uploadURLLifetime)
 }
 
 func (s *server) absolute(path string) string {
@@ -213,10 +201,8 @@ func (s *server) createStateVersion(c *fiber.Ctx, p access.Principal, o owner) e
 func (s *server) upload(c *fiber.Ctx) error {
 	ctx := c.UserContext()
 	kind, versionID := c.Params("kind"), c.Params("id")
-	expires, err := strconv.ParseInt(c.Query("expires"), 10, 64)
 	path := "/api/v2/state-versions/" + versionID + "/upload/" + kind
-	if (kind != "state" && kind != "json") || err != nil || time.Now().Unix() > expires ||
-		!hmac.Equal([]byte(c.Query("signature")), []byte(s.sign(path, expires))) {
+	if (kind != "state" && kind != "json") || !s.validSignature(http.MethodPut, path, c.Query("expires"), c.Query("signature")) {
 		return s.writeError(c, fault.ErrNotFound)
 	}
 	v, err := s.State.PendingOwner(ctx, versionID)

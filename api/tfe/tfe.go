@@ -2,10 +2,16 @@ package tfe
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/base64"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/jmoiron/sqlx"
@@ -167,4 +173,25 @@ func (s *server) guard(resolve resolver, h handler) fiber.Handler {
 		}
 		return h(c, p, o)
 	}
+}
+
+// Capability URLs (state and archive uploads, phase logs) carry no bearer
+// token: an HMAC over method, path and expiry authorizes them.
+
+// signedURL returns an absolute capability URL whose query carries its
+// expiry and signature.
+func (s *server) signedURL(method, path string, lifetime time.Duration) string {
+	expires := time.Now().Add(lifetime).Unix()
+	return s.absolute(path) + "?expires=" + strconv.FormatInt(expires, 10) + "&signature=" + s.signMethod(method, path, expires)
+}
+
+func (s *server) signMethod(method, path string, expires int64) string {
+	m := hmac.New(sha256.New, s.SigningKey)
+	fmt.Fprintf(m, "%s\n%s\n%d", method, path, expires)
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+func (s *server) validSignature(method, path, expiresRaw, signature string) bool {
+	expires, err := strconv.ParseInt(expiresRaw, 10, 64)
+	return err == nil && time.Now().Unix() <= expires && hmac.Equal([]byte(signature), []byte(s.signMethod(method, path, expires)))
 }

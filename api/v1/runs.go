@@ -243,7 +243,8 @@ func (a *API) registerRuns() {
 		})
 	})
 
-	decide := func(action string, fn func(*run.Service) func(context.Context, *sqlx.Tx, access.Principal, string, run.Binding) (run.Run, error)) {
+	type decision func(*run.Service, context.Context, *sqlx.Tx, access.Principal, string, run.Binding) (run.Run, error)
+	decide := func(action string, fn decision) {
 		register(a, huma.Operation{
 			OperationID: action + "-run", Method: http.MethodPost, Path: "/v1/runs/{id}/actions/" + action,
 			Summary: "Record " + action + " of the exact review", Tags: tags,
@@ -252,7 +253,7 @@ func (a *API) registerRuns() {
 		}, operationOptions{mutation: true}, func(ctx context.Context, in *decideInput) (*Mutated[RunView], error) {
 			return mutation(ctx, a, in.IdempotencyKey, in.Body, http.StatusOK,
 				func(ctx context.Context, tx *sqlx.Tx, p access.Principal) (RunView, error) {
-					r, err := fn(a.deps.Services.Runs)(ctx, tx, p, in.ID, run.Binding(in.Body))
+					r, err := fn(a.deps.Services.Runs, ctx, tx, p, in.ID, run.Binding(in.Body))
 					if err != nil {
 						return RunView{}, err
 					}
@@ -260,12 +261,8 @@ func (a *API) registerRuns() {
 				})
 		})
 	}
-	decide("approve", func(s *run.Service) func(context.Context, *sqlx.Tx, access.Principal, string, run.Binding) (run.Run, error) {
-		return s.Approve
-	})
-	decide("reject", func(s *run.Service) func(context.Context, *sqlx.Tx, access.Principal, string, run.Binding) (run.Run, error) {
-		return s.Reject
-	})
+	decide("approve", (*run.Service).Approve)
+	decide("reject", (*run.Service).Reject)
 
 	register(a, huma.Operation{
 		OperationID: "cancel-run", Method: http.MethodPost, Path: "/v1/runs/{id}/actions/cancel",

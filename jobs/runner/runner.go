@@ -3,6 +3,7 @@ package runner
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -361,8 +362,10 @@ func (r *Runner) tofu(ctx context.Context, env *attemptEnv, step string, stdout 
 		Stdout: stdout, Stderr: env.logs})
 }
 
-func (r *Runner) private(env *attemptEnv, name string) string {
-	return filepath.Join(env.sb.WorkDir(), privateDir, name)
+// private is where the runner keeps a file of its own beside the
+// configuration.
+func (e *attemptEnv) private(name string) string {
+	return filepath.Join(e.sb.WorkDir(), privateDir, name)
 }
 
 func (r *Runner) init(ctx context.Context, env *attemptEnv) error {
@@ -386,7 +389,7 @@ func (r *Runner) plan(ctx context.Context, env *attemptEnv) error {
 		return err
 	}
 	code, err := r.tofu(ctx, env, "plan", nil, "plan", "-input=false", "-no-color", "-lock=false", "-detailed-exitcode",
-		"-var-file="+r.private(env, varFile), "-out="+r.private(env, planFile))
+		"-var-file="+env.private(varFile), "-out="+env.private(planFile))
 	if err != nil {
 		return err
 	}
@@ -394,11 +397,11 @@ func (r *Runner) plan(ctx context.Context, env *attemptEnv) error {
 		return exitError{step: "plan", code: code}
 	}
 	hasChanges := code == 2
-	jsonOut, err := os.OpenFile(r.private(env, planJSON), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	jsonOut, err := os.OpenFile(env.private(planJSON), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 	if err != nil {
 		return err
 	}
-	code, err = r.tofu(ctx, env, "show", jsonOut, "show", "-json", "-no-color", r.private(env, planFile))
+	code, err = r.tofu(ctx, env, "show", jsonOut, "show", "-json", "-no-color", env.private(planFile))
 	jsonOut.Close()
 	if err != nil {
 		return err
@@ -452,7 +455,7 @@ func (r *Runner) planEvidence(ctx context.Context, env *attemptEnv) ([]run.Artif
 		return nil
 	}
 	fileOpener := func(name string) func() (io.ReadCloser, error) {
-		return func() (io.ReadCloser, error) { return os.Open(r.private(env, name)) }
+		return func() (io.ReadCloser, error) { return os.Open(env.private(name)) }
 	}
 	if err := store(run.ArtifactPlanFile, fileOpener(planFile)); err != nil {
 		return arts, plandiff.Artifact{}, err
@@ -460,7 +463,7 @@ func (r *Runner) planEvidence(ctx context.Context, env *attemptEnv) ([]run.Artif
 	if err := store(run.ArtifactPlanJSON, fileOpener(planJSON)); err != nil {
 		return arts, plandiff.Artifact{}, err
 	}
-	f, err := os.Open(r.private(env, planJSON))
+	f, err := os.Open(env.private(planJSON))
 	if err != nil {
 		return arts, plandiff.Artifact{}, err
 	}
@@ -470,7 +473,7 @@ func (r *Runner) planEvidence(ctx context.Context, env *attemptEnv) ([]run.Artif
 		return arts, plandiff.Artifact{}, fmt.Errorf("building plan diff: %w", err)
 	}
 	diff.RedactSecrets(env.secrets)
-	body, err := jsonMarshal(diff)
+	body, err := json.Marshal(diff)
 	if err != nil {
 		return arts, plandiff.Artifact{}, err
 	}
@@ -485,7 +488,7 @@ func (r *Runner) apply(ctx context.Context, env *attemptEnv) error {
 	if err != nil {
 		return err
 	}
-	err = writeFrom(r.private(env, planFile), rc)
+	err = writeFrom(env.private(planFile), rc)
 	rc.Close()
 	if err != nil {
 		return err
@@ -493,7 +496,7 @@ func (r *Runner) apply(ctx context.Context, env *attemptEnv) error {
 	if err := r.init(ctx, env); err != nil {
 		return err
 	}
-	code, err := r.tofu(ctx, env, "apply", nil, "apply", "-input=false", "-no-color", r.private(env, planFile))
+	code, err := r.tofu(ctx, env, "apply", nil, "apply", "-input=false", "-no-color", env.private(planFile))
 	if err != nil {
 		return err
 	}

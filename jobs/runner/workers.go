@@ -2,7 +2,6 @@ package runner
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"time"
 
@@ -69,5 +68,3 @@ func (w *ReapWorker) Work(ctx context.Context, _ *river.Job[run.ReapArgs]) error
 	_, err := w.Runs.ReapLostAttempts(ctx, w.HeartbeatTimeout)
 	return err
 }
-
-func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }

@@ -269,20 +269,11 @@ func run() error {
 			}
 		}
 		if enabled("tofu") {
-			tlsDir, err := os.MkdirTemp("", "cairn-bench-tls-")
+			tlsAPI, files, stop, err := startTLSAPI(dbURL)
 			if err != nil {
 				return err
 			}
-			defer os.RemoveAll(tlsDir)
-			files, err := devstack.EnsureTLS(tlsDir)
-			if err != nil {
-				return err
-			}
-			tlsAPI, err := startAPI(dbURL, &files)
-			if err != nil {
-				return err
-			}
-			defer tlsAPI.Stop()
+			defer stop()
 			if err := benchTofu(tlsAPI, files, userToken.Data.Token, "bench", *rounds); err != nil {
 				return err
 			}
@@ -491,6 +482,26 @@ func startAPI(dbURL string, tlsFiles *devstack.TLSFiles) (*apiProcess, error) {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// startTLSAPI runs cairn-api over HTTPS with a fresh CA, as the OpenTofu
+// CLI requires; stop also removes the CA.
+func startTLSAPI(dbURL string) (*apiProcess, devstack.TLSFiles, func(), error) {
+	tlsDir, err := os.MkdirTemp("", "cairn-bench-tls-")
+	if err != nil {
+		return nil, devstack.TLSFiles{}, nil, err
+	}
+	files, err := devstack.EnsureTLS(tlsDir)
+	if err != nil {
+		os.RemoveAll(tlsDir)
+		return nil, devstack.TLSFiles{}, nil, err
+	}
+	api, err := startAPI(dbURL, &files)
+	if err != nil {
+		os.RemoveAll(tlsDir)
+		return nil, devstack.TLSFiles{}, nil, err
+	}
+	return api, files, func() { api.Stop(); os.RemoveAll(tlsDir) }, nil
 }
 
 func envOr(name, fallback string) string {

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"archive/tar"
 	"bytes"
-	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -92,19 +90,6 @@ func v1(c *http.Client, method, url, session string, body []byte, contentType st
 
 func jsonBody(v any) []byte { b, _ := json.Marshal(v); return b }
 
-func tarGz(files map[string]string) []byte {
-	var buf bytes.Buffer
-	gz := gzip.NewWriter(&buf)
-	tw := tar.NewWriter(gz)
-	for name, body := range files {
-		_ = tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(body)), Typeflag: tar.TypeReg})
-		_, _ = tw.Write([]byte(body))
-	}
-	_ = tw.Close()
-	_ = gz.Close()
-	return buf.Bytes()
-}
-
 // startWorker runs the real cairn-worker beside a bench API, sharing its
 // data directory (sealed artifacts) and trusting its CA.
 func startWorker(dbURL string, api *apiProcess, files devstack.TLSFiles) (func(), error) {
@@ -144,20 +129,11 @@ func median(xs []float64) float64 { return percentile(xs, 0.5) }
 // directly; then dispatch latency and plan-diff generation at 5,000
 // resources.
 func benchRuns(dbURL string, rounds int) error {
-	tlsDir, err := os.MkdirTemp("", "cairn-bench-runs-tls-")
+	api, files, stop, err := startTLSAPI(dbURL)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(tlsDir)
-	files, err := devstack.EnsureTLS(tlsDir)
-	if err != nil {
-		return err
-	}
-	api, err := startAPI(dbURL, &files)
-	if err != nil {
-		return err
-	}
-	defer api.Stop()
+	defer stop()
 	stopWorker, err := startWorker(dbURL, api, files)
 	if err != nil {
 		return err
@@ -203,7 +179,7 @@ func benchRuns(dbURL string, rounds int) error {
 	for round := 0; round <= rounds; round++ {
 		var cfg struct{ ID string }
 		if _, err := v1(c, http.MethodPost, api.URL+"/v1/workspaces/"+ws.ID+"/configuration-versions", session,
-			tarGz(map[string]string{"main.tf": fmt.Sprintf(benchRunConfig, round)}), "application/gzip", &cfg); err != nil {
+			devstack.TarGz(map[string]string{"main.tf": fmt.Sprintf(benchRunConfig, round)}), "application/gzip", &cfg); err != nil {
 			return err
 		}
 		var created benchRun

@@ -15,6 +15,7 @@ import (
 	"github.com/cairnhq/cairn/api/platform/httpx"
 	"github.com/cairnhq/cairn/api/platform/idempotency"
 	"github.com/cairnhq/cairn/api/platform/reqid"
+	"github.com/cairnhq/cairn/api/policy"
 	"github.com/cairnhq/cairn/api/run"
 	"github.com/cairnhq/cairn/api/serviceaccount"
 	"github.com/cairnhq/cairn/api/state"
@@ -72,6 +73,13 @@ var table = []struct {
 	{run.ErrRecoveryConfirmation, httpx.Problem{Status: http.StatusBadRequest, Code: "RUN_RECOVERY_CONFIRMATION_REQUIRED"}},
 	{run.ErrAutoApply, httpx.Problem{Status: http.StatusBadRequest, Code: "RUN_AUTO_APPLY_UNSUPPORTED"}},
 	{run.ErrDestroy, httpx.Problem{Status: http.StatusBadRequest, Code: "RUN_DESTROY_UNSUPPORTED"}},
+	{run.ErrPolicyGateClosed, httpx.Problem{Status: http.StatusConflict, Code: "RUN_POLICY_GATE_CLOSED"}},
+	{policy.ErrSetNameTaken, httpx.Problem{Status: http.StatusConflict, Code: "POLICY_SET_NAME_TAKEN"}},
+	{policy.ErrVersionNotPublished, httpx.Problem{Status: http.StatusConflict, Code: "POLICY_VERSION_NOT_PUBLISHED"}},
+	{policy.ErrAlreadyAttached, httpx.Problem{Status: http.StatusConflict, Code: "POLICY_SET_ALREADY_ATTACHED"}},
+	{policy.ErrAttachmentDetached, httpx.Problem{Status: http.StatusConflict, Code: "POLICY_ATTACHMENT_DETACHED"}},
+	{policy.ErrCompletionConflict, httpx.Problem{Status: http.StatusConflict}},
+	{policy.ErrOverrideStale, httpx.Problem{Status: http.StatusConflict, Code: "POLICY_RESULT_STALE"}},
 	{run.ErrArtifactUnavailable, httpx.Problem{Status: http.StatusNotFound, Code: "RUN_ARTIFACT_NOT_RECORDED"}},
 	{run.ErrInvalidToken, httpx.Problem{Status: http.StatusUnauthorized, Code: "invalid_token"}},
 
@@ -99,6 +107,10 @@ func Of(ctx context.Context, logger *slog.Logger, err error) httpx.Problem {
 	var coded Coded
 	if errors.As(err, &coded) {
 		return coded.Problem
+	}
+	var sourceErr policy.SourceError
+	if errors.As(err, &sourceErr) {
+		return httpx.Problem{Status: http.StatusUnprocessableEntity, Code: "POLICY_SOURCE_" + strings.ToUpper(sourceErr.Code)}
 	}
 	var archiveErr run.ArchiveError
 	if errors.As(err, &archiveErr) {

@@ -241,41 +241,14 @@ func (s *Service) UploadConfiguration(ctx context.Context, cvID string, r io.Rea
 	return cv, nil
 }
 
-// storeArchive tees the stream into sealed storage and the validator at
-// once. A validation failure closes the pipe, which stops the copy.
+// storeArchive seals and validates an archive in one pass and maps the
+// archive package's refusals to the codes clients see.
 func (s *Service) storeArchive(ctx context.Context, blobs *blob.Store, key, identity string, r io.Reader) (archive.Manifest, blob.Digests, error) {
-	pr, pw := io.Pipe()
-	type inspected struct {
-		manifest archive.Manifest
-		err      error
-	}
-	done := make(chan inspected, 1)
-	go func() {
-		m, err := archive.Inspect(ctx, pr, archive.DefaultLimits())
-		if err == nil {
-			// Anything after the end of the archive is ignored, but it
-			// must still be read so the upload completes.
-			_, err = io.Copy(io.Discard, pr)
-		}
-		pr.CloseWithError(errors.Join(err, io.ErrClosedPipe))
-		done <- inspected{m, err}
-	}()
-	digests, putErr := blobs.Put(ctx, key, identity, io.TeeReader(r, pw), MaxArchiveBytes)
-	pw.CloseWithError(putErr)
-	res := <-done
-	if errors.Is(putErr, blob.ErrTooLarge) {
-		return archive.Manifest{}, blob.Digests{}, ArchiveError{Code: "archive_too_large"}
-	}
-	if code := archive.CodeOf(res.err); code != "" {
+	manifest, digests, err := archive.Store(ctx, blobs, key, identity, r, MaxArchiveBytes)
+	if code := archive.CodeOf(err); code != "" {
 		return archive.Manifest{}, blob.Digests{}, ArchiveError{Code: code}
 	}
-	if putErr != nil {
-		return archive.Manifest{}, blob.Digests{}, putErr
-	}
-	if res.err != nil {
-		return archive.Manifest{}, blob.Digests{}, res.err
-	}
-	return res.manifest, digests, nil
+	return manifest, digests, err
 }
 
 // OpenArchive returns the plaintext archive of an uploaded version.

@@ -35,6 +35,9 @@ var (
 	ErrRecoveryEvidence = errors.New("recovery evidence does not match")
 	// ErrRecoveryConfirmation means a required confirmation flag is missing.
 	ErrRecoveryConfirmation = fmt.Errorf("%w: recovery confirmation required", fault.ErrValidation)
+	// ErrPolicyGateClosed means an approval came while the policy gate is
+	// closed: a blocking outcome, or soft failures without valid overrides.
+	ErrPolicyGateClosed = errors.New("policy gate closed")
 	// ErrArtifactUnavailable means a run artifact is not recorded (yet).
 	ErrArtifactUnavailable = errors.New("artifact not recorded")
 )

@@ -1,6 +1,7 @@
 package run
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -17,6 +18,7 @@ import (
 	"github.com/cairnhq/cairn/api/platform/blob"
 	"github.com/cairnhq/cairn/api/platform/db"
 	"github.com/cairnhq/cairn/api/platform/id"
+	"github.com/cairnhq/cairn/api/policy"
 	"github.com/cairnhq/cairn/api/workspace"
 )
 
@@ -186,6 +188,8 @@ type PlanEvidence struct {
 	Destructions              int
 	PredecessorStateVersionID *string
 	Timings                   Timings
+	// Policy is the evaluated policy stage, recorded with the plan.
+	Policy policy.Evaluation
 }
 
 // CommitPlan records a successful plan with its sealed evidence, runs the
@@ -218,10 +222,20 @@ func (s *Service) CommitPlan(ctx context.Context, attemptID string, ev PlanEvide
 		r.PlanStatus, r.HasChanges, r.PlanDigest = PhaseFinished, &hasChanges, planFile
 		r.ResourceAdditions, r.ResourceChanges, r.ResourceDestructions = &ev.Additions, &ev.Changes, &ev.Destructions
 		r.PredecessorStateVersionID = ev.PredecessorStateVersionID
-		outcome, digest := policyStage(r)
-		r.PolicyOutcome, r.PolicyResultDigest = &outcome, digest
+		check := ev.Policy.Check
+		if check.RunID != r.ID || !bytes.Equal(check.PlanDigest, planFile) {
+			return errors.New("policy evaluation is not bound to this run's plan")
+		}
+		if err := policy.RecordEvaluation(ctx, tx, ev.Policy); err != nil {
+			return err
+		}
+		outcome := check.Outcome
+		r.PolicyOutcome, r.PolicyResultDigest = &outcome, check.CompositionDigest
+		if policy.GateOpensOnItsOwn(outcome) {
+			r.PolicyGateUntil = &policy.GateAlwaysOpen
+		}
 		next, reason := AfterPolicy(r.Kind, hasChanges, outcome)
-		if next == StatusAwaitingApproval {
+		if next == StatusAwaitingApproval || next == StatusPolicyOverride {
 			deadline := s.stamp().Add(s.opts.ApprovalTimeout)
 			r.ApprovalDeadline = &deadline
 			r = s.transition(r, next)
@@ -241,17 +255,6 @@ func (s *Service) CommitPlan(ctx context.Context, attemptID string, ev PlanEvide
 		})
 	})
 	return out, err
-}
-
-// policyStage is the policy stage of a committed plan. Until policy sets
-// can be attached, the effective attachment list is empty, which passes;
-// the result digest still binds the outcome to the exact plan, so an
-// approval names both.
-func policyStage(r Run) (string, []byte) {
-	doc, _ := json.Marshal(map[string]any{
-		"schema": "cairn.policy.result/v1", "plan_digest": HexDigest(r.PlanDigest), "attachments": []any{}, "outcome": PolicyPass,
-	})
-	return PolicyPass, Digest(doc)
 }
 
 // ApplyOutcome is what the runner observed of an apply.

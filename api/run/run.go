@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cairnhq/cairn/api/access"
+	"github.com/cairnhq/cairn/api/policy"
 )
 
 // Kind is what a run is allowed to do.
@@ -34,6 +35,9 @@ const (
 	StatusPlanQueued       Status = "plan_queued"
 	StatusPlanning         Status = "planning"
 	StatusAwaitingApproval Status = "awaiting_approval"
+	// StatusPolicyOverride waits for every soft policy failure to be
+	// overridden (or for a rejection) before approval is possible.
+	StatusPolicyOverride   Status = "policy_override"
 	StatusApplyQueued      Status = "apply_queued"
 	StatusApplying         Status = "applying"
 	StatusRecoveryRequired Status = "recovery_required"
@@ -46,11 +50,14 @@ const (
 	StatusExpired             Status = "expired"
 	StatusRecovered           Status = "recovered"
 	StatusCredentialsRequired Status = "plan_credentials_required"
+	// StatusPolicySoftFailed ends a run that can never apply (plan-only,
+	// speculative or without changes) whose policy stage soft-failed.
+	StatusPolicySoftFailed Status = "policy_soft_failed"
 )
 
 var terminalStatuses = []Status{
 	StatusApplied, StatusPlannedAndFinished, StatusErrored, StatusRejected, StatusCanceled,
-	StatusExpired, StatusRecovered, StatusCredentialsRequired,
+	StatusExpired, StatusRecovered, StatusCredentialsRequired, StatusPolicySoftFailed,
 }
 
 // Terminal reports whether a run in status s will never change again.
@@ -79,10 +86,13 @@ const (
 	DecisionCanceled = "canceled"
 )
 
-// Policy outcomes.
+// Policy outcomes (see package policy for their composition).
 const (
-	PolicyPass  = "pass"
-	PolicyError = "error"
+	PolicyPass           = policy.OutcomePass
+	PolicyAdvisoryFailed = policy.OutcomeAdvisoryFailed
+	PolicySoftFailed     = policy.OutcomeSoftFailed
+	PolicyHardFailed     = policy.OutcomeHardFailed
+	PolicyError          = policy.OutcomeError
 )
 
 // Actions a caller may take on a run.
@@ -91,6 +101,8 @@ const (
 	ActionReject  = "reject"
 	ActionCancel  = "cancel"
 	ActionRecover = "recover"
+	// ActionOverridePolicy waives the run's current soft policy failures.
+	ActionOverridePolicy = "override_policy"
 )
 
 // Run is one managed run with everything it pinned at creation.
@@ -127,16 +139,23 @@ type Run struct {
 	PredecessorStateVersionID *string         `db:"predecessor_state_version_id"`
 	PolicyOutcome             *string         `db:"policy_outcome"`
 	PolicyResultDigest        []byte          `db:"policy_result_digest"`
-	ApprovalDeadline          *time.Time      `db:"approval_deadline"`
-	DecisionAction            *string         `db:"decision_action"`
-	DecisionActorKind         *string         `db:"decision_actor_kind"`
-	DecisionActorID           *string         `db:"decision_actor_id"`
-	DecidedAt                 *time.Time      `db:"decided_at"`
-	TerminalReason            *string         `db:"terminal_reason"`
-	StateVersionID            *string         `db:"state_version_id"`
-	StatusTimestamps          Timestamps      `db:"status_timestamps"`
-	CreatedAt                 time.Time       `db:"created_at"`
-	UpdatedAt                 time.Time       `db:"updated_at"`
+	// PolicyGateUntil is until when the policy gate is open: far future for
+	// an outcome that needs no override, the first needed override's expiry
+	// for an overridden soft failure, nil while closed.
+	PolicyGateUntil *time.Time `db:"policy_gate_until"`
+	// PolicySnapshotError records an effective attachment list that could
+	// not be snapshotted; the policy stage then ends in error.
+	PolicySnapshotError *string    `db:"policy_snapshot_error"`
+	ApprovalDeadline    *time.Time `db:"approval_deadline"`
+	DecisionAction      *string    `db:"decision_action"`
+	DecisionActorKind   *string    `db:"decision_actor_kind"`
+	DecisionActorID     *string    `db:"decision_actor_id"`
+	DecidedAt           *time.Time `db:"decided_at"`
+	TerminalReason      *string    `db:"terminal_reason"`
+	StateVersionID      *string    `db:"state_version_id"`
+	StatusTimestamps    Timestamps `db:"status_timestamps"`
+	CreatedAt           time.Time  `db:"created_at"`
+	UpdatedAt           time.Time  `db:"updated_at"`
 }
 
 // Speculative reports whether the run can never write state.
@@ -204,10 +223,21 @@ func (b Binding) Matches(r Run) bool {
 }
 
 // AfterPolicy is where a run goes once its plan is committed and its
-// policy stage has an outcome. An outcome other than pass blocks apply.
+// policy stage has an outcome (SPEC §3): errors and hard failures always
+// block; a soft failure waits for overrides when there is something to
+// apply and ends the run otherwise; pass and advisory findings continue.
 func AfterPolicy(kind Kind, hasChanges bool, outcome string) (Status, string) {
-	if outcome != PolicyPass {
-		return StatusErrored, "policy_blocked"
+	switch outcome {
+	case PolicyPass, PolicyAdvisoryFailed:
+	case PolicySoftFailed:
+		if kind == KindPlanAndApply && hasChanges {
+			return StatusPolicyOverride, ""
+		}
+		return StatusPolicySoftFailed, "policy_soft_failed"
+	case PolicyHardFailed:
+		return StatusErrored, "policy_hard_failed"
+	default:
+		return StatusErrored, "policy_error"
 	}
 	switch {
 	case kind != KindPlanAndApply:
@@ -219,15 +249,31 @@ func AfterPolicy(kind Kind, hasChanges bool, outcome string) (Status, string) {
 	}
 }
 
+// GateOpen reports whether the run's policy gate is open at now.
+func (r Run) GateOpen(now time.Time) bool {
+	return r.PolicyGateUntil != nil && now.Before(*r.PolicyGateUntil)
+}
+
+// Overridable reports whether overrides can still open the run's gate: a
+// soft failure of a run that waits for a decision, with the gate closed.
+func (r Run) Overridable(now time.Time) bool {
+	waiting := r.Status == StatusPolicyOverride || r.Status == StatusAwaitingApproval
+	return waiting && r.PolicyOutcome != nil && *r.PolicyOutcome == PolicySoftFailed && !r.GateOpen(now)
+}
+
 // AvailableActions lists what the principal may do to the run now. A closed
 // policy gate may offer rejection but never approval.
-func AvailableActions(r Run, p access.Principal) []string {
+func AvailableActions(r Run, p access.Principal, now time.Time) []string {
 	actions := []string{}
-	if r.Status == StatusAwaitingApproval && p.Permissions.Has(access.PermRunApprove) {
-		if r.PolicyOutcome != nil && *r.PolicyOutcome == PolicyPass {
+	waiting := r.Status == StatusAwaitingApproval || r.Status == StatusPolicyOverride
+	if waiting && p.Permissions.Has(access.PermRunApprove) {
+		if r.Status == StatusAwaitingApproval && r.GateOpen(now) {
 			actions = append(actions, ActionApprove)
 		}
 		actions = append(actions, ActionReject)
+	}
+	if r.Overridable(now) && p.Permissions.Has(access.PermPolicyOverrideSoft) {
+		actions = append(actions, ActionOverridePolicy)
 	}
 	if Cancelable(r.Status) && p.Permissions.Has(access.PermRunCancel) {
 		actions = append(actions, ActionCancel)

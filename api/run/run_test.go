@@ -1,10 +1,12 @@
 package run
 
 import (
+	"time"
 	"slices"
 	"testing"
 
 	"github.com/cairnhq/cairn/api/access"
+	"github.com/cairnhq/cairn/api/policy"
 )
 
 func TestAfterPolicy(t *testing.T) {
@@ -20,8 +22,13 @@ func TestAfterPolicy(t *testing.T) {
 		{KindPlanAndApply, false, PolicyPass, StatusPlannedAndFinished, "no_changes"},
 		{KindPlanOnly, true, PolicyPass, StatusPlannedAndFinished, ""},
 		{KindSpeculative, true, PolicyPass, StatusPlannedAndFinished, ""},
-		{KindPlanAndApply, true, PolicyError, StatusErrored, "policy_blocked"},
-		{KindSpeculative, false, PolicyError, StatusErrored, "policy_blocked"},
+		{KindPlanAndApply, true, PolicyAdvisoryFailed, StatusAwaitingApproval, ""},
+		{KindPlanAndApply, true, PolicySoftFailed, StatusPolicyOverride, ""},
+		{KindPlanAndApply, false, PolicySoftFailed, StatusPolicySoftFailed, "policy_soft_failed"},
+		{KindPlanOnly, true, PolicySoftFailed, StatusPolicySoftFailed, "policy_soft_failed"},
+		{KindPlanAndApply, true, PolicyHardFailed, StatusErrored, "policy_hard_failed"},
+		{KindPlanAndApply, true, PolicyError, StatusErrored, "policy_error"},
+		{KindSpeculative, false, PolicyError, StatusErrored, "policy_error"},
 	} {
 		got, reason := AfterPolicy(tc.kind, tc.changes, tc.outcome)
 		if got != tc.want || reason != tc.wantReason {
@@ -60,7 +67,9 @@ func TestBindingMatchesOnlyTheExactReview(t *testing.T) {
 
 func TestAvailableActions(t *testing.T) {
 	t.Parallel()
-	pass, failed := PolicyPass, PolicyError
+	pass, failed, soft := PolicyPass, PolicyError, PolicySoftFailed
+	now := time.Now()
+	open, expired := policy.GateAlwaysOpen, now.Add(-time.Second)
 	writer := access.Principal{Permissions: access.PermissionsOf(access.RoleWriter)}
 	admin := access.Principal{Permissions: access.PermissionsOf(access.RoleAdmin)}
 	reader := access.Principal{Permissions: access.PermissionsOf(access.RoleReader)}
@@ -70,15 +79,18 @@ func TestAvailableActions(t *testing.T) {
 		p    access.Principal
 		want []string
 	}{
-		{"awaiting, policy passed", Run{Status: StatusAwaitingApproval, PolicyOutcome: &pass}, writer, []string{ActionApprove, ActionReject, ActionCancel}},
+		{"awaiting, policy passed", Run{Status: StatusAwaitingApproval, PolicyOutcome: &pass, PolicyGateUntil: &open}, writer, []string{ActionApprove, ActionReject, ActionCancel}},
 		{"closed gate offers rejection only", Run{Status: StatusAwaitingApproval, PolicyOutcome: &failed}, writer, []string{ActionReject, ActionCancel}},
-		{"reader", Run{Status: StatusAwaitingApproval, PolicyOutcome: &pass}, reader, []string{}},
+		{"reader", Run{Status: StatusAwaitingApproval, PolicyOutcome: &pass, PolicyGateUntil: &open}, reader, []string{}},
+		{"soft failure waits for an override", Run{Status: StatusPolicyOverride, PolicyOutcome: &soft}, admin, []string{ActionReject, ActionOverridePolicy, ActionCancel}},
+		{"writers cannot override", Run{Status: StatusPolicyOverride, PolicyOutcome: &soft}, writer, []string{ActionReject, ActionCancel}},
+		{"an expired override closes the gate again", Run{Status: StatusAwaitingApproval, PolicyOutcome: &soft, PolicyGateUntil: &expired}, admin, []string{ActionReject, ActionOverridePolicy, ActionCancel}},
 		{"planning", Run{Status: StatusPlanning}, writer, []string{ActionCancel}},
 		{"applied", Run{Status: StatusApplied}, admin, []string{}},
 		{"recovery needs both permissions", Run{Status: StatusRecoveryRequired}, writer, []string{}},
 		{"recovery", Run{Status: StatusRecoveryRequired}, admin, []string{ActionRecover}},
 	} {
-		if got := AvailableActions(tc.run, tc.p); !slices.Equal(got, tc.want) {
+		if got := AvailableActions(tc.run, tc.p, now); !slices.Equal(got, tc.want) {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}

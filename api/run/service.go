@@ -23,6 +23,7 @@ import (
 	"github.com/cairnhq/cairn/api/platform/cursor"
 	"github.com/cairnhq/cairn/api/platform/fault"
 	"github.com/cairnhq/cairn/api/platform/id"
+	"github.com/cairnhq/cairn/api/policy"
 	"github.com/cairnhq/cairn/api/state"
 	"github.com/cairnhq/cairn/api/workspace"
 )
@@ -52,6 +53,7 @@ type Service struct {
 	workspaces *workspace.Service
 	state      *state.Service
 	launch     *launch.Service
+	policies   *policy.Service
 	jobs       JobInserter
 	logger     *slog.Logger
 	opts       Options
@@ -61,14 +63,14 @@ type Service struct {
 // NewService returns the run service. blobs may be nil (no master key):
 // everything that stores or reads artifacts then fails closed.
 func NewService(conn *sqlx.DB, blobs *blob.Store, workspaces *workspace.Service, states *state.Service,
-	admission *launch.Service, jobs JobInserter, logger *slog.Logger, opts Options) *Service {
+	admission *launch.Service, policies *policy.Service, jobs JobInserter, logger *slog.Logger, opts Options) *Service {
 	if opts.ApprovalTimeout <= 0 {
 		opts.ApprovalTimeout = 24 * time.Hour
 	}
 	if opts.TokenTTL <= 0 {
 		opts.TokenTTL = 2 * time.Hour
 	}
-	return &Service{db: conn, blobs: blobs, workspaces: workspaces, state: states, launch: admission, jobs: jobs,
+	return &Service{db: conn, blobs: blobs, workspaces: workspaces, state: states, launch: admission, policies: policies, jobs: jobs,
 		logger: logger, opts: opts, now: time.Now}
 }
 
@@ -160,6 +162,18 @@ func (s *Service) CreateRun(ctx context.Context, tx *sqlx.Tx, p access.Principal
 	}
 	if err := insertRun(ctx, tx, r); err != nil {
 		return Run{}, err
+	}
+	// The effective policy attachments are captured now: later attachment
+	// or publication changes reach only runs created after them.
+	snapshotErr, err := s.policies.SnapshotRun(ctx, tx, r.OrganizationID, r.ProjectID, r.WorkspaceID, r.ID)
+	if err != nil {
+		return Run{}, err
+	}
+	if snapshotErr != "" {
+		r.PolicySnapshotError = &snapshotErr
+		if err := saveRun(ctx, tx, r); err != nil {
+			return Run{}, err
+		}
 	}
 	held, err := queueHeld(ctx, tx, w.ID, r.ID)
 	if err != nil {
@@ -323,8 +337,8 @@ func (s *Service) Approve(ctx context.Context, tx *sqlx.Tx, p access.Principal, 
 	if err != nil {
 		return Run{}, err
 	}
-	if r.PolicyOutcome == nil || *r.PolicyOutcome != PolicyPass {
-		return Run{}, ErrActionNotAllowed
+	if !r.GateOpen(s.stamp()) {
+		return Run{}, ErrPolicyGateClosed
 	}
 	if _, err := s.launch.RequireBy(ctx, tx, launch.Subject{OrganizationID: r.OrganizationID, WorkspaceID: r.WorkspaceID}, launch.AdmitApply); err != nil {
 		return Run{}, err
@@ -367,7 +381,7 @@ func (s *Service) decidable(ctx context.Context, tx *sqlx.Tx, p access.Principal
 	if err != nil {
 		return Run{}, err
 	}
-	if r.Status != StatusAwaitingApproval {
+	if r.Status != StatusAwaitingApproval && r.Status != StatusPolicyOverride {
 		return Run{}, ErrActionNotAllowed
 	}
 	if !b.Matches(r) {
@@ -457,7 +471,8 @@ func (s *Service) ExpireRun(ctx context.Context, tx *sqlx.Tx, runID string) (Run
 	if err != nil {
 		return Run{}, err
 	}
-	if r.Status != StatusAwaitingApproval || r.ApprovalDeadline == nil || s.now().Before(*r.ApprovalDeadline) {
+	waiting := r.Status == StatusAwaitingApproval || r.Status == StatusPolicyOverride
+	if !waiting || r.ApprovalDeadline == nil || s.now().Before(*r.ApprovalDeadline) {
 		return r, nil
 	}
 	if r, err = s.finish(ctx, tx, r, StatusExpired, "approval_deadline_passed"); err != nil {

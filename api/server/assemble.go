@@ -17,6 +17,7 @@ import (
 	"github.com/cairnhq/cairn/api/platform/config"
 	"github.com/cairnhq/cairn/api/platform/seal"
 	"github.com/cairnhq/cairn/api/platform/secret"
+	"github.com/cairnhq/cairn/api/policy"
 	"github.com/cairnhq/cairn/api/run"
 	"github.com/cairnhq/cairn/api/serviceaccount"
 	"github.com/cairnhq/cairn/api/state"
@@ -53,6 +54,7 @@ func Assemble(cfg config.Config, conn *sqlx.DB, logger *slog.Logger) (Deps, erro
 	if err != nil {
 		return Deps{}, fmt.Errorf("creating job inserter: %w", err)
 	}
+	policies := policy.NewService(conn, blobs, workspaces, inserter, logger, policy.Options{EvaluationTimeout: cfg.PolicyEvaluationTimeout})
 	deps.Services = v1.Services{
 		Audit:           audit.NewService(conn),
 		Identity:        ident,
@@ -60,7 +62,8 @@ func Assemble(cfg config.Config, conn *sqlx.DB, logger *slog.Logger) (Deps, erro
 		ServiceAccounts: serviceaccount.NewService(conn, secret.Derive(cfg.AuthSecret, "service-account-token")),
 		Launch:          admission,
 		State:           states,
-		Runs: run.NewService(conn, blobs, workspaces, states, admission, inserter, logger, run.Options{
+		Policies:        policies,
+		Runs: run.NewService(conn, blobs, workspaces, states, admission, policies, inserter, logger, run.Options{
 			ApprovalTimeout: cfg.ApprovalTimeout,
 			TokenKey:        secret.Derive(cfg.AuthSecret, "run-token"),
 		}),

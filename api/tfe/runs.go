@@ -50,6 +50,7 @@ func (s *server) registerRuns(r fiber.Router) {
 	r.Get("/workspaces/:id/runs", s.guard(s.byWorkspaceID, s.workspaceRuns))
 	r.Get("/organizations/:org/runs/queue", s.guard(s.byOrganization, s.runQueue))
 	r.Get("/organizations/:org/capacity", s.guard(s.byOrganization, s.capacity))
+	s.registerPolicyChecks(r)
 }
 
 // Phase objects (plans, applies) are views of a run; their IDs carry the
@@ -236,7 +237,7 @@ func (s *server) createRun(c *fiber.Ctx, p access.Principal, o owner) error {
 	if err != nil {
 		return s.writeError(c, err)
 	}
-	return writeData(c, http.StatusCreated, s.runResource(r, p))
+	return writeData(c, http.StatusCreated, s.runResource(r, p, []ref{}))
 }
 
 // tfeStatus maps a run status to the protocol's vocabulary. A run waiting
@@ -266,8 +267,18 @@ func phaseStatus(r run.Run, st string) string {
 	return st
 }
 
-func (s *server) runResource(r run.Run, p access.Principal) resource {
-	actions := run.AvailableActions(r, p)
+// runStatus is the protocol status of a run: a run whose soft policy
+// failures are not (or no longer) overridden waits in policy_override.
+func runStatus(r run.Run, now time.Time) string {
+	if r.Status == run.StatusAwaitingApproval && !r.GateOpen(now) && r.PolicyOutcome != nil && *r.PolicyOutcome == run.PolicySoftFailed {
+		return "policy_override"
+	}
+	return tfeStatus(r.Status)
+}
+
+func (s *server) runResource(r run.Run, p access.Principal, checks []ref) resource {
+	now := time.Now()
+	actions := run.AvailableActions(r, p, now)
 	has := func(a string) bool { return slices.Contains(actions, a) }
 	timestamps := map[string]string{}
 	for k, v := range r.StatusTimestamps {
@@ -277,13 +288,13 @@ func (s *server) runResource(r run.Run, p access.Principal) resource {
 	return resource{
 		ID: r.ID, Type: "runs",
 		Attributes: map[string]any{
-			"status": tfeStatus(r.Status), "has-changes": hasChanges, "created-at": timestamp(r.CreatedAt),
+			"status": runStatus(r, now), "has-changes": hasChanges, "created-at": timestamp(r.CreatedAt),
 			"message": r.Message, "source": "tfe-api", "auto-apply": false, "is-destroy": false, "refresh": true,
 			"refresh-only": false, "plan-only": r.Kind != run.KindPlanAndApply, "position-in-queue": 0,
 			"status-timestamps": timestamps,
 			"actions": map[string]bool{
 				// A plan waiting for approval is discarded, not canceled.
-				"is-cancelable":       has(run.ActionCancel) && r.Status != run.StatusAwaitingApproval,
+				"is-cancelable":       has(run.ActionCancel) && r.Status != run.StatusAwaitingApproval && r.Status != run.StatusPolicyOverride,
 				"is-confirmable":      has(run.ActionApprove),
 				"is-discardable":      has(run.ActionReject),
 				"is-force-cancelable": false,
@@ -299,7 +310,7 @@ func (s *server) runResource(r run.Run, p access.Principal) resource {
 			"workspace":             toOne(r.WorkspaceID, "workspaces"),
 			"configuration-version": toOne(r.ConfigurationVersionID, "configuration-versions"),
 			"cost-estimate":         {Data: nil},
-			"policy-checks":         {Data: []ref{}},
+			"policy-checks":         {Data: checks},
 			"task-stages":           {Data: []ref{}},
 			"run-events":            {Data: []ref{}},
 		},
@@ -311,7 +322,11 @@ func (s *server) readRun(c *fiber.Ctx, p access.Principal, o owner) error {
 	if err != nil {
 		return s.writeError(c, err)
 	}
-	return writeData(c, http.StatusOK, s.runResource(r, p))
+	checks, err := s.policyCheckRefs(c.UserContext(), r)
+	if err != nil {
+		return s.writeError(c, err)
+	}
+	return writeData(c, http.StatusOK, s.runResource(r, p, checks))
 }
 
 func (s *server) runEvents(c *fiber.Ctx, p access.Principal, o owner) error {
@@ -477,7 +492,7 @@ func (s *server) listRuns(c *fiber.Ctx, p access.Principal, f run.RunFilter) err
 	}
 	data := make([]resource, len(rows))
 	for i, r := range rows {
-		data[i] = s.runResource(r, p)
+		data[i] = s.runResource(r, p, []ref{})
 	}
 	return writeDocument(c, http.StatusOK, map[string]any{"data": data, "meta": paginate(number, size, total)})
 }

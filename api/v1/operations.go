@@ -4,6 +4,7 @@ import (
 	"github.com/cairnhq/cairn/api/audit"
 	"github.com/cairnhq/cairn/api/identity"
 	"github.com/cairnhq/cairn/api/launch"
+	"github.com/cairnhq/cairn/api/policy"
 	"github.com/cairnhq/cairn/api/run"
 	"github.com/cairnhq/cairn/api/serviceaccount"
 	"github.com/cairnhq/cairn/api/state"
@@ -21,6 +22,7 @@ type Services struct {
 	Launch          *launch.Service
 	Runs            *run.Service
 	State           *state.Service
+	Policies        *policy.Service
 }
 
 // registerOperations registers every /v1 operation, grouped by domain.
@@ -35,4 +37,5 @@ func (a *API) registerOperations() {
 	a.registerUserTokens()
 	a.registerState()
 	a.registerRuns()
+	a.registerPolicies()
 }

@@ -31,7 +31,7 @@ func runSummary(r run.Run, p access.Principal) RunSummaryView {
 		ts[k] = v.UTC().Format(time.RFC3339Nano)
 	}
 	return RunSummaryView{ID: r.ID, Object: "run", WorkspaceID: r.WorkspaceID, Kind: string(r.Kind), Status: string(r.Status),
-		Message: r.Message, PlanStatus: r.PlanStatus, ApplyStatus: r.ApplyStatus, AvailableActions: run.AvailableActions(r, p),
+		Message: r.Message, PlanStatus: r.PlanStatus, ApplyStatus: r.ApplyStatus, AvailableActions: run.AvailableActions(r, p, time.Now()),
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, StatusTimestamps: ts}
 }
 
@@ -62,16 +62,18 @@ type PlanPhaseView struct {
 // PolicyStageView is the policy stage's outcome. Findings carry title,
 // message and resource address only.
 type PolicyStageView struct {
-	Outcome      *string `json:"outcome" enum:"pass,error"`
-	ResultDigest *string `json:"result_digest"`
-	Attachments  []any   `json:"attachments"`
-	Findings     []any   `json:"findings"`
+	Outcome      *string            `json:"outcome" enum:"pass,advisory_failed,soft_failed,hard_failed,error"`
+	Status       string             `json:"status" enum:"pending,passed,soft_failed,hard_failed,errored,overridden"`
+	ResultDigest *string            `json:"result_digest" doc:"Composition digest of the results; an approval names it."`
+	Gate         PolicyGateView     `json:"gate"`
+	Attachments  []PolicyResultView `json:"attachments" doc:"One evaluated result per snapshotted attachment, in order."`
+	Findings     []FindingView      `json:"findings" doc:"Every result's findings, in attachment order."`
 }
 
 // OverridesView lists soft overrides, at most 256, with a truncation flag.
 type OverridesView struct {
-	Records   []any `json:"records"`
-	Truncated bool  `json:"truncated"`
+	Records   []PolicyOverrideView `json:"records"`
+	Truncated bool                 `json:"truncated"`
 }
 
 // ApplyPhaseView is the apply phase's recorded result.
@@ -150,11 +152,11 @@ func (a *API) runView(ctx context.Context, p access.Principal, r run.Run) (RunVi
 		Plan: PlanPhaseView{Status: r.PlanStatus, HasChanges: r.HasChanges, ResourceAdditions: r.ResourceAdditions,
 			ResourceChanges: r.ResourceChanges, ResourceDestructions: r.ResourceDestructions, PlanDigest: hexOrNil(r.PlanDigest),
 			PredecessorStateVersionID: r.PredecessorStateVersionID},
-		Policy:           PolicyStageView{Outcome: r.PolicyOutcome, ResultDigest: hexOrNil(r.PolicyResultDigest), Attachments: []any{}, Findings: []any{}},
+		Policy:           PolicyStageView{Outcome: r.PolicyOutcome, ResultDigest: hexOrNil(r.PolicyResultDigest)},
 		ApprovalDeadline: r.ApprovalDeadline,
 		Apply:            ApplyPhaseView{Status: r.ApplyStatus, StateVersionID: r.StateVersionID},
 		TerminalReason:   r.TerminalReason,
-		Overrides:        OverridesView{Records: []any{}},
+		Overrides:        OverridesView{Records: []PolicyOverrideView{}},
 		Evidence: EvidenceView{WorkflowID: "run-" + r.ID, ToolVersion: r.ToolVersion, RunnerRelease: r.RunnerRelease,
 			SandboxBaseProfile: "cairn-local-1", Protocol: "tfe-remote-backend", PolicyEngine: "opa-1.18.2", Attempts: []AttemptView{}},
 		NotRecorded: []string{},
@@ -167,6 +169,16 @@ func (a *API) runView(ctx context.Context, p access.Principal, r run.Run) (RunVi
 		v.Decision = &DecisionView{Action: *r.DecisionAction, ActorID: *r.DecisionActorID,
 			ActorName: runs.ActorName(ctx, kind, *r.DecisionActorID), DecidedAt: *r.DecidedAt}
 	}
+	review, err := runs.PolicyOf(ctx, r)
+	if err != nil {
+		return RunView{}, err
+	}
+	pv := runPolicyView(review, time.Now())
+	v.Policy.Status, v.Policy.Gate, v.Policy.Attachments, v.Policy.Findings = pv.Status, pv.Gate, pv.Results, []FindingView{}
+	for _, res := range pv.Results {
+		v.Policy.Findings = append(v.Policy.Findings, res.Findings...)
+	}
+	v.Overrides = OverridesView{Records: pv.Overrides, Truncated: pv.OverridesTruncated}
 	attempts, err := runs.Attempts(ctx, r)
 	if err != nil {
 		return RunView{}, err

@@ -19,6 +19,7 @@ import (
 
 	"github.com/cairnhq/cairn/api/archive"
 	"github.com/cairnhq/cairn/api/plandiff"
+	"github.com/cairnhq/cairn/api/policy"
 	"github.com/cairnhq/cairn/api/run"
 	"github.com/cairnhq/cairn/api/state"
 	"github.com/cairnhq/cairn/api/workspace"
@@ -424,10 +425,19 @@ func (r *Runner) plan(ctx context.Context, env *attemptEnv) error {
 		return err
 	}
 	env.timed("evidence", start)
+
+	start = time.Now()
+	evaluation, err := r.evaluatePolicy(ctx, env, arts)
+	if err != nil {
+		r.Runs.DiscardArtifacts(ctx, arts)
+		return err
+	}
+	env.timed("policy", start)
 	_ = env.logs.Flush(ctx, true)
 	_, err = r.Runs.CommitPlan(ctx, env.st.Attempt.ID, run.PlanEvidence{
 		Artifacts: arts, HasChanges: hasChanges, Additions: diff.Counts.Add, Changes: diff.Counts.Change,
 		Destructions: diff.Counts.Destroy, PredecessorStateVersionID: predecessor, Timings: env.snapshot(),
+		Policy: evaluation,
 	})
 	if err != nil {
 		// A run canceled while the plan finished: the attempt is closed as
@@ -436,6 +446,40 @@ func (r *Runner) plan(ctx context.Context, env *attemptEnv) error {
 		return err
 	}
 	return nil
+}
+
+// evaluatePolicy runs the policy stage on the plan JSON the sandbox wrote:
+// the run's snapshotted attachments against the sanitized input, with the
+// run's secrets as canaries. It logs a one-line summary per attachment;
+// findings themselves are in the policy check.
+func (r *Runner) evaluatePolicy(ctx context.Context, env *attemptEnv, arts []run.Artifact) (policy.Evaluation, error) {
+	var planDigest []byte
+	for _, a := range arts {
+		if a.Kind == run.ArtifactPlanFile {
+			planDigest = a.SHA256
+		}
+	}
+	f, err := os.Open(env.private(planJSON))
+	if err != nil {
+		return policy.Evaluation{}, err
+	}
+	defer f.Close()
+	ev, err := r.Runs.EvaluatePolicy(ctx, env.st.Run, planDigest, f, env.secrets)
+	if err != nil {
+		return policy.Evaluation{}, fmt.Errorf("evaluating policy: %w", err)
+	}
+	if ev.Check.Attachments > 0 || ev.Check.ConfigurationError != nil {
+		env.logs.Line("")
+		env.logs.Line("Policy: %s (%d attachment(s), %d ms)", ev.Check.Outcome, ev.Check.Attachments, ev.Check.DurationMS)
+		for _, res := range ev.Results {
+			line := fmt.Sprintf("  %s %s: %s", res.EnforcementMode, res.PolicySetID, res.Status)
+			if res.ErrorCode != nil {
+				line += " (" + *res.ErrorCode + ")"
+			}
+			env.logs.Line("%s", line)
+		}
+	}
+	return ev, nil
 }
 
 // planEvidence seals the plan file, the plan JSON and the redacted diff.

@@ -14,9 +14,11 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
 
 	"github.com/cairnhq/cairn/api/platform/config"
+	"github.com/cairnhq/cairn/api/policy"
 	"github.com/cairnhq/cairn/api/run"
 	"github.com/cairnhq/cairn/api/server"
 	"github.com/cairnhq/cairn/jobs/maintenance"
+	"github.com/cairnhq/cairn/jobs/policybuild"
 	"github.com/cairnhq/cairn/jobs/runner"
 	"github.com/cairnhq/cairn/jobs/sandbox"
 )
@@ -71,6 +73,27 @@ func New(cfg config.Config, conn *sqlx.DB, logger *slog.Logger) (*river.Client[*
 			&river.PeriodicJobOpts{RunOnStart: true, ID: "run_attempt_reaper"}))
 		queues[run.QueueRuns] = river.QueueConfig{MaxWorkers: 16}
 	}
+	if policies := deps.Services.Policies; policies != nil {
+		program, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("locating the policy build program: %w", err)
+		}
+		driver, err := newDriver(cfg, logger)
+		if err != nil {
+			return nil, err
+		}
+		if err := add(river.AddWorkerSafely(workers, &policybuild.Worker{Policies: policies, Driver: driver, Program: program,
+			BuildTimeout: cfg.PolicyBuildTimeout, Logger: logger})); err != nil {
+			return nil, err
+		}
+		if err := add(river.AddWorkerSafely(workers, &policybuild.ReconcileWorker{Policies: policies, Logger: logger})); err != nil {
+			return nil, err
+		}
+		periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(policy.ReconcileInterval),
+			func() (river.JobArgs, *river.InsertOpts) { return policy.ReconcileArgs{}, nil },
+			&river.PeriodicJobOpts{RunOnStart: true, ID: "workflow_dispatch_reconciler"}))
+		queues[policy.QueuePolicy] = river.QueueConfig{MaxWorkers: 4}
+	}
 
 	client, err := river.NewClient(riverdatabasesql.New(conn.DB), &river.Config{
 		Logger:            logger,
@@ -88,7 +111,8 @@ func New(cfg config.Config, conn *sqlx.DB, logger *slog.Logger) (*river.Client[*
 
 // newRunner builds the sandbox runner: the local driver under the data
 // directory, the toolchain cache, and where sandboxed tofu finds the API.
-func newRunner(cfg config.Config, runs *run.Service, logger *slog.Logger) (*runner.Runner, error) {
+// newDriver is the local sandbox driver under the data directory.
+func newDriver(cfg config.Config, logger *slog.Logger) (sandbox.Driver, error) {
 	dataDir, err := filepath.Abs(cfg.DataDir)
 	if err != nil {
 		return nil, err
@@ -103,6 +127,18 @@ func newRunner(cfg config.Config, runs *run.Service, logger *slog.Logger) (*runn
 	driver, err := sandbox.NewLocal(filepath.Join(dataDir, "sandboxes"), sandbox.LocalOptions{UseBwrap: mode, Logger: logger})
 	if err != nil {
 		return nil, fmt.Errorf("creating sandbox driver: %w", err)
+	}
+	return driver, nil
+}
+
+func newRunner(cfg config.Config, runs *run.Service, logger *slog.Logger) (*runner.Runner, error) {
+	dataDir, err := filepath.Abs(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	driver, err := newDriver(cfg, logger)
+	if err != nil {
+		return nil, err
 	}
 	mirror, err := filepath.Abs(cfg.ToolchainDir)
 	if err != nil {

@@ -105,6 +105,11 @@ type Config struct {
 	ApprovalTimeout time.Duration `env:"CAIRN_APPROVAL_TIMEOUT" envDefault:"168h"`
 	// PhaseTimeout bounds one sandboxed phase.
 	PhaseTimeout time.Duration `env:"CAIRN_PHASE_TIMEOUT" envDefault:"1h"`
+	// PolicyEvaluationTimeout bounds one attachment's evaluation; a
+	// timeout is an error result, which blocks apply.
+	PolicyEvaluationTimeout time.Duration `env:"CAIRN_POLICY_EVALUATION_TIMEOUT" envDefault:"10s"`
+	// PolicyBuildTimeout bounds a policy build's sandbox (SPEC §8: 15 minutes).
+	PolicyBuildTimeout time.Duration `env:"CAIRN_POLICY_BUILD_TIMEOUT" envDefault:"15m"`
 }
 
 // Load reads the environment and validates what can be checked without I/O.

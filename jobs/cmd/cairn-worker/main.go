@@ -14,10 +14,20 @@ import (
 
 	"github.com/cairnhq/cairn/api/platform/config"
 	"github.com/cairnhq/cairn/api/platform/db"
+	"github.com/cairnhq/cairn/jobs/policybuild"
 	"github.com/cairnhq/cairn/jobs/worker"
 )
 
 func main() {
+	// Inside a build sandbox the worker binary is the policy build program:
+	// it needs no configuration, database or secrets, and gets none.
+	if len(os.Args) == 4 && os.Args[1] == "policy-build" {
+		if err := policybuild.Build(context.Background(), os.Args[2], os.Args[3]); err != nil {
+			fmt.Fprintln(os.Stderr, "policy-build:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	cfg, err := config.Load()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "cairn-worker:", err)

@@ -1,0 +1,293 @@
+package policy
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/cairnhq/cairn/api/audit"
+	"github.com/cairnhq/cairn/api/platform/blob"
+	"github.com/cairnhq/cairn/api/platform/db"
+	"github.com/cairnhq/cairn/api/platform/id"
+)
+
+// QueuePolicy is the River queue of policy builds.
+const QueuePolicy = "policy"
+
+// DispatchPublication is the workflow kind of a version's build.
+const DispatchPublication = "policy-publication"
+
+// Reconciliation bounds (SPEC §8): at most 25 due records per tick, each
+// claimed for 60 seconds, redelivered with backoff from 5 s to 5 min.
+const (
+	ReconcileBatch    = 25
+	ReconcileClaim    = 60 * time.Second
+	ReconcileInterval = 5 * time.Minute
+	backoffFirst      = 5 * time.Second
+	backoffMax        = 5 * time.Minute
+)
+
+// PublicationArgs is a version's build job. The version row is the
+// authority: a job for a version that is no longer pending does nothing.
+type PublicationArgs struct {
+	PolicyVersionID string `json:"policy_version_id"`
+}
+
+// Kind names the job.
+func (PublicationArgs) Kind() string { return "policy_publication" }
+
+// InsertOpts routes builds to their queue and keeps one live job per
+// version, so a redelivery while the build runs is a no-op.
+func (PublicationArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueuePolicy, MaxAttempts: 5, UniqueOpts: river.UniqueOpts{
+		ByArgs: true,
+		ByState: []rivertype.JobState{rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRetryable,
+			rivertype.JobStateRunning, rivertype.JobStateScheduled},
+	}}
+}
+
+// ReconcileArgs redelivers dispatches whose jobs did not run.
+type ReconcileArgs struct{}
+
+// Kind names the job.
+func (ReconcileArgs) Kind() string { return "workflow_dispatch_reconciler" }
+
+// InsertOpts keeps one reconciler at a time.
+func (ReconcileArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{UniqueOpts: river.UniqueOpts{ByPeriod: time.Second}}
+}
+
+// DispatchID is the deterministic workflow identity of a version's build.
+func DispatchID(versionID string) string { return DispatchPublication + "-" + versionID }
+
+func (s *Service) dispatchPublication(ctx context.Context, tx *sqlx.Tx, v Version, now time.Time) error {
+	d := Dispatch{ID: DispatchID(v.ID), Kind: DispatchPublication, OrganizationID: v.OrganizationID, SubjectID: v.ID,
+		Status: "pending", Deliveries: 1, NextAttemptAt: now.Add(backoffFirst), CreatedAt: now}
+	if err := insertDispatch(ctx, tx, d); err != nil {
+		return err
+	}
+	if _, err := s.jobs.InsertTx(ctx, tx.Tx, PublicationArgs{PolicyVersionID: v.ID}, nil); err != nil {
+		return fmt.Errorf("dispatching policy build: %w", err)
+	}
+	return nil
+}
+
+// Backoff is the delay before the nth redelivery of a dispatch.
+func Backoff(deliveries int) time.Duration {
+	d := backoffFirst
+	for i := 1; i < deliveries && d < backoffMax; i++ {
+		d *= 2
+	}
+	return min(d, backoffMax)
+}
+
+// Reconcile redelivers due dispatches whose workflow has not completed and
+// closes those whose version already finished. It returns how many it
+// redelivered.
+func (s *Service) Reconcile(ctx context.Context) (int, error) {
+	redelivered := 0
+	err := db.WithTx(ctx, s.db, func(tx *sqlx.Tx) error {
+		due, err := claimDueDispatches(ctx, tx, ReconcileBatch)
+		if err != nil {
+			return err
+		}
+		for _, d := range due {
+			v, err := versionByID(ctx, tx, d.OrganizationID, d.SubjectID, false)
+			if err != nil {
+				return err
+			}
+			if v.Status != VersionPending {
+				if err := completeDispatch(ctx, tx, d.ID, s.stamp()); err != nil {
+					return err
+				}
+				continue
+			}
+			if _, err := s.jobs.InsertTx(ctx, tx.Tx, PublicationArgs{PolicyVersionID: v.ID}, nil); err != nil {
+				return fmt.Errorf("redelivering policy build: %w", err)
+			}
+			if err := redeliverDispatch(ctx, tx, d, ReconcileClaim, Backoff(d.Deliveries+1)); err != nil {
+				return err
+			}
+			redelivered++
+		}
+		return nil
+	})
+	return redelivered, err
+}
+
+// BuildJob is what a builder needs of a pending version.
+type BuildJob struct {
+	Version Version
+	Source  Artifact
+}
+
+// PendingBuild returns a version's build job, or ok=false when the version
+// is no longer pending (a replayed or redelivered job).
+func (s *Service) PendingBuild(ctx context.Context, versionID string) (BuildJob, bool, error) {
+	v, err := versionByID(ctx, s.db, "", versionID, false)
+	if err != nil {
+		return BuildJob{}, false, err
+	}
+	if v.Status != VersionPending {
+		return BuildJob{}, false, nil
+	}
+	src, err := artifactOf(ctx, s.db, v.OrganizationID, v.ID, ArtifactSource)
+	if err != nil {
+		return BuildJob{}, false, err
+	}
+	return BuildJob{Version: v, Source: src}, true, nil
+}
+
+// OpenSource returns the plaintext source archive. The sealed object is
+// bound to the source identity, so a swapped object fails to decrypt.
+func (s *Service) OpenSource(ctx context.Context, job BuildJob) (io.ReadCloser, error) {
+	blobs, err := s.storage()
+	if err != nil {
+		return nil, err
+	}
+	return blobs.Open(ctx, job.Source.BlobKey, job.Version.SourceIdentity)
+}
+
+func builtArtifactIdentity(organizationID, versionID, kind string) string {
+	return "cairn/policy-version/" + organizationID + "/" + versionID + "/" + kind
+}
+
+// StoreBuildArtifact streams a build output (bundle or test results) into
+// sealed storage and commits its row, so the completion can be checked
+// against committed digests rather than claims.
+func (s *Service) StoreBuildArtifact(ctx context.Context, v Version, kind string, r io.Reader) (Artifact, error) {
+	blobs, err := s.storage()
+	if err != nil {
+		return Artifact{}, err
+	}
+	limit := int64(MaxSourceBytes)
+	if kind == ArtifactTestResults {
+		limit = MaxTestResultsBytes
+	}
+	a := Artifact{ID: id.New("pol"), OrganizationID: v.OrganizationID, PolicyVersionID: v.ID, Kind: kind,
+		BlobKey: blob.Key("policy-versions", v.OrganizationID, v.ID, id.New("obj")), CreatedAt: s.stamp()}
+	digests, err := blobs.Put(ctx, a.BlobKey, builtArtifactIdentity(v.OrganizationID, v.ID, kind), r, limit)
+	if err != nil {
+		return Artifact{}, err
+	}
+	a.SizeBytes, a.SHA256 = digests.Size, digests.SHA256
+	if err := insertArtifact(ctx, s.db, a); err != nil {
+		_ = blobs.Delete(context.WithoutCancel(ctx), a.BlobKey)
+		return Artifact{}, err
+	}
+	return a, nil
+}
+
+// Completion is a builder's claim that a version built. The API does not
+// trust it: it re-reads the committed artifact rows and compares.
+type Completion struct {
+	OrganizationID        string
+	PolicyVersionID       string
+	SourceSHA256          []byte
+	BundleArtifactID      string
+	BundleSHA256          []byte
+	TestResultsArtifactID string
+	TestResultsSHA256     []byte
+	TestsPassed           int
+}
+
+// CompleteBuild publishes a version atomically when every committed digest
+// matches the completion. An identical completion of a published version
+// is a replay; anything else that differs is ErrCompletionConflict.
+func (s *Service) CompleteBuild(ctx context.Context, c Completion) (Version, error) {
+	var out Version
+	err := db.WithTx(ctx, s.db, func(tx *sqlx.Tx) error {
+		v, err := versionByID(ctx, tx, c.OrganizationID, c.PolicyVersionID, true)
+		if err != nil {
+			return ErrCompletionConflict
+		}
+		bundle, err := artifactOf(ctx, tx, v.OrganizationID, v.ID, ArtifactBundle)
+		if err != nil {
+			return ErrCompletionConflict
+		}
+		results, err := artifactOf(ctx, tx, v.OrganizationID, v.ID, ArtifactTestResults)
+		if err != nil {
+			return ErrCompletionConflict
+		}
+		source, err := artifactOf(ctx, tx, v.OrganizationID, v.ID, ArtifactSource)
+		if err != nil {
+			return ErrCompletionConflict
+		}
+		matches := bytes.Equal(c.SourceSHA256, v.SourceSHA256) && bytes.Equal(source.SHA256, v.SourceSHA256) &&
+			c.BundleArtifactID == bundle.ID && bytes.Equal(c.BundleSHA256, bundle.SHA256) &&
+			c.TestResultsArtifactID == results.ID && bytes.Equal(c.TestResultsSHA256, results.SHA256)
+		if !matches {
+			return ErrCompletionConflict
+		}
+		if v.Status == VersionPublished && bytes.Equal(v.BundleSHA256, bundle.SHA256) &&
+			bytes.Equal(v.TestResultsSHA256, results.SHA256) {
+			out = v
+			return nil
+		}
+		if v.Status != VersionPending {
+			return ErrCompletionConflict
+		}
+		now := s.stamp()
+		passed := c.TestsPassed
+		v.Status, v.BundleSHA256, v.TestResultsSHA256, v.TestsPassed, v.FinishedAt = VersionPublished, bundle.SHA256, results.SHA256, &passed, &now
+		if err := finishVersion(ctx, tx, v); err != nil {
+			return err
+		}
+		if err := completeDispatch(ctx, tx, DispatchID(v.ID), now); err != nil {
+			return err
+		}
+		out = v
+		return s.builderEvent(ctx, tx, v, "policy_version.published", map[string]any{
+			"bundle_sha256": fmt.Sprintf("%x", bundle.SHA256), "test_results_sha256": fmt.Sprintf("%x", results.SHA256),
+			"tests_passed": passed,
+		})
+	})
+	return out, err
+}
+
+// FailBuild records a build failure with its safe code. Failing a version
+// that already failed with the same code is a replay.
+func (s *Service) FailBuild(ctx context.Context, versionID, code string) (Version, error) {
+	if !slices.Contains(FailureCodes, code) {
+		code = FailureOrchestration
+	}
+	var out Version
+	err := db.WithTx(ctx, s.db, func(tx *sqlx.Tx) error {
+		v, err := versionByID(ctx, tx, "", versionID, true)
+		if err != nil {
+			return err
+		}
+		if v.Status == VersionFailed && v.FailureCode != nil && *v.FailureCode == code {
+			out = v
+			return nil
+		}
+		if v.Status != VersionPending {
+			return ErrCompletionConflict
+		}
+		now := s.stamp()
+		v.Status, v.FailureCode, v.FinishedAt = VersionFailed, &code, &now
+		if err := finishVersion(ctx, tx, v); err != nil {
+			return err
+		}
+		if err := completeDispatch(ctx, tx, DispatchID(v.ID), now); err != nil {
+			return err
+		}
+		out = v
+		return s.builderEvent(ctx, tx, v, "policy_version.failed", map[string]any{"failure_code": code})
+	})
+	return out, err
+}
+
+func (s *Service) builderEvent(ctx context.Context, tx *sqlx.Tx, v Version, action string, evidence map[string]any) error {
+	evidence["policy_set_id"], evidence["number"] = v.PolicySetID, v.Number
+	_, err := audit.Append(ctx, tx, audit.Entry{OrganizationID: v.OrganizationID, Action: action,
+		Actor: audit.Actor{Type: audit.ActorSystem, ID: "policy-builder"}, TargetType: "policy_version", TargetID: v.ID, Evidence: evidence})
+	return err
+}

@@ -1,0 +1,310 @@
+package policy
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+	"github.com/open-policy-agent/opa/v1/ast"
+
+	"github.com/cairnhq/cairn/api/platform/id"
+	"github.com/cairnhq/cairn/api/policy/rego"
+)
+
+// Evaluation error codes that arise outside the engine.
+const (
+	codeBundleUnavailable = "policy_bundle_unavailable"
+	codeBundleMismatch    = "policy_bundle_digest_mismatch"
+	codeEvaluatorFailed   = "policy_evaluator_failed"
+)
+
+// RunFacts is what evaluation needs to know about a run. Only sanitized
+// facts reach the policy input; the plan itself is read once, here.
+type RunFacts struct {
+	OrganizationID         string
+	ProjectID              string
+	RunID                  string
+	Kind                   string // manual, tracked or speculative
+	CommitSHA              *string
+	ConfigurationVersionID string
+	WorkingDirectory       string
+	WorkspaceID            string
+	WorkspaceName          string
+	PlanDigest             []byte
+	SnapshotError          *string
+}
+
+// Evaluation is a run's evaluated policy stage, ready to be recorded with
+// the plan evidence.
+type Evaluation struct {
+	Check   Check
+	Results []Result
+}
+
+// Evaluate builds the run's sanitized policy input from its plan JSON and
+// evaluates every snapshotted attachment in order. Failures of a policy or
+// its input are results with an error code, never Go errors; a Go error
+// means the infrastructure failed and the attempt should be retried.
+// secrets are the run's sensitive values: if one appears in the input, the
+// input is refused (a secret canary) and every result is an error.
+func (s *Service) Evaluate(ctx context.Context, facts RunFacts, planJSON io.Reader, secrets []string) (Evaluation, error) {
+	started := time.Now()
+	entries, err := snapshotOf(ctx, s.db, facts.RunID)
+	if err != nil {
+		return Evaluation{}, err
+	}
+	check := Check{ID: id.New("pol"), OrganizationID: facts.OrganizationID, RunID: facts.RunID, PlanDigest: facts.PlanDigest,
+		ConfigurationError: facts.SnapshotError, Attachments: len(entries), EvaluatedAt: s.stamp()}
+	var results []Result
+	if facts.SnapshotError == nil && len(entries) > 0 {
+		results, check.InputDigest, err = s.evaluateEntries(ctx, facts, entries, planJSON, secrets, check.ID)
+		if err != nil {
+			return Evaluation{}, err
+		}
+	}
+	check.Outcome = Compose(results, facts.SnapshotError != nil)
+	check.CompositionDigest = compositionDigest(check, results)
+	check.DurationMS = int(time.Since(started).Milliseconds())
+	return Evaluation{Check: check, Results: results}, nil
+}
+
+func (s *Service) evaluateEntries(ctx context.Context, facts RunFacts, entries []SnapshotEntry, planJSON io.Reader,
+	secrets []string, checkID string) ([]Result, []byte, error) {
+	results := make([]Result, len(entries))
+	for i, e := range entries {
+		results[i] = Result{ID: id.New("pol"), CheckID: checkID, RunID: facts.RunID, Sequence: e.Sequence, AttachmentID: e.AttachmentID,
+			PolicySetID: e.PolicySetID, PolicyVersionID: e.PolicyVersionID, Scope: e.Scope, EnforcementMode: e.EnforcementMode,
+			Findings: json.RawMessage("[]")}
+	}
+	failAll := func(code string) ([]Result, []byte, error) {
+		for i := range results {
+			results[i].Status, results[i].ErrorCode = ResultError, &code
+			results[i].ResultDigest = resultDigest(facts, entries[i], results[i])
+		}
+		return results, nil, nil
+	}
+	doc, err := rego.BuildInput(ctx, planJSON, s.inputMeta(facts))
+	if err != nil {
+		return failAll(evalCode(err))
+	}
+	if err := rego.CheckSecrets(doc, secretBytes(secrets)); err != nil {
+		return failAll(evalCode(err))
+	}
+	input, err := rego.ParseInput(doc)
+	if err != nil {
+		return failAll(evalCode(err))
+	}
+	sum := sha256.Sum256(doc)
+	inputDigest := sum[:]
+	for i, e := range entries {
+		r := &results[i]
+		r.InputDigest = inputDigest
+		began := time.Now()
+		decision, err := s.evaluateOne(ctx, facts.OrganizationID, e, input)
+		r.DurationMS = int(time.Since(began).Milliseconds())
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return nil, nil, ctx.Err()
+		case err != nil:
+			code := evalCode(err)
+			r.Status, r.ErrorCode = ResultError, &code
+			s.logger.WarnContext(ctx, "policy evaluation failed", "run_id", facts.RunID, "attachment_id", e.AttachmentID, "code", code, "error", err)
+		case len(decision.Findings) > 0:
+			r.Status = ResultFailed
+			r.Findings, _ = json.Marshal(decision.Findings)
+		default:
+			r.Status = ResultPassed
+		}
+		r.ResultDigest = resultDigest(facts, e, *r)
+	}
+	return results, inputDigest, nil
+}
+
+func (s *Service) inputMeta(facts RunFacts) rego.InputMeta {
+	return rego.InputMeta{
+		RunID: facts.RunID, Kind: facts.Kind, CommitSHA: facts.CommitSHA, RepositoryID: facts.ConfigurationVersionID,
+		WorkingDirectory: facts.WorkingDirectory, WorkspaceID: facts.WorkspaceID,
+		WorkspaceMetadata: map[string]any{"name": facts.WorkspaceName, "project_id": facts.ProjectID, "organization_id": facts.OrganizationID},
+	}
+}
+
+// evaluateOne loads (or reuses) the attachment's bundle, verifying it is the
+// snapshotted one, and evaluates the input against it.
+func (s *Service) evaluateOne(ctx context.Context, organizationID string, e SnapshotEntry, input ast.Value) (rego.Decision, error) {
+	policy, err := s.bundles.Get(ctx, hex.EncodeToString(e.BundleSHA256), func() (io.ReadCloser, error) {
+		return s.openBundle(ctx, organizationID, e)
+	})
+	if err != nil {
+		return rego.Decision{}, err
+	}
+	return policy.Evaluate(ctx, input, s.opts.EvaluationTimeout)
+}
+
+// openBundle returns the sealed bundle of a snapshotted version, checking
+// while it streams that its digest is the one the run captured.
+func (s *Service) openBundle(ctx context.Context, organizationID string, e SnapshotEntry) (io.ReadCloser, error) {
+	blobs, err := s.storage()
+	if err != nil {
+		return nil, &rego.EvalError{Code: codeBundleUnavailable, Detail: err.Error()}
+	}
+	a, err := artifactOf(ctx, s.db, organizationID, e.PolicyVersionID, ArtifactBundle)
+	if err != nil {
+		return nil, &rego.EvalError{Code: codeBundleUnavailable, Detail: err.Error()}
+	}
+	if !bytes.Equal(a.SHA256, e.BundleSHA256) {
+		return nil, &rego.EvalError{Code: codeBundleMismatch, Detail: "committed bundle digest differs from the snapshot"}
+	}
+	rc, err := blobs.Open(ctx, a.BlobKey, builtArtifactIdentity(organizationID, e.PolicyVersionID, ArtifactBundle))
+	if err != nil {
+		return nil, &rego.EvalError{Code: codeBundleUnavailable, Detail: err.Error()}
+	}
+	return &verifyingReader{rc: rc, hash: sha256.New(), want: e.BundleSHA256}, nil
+}
+
+// verifyingReader fails the read at EOF when the plaintext's digest is not
+// the expected one, so a bundle is never compiled from unexpected bytes.
+type verifyingReader struct {
+	rc   io.ReadCloser
+	hash hash.Hash
+	want []byte
+}
+
+func (v *verifyingReader) Read(p []byte) (int, error) {
+	n, err := v.rc.Read(p)
+	v.hash.Write(p[:n])
+	if errors.Is(err, io.EOF) && !bytes.Equal(v.hash.Sum(nil), v.want) {
+		return n, &rego.EvalError{Code: codeBundleMismatch, Detail: "bundle bytes do not match the snapshot digest"}
+	}
+	return n, err
+}
+
+func (v *verifyingReader) Close() error { return v.rc.Close() }
+
+func evalCode(err error) string {
+	var evalErr *rego.EvalError
+	if errors.As(err, &evalErr) && evalErr.Code != "" {
+		return evalErr.Code
+	}
+	return codeEvaluatorFailed
+}
+
+func secretBytes(secrets []string) [][]byte {
+	out := make([][]byte, 0, len(secrets))
+	for _, s := range secrets {
+		out = append(out, []byte(s))
+	}
+	return out
+}
+
+// resultDigest binds one result to everything it was evaluated with: plan,
+// input, attachment, set, version, bundle, engine, capabilities manifest
+// and entrypoint, and what came out.
+func resultDigest(facts RunFacts, e SnapshotEntry, r Result) []byte {
+	_, capabilities, _ := rego.Capabilities()
+	return digest(map[string]any{
+		"schema": "cairn.policy.result/v1", "run_id": facts.RunID, "plan_digest": hex.EncodeToString(facts.PlanDigest),
+		"input_digest": hex.EncodeToString(r.InputDigest), "attachment_id": e.AttachmentID, "policy_set_id": e.PolicySetID,
+		"policy_version_id": e.PolicyVersionID, "scope": e.Scope, "enforcement_mode": e.EnforcementMode,
+		"bundle_sha256": hex.EncodeToString(e.BundleSHA256), "engine_version": rego.EngineVersion,
+		"capabilities": rego.CapabilitiesID, "capabilities_sha256": capabilities, "entrypoint": rego.Entrypoint,
+		"status": r.Status, "error_code": r.ErrorCode, "findings": r.Findings,
+	})
+}
+
+// compositionDigest binds the outcome to the ordered attachment and result
+// digest pairs; an approval names it.
+func compositionDigest(c Check, results []Result) []byte {
+	pairs := make([]map[string]string, 0, len(results))
+	for _, r := range results {
+		pairs = append(pairs, map[string]string{"attachment_id": r.AttachmentID, "result_digest": hex.EncodeToString(r.ResultDigest)})
+	}
+	return digest(map[string]any{
+		"schema": "cairn.policy.composition/v1", "run_id": c.RunID, "plan_digest": hex.EncodeToString(c.PlanDigest),
+		"input_digest": hex.EncodeToString(c.InputDigest), "configuration_error": c.ConfigurationError,
+		"outcome": c.Outcome, "results": pairs,
+	})
+}
+
+// RecordEvaluation persists a run's check and results in the caller's
+// transaction (the plan commit's).
+func RecordEvaluation(ctx context.Context, tx *sqlx.Tx, ev Evaluation) error {
+	return insertCheck(ctx, tx, ev.Check, ev.Results)
+}
+
+// CheckOfRun reads a run's check and results.
+func CheckOfRun(ctx context.Context, q sqlx.QueryerContext, runID string) (Check, []Result, error) {
+	c, err := checkOfRun(ctx, q, runID)
+	if err != nil {
+		return Check{}, nil, err
+	}
+	results, err := resultsOf(ctx, q, c.ID)
+	return c, results, err
+}
+
+// CheckByID reads a check of an organization with its results.
+func CheckByID(ctx context.Context, q sqlx.QueryerContext, organizationID, checkID string) (Check, []Result, error) {
+	c, err := checkByID(ctx, q, organizationID, checkID)
+	if err != nil {
+		return Check{}, nil, err
+	}
+	results, err := resultsOf(ctx, q, c.ID)
+	return c, results, err
+}
+
+// MaxOverridesShown bounds the overrides a review lists (SPEC §8).
+const MaxOverridesShown = 256
+
+// OverridesOf lists a run's overrides, newest first, at most 256, and
+// whether more exist.
+func OverridesOf(ctx context.Context, q sqlx.QueryerContext, runID string) ([]Override, bool, error) {
+	overrides, err := overridesOf(ctx, q, runID, MaxOverridesShown+1)
+	if err != nil {
+		return nil, false, err
+	}
+	if len(overrides) > MaxOverridesShown {
+		return overrides[:MaxOverridesShown], true, nil
+	}
+	return overrides, false, nil
+}
+
+// UnexpiredOverrides lists the overrides that may still open the gate.
+func UnexpiredOverrides(ctx context.Context, q sqlx.QueryerContext, runID string, now time.Time) ([]Override, error) {
+	return unexpiredOverrides(ctx, q, runID, now)
+}
+
+// InsertOverride records an override in the caller's transaction.
+func InsertOverride(ctx context.Context, tx *sqlx.Tx, o Override) error {
+	return insertOverride(ctx, tx, o)
+}
+
+// VersionNames maps version IDs to their set name and number, for reviews.
+func VersionNames(ctx context.Context, q sqlx.QueryerContext, organizationID string, versionIDs []string) (map[string]VersionName, error) {
+	rows := []VersionName{}
+	err := sqlx.SelectContext(ctx, q, &rows, `SELECT v.id, v.number, s.name FROM policy_versions v
+		JOIN policy_sets s ON s.id = v.policy_set_id WHERE v.organization_id = $1 AND v.id = ANY($2)`,
+		organizationID, pq.Array(versionIDs))
+	if err != nil {
+		return nil, fmt.Errorf("reading policy version names: %w", err)
+	}
+	out := make(map[string]VersionName, len(rows))
+	for _, r := range rows {
+		out[r.ID] = r
+	}
+	return out, nil
+}
+
+// VersionName is a version's display identity.
+type VersionName struct {
+	ID      string `db:"id"`
+	Number  int    `db:"number"`
+	SetName string `db:"name"`
+}

@@ -1,0 +1,258 @@
+package run
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/cairnhq/cairn/api/access"
+	"github.com/cairnhq/cairn/api/audit"
+	"github.com/cairnhq/cairn/api/platform/fault"
+	"github.com/cairnhq/cairn/api/platform/id"
+	"github.com/cairnhq/cairn/api/policy"
+	"github.com/cairnhq/cairn/api/workspace"
+)
+
+// Override bounds (SPEC §8).
+const (
+	maxJustificationChars = 2000
+	maxOverrideLifetime   = 24 * time.Hour
+	// CompatibilityOverrideLifetime is the expiry of an override made
+	// through the remote-backend API, which carries no expiry of its own.
+	CompatibilityOverrideLifetime = 15 * time.Minute
+	// CompatibilityJustification is the fixed justification of such an
+	// override.
+	CompatibilityJustification = "Overridden from the remote-backend API (tofu CLI)."
+)
+
+// policyKind is the policy input's run kind: uploads are manual runs;
+// code-host pushes (tracked) and pull requests (speculative) come later.
+func policyKind(r Run) string {
+	if r.Kind == KindSpeculative {
+		return "speculative"
+	}
+	return "manual"
+}
+
+// EvaluatePolicy evaluates the run's snapshotted policy attachments
+// against its plan JSON. secrets are the run's sensitive values, refused
+// if they appear in the policy input.
+func (s *Service) EvaluatePolicy(ctx context.Context, r Run, planDigest []byte, planJSON io.Reader, secrets []string) (policy.Evaluation, error) {
+	w, err := workspace.WorkspaceByID(ctx, s.db, r.OrganizationID, r.WorkspaceID, false)
+	if err != nil {
+		return policy.Evaluation{}, err
+	}
+	return s.policies.Evaluate(ctx, policy.RunFacts{
+		OrganizationID: r.OrganizationID, ProjectID: r.ProjectID, RunID: r.ID, Kind: policyKind(r),
+		ConfigurationVersionID: r.ConfigurationVersionID, WorkspaceID: r.WorkspaceID, WorkspaceName: w.Name,
+		PlanDigest: planDigest, SnapshotError: r.PolicySnapshotError,
+	}, planJSON, secrets)
+}
+
+// OverrideInput is a request to waive one soft-failed result.
+type OverrideInput struct {
+	PolicyResultDigest string
+	Justification      string
+	ExpiresAt          time.Time
+	RequestID          string
+}
+
+// OverridePolicy records an immutable override of one current soft failure
+// of the run, bound to its plan, policy version and result digest. When
+// every current soft failure has a valid override, the gate opens and a
+// run waiting for overrides moves to approval.
+func (s *Service) OverridePolicy(ctx context.Context, tx *sqlx.Tx, p access.Principal, runID string, in OverrideInput) (policy.Override, Run, error) {
+	r, err := visibleRun(ctx, tx, p, runID, access.PermRunRead, true)
+	if err != nil {
+		return policy.Override{}, Run{}, err
+	}
+	if err := p.Require(access.PermPolicyOverrideSoft); err != nil {
+		return policy.Override{}, Run{}, err
+	}
+	now := s.stamp()
+	justification := strings.TrimSpace(in.Justification)
+	switch {
+	case len(in.PolicyResultDigest) != 64 || strings.ToLower(in.PolicyResultDigest) != in.PolicyResultDigest:
+		return policy.Override{}, Run{}, fmt.Errorf("%w: policy_result_digest must be 64 lowercase hex characters", ErrInvalid)
+	case justification == "" || len([]rune(justification)) > maxJustificationChars:
+		return policy.Override{}, Run{}, fmt.Errorf("%w: justification must be 1–2,000 characters after trimming", ErrInvalid)
+	case !in.ExpiresAt.After(now) || in.ExpiresAt.After(now.Add(maxOverrideLifetime)):
+		return policy.Override{}, Run{}, fmt.Errorf("%w: expires_at must be in the future and at most 24 hours ahead", ErrInvalid)
+	}
+	resultDigest, err := hex.DecodeString(in.PolicyResultDigest)
+	if err != nil {
+		return policy.Override{}, Run{}, fmt.Errorf("%w: policy_result_digest is not hex", ErrInvalid)
+	}
+	if !r.Overridable(now) {
+		return policy.Override{}, Run{}, ErrActionNotAllowed
+	}
+	_, results, err := policy.CheckOfRun(ctx, tx, r.ID)
+	if err != nil {
+		return policy.Override{}, Run{}, err
+	}
+	var target *policy.Result
+	for i := range results {
+		if results[i].Overridable() && bytes.Equal(results[i].ResultDigest, resultDigest) {
+			target = &results[i]
+		}
+	}
+	if target == nil {
+		return policy.Override{}, Run{}, policy.ErrOverrideStale
+	}
+	o := policy.Override{ID: id.New("pol"), OrganizationID: r.OrganizationID, RunID: r.ID, PolicyResultID: target.ID,
+		PlanDigest: r.PlanDigest, PolicyVersionID: target.PolicyVersionID, PolicyResultDigest: target.ResultDigest,
+		Justification: justification, ExpiresAt: in.ExpiresAt.UTC().Truncate(time.Microsecond), ActorKind: p.Kind, ActorID: p.ID,
+		RequestID: in.RequestID, CreatedAt: now}
+	if err := policy.InsertOverride(ctx, tx, o); err != nil {
+		return policy.Override{}, Run{}, err
+	}
+	if r, err = s.reopenGate(ctx, tx, r, results, now); err != nil {
+		return policy.Override{}, Run{}, err
+	}
+	return o, r, audit.Record(ctx, tx, p, "run.policy_overridden", "run", r.ID, map[string]any{
+		"override_id": o.ID, "policy_result_id": target.ID, "policy_version_id": target.PolicyVersionID,
+		"policy_result_digest": in.PolicyResultDigest, "expires_at": o.ExpiresAt, "gate_open": r.GateOpen(now),
+	})
+}
+
+// OverrideAllSoftFailures is the remote-backend override: it derives every
+// current soft failure that lacks a valid override and waives each with
+// the fixed justification and a 15-minute expiry.
+func (s *Service) OverrideAllSoftFailures(ctx context.Context, tx *sqlx.Tx, p access.Principal, runID, requestID string) (Run, error) {
+	r, err := visibleRun(ctx, tx, p, runID, access.PermRunRead, true)
+	if err != nil {
+		return Run{}, err
+	}
+	if err := p.Require(access.PermPolicyOverrideSoft); err != nil {
+		return Run{}, err
+	}
+	now := s.stamp()
+	if !r.Overridable(now) {
+		return Run{}, ErrActionNotAllowed
+	}
+	_, results, err := policy.CheckOfRun(ctx, tx, r.ID)
+	if err != nil {
+		return Run{}, err
+	}
+	valid, err := policy.UnexpiredOverrides(ctx, tx, r.ID, now)
+	if err != nil {
+		return Run{}, err
+	}
+	expires := now.Add(CompatibilityOverrideLifetime)
+	for _, res := range results {
+		if !res.Overridable() || policy.GateUntil([]policy.Result{res}, valid, r.PlanDigest, now) != nil {
+			continue
+		}
+		o := policy.Override{ID: id.New("pol"), OrganizationID: r.OrganizationID, RunID: r.ID, PolicyResultID: res.ID,
+			PlanDigest: r.PlanDigest, PolicyVersionID: res.PolicyVersionID, PolicyResultDigest: res.ResultDigest,
+			Justification: CompatibilityJustification, ExpiresAt: expires, ActorKind: p.Kind, ActorID: p.ID,
+			RequestID: requestID, CreatedAt: now}
+		if err := policy.InsertOverride(ctx, tx, o); err != nil {
+			return Run{}, err
+		}
+	}
+	if r, err = s.reopenGate(ctx, tx, r, results, now); err != nil {
+		return Run{}, err
+	}
+	return r, audit.Record(ctx, tx, p, "run.policy_overridden", "run", r.ID, map[string]any{
+		"source": "remote_backend", "expires_at": expires, "gate_open": r.GateOpen(now),
+	})
+}
+
+// reopenGate recomputes the gate from the run's unexpired overrides and
+// moves a run that waited for overrides on to approval once it is open.
+func (s *Service) reopenGate(ctx context.Context, tx *sqlx.Tx, r Run, results []policy.Result, now time.Time) (Run, error) {
+	valid, err := policy.UnexpiredOverrides(ctx, tx, r.ID, now)
+	if err != nil {
+		return Run{}, err
+	}
+	r.PolicyGateUntil = policy.GateUntil(results, valid, r.PlanDigest, now)
+	if r.GateOpen(now) && r.Status == StatusPolicyOverride {
+		r = s.transition(r, StatusAwaitingApproval)
+	}
+	r.UpdatedAt = now
+	return r, saveRun(ctx, tx, r)
+}
+
+// PolicyReview is a run's persisted, sanitized policy evidence.
+type PolicyReview struct {
+	Run       Run
+	Check     *policy.Check
+	Results   []policy.Result
+	Names     map[string]policy.VersionName
+	Overrides []policy.Override
+	// OverridesTruncated is set when more than 256 overrides exist.
+	OverridesTruncated bool
+	// Overridden reports whether unexpired overrides open the gate now.
+	Overridden bool
+}
+
+// Policy returns the run's policy evidence. Before the plan commits there
+// is no check yet.
+func (s *Service) Policy(ctx context.Context, p access.Principal, runID string) (PolicyReview, error) {
+	r, err := s.GetRun(ctx, p, runID)
+	if err != nil {
+		return PolicyReview{}, err
+	}
+	return s.policyReview(ctx, s.db, r)
+}
+
+// PolicyOf is the policy evidence of a run the caller already read.
+func (s *Service) PolicyOf(ctx context.Context, r Run) (PolicyReview, error) {
+	return s.policyReview(ctx, s.db, r)
+}
+
+// PolicyInTx is Policy read inside the caller's transaction, so it sees
+// the transaction's own writes.
+func (s *Service) PolicyInTx(ctx context.Context, tx *sqlx.Tx, p access.Principal, runID string) (PolicyReview, error) {
+	r, err := visibleRun(ctx, tx, p, runID, access.PermRunRead, false)
+	if err != nil {
+		return PolicyReview{}, err
+	}
+	return s.policyReview(ctx, tx, r)
+}
+
+// PolicyByCheck returns the evidence of a check by its ID, for the
+// remote-backend policy-check resource.
+func (s *Service) PolicyByCheck(ctx context.Context, p access.Principal, checkID string) (PolicyReview, error) {
+	c, _, err := policy.CheckByID(ctx, s.db, p.OrganizationID, checkID)
+	if err != nil {
+		return PolicyReview{}, err
+	}
+	r, err := s.GetRun(ctx, p, c.RunID)
+	if err != nil {
+		return PolicyReview{}, fault.ErrNotFound
+	}
+	return s.policyReview(ctx, s.db, r)
+}
+
+func (s *Service) policyReview(ctx context.Context, q sqlx.QueryerContext, r Run) (PolicyReview, error) {
+	review := PolicyReview{Run: r}
+	c, results, err := policy.CheckOfRun(ctx, q, r.ID)
+	if errors.Is(err, fault.ErrNotFound) {
+		return review, nil
+	}
+	if err != nil {
+		return PolicyReview{}, err
+	}
+	review.Check, review.Results = &c, results
+	ids := make([]string, 0, len(results))
+	for _, res := range results {
+		ids = append(ids, res.PolicyVersionID)
+	}
+	if review.Names, err = policy.VersionNames(ctx, q, r.OrganizationID, ids); err != nil {
+		return PolicyReview{}, err
+	}
+	if review.Overrides, review.OverridesTruncated, err = policy.OverridesOf(ctx, q, r.ID); err != nil {
+		return PolicyReview{}, err
+	}
+	review.Overridden = c.Outcome == policy.OutcomeSoftFailed && r.GateOpen(s.stamp())
+	return review, nil
+}

@@ -1,0 +1,237 @@
+package policybuild
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/riverqueue/river"
+
+	"github.com/cairnhq/cairn/api/archive"
+	"github.com/cairnhq/cairn/api/platform/blob"
+	"github.com/cairnhq/cairn/api/policy"
+	"github.com/cairnhq/cairn/api/policy/rego"
+	"github.com/cairnhq/cairn/jobs/sandbox"
+)
+
+// Layout of a build sandbox's work directory.
+const (
+	sourceDir       = "source"
+	outDir          = "out"
+	bundleFile      = "bundle.tar.gz"
+	testResultsFile = "test-results.json"
+	reportFile      = "report.json"
+	// ProgramName is the build program's name inside the sandbox.
+	ProgramName = "cairn-policy-build"
+)
+
+// Report is what the build program leaves for the worker: a failure code,
+// or the count of passing tests.
+type Report struct {
+	FailureCode string `json:"failure_code,omitempty"`
+	TestsPassed int    `json:"tests_passed"`
+	Modules     int    `json:"modules"`
+}
+
+// Build is the build program: it compiles and tests the sources in src
+// and writes the bundle, test results and report into out. Policy faults
+// become a report's failure code with exit status 0; only a broken
+// environment returns an error.
+func Build(ctx context.Context, src, out string) error {
+	bundle, err := os.Create(filepath.Join(out, bundleFile))
+	if err != nil {
+		return err
+	}
+	defer bundle.Close()
+	results, err := os.Create(filepath.Join(out, testResultsFile))
+	if err != nil {
+		return err
+	}
+	defer results.Close()
+	report := Report{}
+	built, err := rego.Build(ctx, src, bundle, results)
+	var buildErr *rego.BuildError
+	switch {
+	case errors.As(err, &buildErr):
+		report.FailureCode = buildErr.Code
+		// Compiler detail goes to the sandbox's stderr, which only the
+		// worker's log sees; clients get the code alone.
+		fmt.Fprintln(os.Stderr, "policy build failed:", buildErr.Code, buildErr.Detail)
+	case err != nil:
+		return err
+	default:
+		report.TestsPassed, report.Modules = built.Passed, built.Modules
+	}
+	body, err := json.Marshal(report)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(out, reportFile), body, 0o600)
+}
+
+// Worker runs policy publication jobs.
+type Worker struct {
+	river.WorkerDefaults[policy.PublicationArgs]
+	Policies *policy.Service
+	Driver   sandbox.Driver
+	// Program is the host path of the build program (the worker binary,
+	// which runs Build when invoked as "policy-build").
+	Program string
+	// BuildTimeout bounds the sandbox's life (SPEC §8: 15 minutes).
+	BuildTimeout time.Duration
+	Logger       *slog.Logger
+}
+
+// Timeout leaves room for storing outputs after the sandbox's deadline.
+func (w *Worker) Timeout(*river.Job[policy.PublicationArgs]) time.Duration {
+	return w.BuildTimeout + time.Minute
+}
+
+// Work builds one pending version. A version no longer pending is a replay
+// and done. Infrastructure failures retry; the last attempt records an
+// orchestration failure so the version never stays pending forever.
+func (w *Worker) Work(ctx context.Context, job *river.Job[policy.PublicationArgs]) error {
+	b, ok, err := w.Policies.PendingBuild(ctx, job.Args.PolicyVersionID)
+	if err != nil || !ok {
+		return err
+	}
+	if err := w.build(ctx, b); err != nil {
+		w.Logger.ErrorContext(ctx, "policy build failed to run", "policy_version_id", b.Version.ID, "attempt", job.Attempt, "error", err)
+		if job.Attempt >= job.MaxAttempts {
+			_, ferr := w.Policies.FailBuild(context.WithoutCancel(ctx), b.Version.ID, policy.FailureOrchestration)
+			return errors.Join(err, ferr)
+		}
+		return err
+	}
+	return nil
+}
+
+func (w *Worker) build(ctx context.Context, b policy.BuildJob) error {
+	started := time.Now()
+	sb, err := w.Driver.Create(ctx, sandbox.Spec{Name: "policy-" + b.Version.ID, Limits: sandbox.Limits{WallClock: w.BuildTimeout}})
+	if err != nil {
+		return fmt.Errorf("creating build sandbox: %w", err)
+	}
+	defer func() { _ = sb.Destroy(context.WithoutCancel(ctx)) }()
+	if err := sb.InstallTool(ctx, sandbox.VerifiedTool{Name: ProgramName, Path: w.Program}); err != nil {
+		_, ferr := w.Policies.FailBuild(ctx, b.Version.ID, policy.FailureToolchain)
+		return ferr
+	}
+	for _, dir := range []string{sourceDir, outDir} {
+		if err := os.MkdirAll(filepath.Join(sb.WorkDir(), dir), 0o700); err != nil {
+			return err
+		}
+	}
+	src, err := w.Policies.OpenSource(ctx, b)
+	if err != nil {
+		return err
+	}
+	_, err = archive.Extract(ctx, src, filepath.Join(sb.WorkDir(), sourceDir), archive.DefaultLimits())
+	src.Close()
+	if err != nil {
+		return fmt.Errorf("extracting policy source: %w", err)
+	}
+	var logs bytes.Buffer
+	capped := &cappedWriter{w: &logs, left: 64 << 10}
+	code, err := sb.Run(ctx, sandbox.Command{Args: []string{ProgramName, "policy-build", sourceDir, outDir}, Stdout: capped, Stderr: capped})
+	w.Logger.InfoContext(ctx, "policy build ran", "policy_version_id", b.Version.ID, "exit_code", code,
+		"duration_ms", time.Since(started).Milliseconds(), "output", logs.String())
+	if errors.Is(err, sandbox.ErrTimedOut) {
+		_, ferr := w.Policies.FailBuild(ctx, b.Version.ID, policy.FailureOrchestration)
+		return ferr
+	}
+	if err != nil {
+		return fmt.Errorf("running policy build: %w", err)
+	}
+	if code != 0 {
+		_, ferr := w.Policies.FailBuild(ctx, b.Version.ID, policy.FailureToolchain)
+		return ferr
+	}
+	var report Report
+	body, err := os.ReadFile(filepath.Join(sb.WorkDir(), outDir, reportFile))
+	if err == nil {
+		err = json.Unmarshal(body, &report)
+	}
+	if err != nil {
+		_, ferr := w.Policies.FailBuild(ctx, b.Version.ID, policy.FailureToolchain)
+		return ferr
+	}
+	if report.FailureCode != "" {
+		_, err := w.Policies.FailBuild(ctx, b.Version.ID, report.FailureCode)
+		return err
+	}
+	return w.publish(ctx, b, sb.WorkDir(), report)
+}
+
+// publish streams the outputs into sealed storage and asks the policy
+// service to publish; it compares the committed digests itself.
+func (w *Worker) publish(ctx context.Context, b policy.BuildJob, workDir string, report Report) error {
+	store := func(kind, name string) (policy.Artifact, error) {
+		f, err := os.Open(filepath.Join(workDir, outDir, name))
+		if err != nil {
+			return policy.Artifact{}, err
+		}
+		defer f.Close()
+		return w.Policies.StoreBuildArtifact(ctx, b.Version, kind, f)
+	}
+	bundle, err := store(policy.ArtifactBundle, bundleFile)
+	if errors.Is(err, blob.ErrTooLarge) {
+		_, ferr := w.Policies.FailBuild(ctx, b.Version.ID, policy.FailureOutputBound)
+		return ferr
+	}
+	if err != nil {
+		return err
+	}
+	results, err := store(policy.ArtifactTestResults, testResultsFile)
+	if errors.Is(err, blob.ErrTooLarge) {
+		_, ferr := w.Policies.FailBuild(ctx, b.Version.ID, policy.FailureOutputBound)
+		return ferr
+	}
+	if err != nil {
+		return err
+	}
+	_, err = w.Policies.CompleteBuild(ctx, policy.Completion{
+		OrganizationID: b.Version.OrganizationID, PolicyVersionID: b.Version.ID, SourceSHA256: b.Version.SourceSHA256,
+		BundleArtifactID: bundle.ID, BundleSHA256: bundle.SHA256, TestResultsArtifactID: results.ID,
+		TestResultsSHA256: results.SHA256, TestsPassed: report.TestsPassed,
+	})
+	return err
+}
+
+// cappedWriter keeps the first bytes of a build's output for the log.
+type cappedWriter struct {
+	w    io.Writer
+	left int
+}
+
+func (c *cappedWriter) Write(p []byte) (int, error) {
+	if c.left > 0 {
+		n := min(len(p), c.left)
+		_, _ = c.w.Write(p[:n])
+		c.left -= n
+	}
+	return len(p), nil
+}
+
+// ReconcileWorker redelivers publication dispatches whose jobs never ran.
+type ReconcileWorker struct {
+	river.WorkerDefaults[policy.ReconcileArgs]
+	Policies *policy.Service
+	Logger   *slog.Logger
+}
+
+// Work runs one reconciliation tick.
+func (w *ReconcileWorker) Work(ctx context.Context, _ *river.Job[policy.ReconcileArgs]) error {
+	n, err := w.Policies.Reconcile(ctx)
+	if n > 0 {
+		w.Logger.InfoContext(ctx, "redelivered policy publication dispatches", "count", n)
+	}
+	return err
+}

@@ -50,8 +50,8 @@ func TestGateUntilNeedsAValidOverrideForEverySoftFailure(t *testing.T) {
 	}{
 		{"none", nil, nil},
 		{"one of two", []Override{over(a, time.Hour)}, nil},
-		{"both: the first expiry closes it", []Override{over(a, time.Hour), over(b, 10 * time.Minute)}, ptr(10 * time.Minute)},
-		{"the longest override per result counts", []Override{over(a, time.Minute), over(a, 2 * time.Hour), over(b, time.Hour)}, ptr(time.Hour)},
+		{"both: the first expiry closes it", []Override{over(a, time.Hour), over(b, 10*time.Minute)}, ptr(10 * time.Minute)},
+		{"the longest override per result counts", []Override{over(a, time.Minute), over(a, 2*time.Hour), over(b, time.Hour)}, ptr(time.Hour)},
 		{"expired", []Override{over(a, -time.Second), over(b, time.Hour)}, nil},
 		{"digest no longer matches", []Override{stale, over(b, time.Hour)}, nil},
 		{"bound to another plan", []Override{over(a, time.Hour), otherPlan}, nil},

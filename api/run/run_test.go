@@ -1,9 +1,9 @@
 package run
 
 import (
-	"time"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/cairnhq/cairn/api/access"
 	"github.com/cairnhq/cairn/api/policy"

@@ -149,24 +149,24 @@ type PolicyGateView struct {
 
 // RunPolicyView is a run's persisted, sanitized policy evidence.
 type RunPolicyView struct {
-	RunID               string             `json:"run_id"`
-	Object              string             `json:"object" enum:"run_policy"`
-	CheckID             *string            `json:"check_id" doc:"Null until the plan commits."`
-	Status              string             `json:"status" enum:"pending,passed,soft_failed,hard_failed,errored,overridden"`
-	Outcome             *string            `json:"outcome" enum:"pass,advisory_failed,soft_failed,hard_failed,error"`
-	ConfigurationError  *string            `json:"configuration_error" doc:"Why the run's attachment list could not be evaluated, e.g. a set attached at two scopes."`
-	PlanDigest          *string            `json:"plan_digest"`
-	InputDigest         *string            `json:"input_digest"`
-	CompositionDigest   *string            `json:"composition_digest"`
-	EngineVersion       string             `json:"engine_version"`
-	Capabilities        CapabilitiesView   `json:"capabilities"`
-	Entrypoint          string             `json:"entrypoint"`
-	EvaluatedAt         *time.Time         `json:"evaluated_at"`
-	DurationMS          *int               `json:"duration_ms"`
-	Gate                PolicyGateView     `json:"gate"`
-	Results             []PolicyResultView `json:"results"`
-	Overrides           []PolicyOverrideView `json:"overrides" doc:"Newest first, at most 256."`
-	OverridesTruncated  bool               `json:"overrides_truncated"`
+	RunID              string               `json:"run_id"`
+	Object             string               `json:"object" enum:"run_policy"`
+	CheckID            *string              `json:"check_id" doc:"Null until the plan commits."`
+	Status             string               `json:"status" enum:"pending,passed,soft_failed,hard_failed,errored,overridden"`
+	Outcome            *string              `json:"outcome" enum:"pass,advisory_failed,soft_failed,hard_failed,error"`
+	ConfigurationError *string              `json:"configuration_error" doc:"Why the run's attachment list could not be evaluated, e.g. a set attached at two scopes."`
+	PlanDigest         *string              `json:"plan_digest"`
+	InputDigest        *string              `json:"input_digest"`
+	CompositionDigest  *string              `json:"composition_digest"`
+	EngineVersion      string               `json:"engine_version"`
+	Capabilities       CapabilitiesView     `json:"capabilities"`
+	Entrypoint         string               `json:"entrypoint"`
+	EvaluatedAt        *time.Time           `json:"evaluated_at"`
+	DurationMS         *int                 `json:"duration_ms"`
+	Gate               PolicyGateView       `json:"gate"`
+	Results            []PolicyResultView   `json:"results"`
+	Overrides          []PolicyOverrideView `json:"overrides" doc:"Newest first, at most 256."`
+	OverridesTruncated bool                 `json:"overrides_truncated"`
 }
 
 func runPolicyView(review run.PolicyReview, now time.Time) RunPolicyView {

@@ -18,10 +18,11 @@ import (
 )
 
 // maxBundleExpandedBytes bounds a bundle's uncompressed size. Build writes
-// at most MaxSourceBytes of modules plus a small manifest and tar headers;
-// anything much larger was not produced by Build, and without a bound a
-// small gzip stream could expand without limit in memory.
-const maxBundleExpandedBytes = 2*MaxSourceBytes + 8<<20
+// at most MaxSourceBytes of modules plus a small manifest and at most 1 KiB
+// of tar header and padding per file; anything larger was not produced by
+// Build, and without a bound a small gzip stream could expand without
+// limit in memory.
+const maxBundleExpandedBytes = MaxSourceBytes + 4<<20
 
 // Policy is a compiled bundle with its entrypoint query prepared once.
 // It is safe for concurrent use.

@@ -27,8 +27,9 @@ var (
 	// ErrOverrideStale means an override named a result digest that is not
 	// a current soft failure of the run.
 	ErrOverrideStale = errors.New("policy result digest is not a current soft failure of this run")
-	// ErrSourceTooLarge means a policy source archive crossed its limit.
-	ErrSourceTooLarge = errors.New("policy source archive over its limit")
+	// ErrSourceMismatch means a rebuild named a source artifact with a
+	// digest other than the committed one.
+	ErrSourceMismatch = errors.New("policy source digest does not match the committed artifact")
 )
 
 // SourceError is a refused policy source archive with its safe code.

@@ -88,6 +88,9 @@ type Version struct {
 	SourceIdentity     string     `db:"source_identity"`
 	SourceSHA256       []byte     `db:"source_sha256"`
 	SourceSize         int64      `db:"source_size"`
+	// SourceArtifactID is read, never written: the source artifact row
+	// carries the version's ID.
+	SourceArtifactID   string     `db:"source_artifact_id"`
 	BundleSHA256       []byte     `db:"bundle_sha256"`
 	TestResultsSHA256  []byte     `db:"test_results_sha256"`
 	TestsPassed        *int       `db:"tests_passed"`

@@ -212,6 +212,43 @@ func (s *Service) DiscardStaged(ctx context.Context, st StagedSource) {
 	}
 }
 
+// RebuildInput names a committed source artifact to build again.
+type RebuildInput struct {
+	WorkspaceID      string
+	SourceArtifactID string
+	SourceSHA256     string
+}
+
+// RebuildVersion creates a new pending version of a set from a source
+// archive already committed for it (for example to rebuild it under
+// another workspace's settings). Only trusted clients (workspace:admin)
+// may name artifacts; the digest must match the committed one.
+func (s *Service) RebuildVersion(ctx context.Context, tx *sqlx.Tx, p access.Principal, setID string, in RebuildInput) (Version, error) {
+	if err := p.Require(access.PermPolicyWrite); err != nil {
+		return Version{}, err
+	}
+	if err := p.Require(access.PermWorkspaceAdmin); err != nil {
+		return Version{}, err
+	}
+	var src struct {
+		Artifact
+		SetID    string `db:"policy_set_id"`
+		Identity string `db:"source_identity"`
+	}
+	err := sqlx.GetContext(ctx, tx, &src, `SELECT a.id, a.organization_id, a.policy_version_id, a.kind, a.blob_key, a.size_bytes,
+		a.sha256, a.created_at, v.policy_set_id, v.source_identity FROM policy_artifacts a
+		JOIN policy_versions v ON v.id = a.policy_version_id
+		WHERE a.id = $1 AND a.organization_id = $2 AND a.kind = 'source'`, in.SourceArtifactID, p.OrganizationID)
+	if err != nil || src.SetID != setID {
+		return Version{}, fault.ErrNotFound
+	}
+	if hex.EncodeToString(src.SHA256) != in.SourceSHA256 {
+		return Version{}, ErrSourceMismatch
+	}
+	return s.CreateVersion(ctx, tx, p, StagedSource{OrganizationID: p.OrganizationID, WorkspaceID: in.WorkspaceID, SetID: setID,
+		Identity: src.Identity, Key: src.BlobKey, Digests: blob.Digests{Size: src.SizeBytes, SHA256: src.SHA256}})
+}
+
 // CreateVersion writes a pending version of a staged source, its source
 // artifact row, audit evidence, the durable dispatch record and the build
 // job, all in the caller's transaction.
@@ -254,6 +291,7 @@ func (s *Service) CreateVersion(ctx context.Context, tx *sqlx.Tx, p access.Princ
 	if err := insertArtifact(ctx, tx, source); err != nil {
 		return Version{}, err
 	}
+	v.SourceArtifactID = source.ID
 	if err := s.dispatchPublication(ctx, tx, v, now); err != nil {
 		return Version{}, err
 	}

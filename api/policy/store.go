@@ -69,10 +69,15 @@ func insertVersion(ctx context.Context, q sqlx.ExtContext, v Version) error {
 	return nil
 }
 
+// versionReadColumns adds the source artifact's ID, which trusted clients
+// name to rebuild a version.
+const versionReadColumns = versionColumns + `, COALESCE((SELECT a.id FROM policy_artifacts a
+	WHERE a.policy_version_id = policy_versions.id AND a.kind = 'source'), '') AS source_artifact_id`
+
 // versionByID reads a version; an empty organization reads by ID alone
 // (the builder, which holds no principal).
 func versionByID(ctx context.Context, q sqlx.QueryerContext, organizationID, versionID string, forUpdate bool) (Version, error) {
-	query := `SELECT ` + versionColumns + ` FROM policy_versions WHERE id = $1 AND ($2 = '' OR organization_id = $2)`
+	query := `SELECT ` + versionReadColumns + ` FROM policy_versions WHERE id = $1 AND ($2 = '' OR organization_id = $2)`
 	if forUpdate {
 		query += ` FOR UPDATE`
 	}
@@ -89,7 +94,7 @@ func versionByID(ctx context.Context, q sqlx.QueryerContext, organizationID, ver
 
 func listVersions(ctx context.Context, q sqlx.QueryerContext, organizationID, setID string) ([]Version, error) {
 	versions := []Version{}
-	err := sqlx.SelectContext(ctx, q, &versions, `SELECT `+versionColumns+` FROM policy_versions
+	err := sqlx.SelectContext(ctx, q, &versions, `SELECT `+versionReadColumns+` FROM policy_versions
 		WHERE policy_set_id = $1 AND organization_id = $2 ORDER BY number DESC LIMIT 100`, setID, organizationID)
 	if err != nil {
 		return nil, fmt.Errorf("listing policy versions: %w", err)

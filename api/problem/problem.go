@@ -79,6 +79,7 @@ var table = []struct {
 	{policy.ErrAlreadyAttached, httpx.Problem{Status: http.StatusConflict, Code: "POLICY_SET_ALREADY_ATTACHED"}},
 	{policy.ErrAttachmentDetached, httpx.Problem{Status: http.StatusConflict, Code: "POLICY_ATTACHMENT_DETACHED"}},
 	{policy.ErrCompletionConflict, httpx.Problem{Status: http.StatusConflict}},
+	{policy.ErrSourceMismatch, httpx.Problem{Status: http.StatusConflict, Code: "POLICY_SOURCE_MISMATCH"}},
 	{policy.ErrOverrideStale, httpx.Problem{Status: http.StatusConflict, Code: "POLICY_RESULT_STALE"}},
 	{run.ErrArtifactUnavailable, httpx.Problem{Status: http.StatusNotFound, Code: "RUN_ARTIFACT_NOT_RECORDED"}},
 	{run.ErrInvalidToken, httpx.Problem{Status: http.StatusUnauthorized, Code: "invalid_token"}},

@@ -41,6 +41,11 @@ type Server struct {
 	latestVersion int64
 }
 
+// Services returns the domain services the server was assembled with, for
+// tests that drive a service path no HTTP surface exposes (the trusted
+// policy build completion).
+func (s *Server) Services() v1.Services { return s.deps.Services }
+
 // New assembles every surface of cairn-api on one Fiber app.
 func New(deps Deps) (*Server, error) {
 	latest, err := db.LatestVersion()

@@ -55,6 +55,7 @@ type PolicyVersionView struct {
 	SettingsVersion   int              `json:"settings_version"`
 	ToolVersion       string           `json:"tool_version"`
 	Region            string           `json:"region"`
+	SourceArtifactID  string           `json:"source_artifact_id" doc:"The committed source archive, which trusted clients may build again."`
 	SourceSHA256      string           `json:"source_sha256"`
 	SourceSizeBytes   int64            `json:"source_size_bytes"`
 	BundleSHA256      *string          `json:"bundle_sha256"`
@@ -70,7 +71,7 @@ type PolicyVersionView struct {
 func policyVersionView(v policy.Version) PolicyVersionView {
 	return PolicyVersionView{ID: v.ID, Object: "policy_version", PolicySetID: v.PolicySetID, Number: v.Number, Status: v.Status,
 		FailureCode: v.FailureCode, WorkspaceID: v.WorkspaceID, SettingsVersion: v.SettingsVersion, ToolVersion: v.ToolVersion,
-		Region: v.Region, SourceSHA256: run.HexDigest(v.SourceSHA256), SourceSizeBytes: v.SourceSize,
+		Region: v.Region, SourceArtifactID: v.SourceArtifactID, SourceSHA256: run.HexDigest(v.SourceSHA256), SourceSizeBytes: v.SourceSize,
 		BundleSHA256: hexOrNil(v.BundleSHA256), TestResultsSHA256: hexOrNil(v.TestResultsSHA256), TestsPassed: v.TestsPassed,
 		EngineVersion: v.EngineVersion, Capabilities: CapabilitiesView{ID: v.CapabilitiesID, SHA256: v.CapabilitiesSHA256},
 		Entrypoint: v.Entrypoint, CreatedAt: v.CreatedAt, FinishedAt: v.FinishedAt}
@@ -243,6 +244,16 @@ type attachWorkspaceInput struct {
 	Body AttachRequest
 }
 
+type rebuildInput struct {
+	IdempotencyHeader
+	IDPath
+	Body struct {
+		WorkspaceID      string `json:"workspace_id" maxLength:"64" doc:"The workspace whose current settings the build pins."`
+		SourceArtifactID string `json:"source_artifact_id" maxLength:"64" doc:"A committed source artifact of this set (pol_…)."`
+		SourceSHA256     string `json:"source_sha256" pattern:"^[0-9a-f]{64}$" doc:"Its committed SHA-256."`
+	}
+}
+
 type attachScopeInput struct {
 	IdempotencyHeader
 	IDPath
@@ -346,6 +357,21 @@ func (a *API) registerPolicies() {
 		}},
 	}, operationOptions{mutation: true, bodyLimit: PolicySourceUploadLimit}, func(ctx context.Context, in *uploadPolicyVersionInput) (*Mutated[PolicyVersionView], error) {
 		return a.uploadPolicyVersion(ctx, in)
+	})
+
+	register(a, huma.Operation{
+		OperationID: "rebuild-policy-version", Method: http.MethodPost, Path: "/v1/policy-sets/{id}/versions",
+		Summary: "Build a committed source artifact again as a new pending version", Tags: tags, DefaultStatus: http.StatusAccepted,
+		Description: "For trusted clients (workspace:admin): the body names a source artifact already committed for this set and its " +
+			"SHA-256; a different digest is 409 POLICY_SOURCE_MISMATCH. The new version pins the named workspace's current settings. " +
+			"Clients can never supply a status, bundle, test result, engine, capabilities or entrypoint.",
+	}, operationOptions{mutation: true}, func(ctx context.Context, in *rebuildInput) (*Mutated[PolicyVersionView], error) {
+		return mutation(ctx, a, in.IdempotencyKey, in.Body, http.StatusAccepted,
+			func(ctx context.Context, tx *sqlx.Tx, p access.Principal) (PolicyVersionView, error) {
+				v, err := policies().RebuildVersion(ctx, tx, p, in.ID, policy.RebuildInput{WorkspaceID: in.Body.WorkspaceID,
+					SourceArtifactID: in.Body.SourceArtifactID, SourceSHA256: in.Body.SourceSHA256})
+				return policyVersionView(v), err
+			})
 	})
 
 	register(a, huma.Operation{

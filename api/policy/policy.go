@@ -75,19 +75,19 @@ type Set struct {
 
 // Version is one numbered, immutable build of a set.
 type Version struct {
-	ID                 string     `db:"id"`
-	OrganizationID     string     `db:"organization_id"`
-	PolicySetID        string     `db:"policy_set_id"`
-	Number             int        `db:"number"`
-	WorkspaceID        string     `db:"workspace_id"`
-	SettingsVersion    int        `db:"settings_version"`
-	ToolVersion        string     `db:"tool_version"`
-	Region             string     `db:"region"`
-	Status             string     `db:"status"`
-	FailureCode        *string    `db:"failure_code"`
-	SourceIdentity     string     `db:"source_identity"`
-	SourceSHA256       []byte     `db:"source_sha256"`
-	SourceSize         int64      `db:"source_size"`
+	ID              string  `db:"id"`
+	OrganizationID  string  `db:"organization_id"`
+	PolicySetID     string  `db:"policy_set_id"`
+	Number          int     `db:"number"`
+	WorkspaceID     string  `db:"workspace_id"`
+	SettingsVersion int     `db:"settings_version"`
+	ToolVersion     string  `db:"tool_version"`
+	Region          string  `db:"region"`
+	Status          string  `db:"status"`
+	FailureCode     *string `db:"failure_code"`
+	SourceIdentity  string  `db:"source_identity"`
+	SourceSHA256    []byte  `db:"source_sha256"`
+	SourceSize      int64   `db:"source_size"`
 	// SourceArtifactID is read, never written: the source artifact row
 	// carries the version's ID.
 	SourceArtifactID   string     `db:"source_artifact_id"`

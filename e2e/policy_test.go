@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -203,17 +202,9 @@ func TestPolicyCorpusEndToEnd(t *testing.T) {
 		"forbidden-builtin": "policy_compile_failed", "failing-tests": "policy_tests_failed",
 	}
 	versions := map[string]policyVersion{}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
 	for name := range want {
-		wg.Go(func() {
-			v := s.publishPolicy(t, m, builder, name)
-			mu.Lock()
-			versions[name] = v
-			mu.Unlock()
-		})
+		versions[name] = s.publishPolicy(t, m, builder, name)
 	}
-	wg.Wait()
 	for name, expected := range want {
 		v := versions[name]
 		got := v.Status

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -77,11 +78,10 @@ func (m member) cookie() []string {
 
 func (m member) mutate(key string) []string { return append(m.cookie(), "Idempotency-Key", key) }
 
-var keyCounter int64
+var keyCounter atomic.Int64
 
 func uniqueKey(prefix string) string {
-	keyCounter++
-	return fmt.Sprintf("%s-%d-%d", prefix, time.Now().UnixNano(), keyCounter)
+	return fmt.Sprintf("%s-%d-%d", prefix, time.Now().UnixNano(), keyCounter.Add(1))
 }
 
 func (s *Stack) uploadConfiguration(t *testing.T, m member, workspaceID string, files map[string]string) string {

@@ -40,10 +40,16 @@ var loadCapabilities = sync.OnceValues(func() (*ast.Capabilities, error) {
 	if version.Version != EngineVersion {
 		return nil, fmt.Errorf("%w: linked OPA is %s, policies are pinned to %s", ErrCapabilities, version.Version, EngineVersion)
 	}
-	if got := Digest(policycontract.CapabilitiesJSON); got != policycontract.CapabilitiesSHA256 {
-		return nil, fmt.Errorf("%w: %s hashes to %s, committed digest is %q", ErrCapabilities, CapabilitiesID, got, policycontract.CapabilitiesSHA256)
+	return parseCapabilities(policycontract.CapabilitiesJSON, policycontract.CapabilitiesSHA256)
+})
+
+// parseCapabilities parses a manifest that must hash to digest and obey
+// the manifest's rules.
+func parseCapabilities(manifest []byte, digest string) (*ast.Capabilities, error) {
+	if got := Digest(manifest); got != digest {
+		return nil, fmt.Errorf("%w: %s hashes to %s, committed digest is %q", ErrCapabilities, CapabilitiesID, got, digest)
 	}
-	c, err := ast.LoadCapabilitiesJSON(bytes.NewReader(policycontract.CapabilitiesJSON))
+	c, err := ast.LoadCapabilitiesJSON(bytes.NewReader(manifest))
 	if err != nil {
 		return nil, fmt.Errorf("%w: parsing %s: %w", ErrCapabilities, CapabilitiesID, err)
 	}
@@ -57,7 +63,7 @@ var loadCapabilities = sync.OnceValues(func() (*ast.Capabilities, error) {
 		return nil, fmt.Errorf("%w: %s lacks feature %s", ErrCapabilities, CapabilitiesID, ast.FeatureRegoV1)
 	}
 	return c, nil
-})
+}
 
 // Capabilities returns the parsed capabilities manifest and its SHA-256
 // (lowercase hex). The manifest is checked against its committed digest

@@ -43,6 +43,19 @@ var forbiddenPrefixes = []struct{ prefix, why string }{
 	{"graphql.", "not needed for plan checks"},
 }
 
+// Kept on purpose, though they may look suspect:
+//   - rego.metadata.chain and rego.metadata.rule read the policy's own
+//     annotations, fixed at compile time.
+//   - time.* other than time.now_ns compute on the timestamp they are
+//     given. Their one host dependence is the time zone argument: "Local"
+//     is the host's zone and named zones come from its tz database (OPA
+//     embeds one as a fallback), so workers should run with TZ unset.
+//   - internal.test_case is what the tester injects into parameterised
+//     tests, internal.template_string what $"..." compiles to, and
+//     internal.member_2/3 what `in` compiles to.
+//   - numbers.range and friends can allocate large values; evaluation is
+//     bounded by its timeout, not by the manifest.
+
 // Forbidden reports why b must not be in the manifest, or "" if it may be.
 func Forbidden(b *ast.Builtin) string {
 	if why, ok := forbiddenNames[b.Name]; ok {

@@ -478,4 +478,14 @@ func TestSoftPolicyFailureOverriddenFromTheCLI(t *testing.T) {
 	if pol.Status != "overridden" || len(pol.Overrides) != 1 || !strings.Contains(raw, "remote-backend API") {
 		t.Fatalf("overridden run policy: %s", raw)
 	}
+
+	// Deleting the workspace removes its runs' policy evidence and
+	// attachments; the version built there stays, as versions outlive it.
+	if st, body := call(t, s.Client, http.MethodDelete, s.APIURL+"/api/v2/workspaces/"+doc.Data.ID, nil, auth...); st != http.StatusNoContent {
+		t.Fatalf("deleting the workspace: %d %s", st, body)
+	}
+	var after policyVersion
+	if st := s.apiJSON(t, http.MethodGet, "/v1/policy-versions/"+v.ID, nil, &after, m.cookie()...); st != http.StatusOK || after.Status != "published" {
+		t.Fatalf("version after its workspace was deleted: %d %+v", st, after)
+	}
 }

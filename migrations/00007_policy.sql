@@ -38,7 +38,9 @@ CREATE TABLE policy_versions (
     organization_id     text        NOT NULL REFERENCES organizations (id),
     policy_set_id       text        NOT NULL REFERENCES policy_sets (id),
     number              integer     NOT NULL CHECK (number >= 1),
-    workspace_id        text        NOT NULL REFERENCES workspaces (id),
+    -- The build workspace and its settings are recorded facts, not a
+    -- reference: a version outlives the workspace it was built in.
+    workspace_id        text        NOT NULL,
     settings_version    integer     NOT NULL,
     tool_version        text        NOT NULL,
     region              text        NOT NULL,
@@ -165,7 +167,8 @@ CREATE TABLE policy_results (
 CREATE INDEX policy_results_digest ON policy_results (run_id, result_digest);
 
 -- Soft overrides are immutable: bound to one run, plan digest, policy
--- version and result digest, and valid only until they expire.
+-- version and result digest, and valid only until they expire. Only the
+-- deletion of their workspace removes them.
 CREATE TABLE policy_overrides (
     id                   text        PRIMARY KEY,
     organization_id      text        NOT NULL REFERENCES organizations (id),
@@ -192,7 +195,7 @@ END;
 $$;
 -- +goose StatementEnd
 CREATE TRIGGER policy_overrides_immutable
-    BEFORE UPDATE OR DELETE ON policy_overrides
+    BEFORE UPDATE ON policy_overrides
     FOR EACH ROW EXECUTE FUNCTION policy_override_is_immutable();
 
 -- Runs record their policy outcome in full now, and until when the gate is

@@ -302,6 +302,12 @@ func deleteWorkspaceTree(ctx context.Context, tx *sqlx.Tx, organizationID, works
 	}
 	runsOf := `(SELECT id FROM runs WHERE organization_id = $1 AND workspace_id = $2)`
 	for _, stmt := range []string{
+		`DELETE FROM policy_overrides WHERE run_id IN ` + runsOf,
+		`DELETE FROM policy_results WHERE run_id IN ` + runsOf,
+		`DELETE FROM policy_checks WHERE run_id IN ` + runsOf,
+		`DELETE FROM run_policy_snapshots WHERE run_id IN ` + runsOf,
+		`UPDATE policy_attachments SET status = 'detached', detached_at = now()
+			WHERE organization_id = $1 AND scope = 'workspace' AND scope_id = $2 AND status = 'active'`,
 		`DELETE FROM run_tokens WHERE run_id IN ` + runsOf,
 		`DELETE FROM run_recoveries WHERE run_id IN ` + runsOf,
 		`DELETE FROM run_log_chunks WHERE run_id IN ` + runsOf,

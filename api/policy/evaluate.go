@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"runtime"
+	"sync"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -105,15 +107,20 @@ func (s *Service) evaluateEntries(ctx context.Context, facts RunFacts, entries [
 	}
 	sum := sha256.Sum256(doc)
 	inputDigest := sum[:]
+	loaders := make([]Loader, len(entries))
+	for i, e := range entries {
+		loaders[i] = func(ctx context.Context) (*rego.Policy, error) { return s.loadBundle(ctx, facts.OrganizationID, e) }
+	}
+	outcomes := EvaluateAll(ctx, input, s.opts.EvaluationTimeout, loaders)
+	if ctx.Err() != nil {
+		return nil, nil, ctx.Err()
+	}
 	for i, e := range entries {
 		r := &results[i]
 		r.InputDigest = inputDigest
-		began := time.Now()
-		decision, err := s.evaluateOne(ctx, facts.OrganizationID, e, input)
-		r.DurationMS = int(time.Since(began).Milliseconds())
+		decision, err := outcomes[i].Decision, outcomes[i].Err
+		r.DurationMS = int(outcomes[i].Duration.Milliseconds())
 		switch {
-		case err != nil && ctx.Err() != nil:
-			return nil, nil, ctx.Err()
 		case err != nil:
 			code := evalCode(err)
 			r.Status, r.ErrorCode = ResultError, &code
@@ -137,16 +144,46 @@ func (s *Service) inputMeta(facts RunFacts) rego.InputMeta {
 	}
 }
 
-// evaluateOne loads (or reuses) the attachment's bundle, verifying it is the
-// snapshotted one, and evaluates the input against it.
-func (s *Service) evaluateOne(ctx context.Context, organizationID string, e SnapshotEntry, input ast.Value) (rego.Decision, error) {
-	policy, err := s.bundles.Get(ctx, hex.EncodeToString(e.BundleSHA256), func() (io.ReadCloser, error) {
+// loadBundle returns the attachment's compiled bundle from the cache,
+// reading and verifying the snapshotted one on a miss.
+func (s *Service) loadBundle(ctx context.Context, organizationID string, e SnapshotEntry) (*rego.Policy, error) {
+	return s.bundles.Get(ctx, hex.EncodeToString(e.BundleSHA256), func() (io.ReadCloser, error) {
 		return s.openBundle(ctx, organizationID, e)
 	})
-	if err != nil {
-		return rego.Decision{}, err
+}
+
+// Loader returns one attachment's compiled policy.
+type Loader func(ctx context.Context) (*rego.Policy, error)
+
+// Outcome is one attachment's evaluation.
+type Outcome struct {
+	Decision rego.Decision
+	Err      error
+	Duration time.Duration
+}
+
+// EvaluateAll evaluates one input against every policy, as many at once as
+// there are processors (OPA evaluation is single-threaded and CPU-bound),
+// and returns the outcomes in the policies' order. Each evaluation has its
+// own timeout.
+func EvaluateAll(ctx context.Context, input ast.Value, timeout time.Duration, policies []Loader) []Outcome {
+	outcomes := make([]Outcome, len(policies))
+	slots := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
+	var wg sync.WaitGroup
+	for i, load := range policies {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			began := time.Now()
+			p, err := load(ctx)
+			if err == nil {
+				outcomes[i].Decision, err = p.Evaluate(ctx, input, timeout)
+			}
+			outcomes[i].Err, outcomes[i].Duration = err, time.Since(began)
+		})
 	}
-	return policy.Evaluate(ctx, input, s.opts.EvaluationTimeout)
+	wg.Wait()
+	return outcomes
 }
 
 // openBundle returns the sealed bundle of a snapshotted version, checking

@@ -403,8 +403,9 @@ func TestPolicyCorpusEndToEnd(t *testing.T) {
 		}
 		s.apiJSON(t, http.MethodGet, "/v1/workspaces/"+ws, nil, &w, m.cookie()...)
 		v := versions["always-pass"]
+		var projectAttachment struct{ ID string }
 		if st := s.apiJSON(t, http.MethodPost, "/v1/policy-sets/"+v.PolicySetID+"/attachments", map[string]string{
-			"policy_version_id": v.ID, "enforcement_mode": "advisory", "scope": "project", "scope_id": w.ProjectID}, nil,
+			"policy_version_id": v.ID, "enforcement_mode": "advisory", "scope": "project", "scope_id": w.ProjectID}, &projectAttachment,
 			m.mutate(uniqueKey("att"))...); st != http.StatusCreated {
 			t.Fatalf("project attachment: %d", st)
 		}
@@ -413,6 +414,15 @@ func TestPolicyCorpusEndToEnd(t *testing.T) {
 		pol, raw := s.runPolicy(t, m, r.ID)
 		if r.Status != "errored" || pol.ConfigurationError == nil || *pol.ConfigurationError != "policy_set_attached_at_two_scopes" {
 			t.Fatalf("double attachment run %s, policy %s", r.Status, raw)
+		}
+		// Detaching the project attachment through its set repairs the
+		// workspace for the next run.
+		if st := s.apiJSON(t, http.MethodDelete, "/v1/policy-sets/"+v.PolicySetID+"/attachments/"+projectAttachment.ID, nil, nil,
+			m.mutate(uniqueKey("detach"))...); st != http.StatusOK {
+			t.Fatalf("detaching the project attachment: %d", st)
+		}
+		if next := s.planRun(t, m, ws, map[string]string{"main.tf": taggedConfig}); next.Status != "awaiting_approval" {
+			t.Fatalf("run after detaching: %s", next.Status)
 		}
 	})
 }
@@ -458,6 +468,15 @@ func TestSoftPolicyFailureOverriddenFromTheCLI(t *testing.T) {
 		t.Fatalf("require-tags: %+v", v)
 	}
 	s.attachPolicy(t, m, doc.Data.ID, v, "soft_mandatory")
+
+	// A CLI plan is speculative: the soft failure ends it, with the finding.
+	if out := tf.fail(t, "plan"); !strings.Contains(out, "soft failed") || !strings.Contains(out, "terraform_data.cache") {
+		t.Fatalf("tofu plan against a soft-mandatory policy:\n%s", out)
+	}
+	spec := s.newestRun(t, m, doc.Data.ID, 10*time.Second, status("policy_soft_failed"))
+	if spec.Kind != "speculative" {
+		t.Fatalf("speculative run %+v", spec)
+	}
 
 	apply := tf.interactive().start(t, "apply")
 	waitForOutput(t, apply, "Do you want to override the soft failed policy check?")

@@ -291,6 +291,11 @@ func deleteOrganizationTree(ctx context.Context, tx *sqlx.Tx, organizationID str
 		`DELETE FROM service_account_tokens WHERE organization_id = $1`,
 		`DELETE FROM service_accounts WHERE organization_id = $1`,
 		`DELETE FROM suspensions WHERE organization_id = $1`,
+		`DELETE FROM policy_attachments WHERE organization_id = $1`,
+		`DELETE FROM policy_artifacts WHERE organization_id = $1`,
+		`DELETE FROM policy_versions WHERE organization_id = $1`,
+		`DELETE FROM policy_sets WHERE organization_id = $1`,
+		`DELETE FROM workflow_dispatches WHERE organization_id = $1`,
 		`DELETE FROM projects WHERE organization_id = $1`,
 		`DELETE FROM organizations WHERE id = $1`,
 	} {

@@ -16,6 +16,7 @@ import (
 	"github.com/cairnhq/cairn/api/platform/blob"
 	"github.com/cairnhq/cairn/api/platform/db"
 	"github.com/cairnhq/cairn/api/platform/id"
+	"github.com/cairnhq/cairn/api/policy/rego"
 )
 
 // QueuePolicy is the River queue of policy builds.
@@ -32,6 +33,10 @@ const (
 	ReconcileInterval = 5 * time.Minute
 	backoffFirst      = 5 * time.Second
 	backoffMax        = 5 * time.Minute
+	// MaxDeliveries bounds redelivery: a source whose build keeps killing
+	// its worker fails with an orchestration failure instead of being
+	// rebuilt forever.
+	MaxDeliveries = 6
 )
 
 // PublicationArgs is a version's build job. The version row is the
@@ -59,7 +64,9 @@ type ReconcileArgs struct{}
 // Kind names the job.
 func (ReconcileArgs) Kind() string { return "workflow_dispatch_reconciler" }
 
-// InsertOpts keeps one reconciler at a time.
+// InsertOpts drops a second insert within the same second (several workers
+// each enqueue the periodic job); the row claims keep concurrent ticks
+// from redelivering the same record.
 func (ReconcileArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{UniqueOpts: river.UniqueOpts{ByPeriod: time.Second}}
 }
@@ -105,6 +112,12 @@ func (s *Service) Reconcile(ctx context.Context) (int, error) {
 			}
 			if v.Status != VersionPending {
 				if err := completeDispatch(ctx, tx, d.ID, s.stamp()); err != nil {
+					return err
+				}
+				continue
+			}
+			if d.Deliveries >= MaxDeliveries {
+				if err := s.failInTx(ctx, tx, v, FailureOrchestration); err != nil {
 					return err
 				}
 				continue
@@ -167,9 +180,9 @@ func (s *Service) StoreBuildArtifact(ctx context.Context, v Version, kind string
 	if err != nil {
 		return Artifact{}, err
 	}
-	limit := int64(MaxSourceBytes)
+	limit := int64(rego.MaxBundleBytes)
 	if kind == ArtifactTestResults {
-		limit = MaxTestResultsBytes
+		limit = rego.MaxTestResultsBytes
 	}
 	a := Artifact{ID: id.New("pol"), OrganizationID: v.OrganizationID, PolicyVersionID: v.ID, Kind: kind,
 		BlobKey: blob.Key("policy-versions", v.OrganizationID, v.ID, id.New("obj")), CreatedAt: s.stamp()}
@@ -178,7 +191,19 @@ func (s *Service) StoreBuildArtifact(ctx context.Context, v Version, kind string
 		return Artifact{}, err
 	}
 	a.SizeBytes, a.SHA256 = digests.Size, digests.SHA256
-	if err := insertArtifact(ctx, s.db, a); err != nil {
+	// A retried build replaces what an earlier attempt of the same pending
+	// version stored; a finished version's artifacts never change.
+	err = db.WithTx(ctx, s.db, func(tx *sqlx.Tx) error {
+		current, err := versionByID(ctx, tx, v.OrganizationID, v.ID, true)
+		if err != nil || current.Status != VersionPending {
+			return ErrCompletionConflict
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM policy_artifacts WHERE policy_version_id = $1 AND kind = $2`, v.ID, kind); err != nil {
+			return fmt.Errorf("replacing policy artifact: %w", err)
+		}
+		return insertArtifact(ctx, tx, a)
+	})
+	if err != nil {
 		_ = blobs.Delete(context.WithoutCancel(ctx), a.BlobKey)
 		return Artifact{}, err
 	}
@@ -202,6 +227,9 @@ type Completion struct {
 // matches the completion. An identical completion of a published version
 // is a replay; anything else that differs is ErrCompletionConflict.
 func (s *Service) CompleteBuild(ctx context.Context, c Completion) (Version, error) {
+	if c.OrganizationID == "" {
+		return Version{}, ErrCompletionConflict
+	}
 	var out Version
 	err := db.WithTx(ctx, s.db, func(tx *sqlx.Tx) error {
 		v, err := versionByID(ctx, tx, c.OrganizationID, c.PolicyVersionID, true)
@@ -227,7 +255,7 @@ func (s *Service) CompleteBuild(ctx context.Context, c Completion) (Version, err
 			return ErrCompletionConflict
 		}
 		if v.Status == VersionPublished && bytes.Equal(v.BundleSHA256, bundle.SHA256) &&
-			bytes.Equal(v.TestResultsSHA256, results.SHA256) {
+			bytes.Equal(v.TestResultsSHA256, results.SHA256) && v.TestsPassed != nil && *v.TestsPassed == c.TestsPassed {
 			out = v
 			return nil
 		}
@@ -271,18 +299,27 @@ func (s *Service) FailBuild(ctx context.Context, versionID, code string) (Versio
 		if v.Status != VersionPending {
 			return ErrCompletionConflict
 		}
-		now := s.stamp()
-		v.Status, v.FailureCode, v.FinishedAt = VersionFailed, &code, &now
-		if err := finishVersion(ctx, tx, v); err != nil {
+		if err := s.failInTx(ctx, tx, v, code); err != nil {
 			return err
 		}
-		if err := completeDispatch(ctx, tx, DispatchID(v.ID), now); err != nil {
-			return err
-		}
-		out = v
-		return s.builderEvent(ctx, tx, v, "policy_version.failed", map[string]any{"failure_code": code})
+		out, err = versionByID(ctx, tx, "", versionID, false)
+		return err
 	})
 	return out, err
+}
+
+// failInTx records a pending version's failure and completes its dispatch
+// in the caller's transaction.
+func (s *Service) failInTx(ctx context.Context, tx *sqlx.Tx, v Version, code string) error {
+	now := s.stamp()
+	v.Status, v.FailureCode, v.FinishedAt = VersionFailed, &code, &now
+	if err := finishVersion(ctx, tx, v); err != nil {
+		return err
+	}
+	if err := completeDispatch(ctx, tx, DispatchID(v.ID), now); err != nil {
+		return err
+	}
+	return s.builderEvent(ctx, tx, v, "policy_version.failed", map[string]any{"failure_code": code})
 }
 
 func (s *Service) builderEvent(ctx context.Context, tx *sqlx.Tx, v Version, action string, evidence map[string]any) error {

@@ -11,6 +11,7 @@ import (
 	"hash"
 	"io"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -27,6 +28,8 @@ const (
 	codeBundleUnavailable = "policy_bundle_unavailable"
 	codeBundleMismatch    = "policy_bundle_digest_mismatch"
 	codeEvaluatorFailed   = "policy_evaluator_failed"
+	// codeCompositionTooLarge: the results' findings together exceed 2 MiB.
+	codeCompositionTooLarge = "policy_composition_too_large"
 )
 
 // RunFacts is what evaluation needs to know about a run. Only sanitized
@@ -44,6 +47,14 @@ type RunFacts struct {
 	PlanDigest             []byte
 	SnapshotError          *string
 }
+
+// CheckID is the deterministic ID of a run's policy check: a run has
+// exactly one, so a retried plan attempt can never record a second.
+func CheckID(runID string) string { return "pol_" + strings.TrimPrefix(runID, "run_") }
+
+// MaxCompositionBytes bounds the findings of all results of a run
+// together (SPEC §8: complete composition 2 MiB).
+const MaxCompositionBytes = 2 << 20
 
 // Evaluation is a run's evaluated policy stage, ready to be recorded with
 // the plan evidence.
@@ -64,7 +75,7 @@ func (s *Service) Evaluate(ctx context.Context, facts RunFacts, planJSON io.Read
 	if err != nil {
 		return Evaluation{}, err
 	}
-	check := Check{ID: id.New("pol"), OrganizationID: facts.OrganizationID, RunID: facts.RunID, PlanDigest: facts.PlanDigest,
+	check := Check{ID: CheckID(facts.RunID), OrganizationID: facts.OrganizationID, RunID: facts.RunID, PlanDigest: facts.PlanDigest,
 		ConfigurationError: facts.SnapshotError, Attachments: len(entries), EvaluatedAt: s.stamp()}
 	var results []Result
 	if facts.SnapshotError == nil && len(entries) > 0 {
@@ -115,6 +126,13 @@ func (s *Service) evaluateEntries(ctx context.Context, facts RunFacts, entries [
 	if ctx.Err() != nil {
 		return nil, nil, ctx.Err()
 	}
+	for _, o := range outcomes {
+		// A load canceled by another run sharing the bundle cache is no
+		// verdict on this policy: the attempt is retried instead.
+		if errors.Is(o.Err, context.Canceled) {
+			return nil, nil, o.Err
+		}
+	}
 	for i, e := range entries {
 		r := &results[i]
 		r.InputDigest = inputDigest
@@ -132,6 +150,21 @@ func (s *Service) evaluateEntries(ctx context.Context, facts RunFacts, entries [
 			r.Status = ResultPassed
 		}
 		r.ResultDigest = resultDigest(facts, e, *r)
+	}
+	total := 0
+	for _, r := range results {
+		total += len(r.Findings)
+	}
+	if total > MaxCompositionBytes {
+		// Too much to keep as evidence: every result with findings fails
+		// closed rather than being cut.
+		code := codeCompositionTooLarge
+		for i, e := range entries {
+			if results[i].Status == ResultFailed {
+				results[i].Status, results[i].ErrorCode, results[i].Findings = ResultError, &code, json.RawMessage("[]")
+				results[i].ResultDigest = resultDigest(facts, e, results[i])
+			}
+		}
 	}
 	return results, inputDigest, nil
 }

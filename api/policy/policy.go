@@ -303,3 +303,19 @@ func digest(doc any) []byte {
 	sum := sha256.Sum256(b)
 	return sum[:]
 }
+
+// PublicFinding is what clients see of a finding: never its details.
+type PublicFinding struct {
+	ID              string `json:"id"`
+	Title           string `json:"title"`
+	Message         string `json:"message"`
+	ResourceAddress string `json:"resource_address"`
+}
+
+// PublicFindings decodes only the shown fields of a result's stored
+// findings, so details never leave the database.
+func PublicFindings(raw json.RawMessage) []PublicFinding {
+	out := []PublicFinding{}
+	_ = json.Unmarshal(raw, &out)
+	return out
+}

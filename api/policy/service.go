@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"database/sql"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -26,12 +27,9 @@ import (
 	"github.com/cairnhq/cairn/api/workspace"
 )
 
-// MaxSourceBytes is the exact limit of a policy source archive and of a
-// compiled bundle (SPEC §8).
-const MaxSourceBytes = 100_000_000
-
-// MaxTestResultsBytes bounds a build's test results (SPEC §8).
-const MaxTestResultsBytes = 2 << 20
+// MaxSourceBytes is the exact limit of a policy source archive (SPEC §8),
+// the same as a compiled bundle's.
+const MaxSourceBytes = rego.MaxBundleBytes
 
 // JobInserter inserts River jobs inside a caller's transaction.
 type JobInserter interface {
@@ -239,8 +237,11 @@ func (s *Service) RebuildVersion(ctx context.Context, tx *sqlx.Tx, p access.Prin
 		a.sha256, a.created_at, v.policy_set_id, v.source_identity FROM policy_artifacts a
 		JOIN policy_versions v ON v.id = a.policy_version_id
 		WHERE a.id = $1 AND a.organization_id = $2 AND a.kind = 'source'`, in.SourceArtifactID, p.OrganizationID)
-	if err != nil || src.SetID != setID {
+	if errors.Is(err, sql.ErrNoRows) || (err == nil && src.SetID != setID) {
 		return Version{}, fault.ErrNotFound
+	}
+	if err != nil {
+		return Version{}, fmt.Errorf("reading policy source artifact: %w", err)
 	}
 	if hex.EncodeToString(src.SHA256) != in.SourceSHA256 {
 		return Version{}, ErrSourceMismatch
@@ -327,25 +328,11 @@ func (s *Service) Attach(ctx context.Context, tx *sqlx.Tx, p access.Principal, i
 	if !slices.Contains(Modes, in.EnforcementMode) {
 		return Attachment{}, fmt.Errorf("%w: enforcement_mode must be advisory, soft_mandatory or hard_mandatory", ErrInvalid)
 	}
-	switch in.Scope {
-	case ScopeOrganization:
-		if err := p.Require(access.PermWorkspaceAdmin); err != nil {
-			return Attachment{}, err
-		}
+	if in.Scope == ScopeOrganization {
 		in.ScopeID = p.OrganizationID
-	case ScopeProject:
-		if err := p.Require(access.PermWorkspaceAdmin); err != nil {
-			return Attachment{}, err
-		}
-		if _, err := s.workspaces.GetProject(ctx, p, in.ScopeID); err != nil {
-			return Attachment{}, err
-		}
-	case ScopeWorkspace:
-		if _, err := s.workspaces.WorkspaceForWrite(ctx, tx, p, in.ScopeID, access.PermPolicyWrite); err != nil {
-			return Attachment{}, err
-		}
-	default:
-		return Attachment{}, fmt.Errorf("%w: scope must be organization, project or workspace", ErrInvalid)
+	}
+	if err := s.requireScope(ctx, tx, p, in.Scope, in.ScopeID); err != nil {
+		return Attachment{}, err
 	}
 	v, err := versionByID(ctx, tx, p.OrganizationID, in.PolicyVersionID, false)
 	if err != nil {
@@ -369,18 +356,61 @@ func (s *Service) Attach(ctx context.Context, tx *sqlx.Tx, p access.Principal, i
 	})
 }
 
+// requireScope checks that the principal may change attachments at a
+// scope. Organization and project scopes reach many workspaces, so they
+// need workspace:admin and a token bounded to less may not use them.
+func (s *Service) requireScope(ctx context.Context, tx *sqlx.Tx, p access.Principal, scope, scopeID string) error {
+	switch scope {
+	case ScopeOrganization:
+		if p.ProjectID != "" || p.WorkspaceID != "" {
+			return fault.ErrForbidden
+		}
+		return p.Require(access.PermWorkspaceAdmin)
+	case ScopeProject:
+		if p.WorkspaceID != "" || (p.ProjectID != "" && p.ProjectID != scopeID) {
+			return fault.ErrNotFound
+		}
+		if err := p.Require(access.PermWorkspaceAdmin); err != nil {
+			return err
+		}
+		_, err := s.workspaces.GetProject(ctx, p, scopeID)
+		return err
+	case ScopeWorkspace:
+		_, err := s.workspaces.WorkspaceForWrite(ctx, tx, p, scopeID, access.PermPolicyWrite)
+		return err
+	}
+	return fmt.Errorf("%w: scope must be organization, project or workspace", ErrInvalid)
+}
+
 // DetachFromWorkspace detaches a workspace-scope attachment by
 // compare-and-set. Existing run snapshots keep it; only later runs change.
 func (s *Service) DetachFromWorkspace(ctx context.Context, tx *sqlx.Tx, p access.Principal, workspaceID, attachmentID string) (Attachment, error) {
 	if err := p.Require(access.PermPolicyWrite); err != nil {
 		return Attachment{}, err
 	}
-	if _, err := s.workspaces.WorkspaceForWrite(ctx, tx, p, workspaceID, access.PermPolicyWrite); err != nil {
-		return Attachment{}, err
-	}
 	a, err := attachmentByID(ctx, tx, p.OrganizationID, attachmentID)
 	if err != nil || a.Scope != ScopeWorkspace || a.ScopeID != workspaceID {
 		return Attachment{}, fault.ErrNotFound
+	}
+	return s.detach(ctx, tx, p, a)
+}
+
+// Detach detaches an attachment of a set at any scope, with the same
+// checks as attaching there.
+func (s *Service) Detach(ctx context.Context, tx *sqlx.Tx, p access.Principal, setID, attachmentID string) (Attachment, error) {
+	if err := p.Require(access.PermPolicyWrite); err != nil {
+		return Attachment{}, err
+	}
+	a, err := attachmentByID(ctx, tx, p.OrganizationID, attachmentID)
+	if err != nil || a.PolicySetID != setID {
+		return Attachment{}, fault.ErrNotFound
+	}
+	return s.detach(ctx, tx, p, a)
+}
+
+func (s *Service) detach(ctx context.Context, tx *sqlx.Tx, p access.Principal, a Attachment) (Attachment, error) {
+	if err := s.requireScope(ctx, tx, p, a.Scope, a.ScopeID); err != nil {
+		return Attachment{}, err
 	}
 	now := s.stamp()
 	detached, err := detachAttachment(ctx, tx, a, now)
@@ -392,7 +422,7 @@ func (s *Service) DetachFromWorkspace(ctx context.Context, tx *sqlx.Tx, p access
 	}
 	a.Status, a.DetachedAt = AttachmentDetached, &now
 	return a, audit.Record(ctx, tx, p, "policy_attachment.detached", "policy_attachment", a.ID, map[string]any{
-		"policy_set_id": a.PolicySetID, "workspace_id": workspaceID,
+		"policy_set_id": a.PolicySetID, "scope": a.Scope, "scope_id": a.ScopeID,
 	})
 }
 

@@ -32,14 +32,12 @@ const (
 	CompatibilityJustification = "Overridden from the remote-backend API (tofu CLI)."
 )
 
-// policyKind is the policy input's run kind: uploads are manual runs;
-// code-host pushes (tracked) and pull requests (speculative) come later.
-func policyKind(r Run) string {
-	if r.Kind == KindSpeculative {
-		return "speculative"
-	}
-	return "manual"
-}
+// policyKind is the policy input's run kind. Every run so far comes from
+// an uploaded configuration, a manual run with no commit, including the
+// CLI's speculative `tofu plan`; the input's speculative kind means a
+// pull-request plan, which always has a commit, and arrives with code-host
+// runs.
+func policyKind(Run) string { return "manual" }
 
 // EvaluatePolicy evaluates the run's snapshotted policy attachments
 // against its plan JSON. secrets are the run's sensitive values, refused
@@ -106,10 +104,7 @@ func (s *Service) OverridePolicy(ctx context.Context, tx *sqlx.Tx, p access.Prin
 	if target == nil {
 		return policy.Override{}, Run{}, policy.ErrOverrideStale
 	}
-	o := policy.Override{ID: id.New("pol"), OrganizationID: r.OrganizationID, RunID: r.ID, PolicyResultID: target.ID,
-		PlanDigest: r.PlanDigest, PolicyVersionID: target.PolicyVersionID, PolicyResultDigest: target.ResultDigest,
-		Justification: justification, ExpiresAt: in.ExpiresAt.UTC().Truncate(time.Microsecond), ActorKind: p.Kind, ActorID: p.ID,
-		RequestID: in.RequestID, CreatedAt: now}
+	o := newOverride(r, *target, p, justification, in.ExpiresAt.UTC().Truncate(time.Microsecond), in.RequestID, now)
 	if err := policy.InsertOverride(ctx, tx, o); err != nil {
 		return policy.Override{}, Run{}, err
 	}
@@ -150,10 +145,7 @@ func (s *Service) OverrideAllSoftFailures(ctx context.Context, tx *sqlx.Tx, p ac
 		if !res.Overridable() || policy.GateUntil([]policy.Result{res}, valid, r.PlanDigest, now) != nil {
 			continue
 		}
-		o := policy.Override{ID: id.New("pol"), OrganizationID: r.OrganizationID, RunID: r.ID, PolicyResultID: res.ID,
-			PlanDigest: r.PlanDigest, PolicyVersionID: res.PolicyVersionID, PolicyResultDigest: res.ResultDigest,
-			Justification: CompatibilityJustification, ExpiresAt: expires, ActorKind: p.Kind, ActorID: p.ID,
-			RequestID: requestID, CreatedAt: now}
+		o := newOverride(r, res, p, CompatibilityJustification, expires, requestID, now)
 		if err := policy.InsertOverride(ctx, tx, o); err != nil {
 			return Run{}, err
 		}
@@ -164,6 +156,14 @@ func (s *Service) OverrideAllSoftFailures(ctx context.Context, tx *sqlx.Tx, p ac
 	return r, audit.Record(ctx, tx, p, "run.policy_overridden", "run", r.ID, map[string]any{
 		"source": "remote_backend", "expires_at": expires, "gate_open": r.GateOpen(now),
 	})
+}
+
+// newOverride binds an override to the run's plan and the result's policy
+// version and digest.
+func newOverride(r Run, res policy.Result, p access.Principal, justification string, expires time.Time, requestID string, now time.Time) policy.Override {
+	return policy.Override{ID: id.New("pol"), OrganizationID: r.OrganizationID, RunID: r.ID, PolicyResultID: res.ID,
+		PlanDigest: r.PlanDigest, PolicyVersionID: res.PolicyVersionID, PolicyResultDigest: res.ResultDigest,
+		Justification: justification, ExpiresAt: expires, ActorKind: p.Kind, ActorID: p.ID, RequestID: requestID, CreatedAt: now}
 }
 
 // reopenGate recomputes the gate from the run's unexpired overrides and
@@ -253,6 +253,9 @@ func (s *Service) policyReview(ctx context.Context, q sqlx.QueryerContext, r Run
 	if review.Overrides, review.OverridesTruncated, err = policy.OverridesOf(ctx, q, r.ID); err != nil {
 		return PolicyReview{}, err
 	}
-	review.Overridden = c.Outcome == policy.OutcomeSoftFailed && r.GateOpen(s.stamp())
+	// A soft failure is overridden while its overrides open the gate, and
+	// stays so once the run was approved on their strength.
+	approved := r.DecisionAction != nil && *r.DecisionAction == DecisionApproved
+	review.Overridden = c.Outcome == policy.OutcomeSoftFailed && (r.GateOpen(s.stamp()) || approved)
 	return review, nil
 }

@@ -3,7 +3,6 @@ package tfe
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -18,6 +17,7 @@ import (
 	"github.com/cairnhq/cairn/api/platform/fault"
 	"github.com/cairnhq/cairn/api/platform/httpx"
 	"github.com/cairnhq/cairn/api/policy"
+	"github.com/cairnhq/cairn/api/policy/rego"
 	"github.com/cairnhq/cairn/api/run"
 )
 
@@ -146,7 +146,7 @@ func (s *server) policyCheckOutput(c *fiber.Ctx, p access.Principal, o owner) er
 func writePolicyText(w *boundedWriter, review run.PolicyReview) {
 	c := review.Check
 	status := policy.CompatibilityStatus(c.Outcome, review.Overridden)
-	w.line(fmt.Sprintf("Cairn policy check %s: %s (%d attachment(s), engine OPA %s)", c.ID, status, len(review.Results), "1.18.2"))
+	w.line(fmt.Sprintf("Cairn policy check %s: %s (%d attachment(s), engine OPA %s)", c.ID, status, len(review.Results), rego.EngineVersion))
 	if c.ConfigurationError != nil {
 		w.line("  The attachment list could not be evaluated: " + *c.ConfigurationError + ". Apply is blocked.")
 	}
@@ -157,7 +157,7 @@ func writePolicyText(w *boundedWriter, review run.PolicyReview) {
 			head += " — " + *r.ErrorCode
 		}
 		w.line(head)
-		for _, f := range findingsOf(r) {
+		for _, f := range policy.PublicFindings(r.Findings) {
 			line := "  - " + f.Title
 			if f.ResourceAddress != "" {
 				line += " — " + f.ResourceAddress
@@ -171,19 +171,6 @@ func writePolicyText(w *boundedWriter, review run.PolicyReview) {
 	if c.Outcome == policy.OutcomeSoftFailed && !review.Overridden {
 		w.line("\nSoft-mandatory policies failed. A holder of policy:override_soft can override them for this plan.")
 	}
-}
-
-// finding is what the compatibility output shows of a stored finding.
-type finding struct {
-	Title           string `json:"title"`
-	Message         string `json:"message"`
-	ResourceAddress string `json:"resource_address"`
-}
-
-func findingsOf(r policy.Result) []finding {
-	var out []finding
-	_ = json.Unmarshal(r.Findings, &out)
-	return out
 }
 
 // boundedWriter stops writing once its budget is spent.

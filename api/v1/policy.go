@@ -2,7 +2,6 @@ package v1
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 	"time"
@@ -101,12 +100,7 @@ func policyAttachmentView(a policy.Attachment) PolicyAttachmentView {
 
 // FindingView is a policy finding as clients see it: arbitrary details are
 // never shown.
-type FindingView struct {
-	ID              string `json:"id"`
-	Title           string `json:"title"`
-	Message         string `json:"message"`
-	ResourceAddress string `json:"resource_address"`
-}
+type FindingView = policy.PublicFinding
 
 // PolicyResultView is one attachment's persisted evaluation.
 type PolicyResultView struct {
@@ -199,7 +193,7 @@ func runPolicyView(review run.PolicyReview, now time.Time) RunPolicyView {
 			PolicySetID: res.PolicySetID, PolicySetName: name.SetName, PolicyVersionID: res.PolicyVersionID, VersionNumber: name.Number,
 			Scope: res.Scope, EnforcementMode: res.EnforcementMode, Status: res.Status, ErrorCode: res.ErrorCode,
 			InputDigest: hexOrNil(res.InputDigest), ResultDigest: run.HexDigest(res.ResultDigest), Overridable: res.Overridable(),
-			Findings: findingViews(res.Findings)})
+			Findings: policy.PublicFindings(res.Findings)})
 	}
 	for _, o := range review.Overrides {
 		v.Overrides = append(v.Overrides, PolicyOverrideView{ID: o.ID, PolicyResultID: o.PolicyResultID, PolicyVersionID: o.PolicyVersionID,
@@ -207,14 +201,6 @@ func runPolicyView(review run.PolicyReview, now time.Time) RunPolicyView {
 			Expired: !o.ExpiresAt.After(now), ActorKind: o.ActorKind, ActorID: o.ActorID, RequestID: o.RequestID, CreatedAt: o.CreatedAt})
 	}
 	return v
-}
-
-// findingViews decodes only the shown fields of stored findings, so
-// details never leave the database.
-func findingViews(raw json.RawMessage) []FindingView {
-	out := []FindingView{}
-	_ = json.Unmarshal(raw, &out)
-	return out
 }
 
 type createPolicySetInput struct {
@@ -265,6 +251,12 @@ type attachScopeInput struct {
 	}
 }
 
+type detachScopeInput struct {
+	IdempotencyHeader
+	IDPath
+	AttachmentID string `path:"attachmentId" maxLength:"64"`
+}
+
 type detachInput struct {
 	IdempotencyHeader
 	IDPath
@@ -274,7 +266,7 @@ type detachInput struct {
 // OverrideRequest waives one soft-failed policy result of a run.
 type OverrideRequest struct {
 	PolicyResultDigest string    `json:"policy_result_digest" pattern:"^[0-9a-f]{64}$"`
-	Justification      string    `json:"justification" minLength:"1" maxLength:"2000" doc:"Trimmed; 1–2,000 characters."`
+	Justification      string    `json:"justification" doc:"1–2,000 characters after trimming surrounding white space."`
 	ExpiresAt          time.Time `json:"expires_at" doc:"ISO 8601 UTC, in the future and at most 24 hours ahead."`
 }
 
@@ -384,6 +376,18 @@ func (a *API) registerPolicies() {
 			func(ctx context.Context, tx *sqlx.Tx, p access.Principal) (PolicyAttachmentView, error) {
 				att, err := policies().Attach(ctx, tx, p, policy.AttachInput{PolicySetID: in.ID, PolicyVersionID: in.Body.PolicyVersionID,
 					EnforcementMode: in.Body.EnforcementMode, Scope: in.Body.Scope, ScopeID: in.Body.ScopeID})
+				return policyAttachmentView(att), err
+			})
+	})
+
+	register(a, huma.Operation{
+		OperationID: "detach-policy-set", Method: http.MethodDelete, Path: "/v1/policy-sets/{id}/attachments/{attachmentId}",
+		Summary: "Detach an attachment of the set at any scope", Tags: tags,
+		Description: "The same checks as attaching at that scope. Compare-and-set on the active attachment; only runs created afterwards are affected.",
+	}, operationOptions{mutation: true}, func(ctx context.Context, in *detachScopeInput) (*Mutated[PolicyAttachmentView], error) {
+		return mutation(ctx, a, in.IdempotencyKey, struct{}{}, http.StatusOK,
+			func(ctx context.Context, tx *sqlx.Tx, p access.Principal) (PolicyAttachmentView, error) {
+				att, err := policies().Detach(ctx, tx, p, in.ID, in.AttachmentID)
 				return policyAttachmentView(att), err
 			})
 	})

@@ -106,9 +106,14 @@ func TestPolicyPublicationTrustsOnlyCommittedDigests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bundleArt, err := policies.StoreBuildArtifact(ctx, b.Version, policy.ArtifactBundle, bytes.NewReader(bundle.Bytes()))
+	// A retried build replaces what an earlier attempt stored.
+	earlier, err := policies.StoreBuildArtifact(ctx, b.Version, policy.ArtifactBundle, bytes.NewReader(bundle.Bytes()))
 	if err != nil {
 		t.Fatal(err)
+	}
+	bundleArt, err := policies.StoreBuildArtifact(ctx, b.Version, policy.ArtifactBundle, bytes.NewReader(bundle.Bytes()))
+	if err != nil {
+		t.Fatalf("storing the bundle again: %v", err)
 	}
 	resultsArt, err := policies.StoreBuildArtifact(ctx, b.Version, policy.ArtifactTestResults, bytes.NewReader(results.Bytes()))
 	if err != nil {
@@ -122,6 +127,8 @@ func TestPolicyPublicationTrustsOnlyCommittedDigests(t *testing.T) {
 		"changed results digest": func(c *policy.Completion) { c.TestResultsSHA256 = make([]byte, 32) },
 		"changed source digest":  func(c *policy.Completion) { c.SourceSHA256 = make([]byte, 32) },
 		"another artifact":       func(c *policy.Completion) { c.BundleArtifactID = resultsArt.ID },
+		"a replaced artifact":    func(c *policy.Completion) { c.BundleArtifactID = earlier.ID },
+		"no tenant":              func(c *policy.Completion) { c.OrganizationID = "" },
 		"another tenant":         func(c *policy.Completion) { c.OrganizationID = "org_other" },
 		"another version":        func(c *policy.Completion) { c.PolicyVersionID = "pol_other" },
 	} {
@@ -142,6 +149,9 @@ func TestPolicyPublicationTrustsOnlyCommittedDigests(t *testing.T) {
 	}
 	if _, err := policies.FailBuild(ctx, v.ID, policy.FailureTests); !errors.Is(err, policy.ErrCompletionConflict) {
 		t.Fatalf("failing a published version: %v", err)
+	}
+	if _, err := policies.StoreBuildArtifact(ctx, b.Version, policy.ArtifactBundle, bytes.NewReader(bundle.Bytes())); !errors.Is(err, policy.ErrCompletionConflict) {
+		t.Fatalf("storing an artifact of a published version: %v", err)
 	}
 	if u.Get("/v1/policy-versions/"+v.ID).MustStatus(t, http.StatusOK).Data(t, &v); v.Status != "published" {
 		t.Fatalf("published version %+v", v)

@@ -109,8 +109,6 @@ func New(cfg config.Config, conn *sqlx.DB, logger *slog.Logger) (*river.Client[*
 	return client, nil
 }
 
-// newRunner builds the sandbox runner: the local driver under the data
-// directory, the toolchain cache, and where sandboxed tofu finds the API.
 // newDriver is the local sandbox driver under the data directory.
 func newDriver(cfg config.Config, logger *slog.Logger) (sandbox.Driver, error) {
 	dataDir, err := filepath.Abs(cfg.DataDir)
@@ -131,6 +129,8 @@ func newDriver(cfg config.Config, logger *slog.Logger) (sandbox.Driver, error) {
 	return driver, nil
 }
 
+// newRunner builds the sandbox runner: the local driver under the data
+// directory, the toolchain cache, and where sandboxed tofu finds the API.
 func newRunner(cfg config.Config, runs *run.Service, logger *slog.Logger) (*runner.Runner, error) {
 	dataDir, err := filepath.Abs(cfg.DataDir)
 	if err != nil {

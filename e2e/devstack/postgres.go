@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"sync"
 	"sort"
 	"strconv"
 	"syscall"
@@ -60,14 +61,33 @@ func FindBinDir() (string, error) {
 	return "", errors.New("PostgreSQL server binaries not found: install the postgresql package or set CAIRN_PG_BIN")
 }
 
-// FreePort asks the kernel for an unused TCP port on 127.0.0.1.
+// handedOut remembers every port FreePort returned in this process. The
+// kernel may offer a just-closed port again; parallel stacks in one test
+// binary must never both be given it, or one process's server answers
+// another's requests.
+var handedOut = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
+
+// FreePort asks the kernel for an unused TCP port on 127.0.0.1 that this
+// process has not handed out before.
 func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, err
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if !handedOut.ports[port] {
+			handedOut.ports[port] = true
+			return port, nil
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return 0, errors.New("no fresh TCP port after 100 tries")
 }
 
 // RandomSecret returns n random bytes as hex.

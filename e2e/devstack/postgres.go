@@ -14,9 +14,9 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
-	"sync"
 	"sort"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 

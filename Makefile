@@ -48,6 +48,12 @@ deps:
 		echo "==> installing bubblewrap and util-linux"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap util-linux >/dev/null; \
 	fi
+	@# The dashboard's end-to-end tests drive a headless Chromium (chromedp).
+	@if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1 && \
+		! command -v google-chrome >/dev/null 2>&1 && [ -z "$$CAIRN_CHROMIUM" ]; then \
+		echo "==> installing Chromium"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	fi
 
 clean:
 	rm -rf bin

@@ -33,6 +33,7 @@ func tofuBinary(t *testing.T) string {
 
 // member is a signed-up person with an organization and an API token.
 type member struct {
+	email   string
 	session string
 	orgID   string
 	slug    string
@@ -70,7 +71,7 @@ func (s *Stack) newMember(t *testing.T, name string) member {
 		map[string]string{"email": email, "password": "correct horse battery staple", "name": name}, &in); st != http.StatusOK {
 		t.Fatalf("sign-up: %d", st)
 	}
-	m := member{session: in.Token, slug: fmt.Sprintf("%s-%d", name, time.Now().UnixNano()%1_000_000)}
+	m := member{email: email, session: in.Token, slug: fmt.Sprintf("%s-%d", name, time.Now().UnixNano()%1_000_000)}
 	cookie := []string{"Cookie", "__Secure-identity.session_token=" + m.session}
 	var org struct{ ID string }
 	if st := s.apiJSON(t, http.MethodPost, "/api/auth/organization/create", map[string]string{"name": name, "slug": m.slug}, &org, cookie...); st != http.StatusOK {

@@ -3,30 +3,77 @@ package site
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"html/template"
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"strings"
 	"time"
 
+	"github.com/cairnhq/cairn/bff/apiclient"
+	"github.com/cairnhq/cairn/bff/session"
 	"github.com/cairnhq/cairn/web"
 )
 
+// Options configure the dashboard.
+type Options struct {
+	// APIURL is the API's base URL as the dashboard reaches it.
+	APIURL *url.URL
+	// APIClient must not follow redirects.
+	APIClient *http.Client
+	// Origin is the dashboard's own scheme://host[:port]; unsafe requests
+	// and live sockets must come from it.
+	Origin   string
+	Sessions *session.Manager
+	// Proxy serves /api/control-plane/...
+	Proxy  http.Handler
+	Logger *slog.Logger
+	// LivePoll is how often a live channel reads new log chunks.
+	LivePoll time.Duration
+}
+
 // Site is the dashboard's HTTP handler.
 type Site struct {
-	apiURL    string
-	apiClient *http.Client
-	pages     *template.Template
-	logger    *slog.Logger
+	opts     Options
+	api      *apiclient.Client
+	sessions *session.Manager
+	pages    *template.Template
+	logger   *slog.Logger
+}
+
+var funcs = template.FuncMap{
+	"since":    since,
+	"utc":      func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
+	"duration": humanDuration,
+	"label":    func(s string) string { return strings.ReplaceAll(s, "_", " ") },
+	"short":    func(s string) string { return shortDigest(s) },
+	"deref": func(s *string) string {
+		if s == nil {
+			return ""
+		}
+		return *s
+	},
+	"derefInt": func(n *int) int {
+		if n == nil {
+			return 0
+		}
+		return *n
+	},
 }
 
 // New parses the embedded templates and returns the dashboard handler.
-func New(apiURL string, apiClient *http.Client, logger *slog.Logger) (*Site, error) {
-	pages, err := template.ParseFS(web.Templates, "templates/*.html")
+func New(opts Options) (*Site, error) {
+	pages, err := template.New("").Funcs(funcs).ParseFS(web.Templates, "templates/layout.html")
 	if err != nil {
 		return nil, err
 	}
-	return &Site{apiURL: apiURL, apiClient: apiClient, pages: pages, logger: logger}, nil
+	if opts.LivePoll <= 0 {
+		opts.LivePoll = 200 * time.Millisecond
+	}
+	return &Site{opts: opts, api: apiclient.New(opts.APIURL, opts.APIClient), sessions: opts.Sessions, pages: pages,
+		logger: opts.Logger}, nil
 }
 
 // Handler routes the dashboard.
@@ -38,8 +85,34 @@ func (s *Site) Handler() http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"status":"ok"}`))
 	})
-	mux.HandleFunc("GET /{$}", s.home)
-	return securityHeaders(mux)
+	mux.HandleFunc("GET /{$}", s.root)
+	mux.HandleFunc("GET /sign-in", s.signInPage)
+	mux.HandleFunc("POST /sign-in", s.form(s.signIn))
+	mux.HandleFunc("GET /sign-up", s.signUpPage)
+	mux.HandleFunc("POST /sign-up", s.form(s.signUp))
+	mux.HandleFunc("POST /sign-out", s.form(s.signOut))
+	mux.HandleFunc("GET /organizations", s.signedIn(s.organizations))
+	mux.HandleFunc("POST /organizations", s.form(s.signedIn(s.createOrganization)))
+	mux.HandleFunc("POST /organizations/active", s.form(s.signedIn(s.setActiveOrganization)))
+	mux.HandleFunc("GET /runs", s.signedIn(s.runs))
+	mux.HandleFunc("GET /runs/{id}", s.signedIn(s.run))
+	mux.HandleFunc("GET /runs/{id}/changes", s.signedIn(s.runChanges))
+	mux.HandleFunc("POST /runs/{id}/approve", s.form(s.signedIn(s.approve)))
+	mux.HandleFunc("POST /runs/{id}/discard", s.form(s.signedIn(s.discard)))
+	mux.HandleFunc("POST /runs/{id}/override", s.form(s.signedIn(s.override)))
+	mux.HandleFunc("GET /workspaces/{id}", s.signedIn(s.workspace))
+	mux.HandleFunc("POST /workspaces/{id}/policy-attachments", s.form(s.signedIn(s.attachPolicy)))
+	mux.HandleFunc("POST /workspaces/{id}/policy-attachments/{attachmentId}/detach", s.form(s.signedIn(s.detachPolicy)))
+	// scs's LoadAndSave buffers the whole response to set its cookie first,
+	// which would hold proxied bodies in memory and cannot hijack a
+	// connection for the live socket. These two only read the session.
+	outer := http.NewServeMux()
+	outer.Handle("/", s.sessions.LoadAndSave(mux))
+	outer.Handle("GET /live/runs/{id}", s.sessions.ReadOnly(http.HandlerFunc(s.live)))
+	if s.opts.Proxy != nil {
+		outer.Handle("/api/control-plane/", s.sessions.ReadOnly(s.opts.Proxy))
+	}
+	return securityHeaders(outer)
 }
 
 func immutable(h http.Handler) http.Handler {
@@ -51,49 +124,144 @@ func immutable(h http.Handler) http.Handler {
 
 func securityHeaders(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Security-Policy", "default-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
+		w.Header().Set("Content-Security-Policy", "default-src 'self'; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		w.Header().Set("Referrer-Policy", "same-origin")
 		h.ServeHTTP(w, r)
 	})
 }
 
-type homePage struct {
-	Title        string
-	APIURL       string
-	APIReachable bool
-	APIVersion   string
+// frame is what every page's layout needs.
+type frame struct {
+	Title    string
+	User     string
+	CSRF     string
+	Nav      bool
+	Status   int
+	Problem  *apiclient.Error
+	Notice   string
+	Page     any
+	Unavail  string
+	Canonical string
 }
 
-func (s *Site) home(w http.ResponseWriter, r *http.Request) {
-	page := homePage{Title: "Home", APIURL: s.apiURL}
-	page.APIVersion, page.APIReachable = s.apiHealth(r.Context())
+func (s *Site) frame(r *http.Request, title string) frame {
+	f := frame{Title: title, CSRF: s.sessions.CSRF(r.Context())}
+	if _, ok := s.sessions.APIToken(r.Context()); ok {
+		f.User, f.Nav = s.sessions.UserName(r.Context()), true
+	}
+	return f
+}
+
+// render writes a page: the layout around the named template file.
+func (s *Site) render(w http.ResponseWriter, r *http.Request, status int, name string, f frame) {
+	t, err := s.pages.Clone()
+	if err == nil {
+		_, err = t.ParseFS(web.Templates, "templates/"+name)
+	}
+	if err != nil {
+		s.logger.ErrorContext(r.Context(), "parsing template", "template", name, "error", err)
+		http.Error(w, "dashboard template error", http.StatusInternalServerError)
+		return
+	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
-	if err := s.render(w, "home.html", page); err != nil {
-		s.logger.ErrorContext(r.Context(), "rendering page", "error", err)
+	entry := "layout"
+	if r.Header.Get("HX-Request") == "true" && t.Lookup("fragment") != nil {
+		entry = "fragment"
+	}
+	w.WriteHeader(status)
+	if err := t.ExecuteTemplate(w, entry, f); err != nil {
+		s.logger.ErrorContext(r.Context(), "rendering page", "template", name, "error", err)
 	}
 }
 
-func (s *Site) render(w http.ResponseWriter, name string, data any) error {
-	t, err := s.pages.Clone()
-	if err != nil {
-		return err
+// unavailable renders a failed API call as "unavailable", never as an
+// empty page, keeping the upstream status, request ID and Retry-After.
+func (s *Site) unavailable(w http.ResponseWriter, r *http.Request, f frame, err error) {
+	var apiErr *apiclient.Error
+	if !errors.As(err, &apiErr) {
+		s.logger.ErrorContext(r.Context(), "dashboard request failed", "error", err)
+		apiErr = &apiclient.Error{Status: http.StatusInternalServerError}
 	}
-	if _, err := t.ParseFS(web.Templates, "templates/"+name); err != nil {
-		return err
+	if apiErr.Status == http.StatusUnauthorized {
+		_ = s.sessions.SignOut(r.Context())
+		http.Redirect(w, r, "/sign-in", http.StatusSeeOther)
+		return
 	}
-	return t.ExecuteTemplate(w, "layout", data)
+	if apiErr.RetryAfter != "" {
+		w.Header().Set("Retry-After", apiErr.RetryAfter)
+	}
+	if apiErr.RequestID != "" {
+		w.Header().Set("X-Request-Id", apiErr.RequestID)
+	}
+	f.Problem, f.Nav = apiErr, f.Nav && apiErr.Status != http.StatusServiceUnavailable
+	status := apiErr.Status
+	if status < 400 {
+		status = http.StatusBadGateway
+	}
+	s.render(w, r, status, "unavailable.html", f)
+}
+
+// signedIn runs h only for a signed-in session; others go to sign-in.
+func (s *Site) signedIn(h func(http.ResponseWriter, *http.Request, string)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		token, ok := s.sessions.APIToken(r.Context())
+		if !ok {
+			http.Redirect(w, r, "/sign-in", http.StatusSeeOther)
+			return
+		}
+		h(w, r, token)
+	}
+}
+
+// form guards a form post: same origin and the session's CSRF token.
+func (s *Site) form(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
+		if !s.sameOrigin(r) || r.ParseForm() != nil || !s.sessions.ValidCSRF(r.Context(), r.PostFormValue("csrf_token")) {
+			http.Error(w, "This form could not be accepted: reload the page and try again.", http.StatusForbidden)
+			return
+		}
+		h(w, r)
+	}
+}
+
+// sameOrigin accepts a request whose Origin is the dashboard's, or which
+// the browser marks same-origin when it sends no Origin.
+func (s *Site) sameOrigin(r *http.Request) bool {
+	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" && site != "none" {
+		return false
+	}
+	if origin := r.Header.Get("Origin"); origin != "" {
+		return origin == s.opts.Origin
+	}
+	return r.Header.Get("Sec-Fetch-Site") == "same-origin"
+}
+
+// probe asks the API whether the organization (path "") or an exact
+// workspace or run surface may be shown. Any failure denies.
+func (s *Site) probe(ctx context.Context, token, path string) error {
+	var out json.RawMessage
+	return s.api.Call(ctx, token, http.MethodGet, "/v1/launch-access"+path, nil, &out)
+}
+
+func (s *Site) root(w http.ResponseWriter, r *http.Request) {
+	if _, ok := s.sessions.APIToken(r.Context()); ok {
+		http.Redirect(w, r, "/runs", http.StatusSeeOther)
+		return
+	}
+	http.Redirect(w, r, "/sign-in", http.StatusSeeOther)
 }
 
 func (s *Site) apiHealth(ctx context.Context) (string, bool) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.apiURL+"/health", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.opts.APIURL.String()+"/health", nil)
 	if err != nil {
 		return "", false
 	}
-	resp, err := s.apiClient.Do(req)
+	resp, err := s.opts.APIClient.Do(req)
 	if err != nil {
 		return "", false
 	}

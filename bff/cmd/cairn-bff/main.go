@@ -6,13 +6,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/cairnhq/cairn/api/platform/config"
+	"github.com/cairnhq/cairn/api/platform/db"
+	"github.com/cairnhq/cairn/bff/proxy"
+	"github.com/cairnhq/cairn/bff/session"
 	"github.com/cairnhq/cairn/bff/site"
 )
 
@@ -33,12 +41,42 @@ func run(cfg config.Config) error {
 	logger := cfg.Logger("bff")
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	apiURL, err := url.Parse(strings.TrimRight(cfg.PublicURL, "/"))
+	if err != nil {
+		return fmt.Errorf("CAIRN_PUBLIC_URL: %w", err)
+	}
+	dashboard, err := url.Parse(cfg.DashboardURL)
+	if err != nil {
+		return fmt.Errorf("CAIRN_DASHBOARD_URL: %w", err)
+	}
+	transport, err := apiTransport()
+	if err != nil {
+		return err
+	}
 	apiClient := &http.Client{
-		Timeout: 30 * time.Second,
+		Timeout:   30 * time.Second,
+		Transport: transport,
 		// The dashboard never follows an API redirect on a user's behalf.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
-	s, err := site.New(cfg.PublicURL, apiClient, logger)
+	// Sessions live in PostgreSQL; without a database every signed-in page
+	// fails closed to the sign-in form, which then reports the failure.
+	var conn *sqlx.DB
+	if cfg.DatabaseURL != "" {
+		if conn, err = db.Open(ctx, cfg.DatabaseURL.Reveal(), 5); err != nil {
+			return err
+		}
+		defer conn.Close()
+		go sweepSessions(ctx, conn, logger)
+	}
+	sessions := session.New(conn, dashboard.Scheme == "https")
+	origin := dashboard.Scheme + "://" + dashboard.Host
+	controlPlane, err := proxy.New(apiURL, transport, sessions, origin, logger)
+	if err != nil {
+		return err
+	}
+	s, err := site.New(site.Options{APIURL: apiURL, APIClient: apiClient, Origin: origin, Sessions: sessions,
+		Proxy: controlPlane, Logger: logger})
 	if err != nil {
 		return err
 	}
@@ -62,4 +100,27 @@ func run(cfg config.Config) error {
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return srv.Shutdown(shutdownCtx)
+}
+
+// apiTransport reaches the API. Go's system roots on Linux honour
+// SSL_CERT_FILE, which is how a locally generated CA (make run) is trusted.
+func apiTransport() (*http.Transport, error) {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = 64
+	return t, nil
+}
+
+func sweepSessions(ctx context.Context, conn *sqlx.DB, logger *slog.Logger) {
+	ticker := time.NewTicker(10 * time.Minute)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+			if _, err := session.Sweep(ctx, conn); err != nil {
+				logger.Warn("sweeping dashboard sessions", "error", err)
+			}
+		}
+	}
 }

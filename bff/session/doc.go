@@ -1,0 +1,5 @@
+// Package session is the dashboard's own session: an scs session stored in
+// PostgreSQL whose cookie is the only credential the browser holds. It maps
+// to the API session token (never exposed to browser JavaScript), the
+// active organization, and a per-session CSRF token for unsafe requests.
+package session

@@ -1,0 +1,563 @@
+package site
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cairnhq/cairn/bff/apiclient"
+)
+
+// runSummary is a run in the API's list.
+type runSummary struct {
+	ID               string               `json:"id"`
+	WorkspaceID      string               `json:"workspace_id"`
+	Kind             string               `json:"kind"`
+	Status           string               `json:"status"`
+	Message          string               `json:"message"`
+	PlanStatus       string               `json:"plan_status"`
+	ApplyStatus      string               `json:"apply_status"`
+	AvailableActions []string             `json:"available_actions"`
+	CreatedAt        time.Time            `json:"created_at"`
+	UpdatedAt        time.Time            `json:"updated_at"`
+	StatusTimestamps map[string]time.Time `json:"status_timestamps"`
+	// WorkspaceName is filled in by the dashboard.
+	WorkspaceName string `json:"-"`
+}
+
+// terminalStatuses never change again; a page showing only these stops
+// re-reading.
+var terminalStatuses = []string{"applied", "planned_and_finished", "errored", "rejected", "canceled", "expired",
+	"recovered", "plan_credentials_required", "policy_soft_failed"}
+
+func terminal(status string) bool { return slices.Contains(terminalStatuses, status) }
+
+// Terminal reports whether the run will never change again.
+func (r runSummary) Terminal() bool { return terminal(r.Status) }
+
+// Duration is how long the run has taken (so far).
+func (r runSummary) Duration() time.Duration {
+	end := time.Now()
+	if r.Terminal() {
+		end = r.UpdatedAt
+	}
+	return end.Sub(r.CreatedAt)
+}
+
+type workspaceRef struct {
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	ProjectID string `json:"project_id"`
+}
+
+func (s *Site) workspaceNames(ctx context.Context, token string) (map[string]string, []workspaceRef, error) {
+	page, err := apiclient.List[workspaceRef](ctx, s.api, token, "/v1/workspaces?limit=100")
+	names := map[string]string{}
+	for _, w := range page.Data {
+		names[w.ID] = w.Name
+	}
+	return names, page.Data, err
+}
+
+// runsPage is the runs list.
+type runsPage struct {
+	Runs       []runSummary
+	Workspaces []workspaceRef
+	Query      string
+	Status     string
+	Workspace  string
+	NextCursor string
+	Statuses   []string
+	// Live is set while a listed run is not terminal: the page re-reads
+	// its first page on a short interval.
+	Live bool
+	// MoreURL loads the next page's rows; RefreshURL re-reads the first.
+	MoreURL    string
+	RefreshURL string
+}
+
+var filterStatuses = []string{"pending", "plan_queued", "planning", "policy_override", "awaiting_approval", "apply_queued",
+	"applying", "recovery_required", "applied", "planned_and_finished", "policy_soft_failed", "errored", "rejected",
+	"canceled", "expired"}
+
+func (s *Site) runs(w http.ResponseWriter, r *http.Request, token string) {
+	f := s.frame(r, "Runs")
+	if err := s.probe(r.Context(), token, ""); err != nil {
+		s.unavailable(w, r, f, err)
+		return
+	}
+	q := r.URL.Query()
+	page := runsPage{Query: strings.TrimSpace(q.Get("q")), Status: q.Get("status"), Workspace: q.Get("workspace"), Statuses: filterStatuses}
+	names, workspaces, err := s.workspaceNames(r.Context(), token)
+	if err != nil {
+		s.unavailable(w, r, f, err)
+		return
+	}
+	page.Workspaces = workspaces
+	perPage := 25
+	if n, err := strconv.Atoi(q.Get("per_page")); err == nil && n >= 1 && n <= 100 {
+		perPage = n
+	}
+	path := "/v1/runs?limit=" + strconv.Itoa(perPage)
+	if page.Workspace != "" {
+		path += "&workspace_id=" + url.QueryEscape(page.Workspace)
+	}
+	if c := q.Get("cursor"); c != "" {
+		path += "&cursor=" + url.QueryEscape(c)
+	}
+	list, err := apiclient.List[runSummary](r.Context(), s.api, token, path)
+	if err != nil {
+		s.unavailable(w, r, f, err)
+		return
+	}
+	for _, run := range list.Data {
+		run.WorkspaceName = names[run.WorkspaceID]
+		if page.Status != "" && run.Status != page.Status {
+			continue
+		}
+		if page.Query != "" && !matches(page.Query, run.ID, run.Message, run.WorkspaceName) {
+			continue
+		}
+		page.Runs = append(page.Runs, run)
+		page.Live = page.Live || !run.Terminal()
+	}
+	filters := url.Values{}
+	for k, v := range map[string]string{"q": page.Query, "status": page.Status, "workspace": page.Workspace, "per_page": q.Get("per_page")} {
+		if v != "" {
+			filters.Set(k, v)
+		}
+	}
+	page.RefreshURL = "/runs?" + filters.Encode()
+	if list.NextCursor != "" {
+		filters.Set("cursor", list.NextCursor)
+		page.NextCursor, page.MoreURL = list.NextCursor, "/runs?"+filters.Encode()
+	}
+	f.Page = page
+	s.render(w, r, http.StatusOK, "runs.html", f)
+}
+
+func matches(query string, fields ...string) bool {
+	query = strings.ToLower(query)
+	for _, f := range fields {
+		if strings.Contains(strings.ToLower(f), query) {
+			return true
+		}
+	}
+	return false
+}
+
+// runReview is the API's run review, as much as the page shows.
+type runReview struct {
+	runSummary
+	ProjectID string `json:"project_id"`
+	CreatedBy struct {
+		Kind string `json:"kind"`
+		ID   string `json:"id"`
+	} `json:"created_by"`
+	Pinned struct {
+		ConfigurationVersionID string `json:"configuration_version_id"`
+		ToolVersion            string `json:"tool_version"`
+		Region                 string `json:"region"`
+		DependencyLockDigest   string `json:"dependency_lock_digest"`
+	} `json:"pinned"`
+	Plan struct {
+		Status                    string  `json:"status"`
+		HasChanges                *bool   `json:"has_changes"`
+		ResourceAdditions         *int    `json:"resource_additions"`
+		ResourceChanges           *int    `json:"resource_changes"`
+		ResourceDestructions      *int    `json:"resource_destructions"`
+		PlanDigest                *string `json:"plan_digest"`
+		PredecessorStateVersionID *string `json:"predecessor_state_version_id"`
+	} `json:"plan"`
+	Policy struct {
+		Outcome      *string `json:"outcome"`
+		Status       string  `json:"status"`
+		ResultDigest *string `json:"result_digest"`
+		Gate         struct {
+			Open  bool       `json:"open"`
+			Until *time.Time `json:"until"`
+		} `json:"gate"`
+		Attachments []policyResult `json:"attachments"`
+	} `json:"policy"`
+	Apply struct {
+		Status         string  `json:"status"`
+		StateVersionID *string `json:"state_version_id"`
+	} `json:"apply"`
+	Decision *struct {
+		Action    string    `json:"action"`
+		ActorID   string    `json:"actor_id"`
+		ActorName *string   `json:"actor_name"`
+		DecidedAt time.Time `json:"decided_at"`
+	} `json:"decision"`
+	TerminalReason *string `json:"terminal_reason"`
+	Evidence       struct {
+		Attempts []struct {
+			Phase      string     `json:"phase"`
+			Status     string     `json:"status"`
+			StartedAt  *time.Time `json:"started_at"`
+			FinishedAt *time.Time `json:"finished_at"`
+		} `json:"attempts"`
+	} `json:"evidence"`
+}
+
+type policyResult struct {
+	ID              string  `json:"id"`
+	PolicySetName   string  `json:"policy_set_name"`
+	VersionNumber   int     `json:"version_number"`
+	Scope           string  `json:"scope"`
+	EnforcementMode string  `json:"enforcement_mode"`
+	Status          string  `json:"status"`
+	ErrorCode       *string `json:"error_code"`
+	ResultDigest    string  `json:"result_digest"`
+	Overridable     bool    `json:"overridable"`
+	Findings        []struct {
+		Title           string `json:"title"`
+		Message         string `json:"message"`
+		ResourceAddress string `json:"resource_address"`
+	} `json:"findings"`
+}
+
+// stage is one step of the run's timeline.
+type stage struct {
+	Name     string
+	Phase    string // log phase, "" when the stage has no console
+	State    string // pending, running, succeeded, failed, skipped, waiting
+	Duration time.Duration
+	Open     bool
+}
+
+type runPage struct {
+	Run       runReview
+	Workspace string
+	Stages    []stage
+	Can       map[string]bool
+	// Destroys is set when the plan destroys something: approval then asks
+	// for an inline confirmation restating the counts.
+	Destroys    bool
+	Reason      string
+	FinalLog    []string
+	Notice      string
+	// State is the state version the apply published, when recorded.
+	State *stateVersion
+}
+
+func (s *Site) run(w http.ResponseWriter, r *http.Request, token string) {
+	s.renderRun(w, r, token, r.URL.Query().Get("notice"))
+}
+
+func (s *Site) renderRun(w http.ResponseWriter, r *http.Request, token, notice string) {
+	id := r.PathValue("id")
+	f := s.frame(r, "Run "+id)
+	if err := s.probe(r.Context(), token, "/runs/"+url.PathEscape(id)); err != nil {
+		f.Nav = false
+		s.unavailable(w, r, f, err)
+		return
+	}
+	var review runReview
+	if err := s.api.Call(r.Context(), token, http.MethodGet, "/v1/runs/"+url.PathEscape(id), nil, &review); err != nil {
+		s.unavailable(w, r, f, err)
+		return
+	}
+	page := runPage{Run: review, Can: map[string]bool{}, Notice: notice}
+	for _, a := range review.AvailableActions {
+		page.Can[a] = true
+	}
+	page.Destroys = review.Plan.ResourceDestructions != nil && *review.Plan.ResourceDestructions > 0
+	page.Stages = stagesOf(review)
+	var ws workspaceRef
+	if err := s.api.Call(r.Context(), token, http.MethodGet, "/v1/workspaces/"+url.PathEscape(review.WorkspaceID), nil, &ws); err == nil {
+		page.Workspace = ws.Name
+	}
+	if review.Apply.StateVersionID != nil {
+		var sv stateVersion
+		if err := s.api.Call(r.Context(), token, http.MethodGet, "/v1/state-versions/"+url.PathEscape(*review.Apply.StateVersionID), nil, &sv); err == nil {
+			page.State = &sv
+		}
+	}
+	if review.TerminalReason != nil && review.Status != "applied" && review.Status != "planned_and_finished" {
+		page.Reason = reasonSentence(review.Status, *review.TerminalReason)
+		page.FinalLog = s.finalLog(r.Context(), token, id)
+	}
+	f.Title, f.Page = titleOf(review), page
+	s.render(w, r, http.StatusOK, "run.html", f)
+}
+
+func titleOf(r runReview) string {
+	if r.Message != "" {
+		return r.Message
+	}
+	return "Run " + r.ID
+}
+
+// stagesOf derives the plan, policy, approval and apply stages from the
+// review's recorded facts.
+func stagesOf(r runReview) []stage {
+	at := func(status string) time.Time { return r.StatusTimestamps[status] }
+	span := func(from, to string) time.Duration {
+		a, b := at(from), at(to)
+		if a.IsZero() {
+			return 0
+		}
+		if b.IsZero() {
+			b = time.Now()
+		}
+		return b.Sub(a)
+	}
+	plan := stage{Name: "Plan", Phase: "plan", State: phaseState(r.Plan.Status)}
+	plan.Duration = span("planning", firstSet(r.StatusTimestamps, "awaiting_approval", "policy_override", "planned_and_finished", "errored", "canceled", "policy_soft_failed"))
+	policy := stage{Name: "Policy", State: "pending"}
+	switch {
+	case r.Policy.Outcome == nil && r.Plan.Status == "finished":
+		policy.State = "failed"
+	case r.Policy.Outcome == nil && terminal(r.Status):
+		policy.State = "skipped"
+	case r.Policy.Outcome == nil:
+		policy.State = "pending"
+	case *r.Policy.Outcome == "pass" || *r.Policy.Outcome == "advisory_failed" || r.Policy.Status == "overridden":
+		policy.State = "succeeded"
+	case *r.Policy.Outcome == "soft_failed" && !terminal(r.Status):
+		policy.State = "waiting"
+	default:
+		policy.State = "failed"
+	}
+	policy.Open = r.Policy.Outcome != nil && *r.Policy.Outcome != "pass"
+	approval := stage{Name: "Approval", State: "pending"}
+	switch {
+	case r.Kind != "plan_and_apply" || (r.Plan.HasChanges != nil && !*r.Plan.HasChanges):
+		approval.State = "skipped"
+	case r.Decision != nil && r.Decision.Action == "approved":
+		approval.State = "succeeded"
+		approval.Duration = span("awaiting_approval", "apply_queued")
+	case r.Decision != nil:
+		approval.State = "failed"
+	case r.Status == "awaiting_approval" || r.Status == "policy_override":
+		approval.State = "waiting"
+		approval.Duration = span("awaiting_approval", "")
+	case terminal(r.Status):
+		approval.State = "skipped"
+	}
+	apply := stage{Name: "Apply", Phase: "apply", State: phaseState(r.Apply.Status)}
+	if approval.State == "skipped" || (terminal(r.Status) && r.Apply.Status == "pending") {
+		apply.State, apply.Phase = "skipped", ""
+	}
+	apply.Duration = span("applying", firstSet(r.StatusTimestamps, "applied", "errored", "recovery_required", "canceled"))
+	stages := []stage{plan, policy, approval, apply}
+	for i := range stages {
+		stages[i].Open = stages[i].Open || stages[i].State == "running"
+	}
+	if r.Status == "applied" {
+		stages[3].Open = true
+	}
+	return stages
+}
+
+func firstSet(ts map[string]time.Time, names ...string) string {
+	for _, n := range names {
+		if !ts[n].IsZero() {
+			return n
+		}
+	}
+	return ""
+}
+
+func phaseState(status string) string {
+	switch status {
+	case "running":
+		return "running"
+	case "finished":
+		return "succeeded"
+	case "errored", "interrupted":
+		return "failed"
+	case "canceled":
+		return "skipped"
+	}
+	return "pending"
+}
+
+// reasonSentence explains a terminal reason code in a sentence.
+func reasonSentence(status, reason string) string {
+	sentences := map[string]string{
+		"policy_hard_failed":               "A hard-mandatory policy failed, so this plan can never be applied.",
+		"policy_error":                     "The policy stage could not complete, so the plan cannot be applied.",
+		"policy_soft_failed":               "A soft-mandatory policy failed on a run that cannot apply.",
+		"rejected":                         "The plan was discarded.",
+		"canceled":                         "The run was canceled.",
+		"approval_deadline_passed":         "Nobody decided before the approval deadline.",
+		"apply_failed":                     "The apply failed without changing state.",
+		"plan_failed":                      "The plan failed.",
+		"state_publication_unverified":     "The apply finished but its state could not be verified.",
+		"apply_failed_with_partial_state":  "The apply failed after publishing part of its state.",
+		"worker_lost":                      "The worker running this run stopped.",
+		"input_snapshot_unavailable":       "A variable changed after the run was created.",
+	}
+	if s, ok := sentences[reason]; ok {
+		return s
+	}
+	return "The run ended as " + strings.ReplaceAll(status, "_", " ") + "."
+}
+
+// finalLog is at most the last eight log lines, read server-side.
+func (s *Site) finalLog(ctx context.Context, token, runID string) []string {
+	var chunks []struct {
+		Body string `json:"body"`
+	}
+	if err := s.api.Call(ctx, token, http.MethodGet, "/v1/runs/"+url.PathEscape(runID)+"/logs?tail=8", nil, &chunks); err != nil {
+		return nil
+	}
+	var lines []string
+	for _, c := range chunks {
+		lines = append(lines, strings.Split(strings.TrimRight(c.Body, "\n"), "\n")...)
+	}
+	if len(lines) > 8 {
+		lines = lines[len(lines)-8:]
+	}
+	return lines
+}
+
+type changedResource struct {
+	Address        string          `json:"address"`
+	Provider       string          `json:"provider"`
+	Action         string          `json:"action"`
+	Before         json.RawMessage `json:"before"`
+	After          json.RawMessage `json:"after"`
+	Detail         string          `json:"detail"`
+	WithheldReason string          `json:"withheld_reason"`
+}
+
+// BeforeText and AfterText are the redacted values as indented JSON.
+func (c changedResource) BeforeText() string { return indent(c.Before) }
+func (c changedResource) AfterText() string  { return indent(c.After) }
+
+func indent(raw json.RawMessage) string {
+	if len(raw) == 0 || string(raw) == "null" {
+		return ""
+	}
+	var out bytes.Buffer
+	if json.Indent(&out, raw, "", "  ") != nil {
+		return string(raw)
+	}
+	return out.String()
+}
+
+type changesPage struct {
+	RunID    string
+	Artifact struct {
+		Resources []changedResource `json:"resources"`
+		Truncated bool              `json:"truncated"`
+		Counts    struct {
+			Add, Change, Destroy int
+		} `json:"counts"`
+	}
+	Error string
+}
+
+// runChanges renders the plan stage's Changes tab from the plan-diff
+// artifact: no-op and read-only resources are left out.
+func (s *Site) runChanges(w http.ResponseWriter, r *http.Request, token string) {
+	id := r.PathValue("id")
+	f := s.frame(r, "Changes")
+	page := changesPage{RunID: id}
+	// The view embeds the cairn.plan-diff/v1 artifact's fields.
+	if err := s.api.Call(r.Context(), token, http.MethodGet, "/v1/runs/"+url.PathEscape(id)+"/plan-changes", nil, &page.Artifact); err != nil {
+		page.Error = "Changes are unavailable right now."
+	}
+	kept := page.Artifact.Resources[:0]
+	for _, res := range page.Artifact.Resources {
+		if res.Action != "no-op" && res.Action != "read" {
+			kept = append(kept, res)
+		}
+	}
+	page.Artifact.Resources = kept
+	f.Page = page
+	s.render(w, r, http.StatusOK, "changes.html", f)
+}
+
+func newKey() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return "dashboard-" + hex.EncodeToString(b)
+}
+
+// decide approves or discards exactly the review the page showed: the
+// binding comes from the form, so a stale page gets the API's 409.
+func (s *Site) decide(w http.ResponseWriter, r *http.Request, token, action string) {
+	id := r.PathValue("id")
+	var predecessor *string
+	if p := r.PostFormValue("predecessor_state_version_id"); p != "" {
+		predecessor = &p
+	}
+	binding := map[string]any{"plan_digest": r.PostFormValue("plan_digest"), "policy_result_digest": r.PostFormValue("policy_result_digest"),
+		"predecessor_state_version_id": predecessor, "dependency_lock_digest": r.PostFormValue("dependency_lock_digest")}
+	err := s.api.Mutate(r.Context(), token, http.MethodPost, "/v1/runs/"+url.PathEscape(id)+"/actions/"+action, newKey(), binding, nil)
+	s.afterAction(w, r, token, id, err, map[string]string{"approve": "Plan approved.", "reject": "Run discarded."}[action])
+}
+
+func (s *Site) approve(w http.ResponseWriter, r *http.Request, token string) { s.decide(w, r, token, "approve") }
+
+func (s *Site) discard(w http.ResponseWriter, r *http.Request, token string) {
+	if strings.TrimSpace(r.PostFormValue("reason")) == "" {
+		s.renderRun(w, r, token, "Give a reason to discard the run.")
+		return
+	}
+	s.decide(w, r, token, "reject")
+}
+
+func (s *Site) override(w http.ResponseWriter, r *http.Request, token string) {
+	id := r.PathValue("id")
+	hours, _ := strconv.Atoi(r.PostFormValue("hours"))
+	if hours < 1 || hours > 24 {
+		hours = 1
+	}
+	body := map[string]any{"policy_result_digest": r.PostFormValue("policy_result_digest"),
+		"justification": r.PostFormValue("justification"), "expires_at": time.Now().Add(time.Duration(hours) * time.Hour).UTC().Format(time.RFC3339)}
+	err := s.api.Mutate(r.Context(), token, http.MethodPost, "/v1/runs/"+url.PathEscape(id)+"/policy-overrides", newKey(), body, nil)
+	s.afterAction(w, r, token, id, err, "Policy result overridden.")
+}
+
+// afterAction returns to the run page with a notice: success, or the
+// API's refusal explained without its message text.
+func (s *Site) afterAction(w http.ResponseWriter, r *http.Request, token, runID string, err error, done string) {
+	if err != nil {
+		var apiErr *apiclient.Error
+		if ok := asAPIError(err, &apiErr); ok && apiErr.Status == http.StatusUnauthorized {
+			s.unavailable(w, r, s.frame(r, "Run"), err)
+			return
+		}
+		s.renderRun(w, r, token, refusal(err))
+		return
+	}
+	http.Redirect(w, r, "/runs/"+url.PathEscape(runID)+"?notice="+url.QueryEscape(done), http.StatusSeeOther)
+}
+
+func refusal(err error) string {
+	var apiErr *apiclient.Error
+	if !asAPIError(err, &apiErr) {
+		return "The action failed."
+	}
+	switch apiErr.Code {
+	case "RUN_REVIEW_STALE":
+		return "The run changed since this page was loaded; review it again."
+	case "RUN_POLICY_GATE_CLOSED":
+		return "The policy gate is closed: every soft failure needs a current override."
+	case "POLICY_RESULT_STALE":
+		return "That policy result is no longer current."
+	case "VALIDATION_FAILED":
+		return "Check the justification (1–2,000 characters)."
+	}
+	if apiErr.Status == http.StatusForbidden {
+		return "You do not have permission for that action."
+	}
+	return fmt.Sprintf("The action was refused (%d, request %s).", apiErr.Status, apiErr.RequestID)
+}
+
+func asAPIError(err error, target **apiclient.Error) bool { return errors.As(err, target) }

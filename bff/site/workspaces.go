@@ -1,0 +1,140 @@
+package site
+
+import (
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/cairnhq/cairn/bff/apiclient"
+)
+
+type attachmentView struct {
+	ID              string    `json:"id"`
+	PolicySetID     string    `json:"policy_set_id"`
+	PolicySetName   string    `json:"policy_set_name"`
+	PolicyVersionID string    `json:"policy_version_id"`
+	VersionNumber   int       `json:"version_number"`
+	Scope           string    `json:"scope"`
+	EnforcementMode string    `json:"enforcement_mode"`
+	CreatedAt       time.Time `json:"created_at"`
+}
+
+type publishedVersion struct {
+	ID      string
+	SetID   string
+	SetName string
+	Number  int
+}
+
+type stateVersion struct {
+	ID        string    `json:"id"`
+	Serial    int       `json:"serial"`
+	CreatedAt time.Time `json:"created_at"`
+	RunID     *string   `json:"run_id"`
+}
+
+type workspacePage struct {
+	Workspace struct {
+		ID        string `json:"id"`
+		Name      string `json:"name"`
+		ProjectID string `json:"project_id"`
+	}
+	Runs        []runSummary
+	States      []stateVersion
+	Attachments []attachmentView
+	Published   []publishedVersion
+	Modes       []string
+	Notice      string
+	// ConfirmDetach names the attachment whose detach awaits the second,
+	// explicit confirmation.
+	ConfirmDetach string
+}
+
+func (s *Site) workspace(w http.ResponseWriter, r *http.Request, token string) {
+	s.renderWorkspace(w, r, token, r.URL.Query().Get("notice"), r.URL.Query().Get("detach"))
+}
+
+func (s *Site) renderWorkspace(w http.ResponseWriter, r *http.Request, token, notice, confirmDetach string) {
+	id := r.PathValue("id")
+	f := s.frame(r, "Workspace")
+	if err := s.probe(r.Context(), token, "/workspaces/"+url.PathEscape(id)); err != nil {
+		f.Nav = false
+		s.unavailable(w, r, f, err)
+		return
+	}
+	page := workspacePage{Modes: []string{"advisory", "soft_mandatory", "hard_mandatory"}, Notice: notice, ConfirmDetach: confirmDetach}
+	ctx := r.Context()
+	esc := url.PathEscape(id)
+	if err := s.api.Call(ctx, token, http.MethodGet, "/v1/workspaces/"+esc, nil, &page.Workspace); err != nil {
+		s.unavailable(w, r, f, err)
+		return
+	}
+	runs, err := apiclient.List[runSummary](ctx, s.api, token, "/v1/runs?limit=5&workspace_id="+url.QueryEscape(id))
+	if err != nil {
+		s.unavailable(w, r, f, err)
+		return
+	}
+	page.Runs = runs.Data
+	states, err := apiclient.List[stateVersion](ctx, s.api, token, "/v1/workspaces/"+esc+"/state-versions?limit=5")
+	if err != nil {
+		s.unavailable(w, r, f, err)
+		return
+	}
+	page.States = states.Data
+	if err := s.api.Call(ctx, token, http.MethodGet, "/v1/workspaces/"+esc+"/policy-attachments", nil, &page.Attachments); err != nil {
+		s.unavailable(w, r, f, err)
+		return
+	}
+	var sets []struct {
+		ID   string `json:"id"`
+		Name string `json:"name"`
+	}
+	if err := s.api.Call(ctx, token, http.MethodGet, "/v1/policy-sets", nil, &sets); err == nil {
+		for _, set := range sets {
+			var versions []struct {
+				ID     string `json:"id"`
+				Number int    `json:"number"`
+				Status string `json:"status"`
+			}
+			if s.api.Call(ctx, token, http.MethodGet, "/v1/policy-sets/"+url.PathEscape(set.ID)+"/versions", nil, &versions) != nil {
+				continue
+			}
+			for _, v := range versions {
+				if v.Status == "published" {
+					page.Published = append(page.Published, publishedVersion{ID: v.ID, SetID: set.ID, SetName: set.Name, Number: v.Number})
+				}
+			}
+		}
+	}
+	f.Title, f.Page = page.Workspace.Name, page
+	s.render(w, r, http.StatusOK, "workspace.html", f)
+}
+
+// attachPolicy attaches a published version chosen from the form.
+func (s *Site) attachPolicy(w http.ResponseWriter, r *http.Request, token string) {
+	id := r.PathValue("id")
+	body := map[string]string{"policy_version_id": r.PostFormValue("policy_version_id"), "enforcement_mode": r.PostFormValue("enforcement_mode")}
+	err := s.api.Mutate(r.Context(), token, http.MethodPost, "/v1/workspaces/"+url.PathEscape(id)+"/policy-attachments", newKey(), body, nil)
+	if err != nil {
+		s.renderWorkspace(w, r, token, refusal(err), "")
+		return
+	}
+	http.Redirect(w, r, "/workspaces/"+url.PathEscape(id)+"?notice="+url.QueryEscape("Policy attached. Runs created from now on evaluate it."), http.StatusSeeOther)
+}
+
+// detachPolicy needs a second, explicit confirmation: the first post only
+// asks for it.
+func (s *Site) detachPolicy(w http.ResponseWriter, r *http.Request, token string) {
+	id, attachment := r.PathValue("id"), r.PathValue("attachmentId")
+	if r.PostFormValue("confirm") != "yes" {
+		s.renderWorkspace(w, r, token, "", attachment)
+		return
+	}
+	err := s.api.Mutate(r.Context(), token, http.MethodDelete,
+		"/v1/workspaces/"+url.PathEscape(id)+"/policy-attachments/"+url.PathEscape(attachment), newKey(), nil, nil)
+	if err != nil {
+		s.renderWorkspace(w, r, token, refusal(err), "")
+		return
+	}
+	http.Redirect(w, r, "/workspaces/"+url.PathEscape(id)+"?notice="+url.QueryEscape("Policy detached. Existing runs keep their snapshot."), http.StatusSeeOther)
+}

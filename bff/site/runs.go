@@ -3,10 +3,10 @@ package site
 import (
 	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -243,10 +243,10 @@ type runPage struct {
 	Can       map[string]bool
 	// Destroys is set when the plan destroys something: approval then asks
 	// for an inline confirmation restating the counts.
-	Destroys    bool
-	Reason      string
-	FinalLog    []string
-	Notice      string
+	Destroys bool
+	Reason   string
+	FinalLog []string
+	Notice   string
 	// State is the state version the apply published, when recorded.
 	State *stateVersion
 }
@@ -387,18 +387,18 @@ func phaseState(status string) string {
 // reasonSentence explains a terminal reason code in a sentence.
 func reasonSentence(status, reason string) string {
 	sentences := map[string]string{
-		"policy_hard_failed":               "A hard-mandatory policy failed, so this plan can never be applied.",
-		"policy_error":                     "The policy stage could not complete, so the plan cannot be applied.",
-		"policy_soft_failed":               "A soft-mandatory policy failed on a run that cannot apply.",
-		"rejected":                         "The plan was discarded.",
-		"canceled":                         "The run was canceled.",
-		"approval_deadline_passed":         "Nobody decided before the approval deadline.",
-		"apply_failed":                     "The apply failed without changing state.",
-		"plan_failed":                      "The plan failed.",
-		"state_publication_unverified":     "The apply finished but its state could not be verified.",
-		"apply_failed_with_partial_state":  "The apply failed after publishing part of its state.",
-		"worker_lost":                      "The worker running this run stopped.",
-		"input_snapshot_unavailable":       "A variable changed after the run was created.",
+		"policy_hard_failed":              "A hard-mandatory policy failed, so this plan can never be applied.",
+		"policy_error":                    "The policy stage could not complete, so the plan cannot be applied.",
+		"policy_soft_failed":              "A soft-mandatory policy failed on a run that cannot apply.",
+		"rejected":                        "The plan was discarded.",
+		"canceled":                        "The run was canceled.",
+		"approval_deadline_passed":        "Nobody decided before the approval deadline.",
+		"apply_failed":                    "The apply failed without changing state.",
+		"plan_failed":                     "The plan failed.",
+		"state_publication_unverified":    "The apply finished but its state could not be verified.",
+		"apply_failed_with_partial_state": "The apply failed after publishing part of its state.",
+		"worker_lost":                     "The worker running this run stopped.",
+		"input_snapshot_unavailable":      "A variable changed after the run was created.",
 	}
 	if s, ok := sentences[reason]; ok {
 		return s
@@ -502,7 +502,9 @@ func (s *Site) decide(w http.ResponseWriter, r *http.Request, token, action stri
 	s.afterAction(w, r, token, id, err, map[string]string{"approve": "Plan approved.", "reject": "Run discarded."}[action])
 }
 
-func (s *Site) approve(w http.ResponseWriter, r *http.Request, token string) { s.decide(w, r, token, "approve") }
+func (s *Site) approve(w http.ResponseWriter, r *http.Request, token string) {
+	s.decide(w, r, token, "approve")
+}
 
 func (s *Site) discard(w http.ResponseWriter, r *http.Request, token string) {
 	if strings.TrimSpace(r.PostFormValue("reason")) == "" {

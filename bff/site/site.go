@@ -133,15 +133,15 @@ func securityHeaders(h http.Handler) http.Handler {
 
 // frame is what every page's layout needs.
 type frame struct {
-	Title    string
-	User     string
-	CSRF     string
-	Nav      bool
-	Status   int
-	Problem  *apiclient.Error
-	Notice   string
-	Page     any
-	Unavail  string
+	Title     string
+	User      string
+	CSRF      string
+	Nav       bool
+	Status    int
+	Problem   *apiclient.Error
+	Notice    string
+	Page      any
+	Unavail   string
 	Canonical string
 }
 

@@ -77,7 +77,7 @@ func (s *Service) StartAttempt(ctx context.Context, attemptID, workerID, driver 
 			return err
 		}
 		now := s.stamp()
-		granted, err := acquireLease(ctx, tx, r.Region, a.ID, id.New("lease"), launch.SandboxCeiling(control, r.Region), now)
+		granted, err := acquireLease(ctx, tx, r.Region, a.ID, id.New("lease"), launch.SandboxCeiling(control, r.Region))
 		if err != nil {
 			return err
 		}
@@ -433,7 +433,7 @@ func (s *Service) endAttempt(ctx context.Context, tx *sqlx.Tx, a *Attempt, statu
 	if _, err := tx.ExecContext(ctx, `UPDATE run_tokens SET revoked_at = now() WHERE attempt_id = $1 AND revoked_at IS NULL`, a.ID); err != nil {
 		return fmt.Errorf("revoking attempt tokens: %w", err)
 	}
-	return releaseLease(ctx, tx, a.ID, now)
+	return releaseLease(ctx, tx, a.ID)
 }
 
 // ReapLostAttempts handles attempts whose worker stopped heartbeating: the

@@ -250,7 +250,7 @@ func saveAttempt(ctx context.Context, q sqlx.ExtContext, a Attempt) error {
 // at its ceiling. The region row lock serializes grants, so two workers can
 // never both take the last slot; the unique attempt column makes a replay
 // find its existing lease instead of reserving twice.
-func acquireLease(ctx context.Context, tx *sqlx.Tx, region, attemptID, leaseID string, ceiling int, now time.Time) (bool, error) {
+func acquireLease(ctx context.Context, tx *sqlx.Tx, region, attemptID, leaseID string, ceiling int) (bool, error) {
 	if _, err := tx.ExecContext(ctx, `SELECT region FROM capacity_regions WHERE region = $1 FOR UPDATE`, region); err != nil {
 		return false, fmt.Errorf("locking region capacity: %w", err)
 	}
@@ -268,16 +268,19 @@ func acquireLease(ctx context.Context, tx *sqlx.Tx, region, attemptID, leaseID s
 	if active >= ceiling {
 		return false, nil
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO capacity_leases (id, region, attempt_id, acquired_at) VALUES ($1, $2, $3, $4)`,
-		leaseID, region, attemptID, now); err != nil {
+	// clock_timestamp, not the caller's clock or the transaction start:
+	// the grant happens only now, after the region lock was waited for, so
+	// lease intervals never appear to overlap when grants were serialized.
+	if _, err := tx.ExecContext(ctx, `INSERT INTO capacity_leases (id, region, attempt_id, acquired_at) VALUES ($1, $2, $3, clock_timestamp())`,
+		leaseID, region, attemptID); err != nil {
 		return false, fmt.Errorf("inserting lease: %w", err)
 	}
 	return true, nil
 }
 
-func releaseLease(ctx context.Context, q sqlx.ExtContext, attemptID string, now time.Time) error {
-	_, err := q.ExecContext(ctx, `UPDATE capacity_leases SET released_at = greatest($2, acquired_at)
-		WHERE attempt_id = $1 AND released_at IS NULL`, attemptID, now)
+func releaseLease(ctx context.Context, q sqlx.ExtContext, attemptID string) error {
+	_, err := q.ExecContext(ctx, `UPDATE capacity_leases SET released_at = greatest(clock_timestamp(), acquired_at)
+		WHERE attempt_id = $1 AND released_at IS NULL`, attemptID)
 	if err != nil {
 		return fmt.Errorf("releasing lease: %w", err)
 	}

@@ -110,8 +110,8 @@ func TestDashboardDrivesARunThroughPolicyAndApproval(t *testing.T) {
 	screenshot(t, ctx, "run-awaiting-approval")
 	// Nothing is destroyed: approval is one click.
 	browse(t, ctx, "approving", chromedp.Click(chromedp.CSS("#approve")))
-	waitText(t, ctx, ".notice", "Plan approved")
 	waitText(t, ctx, "#run-status", "applied")
+	waitText(t, ctx, "#stage-Approval", "Approved by")
 	waitText(t, ctx, "#state-version", "Published state version")
 	screenshot(t, ctx, "run-applied")
 
@@ -136,8 +136,8 @@ resource "terraform_data" "cache" {
 		chromedp.SendKeys(chromedp.CSS("form.override textarea"), "Cache tags land with the next change; approved by on-call."),
 		chromedp.Click(chromedp.CSS("form.override button[type=submit]")),
 	)
-	waitText(t, ctx, ".notice", "Policy result overridden")
 	waitText(t, ctx, "#run-status", "awaiting approval")
+	waitText(t, ctx, "#stage-Policy", "overridden")
 	browse(t, ctx, "arming the approval", chromedp.Click(chromedp.CSS("#approve")), chromedp.WaitVisible(chromedp.CSS("#confirm-approve")))
 	waitText(t, ctx, "#confirm-approve", "destroys 1")
 	screenshot(t, ctx, "run-approve-destroy-confirmation")

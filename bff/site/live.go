@@ -20,6 +20,9 @@ type liveEvent struct {
 	Phase    string `json:"phase,omitempty"`
 	Body     string `json:"body,omitempty"`
 	Status   string `json:"status,omitempty"`
+	// CreatedAt is when the chunk was committed, so a client can measure
+	// the channel's latency.
+	CreatedAt *time.Time `json:"created_at,omitempty"`
 }
 
 // live is wss://{dashboard}/live/runs/{id}: authenticated by the dashboard
@@ -67,7 +70,7 @@ func (s *Site) live(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		for _, c := range chunks {
-			if err := wsjson.Write(ctx, conn, liveEvent{Type: "log", Sequence: c.Sequence, Phase: c.Phase, Body: c.Body}); err != nil {
+			if err := wsjson.Write(ctx, conn, liveEvent{Type: "log", Sequence: c.Sequence, Phase: c.Phase, Body: c.Body, CreatedAt: &c.CreatedAt}); err != nil {
 				return
 			}
 			after = c.Sequence
@@ -100,9 +103,10 @@ func (s *Site) live(w http.ResponseWriter, r *http.Request) {
 }
 
 type logChunk struct {
-	Sequence int64  `json:"sequence"`
-	Phase    string `json:"phase"`
-	Body     string `json:"body"`
+	Sequence  int64     `json:"sequence"`
+	Phase     string    `json:"phase"`
+	Body      string    `json:"body"`
+	CreatedAt time.Time `json:"created_at"`
 }
 
 func (s *Site) chunksAfter(ctx context.Context, token, runID string, after int64) ([]logChunk, error) {

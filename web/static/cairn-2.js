@@ -3,6 +3,10 @@
 (function () {
   "use strict";
   var MAX_CONSOLE = 512 * 1024;
+  // A decision being submitted must not be cut short by the live feed's
+  // refresh of the review.
+  var submitting = false;
+  document.addEventListener("submit", function () { submitting = true; });
 
   document.addEventListener("click", function (e) {
     var arm = e.target.closest("[data-arm]");
@@ -113,7 +117,7 @@
         }
         self.route(ev);
       } else if (ev.type === "status" || ev.type === "end") {
-        if (ev.status !== self.status) { location.reload(); }
+        if (ev.status !== self.status && !submitting) { location.reload(); }
       }
     };
     ws.onclose = function (e) {

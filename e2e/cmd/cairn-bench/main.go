@@ -35,7 +35,7 @@ import (
 var (
 	duration    = flag.Duration("duration", 5*time.Second, "how long each load phase runs")
 	concurrency = flag.Int("concurrency", 32, "concurrent clients")
-	only        = flag.String("only", "", "run only these phases (comma-separated: health,mutation,replay,list,state,tofu,runs,policy,signin)")
+	only        = flag.String("only", "", "run only these phases (comma-separated: health,mutation,replay,list,state,tofu,runs,policy,dashboard,signin)")
 	rounds      = flag.Int("rounds", 5, "rounds of each tofu command (medians are reported)")
 )
 
@@ -238,7 +238,7 @@ func run() error {
 		report(list, baseline, "p99 < 25 ms")
 	}
 
-	if enabled("state") || enabled("tofu") || enabled("runs") || enabled("policy") {
+	if enabled("state") || enabled("tofu") || enabled("runs") || enabled("policy") || enabled("dashboard") {
 		if err := devstack.OpenPublicGate(api.Client, api.URL, benchOperatorToken, "bench-open-gate"); err != nil {
 			return err
 		}
@@ -265,6 +265,11 @@ func run() error {
 		}
 		if enabled("runs") {
 			if err := benchRuns(dbURL, *rounds); err != nil {
+				return err
+			}
+		}
+		if enabled("dashboard") {
+			if err := benchDashboard(dbURL, *rounds); err != nil {
 				return err
 			}
 		}

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -291,4 +293,61 @@ func mustURL(t *testing.T, raw string) *url.URL {
 		t.Fatal(err)
 	}
 	return u
+}
+
+// TestDashboardWorkspacePolicyAndVariables uses the workspace page: a
+// policy archive chosen in the file input is uploaded as the request body
+// through the control-plane proxy, its build status is followed until it is
+// published, the version is attached, detached after the second
+// confirmation, and a variable is added.
+func TestDashboardWorkspacePolicyAndVariables(t *testing.T) {
+	t.Parallel()
+	s := runsStack(t)
+	m := s.newMember(t, "dashws")
+	ws := s.createWorkspace(t, m, "policies", "us")
+	archive := filepath.Join(t.TempDir(), "policy.tar.gz")
+	if err := os.WriteFile(archive, policyArchive(t, "require-tags"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx := newBrowser(t)
+	signInThroughTheDashboard(t, ctx, s, m)
+	browse(t, ctx, "creating a policy set",
+		chromedp.Navigate(s.DashboardURL+"/workspaces/"+ws),
+		chromedp.WaitVisible(chromedp.CSS("#set-name")),
+		chromedp.SendKeys(chromedp.CSS("#set-name"), "require-tags"),
+		chromedp.Submit(chromedp.CSS("#set-name")),
+		chromedp.WaitVisible(chromedp.CSS("#upload-file")),
+		chromedp.SetUploadFiles(chromedp.CSS("#upload-file"), []string{archive}),
+		chromedp.Click(chromedp.CSS("#upload-button")),
+	)
+	waitText(t, ctx, "#upload-status", "is published")
+	if text, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("#upload-status"))); strings.Contains(text, "policy.tar.gz") {
+		t.Fatalf("upload feedback names the local file: %q", text)
+	}
+	screenshot(t, ctx, "workspace-policy-published")
+	browse(t, ctx, "attaching",
+		chromedp.Reload(),
+		chromedp.WaitVisible(chromedp.CSS("#attach-version")),
+		chromedp.SetValue(chromedp.CSS("#attach-mode"), "soft_mandatory"),
+		chromedp.Submit(chromedp.CSS("#attach-version")),
+	)
+	waitText(t, ctx, ".notice", "Policy attached")
+	waitText(t, ctx, "table.grid", "soft mandatory")
+	browse(t, ctx, "asking to detach", chromedp.Click(chromedp.CSS("form[action$='/detach'] button")))
+	waitText(t, ctx, "form[action$='/detach']", "Only runs created from now on are affected")
+	browse(t, ctx, "confirming the detach", chromedp.Click(chromedp.CSS("form[action$='/detach'] button.danger")))
+	waitText(t, ctx, ".notice", "Policy detached")
+	var attachments []struct{ ID string }
+	s.apiJSON(t, http.MethodGet, "/v1/workspaces/"+ws+"/policy-attachments", nil, &attachments, m.cookie()...)
+	if len(attachments) != 0 {
+		t.Fatalf("attachments after detaching: %+v", attachments)
+	}
+	browse(t, ctx, "adding a variable",
+		chromedp.SendKeys(chromedp.CSS("#var-key"), "region_name"),
+		chromedp.SendKeys(chromedp.CSS("#var-value"), "eu-central"),
+		chromedp.Submit(chromedp.CSS("#var-key")),
+	)
+	waitText(t, ctx, ".notice", "Variable added")
+	waitText(t, ctx, "section[aria-labelledby=ws-vars]", "eu-central")
+	screenshot(t, ctx, "workspace")
 }

@@ -102,6 +102,8 @@ func (s *Site) Handler() http.Handler {
 	mux.HandleFunc("POST /runs/{id}/override", s.form(s.signedIn(s.override)))
 	mux.HandleFunc("GET /workspaces/{id}", s.signedIn(s.workspace))
 	mux.HandleFunc("POST /workspaces/{id}/policy-attachments", s.form(s.signedIn(s.attachPolicy)))
+	mux.HandleFunc("POST /workspaces/{id}/policy-sets", s.form(s.signedIn(s.createPolicySet)))
+	mux.HandleFunc("POST /workspaces/{id}/variables", s.form(s.signedIn(s.createVariable)))
 	mux.HandleFunc("POST /workspaces/{id}/policy-attachments/{attachmentId}/detach", s.form(s.signedIn(s.detachPolicy)))
 	// scs's LoadAndSave buffers the whole response to set its cookie first,
 	// which would hold proxied bodies in memory and cannot hijack a
@@ -133,16 +135,16 @@ func securityHeaders(h http.Handler) http.Handler {
 
 // frame is what every page's layout needs.
 type frame struct {
-	Title     string
-	User      string
-	CSRF      string
-	Nav       bool
-	Status    int
-	Problem   *apiclient.Error
-	Notice    string
-	Page      any
-	Unavail   string
-	Canonical string
+	Title   string
+	User    string
+	CSRF    string
+	Nav     bool
+	Status  int
+	Problem *apiclient.Error
+	Notice  string
+	Page    any
+	// Canary marks a dark-canary admission: only this exact surface.
+	Canary bool
 }
 
 func (s *Site) frame(r *http.Request, title string) frame {
@@ -244,6 +246,20 @@ func (s *Site) sameOrigin(r *http.Request) bool {
 func (s *Site) probe(ctx context.Context, token, path string) error {
 	var out json.RawMessage
 	return s.api.Call(ctx, token, http.MethodGet, "/v1/launch-access"+path, nil, &out)
+}
+
+// exactSurface probes an exact workspace or run surface. When the
+// organization-wide probe is refused but the exact one admits (a dark
+// canary), the page renders without organization navigation.
+func (s *Site) exactSurface(ctx context.Context, token, path string, f *frame) error {
+	if err := s.probe(ctx, token, path); err != nil {
+		f.Nav = false
+		return err
+	}
+	if s.probe(ctx, token, "") != nil {
+		f.Nav, f.Canary = false, true
+	}
+	return nil
 }
 
 func (s *Site) root(w http.ResponseWriter, r *http.Request) {

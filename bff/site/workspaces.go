@@ -3,6 +3,7 @@ package site
 import (
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/cairnhq/cairn/bff/apiclient"
@@ -33,6 +34,20 @@ type stateVersion struct {
 	RunID     *string   `json:"run_id"`
 }
 
+type policySet struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+}
+
+type variable struct {
+	ID          string  `json:"id"`
+	Key         string  `json:"key"`
+	Value       *string `json:"value"`
+	Sensitive   bool    `json:"sensitive"`
+	HCL         bool    `json:"hcl"`
+	Description string  `json:"description"`
+}
+
 type workspacePage struct {
 	Workspace struct {
 		ID        string `json:"id"`
@@ -43,6 +58,8 @@ type workspacePage struct {
 	States      []stateVersion
 	Attachments []attachmentView
 	Published   []publishedVersion
+	Sets        []policySet
+	Variables   []variable
 	Modes       []string
 	Notice      string
 	// ConfirmDetach names the attachment whose detach awaits the second,
@@ -85,12 +102,12 @@ func (s *Site) renderWorkspace(w http.ResponseWriter, r *http.Request, token, no
 		s.unavailable(w, r, f, err)
 		return
 	}
-	var sets []struct {
-		ID   string `json:"id"`
-		Name string `json:"name"`
+	if err := s.api.Call(ctx, token, http.MethodGet, "/v1/workspaces/"+esc+"/variables", nil, &page.Variables); err != nil {
+		s.unavailable(w, r, f, err)
+		return
 	}
-	if err := s.api.Call(ctx, token, http.MethodGet, "/v1/policy-sets", nil, &sets); err == nil {
-		for _, set := range sets {
+	if err := s.api.Call(ctx, token, http.MethodGet, "/v1/policy-sets", nil, &page.Sets); err == nil {
+		for _, set := range page.Sets {
 			var versions []struct {
 				ID     string `json:"id"`
 				Number int    `json:"number"`
@@ -137,4 +154,30 @@ func (s *Site) detachPolicy(w http.ResponseWriter, r *http.Request, token string
 		return
 	}
 	http.Redirect(w, r, "/workspaces/"+url.PathEscape(id)+"?notice="+url.QueryEscape("Policy detached. Existing runs keep their snapshot."), http.StatusSeeOther)
+}
+
+// createPolicySet creates a named set to upload versions into.
+func (s *Site) createPolicySet(w http.ResponseWriter, r *http.Request, token string) {
+	id := r.PathValue("id")
+	err := s.api.Mutate(r.Context(), token, http.MethodPost, "/v1/policy-sets", newKey(),
+		map[string]string{"name": strings.TrimSpace(r.PostFormValue("name"))}, nil)
+	if err != nil {
+		s.renderWorkspace(w, r, token, refusal(err), "")
+		return
+	}
+	http.Redirect(w, r, "/workspaces/"+url.PathEscape(id)+"?notice="+url.QueryEscape("Policy set created."), http.StatusSeeOther)
+}
+
+// createVariable adds a workspace variable; a sensitive value is sealed by
+// the API and never shown again.
+func (s *Site) createVariable(w http.ResponseWriter, r *http.Request, token string) {
+	id := r.PathValue("id")
+	body := map[string]any{"key": strings.TrimSpace(r.PostFormValue("key")), "value": r.PostFormValue("value"),
+		"sensitive": r.PostFormValue("sensitive") == "on", "hcl": r.PostFormValue("hcl") == "on"}
+	err := s.api.Mutate(r.Context(), token, http.MethodPost, "/v1/workspaces/"+url.PathEscape(id)+"/variables", newKey(), body, nil)
+	if err != nil {
+		s.renderWorkspace(w, r, token, refusal(err), "")
+		return
+	}
+	http.Redirect(w, r, "/workspaces/"+url.PathEscape(id)+"?notice="+url.QueryEscape("Variable added. Runs created from now on use it."), http.StatusSeeOther)
 }

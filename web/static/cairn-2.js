@@ -134,8 +134,88 @@
     };
   };
 
+  function csrfToken() {
+    var meta = document.querySelector('meta[name="csrf-token"]');
+    return meta ? meta.getAttribute("content") : "";
+  }
+
+  // Policy upload: the chosen File is the request body, never read into
+  // memory here. The idempotency key is kept for the same archive and
+  // workspace, so a retry cannot publish twice, and rotates when either
+  // changes. Feedback names no file and repeats no server text.
+  function PolicyUpload(section) {
+    this.section = section;
+    this.workspace = section.getAttribute("data-workspace");
+    this.status = section.querySelector("#upload-status");
+    this.refresh = section.querySelector("#upload-refresh");
+    this.version = null;
+    var self = this;
+    section.querySelector("#upload-button").addEventListener("click", function () { self.upload(); });
+    this.refresh.addEventListener("click", function () { self.refresh.hidden = true; self.watch(); });
+  }
+  PolicyUpload.prototype.say = function (text) { this.status.textContent = text; };
+  PolicyUpload.prototype.keyFor = function (file, set) {
+    var identity = [this.workspace, set, file.name, file.size, file.lastModified].join("|");
+    var stored = {};
+    try { stored = JSON.parse(sessionStorage.getItem("cairn.uploadKey") || "{}"); } catch (e) { stored = {}; }
+    if (stored.identity !== identity) {
+      var bytes = new Uint8Array(16);
+      crypto.getRandomValues(bytes);
+      stored = { identity: identity, key: "dashboard-upload-" + Array.from(bytes, function (b) { return b.toString(16).padStart(2, "0"); }).join("") };
+      try { sessionStorage.setItem("cairn.uploadKey", JSON.stringify(stored)); } catch (e) { /* storage off: a fresh key each time */ }
+    }
+    return stored.key;
+  };
+  PolicyUpload.prototype.upload = function () {
+    var self = this;
+    var input = this.section.querySelector("#upload-file");
+    var set = this.section.querySelector("#upload-set").value;
+    var file = input.files && input.files[0];
+    if (!file) { this.say("Choose a .tar.gz archive first."); return; }
+    this.say("Uploading…");
+    fetch("/api/control-plane/v1/workspaces/" + encodeURIComponent(this.workspace) + "/policy-sets/" + encodeURIComponent(set) + "/versions", {
+      method: "POST", body: file, credentials: "same-origin",
+      headers: { "Content-Type": "application/gzip", "Idempotency-Key": this.keyFor(file, set), "X-CSRF-Token": csrfToken() }
+    }).then(function (r) {
+      return r.json().catch(function () { return {}; }).then(function (doc) {
+        if (r.status !== 202 || !doc.data) {
+          var code = doc.error && doc.error.code ? " (" + doc.error.code + ")" : "";
+          self.say("The upload was refused: status " + r.status + code + ".");
+          return;
+        }
+        self.version = doc.data.id;
+        self.say("Version " + doc.data.number + " is building…");
+        self.watch();
+      });
+    }).catch(function () { self.say("The upload did not reach Cairn. Check the connection and try again."); });
+  };
+  // watch re-reads the version every 2.5 s, at most 12 times; still pending
+  // after 30 s, it pauses and offers Refresh status.
+  PolicyUpload.prototype.watch = function () {
+    var self = this, checks = 0;
+    function check() {
+      checks++;
+      fetch("/api/control-plane/v1/policy-versions/" + encodeURIComponent(self.version), { credentials: "same-origin" })
+        .then(function (r) { return r.ok ? r.json() : Promise.reject(r.status); })
+        .then(function (doc) {
+          var v = doc.data;
+          if (v.status === "published") { self.say("Version " + v.number + " is published and can be attached."); return; }
+          if (v.status === "failed") { self.say("Version " + v.number + " failed to build: " + v.failure_code + "."); return; }
+          if (checks >= 12) { self.say("Version " + v.number + " is still building."); self.refresh.hidden = false; return; }
+          setTimeout(check, 2500);
+        })
+        .catch(function () {
+          if (checks >= 12) { self.say("The build status is unavailable right now."); self.refresh.hidden = false; return; }
+          setTimeout(check, 2500);
+        });
+    }
+    setTimeout(check, 2500);
+  };
+
   function start() {
     setInterval(tickDurations, 1000);
+    var upload = document.getElementById("policy-upload");
+    if (upload && upload.querySelector("#upload-button")) new PolicyUpload(upload);
     var article = document.querySelector("article.run");
     if (!article) return;
     var channel = new RunChannel(article);
@@ -156,8 +236,7 @@
   }
 
   document.body.addEventListener("htmx:configRequest", function (e) {
-    var meta = document.querySelector('meta[name="csrf-token"]');
-    if (meta) e.detail.headers["X-CSRF-Token"] = meta.getAttribute("content");
+    e.detail.headers["X-CSRF-Token"] = csrfToken();
   });
 
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start); else start();

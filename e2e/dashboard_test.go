@@ -62,15 +62,6 @@ func signInThroughTheDashboard(t *testing.T, ctx context.Context, s *Stack, m me
 	)
 }
 
-func (s *Stack) runIDFromLocation(t *testing.T, ctx context.Context) string {
-	t.Helper()
-	loc, err := chromedp.Run(ctx, chromedp.Location())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return regexp.MustCompile(`run_[a-z0-9]+`).FindString(loc)
-}
-
 // TestDashboardDrivesARunThroughPolicyAndApproval signs in through the
 // dashboard and follows runs in a real browser: a plan's log arrives over
 // the live channel, the Changes tab shows the plan diff, approval takes one
@@ -82,10 +73,23 @@ func TestDashboardDrivesARunThroughPolicyAndApproval(t *testing.T) {
 	t.Parallel()
 	s := runsStack(t)
 	m := s.newMember(t, "dash")
-	ws := s.createWorkspace(t, m, "dashboard", "us")
 	ctx := newBrowser(t)
 	signInThroughTheDashboard(t, ctx, s, m)
 	screenshot(t, ctx, "runs-empty")
+	browse(t, ctx, "creating a workspace",
+		chromedp.Navigate(s.DashboardURL+"/workspaces"),
+		chromedp.WaitVisible(chromedp.CSS("#ws-name")),
+		chromedp.SendKeys(chromedp.CSS("#ws-name"), "dashboard"),
+		chromedp.Submit(chromedp.CSS("#ws-name")),
+		chromedp.WaitVisible(chromedp.CSS("#ws-policy")),
+	)
+	loc, _ := chromedp.Run(ctx, chromedp.Location())
+	ws := regexp.MustCompile(`ws_[a-z0-9]+`).FindString(loc)
+	if ws == "" {
+		t.Fatalf("no workspace page after creating one: %s", loc)
+	}
+	browse(t, ctx, "members", chromedp.Navigate(s.DashboardURL+"/organizations"), chromedp.WaitVisible(chromedp.CSS("#members-title")))
+	waitText(t, ctx, "section[aria-labelledby=members-title]", m.email)
 
 	// A plan's log arrives live on the run page.
 	cfg := s.uploadConfiguration(t, m, ws, map[string]string{"main.tf": `resource "terraform_data" "item" {

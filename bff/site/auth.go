@@ -100,9 +100,16 @@ type organization struct {
 	Active bool   `json:"active"`
 }
 
+type orgMember struct {
+	Email string `json:"email"`
+	Name  string `json:"name"`
+	Role  string `json:"role"`
+}
+
 type organizationsPage struct {
 	Organizations []organization
 	ActiveID      string
+	Members       []orgMember
 	Error         string
 }
 
@@ -126,6 +133,7 @@ func (s *Site) renderOrganizations(w http.ResponseWriter, r *http.Request, token
 	page := organizationsPage{Organizations: orgs, Error: message}
 	if current.Session.ActiveOrganizationID != nil {
 		page.ActiveID = *current.Session.ActiveOrganizationID
+		_ = s.api.Call(r.Context(), token, http.MethodGet, "/api/auth/organization/list-members", nil, &page.Members)
 	}
 	f.Page = page
 	s.render(w, r, http.StatusOK, "organizations.html", f)

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 )
 
 // VerifiedTool is a tool binary whose SHA-256 matched its mirror's SHA256SUMS.
@@ -199,6 +200,13 @@ func copyHashing(ctx context.Context, src, dir string) (sum, tmpPath string, err
 		return "", "", err
 	}
 	defer in.Close()
+	// No process may be forked while the copy's write descriptor is open: a
+	// child inherits it until its own exec closes it, and executing the
+	// copy in that window fails with ETXTBSY ("text file busy"). Holding
+	// the fork lock for the copy (once per tool version per cache) costs
+	// other commands a short wait instead.
+	syscall.ForkLock.Lock()
+	defer syscall.ForkLock.Unlock()
 	out, err := os.CreateTemp(dir, ".partial-*")
 	if err != nil {
 		return "", "", err

@@ -9,6 +9,8 @@ import (
 	"io"
 	"slices"
 	"strings"
+
+	"github.com/cairnhq/cairn/api/planjson"
 )
 
 // Schema identifies the artifact's shape; consumers refuse other values.
@@ -114,50 +116,8 @@ type countedChange struct {
 func Build(ctx context.Context, r io.Reader) (Artifact, error) {
 	a := Artifact{Schema: Schema, Resources: []Resource{}}
 	dec := json.NewDecoder(r)
-	if err := expectDelim(dec, '{'); err != nil {
+	if err := planjson.EachChange(ctx, dec, func(i int) error { return readChange(dec, i, &a) }); err != nil {
 		return Artifact{}, err
-	}
-	var formatSeen, changesSeen bool
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return Artifact{}, decodeError(err)
-		}
-		switch key, _ := tok.(string); key {
-		case "format_version":
-			if formatSeen {
-				return Artifact{}, fmt.Errorf("%w: format_version given twice", ErrMalformedPlan)
-			}
-			formatSeen = true
-			if err := checkFormat(dec); err != nil {
-				return Artifact{}, err
-			}
-		case "resource_changes":
-			// A second list could re-state a change; neither reading is
-			// safe to pick.
-			if changesSeen {
-				return Artifact{}, fmt.Errorf("%w: resource_changes given twice", ErrMalformedPlan)
-			}
-			changesSeen = true
-			if err := readChanges(ctx, dec, &a); err != nil {
-				return Artifact{}, err
-			}
-		default:
-			if err := skipValue(ctx, dec); err != nil {
-				return Artifact{}, err
-			}
-		}
-	}
-	if err := expectDelim(dec, '}'); err != nil {
-		return Artifact{}, err
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return Artifact{}, fmt.Errorf("%w: data after the plan object", ErrMalformedPlan)
-	}
-	// Without format_version this is not plan JSON (state JSON, say), and
-	// an empty artifact would wrongly read as "no changes".
-	if !formatSeen {
-		return Artifact{}, fmt.Errorf("%w: no format_version", ErrMalformedPlan)
 	}
 	if err := fitSize(&a); err != nil {
 		return Artifact{}, err
@@ -165,62 +125,35 @@ func Build(ctx context.Context, r io.Reader) (Artifact, error) {
 	return a, nil
 }
 
-func checkFormat(dec *json.Decoder) error {
-	var version string
-	if err := dec.Decode(&version); err != nil {
-		return decodeError(err)
-	}
-	if major, _, _ := strings.Cut(version, "."); major != "1" {
-		return fmt.Errorf("%w: %q", ErrUnsupportedFormat, version)
-	}
-	return nil
-}
-
-func readChanges(ctx context.Context, dec *json.Decoder, a *Artifact) error {
-	tok, err := dec.Token()
-	if err != nil {
-		return decodeError(err)
-	}
-	if tok == nil { // "resource_changes": null is a plan without changes
-		return nil
-	}
-	if tok != json.Delim('[') {
-		return fmt.Errorf("%w: resource_changes is not an array", ErrMalformedPlan)
-	}
-	for i := 0; dec.More(); i++ {
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("reading resource changes: %w", err)
-		}
-		if len(a.Resources) >= MaxResources {
-			var c countedChange
-			if err := dec.Decode(&c); err != nil {
-				return decodeError(err)
-			}
-			action, err := classify(i, c.Address, c.Change.Actions)
-			if err != nil {
-				return err
-			}
-			if action != "" {
-				a.count(action)
-				a.Truncated = true
-			}
-			continue
-		}
-		var c planChange
+// readChange adds one resource change. Past MaxResources only its action is
+// decoded, for the counts: the excess is cut before redaction.
+func readChange(dec *json.Decoder, i int, a *Artifact) error {
+	if len(a.Resources) >= MaxResources {
+		var c countedChange
 		if err := dec.Decode(&c); err != nil {
-			return decodeError(err)
+			return planjson.DecodeError(err)
 		}
 		action, err := classify(i, c.Address, c.Change.Actions)
 		if err != nil {
 			return err
 		}
-		if action == "" {
-			continue
+		if action != "" {
+			a.count(action)
+			a.Truncated = true
 		}
-		a.count(action)
-		a.Resources = append(a.Resources, redactChange(c, action))
+		return nil
 	}
-	return expectDelim(dec, ']')
+	var c planChange
+	if err := dec.Decode(&c); err != nil {
+		return planjson.DecodeError(err)
+	}
+	action, err := classify(i, c.Address, c.Change.Actions)
+	if err != nil || action == "" {
+		return err
+	}
+	a.count(action)
+	a.Resources = append(a.Resources, redactChange(c, action))
+	return nil
 }
 
 // classify maps tofu's action tuple to the artifact's action, or "" for a
@@ -365,55 +298,6 @@ type byteCounter int
 func (c *byteCounter) Write(p []byte) (int, error) {
 	*c += byteCounter(len(p))
 	return len(p), nil
-}
-
-func expectDelim(dec *json.Decoder, want json.Delim) error {
-	tok, err := dec.Token()
-	if err != nil {
-		return decodeError(err)
-	}
-	if tok != want {
-		return fmt.Errorf("%w: expected %q", ErrMalformedPlan, want)
-	}
-	return nil
-}
-
-// skipValue reads past one value token by token, so parts of the plan the
-// artifact never shows (variables hold sensitive values in clear) are
-// neither kept nor buffered whole.
-func skipValue(ctx context.Context, dec *json.Decoder) error {
-	depth := 0
-	for n := 1; ; n++ {
-		if n%4096 == 0 {
-			if err := ctx.Err(); err != nil {
-				return fmt.Errorf("reading plan json: %w", err)
-			}
-		}
-		tok, err := dec.Token()
-		if err != nil {
-			return decodeError(err)
-		}
-		switch tok {
-		case json.Delim('{'), json.Delim('['):
-			depth++
-		case json.Delim('}'), json.Delim(']'):
-			depth--
-		}
-		if depth == 0 {
-			return nil
-		}
-	}
-}
-
-// decodeError tells bad input (ErrMalformedPlan) from a failing reader.
-func decodeError(err error) error {
-	var syntax *json.SyntaxError
-	var typ *json.UnmarshalTypeError
-	if errors.As(err, &syntax) || errors.As(err, &typ) ||
-		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return fmt.Errorf("%w: %w", ErrMalformedPlan, err)
-	}
-	return fmt.Errorf("reading plan json: %w", err)
 }
 
 var (

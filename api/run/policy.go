@@ -32,12 +32,12 @@ const (
 	CompatibilityJustification = "Overridden from the remote-backend API (tofu CLI)."
 )
 
-// policyKind is the policy input's run kind. Every run so far comes from
+// policyRunKind is the policy input's run kind. Every run so far comes from
 // an uploaded configuration, a manual run with no commit, including the
 // CLI's speculative `tofu plan`; the input's speculative kind means a
 // pull-request plan, which always has a commit, and arrives with code-host
 // runs.
-func policyKind(Run) string { return "manual" }
+const policyRunKind = "manual"
 
 // EvaluatePolicy evaluates the run's snapshotted policy attachments
 // against its plan JSON. secrets are the run's sensitive values, refused
@@ -48,7 +48,7 @@ func (s *Service) EvaluatePolicy(ctx context.Context, r Run, planDigest []byte, 
 		return policy.Evaluation{}, err
 	}
 	return s.policies.Evaluate(ctx, policy.RunFacts{
-		OrganizationID: r.OrganizationID, ProjectID: r.ProjectID, RunID: r.ID, Kind: policyKind(r),
+		OrganizationID: r.OrganizationID, ProjectID: r.ProjectID, RunID: r.ID, Kind: policyRunKind,
 		ConfigurationVersionID: r.ConfigurationVersionID, WorkspaceID: r.WorkspaceID, WorkspaceName: w.Name,
 		PlanDigest: planDigest, SnapshotError: r.PolicySnapshotError,
 	}, planJSON, secrets)

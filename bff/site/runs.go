@@ -76,7 +76,6 @@ type runsPage struct {
 	Query      string
 	Status     string
 	Workspace  string
-	NextCursor string
 	Statuses   []string
 	// Live is set while a listed run is not terminal: the page re-reads
 	// its first page on a short interval.
@@ -140,7 +139,7 @@ func (s *Site) runs(w http.ResponseWriter, r *http.Request, token string) {
 	page.RefreshURL = "/runs?" + filters.Encode()
 	if list.NextCursor != "" {
 		filters.Set("cursor", list.NextCursor)
-		page.NextCursor, page.MoreURL = list.NextCursor, "/runs?"+filters.Encode()
+		page.MoreURL = "/runs?" + filters.Encode()
 	}
 	f.Page = page
 	s.render(w, r, http.StatusOK, "runs.html", f)
@@ -531,7 +530,7 @@ func (s *Site) override(w http.ResponseWriter, r *http.Request, token string) {
 func (s *Site) afterAction(w http.ResponseWriter, r *http.Request, token, runID string, err error, done string) {
 	if err != nil {
 		var apiErr *apiclient.Error
-		if ok := asAPIError(err, &apiErr); ok && apiErr.Status == http.StatusUnauthorized {
+		if ok := errors.As(err, &apiErr); ok && apiErr.Status == http.StatusUnauthorized {
 			s.unavailable(w, r, s.frame(r, "Run"), err)
 			return
 		}
@@ -543,7 +542,7 @@ func (s *Site) afterAction(w http.ResponseWriter, r *http.Request, token, runID 
 
 func refusal(err error) string {
 	var apiErr *apiclient.Error
-	if !asAPIError(err, &apiErr) {
+	if !errors.As(err, &apiErr) {
 		return "The action failed."
 	}
 	switch apiErr.Code {
@@ -561,5 +560,3 @@ func refusal(err error) string {
 	}
 	return fmt.Sprintf("The action was refused (%d, request %s).", apiErr.Status, apiErr.RequestID)
 }
-
-func asAPIError(err error, target **apiclient.Error) bool { return errors.As(err, target) }

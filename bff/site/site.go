@@ -141,9 +141,7 @@ type frame struct {
 	User    string
 	CSRF    string
 	Nav     bool
-	Status  int
 	Problem *apiclient.Error
-	Notice  string
 	Page    any
 	// Canary marks a dark-canary admission: only this exact surface.
 	Canary bool

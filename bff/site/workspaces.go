@@ -1,6 +1,7 @@
 package site
 
 import (
+	"errors"
 	"net/http"
 	"net/url"
 	"strings"
@@ -241,7 +242,7 @@ func (s *Site) createWorkspace(w http.ResponseWriter, r *http.Request, token str
 	if err != nil {
 		message := refusal(err)
 		var apiErr *apiclient.Error
-		if asAPIError(err, &apiErr) && apiErr.Code == "WORKSPACE_NAME_TAKEN" {
+		if errors.As(err, &apiErr) && apiErr.Code == "WORKSPACE_NAME_TAKEN" {
 			message = "A workspace with that name already exists."
 		}
 		s.renderWorkspaces(w, r, token, message)

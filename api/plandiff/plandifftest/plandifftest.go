@@ -1,7 +1,8 @@
 // Package plandifftest writes synthetic OpenTofu plan JSON, so benchmarks
-// and load tests of plan-diff handling can use plans of any size without
-// running tofu or keeping large fixtures in the repository. The shape
-// follows `tofu show -json` of OpenTofu 1.10 (format_version 1.2).
+// and load tests of plan handling (the plan diff, the policy input) can use
+// plans of any size without running tofu or keeping large fixtures in the
+// repository. The shape follows `tofu show -json` of OpenTofu 1.10
+// (format_version 1.2).
 package plandifftest
 
 import (
@@ -97,6 +98,30 @@ func PlanJSON(w io.Writer, resources int) error {
 		return fmt.Errorf("writing plan json: %w", err)
 	}
 	return nil
+}
+
+// TaggedPlanJSON writes a plan of n small terraform_data creations in the
+// shape policies inspect: owner and env tags under input (every fiftieth
+// resource has none) and a sensitive password in every tenth. Resources
+// this small keep a plan of 5,000 changes within the policy input's
+// bounds, as real plans of that size with small resources are.
+func TaggedPlanJSON(w io.Writer, n int) error {
+	changes := make([]resourceChange, n)
+	for i := range changes {
+		input := map[string]any{"size": i % 7}
+		sensitive := map[string]any{}
+		if i%50 != 0 {
+			input["tags"] = map[string]any{"owner": "team-a", "env": "prod"}
+		}
+		if i%10 == 1 {
+			input["password"] = nil
+			sensitive["password"] = true
+		}
+		changes[i] = resourceChange{Address: address(i), Mode: "managed", Type: "terraform_data", Name: "item", Index: i,
+			ProviderName: provider, Change: change{Actions: []string{"create"}, After: map[string]any{"input": input},
+				AfterUnknown: map[string]any{"output": true}, BeforeSensitive: false, AfterSensitive: map[string]any{"input": sensitive}}}
+	}
+	return json.NewEncoder(w).Encode(map[string]any{"format_version": "1.2", "terraform_version": "1.10.6", "resource_changes": changes})
 }
 
 const provider = "terraform.io/builtin/terraform"

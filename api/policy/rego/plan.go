@@ -4,9 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
-	"strings"
+
+	"github.com/cairnhq/cairn/api/planjson"
 )
 
 // InputMeta is what the run knows about itself; the plan supplies the
@@ -132,99 +132,36 @@ func BuildInput(ctx context.Context, planJSON io.Reader, meta InputMeta) ([]byte
 	return doc, nil
 }
 
+// readPlan collects the plan's resource changes, each already converted
+// to its input form. A plan that is not plan JSON is an invalid input; a
+// failing reader or a cancelled ctx is not a verdict and passes through.
 func readPlan(ctx context.Context, dec *json.Decoder) ([]json.RawMessage, error) {
-	if err := expectDelim(dec, '{'); err != nil {
-		return nil, err
-	}
 	changes := []json.RawMessage{}
-	var formatSeen, changesSeen bool
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, planError(err)
-		}
-		switch key, _ := tok.(string); key {
-		case "format_version":
-			if formatSeen {
-				return nil, invalidInput("plan: format_version given twice")
-			}
-			formatSeen = true
-			var v string
-			if err := dec.Decode(&v); err != nil {
-				return nil, planError(err)
-			}
-			if major, _, _ := strings.Cut(v, "."); major != "1" {
-				return nil, invalidInput("plan: unsupported format_version %q", limitText(v, 16))
-			}
-		case "resource_changes":
-			// A second list could restate a change; neither is safe to
-			// pick.
-			if changesSeen {
-				return nil, invalidInput("plan: resource_changes given twice")
-			}
-			changesSeen = true
-			if changes, err = readChanges(ctx, dec); err != nil {
-				return nil, err
-			}
-		default:
-			if err := skipValue(ctx, dec); err != nil {
-				return nil, err
-			}
-		}
-	}
-	if err := expectDelim(dec, '}'); err != nil {
-		return nil, err
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, invalidInput("plan: data after the plan object")
-	}
-	// Without format_version this is not a plan (state JSON, say), and an
-	// empty input would wrongly read as "nothing changes".
-	if !formatSeen {
-		return nil, invalidInput("plan: no format_version")
-	}
-	return changes, nil
-}
-
-func readChanges(ctx context.Context, dec *json.Decoder) ([]json.RawMessage, error) {
-	changes := []json.RawMessage{}
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, planError(err)
-	}
-	if tok == nil { // a plan without changes may say null
-		return changes, nil
-	}
-	if tok != json.Delim('[') {
-		return nil, invalidInput("plan: resource_changes is not an array")
-	}
 	size := 0
-	for dec.More() {
-		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("reading plan: %w", err)
-		}
+	err := planjson.EachChange(ctx, dec, func(int) error {
 		if len(changes) == MaxResourceChanges {
-			return nil, inputTooLarge("plan has more than %d resource changes", MaxResourceChanges)
+			return inputTooLarge("plan has more than %d resource changes", MaxResourceChanges)
 		}
 		var c planChange
 		if err := dec.Decode(&c); err != nil {
-			return nil, planError(err)
+			return planjson.DecodeError(err)
 		}
 		encoded, err := CanonicalJSON(inputChangeFrom(c))
 		if err != nil {
-			return nil, invalidInput("plan: encoding resource change %d: %v", len(changes), err)
+			return invalidInput("plan: encoding resource change %d: %v", len(changes), err)
 		}
 		// Stop as soon as the output cannot fit, rather than after
 		// holding a 100 MB plan's worth of changes.
 		if size += len(encoded) + 1; size > MaxInputBytes {
-			return nil, inputTooLarge("resource changes exceed %d bytes", MaxInputBytes)
+			return inputTooLarge("resource changes exceed %d bytes", MaxInputBytes)
 		}
 		changes = append(changes, encoded)
+		return nil
+	})
+	if errors.Is(err, planjson.ErrMalformed) || errors.Is(err, planjson.ErrUnsupportedFormat) {
+		return nil, invalidInput("plan: %v", err)
 	}
-	if err := expectDelim(dec, ']'); err != nil {
-		return nil, err
-	}
-	return changes, nil
+	return changes, err
 }
 
 func inputChangeFrom(c planChange) inputChange {
@@ -244,52 +181,4 @@ func inputChangeFrom(c planChange) inputChange {
 			AfterSensitive:  c.Change.AfterSensitive,
 		},
 	}
-}
-
-func expectDelim(dec *json.Decoder, want json.Delim) error {
-	tok, err := dec.Token()
-	if err != nil {
-		return planError(err)
-	}
-	if tok != want {
-		return invalidInput("plan: expected %q", want)
-	}
-	return nil
-}
-
-// skipValue reads past one value token by token, so the plan's other
-// parts, which hold sensitive values in clear, are never held in memory.
-func skipValue(ctx context.Context, dec *json.Decoder) error {
-	depth := 0
-	for n := 1; ; n++ {
-		if n%4096 == 0 {
-			if err := ctx.Err(); err != nil {
-				return fmt.Errorf("reading plan: %w", err)
-			}
-		}
-		tok, err := dec.Token()
-		if err != nil {
-			return planError(err)
-		}
-		switch tok {
-		case json.Delim('{'), json.Delim('['):
-			depth++
-		case json.Delim('}'), json.Delim(']'):
-			depth--
-		}
-		if depth == 0 {
-			return nil
-		}
-	}
-}
-
-// planError tells a malformed plan (a verdict on the input) from a failing
-// reader (not one).
-func planError(err error) error {
-	var syntax *json.SyntaxError
-	var typ *json.UnmarshalTypeError
-	if errors.As(err, &syntax) || errors.As(err, &typ) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return invalidInput("plan is not valid plan JSON: %v", err)
-	}
-	return fmt.Errorf("reading plan: %w", err)
 }

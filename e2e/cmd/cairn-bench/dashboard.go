@@ -99,39 +99,17 @@ func ttfb(c *http.Client, url string) (time.Duration, int, error) {
 // API directly) and the live channel's latency from a log chunk's commit
 // to its arrival at a client.
 func benchDashboard(dbURL string, rounds int) error {
-	api, files, stop, err := startTLSAPI(dbURL)
+	m, err := startManagedStack(dbURL, "dash")
 	if err != nil {
 		return err
 	}
-	defer stop()
-	stopWorker, err := startWorker(dbURL, api, files)
-	if err != nil {
-		return err
-	}
-	defer stopWorker()
-	base, stopBFF, err := startBFF(dbURL, api, files)
+	defer m.stop()
+	base, stopBFF, err := startBFF(dbURL, m.api, m.files)
 	if err != nil {
 		return err
 	}
 	defer stopBFF()
-	c := api.Client
-	email := fmt.Sprintf("dash-%d@example.com", time.Now().UnixNano())
-	session, err := signUp(c, api.URL, email, false)
-	if err != nil {
-		return err
-	}
-	slug := fmt.Sprintf("dash-%d", time.Now().UnixNano()%1e6)
-	if call(c, http.MethodPost, api.URL+"/api/auth/organization/create", session, map[string]string{"name": "Dash", "slug": slug}, nil, nil) != http.StatusOK {
-		return fmt.Errorf("creating the dashboard organization")
-	}
-	var project, ws struct{ ID string }
-	if _, err := v1(c, http.MethodPost, api.URL+"/v1/projects", session, jsonBody(map[string]string{"name": "dash"}), "application/json", &project); err != nil {
-		return err
-	}
-	if _, err := v1(c, http.MethodPost, api.URL+"/v1/workspaces", session, jsonBody(map[string]any{"project_id": project.ID, "name": "dash",
-		"execution_settings": map[string]string{"tool_version": "1.10.6", "region": "us", "platform": "linux_amd64"}}), "application/json", &ws); err != nil {
-		return err
-	}
+	api, c, session, email := m.api, m.api.Client, m.session, m.email
 	browser, err := dashboardSession(base, email)
 	if err != nil {
 		return err
@@ -139,11 +117,11 @@ func benchDashboard(dbURL string, rounds int) error {
 	startRun := func(count int) (string, error) {
 		var cfg, created struct{ ID string }
 		body := fmt.Sprintf("resource \"terraform_data\" \"item\" {\n  count = %d\n  input = { index = count.index }\n}\n", count)
-		if _, err := v1(c, http.MethodPost, api.URL+"/v1/workspaces/"+ws.ID+"/configuration-versions", session,
+		if _, err := v1(c, http.MethodPost, api.URL+"/v1/workspaces/"+m.workspace+"/configuration-versions", session,
 			devstack.TarGz(map[string]string{"main.tf": body}), "application/gzip", &cfg); err != nil {
 			return "", err
 		}
-		_, err := v1(c, http.MethodPost, api.URL+"/v1/runs", session, jsonBody(map[string]string{"workspace_id": ws.ID,
+		_, err := v1(c, http.MethodPost, api.URL+"/v1/runs", session, jsonBody(map[string]string{"workspace_id": m.workspace,
 			"configuration_version_id": cfg.ID, "kind": "plan_only"}), "application/json", &created)
 		return created.ID, err
 	}

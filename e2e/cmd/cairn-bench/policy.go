@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cairnhq/cairn/api/plandiff/plandifftest"
 	"github.com/cairnhq/cairn/api/policy"
 	"github.com/cairnhq/cairn/api/policy/rego"
 	"github.com/cairnhq/cairn/e2e/devstack"
@@ -46,7 +47,11 @@ func benchPolicyEvaluation(rounds int) error {
 	for i, p := range policies {
 		loaders[i] = func(context.Context) (*rego.Policy, error) { return p, nil }
 	}
-	plan := benchPlanJSON(5000)
+	var planBuf bytes.Buffer
+	if err := plandifftest.TaggedPlanJSON(&planBuf, 5000); err != nil {
+		return err
+	}
+	plan := planBuf.Bytes()
 	meta := rego.InputMeta{RunID: "run_bench", Kind: "manual", RepositoryID: "cfg_bench", WorkspaceID: "ws_bench",
 		WorkspaceMetadata: map[string]any{"name": "bench"}}
 	var build, parse, eval, total, baseline []float64
@@ -95,33 +100,13 @@ func benchPolicyEvaluation(rounds int) error {
 // (upload, sandboxed build, sealed outputs, verified completion) against
 // building the same set in-process.
 func benchPolicyBuild(dbURL string, rounds int) error {
-	api, files, stop, err := startTLSAPI(dbURL)
+	m, err := startManagedStack(dbURL, "policy")
 	if err != nil {
 		return err
 	}
-	defer stop()
-	stopWorker, err := startWorker(dbURL, api, files)
-	if err != nil {
-		return err
-	}
-	defer stopWorker()
-	c := api.Client
-	session, err := signUp(c, api.URL, fmt.Sprintf("policy-%d@example.com", time.Now().UnixNano()), false)
-	if err != nil {
-		return err
-	}
-	if call(c, http.MethodPost, api.URL+"/api/auth/organization/create", session,
-		map[string]string{"name": "Policy", "slug": fmt.Sprintf("policy-%d", time.Now().UnixNano()%1e6)}, nil, nil) != http.StatusOK {
-		return fmt.Errorf("creating the policy organization")
-	}
-	var project, ws, set struct{ ID string }
-	if _, err := v1(c, http.MethodPost, api.URL+"/v1/projects", session, jsonBody(map[string]string{"name": "policy"}), "application/json", &project); err != nil {
-		return err
-	}
-	if _, err := v1(c, http.MethodPost, api.URL+"/v1/workspaces", session, jsonBody(map[string]any{"project_id": project.ID, "name": "policy",
-		"execution_settings": map[string]string{"tool_version": "1.10.6", "region": "us", "platform": "linux_amd64"}}), "application/json", &ws); err != nil {
-		return err
-	}
+	defer m.stop()
+	api, c, session := m.api, m.api.Client, m.session
+	var set struct{ ID string }
 	if _, err := v1(c, http.MethodPost, api.URL+"/v1/policy-sets", session, jsonBody(map[string]string{"name": "require-tags"}), "application/json", &set); err != nil {
 		return err
 	}
@@ -133,7 +118,7 @@ func benchPolicyBuild(dbURL string, rounds int) error {
 	for round := 0; round <= rounds; round++ {
 		start := time.Now()
 		var v struct{ ID, Status string }
-		if _, err := v1(c, http.MethodPost, api.URL+"/v1/workspaces/"+ws.ID+"/policy-sets/"+set.ID+"/versions", session, archive,
+		if _, err := v1(c, http.MethodPost, api.URL+"/v1/workspaces/"+m.workspace+"/policy-sets/"+set.ID+"/versions", session, archive,
 			"application/gzip", &v); err != nil {
 			return err
 		}
@@ -180,47 +165,4 @@ func corpusArchive(name string) ([]byte, error) {
 		}
 	}
 	return devstack.TarGz(files), nil
-}
-
-// benchPlanJSON is a `tofu show -json` plan of n terraform_data creations
-// in the shape the policies inspect (tags under input, one sensitive
-// value in every tenth resource, every fiftieth one untagged). It stays
-// within the policy input's node bound at 5,000 changes, as real plans of
-// that size with small resources do.
-func benchPlanJSON(n int) []byte {
-	type change struct {
-		Actions         []string `json:"actions"`
-		Before          any      `json:"before"`
-		After           any      `json:"after"`
-		AfterUnknown    any      `json:"after_unknown"`
-		BeforeSensitive any      `json:"before_sensitive"`
-		AfterSensitive  any      `json:"after_sensitive"`
-	}
-	type resourceChange struct {
-		Address      string `json:"address"`
-		Mode         string `json:"mode"`
-		Type         string `json:"type"`
-		Name         string `json:"name"`
-		Index        int    `json:"index"`
-		ProviderName string `json:"provider_name"`
-		Change       change `json:"change"`
-	}
-	changes := make([]resourceChange, n)
-	for i := range changes {
-		input := map[string]any{"size": i % 7}
-		sensitive := map[string]any{}
-		if i%50 != 0 {
-			input["tags"] = map[string]any{"owner": "team-a", "env": "prod"}
-		}
-		if i%10 == 1 {
-			input["password"] = nil
-			sensitive["password"] = true
-		}
-		changes[i] = resourceChange{Address: fmt.Sprintf("terraform_data.item[%d]", i), Mode: "managed", Type: "terraform_data",
-			Name: "item", Index: i, ProviderName: "terraform.io/builtin/terraform",
-			Change: change{Actions: []string{"create"}, After: map[string]any{"input": input}, AfterUnknown: map[string]any{"output": true},
-				BeforeSensitive: false, AfterSensitive: map[string]any{"input": sensitive}}}
-	}
-	body, _ := json.Marshal(map[string]any{"format_version": "1.2", "terraform_version": "1.10.6", "resource_changes": changes})
-	return body
 }

@@ -128,34 +128,60 @@ func median(xs []float64) float64 { return percentile(xs, 0.5) }
 // timestamps, the per-step breakdown, and the same tofu commands run
 // directly; then dispatch latency and plan-diff generation at 5,000
 // resources.
-func benchRuns(dbURL string, rounds int) error {
-	api, files, stop, err := startTLSAPI(dbURL)
+// managedStack is a TLS API with a worker and a signed-up tenant owning one
+// workspace: what every managed-run benchmark starts from.
+type managedStack struct {
+	api       *apiProcess
+	files     devstack.TLSFiles
+	email     string
+	session   string
+	workspace string
+	stop      func()
+}
+
+func startManagedStack(dbURL, name string) (*managedStack, error) {
+	api, files, stopAPI, err := startTLSAPI(dbURL)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer stop()
 	stopWorker, err := startWorker(dbURL, api, files)
 	if err != nil {
-		return err
+		stopAPI()
+		return nil, err
 	}
-	defer stopWorker()
+	m := &managedStack{api: api, files: files, email: fmt.Sprintf("%s-%d@example.com", name, time.Now().UnixNano()),
+		stop: func() { stopWorker(); stopAPI() }}
+	fail := func(err error) (*managedStack, error) {
+		m.stop()
+		return nil, err
+	}
 	c := api.Client
-	session, err := signUp(c, api.URL, fmt.Sprintf("runs-%d@example.com", time.Now().UnixNano()), false)
+	if m.session, err = signUp(c, api.URL, m.email, false); err != nil {
+		return fail(err)
+	}
+	if call(c, http.MethodPost, api.URL+"/api/auth/organization/create", m.session,
+		map[string]string{"name": name, "slug": fmt.Sprintf("%s-%d", name, time.Now().UnixNano()%1e6)}, nil, nil) != http.StatusOK {
+		return fail(fmt.Errorf("creating the %s organization", name))
+	}
+	var project, ws struct{ ID string }
+	if _, err := v1(c, http.MethodPost, api.URL+"/v1/projects", m.session, jsonBody(map[string]string{"name": name}), "application/json", &project); err != nil {
+		return fail(err)
+	}
+	if _, err := v1(c, http.MethodPost, api.URL+"/v1/workspaces", m.session, jsonBody(map[string]any{"project_id": project.ID, "name": name,
+		"execution_settings": map[string]string{"tool_version": "1.10.6", "region": "us", "platform": "linux_amd64"}}), "application/json", &ws); err != nil {
+		return fail(err)
+	}
+	m.workspace = ws.ID
+	return m, nil
+}
+
+func benchRuns(dbURL string, rounds int) error {
+	m, err := startManagedStack(dbURL, "runs")
 	if err != nil {
 		return err
 	}
-	if call(c, http.MethodPost, api.URL+"/api/auth/organization/create", session,
-		map[string]string{"name": "Runs", "slug": fmt.Sprintf("runs-%d", time.Now().UnixNano()%1e6)}, nil, nil) != http.StatusOK {
-		return fmt.Errorf("creating the runs organization")
-	}
-	var project, ws struct{ ID string }
-	if _, err := v1(c, http.MethodPost, api.URL+"/v1/projects", session, jsonBody(map[string]string{"name": "runs"}), "application/json", &project); err != nil {
-		return err
-	}
-	if _, err := v1(c, http.MethodPost, api.URL+"/v1/workspaces", session, jsonBody(map[string]any{"project_id": project.ID, "name": "runs",
-		"execution_settings": map[string]string{"tool_version": "1.10.6", "region": "us", "platform": "linux_amd64"}}), "application/json", &ws); err != nil {
-		return err
-	}
+	defer m.stop()
+	api, c, session := m.api, m.api.Client, m.session
 
 	steps := map[string][]float64{}
 	var toApproval, toApplied, dispatch []float64
@@ -178,12 +204,12 @@ func benchRuns(dbURL string, rounds int) error {
 	}
 	for round := 0; round <= rounds; round++ {
 		var cfg struct{ ID string }
-		if _, err := v1(c, http.MethodPost, api.URL+"/v1/workspaces/"+ws.ID+"/configuration-versions", session,
+		if _, err := v1(c, http.MethodPost, api.URL+"/v1/workspaces/"+m.workspace+"/configuration-versions", session,
 			devstack.TarGz(map[string]string{"main.tf": fmt.Sprintf(benchRunConfig, round)}), "application/gzip", &cfg); err != nil {
 			return err
 		}
 		var created benchRun
-		if _, err := v1(c, http.MethodPost, api.URL+"/v1/runs", session, jsonBody(map[string]string{"workspace_id": ws.ID,
+		if _, err := v1(c, http.MethodPost, api.URL+"/v1/runs", session, jsonBody(map[string]string{"workspace_id": m.workspace,
 			"configuration_version_id": cfg.ID, "kind": "plan_and_apply"}), "application/json", &created); err != nil {
 			return err
 		}

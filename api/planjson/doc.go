@@ -1,0 +1,7 @@
+// Package planjson streams OpenTofu's plan JSON (`tofu show -json`, format
+// 1.x): it walks the top-level object token by token, checks the format
+// version, hands each element of resource_changes to the caller one at a
+// time, and skips every other part (variables, prior state, configuration,
+// which hold sensitive values in clear) without holding it in memory. The
+// plan diff and the policy input both read plans through it.
+package planjson

@@ -59,7 +59,12 @@ func (s *Site) live(w http.ResponseWriter, r *http.Request) {
 	// The browser never sends anything; reading keeps pings and close
 	// frames flowing and ends ctx when the page goes away.
 	ctx := conn.CloseRead(r.Context())
-	status := run.Status
+	// Changes are relative to the status the page shows, which may be older
+	// than the run's when the socket opens; the first check then tells it.
+	status := r.URL.Query().Get("status")
+	if status == "" {
+		status = run.Status
+	}
 	lastStatusCheck := time.Time{}
 	ticker := time.NewTicker(s.opts.LivePoll)
 	defer ticker.Stop()

@@ -99,7 +99,8 @@
     var self = this;
     if (this.terminal) { this.showDetached(false); return; }
     var proto = location.protocol === "https:" ? "wss://" : "ws://";
-    var ws = new WebSocket(proto + location.host + "/live/runs/" + encodeURIComponent(this.run) + "?after=" + this.last);
+    var ws = new WebSocket(proto + location.host + "/live/runs/" + encodeURIComponent(this.run) + "?after=" + this.last +
+      "&status=" + encodeURIComponent(this.status));
     ws.onopen = function () {
       self.failures = 0;
       Object.keys(self.consoles).forEach(function (k) { self.consoles[k].refresh.hidden = true; self.consoles[k].stale.hidden = true; });
@@ -124,14 +125,32 @@
       if (e.code === 1000) { self.terminal = true; self.fetchLogs(); self.showDetached(false); return; }
       self.failures++;
       self.fetchLogs();
-      if (self.failures >= 3) {
-        // Repeated failures: say so, and poll the HTTP route instead.
-        self.showDetached(true);
-        setTimeout(function () { self.fetchLogs().then(function () { self.connect(); }); }, 5000);
-        return;
-      }
-      setTimeout(function () { self.connect(); }, 1000 * self.failures);
+      // A socket can be refused because the run finished meanwhile, and a
+      // browser does not say why: the HTTP route tells whether the review
+      // changed before trying again.
+      self.checkStatus().then(function (changed) {
+        if (changed) return;
+        if (self.failures >= 3) {
+          // Repeated failures: say so, and poll the HTTP route instead.
+          self.showDetached(true);
+          setTimeout(function () { self.fetchLogs().then(function () { self.connect(); }); }, 5000);
+          return;
+        }
+        setTimeout(function () { self.connect(); }, 1000 * self.failures);
+      });
     };
+  };
+  // checkStatus reloads the review when the run's status changed; it
+  // resolves to whether it did.
+  RunChannel.prototype.checkStatus = function () {
+    var self = this;
+    return fetch("/api/control-plane/v1/runs/" + encodeURIComponent(this.run), { credentials: "same-origin" })
+      .then(function (r) { return r.ok ? r.json() : null; })
+      .then(function (doc) {
+        if (doc && doc.data && doc.data.status !== self.status && !submitting) { location.reload(); return true; }
+        return false;
+      })
+      .catch(function () { return false; });
   };
 
   function csrfToken() {

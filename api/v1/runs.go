@@ -152,7 +152,7 @@ func (a *API) registerRuns() {
 		RequestBody: &huma.RequestBody{Required: true, Content: map[string]*huma.MediaType{
 			"application/gzip": {Schema: &huma.Schema{Type: "string", Format: "binary"}},
 		}},
-	}, operationOptions{mutation: true, bodyLimit: ConfigurationUploadLimit}, func(ctx context.Context, in *uploadConfigurationInput) (*Mutated[ConfigurationVersionView], error) {
+	}, operationOptions{bodyLimit: ConfigurationUploadLimit}, func(ctx context.Context, in *uploadConfigurationInput) (*Mutated[ConfigurationVersionView], error) {
 		return a.uploadConfiguration(ctx, in)
 	})
 
@@ -162,7 +162,7 @@ func (a *API) registerRuns() {
 		Description: "Creates a run of an uploaded configuration version. auto_apply and is_destroy are rejected. New-run admission " +
 			"(the new-run switch, suspension, pinned region, ceilings and runner release) is checked in the creating transaction; a refusal " +
 			"is the retryable 503 service_unavailable and persists nothing.",
-	}, operationOptions{mutation: true}, func(ctx context.Context, in *createRunInput) (*Mutated[RunView], error) {
+	}, operationOptions{}, func(ctx context.Context, in *createRunInput) (*Mutated[RunView], error) {
 		return mutation(ctx, a, in.IdempotencyKey, in.Body, http.StatusCreated,
 			func(ctx context.Context, tx *sqlx.Tx, p access.Principal) (RunView, error) {
 				r, err := a.deps.Services.Runs.CreateRun(ctx, tx, p, run.CreateInput{
@@ -173,7 +173,7 @@ func (a *API) registerRuns() {
 				if err != nil {
 					return RunView{}, err
 				}
-				return a.runView(ctx, p, r)
+				return a.runView(ctx, tx, p, r)
 			})
 	})
 
@@ -201,7 +201,7 @@ func (a *API) registerRuns() {
 			if err != nil {
 				return RunView{}, err
 			}
-			return a.runView(ctx, p, r)
+			return a.runView(ctx, a.deps.DB, p, r)
 		})
 	})
 
@@ -250,14 +250,14 @@ func (a *API) registerRuns() {
 			Summary: "Record " + action + " of the exact review", Tags: tags,
 			Description: "The body must name the run's current plan digest, policy result digest, predecessor state version and " +
 				"dependency lock digest; any other binding is stale and rejected with 409 RUN_REVIEW_STALE.",
-		}, operationOptions{mutation: true}, func(ctx context.Context, in *decideInput) (*Mutated[RunView], error) {
+		}, operationOptions{}, func(ctx context.Context, in *decideInput) (*Mutated[RunView], error) {
 			return mutation(ctx, a, in.IdempotencyKey, in.Body, http.StatusOK,
 				func(ctx context.Context, tx *sqlx.Tx, p access.Principal) (RunView, error) {
 					r, err := fn(a.deps.Services.Runs, ctx, tx, p, in.ID, run.Binding(in.Body))
 					if err != nil {
 						return RunView{}, err
 					}
-					return a.runView(ctx, p, r)
+					return a.runView(ctx, tx, p, r)
 				})
 		})
 	}
@@ -269,14 +269,14 @@ func (a *API) registerRuns() {
 		Summary: "Cancel a run", Tags: tags,
 		Description: "Any non-terminal run but one awaiting recovery. A running sandbox's process tree is killed; a canceled apply's " +
 			"outcome is uncertain, so that run goes to recovery.",
-	}, operationOptions{mutation: true}, func(ctx context.Context, in *cancelInput) (*Mutated[RunView], error) {
+	}, operationOptions{}, func(ctx context.Context, in *cancelInput) (*Mutated[RunView], error) {
 		return mutation(ctx, a, in.IdempotencyKey, struct{}{}, http.StatusOK,
 			func(ctx context.Context, tx *sqlx.Tx, p access.Principal) (RunView, error) {
 				r, err := a.deps.Services.Runs.Cancel(ctx, tx, p, in.ID)
 				if err != nil {
 					return RunView{}, err
 				}
-				return a.runView(ctx, p, r)
+				return a.runView(ctx, tx, p, r)
 			})
 	})
 
@@ -285,22 +285,22 @@ func (a *API) registerRuns() {
 		Summary: "Resolve a run whose apply outcome is uncertain", Tags: tags,
 		Description: "Needs run:recover and state:recover and a password re-entry within 15 minutes. The caller holds a 15-minute " +
 			"recovery lease; after it expires another caller may take over with confirm_takeover. The apply is never retried.",
-	}, operationOptions{mutation: true}, func(ctx context.Context, in *recoverInput) (*Mutated[RunView], error) {
-		p, err := access.PrincipalFrom(ctx)
-		if err != nil {
-			return nil, a.fail(ctx, err)
-		}
-		r, err := a.deps.Services.Runs.Recover(ctx, p, in.ID, run.RecoverInput(in.Body))
-		if err != nil {
-			return nil, a.fail(ctx, err)
-		}
-		view, err := a.runView(ctx, p, r)
-		if err != nil {
-			return nil, a.fail(ctx, err)
-		}
-		out := &Mutated[RunView]{Status: http.StatusOK}
-		out.Body.Data = view
-		return out, nil
+	}, operationOptions{}, func(ctx context.Context, in *recoverInput) (*Mutated[RunView], error) {
+		// Recovery commits in steps (lease, state import, resolution), so
+		// the key is held across them and the answer is recorded in the
+		// resolving transaction.
+		return heldMutation(ctx, a, in.IdempotencyKey, in.Body, http.StatusOK,
+			func(ctx context.Context, p access.Principal, settle func(context.Context, *sqlx.Tx, RunView) error) error {
+				_, err := a.deps.Services.Runs.Recover(ctx, p, in.ID, run.RecoverInput(in.Body),
+					func(ctx context.Context, tx *sqlx.Tx, r run.Run) error {
+						view, err := a.runView(ctx, tx, p, r)
+						if err != nil {
+							return err
+						}
+						return settle(ctx, tx, view)
+					})
+				return err
+			})
 	})
 }
 

@@ -69,7 +69,7 @@ func run(cfg config.Config) error {
 		defer conn.Close()
 		go sweepSessions(ctx, conn, logger)
 	}
-	sessions := session.New(conn, dashboard.Scheme == "https")
+	sessions := session.New(conn, cfg, dashboard.Scheme == "https")
 	origin := dashboard.Scheme + "://" + dashboard.Host
 	controlPlane, err := proxy.New(apiURL, transport, sessions, origin, logger)
 	if err != nil {

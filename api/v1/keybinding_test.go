@@ -33,7 +33,7 @@ func queuedRun(t *testing.T, u *apitest.User, workspaceID string) string {
 	t.Helper()
 	var cv struct{ ID string }
 	u.Do(apitest.Request{Method: http.MethodPost, Path: "/v1/workspaces/" + workspaceID + "/configuration-versions",
-		Body: devstack.TarGz(map[string]string{"main.tf": `resource "terraform_data" "a" {}`}),
+		Body:   devstack.TarGz(map[string]string{"main.tf": `resource "terraform_data" "a" {}`}),
 		Header: map[string]string{"Content-Type": "application/gzip", "Idempotency-Key": apitest.NewKey()}}).
 		MustStatus(t, http.StatusCreated).Data(t, &cv)
 	var r struct{ ID string }
@@ -71,7 +71,7 @@ func TestOneKeyNeverActsOnTwoResources(t *testing.T) {
 		u.Do(apitest.Request{Method: http.MethodDelete, Path: "/v1/workspace-variables/" + a.ID, Header: keyed(key)}).MustStatus(t, http.StatusOK)
 		mustReuse(t, "delete", u.Do(apitest.Request{Method: http.MethodDelete, Path: "/v1/workspace-variables/" + b.ID, Header: keyed(key)}))
 		var left []struct{ ID string }
-		u.Get("/v1/workspaces/" + w.ID + "/variables").MustStatus(t, http.StatusOK).Data(t, &left)
+		u.Get("/v1/workspaces/"+w.ID+"/variables").MustStatus(t, http.StatusOK).Data(t, &left)
 		if len(left) != 1 || left[0].ID != b.ID {
 			t.Fatalf("variables after the refused delete: %+v, want only %s", left, b.ID)
 		}
@@ -88,7 +88,7 @@ func TestOneKeyNeverActsOnTwoResources(t *testing.T) {
 		u.Do(apitest.Request{Method: http.MethodPost, Path: "/v1/runs/" + a + "/actions/cancel", Header: keyed(key)}).MustStatus(t, http.StatusOK)
 		mustReuse(t, "cancel", u.Do(apitest.Request{Method: http.MethodPost, Path: "/v1/runs/" + b + "/actions/cancel", Header: keyed(key)}))
 		var run struct{ Status string }
-		u.Get("/v1/runs/" + b).MustStatus(t, http.StatusOK).Data(t, &run)
+		u.Get("/v1/runs/"+b).MustStatus(t, http.StatusOK).Data(t, &run)
 		if run.Status == "canceled" {
 			t.Fatal("the second run was canceled under the first run's key")
 		}
@@ -193,7 +193,7 @@ func TestRecoverIsIdempotent(t *testing.T) {
 	mustReuse(t, "recover", u.Do(apitest.Request{Method: http.MethodPost, Path: "/v1/runs/" + other + "/actions/recover",
 		Body: recoverBody, Header: keyed(key)}))
 	var run struct{ Status string }
-	u.Get("/v1/runs/" + other).MustStatus(t, http.StatusOK).Data(t, &run)
+	u.Get("/v1/runs/"+other).MustStatus(t, http.StatusOK).Data(t, &run)
 	if run.Status != "recovery_required" {
 		t.Fatalf("the other run is %s", run.Status)
 	}

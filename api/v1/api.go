@@ -2,11 +2,11 @@ package v1
 
 import (
 	"context"
-	"errors"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -69,17 +69,10 @@ var installErrorsOnce sync.Once
 
 // installErrors points huma's error constructor at our bounded error object,
 // so every framework-raised error (bad JSON, unknown field, oversize body)
-// has the same shape and code vocabulary as our own. An error body passed
-// along (by writeProblem) is written as it is, keeping its code.
+// has the same shape and code vocabulary as our own.
 func installErrors() {
 	installErrorsOnce.Do(func() {
-		huma.NewError = func(status int, _ string, errs ...error) huma.StatusError {
-			for _, err := range errs {
-				var body *httpx.ErrorBody
-				if errors.As(err, &body) && body.GetStatus() == status {
-					return body
-				}
-			}
+		huma.NewError = func(status int, _ string, _ ...error) huma.StatusError {
 			return httpx.NewErrorBody(httpx.ProblemForStatus(status))
 		}
 		huma.NewErrorWithContext = func(_ huma.Context, status int, msg string, errs ...error) huma.StatusError {
@@ -254,12 +247,18 @@ func (a *API) writeProblem(ctx huma.Context, p httpx.Problem) {
 	}
 	ctx.SetHeader("Content-Type", "application/json")
 	ctx.SetStatus(p.Status)
-	_ = huma.WriteErr(a.huma, ctx, p.Status, "", body)
+	// The problem itself, not one rebuilt from its status: a status alone
+	// loses codes such as the admission 503's service_unavailable.
+	v, err := a.huma.Transform(ctx, strconv.Itoa(p.Status), body)
+	if err == nil {
+		_ = a.huma.Marshal(ctx.BodyWriter(), "application/json", v)
+	}
 }
 
 // operationOptions are Cairn's per-operation settings, kept in huma metadata.
 type operationOptions struct {
 	public    bool
+	mutation  bool
 	bodyLimit int64
 }
 
@@ -285,7 +284,12 @@ func register[I, O any](a *API, op huma.Operation, o operationOptions, handler f
 	if limit == 0 {
 		limit = JSONBodyLimit
 	}
+	// Every state-changing method is a mutation and needs a key, and no
+	// safe one is: an operation that says otherwise never starts.
 	mutating := isMutation(op.Method)
+	if o.mutation != mutating {
+		panic("v1: " + op.OperationID + ": " + op.Method + " must be registered with mutation " + strconv.FormatBool(mutating))
+	}
 	op.Metadata[metaPublic] = o.public
 	op.Metadata[metaBodyLimit] = limit
 	op.Metadata[metaMutation] = mutating
@@ -299,14 +303,16 @@ func register[I, O any](a *API, op huma.Operation, o operationOptions, handler f
 		op.DefaultStatus = http.StatusOK
 	}
 	huma.Register(a.huma, op, handler)
-	if mutating {
-		markIdempotencyKeyRequired(a.huma.OpenAPI().Paths[op.Path], op.Method)
+	if mutating && !markIdempotencyKeyRequired(a.huma.OpenAPI().Paths[op.Path], op.Method) {
+		panic("v1: mutation " + op.OperationID + " has no Idempotency-Key header in its input (embed IdempotencyHeader)")
 	}
 }
 
-func markIdempotencyKeyRequired(item *huma.PathItem, method string) {
+// markIdempotencyKeyRequired documents the operation's Idempotency-Key
+// header as required, reporting whether the operation has one.
+func markIdempotencyKeyRequired(item *huma.PathItem, method string) bool {
 	if item == nil {
-		return
+		return false
 	}
 	var op *huma.Operation
 	switch strings.ToUpper(method) {
@@ -320,13 +326,15 @@ func markIdempotencyKeyRequired(item *huma.PathItem, method string) {
 		op = item.Delete
 	}
 	if op == nil {
-		return
+		return false
 	}
+	found := false
 	for _, p := range op.Parameters {
 		if p.In == "header" && p.Name == idempotency.Header {
-			p.Required = true
+			p.Required, found = true, true
 		}
 	}
+	return found
 }
 
 // discard reads and drops at most max bytes of r, reporting how many it read.

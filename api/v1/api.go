@@ -59,6 +59,10 @@ type API struct {
 	ledger  *idempotency.Ledger
 	cursors cursor.Codec
 	ready   bool
+	// holds bounds the mutations that keep their key on a connection of
+	// its own while they commit in steps (each uses at most two
+	// connections at once), so they can never take the whole pool.
+	holds chan struct{}
 
 	specOnce  sync.Once
 	specBytes []byte
@@ -99,8 +103,9 @@ func Mount(app *fiber.App, deps Deps) *API {
 	cfg.Transformers = []huma.Transformer{stampRequestID}
 
 	a := &API{
-		huma: humafiber.NewV2(app, cfg),
-		deps: deps,
+		huma:  humafiber.NewV2(app, cfg),
+		deps:  deps,
+		holds: make(chan struct{}, max(1, deps.Config.DBMaxConns/4)),
 	}
 	if deps.Config.AuthReady() {
 		// Stored answers are sealed under a key of their own derived from

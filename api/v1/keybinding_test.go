@@ -21,9 +21,16 @@ import (
 func canaryWorkspace(t *testing.T, env *apitest.Env, u *apitest.User) ws {
 	t.Helper()
 	w := newWorkspace(t, u, newProject(t, u, "P"), "runs")
-	c := launch.Default()
-	c.CanaryAllowlist = []launch.Pair{{OrganizationID: u.OrganizationID, WorkspaceID: w.ID}}
-	applyControl(t, env, "canary-"+w.ID, 0, c)
+	current, err := env.Server.V1Services().Launch.Current(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, version := launch.Default(), 0
+	if current != nil {
+		c, version = *current, current.Version
+	}
+	c.CanaryAllowlist = append(c.CanaryAllowlist, launch.Pair{OrganizationID: u.OrganizationID, WorkspaceID: w.ID})
+	applyControl(t, env, "canary-"+w.ID, version, c)
 	return w
 }
 

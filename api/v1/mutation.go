@@ -114,6 +114,12 @@ func heldMutation[T any](ctx context.Context, a *API, key string, input any, sta
 	if err != nil {
 		return nil, a.fail(ctx, err)
 	}
+	select {
+	case a.holds <- struct{}{}:
+		defer func() { <-a.holds }()
+	case <-ctx.Done():
+		return nil, a.fail(ctx, ctx.Err())
+	}
 	hold, err := a.ledger.Hold(ctx, a.deps.DB, req)
 	if err != nil {
 		return nil, a.fail(ctx, err)

@@ -7,10 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"io"
 	"net/http"
-	"net/http/cookiejar"
-	"net/url"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -115,95 +112,6 @@ func TestNoBearerSecretAtRestInClear(t *testing.T) {
 	for _, token := range sessionTokensIn(haystack, key, hashes) {
 		t.Errorf("the database dump holds a live API session token in clear (%s…)", token[:6])
 	}
-}
-
-// callWithHeader is call that also returns the response headers.
-func callWithHeader(t *testing.T, client *http.Client, method, url string, body []byte, header ...string) (int, http.Header, []byte) {
-	t.Helper()
-	req, _ := http.NewRequest(method, url, bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	answer, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, resp.Header, answer
-}
-
-// dashboardSession is a signed-in dashboard client: its cookie and the
-// session's CSRF token.
-type dashboardSession struct {
-	client *http.Client
-	base   string
-	cookie string
-	csrf   string
-}
-
-// signInToDashboard signs in through the dashboard's own form.
-func signInToDashboard(t *testing.T, s *Stack, email string) dashboardSession {
-	t.Helper()
-	jar, _ := cookiejar.New(nil)
-	d := dashboardSession{base: s.DashboardURL,
-		client: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
-	page := d.page(t, "/sign-in")
-	csrf := regexp.MustCompile(`name="csrf_token" value="([0-9a-f]+)"`).FindStringSubmatch(page)
-	if csrf == nil {
-		t.Fatalf("no CSRF token on the sign-in page:\n%s", page)
-	}
-	form := url.Values{"csrf_token": {csrf[1]}, "email": {email}, "password": {"correct horse battery staple"}}
-	req, _ := http.NewRequest(http.MethodPost, s.DashboardURL+"/sign-in", strings.NewReader(form.Encode()))
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Origin", s.DashboardURL)
-	resp, err := d.client.Do(req)
-	if err != nil || resp.StatusCode != http.StatusSeeOther {
-		t.Fatalf("dashboard sign-in: %v %v", err, resp)
-	}
-	resp.Body.Close()
-	for _, c := range jar.Cookies(mustURL(t, s.DashboardURL)) {
-		if strings.Contains(c.Name, "cairn_dashboard") {
-			d.cookie = c.Value
-		}
-	}
-	page = d.page(t, "/runs")
-	meta := regexp.MustCompile(`name="csrf-token" content="([0-9a-f]+)"`).FindStringSubmatch(page)
-	if d.cookie == "" || meta == nil {
-		t.Fatalf("not signed in to the dashboard (cookie %v):\n%s", d.cookie != "", page)
-	}
-	d.csrf = meta[1]
-	return d
-}
-
-func (d dashboardSession) page(t *testing.T, path string) string {
-	t.Helper()
-	resp, err := d.client.Get(d.base + path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return string(b)
-}
-
-// do makes a same-origin control-plane request with the session's CSRF
-// token and a fresh idempotency key.
-func (d dashboardSession) do(t *testing.T, method, path string, body []byte) (int, []byte) {
-	t.Helper()
-	req, _ := http.NewRequest(method, d.base+path, bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Origin", d.base)
-	req.Header.Set("X-CSRF-Token", d.csrf)
-	req.Header.Set("Idempotency-Key", uniqueKey("dashboard"))
-	resp, err := d.client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, b
 }
 
 // dumpDatabase runs the real pg_dump (the cluster's own version) over the

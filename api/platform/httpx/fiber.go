@@ -83,8 +83,9 @@ const unreadBodyAllowance = 64 << 10
 // buffer, the kernel resets the connection and the client reports a
 // transport error instead of the 413 with its request ID, which it may
 // well retry. Draining a bounded amount lets such a client finish writing
-// and read the refusal. Nothing drained is kept, and a larger declared
-// body is never read: that connection is closed at once.
+// and read the refusal. Nothing drained is kept; a larger declared body
+// and a chunked one (cut at its limit) are not read further: that
+// connection is closed at once.
 const (
 	refusedBodyAllowance = 1 << 20
 	refusedBodyDrainTime = 5 * time.Second
@@ -108,7 +109,7 @@ func settleBody(c *fiber.Ctx, status int) {
 	}
 	if status >= 400 {
 		c.Context().SetConnectionClose()
-		if cl <= refusedBodyAllowance {
+		if cl > 0 && cl <= refusedBodyAllowance {
 			_ = c.Context().Conn().SetReadDeadline(time.Now().Add(refusedBodyDrainTime))
 			_, _ = io.CopyN(io.Discard, stream, refusedBodyAllowance)
 		}

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"net/http"
@@ -213,36 +214,11 @@ func TestDashboardProxyRefusesCrossOriginMutations(t *testing.T) {
 	t.Parallel()
 	s := runsStack(t)
 	m := s.newMember(t, "proxy")
-	jar, _ := cookiejar.New(nil)
-	client := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	// The sign-in form carries the session's CSRF token.
-	resp, err := client.Get(s.DashboardURL + "/sign-in")
-	if err != nil {
-		t.Fatal(err)
-	}
-	page, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	csrf := regexp.MustCompile(`name="csrf_token" value="([0-9a-f]+)"`).FindStringSubmatch(string(page))
-	if csrf == nil {
-		t.Fatalf("no CSRF token on the sign-in page:\n%s", page)
-	}
-	form := url.Values{"csrf_token": {csrf[1]}, "email": {m.email}, "password": {"correct horse battery staple"}}
-	req, _ := http.NewRequest(http.MethodPost, s.DashboardURL+"/sign-in", strings.NewReader(form.Encode()))
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Origin", s.DashboardURL)
-	if resp, err = client.Do(req); err != nil || resp.StatusCode != http.StatusSeeOther {
-		t.Fatalf("sign-in: %v %v", err, resp)
-	}
-	resp.Body.Close()
-	// Signing in starts a new session with a new CSRF token.
-	resp, _ = client.Get(s.DashboardURL + "/runs")
-	page, _ = io.ReadAll(resp.Body)
-	resp.Body.Close()
-	csrf = regexp.MustCompile(`name="csrf-token" content="([0-9a-f]+)"`).FindStringSubmatch(string(page))
-	if csrf == nil {
-		t.Fatalf("no CSRF token on the runs page:\n%s", page)
-	}
-	for _, u := range jar.Cookies(mustURL(t, s.DashboardURL)) {
+	// Signing in through the form starts a new session with a new CSRF
+	// token; the browser never holds the API cookie.
+	d := signInToDashboard(t, s, m.email)
+	client := d.client
+	for _, u := range client.Jar.Cookies(mustURL(t, s.DashboardURL)) {
 		if strings.Contains(u.Name, "identity") {
 			t.Fatalf("the browser holds the API cookie %s", u.Name)
 		}
@@ -270,13 +246,13 @@ func TestDashboardProxyRefusesCrossOriginMutations(t *testing.T) {
 		t.Fatalf("read through the proxy: %d %s", st, body)
 	}
 	create := `{"name":"from-the-proxy"}`
-	if st, body := do(http.MethodPost, "/v1/projects", "https://evil.example", csrf[1], create); st != http.StatusForbidden {
+	if st, body := do(http.MethodPost, "/v1/projects", "https://evil.example", d.csrf, create); st != http.StatusForbidden {
 		t.Fatalf("cross-origin POST: %d %s", st, body)
 	}
 	if st, body := do(http.MethodPost, "/v1/projects", s.DashboardURL, "", create); st != http.StatusForbidden {
 		t.Fatalf("POST without the CSRF token: %d %s", st, body)
 	}
-	if st, body := do(http.MethodPost, "/v1/user-tokens", s.DashboardURL, csrf[1], `{"description":"x"}`); st != http.StatusNotFound {
+	if st, body := do(http.MethodPost, "/v1/user-tokens", s.DashboardURL, d.csrf, `{"description":"x"}`); st != http.StatusNotFound {
 		t.Fatalf("minting a token through the proxy: %d %s", st, body)
 	}
 	var projects []struct{ Name string }
@@ -286,9 +262,81 @@ func TestDashboardProxyRefusesCrossOriginMutations(t *testing.T) {
 			t.Fatal("a refused request reached the API")
 		}
 	}
-	if st, body := do(http.MethodPost, "/v1/projects", s.DashboardURL, csrf[1], create); st != http.StatusCreated {
+	if st, body := do(http.MethodPost, "/v1/projects", s.DashboardURL, d.csrf, create); st != http.StatusCreated {
 		t.Fatalf("same-origin POST with the CSRF token: %d %s", st, body)
 	}
+}
+
+// dashboardSession is a signed-in dashboard client: its cookie and the
+// session's CSRF token.
+type dashboardSession struct {
+	client *http.Client
+	base   string
+	cookie string
+	csrf   string
+}
+
+// signInToDashboard signs in through the dashboard's own form.
+func signInToDashboard(t *testing.T, s *Stack, email string) dashboardSession {
+	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	d := dashboardSession{base: s.DashboardURL,
+		client: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+	page := d.page(t, "/sign-in")
+	csrf := regexp.MustCompile(`name="csrf_token" value="([0-9a-f]+)"`).FindStringSubmatch(page)
+	if csrf == nil {
+		t.Fatalf("no CSRF token on the sign-in page:\n%s", page)
+	}
+	form := url.Values{"csrf_token": {csrf[1]}, "email": {email}, "password": {"correct horse battery staple"}}
+	req, _ := http.NewRequest(http.MethodPost, s.DashboardURL+"/sign-in", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", s.DashboardURL)
+	resp, err := d.client.Do(req)
+	if err != nil || resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("dashboard sign-in: %v %v", err, resp)
+	}
+	resp.Body.Close()
+	for _, c := range jar.Cookies(mustURL(t, s.DashboardURL)) {
+		if strings.Contains(c.Name, "cairn_dashboard") {
+			d.cookie = c.Value
+		}
+	}
+	page = d.page(t, "/runs")
+	meta := regexp.MustCompile(`name="csrf-token" content="([0-9a-f]+)"`).FindStringSubmatch(page)
+	if d.cookie == "" || meta == nil {
+		t.Fatalf("not signed in to the dashboard (cookie %v):\n%s", d.cookie != "", page)
+	}
+	d.csrf = meta[1]
+	return d
+}
+
+func (d dashboardSession) page(t *testing.T, path string) string {
+	t.Helper()
+	resp, err := d.client.Get(d.base + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+// do makes a same-origin control-plane request with the session's CSRF
+// token and a fresh idempotency key.
+func (d dashboardSession) do(t *testing.T, method, path string, body []byte) (int, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(method, d.base+path, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Origin", d.base)
+	req.Header.Set("X-CSRF-Token", d.csrf)
+	req.Header.Set("Idempotency-Key", uniqueKey("dashboard"))
+	resp, err := d.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
 }
 
 func mustURL(t *testing.T, raw string) *url.URL {

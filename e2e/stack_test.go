@@ -272,6 +272,13 @@ func get(t *testing.T, url string, header ...string) (int, []byte) {
 // call makes one request and reads the whole answer.
 func call(t *testing.T, client *http.Client, method, url string, body []byte, header ...string) (int, []byte) {
 	t.Helper()
+	status, _, answer := callWithHeader(t, client, method, url, body, header...)
+	return status, answer
+}
+
+// callWithHeader is call that also returns the answer's headers.
+func callWithHeader(t *testing.T, client *http.Client, method, url string, body []byte, header ...string) (int, http.Header, []byte) {
+	t.Helper()
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
@@ -289,5 +296,5 @@ func call(t *testing.T, client *http.Client, method, url string, body []byte, he
 	}
 	defer resp.Body.Close()
 	answer, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, answer
+	return resp.StatusCode, resp.Header, answer
 }

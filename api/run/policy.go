@@ -204,9 +204,10 @@ func (s *Service) Policy(ctx context.Context, p access.Principal, runID string) 
 	return s.policyReview(ctx, s.db, r)
 }
 
-// PolicyOf is the policy evidence of a run the caller already read.
-func (s *Service) PolicyOf(ctx context.Context, r Run) (PolicyReview, error) {
-	return s.policyReview(ctx, s.db, r)
+// PolicyOf is the policy evidence of a run the caller already read, read
+// through q (a transaction sees its own writes).
+func (s *Service) PolicyOf(ctx context.Context, q sqlx.QueryerContext, r Run) (PolicyReview, error) {
+	return s.policyReview(ctx, q, r)
 }
 
 // PolicyInTx is Policy read inside the caller's transaction, so it sees

@@ -84,10 +84,10 @@ const recoveryColumns = `id, organization_id, run_id, resolution, evidence_diges
 	target_state_version_id, created_at, resolved_at,
 	greatest(0, least(900, ceil(extract(epoch FROM lease_expires_at - now()))))::int AS lease_remaining`
 
-// RecoveryOf returns the run's recovery record, or nil.
-func (s *Service) RecoveryOf(ctx context.Context, runID string) (*Recovery, error) {
+// RecoveryOf returns the run's recovery record read through q, or nil.
+func (s *Service) RecoveryOf(ctx context.Context, q sqlx.QueryerContext, runID string) (*Recovery, error) {
 	var rec Recovery
-	err := s.db.GetContext(ctx, &rec, `SELECT `+recoveryColumns+` FROM run_recoveries WHERE run_id = $1`, runID)
+	err := sqlx.GetContext(ctx, q, &rec, `SELECT `+recoveryColumns+` FROM run_recoveries WHERE run_id = $1`, runID)
 	if err != nil {
 		if isNoRows(err) {
 			return nil, nil
@@ -101,8 +101,12 @@ func (s *Service) RecoveryOf(ctx context.Context, runID string) (*Recovery, erro
 // re-running the apply. It prepares (or resumes, or takes over) a
 // 15-minute recovery lease, does the resolution's work, and resolves, so a
 // caller that lost a response resumes the same recovery, and a second
-// caller cannot interfere until the lease expires.
-func (s *Service) Recover(ctx context.Context, p access.Principal, runID string, in RecoverInput) (Run, error) {
+// caller cannot interfere until the lease expires. settle runs inside the
+// resolving transaction with the recovered run, so whatever it writes (the
+// caller's idempotent answer) commits exactly with the resolution.
+func (s *Service) Recover(ctx context.Context, p access.Principal, runID string, in RecoverInput,
+	settle func(ctx context.Context, tx *sqlx.Tx, r Run) error,
+) (Run, error) {
 	if err := p.Require(access.PermRunRecover); err != nil {
 		return Run{}, err
 	}
@@ -172,7 +176,10 @@ func (s *Service) Recover(ctx context.Context, p access.Principal, runID string,
 		if target != nil {
 			ev["state_version_id"] = *target
 		}
-		return audit.Record(ctx, tx, p, "run.recovered", "run", r.ID, ev)
+		if err := audit.Record(ctx, tx, p, "run.recovered", "run", r.ID, ev); err != nil {
+			return err
+		}
+		return settle(ctx, tx, r)
 	})
 	return r, err
 }

@@ -324,9 +324,9 @@ func (s *Service) CurrentRun(ctx context.Context, organizationID, workspaceID st
 	return r, nil
 }
 
-// Attempts lists a run's phase attempts in order.
-func (s *Service) Attempts(ctx context.Context, r Run) ([]Attempt, error) {
-	return attemptsOf(ctx, s.db, r.ID)
+// Attempts lists a run's phase attempts in order, read through q.
+func (s *Service) Attempts(ctx context.Context, q sqlx.QueryerContext, r Run) ([]Attempt, error) {
+	return attemptsOf(ctx, q, r.ID)
 }
 
 // Approve records an approval of exactly the bound review and makes the
@@ -529,16 +529,16 @@ func artifactIdentity(organizationID, runID, kind string) string {
 	return "cairn/run-artifact/" + organizationID + "/" + runID + "/" + kind
 }
 
-// ActorName resolves a decision actor's display name; nil when the
-// principal no longer resolves.
-func (s *Service) ActorName(ctx context.Context, kind, actorID string) *string {
+// ActorName resolves a decision actor's display name through q; nil when
+// the principal no longer resolves.
+func (s *Service) ActorName(ctx context.Context, q sqlx.QueryerContext, kind, actorID string) *string {
 	var name string
 	var err error
 	switch kind {
 	case access.KindUser:
-		err = s.db.GetContext(ctx, &name, `SELECT name FROM users WHERE id = $1`, actorID)
+		err = sqlx.GetContext(ctx, q, &name, `SELECT name FROM users WHERE id = $1`, actorID)
 	case access.KindServiceAccount:
-		err = s.db.GetContext(ctx, &name, `SELECT name FROM service_accounts WHERE id = $1`, actorID)
+		err = sqlx.GetContext(ctx, q, &name, `SELECT name FROM service_accounts WHERE id = $1`, actorID)
 	default:
 		return nil
 	}

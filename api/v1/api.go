@@ -5,6 +5,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -19,6 +21,7 @@ import (
 	"github.com/cairnhq/cairn/api/platform/httpx"
 	"github.com/cairnhq/cairn/api/platform/idempotency"
 	"github.com/cairnhq/cairn/api/platform/reqid"
+	"github.com/cairnhq/cairn/api/platform/seal"
 	"github.com/cairnhq/cairn/api/platform/secret"
 )
 
@@ -30,6 +33,7 @@ const (
 
 	metaPublic    = "cairn.public"
 	metaBodyLimit = "cairn.body_limit"
+	metaMutation  = "cairn.mutation"
 )
 
 // Authenticator resolves a session token to a principal with a live
@@ -55,6 +59,10 @@ type API struct {
 	ledger  *idempotency.Ledger
 	cursors cursor.Codec
 	ready   bool
+	// holds bounds the mutations that keep their key on a connection of
+	// its own while they commit in steps (each uses at most two
+	// connections at once), so they can never take the whole pool.
+	holds chan struct{}
 
 	specOnce  sync.Once
 	specBytes []byte
@@ -95,15 +103,23 @@ func Mount(app *fiber.App, deps Deps) *API {
 	cfg.Transformers = []huma.Transformer{stampRequestID}
 
 	a := &API{
-		huma: humafiber.NewV2(app, cfg),
-		deps: deps,
+		huma:  humafiber.NewV2(app, cfg),
+		deps:  deps,
+		holds: make(chan struct{}, max(1, deps.Config.DBMaxConns/4)),
 	}
 	if deps.Config.AuthReady() {
-		a.ledger = idempotency.NewLedger(secret.Derive(deps.Config.AuthSecret, "idempotency-fingerprint"))
+		// Stored answers are sealed under a key of their own derived from
+		// AUTH_SECRET, which /v1 cannot run without; the master key stays
+		// optional for deployments without sensitive values.
+		sealer, err := seal.NewSealer(secret.Derive(deps.Config.AuthSecret, "idempotency-response"))
+		if err != nil {
+			panic(err) // a derived key always has the right length
+		}
+		a.ledger = idempotency.NewLedger(secret.Derive(deps.Config.AuthSecret, "idempotency-fingerprint"), sealer)
 		a.cursors = cursor.NewCodec(secret.Derive(deps.Config.AuthSecret, "list-cursor"))
 	}
 	a.ready = deps.DB != nil && deps.Sessions != nil && deps.Config.AuthReady()
-	a.huma.UseMiddleware(a.limitBody, a.authenticate)
+	a.huma.UseMiddleware(a.limitBody, a.authenticate, a.requireIdempotencyKey)
 	a.registerOperations()
 	return a
 }
@@ -120,9 +136,29 @@ type routeKey struct{}
 // bodyStreamKey holds the request body reader of streaming operations.
 type bodyStreamKey struct{}
 
-// route is the method and path template of the current operation: part of
-// every idempotency fingerprint.
-type route struct{ method, path string }
+// route is what identifies the current operation's target: method, path
+// template, the resolved path (the resource IDs the handler acts on) and
+// the canonical query. All of it is part of every idempotency
+// fingerprint, so one key never stands for two resources.
+type route struct{ method, template, path, query string }
+
+// routeOf resolves the operation's path template with the path parameters
+// exactly as the handler receives them, and canonicalizes the query
+// (parameters sorted by name, each name's values in the order sent).
+func routeOf(ctx huma.Context) route {
+	op := ctx.Operation()
+	path := op.Path
+	for _, p := range op.Parameters {
+		if p.In == "path" {
+			path = strings.ReplaceAll(path, "{"+p.Name+"}", url.PathEscape(ctx.Param(p.Name)))
+		}
+	}
+	query := url.Values{}
+	humafiber.UnwrapV2(ctx).Request().URI().QueryArgs().VisitAll(func(k, v []byte) {
+		query.Add(string(k), string(v))
+	})
+	return route{method: op.Method, template: op.Path, path: path, query: query.Encode()}
+}
 
 func routeFrom(ctx context.Context) route {
 	r, _ := ctx.Value(routeKey{}).(route)
@@ -154,7 +190,7 @@ func (a *API) limitBody(ctx huma.Context, next func(huma.Context)) {
 			}
 		}
 	}
-	ctx = huma.WithValue(ctx, routeKey{}, route{method: op.Method, path: op.Path})
+	ctx = huma.WithValue(ctx, routeKey{}, routeOf(ctx))
 	if op.RequestBody != nil {
 		// Streaming operations (archive uploads) read the body themselves,
 		// through huma's limited reader.
@@ -194,6 +230,19 @@ func (a *API) authenticate(ctx huma.Context, next func(huma.Context)) {
 	next(huma.WithContext(ctx, access.WithPrincipal(ctx.Context(), principal)))
 }
 
+// requireIdempotencyKey refuses a mutation without a well-formed key before
+// its body is parsed or any handler runs: every state-changing operation
+// registered through register gets this check, so none can forget it.
+func (a *API) requireIdempotencyKey(ctx huma.Context, next func(huma.Context)) {
+	if mutating, _ := ctx.Operation().Metadata[metaMutation].(bool); mutating {
+		if err := idempotency.ValidateKey(ctx.Header(idempotency.Header)); err != nil {
+			a.writeProblem(ctx, a.problemFor(ctx.Context(), err))
+			return
+		}
+	}
+	next(ctx)
+}
+
 func (a *API) writeProblem(ctx huma.Context, p httpx.Problem) {
 	body := httpx.NewErrorBody(p)
 	for k, values := range body.GetHeaders() {
@@ -203,7 +252,12 @@ func (a *API) writeProblem(ctx huma.Context, p httpx.Problem) {
 	}
 	ctx.SetHeader("Content-Type", "application/json")
 	ctx.SetStatus(p.Status)
-	_ = huma.WriteErr(a.huma, ctx, p.Status, "")
+	// The problem itself, not one rebuilt from its status: a status alone
+	// loses codes such as the admission 503's service_unavailable.
+	v, err := a.huma.Transform(ctx, strconv.Itoa(p.Status), body)
+	if err == nil {
+		_ = a.huma.Marshal(ctx.BodyWriter(), "application/json", v)
+	}
 }
 
 // operationOptions are Cairn's per-operation settings, kept in huma metadata.
@@ -213,9 +267,20 @@ type operationOptions struct {
 	bodyLimit int64
 }
 
+// isMutation reports whether an operation changes state: every method but
+// the safe ones does, and each such operation requires an Idempotency-Key.
+func isMutation(method string) bool {
+	switch strings.ToUpper(method) {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return false
+	}
+	return true
+}
+
 // register adds an operation with Cairn's conventions: session security
-// unless public, a JSON body limit, and for mutations a documented required
-// Idempotency-Key header.
+// unless public, a JSON body limit, and for every state-changing method a
+// required Idempotency-Key header, documented and checked before the
+// handler runs.
 func register[I, O any](a *API, op huma.Operation, o operationOptions, handler func(context.Context, *I) (*O, error)) {
 	if op.Metadata == nil {
 		op.Metadata = map[string]any{}
@@ -224,8 +289,15 @@ func register[I, O any](a *API, op huma.Operation, o operationOptions, handler f
 	if limit == 0 {
 		limit = JSONBodyLimit
 	}
+	// Every state-changing method is a mutation and needs a key, and no
+	// safe one is: an operation that says otherwise never starts.
+	mutating := isMutation(op.Method)
+	if o.mutation != mutating {
+		panic("v1: " + op.OperationID + ": " + op.Method + " must be registered with mutation " + strconv.FormatBool(mutating))
+	}
 	op.Metadata[metaPublic] = o.public
 	op.Metadata[metaBodyLimit] = limit
+	op.Metadata[metaMutation] = mutating
 	// huma rejects a body whose length reaches MaxBodyBytes, so one more
 	// byte lets a body of exactly the limit through.
 	op.MaxBodyBytes = limit + 1
@@ -236,14 +308,16 @@ func register[I, O any](a *API, op huma.Operation, o operationOptions, handler f
 		op.DefaultStatus = http.StatusOK
 	}
 	huma.Register(a.huma, op, handler)
-	if o.mutation {
-		markIdempotencyKeyRequired(a.huma.OpenAPI().Paths[op.Path], op.Method)
+	if mutating && !markIdempotencyKeyRequired(a.huma.OpenAPI().Paths[op.Path], op.Method) {
+		panic("v1: mutation " + op.OperationID + " has no Idempotency-Key header in its input (embed IdempotencyHeader)")
 	}
 }
 
-func markIdempotencyKeyRequired(item *huma.PathItem, method string) {
+// markIdempotencyKeyRequired documents the operation's Idempotency-Key
+// header as required, reporting whether the operation has one.
+func markIdempotencyKeyRequired(item *huma.PathItem, method string) bool {
 	if item == nil {
-		return
+		return false
 	}
 	var op *huma.Operation
 	switch strings.ToUpper(method) {
@@ -257,13 +331,15 @@ func markIdempotencyKeyRequired(item *huma.PathItem, method string) {
 		op = item.Delete
 	}
 	if op == nil {
-		return
+		return false
 	}
+	found := false
 	for _, p := range op.Parameters {
 		if p.In == "header" && p.Name == idempotency.Header {
-			p.Required = true
+			p.Required, found = true, true
 		}
 	}
+	return found
 }
 
 // discard reads and drops at most max bytes of r, reporting how many it read.

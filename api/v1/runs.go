@@ -173,7 +173,7 @@ func (a *API) registerRuns() {
 				if err != nil {
 					return RunView{}, err
 				}
-				return a.runView(ctx, p, r)
+				return a.runView(ctx, tx, p, r)
 			})
 	})
 
@@ -201,7 +201,7 @@ func (a *API) registerRuns() {
 			if err != nil {
 				return RunView{}, err
 			}
-			return a.runView(ctx, p, r)
+			return a.runView(ctx, a.deps.DB, p, r)
 		})
 	})
 
@@ -257,7 +257,7 @@ func (a *API) registerRuns() {
 					if err != nil {
 						return RunView{}, err
 					}
-					return a.runView(ctx, p, r)
+					return a.runView(ctx, tx, p, r)
 				})
 		})
 	}
@@ -276,7 +276,7 @@ func (a *API) registerRuns() {
 				if err != nil {
 					return RunView{}, err
 				}
-				return a.runView(ctx, p, r)
+				return a.runView(ctx, tx, p, r)
 			})
 	})
 
@@ -286,21 +286,21 @@ func (a *API) registerRuns() {
 		Description: "Needs run:recover and state:recover and a password re-entry within 15 minutes. The caller holds a 15-minute " +
 			"recovery lease; after it expires another caller may take over with confirm_takeover. The apply is never retried.",
 	}, operationOptions{mutation: true}, func(ctx context.Context, in *recoverInput) (*Mutated[RunView], error) {
-		p, err := access.PrincipalFrom(ctx)
-		if err != nil {
-			return nil, a.fail(ctx, err)
-		}
-		r, err := a.deps.Services.Runs.Recover(ctx, p, in.ID, run.RecoverInput(in.Body))
-		if err != nil {
-			return nil, a.fail(ctx, err)
-		}
-		view, err := a.runView(ctx, p, r)
-		if err != nil {
-			return nil, a.fail(ctx, err)
-		}
-		out := &Mutated[RunView]{Status: http.StatusOK}
-		out.Body.Data = view
-		return out, nil
+		// Recovery commits in steps (lease, state import, resolution), so
+		// the key is held across them and the answer is recorded in the
+		// resolving transaction.
+		return heldMutation(ctx, a, in.IdempotencyKey, in.Body, http.StatusOK,
+			func(ctx context.Context, p access.Principal, settle func(context.Context, *sqlx.Tx, RunView) error) error {
+				_, err := a.deps.Services.Runs.Recover(ctx, p, in.ID, run.RecoverInput(in.Body),
+					func(ctx context.Context, tx *sqlx.Tx, r run.Run) error {
+						view, err := a.runView(ctx, tx, p, r)
+						if err != nil {
+							return err
+						}
+						return settle(ctx, tx, view)
+					})
+				return err
+			})
 	})
 }
 

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/cairnhq/cairn/api/access"
 	"github.com/cairnhq/cairn/api/run"
 )
@@ -140,7 +142,9 @@ type RunView struct {
 	NotRecorded           []string                `json:"not_recorded" doc:"Review fields with no recorded value yet."`
 }
 
-func (a *API) runView(ctx context.Context, p access.Principal, r run.Run) (RunView, error) {
+// runView is a run's review, read through q: inside a mutation's
+// transaction it shows what the mutation wrote.
+func (a *API) runView(ctx context.Context, q sqlx.QueryerContext, p access.Principal, r run.Run) (RunView, error) {
 	runs := a.deps.Services.Runs
 	v := RunView{
 		RunSummaryView: runSummary(r, p), ProjectID: r.ProjectID, Source: r.Source, AutoApply: r.AutoApply, IsDestroy: r.IsDestroy,
@@ -167,9 +171,9 @@ func (a *API) runView(ctx context.Context, p access.Principal, r run.Run) (RunVi
 			kind = *r.DecisionActorKind
 		}
 		v.Decision = &DecisionView{Action: *r.DecisionAction, ActorID: *r.DecisionActorID,
-			ActorName: runs.ActorName(ctx, kind, *r.DecisionActorID), DecidedAt: *r.DecidedAt}
+			ActorName: runs.ActorName(ctx, q, kind, *r.DecisionActorID), DecidedAt: *r.DecidedAt}
 	}
-	review, err := runs.PolicyOf(ctx, r)
+	review, err := runs.PolicyOf(ctx, q, r)
 	if err != nil {
 		return RunView{}, err
 	}
@@ -179,7 +183,7 @@ func (a *API) runView(ctx context.Context, p access.Principal, r run.Run) (RunVi
 		v.Policy.Findings = append(v.Policy.Findings, res.Findings...)
 	}
 	v.Overrides = OverridesView{Records: pv.Overrides, Truncated: pv.OverridesTruncated}
-	attempts, err := runs.Attempts(ctx, r)
+	attempts, err := runs.Attempts(ctx, q, r)
 	if err != nil {
 		return RunView{}, err
 	}
@@ -189,7 +193,7 @@ func (a *API) runView(ctx context.Context, p access.Principal, r run.Run) (RunVi
 			TerminalClassification: at.TerminalClassification, QueuedAt: at.QueuedAt, StartedAt: at.StartedAt,
 			FinishedAt: at.FinishedAt, TimingsMS: at.Timings})
 	}
-	rec, err := runs.RecoveryOf(ctx, r.ID)
+	rec, err := runs.RecoveryOf(ctx, q, r.ID)
 	if err != nil {
 		return RunView{}, err
 	}

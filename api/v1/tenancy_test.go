@@ -406,10 +406,8 @@ func TestServiceAccountTokens(t *testing.T) {
 	if err != nil || principal.OrganizationID != admin.OrganizationID || principal.WorkspaceID != w.ID {
 		t.Fatalf("token authenticates as %+v (%v)", principal, err)
 	}
-	var stored int
-	if err := env.DB.Get(&stored, `SELECT count(*) FROM service_account_tokens WHERE position($1::bytea in token_hash) > 0`, []byte(issued.Token)); err != nil || stored != 0 {
-		t.Fatalf("token plaintext stored (%d, %v)", stored, err)
-	}
+	// That no token is stored in clear anywhere is checked end to end on a
+	// dump of the whole database (e2e TestNoBearerSecretAtRestInClear).
 	// The token is no /v1 credential.
 	resp := env.Anonymous().Do(apitest.Request{Method: http.MethodGet, Path: "/v1/workspaces", Header: map[string]string{"Authorization": "Bearer " + issued.Token}})
 	if resp.Status != http.StatusUnauthorized {

@@ -2,7 +2,9 @@ package session
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
 	"database/sql"
 	"encoding/hex"
@@ -13,6 +15,10 @@ import (
 
 	"github.com/alexedwards/scs/v2"
 	"github.com/jmoiron/sqlx"
+
+	"github.com/cairnhq/cairn/api/platform/config"
+	"github.com/cairnhq/cairn/api/platform/seal"
+	"github.com/cairnhq/cairn/api/platform/secret"
 )
 
 // Session keys.
@@ -29,9 +35,12 @@ type Manager struct {
 
 // New returns a session manager whose cookie is Secure when the dashboard
 // is served over HTTPS (the __Host- prefix then pins it to this origin).
-func New(conn *sqlx.DB, secure bool) *Manager {
+// Sessions are stored under keys derived from AUTH_SECRET; without it (or
+// without a database) no session can be stored or read, so every signed-in
+// page fails closed.
+func New(conn *sqlx.DB, cfg config.Config, secure bool) *Manager {
 	m := scs.New()
-	m.Store = &pgStore{db: conn}
+	m.Store = newStore(conn, cfg)
 	m.Lifetime = 12 * time.Hour
 	m.IdleTimeout = 2 * time.Hour
 	m.Cookie.Name = "cairn_dashboard"
@@ -116,30 +125,85 @@ func randomToken() string {
 	return hex.EncodeToString(b)
 }
 
-// pgStore is scs's Store on the dashboard_sessions table.
-type pgStore struct{ db *sqlx.DB }
+// pgStore is scs's Store on the dashboard_sessions table. Neither the
+// cookie's token nor the session data is kept in clear: rows are keyed by
+// an HMAC of the token, and the data (which holds the API session token)
+// is sealed to that row, so a copy of the table signs nobody in.
+type pgStore struct {
+	db       *sqlx.DB
+	tokenKey []byte
+	sealer   *seal.Sealer
+}
+
+var (
+	errNoDatabase = errors.New("dashboard sessions need DATABASE_URL")
+	errNoSecret   = errors.New("dashboard sessions need AUTH_SECRET")
+)
+
+func newStore(conn *sqlx.DB, cfg config.Config) *pgStore {
+	s := &pgStore{db: conn}
+	if cfg.AuthReady() {
+		s.tokenKey = secret.Derive(cfg.AuthSecret, "dashboard-session-token")
+		// A derived key always has the sealer's length.
+		s.sealer, _ = seal.NewSealer(secret.Derive(cfg.AuthSecret, "dashboard-session-data"))
+	}
+	return s
+}
+
+// ready reports why the store cannot be used, if it cannot.
+func (s *pgStore) ready() error {
+	switch {
+	case s.db == nil:
+		return errNoDatabase
+	case s.sealer == nil:
+		return errNoSecret
+	}
+	return nil
+}
+
+func (s *pgStore) tokenHash(token string) []byte {
+	m := hmac.New(sha256.New, s.tokenKey)
+	m.Write([]byte(token))
+	return m.Sum(nil)
+}
+
+// sealingContext binds sealed data to its row.
+func sealingContext(hash []byte) []byte {
+	return append([]byte("cairn/dashboard-session\x00"), hash...)
+}
 
 func (s *pgStore) Find(token string) ([]byte, bool, error) {
-	if s.db == nil {
-		return nil, false, errors.New("dashboard sessions need DATABASE_URL")
+	if err := s.ready(); err != nil {
+		return nil, false, err
 	}
-	var data []byte
-	err := s.db.QueryRow(`SELECT data FROM dashboard_sessions WHERE token = $1 AND expiry > now()`, token).Scan(&data)
+	hash := s.tokenHash(token)
+	var sealed []byte
+	err := s.db.QueryRow(`SELECT data FROM dashboard_sessions WHERE token_hash = $1 AND expiry > now()`, hash).Scan(&sealed)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, false, nil
 	}
 	if err != nil {
 		return nil, false, fmt.Errorf("reading dashboard session: %w", err)
 	}
+	data, err := s.sealer.Open(sealed, sealingContext(hash))
+	if err != nil {
+		// Tampered, or sealed under a rotated AUTH_SECRET: no session.
+		return nil, false, nil
+	}
 	return data, true, nil
 }
 
 func (s *pgStore) Commit(token string, data []byte, expiry time.Time) error {
-	if s.db == nil {
-		return errors.New("dashboard sessions need DATABASE_URL")
+	if err := s.ready(); err != nil {
+		return err
 	}
-	_, err := s.db.Exec(`INSERT INTO dashboard_sessions (token, data, expiry) VALUES ($1, $2, $3)
-		ON CONFLICT (token) DO UPDATE SET data = EXCLUDED.data, expiry = EXCLUDED.expiry`, token, data, expiry)
+	hash := s.tokenHash(token)
+	sealed, err := s.sealer.Seal(data, sealingContext(hash))
+	if err != nil {
+		return fmt.Errorf("sealing dashboard session: %w", err)
+	}
+	_, err = s.db.Exec(`INSERT INTO dashboard_sessions (token_hash, data, expiry) VALUES ($1, $2, $3)
+		ON CONFLICT (token_hash) DO UPDATE SET data = EXCLUDED.data, expiry = EXCLUDED.expiry`, hash, sealed, expiry)
 	if err != nil {
 		return fmt.Errorf("writing dashboard session: %w", err)
 	}
@@ -147,10 +211,10 @@ func (s *pgStore) Commit(token string, data []byte, expiry time.Time) error {
 }
 
 func (s *pgStore) Delete(token string) error {
-	if s.db == nil {
+	if s.ready() != nil {
 		return nil
 	}
-	_, err := s.db.Exec(`DELETE FROM dashboard_sessions WHERE token = $1`, token)
+	_, err := s.db.Exec(`DELETE FROM dashboard_sessions WHERE token_hash = $1`, s.tokenHash(token))
 	return err
 }
 

@@ -21,7 +21,7 @@ func TestIdempotencySweepDeletesOnlyExpiredRecords(t *testing.T) {
 	// 2,500 expired records (more than one sweep batch) and one live one.
 	if _, err := conn.Exec(`
 		INSERT INTO idempotency_records (organization_id, principal_id, idempotency_key, fingerprint, method, route,
-			response_status, response_body, created_at, expires_at)
+			response_status, response_sealed, created_at, expires_at)
 		SELECT 'org_x', 'usr_x', 'k' || g, '\x00'::bytea, 'POST', '/v1/projects', 201, '{}'::bytea, now() - interval '25 hours', now() - interval '1 hour'
 		FROM generate_series(1, 2500) g
 		UNION ALL

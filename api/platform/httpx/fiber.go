@@ -75,18 +75,44 @@ func RequestContext(logger *slog.Logger, opts RequestOptions) fiber.Handler {
 // keep a keep-alive connection usable.
 const unreadBodyAllowance = 64 << 10
 
+// refusedBodyAllowance is how much of a refused request's unread body is
+// read and dropped before the refusal is sent, and refusedBodyDrainTime
+// how long that may take. Common HTTP clients (Go's, curl without
+// Expect: 100-continue, browsers' fetch) write the whole body before they
+// read an answer; if the server closes with unread bytes in its receive
+// buffer, the kernel resets the connection and the client reports a
+// transport error instead of the 413 with its request ID, which it may
+// well retry. Draining a bounded amount lets such a client finish writing
+// and read the refusal. Nothing drained is kept; a larger declared body
+// and a chunked one (cut at its limit) are not read further: that
+// connection is closed at once.
+const (
+	refusedBodyAllowance = 1 << 20
+	refusedBodyDrainTime = 5 * time.Second
+)
+
 // settleBody makes sure no request bytes are left on the connection: with
 // streamed bodies, anything a handler did not read would otherwise be
-// parsed as the next request. A refused body is never read (the
-// connection closes); a small leftover of a successful request is drained.
+// parsed as the next request. A refused body is drained within bounds and
+// the connection closed; a small leftover of a successful request is
+// drained.
 func settleBody(c *fiber.Ctx, status int) {
 	// fasthttp reports -1 for a chunked body and -2 for none (GET, HEAD).
-	if cl := c.Request().Header.ContentLength(); cl == 0 || cl == -2 {
+	cl := c.Request().Header.ContentLength()
+	if cl == 0 || cl == -2 {
 		return
 	}
 	stream := c.Request().BodyStream()
-	if status >= 400 || stream == nil {
+	if stream == nil {
 		c.Context().SetConnectionClose()
+		return
+	}
+	if status >= 400 {
+		c.Context().SetConnectionClose()
+		if cl > 0 && cl <= refusedBodyAllowance {
+			_ = c.Context().Conn().SetReadDeadline(time.Now().Add(refusedBodyDrainTime))
+			_, _ = io.CopyN(io.Discard, stream, refusedBodyAllowance)
+		}
 		return
 	}
 	if n, _ := io.CopyN(io.Discard, stream, unreadBodyAllowance+1); n > unreadBodyAllowance {

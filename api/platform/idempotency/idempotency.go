@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
+
+	"github.com/cairnhq/cairn/api/platform/seal"
 )
 
 // TTL is how long a key is remembered, counted from its first reservation.
@@ -44,15 +46,22 @@ func ValidateKey(key string) error {
 	return nil
 }
 
-// Request identifies one keyed mutation. Body must be the canonical
-// serialization of the decoded input, so that equivalent documents (other
-// whitespace or key order) fingerprint the same.
+// Request identifies one keyed mutation: everything that decides what the
+// mutation does is part of its fingerprint, so the same key can never
+// stand for two different requests. Route is the path template (kept in
+// the record, it names the operation); Path is the resolved path with the
+// resource IDs the handler acts on; Query is the canonical query string.
+// Body must be the canonical serialization of the decoded input, so that
+// equivalent documents (other whitespace or key order) fingerprint the
+// same.
 type Request struct {
 	OrganizationID string
 	PrincipalID    string
 	Key            string
 	Method         string
 	Route          string
+	Path           string
+	Query          string
 	Body           []byte
 }
 
@@ -64,26 +73,48 @@ type Response struct {
 
 // Ledger reserves keys and records responses inside the caller's
 // transaction, so the reservation, the mutation and the stored response
-// commit or vanish together.
+// commit or vanish together. Stored responses are sealed: some carry a
+// secret shown once (an issued token), and a replay must return it while
+// the database never holds it in clear.
 type Ledger struct {
 	fingerprintKey []byte
+	sealer         *seal.Sealer
 	now            func() time.Time
 }
 
-// NewLedger returns a ledger whose fingerprints are HMACs under key.
-func NewLedger(fingerprintKey []byte) *Ledger {
-	return &Ledger{fingerprintKey: fingerprintKey, now: time.Now}
+// NewLedger returns a ledger whose fingerprints are HMACs under
+// fingerprintKey and whose stored responses are sealed by sealer. A nil
+// sealer makes every reservation fail closed with seal.ErrNoKey.
+func NewLedger(fingerprintKey []byte, sealer *seal.Sealer) *Ledger {
+	return &Ledger{fingerprintKey: fingerprintKey, sealer: sealer, now: time.Now}
 }
 
 func (l *Ledger) fingerprint(r Request) []byte {
 	m := hmac.New(sha256.New, l.fingerprintKey)
-	for _, part := range []string{r.OrganizationID, r.PrincipalID, r.Method, r.Route, string(r.Body)} {
-		var n [8]byte
-		binary.BigEndian.PutUint64(n[:], uint64(len(part)))
-		m.Write(n[:])
-		m.Write([]byte(part))
+	for _, part := range []string{r.OrganizationID, r.PrincipalID, r.Method, r.Route, r.Path, r.Query, string(r.Body)} {
+		writePart(m, part)
 	}
 	return m.Sum(nil)
+}
+
+// sealingContext binds a stored response to its record: tenant,
+// principal, key and the exact request, so a sealed answer copied onto
+// another record does not open.
+func sealingContext(r Request, fingerprint []byte) []byte {
+	h := sha256.New()
+	for _, part := range []string{"cairn/idempotency-response", r.OrganizationID, r.PrincipalID, r.Key, string(fingerprint)} {
+		writePart(h, part)
+	}
+	return h.Sum(nil)
+}
+
+// writePart writes a length-prefixed part, so that no two part lists
+// serialize the same.
+func writePart(w interface{ Write([]byte) (int, error) }, part string) {
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], uint64(len(part)))
+	_, _ = w.Write(n[:])
+	_, _ = w.Write([]byte(part))
 }
 
 // lockID maps a scoped key to a 64-bit advisory lock. The lock lives as long
@@ -98,18 +129,23 @@ func lockID(r Request) int64 {
 // ErrKeyReused when the key succeeded with other input, and ErrInProgress
 // when another transaction holds the key right now. A nil response and nil
 // error mean the caller should perform the mutation and then Record it.
+// Reserve writes nothing, so a reservation that ends without a Record
+// leaves no trace.
 func (l *Ledger) Reserve(ctx context.Context, tx *sqlx.Tx, r Request) (*Response, error) {
+	if l.sealer == nil {
+		return nil, fmt.Errorf("reserving idempotency key: %w", seal.ErrNoKey)
+	}
 	// One round trip: try the lock and read any record together. The
 	// record is only trusted when the lock was won.
 	var stored struct {
 		Locked      bool       `db:"locked"`
 		Fingerprint []byte     `db:"fingerprint"`
 		Status      *int       `db:"response_status"`
-		Body        []byte     `db:"response_body"`
+		Sealed      []byte     `db:"response_sealed"`
 		ExpiresAt   *time.Time `db:"expires_at"`
 	}
 	err := tx.QueryRowxContext(ctx, `
-		SELECT l.locked, r.fingerprint, r.response_status, r.response_body, r.expires_at
+		SELECT l.locked, r.fingerprint, r.response_status, r.response_sealed, r.expires_at
 		FROM (SELECT pg_try_advisory_xact_lock($1) AS locked) l
 		LEFT JOIN idempotency_records r
 		  ON l.locked AND r.organization_id = $2 AND r.principal_id = $3 AND r.idempotency_key = $4`,
@@ -120,40 +156,84 @@ func (l *Ledger) Reserve(ctx context.Context, tx *sqlx.Tx, r Request) (*Response
 	if !stored.Locked {
 		return nil, ErrInProgress
 	}
-	if stored.Status == nil {
+	if stored.Status == nil || !stored.ExpiresAt.After(l.now()) {
+		// Never used, or expired but not yet swept: the key is free, and
+		// Record replaces the expired record.
 		return nil, nil
 	}
-	if !stored.ExpiresAt.After(l.now()) {
-		// Expired but not yet swept: the key is free again.
-		if _, err := tx.ExecContext(ctx, `
-			DELETE FROM idempotency_records
-			WHERE organization_id = $1 AND principal_id = $2 AND idempotency_key = $3`,
-			r.OrganizationID, r.PrincipalID, r.Key); err != nil {
-			return nil, fmt.Errorf("releasing expired idempotency record: %w", err)
-		}
-		return nil, nil
-	}
-	if !hmac.Equal(stored.Fingerprint, l.fingerprint(r)) {
+	fingerprint := l.fingerprint(r)
+	if !hmac.Equal(stored.Fingerprint, fingerprint) {
 		return nil, ErrKeyReused
 	}
-	return &Response{Status: *stored.Status, Body: stored.Body}, nil
+	body, err := l.sealer.Open(stored.Sealed, sealingContext(r, fingerprint))
+	if err != nil {
+		return nil, fmt.Errorf("opening stored response: %w", err)
+	}
+	return &Response{Status: *stored.Status, Body: body}, nil
 }
 
-// Record stores the successful response of a reserved key in tx.
+// Record stores the successful response of a reserved key in tx, sealed
+// to the record's identity. An expired record of the same key is
+// replaced; a live one means the key was not reserved by this caller.
 func (l *Ledger) Record(ctx context.Context, tx *sqlx.Tx, r Request, resp Response) error {
+	fingerprint := l.fingerprint(r)
+	sealed, err := l.sealer.Seal(resp.Body, sealingContext(r, fingerprint))
+	if err != nil {
+		return fmt.Errorf("sealing idempotent response: %w", err)
+	}
 	now := l.now()
-	_, err := tx.ExecContext(ctx, `
+	res, err := tx.ExecContext(ctx, `
 		INSERT INTO idempotency_records
 			(organization_id, principal_id, idempotency_key, fingerprint, method, route,
-			 response_status, response_body, created_at, expires_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
-		r.OrganizationID, r.PrincipalID, r.Key, l.fingerprint(r), r.Method, r.Route,
-		resp.Status, resp.Body, now, now.Add(TTL))
+			 response_status, response_sealed, created_at, expires_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+		ON CONFLICT (organization_id, principal_id, idempotency_key) DO UPDATE
+		SET fingerprint = EXCLUDED.fingerprint, method = EXCLUDED.method, route = EXCLUDED.route,
+		    response_status = EXCLUDED.response_status, response_sealed = EXCLUDED.response_sealed,
+		    created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at
+		WHERE idempotency_records.expires_at <= $9`,
+		r.OrganizationID, r.PrincipalID, r.Key, fingerprint, r.Method, r.Route,
+		resp.Status, sealed, now, now.Add(TTL))
 	if err != nil {
 		return fmt.Errorf("recording idempotent response: %w", err)
 	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return fmt.Errorf("recording idempotent response: %w", ErrInProgress)
+	}
 	return nil
 }
+
+// Hold is a reservation that outlives one transaction, for a use case
+// that commits in several (a recovery imports state between taking its
+// lease and resolving). The holding transaction keeps the advisory lock,
+// so a concurrent retry is ErrInProgress until Release; the use case
+// Records the response in its own final transaction, so the answer
+// commits exactly when the mutation does. The holding transaction writes
+// nothing, so it cannot block that Record.
+type Hold struct {
+	tx *sqlx.Tx
+	// Stored is the earlier answer when this request is a replay.
+	Stored *Response
+}
+
+// Hold reserves r on a transaction of its own; see Hold. The caller must
+// Release it, whatever happens.
+func (l *Ledger) Hold(ctx context.Context, db *sqlx.DB, r Request) (*Hold, error) {
+	tx, err := db.BeginTxx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("holding idempotency key: %w", err)
+	}
+	stored, err := l.Reserve(ctx, tx, r)
+	if err != nil {
+		_ = tx.Rollback()
+		return nil, err
+	}
+	return &Hold{tx: tx, Stored: stored}, nil
+}
+
+// Release lets the key go. Whether the use case recorded an answer or
+// not, the holding transaction has nothing to commit.
+func (h *Hold) Release() { _ = h.tx.Rollback() }
 
 // SweepExpired deletes up to batch expired records and reports how many it
 // removed; callers loop until it returns fewer than batch.

@@ -69,7 +69,10 @@ func run(cfg config.Config) error {
 		defer conn.Close()
 		go sweepSessions(ctx, conn, logger)
 	}
-	sessions := session.New(conn, dashboard.Scheme == "https")
+	if !cfg.AuthReady() {
+		logger.Warn("AUTH_SECRET is missing or shorter than 32 bytes: dashboard sessions cannot be stored, so nobody can sign in")
+	}
+	sessions := session.New(conn, cfg, dashboard.Scheme == "https")
 	origin := dashboard.Scheme + "://" + dashboard.Host
 	controlPlane, err := proxy.New(apiURL, transport, sessions, origin, logger)
 	if err != nil {

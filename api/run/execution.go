@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"github.com/cairnhq/cairn/api/launch"
 	"github.com/cairnhq/cairn/api/platform/blob"
 	"github.com/cairnhq/cairn/api/platform/db"
+	"github.com/cairnhq/cairn/api/platform/fault"
 	"github.com/cairnhq/cairn/api/platform/id"
 	"github.com/cairnhq/cairn/api/policy"
 	"github.com/cairnhq/cairn/api/workspace"
@@ -31,6 +33,10 @@ var (
 	ErrNoCapacity = errors.New("region at its sandbox ceiling")
 	// ErrGateClosed means launch control refused the start; the job waits.
 	ErrGateClosed = errors.New("launch control refused the phase start")
+	// ErrApplyRefused means the approval no longer authorizes the apply
+	// (an override expired, the policy result or the state changed): the
+	// run ended as errored and nothing was applied.
+	ErrApplyRefused = errors.New("apply refused at start: the approval no longer holds")
 )
 
 // Started is a phase attempt that holds a capacity lease and may create its
@@ -48,9 +54,12 @@ type Started struct {
 // StartAttempt is the sandbox-create intent: in one transaction it fences
 // the attempt, rechecks the stored region (and, for applies, the public and
 // apply gates), takes a regional capacity lease and marks the attempt and
-// run running. A refused gate or a full region commits nothing.
+// run running. A refused launch gate or a full region commits nothing; the
+// job waits. An apply whose approval no longer holds (see applyRefusal)
+// ends the run as errored instead and returns ErrApplyRefused.
 func (s *Service) StartAttempt(ctx context.Context, attemptID, workerID, driver string) (Started, error) {
 	var out Started
+	var refused string
 	err := db.WithTx(ctx, s.db, func(tx *sqlx.Tx) error {
 		r, a, err := lockAttempt(ctx, tx, attemptID)
 		if err != nil {
@@ -67,16 +76,22 @@ func (s *Service) StartAttempt(ctx context.Context, attemptID, workerID, driver 
 		if _, err := s.launch.RequireBy(ctx, tx, subject, launch.AdmitSandbox(r.Region)); err != nil {
 			return ErrGateClosed
 		}
+		now := s.stamp()
 		if a.Phase == PhaseApply {
 			if _, err := s.launch.RequireBy(ctx, tx, subject, launch.AdmitApply); err != nil {
 				return ErrGateClosed
+			}
+			if refused, err = s.applyRefusal(ctx, tx, r, now); err != nil || refused != "" {
+				if err != nil {
+					return err
+				}
+				return s.refuseApply(ctx, tx, r, a, refused)
 			}
 		}
 		control, err := s.launch.Current(ctx)
 		if err != nil {
 			return err
 		}
-		now := s.stamp()
 		granted, err := acquireLease(ctx, tx, r.Region, a.ID, id.New("lease"), launch.SandboxCeiling(control, r.Region))
 		if err != nil {
 			return err
@@ -107,7 +122,84 @@ func (s *Service) StartAttempt(ctx context.Context, attemptID, workerID, driver 
 		out = Started{Run: r, Attempt: a, Configuration: cv, SandboxName: name, QueueWait: now.Sub(a.QueuedAt)}
 		return nil
 	})
+	if err == nil && refused != "" {
+		return Started{}, fmt.Errorf("%w (%s)", ErrApplyRefused, refused)
+	}
 	return out, err
+}
+
+// Reasons an apply is refused at its start.
+const (
+	// RefusedBindingChanged: the run's plan, policy result, predecessor
+	// state or dependency lock is not the review the approval named.
+	RefusedBindingChanged = "approved_review_changed"
+	// RefusedPolicyResultChanged: the persisted policy check is not the
+	// result the run (and its approval) carry.
+	RefusedPolicyResultChanged = "policy_result_changed"
+	// RefusedPolicyGateClosed: the gate is closed now, typically because an
+	// override the approval relied on expired.
+	RefusedPolicyGateClosed = "policy_gate_closed"
+	// RefusedStateChanged: the workspace's state moved since the approval,
+	// so the saved plan no longer describes what the apply would do.
+	RefusedStateChanged = "state_changed_since_approval"
+)
+
+// applyRefusal rechecks, as the apply starts, everything the approval
+// relied on (SPEC §3: the gate holds until the apply starts): the approved
+// review is still the run's, the persisted policy result is still the one
+// it names, the policy gate is open now, recomputed from the results and
+// the overrides unexpired at now, not from what was stored at approval,
+// and the state is still the plan's predecessor. It returns the refusal
+// reason, or "" when the apply may start.
+func (s *Service) applyRefusal(ctx context.Context, tx *sqlx.Tx, r Run, now time.Time) (string, error) {
+	if r.ApprovedBinding == nil || !r.ApprovedBinding.Matches(r) {
+		return RefusedBindingChanged, nil
+	}
+	check, results, err := policy.CheckOfRun(ctx, tx, r.ID)
+	if errors.Is(err, fault.ErrNotFound) {
+		return RefusedPolicyResultChanged, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	if !bytes.Equal(check.CompositionDigest, r.PolicyResultDigest) || !bytes.Equal(check.PlanDigest, r.PlanDigest) ||
+		r.PolicyOutcome == nil || check.Outcome != *r.PolicyOutcome {
+		return RefusedPolicyResultChanged, nil
+	}
+	open := policy.GateOpensOnItsOwn(check.Outcome)
+	if check.Outcome == policy.OutcomeSoftFailed {
+		valid, err := policy.UnexpiredOverrides(ctx, tx, r.ID, now)
+		if err != nil {
+			return "", err
+		}
+		until := policy.GateUntil(results, valid, r.PlanDigest, now)
+		open = until != nil && now.Before(*until)
+	}
+	if !open || !r.GateOpen(now) {
+		return RefusedPolicyGateClosed, nil
+	}
+	current, err := s.currentStateID(ctx, tx, r)
+	if err != nil {
+		return "", err
+	}
+	if !sameStateID(current, r.PredecessorStateVersionID) {
+		return RefusedStateChanged, nil
+	}
+	return "", nil
+}
+
+// refuseApply ends a run whose apply may not start: the attempt closes
+// without a sandbox, the run errors with the reason, and nothing ran.
+func (s *Service) refuseApply(ctx context.Context, tx *sqlx.Tx, r Run, a Attempt, reason string) error {
+	if err := s.endAttempt(ctx, tx, &a, AttemptFailed, reason, -1, nil); err != nil {
+		return err
+	}
+	r.ApplyStatus = PhaseErrored
+	r, err := s.finish(ctx, tx, r, StatusErrored, reason)
+	if err != nil {
+		return err
+	}
+	return s.systemEvent(ctx, tx, r, "run.apply_refused", map[string]any{"attempt_id": a.ID, "reason": reason})
 }
 
 // RecordSandbox notes the sandbox an attempt created, as evidence.
@@ -138,14 +230,14 @@ func (s *Service) Heartbeat(ctx context.Context, attemptID string) (stop bool, e
 	return canceled || Status(runStatus).Terminal(), nil
 }
 
-// RunInputs returns the pinned variables of a run, unsealed, for the
-// sandbox only.
+// RunInputs returns the variable values the run pinned at creation,
+// unsealed, for the sandbox only.
 func (s *Service) RunInputs(ctx context.Context, r Run) ([]workspace.ResolvedVariable, error) {
 	var snap inputSnapshot
 	if err := json.Unmarshal(r.InputSnapshot, &snap); err != nil {
 		return nil, fmt.Errorf("decoding input snapshot: %w", err)
 	}
-	return s.workspaces.ResolveSnapshot(ctx, r.OrganizationID, r.WorkspaceID, snap.Variables)
+	return s.workspaces.ResolvePinned(ctx, r.OrganizationID, r.WorkspaceID, r.ID, snap.Variables)
 }
 
 // WorkspaceOf returns the run's workspace.
@@ -260,6 +352,10 @@ func (s *Service) CommitPlan(ctx context.Context, attemptID string, ev PlanEvide
 // ApplyOutcome is what the runner observed of an apply.
 type ApplyOutcome struct {
 	ExitCode int
+	// Interruption is why the runner stopped the apply (InterruptCanceled,
+	// InterruptTimedOut, InterruptShutdown); empty when tofu exited by
+	// itself.
+	Interruption string
 	// Emergency is a state the CLI could not publish (errored.tfstate).
 	Emergency *Artifact
 	Timings   Timings
@@ -267,7 +363,9 @@ type ApplyOutcome struct {
 
 // CommitApply records an apply's end. Success needs a zero exit and a
 // verified state version published by this run; anything uncertain goes to
-// recovery, never to a retried apply.
+// recovery, never to a retried apply. An interrupted apply (canceled,
+// timed out, stopped with its worker) always goes to recovery, with what
+// it left: the state it published and the emergency state it could not.
 func (s *Service) CommitApply(ctx context.Context, attemptID string, o ApplyOutcome) (Run, error) {
 	var out Run
 	err := db.WithTx(ctx, s.db, func(tx *sqlx.Tx) error {
@@ -284,8 +382,21 @@ func (s *Service) CommitApply(ctx context.Context, attemptID string, o ApplyOutc
 		if err != nil {
 			return err
 		}
+		interruption := o.Interruption
+		if r.CancelRequested() {
+			// Whatever ended tofu (the interrupt, its revoked run token),
+			// the apply ended because the run was canceled.
+			interruption = InterruptCanceled
+		}
 		classification, attemptStatus := "succeeded", AttemptSucceeded
 		switch {
+		case interruption != "":
+			classification, attemptStatus = interruption, AttemptFailed
+			if interruption == InterruptCanceled {
+				attemptStatus = AttemptCanceled
+			}
+			r.StateVersionID = published
+			r = s.toRecovery(r, PhaseInterrupted, "apply_"+interruption)
 		case o.ExitCode == 0 && published != nil:
 			r.ApplyStatus, r.StateVersionID = PhaseFinished, published
 			if r, err = s.finish(ctx, tx, r, StatusApplied, ""); err != nil {
@@ -314,9 +425,11 @@ func (s *Service) CommitApply(ctx context.Context, attemptID string, o ApplyOutc
 			return err
 		}
 		out = r
-		return s.systemEvent(ctx, tx, r, "run.apply_finished", map[string]any{
-			"attempt_id": a.ID, "exit_code": o.ExitCode, "classification": classification, "status": string(r.Status),
-		})
+		ev := map[string]any{"attempt_id": a.ID, "exit_code": o.ExitCode, "classification": classification, "status": string(r.Status)}
+		if o.Emergency != nil {
+			ev["emergency_state_sha256"] = hex.EncodeToString(o.Emergency.SHA256)
+		}
+		return s.systemEvent(ctx, tx, r, "run.apply_finished", ev)
 	})
 	return out, err
 }
@@ -341,9 +454,11 @@ func publishedBy(ctx context.Context, q sqlx.QueryerContext, r Run) (*string, er
 	return svID, nil
 }
 
-// FailAttempt records a phase that ended without a result: a failed plan
-// ends the run as errored; a canceled attempt only closes the attempt (the
-// cancel action already moved the run).
+// FailAttempt records a phase that ended without a result. A plan stopped
+// by its worker's shutdown is retried (a plan changes nothing), within
+// PlanMaxAttempts; any other failed plan ends the run as errored. A failed
+// apply's outcome is uncertain, so its run goes to recovery. A canceled
+// attempt is recorded as such whatever the sandbox saw.
 func (s *Service) FailAttempt(ctx context.Context, attemptID, classification string, exitCode int, timings Timings) (Run, error) {
 	var out Run
 	err := db.WithTx(ctx, s.db, func(tx *sqlx.Tx) error {
@@ -355,29 +470,38 @@ func (s *Service) FailAttempt(ctx context.Context, attemptID, classification str
 			out = r
 			return nil
 		}
-		if r.DecisionAction != nil && *r.DecisionAction == DecisionCanceled {
+		if r.CancelRequested() {
 			// Whatever the sandbox saw (a killed process, a revoked run
 			// token), the attempt ended because the run was canceled.
-			classification = "canceled"
+			classification = InterruptCanceled
 		}
 		status := AttemptFailed
-		if classification == "canceled" {
+		if classification == InterruptCanceled {
 			status = AttemptCanceled
 		}
 		if err := s.endAttempt(ctx, tx, &a, status, classification, exitCode, timings); err != nil {
 			return err
 		}
-		if !r.Status.Terminal() && r.Status != StatusRecoveryRequired {
-			if a.Phase == PhasePlan {
-				r.PlanStatus = PhaseErrored
-				if r, err = s.finish(ctx, tx, r, StatusErrored, classification); err != nil {
-					return err
-				}
-			} else {
-				r = s.toRecovery(r, PhaseErrored, classification)
-				if err := saveRun(ctx, tx, r); err != nil {
-					return err
-				}
+		switch {
+		case r.Status.Terminal() || r.Status == StatusRecoveryRequired:
+		case a.Phase == PhasePlan && classification == InterruptShutdown:
+			if r, err = s.retryPlan(ctx, tx, r, a); err != nil {
+				return err
+			}
+		case a.Phase == PhasePlan:
+			r.PlanStatus = PhaseErrored
+			if r, err = s.finish(ctx, tx, r, StatusErrored, classification); err != nil {
+				return err
+			}
+		case Interruption(classification):
+			r = s.toRecovery(r, PhaseInterrupted, "apply_"+classification)
+			if err := saveRun(ctx, tx, r); err != nil {
+				return err
+			}
+		default:
+			r = s.toRecovery(r, PhaseErrored, classification)
+			if err := saveRun(ctx, tx, r); err != nil {
+				return err
 			}
 		}
 		out = r
@@ -386,6 +510,18 @@ func (s *Service) FailAttempt(ctx context.Context, attemptID, classification str
 		})
 	})
 	return out, err
+}
+
+// retryPlan queues the next attempt of a plan whose worker died or stopped
+// under it, unless the plan already had PlanMaxAttempts: a plan that keeps
+// taking its worker down must not loop forever, so the run then errors.
+func (s *Service) retryPlan(ctx context.Context, tx *sqlx.Tx, r Run, a Attempt) (Run, error) {
+	if a.Number >= s.opts.PlanMaxAttempts {
+		r.PlanStatus = PhaseErrored
+		return s.finish(ctx, tx, r, StatusErrored, "plan_attempts_exhausted")
+	}
+	r.PlanStatus = PhasePending
+	return s.queuePlan(ctx, tx, r, a.Number+1)
 }
 
 // lockAttempt locks an attempt's run, then the attempt itself. Every
@@ -438,8 +574,8 @@ func (s *Service) endAttempt(ctx context.Context, tx *sqlx.Tx, a *Attempt, statu
 
 // ReapLostAttempts handles attempts whose worker stopped heartbeating: the
 // lease is released; a lost plan is retried as a new attempt (a plan
-// changes nothing); a lost apply's outcome is unknown, so its run goes to
-// recovery and the apply is never retried.
+// changes nothing) within PlanMaxAttempts; a lost apply's outcome is
+// unknown, so its run goes to recovery and the apply is never retried.
 func (s *Service) ReapLostAttempts(ctx context.Context, timeout time.Duration) (int, error) {
 	var ids []string
 	if err := s.db.SelectContext(ctx, &ids, `SELECT id FROM run_attempts WHERE status = 'running'
@@ -465,8 +601,7 @@ func (s *Service) ReapLostAttempts(ctx context.Context, timeout time.Duration) (
 			}
 			switch {
 			case a.Phase == PhasePlan && r.Status == StatusPlanning:
-				r.PlanStatus = PhasePending
-				if r, err = s.queuePlan(ctx, tx, r, a.Number+1); err != nil {
+				if r, err = s.retryPlan(ctx, tx, r, a); err != nil {
 					return err
 				}
 			case a.Phase == PhaseApply && r.Status == StatusApplying:

@@ -213,6 +213,27 @@ func TestWorkerShutdownInterruptsApplyAndKeepsItsEvidence(t *testing.T) {
 	}
 }
 
+// TestTimedOutApplyIsInterruptedAndRecorded lets an apply outlive
+// CAIRN_PHASE_TIMEOUT: tofu gets its interrupt and grace, pushes the state
+// it has, and the run goes to recovery with that state recorded.
+func TestTimedOutApplyIsInterruptedAndRecorded(t *testing.T) {
+	t.Parallel()
+	s := runsStack(t, "CAIRN_PHASE_TIMEOUT=20s", "CAIRN_APPLY_INTERRUPT_GRACE=30s")
+	m := s.newMember(t, "timeout")
+	wsID, r := s.applyingMidway(t, m, "timed-out-apply", 199)
+	s.waitRun(t, m, r.ID, 90*time.Second, status("recovery_required"))
+	rec := s.readRecovery(t, m, r.ID)
+	last := rec.Evidence.Attempts[len(rec.Evidence.Attempts)-1]
+	if rec.ApplyStatus != "interrupted" || rec.TerminalReason == nil || *rec.TerminalReason != "apply_timed_out" ||
+		last.TerminalClassification == nil || *last.TerminalClassification != "timed_out" {
+		t.Fatalf("timed-out apply %+v", rec)
+	}
+	id, _, state := s.currentState(t, m, wsID)
+	if rec.Apply.StateVersionID == nil || *rec.Apply.StateVersionID != id || !strings.Contains(state, "created-before-the-interrupt") {
+		t.Fatalf("state the timed-out apply published: run %v, current %s:\n%s", rec.Apply.StateVersionID, id, state)
+	}
+}
+
 // StopWorker sends the worker SIGTERM, as a service manager does, and
 // waits until it has exited.
 func (s *Stack) StopWorker(t *testing.T, timeout time.Duration) {

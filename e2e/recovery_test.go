@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os/exec"
@@ -202,8 +203,11 @@ func TestWorkerShutdownInterruptsApplyAndKeepsItsEvidence(t *testing.T) {
 	}
 	sandboxID := rec.Evidence.Attempts[len(rec.Evidence.Attempts)-1].SandboxID
 	for _, pattern := range []string{"sleep 198", *sandboxID} {
-		if out, _ := exec.Command("pgrep", "-f", pattern).CombinedOutput(); len(strings.TrimSpace(string(out))) > 0 {
-			t.Fatalf("processes matching %q outlived the worker: %s", pattern, out)
+		// pgrep exits 1 when nothing matches.
+		out, err := exec.Command("pgrep", "-f", pattern).CombinedOutput()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+			t.Fatalf("processes matching %q outlived the worker (%v): %s", pattern, err, out)
 		}
 	}
 	s.StartWorker(t)

@@ -117,7 +117,9 @@ func TestCanceledApplyRecoversFromItsEmergencyState(t *testing.T) {
 	if canceled.Status != "applying" || canceled.Decision == nil || canceled.Decision.Action != "canceled" || contains(canceled.AvailableActions, "cancel") {
 		t.Fatalf("just canceled apply %+v", canceled)
 	}
+	canceledAt := time.Now()
 	s.waitRun(t, m, r.ID, 60*time.Second, status("recovery_required"))
+	t.Logf("cancel to recovery_required with the emergency state sealed: %s", time.Since(canceledAt).Round(10*time.Millisecond))
 	rec := s.readRecovery(t, m, r.ID)
 	if rec.ApplyStatus != "interrupted" || rec.TerminalReason == nil || *rec.TerminalReason != "apply_canceled" ||
 		!contains(rec.AvailableActions, "recover") || len(rec.Evidence.Attempts) != 2 || rec.Evidence.Attempts[1].Status != "canceled" {
@@ -191,6 +193,7 @@ func TestWorkerShutdownInterruptsApplyAndKeepsItsEvidence(t *testing.T) {
 	start := time.Now()
 	s.StopWorker(t, 2*time.Minute)
 	stopped := time.Since(start)
+	t.Logf("SIGTERM to worker exit, the interrupted apply recorded: %s", stopped.Round(10*time.Millisecond))
 	// Recorded before the worker exited: no other worker runs meanwhile.
 	rec := s.readRecovery(t, m, r.ID)
 	if rec.Status != "recovery_required" || rec.ApplyStatus != "interrupted" || rec.TerminalReason == nil ||

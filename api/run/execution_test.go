@@ -3,6 +3,8 @@ package run_test
 import (
 	"bytes"
 	"context"
+	"crypto/md5"
+	"encoding/hex"
 	"errors"
 	"net/http"
 	"os"
@@ -466,6 +468,24 @@ func TestCanceledApplyKeepsItsEvidence(t *testing.T) {
 	if _, err := h.runs.AuthenticateToken(h.ctx, token); err != nil {
 		t.Fatalf("the apply's token before cancel: %v", err)
 	}
+	// Before the cancel, the CLI locked the workspace and created a state
+	// version through /api/v2, getting a signed upload URL.
+	cli := func(method, path string, body any) *apitest.Response {
+		return h.env.Anonymous().Do(apitest.Request{Method: method, Path: path, Body: body,
+			Header: map[string]string{"Authorization": "Bearer " + token, "Content-Type": "application/vnd.api+json"}})
+	}
+	cli(http.MethodPost, "/api/v2/workspaces/"+r.WorkspaceID+"/actions/lock", nil).MustStatus(t, http.StatusOK)
+	stateBody := []byte(`{"version":4,"terraform_version":"1.10.6","serial":1,"lineage":"lin-cancel","outputs":{},"resources":[]}`)
+	sum := md5.Sum(stateBody)
+	var created struct {
+		Data struct {
+			Attributes map[string]any `json:"attributes"`
+		} `json:"data"`
+	}
+	cli(http.MethodPost, "/api/v2/workspaces/"+r.WorkspaceID+"/state-versions", map[string]any{"data": map[string]any{
+		"type": "state-versions", "attributes": map[string]any{"serial": 1, "md5": hex.EncodeToString(sum[:]), "lineage": "lin-cancel"}}}).
+		MustStatus(t, http.StatusCreated).JSON(t, &created)
+	uploadURL, _ := created.Data.Attributes["hosted-state-upload-url"].(string)
 
 	h.owner.Mutate(http.MethodPost, "/v1/runs/"+r.ID+"/actions/cancel", nil).MustStatus(t, http.StatusOK)
 	v := h.review(r.ID)
@@ -480,6 +500,12 @@ func TestCanceledApplyKeepsItsEvidence(t *testing.T) {
 	}
 	if again := h.owner.Mutate(http.MethodPost, "/v1/runs/"+r.ID+"/actions/cancel", nil); again.Status != http.StatusConflict {
 		t.Fatalf("second cancel: %d %s", again.Status, again.Body)
+	}
+	// The upload URL the CLI got before does not outlive its revoked token.
+	upload := h.env.Anonymous().Do(apitest.Request{Method: http.MethodPut, Path: strings.TrimPrefix(uploadURL, h.env.URL),
+		Body: stateBody, Header: map[string]string{"Content-Type": "application/octet-stream"}})
+	if upload.Status != http.StatusForbidden || uploadURL == "" {
+		t.Fatalf("upload through the canceled apply's URL %q: %d %s", uploadURL, upload.Status, upload.Body)
 	}
 
 	emergency, err := h.runs.StoreArtifact(h.ctx, st, run.ArtifactEmergencyState, strings.NewReader(`{"version":4,"serial":2}`), 1<<20)

@@ -61,6 +61,7 @@ var table = []struct {
 	{state.ErrConflict, httpx.Problem{Status: http.StatusConflict, Code: "STATE_VERSION_CONFLICT"}},
 	{state.ErrChecksumMismatch, httpx.Problem{Status: http.StatusUnprocessableEntity, Code: "STATE_CHECKSUM_MISMATCH"}},
 	{state.ErrTooLarge, httpx.Problem{Status: http.StatusRequestEntityTooLarge, Code: httpx.CodePayloadTooLarge}},
+	{state.ErrWriterRevoked, httpx.Problem{Status: http.StatusForbidden, Code: "STATE_WRITER_REVOKED"}},
 	{launch.ErrVersionConflict, httpx.Problem{Status: http.StatusConflict, Code: "LAUNCH_CONTROL_VERSION_CONFLICT"}},
 	{launch.ErrKeyReused, httpx.Problem{Status: http.StatusConflict, Code: "IDEMPOTENCY_KEY_REUSED"}},
 

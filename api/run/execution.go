@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,6 +32,10 @@ var (
 	ErrNoCapacity = errors.New("region at its sandbox ceiling")
 	// ErrGateClosed means launch control refused the start; the job waits.
 	ErrGateClosed = errors.New("launch control refused the phase start")
+	// ErrApplyRefused means the approval no longer authorizes the apply
+	// (an override expired, the policy result or the state changed): the
+	// run ended as errored and nothing was applied.
+	ErrApplyRefused = errors.New("apply refused at start: the approval no longer holds")
 )
 
 // Started is a phase attempt that holds a capacity lease and may create its
@@ -48,9 +53,12 @@ type Started struct {
 // StartAttempt is the sandbox-create intent: in one transaction it fences
 // the attempt, rechecks the stored region (and, for applies, the public and
 // apply gates), takes a regional capacity lease and marks the attempt and
-// run running. A refused gate or a full region commits nothing.
+// run running. A refused launch gate or a full region commits nothing; the
+// job waits. An apply whose approval no longer holds (see applyRefusal)
+// ends the run as errored instead and returns ErrApplyRefused.
 func (s *Service) StartAttempt(ctx context.Context, attemptID, workerID, driver string) (Started, error) {
 	var out Started
+	var refused string
 	err := db.WithTx(ctx, s.db, func(tx *sqlx.Tx) error {
 		r, a, err := lockAttempt(ctx, tx, attemptID)
 		if err != nil {
@@ -67,16 +75,22 @@ func (s *Service) StartAttempt(ctx context.Context, attemptID, workerID, driver 
 		if _, err := s.launch.RequireBy(ctx, tx, subject, launch.AdmitSandbox(r.Region)); err != nil {
 			return ErrGateClosed
 		}
+		now := s.stamp()
 		if a.Phase == PhaseApply {
 			if _, err := s.launch.RequireBy(ctx, tx, subject, launch.AdmitApply); err != nil {
 				return ErrGateClosed
+			}
+			if refused, err = s.applyRefusal(ctx, tx, r, now); err != nil || refused != "" {
+				if err != nil {
+					return err
+				}
+				return s.refuseApply(ctx, tx, r, a, refused)
 			}
 		}
 		control, err := s.launch.Current(ctx)
 		if err != nil {
 			return err
 		}
-		now := s.stamp()
 		granted, err := acquireLease(ctx, tx, r.Region, a.ID, id.New("lease"), launch.SandboxCeiling(control, r.Region))
 		if err != nil {
 			return err
@@ -107,6 +121,9 @@ func (s *Service) StartAttempt(ctx context.Context, attemptID, workerID, driver 
 		out = Started{Run: r, Attempt: a, Configuration: cv, SandboxName: name, QueueWait: now.Sub(a.QueuedAt)}
 		return nil
 	})
+	if err == nil && refused != "" {
+		return Started{}, fmt.Errorf("%w (%s)", ErrApplyRefused, refused)
+	}
 	return out, err
 }
 
@@ -138,14 +155,14 @@ func (s *Service) Heartbeat(ctx context.Context, attemptID string) (stop bool, e
 	return canceled || Status(runStatus).Terminal(), nil
 }
 
-// RunInputs returns the pinned variables of a run, unsealed, for the
-// sandbox only.
+// RunInputs returns the variable values the run pinned at creation,
+// unsealed, for the sandbox only.
 func (s *Service) RunInputs(ctx context.Context, r Run) ([]workspace.ResolvedVariable, error) {
 	var snap inputSnapshot
 	if err := json.Unmarshal(r.InputSnapshot, &snap); err != nil {
 		return nil, fmt.Errorf("decoding input snapshot: %w", err)
 	}
-	return s.workspaces.ResolveSnapshot(ctx, r.OrganizationID, r.WorkspaceID, snap.Variables)
+	return s.workspaces.ResolvePinned(ctx, r.OrganizationID, r.WorkspaceID, r.ID, snap.Variables)
 }
 
 // WorkspaceOf returns the run's workspace.
@@ -260,6 +277,10 @@ func (s *Service) CommitPlan(ctx context.Context, attemptID string, ev PlanEvide
 // ApplyOutcome is what the runner observed of an apply.
 type ApplyOutcome struct {
 	ExitCode int
+	// Interruption is why the runner stopped the apply (InterruptCanceled,
+	// InterruptTimedOut, InterruptShutdown); empty when tofu exited by
+	// itself.
+	Interruption string
 	// Emergency is a state the CLI could not publish (errored.tfstate).
 	Emergency *Artifact
 	Timings   Timings
@@ -267,7 +288,9 @@ type ApplyOutcome struct {
 
 // CommitApply records an apply's end. Success needs a zero exit and a
 // verified state version published by this run; anything uncertain goes to
-// recovery, never to a retried apply.
+// recovery, never to a retried apply. An interrupted apply (canceled,
+// timed out, stopped with its worker) always goes to recovery, with what
+// it left: the state it published and the emergency state it could not.
 func (s *Service) CommitApply(ctx context.Context, attemptID string, o ApplyOutcome) (Run, error) {
 	var out Run
 	err := db.WithTx(ctx, s.db, func(tx *sqlx.Tx) error {
@@ -284,8 +307,21 @@ func (s *Service) CommitApply(ctx context.Context, attemptID string, o ApplyOutc
 		if err != nil {
 			return err
 		}
+		interruption := o.Interruption
+		if r.CancelRequested() {
+			// Whatever ended tofu (the interrupt, its revoked run token),
+			// the apply ended because the run was canceled.
+			interruption = InterruptCanceled
+		}
 		classification, attemptStatus := "succeeded", AttemptSucceeded
 		switch {
+		case interruption != "":
+			classification, attemptStatus = interruption, AttemptFailed
+			if interruption == InterruptCanceled {
+				attemptStatus = AttemptCanceled
+			}
+			r.StateVersionID = published
+			r = s.toRecovery(r, PhaseInterrupted, "apply_"+interruption)
 		case o.ExitCode == 0 && published != nil:
 			r.ApplyStatus, r.StateVersionID = PhaseFinished, published
 			if r, err = s.finish(ctx, tx, r, StatusApplied, ""); err != nil {
@@ -314,9 +350,11 @@ func (s *Service) CommitApply(ctx context.Context, attemptID string, o ApplyOutc
 			return err
 		}
 		out = r
-		return s.systemEvent(ctx, tx, r, "run.apply_finished", map[string]any{
-			"attempt_id": a.ID, "exit_code": o.ExitCode, "classification": classification, "status": string(r.Status),
-		})
+		ev := map[string]any{"attempt_id": a.ID, "exit_code": o.ExitCode, "classification": classification, "status": string(r.Status)}
+		if o.Emergency != nil {
+			ev["emergency_state_sha256"] = hex.EncodeToString(o.Emergency.SHA256)
+		}
+		return s.systemEvent(ctx, tx, r, "run.apply_finished", ev)
 	})
 	return out, err
 }
@@ -341,9 +379,11 @@ func publishedBy(ctx context.Context, q sqlx.QueryerContext, r Run) (*string, er
 	return svID, nil
 }
 
-// FailAttempt records a phase that ended without a result: a failed plan
-// ends the run as errored; a canceled attempt only closes the attempt (the
-// cancel action already moved the run).
+// FailAttempt records a phase that ended without a result. A plan stopped
+// by its worker's shutdown is retried (a plan changes nothing), within
+// PlanMaxAttempts; any other failed plan ends the run as errored. A failed
+// apply's outcome is uncertain, so its run goes to recovery. A canceled
+// attempt is recorded as such whatever the sandbox saw.
 func (s *Service) FailAttempt(ctx context.Context, attemptID, classification string, exitCode int, timings Timings) (Run, error) {
 	var out Run
 	err := db.WithTx(ctx, s.db, func(tx *sqlx.Tx) error {
@@ -355,29 +395,38 @@ func (s *Service) FailAttempt(ctx context.Context, attemptID, classification str
 			out = r
 			return nil
 		}
-		if r.DecisionAction != nil && *r.DecisionAction == DecisionCanceled {
+		if r.CancelRequested() {
 			// Whatever the sandbox saw (a killed process, a revoked run
 			// token), the attempt ended because the run was canceled.
-			classification = "canceled"
+			classification = InterruptCanceled
 		}
 		status := AttemptFailed
-		if classification == "canceled" {
+		if classification == InterruptCanceled {
 			status = AttemptCanceled
 		}
 		if err := s.endAttempt(ctx, tx, &a, status, classification, exitCode, timings); err != nil {
 			return err
 		}
-		if !r.Status.Terminal() && r.Status != StatusRecoveryRequired {
-			if a.Phase == PhasePlan {
-				r.PlanStatus = PhaseErrored
-				if r, err = s.finish(ctx, tx, r, StatusErrored, classification); err != nil {
-					return err
-				}
-			} else {
-				r = s.toRecovery(r, PhaseErrored, classification)
-				if err := saveRun(ctx, tx, r); err != nil {
-					return err
-				}
+		switch {
+		case r.Status.Terminal() || r.Status == StatusRecoveryRequired:
+		case a.Phase == PhasePlan && classification == InterruptShutdown:
+			if r, err = s.retryPlan(ctx, tx, r, a); err != nil {
+				return err
+			}
+		case a.Phase == PhasePlan:
+			r.PlanStatus = PhaseErrored
+			if r, err = s.finish(ctx, tx, r, StatusErrored, classification); err != nil {
+				return err
+			}
+		case Interruption(classification):
+			r = s.toRecovery(r, PhaseInterrupted, "apply_"+classification)
+			if err := saveRun(ctx, tx, r); err != nil {
+				return err
+			}
+		default:
+			r = s.toRecovery(r, PhaseErrored, classification)
+			if err := saveRun(ctx, tx, r); err != nil {
+				return err
 			}
 		}
 		out = r
@@ -386,6 +435,18 @@ func (s *Service) FailAttempt(ctx context.Context, attemptID, classification str
 		})
 	})
 	return out, err
+}
+
+// retryPlan queues the next attempt of a plan whose worker died or stopped
+// under it, unless the plan already had PlanMaxAttempts: a plan that keeps
+// taking its worker down must not loop forever, so the run then errors.
+func (s *Service) retryPlan(ctx context.Context, tx *sqlx.Tx, r Run, a Attempt) (Run, error) {
+	if a.Number >= s.opts.PlanMaxAttempts {
+		r.PlanStatus = PhaseErrored
+		return s.finish(ctx, tx, r, StatusErrored, "plan_attempts_exhausted")
+	}
+	r.PlanStatus = PhasePending
+	return s.queuePlan(ctx, tx, r, a.Number+1)
 }
 
 // lockAttempt locks an attempt's run, then the attempt itself. Every
@@ -438,8 +499,8 @@ func (s *Service) endAttempt(ctx context.Context, tx *sqlx.Tx, a *Attempt, statu
 
 // ReapLostAttempts handles attempts whose worker stopped heartbeating: the
 // lease is released; a lost plan is retried as a new attempt (a plan
-// changes nothing); a lost apply's outcome is unknown, so its run goes to
-// recovery and the apply is never retried.
+// changes nothing) within PlanMaxAttempts; a lost apply's outcome is
+// unknown, so its run goes to recovery and the apply is never retried.
 func (s *Service) ReapLostAttempts(ctx context.Context, timeout time.Duration) (int, error) {
 	var ids []string
 	if err := s.db.SelectContext(ctx, &ids, `SELECT id FROM run_attempts WHERE status = 'running'
@@ -465,8 +526,7 @@ func (s *Service) ReapLostAttempts(ctx context.Context, timeout time.Duration) (
 			}
 			switch {
 			case a.Phase == PhasePlan && r.Status == StatusPlanning:
-				r.PlanStatus = PhasePending
-				if r, err = s.queuePlan(ctx, tx, r, a.Number+1); err != nil {
+				if r, err = s.retryPlan(ctx, tx, r, a); err != nil {
 					return err
 				}
 			case a.Phase == PhaseApply && r.Status == StatusApplying:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -83,6 +84,33 @@ func (in RecoverInput) evidenceDigest() []byte {
 const recoveryColumns = `id, organization_id, run_id, resolution, evidence_digest, holder_id, fence, lease_expires_at, status,
 	target_state_version_id, created_at, resolved_at,
 	greatest(0, least(900, ceil(extract(epoch FROM lease_expires_at - now()))))::int AS lease_remaining`
+
+// RecoveryEvidence is what a recover request names, as recorded now: the
+// workspace's current state and the emergency state the apply left.
+type RecoveryEvidence struct {
+	// CurrentStateVersionID is nil before the workspace's first state.
+	CurrentStateVersionID *string
+	CurrentStateDigest    []byte
+	// EmergencyState is nil when the apply left none.
+	EmergencyState *Artifact
+}
+
+// EvidenceOf returns the run's recovery evidence, read through q.
+func (s *Service) EvidenceOf(ctx context.Context, q sqlx.QueryerContext, r Run) (RecoveryEvidence, error) {
+	current, err := currentState(ctx, q, r.WorkspaceID)
+	if err != nil {
+		return RecoveryEvidence{}, err
+	}
+	ev := RecoveryEvidence{CurrentStateVersionID: current.ID, CurrentStateDigest: current.SHA256}
+	art, err := artifactOf(ctx, q, r.ID, ArtifactEmergencyState)
+	switch {
+	case err == nil:
+		ev.EmergencyState = &art
+	case !errors.Is(err, ErrArtifactUnavailable):
+		return RecoveryEvidence{}, err
+	}
+	return ev, nil
+}
 
 // RecoveryOf returns the run's recovery record read through q, or nil.
 func (s *Service) RecoveryOf(ctx context.Context, q sqlx.QueryerContext, runID string) (*Recovery, error) {

@@ -2,6 +2,7 @@ package run
 
 import (
 	"crypto/sha256"
+	"database/sql/driver"
 	"encoding/hex"
 	"encoding/json"
 	"slices"
@@ -78,6 +79,24 @@ const (
 	PhasePlan  = "plan"
 	PhaseApply = "apply"
 )
+
+// Why a runner stopped an attempt's command before it ended by itself.
+// Each is the attempt's terminal classification; an interrupted apply's run
+// goes to recovery with the reason "apply_" + it.
+const (
+	InterruptCanceled = "canceled"
+	InterruptTimedOut = "timed_out"
+	InterruptShutdown = "worker_shutdown"
+)
+
+// Interruption reports whether classification names an interruption.
+func Interruption(classification string) bool {
+	switch classification {
+	case InterruptCanceled, InterruptTimedOut, InterruptShutdown:
+		return true
+	}
+	return false
+}
 
 // Decision actions.
 const (
@@ -156,10 +175,20 @@ type Run struct {
 	StatusTimestamps    Timestamps `db:"status_timestamps"`
 	CreatedAt           time.Time  `db:"created_at"`
 	UpdatedAt           time.Time  `db:"updated_at"`
+
+	// ApprovedBinding is the review an approval named; starting the apply
+	// checks the run still has exactly that review.
+	ApprovedBinding *Binding `db:"approved_binding"`
 }
 
 // Speculative reports whether the run can never write state.
 func (r Run) Speculative() bool { return r.Kind == KindSpeculative }
+
+// CancelRequested reports whether the run was canceled. An applying run
+// stays applying until its interrupted apply has recorded what it left.
+func (r Run) CancelRequested() bool {
+	return r.DecisionAction != nil && *r.DecisionAction == DecisionCanceled
+}
 
 // Attempt is one execution of a phase in one sandbox.
 type Attempt struct {
@@ -202,6 +231,12 @@ type Binding struct {
 	PredecessorStateVersionID *string `json:"predecessor_state_version_id"`
 	DependencyLockDigest      string  `json:"dependency_lock_digest"`
 }
+
+// Scan reads a jsonb column.
+func (b *Binding) Scan(src any) error { return scanJSON(src, b) }
+
+// Value writes a jsonb column.
+func (b Binding) Value() (driver.Value, error) { return valueJSON(b) }
 
 // BindingOf returns the review binding of a run's current plan.
 func BindingOf(r Run) Binding {
@@ -275,7 +310,7 @@ func AvailableActions(r Run, p access.Principal, now time.Time) []string {
 	if r.Overridable(now) && p.Permissions.Has(access.PermPolicyOverrideSoft) {
 		actions = append(actions, ActionOverridePolicy)
 	}
-	if Cancelable(r.Status) && p.Permissions.Has(access.PermRunCancel) {
+	if Cancelable(r.Status) && !r.CancelRequested() && p.Permissions.Has(access.PermRunCancel) {
 		actions = append(actions, ActionCancel)
 	}
 	if r.Status == StatusRecoveryRequired && p.Permissions.Has(access.PermRunRecover) && p.Permissions.Has(access.PermStateRecover) {

@@ -42,7 +42,14 @@ type Options struct {
 	TokenKey []byte
 	// TokenTTL bounds a run token's life.
 	TokenTTL time.Duration
+	// PlanMaxAttempts bounds the attempts of a plan whose worker dies or
+	// stops under it; the run then errors (plan_attempts_exhausted).
+	PlanMaxAttempts int
 }
+
+// DefaultPlanMaxAttempts is how many attempts a plan gets when workers die
+// or stop under it.
+const DefaultPlanMaxAttempts = 3
 
 // Service holds the run use cases: configuration versions, runs, their
 // reviews and decisions (service.go), and the execution steps the runner
@@ -70,8 +77,19 @@ func NewService(conn *sqlx.DB, blobs *blob.Store, workspaces *workspace.Service,
 	if opts.TokenTTL <= 0 {
 		opts.TokenTTL = 2 * time.Hour
 	}
+	if opts.PlanMaxAttempts <= 0 {
+		opts.PlanMaxAttempts = DefaultPlanMaxAttempts
+	}
 	return &Service{db: conn, blobs: blobs, workspaces: workspaces, state: states, launch: admission, policies: policies, jobs: jobs,
 		logger: logger, opts: opts, now: time.Now}
+}
+
+// WithClock returns a copy of the service that reads the time from now, so
+// a test can let time pass (an override expire) without waiting.
+func (s *Service) WithClock(now func() time.Time) *Service {
+	c := *s
+	c.now = now
+	return &c
 }
 
 func (s *Service) stamp() time.Time { return s.now().UTC().Truncate(time.Microsecond) }
@@ -106,7 +124,8 @@ func (in CreateInput) validate() error {
 }
 
 // inputSnapshot is what a run pins besides its configuration: the
-// workspace settings version and every variable by identity and digest.
+// workspace settings version and every variable by identity and digest
+// (the values are copied beside it, see workspace.PinValues).
 type inputSnapshot struct {
 	SettingsVersion int                     `json:"settings_version"`
 	ToolVersion     string                  `json:"tool_version"`
@@ -146,7 +165,7 @@ func (s *Service) CreateRun(ctx context.Context, tx *sqlx.Tx, p access.Principal
 		return Run{}, err
 	}
 	snapshot, err := json.Marshal(inputSnapshot{SettingsVersion: w.SettingsVersion, ToolVersion: w.ToolVersion,
-		Region: w.Region, Platform: w.Platform, Variables: vars})
+		Region: w.Region, Platform: w.Platform, Variables: vars.Refs()})
 	if err != nil {
 		return Run{}, fmt.Errorf("encoding input snapshot: %w", err)
 	}
@@ -161,6 +180,11 @@ func (s *Service) CreateRun(ctx context.Context, tx *sqlx.Tx, p access.Principal
 		StatusTimestamps: Timestamps{string(StatusPending): now}, CreatedAt: now, UpdatedAt: now,
 	}
 	if err := insertRun(ctx, tx, r); err != nil {
+		return Run{}, err
+	}
+	// The values themselves are copied too: editing or deleting a variable
+	// later never changes or breaks this run.
+	if err := s.workspaces.PinValues(ctx, tx, r.OrganizationID, r.ID, vars); err != nil {
 		return Run{}, err
 	}
 	// The effective policy attachments are captured now: later attachment
@@ -243,14 +267,17 @@ func (s *Service) finish(ctx context.Context, tx *sqlx.Tx, r Run, status Status,
 	if err := saveRun(ctx, tx, r); err != nil {
 		return Run{}, err
 	}
+	if err := workspace.DropPinnedValues(ctx, tx, r.ID); err != nil {
+		return Run{}, err
+	}
 	if r.Speculative() {
 		return r, nil
 	}
 	if err := workspace.ReleaseRunLock(ctx, tx, r.OrganizationID, r.WorkspaceID, r.ID); err != nil {
 		return Run{}, err
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE run_tokens SET revoked_at = now() WHERE run_id = $1 AND revoked_at IS NULL`, r.ID); err != nil {
-		return Run{}, fmt.Errorf("revoking run tokens: %w", err)
+	if err := revokeRunTokens(ctx, tx, r.ID); err != nil {
+		return Run{}, err
 	}
 	return r, s.advanceQueue(ctx, tx, r.WorkspaceID)
 }
@@ -353,6 +380,8 @@ func (s *Service) Approve(ctx context.Context, tx *sqlx.Tx, p access.Principal, 
 		return Run{}, ErrStaleBinding
 	}
 	r = s.decide(r, p, DecisionApproved)
+	approved := BindingOf(r)
+	r.ApprovedBinding = &approved
 	if err := s.queueAttempt(ctx, tx, r, PhaseApply, 1); err != nil {
 		return Run{}, err
 	}
@@ -416,16 +445,19 @@ func (s *Service) decide(r Run, p access.Principal, action string) Run {
 	return r
 }
 
-// Cancel ends a non-terminal run. A running sandbox notices within a
-// heartbeat and its process tree is killed; a canceled apply's outcome is
-// uncertain, so that run goes to recovery instead of claiming nothing
-// changed.
+// Cancel ends a non-terminal run. A running plan's sandbox notices within
+// a heartbeat and is stopped. A running apply is interrupted instead: the
+// run stays applying until the runner has recorded what the interrupted
+// apply left (the run then goes to recovery, never claiming nothing
+// changed), and its run tokens are revoked here, so from now on the CLI
+// cannot write state and keeps what it has as errored.tfstate, which the
+// runner seals as the run's emergency state.
 func (s *Service) Cancel(ctx context.Context, tx *sqlx.Tx, p access.Principal, runID string) (Run, error) {
 	r, err := visibleRun(ctx, tx, p, runID, access.PermRunCancel, true)
 	if err != nil {
 		return Run{}, err
 	}
-	if !Cancelable(r.Status) {
+	if !Cancelable(r.Status) || r.CancelRequested() {
 		return Run{}, ErrActionNotAllowed
 	}
 	r = s.decide(r, p, DecisionCanceled)
@@ -434,11 +466,10 @@ func (s *Service) Cancel(ctx context.Context, tx *sqlx.Tx, p access.Principal, r
 	}
 	switch r.Status {
 	case StatusApplying:
-		r.ApplyStatus = PhaseInterrupted
-		r = s.transition(r, StatusRecoveryRequired)
-		reason := "apply_canceled"
-		r.TerminalReason = &reason
-		err = saveRun(ctx, tx, r)
+		r.UpdatedAt = s.stamp()
+		if err = saveRun(ctx, tx, r); err == nil {
+			err = revokeRunTokens(ctx, tx, r.ID)
+		}
 	default:
 		if r.PlanStatus == PhasePending || r.PlanStatus == PhaseRunning {
 			r.PlanStatus = PhaseCanceled
@@ -451,7 +482,15 @@ func (s *Service) Cancel(ctx context.Context, tx *sqlx.Tx, p access.Principal, r
 	if err != nil {
 		return Run{}, err
 	}
-	return r, audit.Record(ctx, tx, p, "run.canceled", "run", r.ID, map[string]any{"workspace_id": r.WorkspaceID})
+	return r, audit.Record(ctx, tx, p, "run.canceled", "run", r.ID, map[string]any{"workspace_id": r.WorkspaceID, "status": string(r.Status)})
+}
+
+// revokeRunTokens ends every run token of the run at once.
+func revokeRunTokens(ctx context.Context, tx *sqlx.Tx, runID string) error {
+	if _, err := tx.ExecContext(ctx, `UPDATE run_tokens SET revoked_at = now() WHERE run_id = $1 AND revoked_at IS NULL`, runID); err != nil {
+		return fmt.Errorf("revoking run tokens: %w", err)
+	}
+	return nil
 }
 
 // cancelQueuedAttempts marks attempts that have not started as canceled;

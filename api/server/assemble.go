@@ -66,6 +66,7 @@ func Assemble(cfg config.Config, conn *sqlx.DB, logger *slog.Logger) (Deps, erro
 		Runs: run.NewService(conn, blobs, workspaces, states, admission, policies, inserter, logger, run.Options{
 			ApprovalTimeout: cfg.ApprovalTimeout,
 			TokenKey:        secret.Derive(cfg.AuthSecret, "run-token"),
+			PlanMaxAttempts: cfg.PlanMaxAttempts,
 		}),
 	}
 	return deps, nil

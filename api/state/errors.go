@@ -21,4 +21,8 @@ var (
 	ErrChecksumMismatch = errors.New("state bytes do not match the declared md5")
 	// ErrTooLarge means a state crossed MaxStateBytes; nothing was kept.
 	ErrTooLarge = errors.New("state over its size limit")
+	// ErrWriterRevoked means the run that created a pending version can no
+	// longer write state (its run token was revoked, as a cancel does):
+	// the upload URL it was given does not outlive that.
+	ErrWriterRevoked = errors.New("state writer revoked")
 )

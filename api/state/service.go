@@ -128,6 +128,9 @@ func (s *Service) Upload(ctx context.Context, versionID string, r io.Reader) (Ve
 		if locked.Finalized() {
 			return errAlreadyFinal
 		}
+		if err := runStillWrites(ctx, tx, locked); err != nil {
+			return err
+		}
 		current, err := currentVersion(ctx, tx, v.OrganizationID, v.WorkspaceID)
 		if err != nil {
 			return err

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/cairnhq/cairn/api/access"
 	"github.com/cairnhq/cairn/api/platform/cursor"
 	"github.com/cairnhq/cairn/api/platform/fault"
 )
@@ -92,6 +93,27 @@ func lockVersions(ctx context.Context, tx *sqlx.Tx, workspaceID string) error {
 	_, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('cairn/state-versions/' || $1, 0))`, workspaceID)
 	if err != nil {
 		return fmt.Errorf("locking state versions: %w", err)
+	}
+	return nil
+}
+
+// runStillWrites refuses to finalize a version a run's CLI created once
+// that run can no longer write state: canceling an apply revokes its run
+// token, and the signed upload URL the CLI got before must not outlive it.
+// The share lock orders a concurrent revocation: it waits for this
+// finalization, or this finalization sees the token revoked.
+func runStillWrites(ctx context.Context, tx *sqlx.Tx, v Version) error {
+	if v.CreatedByKind != access.KindRun {
+		return nil
+	}
+	var live int
+	err := tx.GetContext(ctx, &live, `SELECT count(*) FROM (SELECT 1 FROM run_tokens WHERE run_id = $1 AND phase = 'apply'
+		AND revoked_at IS NULL AND expires_at > now() FOR SHARE) t`, v.CreatedByID)
+	if err != nil {
+		return fmt.Errorf("checking the run's state writer: %w", err)
+	}
+	if live == 0 {
+		return ErrWriterRevoked
 	}
 	return nil
 }

@@ -112,6 +112,7 @@ var details = []struct {
 	{state.ErrConflict, "The state version does not follow the current state: its serial must be greater than the current serial and its lineage must match, unless forced."},
 	{state.ErrChecksumMismatch, "The uploaded state does not match the declared md5."},
 	{state.ErrTooLarge, "The state is larger than 100,000,000 bytes."},
+	{state.ErrWriterRevoked, "The run writing this state can no longer write state: it was canceled or has ended."},
 	{errInvalidDocument, "The request is not a valid JSON:API document for this operation."},
 	{errAutoApply, "Cairn never applies without a human approval. Run the command again without -auto-approve and approve the plan."},
 	{errUnsupportedRunOption, "Cairn runs plan the whole configuration with the workspace's own variables: -target, -replace, -refresh-only and -var are not supported. Set variables on the workspace instead."},

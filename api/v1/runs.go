@@ -267,8 +267,9 @@ func (a *API) registerRuns() {
 	register(a, huma.Operation{
 		OperationID: "cancel-run", Method: http.MethodPost, Path: "/v1/runs/{id}/actions/cancel",
 		Summary: "Cancel a run", Tags: tags,
-		Description: "Any non-terminal run but one awaiting recovery. A running sandbox's process tree is killed; a canceled apply's " +
-			"outcome is uncertain, so that run goes to recovery.",
+		Description: "Any non-terminal run but one awaiting recovery. A running plan's sandbox is stopped. A running apply is " +
+			"interrupted: its run token is revoked at once, tofu gets an interrupt and a grace period to stop and keep the state it " +
+			"could not publish, which is sealed as the run's emergency state; the run stays applying until then and goes to recovery.",
 	}, operationOptions{mutation: true}, func(ctx context.Context, in *cancelInput) (*Mutated[RunView], error) {
 		return mutation(ctx, a, in.IdempotencyKey, struct{}{}, http.StatusOK,
 			func(ctx context.Context, tx *sqlx.Tx, p access.Principal) (RunView, error) {

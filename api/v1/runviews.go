@@ -80,8 +80,17 @@ type OverridesView struct {
 
 // ApplyPhaseView is the apply phase's recorded result.
 type ApplyPhaseView struct {
-	Status         string  `json:"status" enum:"pending,running,finished,errored,canceled,interrupted"`
-	StateVersionID *string `json:"state_version_id" doc:"The state version the apply published, verified."`
+	Status               string  `json:"status" enum:"pending,running,finished,errored,canceled,interrupted"`
+	StateVersionID       *string `json:"state_version_id" doc:"The state version the apply published, verified."`
+	EmergencyStateDigest *string `json:"emergency_state_digest" doc:"SHA-256 of the state an interrupted or failed apply could not publish (errored.tfstate), kept sealed; a recovery that imports it names this digest. Null when none was left."`
+}
+
+// RecoveryView is what a recover request must name, shown while the run
+// waits for recovery.
+type RecoveryView struct {
+	CurrentStateVersionID *string `json:"current_state_version_id" doc:"The workspace's current state version (null before the first)."`
+	CurrentStateDigest    string  `json:"current_state_digest" doc:"SHA-256 of that state (empty when there is none)."`
+	EmergencyStateDigest  *string `json:"emergency_state_digest" doc:"SHA-256 of the emergency state import_emergency_state would import; null when the apply left none."`
 }
 
 // DecisionView is the human decision on the run.
@@ -137,6 +146,7 @@ type RunView struct {
 	TerminalReason        *string                 `json:"terminal_reason"`
 	LeaseExpiresAt        *time.Time              `json:"lease_expires_at" doc:"Set only while a prepared recovery lease is active."`
 	LeaseRemainingSeconds *int                    `json:"lease_remaining_seconds" doc:"0–900, from the database clock."`
+	Recovery              *RecoveryView           `json:"recovery" doc:"Set while the run waits for recovery: the evidence a recover request names."`
 	Overrides             OverridesView           `json:"overrides"`
 	Evidence              EvidenceView            `json:"evidence"`
 	NotRecorded           []string                `json:"not_recorded" doc:"Review fields with no recorded value yet."`
@@ -200,6 +210,17 @@ func (a *API) runView(ctx context.Context, q sqlx.QueryerContext, p access.Princ
 	if rec != nil && rec.Status == "prepared" && rec.LeaseRemaining > 0 {
 		expires, remaining := rec.LeaseExpiresAt, rec.LeaseRemaining
 		v.LeaseExpiresAt, v.LeaseRemainingSeconds = &expires, &remaining
+	}
+	evidence, err := runs.EvidenceOf(ctx, q, r)
+	if err != nil {
+		return RunView{}, err
+	}
+	if evidence.EmergencyState != nil {
+		v.Apply.EmergencyStateDigest = hexOrNil(evidence.EmergencyState.SHA256)
+	}
+	if r.Status == run.StatusRecoveryRequired {
+		v.Recovery = &RecoveryView{CurrentStateVersionID: evidence.CurrentStateVersionID,
+			CurrentStateDigest: run.HexDigest(evidence.CurrentStateDigest), EmergencyStateDigest: v.Apply.EmergencyStateDigest}
 	}
 	for name, missing := range map[string]bool{
 		"plan.has_changes": r.HasChanges == nil, "plan.plan_digest": len(r.PlanDigest) == 0,

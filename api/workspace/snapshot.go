@@ -2,6 +2,7 @@ package workspace
 
 import (
 	"context"
+	"crypto/hmac"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -12,9 +13,9 @@ import (
 	"github.com/cairnhq/cairn/api/platform/seal"
 )
 
-// ErrSnapshotChanged means a variable a run pinned no longer has the value
-// version it pinned, so the run cannot see the inputs it was created with.
-var ErrSnapshotChanged = errors.New("pinned variable changed since the run was created")
+// ErrSnapshotChanged means a value a run pinned cannot be read back as it
+// was pinned, so the run cannot see the inputs it was created with.
+var ErrSnapshotChanged = errors.New("pinned variable value unavailable")
 
 // VariableRef is a variable as a run's input snapshot records it: identity,
 // value version and keyed digest, never the value itself.
@@ -27,19 +28,87 @@ type VariableRef struct {
 	ValueDigest  string `json:"value_digest"`
 }
 
-// SnapshotVariables lists the workspace's variables for a run snapshot,
-// ordered by key so equal inputs give equal snapshot digests.
-func SnapshotVariables(ctx context.Context, q sqlx.QueryerContext, organizationID, workspaceID string) ([]VariableRef, error) {
-	vars, err := listVariables(ctx, q, organizationID, workspaceID)
+// pinnableVariable is a variable row with its stored value, plain or sealed.
+type pinnableVariable struct {
+	ID           string  `db:"id"`
+	Key          string  `db:"key"`
+	Sensitive    bool    `db:"sensitive"`
+	HCL          bool    `db:"hcl"`
+	Value        *string `db:"value"`
+	Sealed       []byte  `db:"sealed_value"`
+	ValueVersion int     `db:"value_version"`
+	ValueDigest  []byte  `db:"value_digest"`
+}
+
+// VariableSnapshot is the workspace's variables as a new run pins them,
+// values still as stored (sensitive ones sealed).
+type VariableSnapshot struct{ vars []pinnableVariable }
+
+// SnapshotVariables reads the workspace's variables for a new run, ordered
+// by key so equal inputs give equal snapshot digests.
+func SnapshotVariables(ctx context.Context, q sqlx.QueryerContext, organizationID, workspaceID string) (VariableSnapshot, error) {
+	var vars []pinnableVariable
+	if err := sqlx.SelectContext(ctx, q, &vars, `SELECT id, key, sensitive, hcl, value, sealed_value, value_version, value_digest
+		FROM workspace_variables WHERE organization_id = $1 AND workspace_id = $2 ORDER BY key`, organizationID, workspaceID); err != nil {
+		return VariableSnapshot{}, fmt.Errorf("reading variables to pin: %w", err)
+	}
+	return VariableSnapshot{vars: vars}, nil
+}
+
+// Refs are the snapshot's references: identity, value version and keyed
+// digest of each variable.
+func (v VariableSnapshot) Refs() []VariableRef {
+	refs := make([]VariableRef, 0, len(v.vars))
+	for _, x := range v.vars {
+		refs = append(refs, VariableRef{ID: x.ID, Key: x.Key, Sensitive: x.Sensitive, HCL: x.HCL,
+			ValueVersion: x.ValueVersion, ValueDigest: hex.EncodeToString(x.ValueDigest)})
+	}
+	return refs
+}
+
+// PinValues copies every value of the snapshot for the run, in the caller's
+// transaction (the one that creates the run), so later edits and deletions
+// of the variables never reach it. Sensitive values are sealed again bound
+// to the run and the variable, never stored in clear; without
+// CAIRN_MASTER_KEY they cannot be pinned and the run is refused (503).
+func (s *Service) PinValues(ctx context.Context, tx *sqlx.Tx, organizationID, runID string, snap VariableSnapshot) error {
+	for _, v := range snap.vars {
+		var plain *string
+		var sealed []byte
+		if v.Sensitive {
+			value, err := s.openSealed(v.Sealed, sealedAssociation(v.ID, v.ValueVersion), v.Key)
+			if err != nil {
+				return err
+			}
+			if sealed, err = s.sealer.Seal(value, pinnedAssociation(runID, v.ID, v.ValueVersion)); err != nil {
+				return fmt.Errorf("sealing the pinned value of %s: %w", v.Key, err)
+			}
+		} else {
+			plain = v.Value
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO run_variable_values (run_id, organization_id, variable_id, value_version,
+			value, sealed_value) VALUES ($1, $2, $3, $4, $5, $6)`, runID, organizationID, v.ID, v.ValueVersion, plain, sealed); err != nil {
+			return fmt.Errorf("pinning variable %s: %w", v.Key, err)
+		}
+	}
+	return nil
+}
+
+// pinnedAssociation binds a pinned copy to its run, variable and value
+// version: a copy moved onto another run or variable does not open.
+func pinnedAssociation(runID, variableID string, version int) []byte {
+	return fmt.Appendf(nil, "cairn/run-variable/%s/%s/%d", runID, variableID, version)
+}
+
+func (s *Service) openSealed(sealed, associated []byte, key string) ([]byte, error) {
+	plain, err := s.sealer.Open(sealed, associated)
+	if errors.Is(err, seal.ErrNoKey) {
+		return nil, fmt.Errorf("unsealing a sensitive value without CAIRN_MASTER_KEY: %w", fault.ErrUnavailable)
+	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("unsealing variable %s: %w", key, err)
 	}
-	refs := make([]VariableRef, 0, len(vars))
-	for _, v := range vars {
-		refs = append(refs, VariableRef{ID: v.ID, Key: v.Key, Sensitive: v.Sensitive, HCL: v.HCL,
-			ValueVersion: v.ValueVersion, ValueDigest: hex.EncodeToString(v.ValueDigest)})
-	}
-	return refs, nil
+	return plain, nil
 }
 
 // ResolvedVariable is a pinned variable with its value, for the runner only.
@@ -50,53 +119,75 @@ type ResolvedVariable struct {
 	HCL       bool
 }
 
-// ResolveSnapshot reads the values a snapshot pinned, unsealing sensitive
-// ones. Any variable whose value version moved on, or that is gone, fails
-// the whole resolution: a run never plans with inputs it did not pin.
-func (s *Service) ResolveSnapshot(ctx context.Context, organizationID, workspaceID string, refs []VariableRef) ([]ResolvedVariable, error) {
-	var rows []struct {
-		ID           string  `db:"id"`
-		Value        *string `db:"value"`
-		Sealed       []byte  `db:"sealed_value"`
-		ValueVersion int     `db:"value_version"`
+// ResolvePinned reads the values a run pinned at creation, unsealing
+// sensitive ones, whatever happened to the variables since. Each value must
+// still match the keyed digest the snapshot recorded, so a copy that was
+// altered or swapped fails the whole resolution: a run never plans or
+// applies with inputs it did not pin.
+func (s *Service) ResolvePinned(ctx context.Context, organizationID, workspaceID, runID string, refs []VariableRef) ([]ResolvedVariable, error) {
+	var rows []storedValue
+	if err := s.db.SelectContext(ctx, &rows, `SELECT variable_id AS id, value, sealed_value, value_version
+		FROM run_variable_values WHERE organization_id = $1 AND run_id = $2`, organizationID, runID); err != nil {
+		return nil, fmt.Errorf("reading pinned values: %w", err)
 	}
-	if err := s.db.SelectContext(ctx, &rows, `
-		SELECT id, value, sealed_value, value_version FROM workspace_variables
-		WHERE organization_id = $1 AND workspace_id = $2`, organizationID, workspaceID); err != nil {
-		return nil, fmt.Errorf("reading pinned variables: %w", err)
+	association := func(ref VariableRef) []byte { return pinnedAssociation(runID, ref.ID, ref.ValueVersion) }
+	if len(rows) == 0 && len(refs) > 0 {
+		// A run created before values were pinned by copy reads the
+		// workspace's variables, which must still hold the pinned versions.
+		if err := s.db.SelectContext(ctx, &rows, `SELECT id, value, sealed_value, value_version FROM workspace_variables
+			WHERE organization_id = $1 AND workspace_id = $2`, organizationID, workspaceID); err != nil {
+			return nil, fmt.Errorf("reading pinned variables: %w", err)
+		}
+		association = func(ref VariableRef) []byte { return sealedAssociation(ref.ID, ref.ValueVersion) }
 	}
-	byID := make(map[string]int, len(rows))
-	for i, r := range rows {
-		byID[r.ID] = i
+	byID := make(map[string]storedValue, len(rows))
+	for _, r := range rows {
+		byID[r.ID] = r
 	}
 	out := make([]ResolvedVariable, 0, len(refs))
 	for _, ref := range refs {
-		i, ok := byID[ref.ID]
-		if !ok || rows[i].ValueVersion != ref.ValueVersion {
+		row, ok := byID[ref.ID]
+		if !ok || row.ValueVersion != ref.ValueVersion {
 			return nil, ErrSnapshotChanged
 		}
-		value := ""
+		var value string
 		switch {
-		case ref.Sensitive && rows[i].Sealed != nil:
-			if s.sealer == nil {
-				return nil, fmt.Errorf("unsealing a sensitive value without CAIRN_MASTER_KEY: %w", fault.ErrUnavailable)
-			}
-			plain, err := s.sealer.Open(rows[i].Sealed, sealedAssociation(ref.ID, ref.ValueVersion))
-			if errors.Is(err, seal.ErrNoKey) {
-				return nil, fmt.Errorf("unsealing a sensitive value: %w", fault.ErrUnavailable)
-			}
+		case ref.Sensitive && row.Sealed != nil:
+			plain, err := s.openSealed(row.Sealed, association(ref), ref.Key)
 			if err != nil {
-				return nil, fmt.Errorf("unsealing variable %s: %w", ref.Key, err)
+				return nil, err
 			}
 			value = string(plain)
-		case !ref.Sensitive && rows[i].Value != nil:
-			value = *rows[i].Value
+		case !ref.Sensitive && row.Value != nil:
+			value = *row.Value
 		default:
+			return nil, ErrSnapshotChanged
+		}
+		if want, err := hex.DecodeString(ref.ValueDigest); err != nil || !hmac.Equal(s.digest(value), want) {
 			return nil, ErrSnapshotChanged
 		}
 		out = append(out, ResolvedVariable{Key: ref.Key, Value: value, Sensitive: ref.Sensitive, HCL: ref.HCL})
 	}
 	return out, nil
+}
+
+// storedValue is a stored variable value, plain or sealed.
+type storedValue struct {
+	ID           string  `db:"id"`
+	Value        *string `db:"value"`
+	Sealed       []byte  `db:"sealed_value"`
+	ValueVersion int     `db:"value_version"`
+}
+
+// DropPinnedValues deletes a run's copies of its variable values, in the
+// caller's transaction, once the run can no longer execute a phase: sealed
+// secrets are kept only as long as they may be used. The snapshot's
+// references and digests stay as evidence.
+func DropPinnedValues(ctx context.Context, tx *sqlx.Tx, runID string) error {
+	if _, err := tx.ExecContext(ctx, `DELETE FROM run_variable_values WHERE run_id = $1`, runID); err != nil {
+		return fmt.Errorf("dropping pinned values: %w", err)
+	}
+	return nil
 }
 
 // WorkspaceByID loads a workspace of an organization without a principal,

@@ -397,7 +397,15 @@ func reasonSentence(status, reason string) string {
 		"state_publication_unverified":    "The apply finished but its state could not be verified.",
 		"apply_failed_with_partial_state": "The apply failed after publishing part of its state.",
 		"worker_lost":                     "The worker running this run stopped.",
-		"input_snapshot_unavailable":      "A variable changed after the run was created.",
+		"input_snapshot_unavailable":      "A variable value the run pinned could not be read back.",
+		"apply_canceled":                  "The apply was canceled mid-way; the state it left is kept for recovery.",
+		"apply_timed_out":                 "The apply ran out of time and was interrupted.",
+		"apply_worker_shutdown":           "The apply was interrupted because its worker stopped.",
+		"policy_gate_closed":              "The policy gate closed before the apply started (an override expired); nothing was applied.",
+		"policy_result_changed":           "The policy result changed after the approval; nothing was applied.",
+		"approved_review_changed":         "The run no longer matched the approved review; nothing was applied.",
+		"state_changed_since_approval":    "The workspace's state changed after the approval; nothing was applied.",
+		"plan_attempts_exhausted":         "The plan's worker stopped too many times.",
 	}
 	if s, ok := sentences[reason]; ok {
 		return s

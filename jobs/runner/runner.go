@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/hcl/v2/hclwrite"
@@ -45,6 +46,10 @@ type Runner struct {
 	Heartbeat time.Duration
 	// PhaseTimeout bounds one phase's commands.
 	PhaseTimeout time.Duration
+	// ApplyInterruptGrace is how long an interrupted `tofu apply` gets
+	// between its interrupt and SIGKILL to stop and write what state it
+	// has (zero: the sandbox driver's kill grace).
+	ApplyInterruptGrace time.Duration
 	// LogFlush is how often buffered log lines are stored.
 	LogFlush time.Duration
 }
@@ -68,6 +73,11 @@ const (
 // made, so the plan is not bound to one predecessor state.
 var errStateMoved = errors.New("state changed during plan")
 
+// EvidenceWindow bounds recording what an interrupted attempt left after
+// its command stopped (sealing the emergency state, committing), which
+// happens after the job's own context ended when the worker shuts down.
+const EvidenceWindow = 45 * time.Second
+
 // attemptEnv is one running attempt's sandbox and bookkeeping.
 type attemptEnv struct {
 	st      run.Started
@@ -78,6 +88,32 @@ type attemptEnv struct {
 	// diff: the run token and every sensitive input.
 	secrets []string
 	mu      sync.Mutex
+	// life outlives the phase's context until the attempt is recorded:
+	// heartbeats and log flushes go on while an interrupted command uses
+	// its grace period.
+	life context.Context
+	// halted is set when the run was canceled and the heartbeat stopped
+	// the attempt.
+	halted atomic.Bool
+	// shuttingDown reports whether the job's context ended: the worker is
+	// stopping.
+	shuttingDown func() bool
+}
+
+// interruption names why a command was stopped, or "" when err is not a
+// stop.
+func (e *attemptEnv) interruption(err error) string {
+	switch {
+	case err == nil:
+		return ""
+	case e.halted.Load():
+		return run.InterruptCanceled
+	case errors.Is(err, sandbox.ErrTimedOut):
+		return run.InterruptTimedOut
+	case errors.Is(err, sandbox.ErrCanceled):
+		return run.InterruptShutdown
+	}
+	return ""
 }
 
 func (e *attemptEnv) timed(step string, since time.Time) {
@@ -98,20 +134,26 @@ func (e *attemptEnv) snapshot() run.Timings {
 
 // Execute runs one started attempt to its recorded end. It returns only
 // infrastructure errors the job should retry before anything was recorded.
+// ctx is the job's: when it ends the worker is stopping, and the attempt's
+// command is stopped as it is on cancel (an apply gets its interrupt and
+// grace), its evidence recorded, and a plan left to be retried.
 func (r *Runner) Execute(ctx context.Context, st run.Started) error {
 	log := r.Logger.With("run_id", st.Run.ID, "attempt_id", st.Attempt.ID, "phase", st.Attempt.Phase)
-	phaseCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stopped := make(chan struct{})
-	var canceled bool
+	life, endLife := context.WithCancel(context.WithoutCancel(ctx))
+	defer endLife()
+	phaseCtx, stopPhase := context.WithCancel(ctx)
+	defer stopPhase()
+	env := &attemptEnv{st: st, life: life, shuttingDown: func() bool { return ctx.Err() != nil },
+		timings: run.Timings{"queue_wait": float64(st.QueueWait.Microseconds()) / 1000}}
+	beating := make(chan struct{})
 	go func() {
-		defer close(stopped)
-		r.heartbeat(phaseCtx, st.Attempt.ID, func() { canceled = true; cancel() })
+		defer close(beating)
+		r.heartbeat(life, st.Attempt.ID, func() { env.halted.Store(true); stopPhase() })
 	}()
-	env := &attemptEnv{st: st, timings: run.Timings{"queue_wait": float64(st.QueueWait.Microseconds()) / 1000}}
 	err := r.execute(phaseCtx, env)
-	cancel()
-	<-stopped
+	stopPhase()
+	endLife()
+	<-beating
 	if env.logs != nil {
 		flushErr := env.logs.Flush(context.WithoutCancel(ctx), true)
 		if flushErr != nil {
@@ -128,28 +170,27 @@ func (r *Runner) Execute(ctx context.Context, st run.Started) error {
 	if err == nil {
 		return nil
 	}
-	classification := classify(err, canceled)
+	classification := classify(err, env)
 	log.Info("phase attempt ended without a result", "classification", classification, "error", err)
 	_, ferr := r.Runs.FailAttempt(context.WithoutCancel(ctx), st.Attempt.ID, classification, exitCodeOf(err), env.snapshot())
 	return ferr
 }
 
-// heartbeat proves liveness and stops the attempt when its run is canceled.
+// heartbeat proves liveness until ctx ends and stops the attempt once when
+// its run is canceled. It keeps beating after that: an interrupted command
+// may use its grace period, and the attempt must not look lost meanwhile.
 func (r *Runner) heartbeat(ctx context.Context, attemptID string, stop func()) {
 	t := time.NewTicker(r.Heartbeat)
 	defer t.Stop()
+	var once sync.Once
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 			halt, err := r.Runs.Heartbeat(ctx, attemptID)
-			if err != nil {
-				continue
-			}
-			if halt {
-				stop()
-				return
+			if err == nil && halt {
+				once.Do(stop)
 			}
 		}
 	}
@@ -171,14 +212,16 @@ func exitCodeOf(err error) int {
 	return -1
 }
 
-func classify(err error, canceled bool) string {
+func classify(err error, env *attemptEnv) string {
 	var ee exitError
 	var ae run.ArchiveError
 	switch {
-	case canceled || errors.Is(err, sandbox.ErrCanceled) || errors.Is(err, run.ErrAttemptNotCurrent):
-		return "canceled"
+	case env.halted.Load() || errors.Is(err, run.ErrAttemptNotCurrent):
+		return run.InterruptCanceled
 	case errors.Is(err, sandbox.ErrTimedOut):
-		return "timed_out"
+		return run.InterruptTimedOut
+	case errors.Is(err, sandbox.ErrCanceled) || env.shuttingDown():
+		return run.InterruptShutdown
 	case errors.As(err, &ee):
 		return ee.step + "_failed"
 	case errors.Is(err, errStateMoved):
@@ -213,7 +256,7 @@ func (r *Runner) execute(ctx context.Context, env *attemptEnv) error {
 	if env.logs, err = r.Runs.NewLogSink(ctx, st.Run.ID, st.Attempt.Phase, secrets); err != nil {
 		return err
 	}
-	stopFlush := r.flushLoop(ctx, env.logs)
+	stopFlush := r.flushLoop(env.life, env.logs)
 	defer stopFlush()
 
 	start := time.Now()
@@ -346,8 +389,10 @@ func tfvars(inputs []workspace.ResolvedVariable) []byte {
 // tofu runs one CLI command in the configuration directory, its output
 // going to the masked log.
 func (r *Runner) tofu(ctx context.Context, env *attemptEnv, step string, stdout io.Writer, args ...string) (int, error) {
-	start := time.Now()
-	defer env.timed("tofu_"+step, start)
+	return r.runTofu(ctx, env, step, r.tofuCommand(env, stdout, args...))
+}
+
+func (r *Runner) tofuCommand(env *attemptEnv, stdout io.Writer, args ...string) sandbox.Command {
 	cmdEnv := map[string]string{
 		"TF_CLI_CONFIG_FILE": filepath.Join(env.sb.WorkDir(), privateDir, cliConfig),
 		// Links the state version the CLI publishes to this run.
@@ -359,8 +404,13 @@ func (r *Runner) tofu(ctx context.Context, env *attemptEnv, step string, stdout 
 	if stdout == nil {
 		stdout = env.logs
 	}
-	return env.sb.Run(ctx, sandbox.Command{Args: append([]string{"tofu"}, args...), Dir: configDir, Env: cmdEnv,
-		Stdout: stdout, Stderr: env.logs})
+	return sandbox.Command{Args: append([]string{"tofu"}, args...), Dir: configDir, Env: cmdEnv, Stdout: stdout, Stderr: env.logs}
+}
+
+func (r *Runner) runTofu(ctx context.Context, env *attemptEnv, step string, cmd sandbox.Command) (int, error) {
+	start := time.Now()
+	defer env.timed("tofu_"+step, start)
+	return env.sb.Run(ctx, cmd)
 }
 
 // private is where the runner keeps a file of its own beside the
@@ -523,55 +573,6 @@ func (r *Runner) planEvidence(ctx context.Context, env *attemptEnv) ([]run.Artif
 	}
 	err = store(run.ArtifactPlanDiff, func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil })
 	return arts, diff, err
-}
-
-// apply runs the saved plan in a fresh sandbox. The CLI publishes the
-// successor state itself through /api/v2; the commit verifies it.
-func (r *Runner) apply(ctx context.Context, env *attemptEnv) error {
-	rc, err := r.Runs.OpenPlanFile(ctx, env.st.Run)
-	if err != nil {
-		return err
-	}
-	err = writeFrom(env.private(planFile), rc)
-	rc.Close()
-	if err != nil {
-		return err
-	}
-	if err := r.init(ctx, env); err != nil {
-		return err
-	}
-	code, err := r.tofu(ctx, env, "apply", nil, "apply", "-input=false", "-no-color", env.private(planFile))
-	if err != nil {
-		return err
-	}
-	outcome := run.ApplyOutcome{ExitCode: code}
-	if code != 0 {
-		emergency := filepath.Join(env.sb.WorkDir(), configDir, "errored.tfstate")
-		if f, err := os.Open(emergency); err == nil {
-			a, serr := r.Runs.StoreArtifact(ctx, env.st, run.ArtifactEmergencyState, f, state.MaxStateBytes)
-			f.Close()
-			if serr == nil {
-				outcome.Emergency = &a
-				env.logs.Line("The apply left a state it could not publish; it is kept sealed for recovery.")
-			}
-		}
-	}
-	_ = env.logs.Flush(ctx, true)
-	outcome.Timings = env.snapshot()
-	_, err = r.Runs.CommitApply(ctx, env.st.Attempt.ID, outcome)
-	return err
-}
-
-func writeFrom(path string, r io.Reader) error {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(f, r); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }
 
 func sameID(a, b *string) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }

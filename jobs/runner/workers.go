@@ -24,12 +24,16 @@ type PhaseWorker struct {
 func (w *PhaseWorker) Timeout(*river.Job[run.PhaseArgs]) time.Duration { return -1 }
 
 // Work starts the attempt (lease and create intent in one transaction) and
-// executes it. A full region or a closed gate waits; an attempt that is no
-// longer current is done.
+// executes it. A full region or a closed launch gate waits; an attempt that
+// is no longer current, or an apply its approval no longer authorizes
+// (the run ended errored), is done.
 func (w *PhaseWorker) Work(ctx context.Context, job *river.Job[run.PhaseArgs]) error {
 	st, err := w.Runner.Runs.StartAttempt(ctx, job.Args.AttemptID, w.Runner.WorkerID, w.Runner.Driver.Name())
 	switch {
 	case errors.Is(err, run.ErrAttemptNotCurrent):
+		return nil
+	case errors.Is(err, run.ErrApplyRefused):
+		w.Runner.Logger.Info("apply refused at start", "run_id", job.Args.RunID, "attempt_id", job.Args.AttemptID, "error", err)
 		return nil
 	case errors.Is(err, run.ErrNoCapacity):
 		return river.JobSnooze(w.CapacityRetry)

@@ -594,7 +594,7 @@ func (s *localSandbox) execute(ctx context.Context, argv []string, dir string, c
 			stopErr = fmt.Errorf("running %s: %w: %w", c.Args[0], ErrCanceled, cause)
 		}
 		logger.InfoContext(ctx, "sandbox command terminating", "reason", cause.Error())
-		s.terminate(pgid, exited, errors.Is(cause, ErrDestroyed))
+		s.terminate(pgid, exited, c, errors.Is(cause, ErrDestroyed))
 	}
 	// The leader has exited but is not reaped, so its PID, and with it the
 	// group ID, cannot be reused yet: whatever it left behind is ours to kill.
@@ -615,20 +615,22 @@ func (s *localSandbox) execute(ctx context.Context, argv []string, dir string, c
 }
 
 // terminate stops the process group led by pgid and returns once the leader
-// has exited. Unless now, the tree first gets SIGTERM and KillGrace to stop.
-func (s *localSandbox) terminate(pgid int, exited <-chan struct{}, now bool) {
+// has exited. Unless now, the tree first gets the command's StopSignal
+// (SIGTERM by default) and its StopGrace (KillGrace by default) to stop.
+func (s *localSandbox) terminate(pgid int, exited <-chan struct{}, c Command, now bool) {
 	if !now {
+		sig := cmp.Or(c.StopSignal, unix.SIGTERM)
 		if s.bwrap != "" {
 			// The leader is bwrap, which dies of SIGTERM and then SIGKILLs
 			// the namespace before tofu could stop cleanly; spare it, unless
 			// it is alone and still setting the namespace up.
-			if signalGroupExcept(pgid, pgid, unix.SIGTERM) == 0 {
-				_ = unix.Kill(pgid, unix.SIGTERM)
+			if signalGroupExcept(pgid, pgid, sig) == 0 {
+				_ = unix.Kill(pgid, sig)
 			}
 		} else {
-			_ = unix.Kill(-pgid, unix.SIGTERM)
+			_ = unix.Kill(-pgid, sig)
 		}
-		grace := time.NewTimer(s.driver.killGrace)
+		grace := time.NewTimer(cmp.Or(c.StopGrace, s.driver.killGrace))
 		defer grace.Stop()
 		select {
 		case <-exited:

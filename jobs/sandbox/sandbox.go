@@ -6,6 +6,7 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -128,6 +129,14 @@ type Command struct {
 	// Stdout and Stderr receive the command's output; nil discards it.
 	Stdout io.Writer
 	Stderr io.Writer
+	// StopSignal is the signal the command's processes get first when it is
+	// stopped (ctx ends or Limits.WallClock runs out; Destroy kills at
+	// once); zero means SIGTERM. Tofu takes SIGINT as a terminal's Ctrl-C:
+	// its provider plugins ignore it while tofu stops and saves its state.
+	StopSignal syscall.Signal
+	// StopGrace is how long the processes get after StopSignal before
+	// SIGKILL; zero means the driver's KillGrace.
+	StopGrace time.Duration
 }
 
 func (s Spec) validate() error {
@@ -159,6 +168,12 @@ func (c Command) validate() error {
 		if strings.ContainsRune(a, 0) {
 			return fmt.Errorf("%w: Command.Args[%d] contains a NUL byte", ErrInvalidSpec, i)
 		}
+	}
+	if c.StopGrace < 0 {
+		return fmt.Errorf("%w: Command.StopGrace %s must not be negative", ErrInvalidSpec, c.StopGrace)
+	}
+	if c.StopSignal == syscall.SIGKILL || c.StopSignal == syscall.SIGSTOP || c.StopSignal < 0 {
+		return fmt.Errorf("%w: Command.StopSignal %d must be a signal a process can handle", ErrInvalidSpec, c.StopSignal)
 	}
 	if c.Dir != "" && !filepath.IsLocal(c.Dir) {
 		return fmt.Errorf("%w: Command.Dir %q must be a relative path inside the work directory", ErrInvalidSpec, c.Dir)

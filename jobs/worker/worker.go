@@ -26,6 +26,10 @@ import (
 // New builds the River client of cairn-worker with every worker and periodic
 // job registered. The database/sql driver has no LISTEN/NOTIFY, so the client
 // polls every cfg.WorkerPollInterval.
+//
+// Stop it with StopAndCancel and a deadline of at least StopWindow(cfg):
+// canceled phase jobs stop their sandboxed commands (an apply with its
+// interrupt and grace), record what the attempt left, and only then return.
 func New(cfg config.Config, conn *sqlx.DB, logger *slog.Logger) (*river.Client[*sql.Tx], error) {
 	workers := river.NewWorkers()
 	add := func(err error) error {
@@ -109,6 +113,12 @@ func New(cfg config.Config, conn *sqlx.DB, logger *slog.Logger) (*river.Client[*
 	return client, nil
 }
 
+// StopWindow is how long a stopping worker waits for its jobs: an
+// interrupted apply's grace, then recording its evidence, with a margin.
+func StopWindow(cfg config.Config) time.Duration {
+	return cfg.ApplyInterruptGrace + runner.EvidenceWindow + 15*time.Second
+}
+
 // newDriver is the local sandbox driver under the data directory.
 func newDriver(cfg config.Config, logger *slog.Logger) (sandbox.Driver, error) {
 	dataDir, err := filepath.Abs(cfg.DataDir)
@@ -161,6 +171,6 @@ func newRunner(cfg config.Config, runs *run.Service, logger *slog.Logger) (*runn
 	return &runner.Runner{
 		Runs: runs, Driver: driver, Tools: sandbox.NewToolCache(mirror, filepath.Join(dataDir, "toolcache")), Logger: logger,
 		APIHost: u.Host, CAFile: caFile, WorkerID: runner.WorkerName(), Heartbeat: 500 * time.Millisecond,
-		PhaseTimeout: cfg.PhaseTimeout, LogFlush: 200 * time.Millisecond,
+		PhaseTimeout: cfg.PhaseTimeout, ApplyInterruptGrace: cfg.ApplyInterruptGrace, LogFlush: 200 * time.Millisecond,
 	}, nil
 }

@@ -105,6 +105,13 @@ type Config struct {
 	ApprovalTimeout time.Duration `env:"CAIRN_APPROVAL_TIMEOUT" envDefault:"168h"`
 	// PhaseTimeout bounds one sandboxed phase.
 	PhaseTimeout time.Duration `env:"CAIRN_PHASE_TIMEOUT" envDefault:"1h"`
+	// ApplyInterruptGrace is how long an interrupted apply's tofu gets
+	// between its interrupt and SIGKILL to stop and write what state it
+	// has (cancel, phase timeout, worker shutdown).
+	ApplyInterruptGrace time.Duration `env:"CAIRN_APPLY_INTERRUPT_GRACE" envDefault:"60s"`
+	// PlanMaxAttempts bounds the attempts of a plan whose worker dies or
+	// stops under it.
+	PlanMaxAttempts int `env:"CAIRN_PLAN_MAX_ATTEMPTS" envDefault:"3"`
 	// PolicyEvaluationTimeout bounds one attachment's evaluation; a
 	// timeout is an error result, which blocks apply.
 	PolicyEvaluationTimeout time.Duration `env:"CAIRN_POLICY_EVALUATION_TIMEOUT" envDefault:"10s"`
@@ -164,6 +171,12 @@ func (c Config) validate() error {
 	}
 	if c.WorkerPollInterval < time.Millisecond || c.WorkerPollInterval > time.Minute {
 		problems = append(problems, errors.New("CAIRN_WORKER_POLL_INTERVAL must be between 1ms and 1m"))
+	}
+	if c.ApplyInterruptGrace < time.Second || c.ApplyInterruptGrace > time.Hour {
+		problems = append(problems, errors.New("CAIRN_APPLY_INTERRUPT_GRACE must be between 1s and 1h"))
+	}
+	if c.PlanMaxAttempts < 1 || c.PlanMaxAttempts > 20 {
+		problems = append(problems, errors.New("CAIRN_PLAN_MAX_ATTEMPTS must be between 1 and 20"))
 	}
 	return errors.Join(problems...)
 }

@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"github.com/cairnhq/cairn/api/platform/config"
 	"github.com/cairnhq/cairn/api/platform/db"
@@ -45,9 +44,9 @@ func run(cfg config.Config) error {
 	if cfg.DatabaseURL == "" {
 		return errors.New("DATABASE_URL is required: the worker takes all its work from PostgreSQL")
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	conn, err := db.Open(ctx, cfg.DatabaseURL.Reveal(), cfg.DBMaxConns)
+	signals, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stopSignals()
+	conn, err := db.Open(signals, cfg.DatabaseURL.Reveal(), cfg.DBMaxConns)
 	if err != nil {
 		return err
 	}
@@ -56,13 +55,23 @@ func run(cfg config.Config) error {
 	if err != nil {
 		return err
 	}
-	if err := client.Start(ctx); err != nil {
+	// River runs until told to stop below, not until the signal: its jobs
+	// must get their stop through StopAndCancel, with the window they need.
+	if err := client.Start(context.Background()); err != nil {
 		return fmt.Errorf("starting river: %w", err)
 	}
 	logger.Info("cairn-worker started", "poll_interval", cfg.WorkerPollInterval.String())
-	<-ctx.Done()
-	logger.Info("cairn-worker stopping: finishing running jobs")
-	stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	<-signals.Done()
+	// A second signal now ends the process at once.
+	stopSignals()
+	window := worker.StopWindow(cfg)
+	logger.Info("cairn-worker stopping: interrupting running jobs and recording what they leave",
+		"apply_interrupt_grace", cfg.ApplyInterruptGrace.String(), "stop_window", window.String())
+	stopCtx, cancel := context.WithTimeout(context.Background(), window)
 	defer cancel()
-	return client.Stop(stopCtx)
+	if err := client.StopAndCancel(stopCtx); err != nil {
+		return fmt.Errorf("stopping river: %w", err)
+	}
+	logger.Info("cairn-worker stopped")
+	return nil
 }

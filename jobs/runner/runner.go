@@ -77,7 +77,12 @@ type attemptEnv struct {
 	// secrets are the values masked in logs and redacted from the plan
 	// diff: the run token and every sensitive input.
 	secrets []string
-	mu      sync.Mutex
+	// profile is what the sandbox applied, or was refused.
+	profile *run.SandboxProfile
+	// tofuStarted is set before the first tofu command starts: until then
+	// the attempt has changed nothing.
+	tofuStarted bool
+	mu          sync.Mutex
 }
 
 func (e *attemptEnv) timed(step string, since time.Time) {
@@ -129,7 +134,12 @@ func (r *Runner) Execute(ctx context.Context, st run.Started) error {
 		return nil
 	}
 	classification := classify(err, canceled)
-	log.Info("phase attempt ended without a result", "classification", classification, "error", err)
+	log.Info("phase attempt ended without a result", "classification", classification, "error", err, "tofu_started", env.tofuStarted)
+	if !env.tofuStarted {
+		// No user code ran, so an apply changed nothing: no recovery.
+		_, ferr := r.Runs.FailUnstartedAttempt(context.WithoutCancel(ctx), st.Attempt.ID, classification, env.profile, env.snapshot())
+		return ferr
+	}
 	_, ferr := r.Runs.FailAttempt(context.WithoutCancel(ctx), st.Attempt.ID, classification, exitCodeOf(err), env.snapshot())
 	return ferr
 }
@@ -177,6 +187,8 @@ func classify(err error, canceled bool) string {
 	switch {
 	case canceled || errors.Is(err, sandbox.ErrCanceled) || errors.Is(err, run.ErrAttemptNotCurrent):
 		return "canceled"
+	case errors.Is(err, sandbox.ErrIsolationUnavailable):
+		return "sandbox_isolation_unavailable"
 	case errors.Is(err, sandbox.ErrTimedOut):
 		return "timed_out"
 	case errors.As(err, &ee):
@@ -195,6 +207,9 @@ func classify(err error, canceled bool) string {
 
 func (r *Runner) execute(ctx context.Context, env *attemptEnv) error {
 	st := env.st
+	if err := r.refuseUnisolated(ctx, env); err != nil {
+		return err
+	}
 	inputs, err := r.Runs.RunInputs(ctx, st.Run)
 	if err != nil {
 		return err
@@ -227,14 +242,16 @@ func (r *Runner) execute(ctx context.Context, env *attemptEnv) error {
 		return fmt.Errorf("creating sandbox: %w", err)
 	}
 	env.timed("sandbox_create", start)
-	if err := r.Runs.RecordSandbox(ctx, st.Attempt.ID, env.sb.ID()); err != nil {
+	profile := evidenceProfile(env.sb.Profile())
+	env.profile = &profile
+	if err := r.Runs.RecordSandbox(ctx, st.Attempt.ID, env.sb.ID(), profile); err != nil {
 		return err
 	}
 	// Three banner lines: the remote-backend CLI drops the first three
 	// lines of an apply log, as HCP Terraform repeats a banner there.
 	env.logs.Line("Cairn %s phase of %s, attempt %d", st.Attempt.Phase, st.Run.ID, st.Attempt.Number)
 	env.logs.Line("OpenTofu %s on %s", st.Run.ToolVersion, st.Run.Platform)
-	env.logs.Line("Sandbox %s (%s driver, namespaces=%t)", env.sb.ID(), r.Driver.Name(), r.Driver.Isolated())
+	env.logs.Line("Sandbox %s: %s", env.sb.ID(), describeProfile(profile))
 
 	start = time.Now()
 	tool, err := r.Tools.Verified(ctx, "tofu", st.Run.ToolVersion)
@@ -359,6 +376,7 @@ func (r *Runner) tofu(ctx context.Context, env *attemptEnv, step string, stdout 
 	if stdout == nil {
 		stdout = env.logs
 	}
+	env.tofuStarted = true
 	return env.sb.Run(ctx, sandbox.Command{Args: append([]string{"tofu"}, args...), Dir: configDir, Env: cmdEnv,
 		Stdout: stdout, Stderr: env.logs})
 }

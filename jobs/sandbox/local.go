@@ -261,7 +261,8 @@ func (l *Local) Status() Status {
 // profile is what a sandbox with limits lim gets from this driver.
 func (l *Local) profile(lim Limits) Profile {
 	if !l.status.Ready {
-		return Profile{Driver: l.Name(), Isolation: IsolationUnavailable, Reason: l.status.Reason}
+		return Profile{Driver: l.Name(), Isolation: IsolationUnavailable, Reason: l.status.Reason,
+			Memory: Ceiling{Mechanism: MechanismNone}, Processes: Ceiling{Mechanism: MechanismNone}}
 	}
 	p := Profile{Driver: l.Name(), Isolation: IsolationNone, User: "worker",
 		CPUSeconds: lim.MaxCPUSeconds, OpenFiles: lim.MaxOpenFiles, FileBytes: lim.MaxFileBytes,

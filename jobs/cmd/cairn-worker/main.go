@@ -47,12 +47,26 @@ func run(cfg config.Config) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// The sandbox driver comes first: whether this worker can isolate user
+	// code is said at start and in /health, whatever else works.
+	driver, err := worker.NewSandboxDriver(cfg, logger)
+	if err != nil {
+		return err
+	}
+	worker.ReportIsolation(logger, driver.Status())
+	// Leftovers of a dead worker go before this one answers or takes work.
+	worker.SweepSandboxes(ctx, driver, cfg.SandboxSweepInterval, logger)
+	if cfg.WorkerHealthAddr != "off" {
+		if err := worker.ServeHealth(ctx, cfg.WorkerHealthAddr, worker.HealthHandler(driver), logger); err != nil {
+			return fmt.Errorf("serving /health on CAIRN_WORKER_HEALTH_ADDR: %w", err)
+		}
+	}
 	conn, err := db.Open(ctx, cfg.DatabaseURL.Reveal(), cfg.DBMaxConns)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	client, err := worker.New(cfg, conn, logger)
+	client, err := worker.New(cfg, conn, driver, logger)
 	if err != nil {
 		return err
 	}

@@ -142,6 +142,8 @@ func TestSandboxedProvisionerSeesNoWorkerSecrets(t *testing.T) {
 		t.Errorf("sandbox_base_profile %v, want local-namespaces", r.Evidence.SandboxBaseProfile)
 	}
 	for _, a := range r.Evidence.Attempts {
+		t.Logf("%s attempt: sandbox_create %.1f ms, toolchain_install %.1f ms, tofu_init %.1f ms", a.Phase,
+			a.TimingsMS["sandbox_create"], a.TimingsMS["toolchain_install"], a.TimingsMS["tofu_init"])
 		p := a.SandboxProfile
 		if p == nil || p.Isolation != "namespaces" || !contains(p.Namespaces, "pid") || !contains(p.Namespaces, "mount") ||
 			p.Memory.Limit == 0 || p.Processes.Limit == 0 || p.Processes.Mechanism == "none" {

@@ -210,6 +210,17 @@ func (c Command) validate() error {
 // the sandbox layout depend on caller input.
 var reservedEnv = map[string]bool{"PATH": true, "HOME": true, "TMPDIR": true, "PWD": true, markerEnv: true}
 
+// loaderEnv are variables the dynamic loader and C library act on. The
+// environment reaches bwrap and setpriv, which run as root for a root
+// worker, before the command: LD_PRELOAD there would run the caller's code
+// with root's rights outside the sandbox. glibc ignores these only in
+// set-user-ID programs, which these are not, so the driver refuses them.
+var loaderEnv = map[string]bool{
+	"GCONV_PATH": true, "GETCONF_DIR": true, "GLIBC_TUNABLES": true, "HOSTALIASES": true, "LOCALDOMAIN": true,
+	"LOCPATH": true, "MALLOC_CHECK_": true, "MALLOC_TRACE": true, "NIS_PATH": true, "NLSPATH": true,
+	"RESOLV_HOST_CONF": true, "RES_OPTIONS": true, "TZDIR": true,
+}
+
 func validateEnv(field string, env map[string]string) error {
 	for k, v := range env {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
@@ -217,6 +228,9 @@ func validateEnv(field string, env map[string]string) error {
 		}
 		if reservedEnv[k] {
 			return fmt.Errorf("%w: %s may not set %s, the driver sets it", ErrInvalidSpec, field, k)
+		}
+		if loaderEnv[k] || strings.HasPrefix(k, "LD_") || strings.HasPrefix(k, "MALLOC_") {
+			return fmt.Errorf("%w: %s may not set %s, which the dynamic loader acts on", ErrInvalidSpec, field, k)
 		}
 		if strings.ContainsRune(v, 0) {
 			return fmt.Errorf("%w: %s[%s] contains a NUL byte", ErrInvalidSpec, field, k)

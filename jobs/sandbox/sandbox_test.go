@@ -194,6 +194,7 @@ func TestRunRejectsEscapingDirsAndUnknownPrograms(t *testing.T) {
 		{Args: []string{"true"}, Dir: "out"},
 		{Args: []string{"true"}, Dir: "missing"},
 		{Args: []string{"true"}, Env: map[string]string{"PATH": "/sbin"}},
+		{Args: []string{"true"}, Env: map[string]string{"LD_LIBRARY_PATH": "/tmp"}},
 		{Args: []string{""}},
 		{},
 	} {
@@ -232,6 +233,8 @@ func TestCreateValidatesSpec(t *testing.T) {
 		"tiny memory":        {Name: "ok", Limits: sandbox.Limits{MaxMemoryBytes: 1 << 20}},
 		"tiny process limit": {Name: "ok", Limits: sandbox.Limits{MaxProcesses: 2}},
 		"reserved marker":    {Name: "ok", Env: map[string]string{"CAIRN_SANDBOX_ID": "sbx_other"}},
+		"LD_PRELOAD":         {Name: "ok", Env: map[string]string{"LD_PRELOAD": "/work/evil.so"}},
+		"GLIBC_TUNABLES":     {Name: "ok", Env: map[string]string{"GLIBC_TUNABLES": "glibc.malloc.check=3"}},
 		"escaping file key":  {Name: "ok", ReadOnlyFiles: map[string]string{"../ca.pem": hostFile}},
 		"absolute file key":  {Name: "ok", ReadOnlyFiles: map[string]string{"/etc/ca.pem": hostFile}},
 		"relative host file": {Name: "ok", ReadOnlyFiles: map[string]string{"ca.pem": "ca.pem"}},

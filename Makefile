@@ -42,9 +42,10 @@ deps:
 		echo "==> installing PostgreSQL server binaries"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; \
 	fi
-	@# Sandboxes run tofu in Linux namespaces through bubblewrap, with rlimits
-	@# set by util-linux's prlimit.
-	@if ! command -v bwrap >/dev/null 2>&1 || ! command -v prlimit >/dev/null 2>&1; then \
+	@# Sandboxes run tofu in Linux namespaces through bubblewrap (a worker
+	@# without them refuses to run phases), with rlimits set by util-linux's
+	@# prlimit; a root worker switches each sandbox to its own user with setpriv.
+	@if ! command -v bwrap >/dev/null 2>&1 || ! command -v prlimit >/dev/null 2>&1 || ! command -v setpriv >/dev/null 2>&1; then \
 		echo "==> installing bubblewrap and util-linux"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap util-linux >/dev/null; \
 	fi

@@ -57,14 +57,17 @@ type runView struct {
 		Action string `json:"action"`
 	} `json:"decision"`
 	Evidence struct {
-		Attempts []struct {
+		SandboxBaseProfile *string `json:"sandbox_base_profile"`
+		Attempts           []struct {
 			Phase                  string             `json:"phase"`
 			Status                 string             `json:"status"`
 			TerminalClassification *string            `json:"terminal_classification"`
 			SandboxID              *string            `json:"sandbox_id"`
+			SandboxProfile         *sandboxProfile    `json:"sandbox_profile"`
 			TimingsMS              map[string]float64 `json:"timings_ms"`
 		} `json:"attempts"`
 	} `json:"evidence"`
+	NotRecorded []string `json:"not_recorded"`
 }
 
 func (r runView) binding() map[string]any {
@@ -450,9 +453,10 @@ const slowApplyConfig = `resource "terraform_data" "slow" {
 }
 `
 
-// TestWorkerLostDuringApplyGoesToRecovery kills the worker in the middle of
-// an apply: the run lands in recovery (never a retried apply), and a
-// stepped-up admin resolves it.
+// TestWorkerLostDuringApplyGoesToRecovery kills the worker (SIGKILL) in the
+// middle of an apply: no tofu of its sandbox keeps running, the next worker
+// removes the sandbox directory it left when it starts, the run lands in
+// recovery (never a retried apply), and a stepped-up admin resolves it.
 func TestWorkerLostDuringApplyGoesToRecovery(t *testing.T) {
 	t.Parallel()
 	s := runsStack(t, "CAIRN_ATTEMPT_HEARTBEAT_TIMEOUT=2s")
@@ -474,8 +478,36 @@ func TestWorkerLostDuringApplyGoesToRecovery(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+	sandboxes := filepath.Join(s.DataDir, "sandboxes")
+	before := sandboxProcesses(sandboxes)
+	if !strings.Contains(fmt.Sprint(before), "tofu apply") {
+		t.Fatalf("control: the apply's tofu is not found among %v", before)
+	}
+	entries, _ := os.ReadDir(sandboxes)
+	left := sandboxDirs(entries)
+	if len(left) != 1 {
+		t.Fatalf("sandbox directories during the apply: %v", left)
+	}
 	s.KillWorker(t)
+	// Nothing of the sandbox outlives its worker: bwrap dies with it, and
+	// its PID namespace with bwrap.
+	deadline = time.Now().Add(5 * time.Second)
+	for procs := sandboxProcesses(sandboxes); len(procs) > 0; procs = sandboxProcesses(sandboxes) {
+		if time.Now().After(deadline) {
+			t.Fatalf("sandbox processes survived their worker: %v", procs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := os.Stat(filepath.Join(sandboxes, left[0])); err != nil {
+		t.Fatalf("control: the dead worker's sandbox directory should still exist: %v", err)
+	}
 	s.StartWorker(t)
+	// The new worker sweeps the dead one's directory (plaintext inputs)
+	// when it starts.
+	s.waitWorkerHealth(t, http.StatusOK)
+	if _, err := os.Stat(filepath.Join(sandboxes, left[0])); !os.IsNotExist(err) {
+		t.Errorf("the restarted worker left the dead worker's sandbox %s: %v", left[0], err)
+	}
 	lost := s.waitRun(t, m, r.ID, 60*time.Second, status("recovery_required"))
 	if lost.ApplyStatus != "interrupted" || lost.TerminalReason == nil || *lost.TerminalReason != "worker_lost" ||
 		!contains(lost.AvailableActions, "recover") {

@@ -70,7 +70,12 @@ type Stack struct {
 	APIHost      string // host:port of the API, as a CLI names it
 	DashboardURL string
 	DatabaseURL  string
-	Env          []string
+	// DataDir is every process's CAIRN_DATA_DIR (sandboxes under
+	// DataDir/sandboxes).
+	DataDir string
+	// WorkerHealthURL is the worker's /health.
+	WorkerHealthURL string
+	Env             []string
 	// TLS is set when the API serves HTTPS with a test CA.
 	TLS    *devstack.TLSFiles
 	Client *http.Client
@@ -80,11 +85,12 @@ type Stack struct {
 	procs  map[string]*exec.Cmd
 }
 
-// startProcess starts one of the stack's binaries; cleanup stops it.
-func (s *Stack) startProcess(t *testing.T, name, bin string) {
+// startProcess starts one of the stack's binaries, with extra environment
+// over the stack's; cleanup stops it.
+func (s *Stack) startProcess(t *testing.T, name, bin string, extraEnv ...string) {
 	t.Helper()
 	cmd := exec.Command(filepath.Join(s.bin, bin))
-	cmd.Env = append(os.Environ(), s.Env...)
+	cmd.Env = append(append(os.Environ(), s.Env...), extraEnv...)
 	w := devstack.NewPrefixWriter(&sync.Mutex{}, s.logs, name+" | ")
 	cmd.Stdout, cmd.Stderr = w, w
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -123,8 +129,11 @@ func (s *Stack) KillWorker(t *testing.T) {
 	}
 }
 
-// StartWorker starts a fresh worker, as a replacement machine would.
-func (s *Stack) StartWorker(t *testing.T) { s.startProcess(t, "worker", "cairn-worker") }
+// StartWorker starts a fresh worker, as a replacement machine would, with
+// extra environment over the stack's.
+func (s *Stack) StartWorker(t *testing.T, env ...string) {
+	s.startProcess(t, "worker", "cairn-worker", env...)
+}
 
 // StackOption adjusts a stack before it starts.
 type StackOption func(*stackSettings)
@@ -177,16 +186,22 @@ func StartStack(t *testing.T, opts ...StackOption) *Stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Stack{
-		APIURL:       fmt.Sprintf("http://127.0.0.1:%d", apiPort),
-		APIHost:      fmt.Sprintf("localhost:%d", apiPort),
-		DashboardURL: fmt.Sprintf("http://127.0.0.1:%d", bffPort),
-		DatabaseURL:  dbURL,
-		Client:       http.DefaultClient,
-		logs:         &syncBuffer{},
-		bin:          binDir(t),
+	healthPort, err := devstack.FreePort()
+	if err != nil {
+		t.Fatal(err)
 	}
 	dataDir := t.TempDir()
+	s := &Stack{
+		APIURL:          fmt.Sprintf("http://127.0.0.1:%d", apiPort),
+		APIHost:         fmt.Sprintf("localhost:%d", apiPort),
+		DashboardURL:    fmt.Sprintf("http://127.0.0.1:%d", bffPort),
+		DatabaseURL:     dbURL,
+		DataDir:         dataDir,
+		WorkerHealthURL: fmt.Sprintf("http://127.0.0.1:%d/health", healthPort),
+		Client:          http.DefaultClient,
+		logs:            &syncBuffer{},
+		bin:             binDir(t),
+	}
 	if settings.tls {
 		files, err := devstack.EnsureTLS(filepath.Join(dataDir, "tls"))
 		if err != nil {
@@ -208,6 +223,7 @@ func StartStack(t *testing.T, opts ...StackOption) *Stack {
 		"CAIRN_OPERATOR_TOKEN=e2e-operator-token-0123456789abcdef0123456789",
 		fmt.Sprintf("CAIRN_API_ADDR=127.0.0.1:%d", apiPort),
 		fmt.Sprintf("CAIRN_BFF_ADDR=127.0.0.1:%d", bffPort),
+		fmt.Sprintf("CAIRN_WORKER_HEALTH_ADDR=127.0.0.1:%d", healthPort),
 		"CAIRN_PUBLIC_URL=" + s.APIURL,
 		"CAIRN_DASHBOARD_URL=" + s.DashboardURL,
 		"CAIRN_DATA_DIR=" + dataDir,

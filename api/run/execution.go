@@ -127,15 +127,6 @@ func (s *Service) StartAttempt(ctx context.Context, attemptID, workerID, driver 
 	return out, err
 }
 
-// RecordSandbox notes the sandbox an attempt created, as evidence.
-func (s *Service) RecordSandbox(ctx context.Context, attemptID, sandboxID string) error {
-	_, err := s.db.ExecContext(ctx, `UPDATE run_attempts SET sandbox_id = $2 WHERE id = $1`, attemptID, sandboxID)
-	if err != nil {
-		return fmt.Errorf("recording sandbox: %w", err)
-	}
-	return nil
-}
-
 // Heartbeat proves the attempt's worker is alive. It reports stop when the
 // attempt is no longer running or its run was canceled, so the worker
 // kills the sandbox.
@@ -385,6 +376,22 @@ func publishedBy(ctx context.Context, q sqlx.QueryerContext, r Run) (*string, er
 // apply's outcome is uncertain, so its run goes to recovery. A canceled
 // attempt is recorded as such whatever the sandbox saw.
 func (s *Service) FailAttempt(ctx context.Context, attemptID, classification string, exitCode int, timings Timings) (Run, error) {
+	return s.failAttempt(ctx, attemptID, classification, exitCode, timings, nil)
+}
+
+// FailUnstartedAttempt records a phase that ended before any tofu command
+// started, for example on a worker that cannot isolate sandboxes. Nothing
+// ran, so nothing changed: an apply ends errored like a plan instead of
+// going to recovery. profile, when set, is the sandbox the attempt got or
+// was refused (isolation "unavailable").
+func (s *Service) FailUnstartedAttempt(ctx context.Context, attemptID, classification string, profile *SandboxProfile, timings Timings) (Run, error) {
+	return s.failAttempt(ctx, attemptID, classification, -1, timings, &unstarted{profile: profile})
+}
+
+// unstarted marks a failure before user code ran.
+type unstarted struct{ profile *SandboxProfile }
+
+func (s *Service) failAttempt(ctx context.Context, attemptID, classification string, exitCode int, timings Timings, before *unstarted) (Run, error) {
 	var out Run
 	err := db.WithTx(ctx, s.db, func(tx *sqlx.Tx) error {
 		r, a, err := lockAttempt(ctx, tx, attemptID)
@@ -407,6 +414,11 @@ func (s *Service) FailAttempt(ctx context.Context, attemptID, classification str
 		if err := s.endAttempt(ctx, tx, &a, status, classification, exitCode, timings); err != nil {
 			return err
 		}
+		if before != nil && before.profile != nil {
+			if _, err := tx.ExecContext(ctx, `UPDATE run_attempts SET sandbox_profile = $2 WHERE id = $1`, a.ID, *before.profile); err != nil {
+				return fmt.Errorf("recording sandbox profile: %w", err)
+			}
+		}
 		switch {
 		case r.Status.Terminal() || r.Status == StatusRecoveryRequired:
 		case a.Phase == PhasePlan && classification == InterruptShutdown:
@@ -415,6 +427,12 @@ func (s *Service) FailAttempt(ctx context.Context, attemptID, classification str
 			}
 		case a.Phase == PhasePlan:
 			r.PlanStatus = PhaseErrored
+			if r, err = s.finish(ctx, tx, r, StatusErrored, classification); err != nil {
+				return err
+			}
+		case before != nil:
+			// Nothing ran, so nothing changed: the apply ends errored.
+			r.ApplyStatus = PhaseErrored
 			if r, err = s.finish(ctx, tx, r, StatusErrored, classification); err != nil {
 				return err
 			}
@@ -432,6 +450,7 @@ func (s *Service) FailAttempt(ctx context.Context, attemptID, classification str
 		out = r
 		return s.systemEvent(ctx, tx, r, "run.attempt_failed", map[string]any{
 			"attempt_id": a.ID, "phase": a.Phase, "classification": classification, "status": string(r.Status),
+			"user_code_started": before == nil,
 		})
 	})
 	return out, err

@@ -192,24 +192,27 @@ func (r Run) CancelRequested() bool {
 
 // Attempt is one execution of a phase in one sandbox.
 type Attempt struct {
-	ID                     string     `db:"id"`
-	OrganizationID         string     `db:"organization_id"`
-	RunID                  string     `db:"run_id"`
-	Phase                  string     `db:"phase"`
-	Number                 int        `db:"attempt"`
-	Status                 string     `db:"status"`
-	Region                 string     `db:"region"`
-	SandboxDriver          *string    `db:"sandbox_driver"`
-	SandboxID              *string    `db:"sandbox_id"`
-	SandboxName            *string    `db:"sandbox_name"`
-	WorkerID               *string    `db:"worker_id"`
-	ExitCode               *int       `db:"exit_code"`
-	TerminalClassification *string    `db:"terminal_classification"`
-	Timings                Timings    `db:"timings"`
-	QueuedAt               time.Time  `db:"queued_at"`
-	StartedAt              *time.Time `db:"started_at"`
-	HeartbeatAt            *time.Time `db:"heartbeat_at"`
-	FinishedAt             *time.Time `db:"finished_at"`
+	ID             string  `db:"id"`
+	OrganizationID string  `db:"organization_id"`
+	RunID          string  `db:"run_id"`
+	Phase          string  `db:"phase"`
+	Number         int     `db:"attempt"`
+	Status         string  `db:"status"`
+	Region         string  `db:"region"`
+	SandboxDriver  *string `db:"sandbox_driver"`
+	SandboxID      *string `db:"sandbox_id"`
+	SandboxName    *string `db:"sandbox_name"`
+	// SandboxProfile is what the sandbox applied, or nil before it was
+	// created (or refused).
+	SandboxProfile         *SandboxProfile `db:"sandbox_profile"`
+	WorkerID               *string         `db:"worker_id"`
+	ExitCode               *int            `db:"exit_code"`
+	TerminalClassification *string         `db:"terminal_classification"`
+	Timings                Timings         `db:"timings"`
+	QueuedAt               time.Time       `db:"queued_at"`
+	StartedAt              *time.Time      `db:"started_at"`
+	HeartbeatAt            *time.Time      `db:"heartbeat_at"`
+	FinishedAt             *time.Time      `db:"finished_at"`
 }
 
 // Attempt statuses.

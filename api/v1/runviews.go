@@ -101,21 +101,61 @@ type DecisionView struct {
 	DecidedAt time.Time `json:"decided_at"`
 }
 
+// SandboxCeilingView is one resource ceiling as the sandbox applied it.
+type SandboxCeilingView struct {
+	Limit     uint64 `json:"limit" doc:"Bytes for memory, tasks (processes and threads) for processes; 0 when not enforced."`
+	Mechanism string `json:"mechanism" enum:"cgroup_v2_memory_max,rlimit_as,cgroup_v2_pids_max,rlimit_nproc_user_namespace,rlimit_nproc_dedicated_uid,none"`
+}
+
+// SandboxProfileView is what an attempt's sandbox really applied, as its
+// worker recorded it.
+type SandboxProfileView struct {
+	Driver     string             `json:"driver"`
+	Isolation  string             `json:"isolation" enum:"namespaces,none,unavailable" doc:"none: the operator runs sandboxes without namespaces; unavailable: the worker could not isolate the sandbox and ran nothing."`
+	Reason     *string            `json:"reason" doc:"Why isolation was unavailable."`
+	Namespaces []string           `json:"namespaces" doc:"Namespaces the commands had of their own; the network is shared by design."`
+	Network    *string            `json:"network" enum:"shared"`
+	User       *string            `json:"user" enum:"dedicated_uid,worker" doc:"dedicated_uid: the commands ran as a user ID of their own."`
+	Memory     SandboxCeilingView `json:"memory"`
+	Processes  SandboxCeilingView `json:"processes"`
+	CPUSeconds uint64             `json:"cpu_seconds"`
+	OpenFiles  uint64             `json:"open_files"`
+	FileBytes  uint64             `json:"file_bytes"`
+}
+
+func sandboxProfileView(p *run.SandboxProfile) *SandboxProfileView {
+	if p == nil {
+		return nil
+	}
+	optional := func(s string) *string {
+		if s == "" {
+			return nil
+		}
+		return &s
+	}
+	return &SandboxProfileView{Driver: p.Driver, Isolation: p.Isolation, Reason: optional(p.Reason),
+		Namespaces: append([]string{}, p.Namespaces...), Network: optional(p.Network), User: optional(p.User),
+		Memory:     SandboxCeilingView{Limit: p.Memory.Limit, Mechanism: p.Memory.Mechanism},
+		Processes:  SandboxCeilingView{Limit: p.Processes.Limit, Mechanism: p.Processes.Mechanism},
+		CPUSeconds: p.CPUSeconds, OpenFiles: p.OpenFiles, FileBytes: p.FileBytes}
+}
+
 // AttemptView is the evidence of one phase attempt.
 type AttemptView struct {
-	ID                     string             `json:"id"`
-	Phase                  string             `json:"phase" enum:"plan,apply"`
-	Attempt                int                `json:"attempt"`
-	SandboxID              *string            `json:"sandbox_id"`
-	SandboxName            *string            `json:"sandbox_name"`
-	SandboxDriver          *string            `json:"sandbox_driver"`
-	Region                 string             `json:"region"`
-	Status                 string             `json:"status"`
-	TerminalClassification *string            `json:"terminal_classification"`
-	QueuedAt               time.Time          `json:"queued_at"`
-	StartedAt              *time.Time         `json:"started_at"`
-	FinishedAt             *time.Time         `json:"finished_at"`
-	TimingsMS              map[string]float64 `json:"timings_ms" doc:"Breakdown of the attempt in milliseconds."`
+	ID                     string              `json:"id"`
+	Phase                  string              `json:"phase" enum:"plan,apply"`
+	Attempt                int                 `json:"attempt"`
+	SandboxID              *string             `json:"sandbox_id"`
+	SandboxName            *string             `json:"sandbox_name"`
+	SandboxDriver          *string             `json:"sandbox_driver"`
+	SandboxProfile         *SandboxProfileView `json:"sandbox_profile" doc:"Null until the attempt created (or was refused) its sandbox."`
+	Region                 string              `json:"region"`
+	Status                 string              `json:"status"`
+	TerminalClassification *string             `json:"terminal_classification"`
+	QueuedAt               time.Time           `json:"queued_at"`
+	StartedAt              *time.Time          `json:"started_at"`
+	FinishedAt             *time.Time          `json:"finished_at"`
+	TimingsMS              map[string]float64  `json:"timings_ms" doc:"Breakdown of the attempt in milliseconds."`
 }
 
 // EvidenceView is the run's execution evidence.
@@ -123,7 +163,7 @@ type EvidenceView struct {
 	WorkflowID         string        `json:"workflow_id"`
 	ToolVersion        string        `json:"tool_version"`
 	RunnerRelease      string        `json:"runner_release"`
-	SandboxBaseProfile string        `json:"sandbox_base_profile"`
+	SandboxBaseProfile *string       `json:"sandbox_base_profile" doc:"Derived from the attempts' recorded sandbox profiles (the weakest isolation that ran user code): <driver>-namespaces, <driver>-unisolated or <driver>-isolation-unavailable. Null until an attempt recorded one."`
 	Protocol           string        `json:"protocol"`
 	PolicyEngine       string        `json:"policy_engine"`
 	Attempts           []AttemptView `json:"attempts"`
@@ -172,7 +212,7 @@ func (a *API) runView(ctx context.Context, q sqlx.QueryerContext, p access.Princ
 		TerminalReason:   r.TerminalReason,
 		Overrides:        OverridesView{Records: []PolicyOverrideView{}},
 		Evidence: EvidenceView{WorkflowID: "run-" + r.ID, ToolVersion: r.ToolVersion, RunnerRelease: r.RunnerRelease,
-			SandboxBaseProfile: "cairn-local-1", Protocol: "tfe-remote-backend", PolicyEngine: "opa-1.18.2", Attempts: []AttemptView{}},
+			Protocol: "tfe-remote-backend", PolicyEngine: "opa-1.18.2", Attempts: []AttemptView{}},
 		NotRecorded: []string{},
 	}
 	if r.DecisionAction != nil && r.DecidedAt != nil && r.DecisionActorID != nil {
@@ -199,9 +239,13 @@ func (a *API) runView(ctx context.Context, q sqlx.QueryerContext, p access.Princ
 	}
 	for _, at := range attempts {
 		v.Evidence.Attempts = append(v.Evidence.Attempts, AttemptView{ID: at.ID, Phase: at.Phase, Attempt: at.Number,
-			SandboxID: at.SandboxID, SandboxName: at.SandboxName, SandboxDriver: at.SandboxDriver, Region: at.Region, Status: at.Status,
+			SandboxID: at.SandboxID, SandboxName: at.SandboxName, SandboxDriver: at.SandboxDriver,
+			SandboxProfile: sandboxProfileView(at.SandboxProfile), Region: at.Region, Status: at.Status,
 			TerminalClassification: at.TerminalClassification, QueuedAt: at.QueuedAt, StartedAt: at.StartedAt,
 			FinishedAt: at.FinishedAt, TimingsMS: at.Timings})
+	}
+	if base, ok := run.BaseProfile(attempts); ok {
+		v.Evidence.SandboxBaseProfile = &base
 	}
 	rec, err := runs.RecoveryOf(ctx, q, r.ID)
 	if err != nil {
@@ -225,7 +269,7 @@ func (a *API) runView(ctx context.Context, q sqlx.QueryerContext, p access.Princ
 	for name, missing := range map[string]bool{
 		"plan.has_changes": r.HasChanges == nil, "plan.plan_digest": len(r.PlanDigest) == 0,
 		"policy.outcome": r.PolicyOutcome == nil, "apply.state_version_id": r.StateVersionID == nil,
-		"decision": v.Decision == nil,
+		"decision": v.Decision == nil, "evidence.sandbox_base_profile": v.Evidence.SandboxBaseProfile == nil,
 	} {
 		if missing {
 			v.NotRecorded = append(v.NotRecorded, name)

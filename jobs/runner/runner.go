@@ -88,6 +88,11 @@ type attemptEnv struct {
 	// diff: the run token and every sensitive input.
 	secrets []string
 	mu      sync.Mutex
+	// profile is what the sandbox applied, or was refused.
+	profile *run.SandboxProfile
+	// tofuStarted is set before the first tofu command starts: until then
+	// the attempt has changed nothing.
+	tofuStarted bool
 	// life outlives the phase's context until the attempt is recorded:
 	// heartbeats and log flushes go on while an interrupted command uses
 	// its grace period.
@@ -171,7 +176,12 @@ func (r *Runner) Execute(ctx context.Context, st run.Started) error {
 		return nil
 	}
 	classification := classify(err, env)
-	log.Info("phase attempt ended without a result", "classification", classification, "error", err)
+	log.Info("phase attempt ended without a result", "classification", classification, "error", err, "tofu_started", env.tofuStarted)
+	if !env.tofuStarted {
+		// No user code ran, so an apply changed nothing: no recovery.
+		_, ferr := r.Runs.FailUnstartedAttempt(context.WithoutCancel(ctx), st.Attempt.ID, classification, env.profile, env.snapshot())
+		return ferr
+	}
 	_, ferr := r.Runs.FailAttempt(context.WithoutCancel(ctx), st.Attempt.ID, classification, exitCodeOf(err), env.snapshot())
 	return ferr
 }
@@ -218,6 +228,8 @@ func classify(err error, env *attemptEnv) string {
 	switch {
 	case env.halted.Load() || errors.Is(err, run.ErrAttemptNotCurrent):
 		return run.InterruptCanceled
+	case errors.Is(err, sandbox.ErrIsolationUnavailable):
+		return "sandbox_isolation_unavailable"
 	case errors.Is(err, sandbox.ErrTimedOut):
 		return run.InterruptTimedOut
 	case errors.Is(err, sandbox.ErrCanceled) || env.shuttingDown():
@@ -238,6 +250,9 @@ func classify(err error, env *attemptEnv) string {
 
 func (r *Runner) execute(ctx context.Context, env *attemptEnv) error {
 	st := env.st
+	if err := r.refuseUnisolated(ctx, env); err != nil {
+		return err
+	}
 	inputs, err := r.Runs.RunInputs(ctx, st.Run)
 	if err != nil {
 		return err
@@ -270,14 +285,16 @@ func (r *Runner) execute(ctx context.Context, env *attemptEnv) error {
 		return fmt.Errorf("creating sandbox: %w", err)
 	}
 	env.timed("sandbox_create", start)
-	if err := r.Runs.RecordSandbox(ctx, st.Attempt.ID, env.sb.ID()); err != nil {
+	profile := evidenceProfile(env.sb.Profile())
+	env.profile = &profile
+	if err := r.Runs.RecordSandbox(ctx, st.Attempt.ID, env.sb.ID(), profile); err != nil {
 		return err
 	}
 	// Three banner lines: the remote-backend CLI drops the first three
 	// lines of an apply log, as HCP Terraform repeats a banner there.
 	env.logs.Line("Cairn %s phase of %s, attempt %d", st.Attempt.Phase, st.Run.ID, st.Attempt.Number)
 	env.logs.Line("OpenTofu %s on %s", st.Run.ToolVersion, st.Run.Platform)
-	env.logs.Line("Sandbox %s (%s driver, namespaces=%t)", env.sb.ID(), r.Driver.Name(), r.Driver.Isolated())
+	env.logs.Line("Sandbox %s: %s", env.sb.ID(), describeProfile(profile))
 
 	start = time.Now()
 	tool, err := r.Tools.Verified(ctx, "tofu", st.Run.ToolVersion)
@@ -410,6 +427,7 @@ func (r *Runner) tofuCommand(env *attemptEnv, stdout io.Writer, args ...string) 
 func (r *Runner) runTofu(ctx context.Context, env *attemptEnv, step string, cmd sandbox.Command) (int, error) {
 	start := time.Now()
 	defer env.timed("tofu_"+step, start)
+	env.tofuStarted = true
 	return env.sb.Run(ctx, cmd)
 }
 

@@ -9,8 +9,9 @@ var (
 	// ErrTimedOut means a command outlived Limits.WallClock; its process tree
 	// was terminated.
 	ErrTimedOut = errors.New("sandbox command timed out")
-	// ErrIsolationUnavailable means namespace isolation was required
-	// (BwrapAlways) but bwrap is missing or does not work on this host.
+	// ErrIsolationUnavailable means namespace isolation is required (the
+	// default) but bwrap is missing or does not work on this host; nothing
+	// was created or run.
 	ErrIsolationUnavailable = errors.New("sandbox isolation unavailable")
 	// ErrChecksumMismatch means a mirrored tool does not match its SHA256SUMS
 	// entry; nothing usable was left in the tool cache.

@@ -6,61 +6,69 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base32"
-	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"log/slog"
 	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
-// BwrapMode says whether the local driver runs commands under bwrap.
-type BwrapMode int
+// IsolationMode says whether sandboxes must run in Linux namespaces.
+type IsolationMode int
 
 const (
-	// BwrapAuto uses bwrap when it is found and works, and runs commands
-	// without namespaces otherwise.
-	BwrapAuto BwrapMode = iota
-	// BwrapAlways makes Create fail with ErrIsolationUnavailable when bwrap
-	// is missing or does not work.
-	BwrapAlways
-	// BwrapNever runs commands without namespaces.
-	BwrapNever
+	// RequireNamespaces (the zero value, so the default) runs every command
+	// in namespaces of its own through bwrap. Where that does not work,
+	// NewLocal still returns a driver, for health output, but Create fails
+	// with ErrIsolationUnavailable and nothing runs.
+	RequireNamespaces IsolationMode = iota
+	// NoIsolation runs commands without namespaces, as the worker's user
+	// and with its view of the host: user code can read the worker's
+	// environment and files. Only for a single-user machine whose operator
+	// chose it explicitly.
+	NoIsolation
 )
 
-func (m BwrapMode) String() string {
+func (m IsolationMode) String() string {
 	switch m {
-	case BwrapAuto:
-		return "auto"
-	case BwrapAlways:
-		return "always"
-	case BwrapNever:
-		return "never"
+	case RequireNamespaces:
+		return IsolationNamespaces
+	case NoIsolation:
+		return IsolationNone
 	}
-	return "BwrapMode(" + strconv.Itoa(int(m)) + ")"
+	return "IsolationMode(" + strconv.Itoa(int(m)) + ")"
 }
 
 // DefaultKillGrace is how long a canceled command gets between SIGTERM and
 // SIGKILL: long enough for tofu to stop cleanly and release its state lock.
 const DefaultKillGrace = 5 * time.Second
 
+// DefaultSandboxUIDBase is the first user ID a root worker's sandboxes run
+// as: just above the range systemd gives containers, below 2^31.
+const DefaultSandboxUIDBase = 0x70000000
+
+// sandboxUIDCount is how many user IDs from the base a root worker uses,
+// one per live sandbox.
+const sandboxUIDCount = 65536
+
 // LocalOptions configure NewLocal.
 type LocalOptions struct {
-	UseBwrap BwrapMode
+	Isolation IsolationMode
 	// BwrapPath overrides looking bwrap up in PATH.
 	BwrapPath string
+	// Cgroup is "auto" (the default), "off" or a cgroup v2 directory; see
+	// cgroup.go.
+	Cgroup string
+	// SandboxUIDBase is the first user ID of a root worker's sandboxes;
+	// zero means DefaultSandboxUIDBase.
+	SandboxUIDBase uint32
+	// Defaults fill the zero Limits fields of every Spec.
+	Defaults Limits
 	// KillGrace is the time between SIGTERM and SIGKILL; zero means
 	// DefaultKillGrace.
 	KillGrace time.Duration
@@ -68,44 +76,64 @@ type LocalOptions struct {
 }
 
 // Local is the local sandbox driver: a directory per sandbox under one root,
-// commands in their own session and process group with rlimits, and Linux
-// namespaces through bwrap where it works.
+// commands in their own session and process group under resource limits,
+// inside Linux namespaces through bwrap.
 //
-// Resource limits are applied by prlimit(1) from util-linux: the worker
-// starts `prlimit --nofile=… -- <command>` (or `-- bwrap … <command>`), and
-// prlimit sets the limits on itself and execs, so no instruction of the
-// command runs before its limits are in place and every process it starts
-// inherits them. Go's SysProcAttr has no rlimit field, setrlimit in the
-// worker would limit the worker, and prlimit(2) on an already started child
-// races with it; a shell as start gate would drop environment variables whose
-// names are not shell identifiers (TF_VAR_my-var). The cost is one extra exec
-// per command.
+// How a command starts (argv, outermost first):
 //
-// Without bwrap the process group is the only containment: a process that
-// moves to another session escapes Run's cleanup, and the tree can read
-// whatever the worker's user can. With bwrap the tree also lives in its own
+//	worker (non-root):  bwrap … -- prlimit … -- program
+//	worker (root):      bwrap … -- setpriv --reuid=<own uid> … -- prlimit … -- program
+//	without namespaces: prlimit … -- program
+//
+// prlimit(1) sets the rlimits on itself and execs, so no instruction of the
+// program runs before its limits hold and everything it starts inherits
+// them. Under bwrap it runs inside the sandbox's user namespace, created
+// before the limits, because the kernel counts RLIMIT_NPROC per user
+// namespace against the limit of the namespace's creator: set outside,
+// every sandbox of the worker's user would share one budget. Processes of
+// user ID 0 are never counted, so a root worker's sandboxes run as a user ID
+// of their own instead (setpriv, after bwrap set the namespaces up with
+// root's rights), which RLIMIT_NPROC then counts alone.
+//
+// Without namespaces the process group is the only containment: a process
+// that moves to another session escapes Run's cleanup, and the tree can read
+// whatever the worker's user can. With them the tree also lives in its own
 // PID namespace, so killing bwrap kills every process in it.
 type Local struct {
-	root      string
-	prlimit   string
-	bwrap     string // bwrap binary in use; empty without namespaces
+	root    string
+	prlimit string
+	// bwrap is the bwrap binary in use; empty without namespaces.
+	bwrap string
+	// setpriv and uids are set when commands drop to a sandbox user ID.
+	setpriv   string
+	uids      *uidPool
 	sysBinds  []string
-	isoErr    error // set when BwrapAlways could not get bwrap working
+	cgroup    *cgroupParent
+	status    Status
+	defaults  Limits
 	killGrace time.Duration
 	logger    *slog.Logger
 }
 
 var _ Driver = (*Local)(nil)
 
+// systemBinDirs are where the driver looks for prlimit, setpriv and other
+// programs commands may run, all visible inside the sandbox.
+var systemBinDirs = []string{"/usr/bin", "/bin", "/usr/sbin", "/sbin"}
+
 // NewLocal returns a local driver that keeps its sandboxes under root, which
-// it creates with mode 0700. With BwrapAuto or BwrapAlways it runs bwrap once
-// to check that namespaces work here.
+// it creates with mode 0700. With RequireNamespaces it creates one sandbox
+// and runs `true` in it to check the whole command path works here; if it
+// does not, the driver is returned anyway and Status says why.
 func NewLocal(root string, opts LocalOptions) (*Local, error) {
 	if !filepath.IsAbs(root) {
 		return nil, fmt.Errorf("sandbox root %q must be an absolute path", root)
 	}
 	if opts.KillGrace < 0 {
 		return nil, fmt.Errorf("KillGrace %s must not be negative", opts.KillGrace)
+	}
+	if err := opts.Defaults.validate(); err != nil {
+		return nil, fmt.Errorf("default limits: %w", err)
 	}
 	if err := os.MkdirAll(root, 0o700); err != nil {
 		return nil, fmt.Errorf("creating sandbox root: %w", err)
@@ -119,47 +147,67 @@ func NewLocal(root string, opts LocalOptions) (*Local, error) {
 	if err != nil {
 		return nil, fmt.Errorf("resolving sandbox root: %w", err)
 	}
-	prlimit, err := exec.LookPath("prlimit")
+	prlimit, err := lookPath("prlimit", systemBinDirs)
 	if err != nil {
 		return nil, fmt.Errorf("sandboxes need prlimit (util-linux) to apply resource limits: %w", err)
 	}
 	l := &Local{
 		root:      resolved,
 		prlimit:   prlimit,
+		defaults:  opts.Defaults.withDefaults(Limits{}),
 		killGrace: cmp.Or(opts.KillGrace, DefaultKillGrace),
 		logger:    opts.Logger,
 	}
 	if l.logger == nil {
 		l.logger = slog.New(slog.DiscardHandler)
 	}
-	switch opts.UseBwrap {
-	case BwrapNever:
-	case BwrapAuto, BwrapAlways:
-		l.sysBinds = systemBinds()
-		path, err := findBwrap(opts.BwrapPath)
-		if err == nil {
-			err = l.probeBwrap(path)
-		}
-		switch {
-		case err == nil:
-			l.bwrap = path
-		case opts.UseBwrap == BwrapAlways:
-			l.isoErr = fmt.Errorf("%w: %w", ErrIsolationUnavailable, err)
-			l.logger.Error("bwrap unusable, sandbox creation will fail", "error", err)
-		default:
-			l.logger.Warn("bwrap unusable, sandboxes run without namespaces", "error", err)
-		}
-	default:
-		return nil, fmt.Errorf("UseBwrap %s is not a BwrapMode", opts.UseBwrap)
+	cg, why, err := findCgroupParent(opts.Cgroup)
+	if err != nil {
+		return nil, err
 	}
+	l.cgroup = cg
+	switch opts.Isolation {
+	case NoIsolation:
+		l.status = Status{Ready: true}
+	case RequireNamespaces:
+		l.status = l.enableNamespaces(opts)
+	default:
+		return nil, fmt.Errorf("Isolation %s is not an IsolationMode", opts.Isolation)
+	}
+	l.status.Cgroup = why
+	l.status.Profile = l.profile(l.defaults)
 	return l, nil
 }
 
-// Name returns "local".
-func (l *Local) Name() string { return "local" }
-
-// Isolated reports whether commands run under bwrap.
-func (l *Local) Isolated() bool { return l.bwrap != "" }
+// enableNamespaces finds bwrap (and, for a root worker, setpriv and the
+// sandbox user IDs) and probes the whole command path once.
+func (l *Local) enableNamespaces(opts LocalOptions) Status {
+	unavailable := func(reason string, err error) Status {
+		l.bwrap, l.setpriv, l.uids = "", "", nil
+		return Status{Reason: reason, Detail: err.Error()}
+	}
+	path, err := findBwrap(opts.BwrapPath)
+	if err != nil {
+		return unavailable("bwrap_not_found", err)
+	}
+	if os.Geteuid() == 0 {
+		setpriv, err := lookPath("setpriv", systemBinDirs)
+		if err != nil {
+			return unavailable("setpriv_not_found", fmt.Errorf("a root worker's sandboxes need setpriv (util-linux): %w", err))
+		}
+		pool, err := newUIDPool(filepath.Join(l.root, uidsDir), cmp.Or(opts.SandboxUIDBase, DefaultSandboxUIDBase), sandboxUIDCount)
+		if err != nil {
+			return unavailable("sandbox_uids_unavailable", err)
+		}
+		l.setpriv, l.uids = setpriv, pool
+	}
+	l.bwrap, l.sysBinds = path, systemBinds()
+	l.status = Status{Ready: true}
+	if err := l.probe(); err != nil {
+		return unavailable("bwrap_unusable", err)
+	}
+	return Status{Ready: true}
+}
 
 func findBwrap(path string) (string, error) {
 	if path == "" {
@@ -175,66 +223,63 @@ func findBwrap(path string) (string, error) {
 	return path, nil
 }
 
-// probeBwrap runs `true` with the same namespaces and system binds commands
-// get, since bwrap may be installed where user namespaces are disabled.
-func (l *Local) probeBwrap(path string) error {
-	truePath, err := lookPath("true", []string{"/usr/bin", "/bin"})
+// probe runs `true` in a sandbox made like any other, since bwrap may be
+// installed where namespaces are disabled, and setpriv or the limits may
+// not work inside.
+func (l *Local) probe() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	sb, err := l.Create(ctx, Spec{Name: "isolation-probe"})
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	args := append(l.bwrapBaseArgs(), "--", truePath)
-	out, err := exec.CommandContext(ctx, path, args...).CombinedOutput()
+	defer func() { _ = sb.Destroy(context.WithoutCancel(ctx)) }()
+	var out bytes.Buffer
+	code, err := sb.Run(ctx, Command{Args: []string{"true"}, Stdout: &out, Stderr: &out})
+	if err == nil && code != 0 {
+		err = fmt.Errorf("exit status %d", code)
+	}
 	if err != nil {
-		return fmt.Errorf("probing %s: %w: %s", path, err, bytes.TrimSpace(out))
+		return fmt.Errorf("probing %s: %w: %s", l.bwrap, err, bytes.TrimSpace(out.Bytes()))
 	}
 	return nil
 }
 
-// bwrapBaseArgs are the bwrap arguments every command shares. The network
-// namespace is shared on purpose (SPEC §1 rule 10). --new-session is not
-// used: it would move the command out of the process group Run signals, and
-// Run's Setsid already leaves the tree without a controlling terminal, which
-// is what --new-session guards against. --cap-drop ALL matters when the
-// worker runs as root, where bwrap would otherwise keep its capabilities.
-func (l *Local) bwrapBaseArgs() []string {
-	args := []string{"--unshare-all", "--share-net", "--die-with-parent", "--cap-drop", "ALL"}
-	args = append(args, l.sysBinds...)
-	return append(args, "--proc", "/proc", "--dev", "/dev")
+// Name returns "local".
+func (l *Local) Name() string { return "local" }
+
+// Isolated reports whether commands run under bwrap.
+func (l *Local) Isolated() bool { return l.bwrap != "" }
+
+// Status reports what sandboxes get, or why none can be created.
+func (l *Local) Status() Status {
+	s := l.status
+	s.Profile.Namespaces = slices.Clone(s.Profile.Namespaces)
+	return s
 }
 
-// System paths commands see read-only under bwrap: programs and libraries,
-// CA certificates, name resolution, and the user database.
-var (
-	systemDirs  = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}
-	systemFiles = []string{
-		"/etc/ssl", "/etc/ca-certificates", "/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf",
-		"/etc/host.conf", "/etc/gai.conf", "/etc/passwd", "/etc/group", "/etc/localtime", "/etc/alternatives",
+// profile is what a sandbox with limits lim gets from this driver.
+func (l *Local) profile(lim Limits) Profile {
+	if !l.status.Ready {
+		return Profile{Driver: l.Name(), Isolation: IsolationUnavailable, Reason: l.status.Reason,
+			Memory: Ceiling{Mechanism: MechanismNone}, Processes: Ceiling{Mechanism: MechanismNone}}
 	}
-)
-
-func systemBinds() []string {
-	var args []string
-	for _, p := range systemDirs {
-		fi, err := os.Lstat(p)
-		switch {
-		case err != nil:
-		case fi.Mode()&fs.ModeSymlink != 0:
-			// Merged-/usr systems link /bin to usr/bin; keep it a link.
-			if target, err := os.Readlink(p); err == nil {
-				args = append(args, "--symlink", target, p)
-			}
-		default:
-			args = append(args, "--ro-bind", p, p)
+	p := Profile{Driver: l.Name(), Isolation: IsolationNone, User: "worker",
+		CPUSeconds: lim.MaxCPUSeconds, OpenFiles: lim.MaxOpenFiles, FileBytes: lim.MaxFileBytes,
+		Memory:    Ceiling{Limit: lim.MaxMemoryBytes, Mechanism: MechanismRlimitAS},
+		Processes: Ceiling{Mechanism: MechanismNone}}
+	if l.bwrap != "" {
+		p.Isolation, p.Network, p.Namespaces = IsolationNamespaces, "shared", l.namespaces()
+		p.Processes = Ceiling{Limit: lim.MaxProcesses, Mechanism: MechanismNprocUserNamespace}
+		if l.uids != nil {
+			p.User, p.Processes.Mechanism = "dedicated_uid", MechanismNprocDedicatedUID
 		}
 	}
-	for _, p := range systemFiles {
-		if _, err := os.Stat(p); err == nil {
-			args = append(args, "--ro-bind", p, p)
-		}
+	if l.cgroup != nil {
+		p.Memory.Mechanism = MechanismCgroupMemoryMax
+		p.Processes = Ceiling{Limit: lim.MaxProcesses, Mechanism: MechanismCgroupPidsMax}
 	}
-	return args
+	return p
 }
 
 // Create makes a fresh sandbox directory under the driver's root.
@@ -242,38 +287,42 @@ func (l *Local) Create(ctx context.Context, spec Spec) (Sandbox, error) {
 	if err := spec.validate(); err != nil {
 		return nil, err
 	}
-	if l.isoErr != nil {
-		return nil, l.isoErr
+	if !l.status.Ready {
+		return nil, fmt.Errorf("%w: %s: %s", ErrIsolationUnavailable, l.status.Reason, l.status.Detail)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("creating sandbox: %w", err)
 	}
 	id := newID()
 	dir := filepath.Join(l.root, id)
+	limits := spec.Limits.withDefaults(l.defaults)
 	s := &localSandbox{
-		driver: l,
-		bwrap:  l.bwrap,
-		id:     id,
-		name:   spec.Name,
-		dir:    dir,
-		work:   filepath.Join(dir, "work"),
-		home:   filepath.Join(dir, "home"),
-		tmp:    filepath.Join(dir, "tmp"),
-		bin:    filepath.Join(dir, "bin"),
-		env:    maps.Clone(spec.Env),
-		limits: spec.Limits.withDefaults(),
-		files:  map[string]string{},
-		tools:  map[string]string{},
-		runs:   map[*activeRun]struct{}{},
+		driver:  l,
+		bwrap:   l.bwrap,
+		id:      id,
+		name:    spec.Name,
+		dir:     dir,
+		work:    filepath.Join(dir, "work"),
+		home:    filepath.Join(dir, "home"),
+		tmp:     filepath.Join(dir, "tmp"),
+		bin:     filepath.Join(dir, "bin"),
+		env:     maps.Clone(spec.Env),
+		limits:  limits,
+		profile: l.profile(limits),
+		files:   map[string]string{},
+		tools:   map[string]string{},
+		runs:    map[*activeRun]struct{}{},
 	}
-	if err := os.Mkdir(dir, 0o700); err != nil {
+	lock, err := makeLockedDir(dir, 0o700)
+	if err != nil {
 		return nil, fmt.Errorf("creating sandbox %s: %w", id, err)
 	}
-	if err := s.layOut(spec.ReadOnlyFiles); err != nil {
-		_ = removeTree(dir)
+	s.lock = lock
+	if err := s.setUp(spec.ReadOnlyFiles); err != nil {
+		s.release()
 		return nil, fmt.Errorf("creating sandbox %s: %w", id, err)
 	}
-	l.logger.InfoContext(ctx, "sandbox created", "sandbox_id", id, "sandbox_name", spec.Name, "isolated", l.Isolated())
+	l.logger.InfoContext(ctx, "sandbox created", "sandbox_id", id, "sandbox_name", spec.Name, "isolation", s.profile.Isolation)
 	return s, nil
 }
 
@@ -286,217 +335,6 @@ func newID() string {
 	return "sbx_" + strings.ToLower(idEncoding.EncodeToString(b[:]))
 }
 
-type localSandbox struct {
-	driver *Local
-	bwrap  string
-	id     string
-	name   string
-	dir    string
-	work   string
-	home   string
-	tmp    string
-	bin    string
-	env    map[string]string
-	limits Limits
-	files  map[string]string // sandbox path → host path, bound read-only under bwrap
-
-	mu        sync.Mutex
-	tools     map[string]string // name → verified copy
-	runs      map[*activeRun]struct{}
-	destroyed bool
-}
-
-var _ Sandbox = (*localSandbox)(nil)
-
-// activeRun lets Destroy stop a Run and wait for it.
-type activeRun struct {
-	cancel context.CancelCauseFunc
-	done   chan struct{}
-}
-
-func (s *localSandbox) ID() string      { return s.id }
-func (s *localSandbox) WorkDir() string { return s.work }
-
-func (s *localSandbox) FilePath(key string) string { return filepath.Join(s.dir, "files", key) }
-
-func (s *localSandbox) layOut(readOnly map[string]string) error {
-	for _, sub := range []string{"work", "home", "tmp", "bin", "files"} {
-		if err := os.Mkdir(filepath.Join(s.dir, sub), 0o700); err != nil {
-			return err
-		}
-	}
-	for _, key := range slices.Sorted(maps.Keys(readOnly)) {
-		host, dst := readOnly[key], s.FilePath(key)
-		fi, err := os.Stat(host)
-		if err != nil {
-			return fmt.Errorf("%w: ReadOnlyFiles[%q]: %w", ErrInvalidSpec, key, err)
-		}
-		if !fi.Mode().IsRegular() {
-			return fmt.Errorf("%w: ReadOnlyFiles[%q]: %s is not a regular file", ErrInvalidSpec, key, host)
-		}
-		if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
-			return err
-		}
-		if s.bwrap != "" {
-			// A mount point for the read-only bind each Run adds.
-			err = writeFile(dst, nil, 0o400)
-			s.files[dst] = host
-		} else {
-			err = copyFile(host, dst, 0o444)
-		}
-		if err != nil {
-			return fmt.Errorf("placing ReadOnlyFiles[%q]: %w", key, err)
-		}
-	}
-	return nil
-}
-
-func writeFile(path string, r io.Reader, perm os.FileMode) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
-	if err != nil {
-		return err
-	}
-	if r != nil {
-		if _, err := io.Copy(f, r); err != nil {
-			_ = f.Close()
-			return err
-		}
-	}
-	return f.Close()
-}
-
-func copyFile(src, dst string, perm os.FileMode) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	return writeFile(dst, in, perm)
-}
-
-// InstallTool puts the verified copy on the sandbox's PATH as bin/<name>
-// without copying it. Under bwrap each Run binds it read-only over a
-// placeholder, so the sandbox cannot alter the shared cache file. Without
-// bwrap it is hard-linked (symlinked across file systems); the tree could
-// then write to the cache file, like to anything else the worker's user owns.
-func (s *localSandbox) InstallTool(ctx context.Context, tool VerifiedTool) error {
-	if !validName(tool.Name, 64) {
-		return fmt.Errorf("%w: tool name %q", ErrInvalidSpec, tool.Name)
-	}
-	if !filepath.IsAbs(tool.Path) {
-		return fmt.Errorf("%w: tool %s path %q must be absolute", ErrInvalidSpec, tool.Name, tool.Path)
-	}
-	fi, err := os.Stat(tool.Path)
-	if err != nil {
-		return fmt.Errorf("installing %s: %w", tool.Name, err)
-	}
-	if !fi.Mode().IsRegular() {
-		return fmt.Errorf("%w: tool %s path %s is not a regular file", ErrInvalidSpec, tool.Name, tool.Path)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.destroyed {
-		return fmt.Errorf("installing %s: %w", tool.Name, ErrDestroyed)
-	}
-	if prev, ok := s.tools[tool.Name]; ok {
-		if prev == tool.Path {
-			return nil
-		}
-		return fmt.Errorf("%w: tool %s is already installed from %s", ErrInvalidSpec, tool.Name, prev)
-	}
-	dst := filepath.Join(s.bin, tool.Name)
-	if s.bwrap != "" {
-		err = writeFile(dst, nil, 0o555)
-	} else if err = os.Link(tool.Path, dst); errors.Is(err, syscall.EXDEV) {
-		err = os.Symlink(tool.Path, dst)
-	}
-	if err != nil {
-		return fmt.Errorf("installing %s: %w", tool.Name, err)
-	}
-	s.tools[tool.Name] = tool.Path
-	s.driver.logger.DebugContext(ctx, "sandbox tool installed", "sandbox_id", s.id,
-		"tool", tool.Name, "tool_version", tool.Version, "sha256", tool.SHA256)
-	return nil
-}
-
-// Run runs a command; see Sandbox.Run and Local for how it is contained.
-func (s *localSandbox) Run(ctx context.Context, c Command) (int, error) {
-	if err := c.validate(); err != nil {
-		return -1, err
-	}
-	ctx, done, err := s.register(ctx)
-	if err != nil {
-		return -1, fmt.Errorf("running %s: %w", c.Args[0], err)
-	}
-	defer done()
-	dir, err := s.commandDir(c.Dir)
-	if err != nil {
-		return -1, err
-	}
-	prog, err := s.resolve(c.Args[0])
-	if err != nil {
-		return -1, err
-	}
-	argv := append([]string{prog}, c.Args[1:]...)
-	if s.bwrap != "" {
-		argv = append([]string{s.bwrap}, s.bwrapArgs(dir, argv)...)
-	}
-	argv, err = s.limited(argv)
-	if err != nil {
-		return -1, fmt.Errorf("running %s: %w", c.Args[0], err)
-	}
-	ctx, stop := context.WithTimeoutCause(ctx, s.limits.WallClock, ErrTimedOut)
-	defer stop()
-	return s.execute(ctx, argv, dir, c)
-}
-
-// register records a Run so Destroy can stop it; done unregisters it.
-func (s *localSandbox) register(ctx context.Context) (context.Context, func(), error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.destroyed {
-		return nil, nil, ErrDestroyed
-	}
-	ctx, cancel := context.WithCancelCause(ctx)
-	r := &activeRun{cancel: cancel, done: make(chan struct{})}
-	s.runs[r] = struct{}{}
-	return ctx, func() {
-		cancel(nil)
-		s.mu.Lock()
-		delete(s.runs, r)
-		s.mu.Unlock()
-		close(r.done)
-	}, nil
-}
-
-// commandDir resolves Command.Dir. Extracted configuration may contain
-// symlinks, so the check is on the resolved path.
-func (s *localSandbox) commandDir(rel string) (string, error) {
-	dir, err := filepath.EvalSymlinks(filepath.Join(s.work, rel))
-	if err != nil {
-		return "", fmt.Errorf("%w: Command.Dir %q: %w", ErrInvalidSpec, rel, err)
-	}
-	if dir != s.work && !strings.HasPrefix(dir, s.work+string(filepath.Separator)) {
-		return "", fmt.Errorf("%w: Command.Dir %q leaves the work directory", ErrInvalidSpec, rel)
-	}
-	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-		return "", fmt.Errorf("%w: Command.Dir %q is not a directory", ErrInvalidSpec, rel)
-	}
-	return dir, nil
-}
-
-func (s *localSandbox) pathList() []string { return []string{s.bin, "/usr/bin", "/bin"} }
-
-// resolve looks a bare program name up in the sandbox's PATH. The sandbox
-// sees these directories at their host paths, so the host answer is the one
-// a lookup inside would give, and a missing tool fails before anything starts.
-func (s *localSandbox) resolve(name string) (string, error) {
-	if strings.Contains(name, "/") {
-		return name, nil
-	}
-	return lookPath(name, s.pathList())
-}
-
 func lookPath(name string, dirs []string) (string, error) {
 	for _, d := range dirs {
 		p := filepath.Join(d, name)
@@ -505,282 +343,4 @@ func lookPath(name string, dirs []string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("%q in %s: %w", name, strings.Join(dirs, ":"), exec.ErrNotFound)
-}
-
-// environ is the whole environment of a command: nothing of the worker's.
-// PWD is set because bwrap sets it anyway; setting it in both modes keeps
-// them alike.
-func (s *localSandbox) environ(dir string, extra map[string]string) []string {
-	env := maps.Clone(s.env)
-	if env == nil {
-		env = map[string]string{}
-	}
-	maps.Copy(env, extra)
-	env["PATH"] = strings.Join(s.pathList(), ":")
-	env["HOME"] = s.home
-	env["TMPDIR"] = s.tmp
-	env["PWD"] = dir
-	out := make([]string, 0, len(env))
-	for k, v := range env {
-		out = append(out, k+"="+v)
-	}
-	slices.Sort(out)
-	return out
-}
-
-// bwrapArgs wraps argv in bwrap. The sandbox directory keeps its host path
-// inside, so paths in logs and plans read the same on both sides. /tmp is
-// bound before it in case the sandbox root lies under /tmp. The environment
-// reaches the command through bwrap's own environment, not --setenv, which
-// would put secrets in argv where other users can read them.
-func (s *localSandbox) bwrapArgs(dir string, argv []string) []string {
-	args := s.driver.bwrapBaseArgs()
-	args = append(args, "--bind", s.tmp, "/tmp", "--bind", s.dir, s.dir)
-	s.mu.Lock()
-	for _, name := range slices.Sorted(maps.Keys(s.tools)) {
-		args = append(args, "--ro-bind", s.tools[name], filepath.Join(s.bin, name))
-	}
-	s.mu.Unlock()
-	for _, dst := range slices.Sorted(maps.Keys(s.files)) {
-		args = append(args, "--ro-bind", s.files[dst], dst)
-	}
-	// Everything outside the sandbox directory and /tmp is read-only,
-	// including the root tmpfs bwrap builds the mounts on.
-	args = append(args, "--remount-ro", "/", "--chdir", dir, "--")
-	return append(args, argv...)
-}
-
-// execute starts argv and waits for it, terminating the process group when
-// ctx ends.
-func (s *localSandbox) execute(ctx context.Context, argv []string, dir string, c Command) (int, error) {
-	// bwrap's --die-with-parent is PR_SET_PDEATHSIG, which fires when the
-	// thread that forked exits, and Go ends a thread whose locked goroutine
-	// exits. Holding this thread for the whole run keeps that from happening.
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-
-	cmd := &exec.Cmd{
-		Path:   argv[0],
-		Args:   argv,
-		Env:    s.environ(dir, c.Env),
-		Dir:    dir,
-		Stdout: c.Stdout,
-		Stderr: c.Stderr,
-		// A new session is a new process group with no controlling terminal.
-		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
-		// A process that escaped the group may hold the output pipes open.
-		WaitDelay: s.driver.killGrace,
-	}
-	if err := cmd.Start(); err != nil {
-		return -1, fmt.Errorf("starting %s: %w", c.Args[0], err)
-	}
-	pgid := cmd.Process.Pid
-	exited := make(chan struct{})
-	go func() {
-		waitExited(pgid)
-		close(exited)
-	}()
-	logger := s.driver.logger.With("sandbox_id", s.id, "program", c.Args[0])
-	logger.DebugContext(ctx, "sandbox command started", "pid", pgid)
-
-	var stopErr error
-	select {
-	case <-exited:
-	case <-ctx.Done():
-		cause := context.Cause(ctx)
-		if errors.Is(cause, ErrTimedOut) {
-			stopErr = fmt.Errorf("running %s: %w after %s", c.Args[0], ErrTimedOut, s.limits.WallClock)
-		} else {
-			stopErr = fmt.Errorf("running %s: %w: %w", c.Args[0], ErrCanceled, cause)
-		}
-		logger.InfoContext(ctx, "sandbox command terminating", "reason", cause.Error())
-		s.terminate(pgid, exited, c, errors.Is(cause, ErrDestroyed))
-	}
-	// The leader has exited but is not reaped, so its PID, and with it the
-	// group ID, cannot be reused yet: whatever it left behind is ours to kill.
-	_ = unix.Kill(-pgid, unix.SIGKILL)
-	waitErr := cmd.Wait()
-	if stopErr != nil {
-		return -1, stopErr
-	}
-	var exitErr *exec.ExitError
-	switch {
-	case waitErr == nil, errors.As(waitErr, &exitErr):
-	case errors.Is(waitErr, exec.ErrWaitDelay):
-		logger.WarnContext(ctx, "sandbox command output cut off: a process outside its group held the pipes")
-	default:
-		return -1, fmt.Errorf("waiting for %s: %w", c.Args[0], waitErr)
-	}
-	return exitStatus(cmd.ProcessState), nil
-}
-
-// terminate stops the process group led by pgid and returns once the leader
-// has exited. Unless now, the tree first gets the command's StopSignal
-// (SIGTERM by default) and its StopGrace (KillGrace by default) to stop.
-func (s *localSandbox) terminate(pgid int, exited <-chan struct{}, c Command, now bool) {
-	if !now {
-		sig := cmp.Or(c.StopSignal, unix.SIGTERM)
-		if s.bwrap != "" {
-			// The leader is bwrap, which dies of SIGTERM and then SIGKILLs
-			// the namespace before tofu could stop cleanly; spare it, unless
-			// it is alone and still setting the namespace up.
-			if signalGroupExcept(pgid, pgid, sig) == 0 {
-				_ = unix.Kill(pgid, sig)
-			}
-		} else {
-			_ = unix.Kill(-pgid, sig)
-		}
-		grace := time.NewTimer(cmp.Or(c.StopGrace, s.driver.killGrace))
-		defer grace.Stop()
-		select {
-		case <-exited:
-			return
-		case <-grace.C:
-		}
-	}
-	_ = unix.Kill(-pgid, unix.SIGKILL)
-	<-exited
-}
-
-// waitExited blocks until pid has exited without reaping it (WNOWAIT), so
-// the caller can still signal its group safely.
-func waitExited(pid int) {
-	for {
-		var info unix.Siginfo
-		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
-		if !errors.Is(err, unix.EINTR) {
-			return
-		}
-	}
-}
-
-// signalGroupExcept sends sig to every process in group pgid but one and
-// returns how many it signalled.
-func signalGroupExcept(pgid, except int, sig unix.Signal) int {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return 0
-	}
-	n := 0
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == except || processGroup(pid) != pgid {
-			continue
-		}
-		// Pin the process, then check it is still the one just read, so a
-		// recycled PID is never signalled.
-		fd, err := unix.PidfdOpen(pid, 0)
-		if err != nil {
-			continue
-		}
-		if processGroup(pid) == pgid && unix.PidfdSendSignal(fd, sig, nil, 0) == nil {
-			n++
-		}
-		_ = unix.Close(fd)
-	}
-	return n
-}
-
-// processGroup reads a process's group ID from /proc, or returns -1.
-func processGroup(pid int) int {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return -1
-	}
-	// The command name in parentheses may hold spaces; after it come
-	// state, ppid and pgrp.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return -1
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 3 {
-		return -1
-	}
-	g, err := strconv.Atoi(f[2])
-	if err != nil {
-		return -1
-	}
-	return g
-}
-
-// limited prefixes argv with prlimit and the sandbox's limits, each set as
-// soft and hard limit and capped at the worker's own hard limit, which only a
-// privileged worker could raise.
-func (s *localSandbox) limited(argv []string) ([]string, error) {
-	limits := []struct {
-		flag     string
-		resource int
-		value    uint64
-	}{
-		{"--nofile", unix.RLIMIT_NOFILE, s.limits.MaxOpenFiles},
-		{"--fsize", unix.RLIMIT_FSIZE, s.limits.MaxFileBytes},
-		{"--cpu", unix.RLIMIT_CPU, s.limits.MaxCPUSeconds},
-		// A core dump would write process memory, run token included, to disk.
-		{"--core", unix.RLIMIT_CORE, 0},
-		{"--nproc", unix.RLIMIT_NPROC, s.limits.MaxProcesses},
-	}
-	out := []string{s.driver.prlimit}
-	for _, lim := range limits {
-		if lim.flag == "--nproc" && lim.value == 0 {
-			continue // see Limits.MaxProcesses
-		}
-		var own unix.Rlimit
-		if err := unix.Getrlimit(lim.resource, &own); err != nil {
-			return nil, fmt.Errorf("reading the worker's %s limit: %w", lim.flag, err)
-		}
-		v := strconv.FormatUint(min(lim.value, own.Max), 10)
-		out = append(out, lim.flag+"="+v+":"+v)
-	}
-	return append(append(out, "--"), argv...), nil
-}
-
-// exitStatus reports death by signal n as 128+n, as shells and bwrap do, so
-// both modes report the same code.
-func exitStatus(ps *os.ProcessState) int {
-	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return 128 + int(ws.Signal())
-	}
-	return ps.ExitCode()
-}
-
-// Destroy stops running commands at once (SIGKILL: the attempt is being
-// abandoned), then removes the sandbox directory.
-func (s *localSandbox) Destroy(ctx context.Context) error {
-	s.mu.Lock()
-	first := !s.destroyed
-	s.destroyed = true
-	runs := slices.Collect(maps.Keys(s.runs))
-	s.mu.Unlock()
-	for _, r := range runs {
-		r.cancel(ErrDestroyed)
-	}
-	for _, r := range runs {
-		select {
-		case <-r.done:
-		case <-ctx.Done():
-			return fmt.Errorf("destroying sandbox %s: waiting for commands to stop: %w", s.id, ctx.Err())
-		}
-	}
-	if err := removeTree(s.dir); err != nil {
-		return fmt.Errorf("destroying sandbox %s: %w", s.id, err)
-	}
-	if first {
-		s.driver.logger.InfoContext(ctx, "sandbox destroyed", "sandbox_id", s.id, "sandbox_name", s.name)
-	}
-	return nil
-}
-
-// removeTree deletes dir. Tofu can leave read-only directories behind
-// (provider caches), and unlinking needs write permission on the directory,
-// so directories are made writable first. Files keep their modes: some are
-// hard links to the shared tool cache.
-func removeTree(dir string) error {
-	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			_ = os.Chmod(p, 0o700)
-		}
-		return nil
-	})
-	return os.RemoveAll(dir)
 }

@@ -10,50 +10,74 @@ import (
 	"time"
 )
 
-// Defaults applied to zero Limits fields. MaxFileBytes leaves room for state
-// and plan files of 100 MB and more.
+// Defaults applied to zero Limits fields (after the driver's own defaults).
+// MaxFileBytes leaves room for state and plan files of 100 MB and more; the
+// memory and process ceilings leave room for tofu and several providers,
+// multi-threaded Go programs whose threads count as tasks and whose address
+// space is a few times their resident memory.
 const (
-	DefaultWallClock     = 30 * time.Minute
-	DefaultMaxOpenFiles  = 4096
-	DefaultMaxFileBytes  = 1 << 30
-	DefaultMaxCPUSeconds = 3600
+	DefaultWallClock      = 30 * time.Minute
+	DefaultMaxOpenFiles   = 4096
+	DefaultMaxFileBytes   = 1 << 30
+	DefaultMaxCPUSeconds  = 3600
+	DefaultMaxMemoryBytes = 4 << 30
+	DefaultMaxProcesses   = 1024
 )
 
-// Limits bound one command. Zero fields take the defaults above. Each rlimit
-// is set as both soft and hard limit and applies to every process of the
-// command's tree separately (rlimits are per process), not to the tree as a
-// whole.
+// Limits bound a sandbox's commands. Zero fields take defaults. The rlimits
+// are set as both soft and hard limit on every process of a command's tree
+// (rlimits are per process); the memory and process ceilings hold for the
+// sandbox as a whole where the driver can, and the Profile says how.
 type Limits struct {
 	// WallClock is the deadline of a whole Run, process tree included.
 	WallClock time.Duration
 	// MaxOpenFiles is RLIMIT_NOFILE.
 	MaxOpenFiles uint64
-	// MaxProcesses is RLIMIT_NPROC and is applied only when set: Linux counts
-	// it per real user ID, so it would count the worker and every other
-	// sandbox of the same user too, and root ignores it. Namespaces (bwrap)
-	// are what keep one run's processes from another's; zero leaves it unset.
+	// MaxProcesses bounds the tasks (processes and threads) of a sandbox:
+	// cgroup v2 pids.max where the host delegates it, otherwise RLIMIT_NPROC
+	// where the kernel counts it for this sandbox alone (its own user
+	// namespace, or a user ID of its own when the worker is root). Without
+	// namespaces it is not enforced (Linux would count the worker too).
 	MaxProcesses uint64
+	// MaxMemoryBytes is the memory ceiling: cgroup v2 memory.max for the
+	// whole sandbox where the host delegates it, otherwise RLIMIT_AS, an
+	// address-space limit on each process.
+	MaxMemoryBytes uint64
 	// MaxFileBytes is RLIMIT_FSIZE: the largest file a process may write.
 	MaxFileBytes uint64
 	// MaxCPUSeconds is RLIMIT_CPU.
 	MaxCPUSeconds uint64
 }
 
-func (l Limits) withDefaults() Limits {
+// withDefaults fills zero fields from d, then from the package defaults.
+func (l Limits) withDefaults(d Limits) Limits {
+	fill := func(v *uint64, driver, pkg uint64) {
+		if *v == 0 {
+			*v = driver
+		}
+		if *v == 0 {
+			*v = pkg
+		}
+	}
+	if l.WallClock == 0 {
+		l.WallClock = d.WallClock
+	}
 	if l.WallClock == 0 {
 		l.WallClock = DefaultWallClock
 	}
-	if l.MaxOpenFiles == 0 {
-		l.MaxOpenFiles = DefaultMaxOpenFiles
-	}
-	if l.MaxFileBytes == 0 {
-		l.MaxFileBytes = DefaultMaxFileBytes
-	}
-	if l.MaxCPUSeconds == 0 {
-		l.MaxCPUSeconds = DefaultMaxCPUSeconds
-	}
+	fill(&l.MaxOpenFiles, d.MaxOpenFiles, DefaultMaxOpenFiles)
+	fill(&l.MaxFileBytes, d.MaxFileBytes, DefaultMaxFileBytes)
+	fill(&l.MaxCPUSeconds, d.MaxCPUSeconds, DefaultMaxCPUSeconds)
+	fill(&l.MaxMemoryBytes, d.MaxMemoryBytes, DefaultMaxMemoryBytes)
+	fill(&l.MaxProcesses, d.MaxProcesses, DefaultMaxProcesses)
 	return l
 }
+
+// The smallest ceilings a Spec may ask for.
+const (
+	MinMemoryBytes = 64 << 20
+	MinProcesses   = 16
+)
 
 func (l Limits) validate() error {
 	if l.WallClock < 0 {
@@ -62,6 +86,14 @@ func (l Limits) validate() error {
 	// Tofu and the shell need a handful of descriptors before doing any work.
 	if l.MaxOpenFiles != 0 && l.MaxOpenFiles < 16 {
 		return fmt.Errorf("%w: Limits.MaxOpenFiles %d must be at least 16", ErrInvalidSpec, l.MaxOpenFiles)
+	}
+	// A Go program (tofu, a provider) reserves tens of MiB of address space
+	// and a handful of threads before it does any work.
+	if l.MaxMemoryBytes != 0 && l.MaxMemoryBytes < MinMemoryBytes {
+		return fmt.Errorf("%w: Limits.MaxMemoryBytes %d must be at least %d", ErrInvalidSpec, l.MaxMemoryBytes, MinMemoryBytes)
+	}
+	if l.MaxProcesses != 0 && l.MaxProcesses < MinProcesses {
+		return fmt.Errorf("%w: Limits.MaxProcesses %d must be at least %d", ErrInvalidSpec, l.MaxProcesses, MinProcesses)
 	}
 	return nil
 }
@@ -72,14 +104,16 @@ type Spec struct {
 	// characters of [A-Za-z0-9._-], starting with a letter or digit.
 	Name string
 	// Env is the only environment the commands see besides PATH, HOME,
-	// TMPDIR and PWD, which the driver sets and Env may not override.
+	// TMPDIR, PWD and CAIRN_SANDBOX_ID, which the driver sets and Env may not
+	// override.
 	Env map[string]string
-	// Limits bound each command; zero fields take defaults.
+	// Limits bound the commands; zero fields take the driver's defaults.
 	Limits Limits
 	// ReadOnlyFiles maps a relative path inside the sandbox's files directory
 	// to an absolute host path, for example a CA certificate the runner needs.
-	// Sandbox.FilePath gives the path commands see. Under bwrap the host file
-	// is bound read-only; without it the file is copied at Create.
+	// Sandbox.FilePath gives the path commands see. The file is copied at
+	// Create (world-readable: a root worker's commands run as another user)
+	// and, under namespaces, bound read-only.
 	ReadOnlyFiles map[string]string
 }
 
@@ -90,6 +124,9 @@ type Driver interface {
 	Name() string
 	// Isolated reports whether commands run in their own Linux namespaces.
 	Isolated() bool
+	// Status reports what sandboxes get on this host, or why none can be
+	// created.
+	Status() Status
 }
 
 // Sandbox is one phase attempt's place to run commands. A Sandbox is safe for
@@ -113,6 +150,9 @@ type Sandbox interface {
 	// Destroy terminates any running command, then removes the sandbox
 	// directory. It is idempotent.
 	Destroy(ctx context.Context) error
+	// Profile is what this sandbox applies: isolation, namespaces and the
+	// ceilings with the mechanism that enforces each.
+	Profile() Profile
 }
 
 // Command is one command to run in a sandbox.
@@ -183,7 +223,18 @@ func (c Command) validate() error {
 
 // reservedEnv are set by the driver; letting a spec override them would make
 // the sandbox layout depend on caller input.
-var reservedEnv = map[string]bool{"PATH": true, "HOME": true, "TMPDIR": true, "PWD": true}
+var reservedEnv = map[string]bool{"PATH": true, "HOME": true, "TMPDIR": true, "PWD": true, markerEnv: true}
+
+// loaderEnv are variables the dynamic loader and C library act on. The
+// environment reaches bwrap and setpriv, which run as root for a root
+// worker, before the command: LD_PRELOAD there would run the caller's code
+// with root's rights outside the sandbox. glibc ignores these only in
+// set-user-ID programs, which these are not, so the driver refuses them.
+var loaderEnv = map[string]bool{
+	"GCONV_PATH": true, "GETCONF_DIR": true, "GLIBC_TUNABLES": true, "HOSTALIASES": true, "LOCALDOMAIN": true,
+	"LOCPATH": true, "MALLOC_CHECK_": true, "MALLOC_TRACE": true, "NIS_PATH": true, "NLSPATH": true,
+	"RESOLV_HOST_CONF": true, "RES_OPTIONS": true, "TZDIR": true,
+}
 
 func validateEnv(field string, env map[string]string) error {
 	for k, v := range env {
@@ -192,6 +243,9 @@ func validateEnv(field string, env map[string]string) error {
 		}
 		if reservedEnv[k] {
 			return fmt.Errorf("%w: %s may not set %s, the driver sets it", ErrInvalidSpec, field, k)
+		}
+		if loaderEnv[k] || strings.HasPrefix(k, "LD_") || strings.HasPrefix(k, "MALLOC_") {
+			return fmt.Errorf("%w: %s may not set %s, which the dynamic loader acts on", ErrInvalidSpec, field, k)
 		}
 		if strings.ContainsRune(v, 0) {
 			return fmt.Errorf("%w: %s[%s] contains a NUL byte", ErrInvalidSpec, field, k)

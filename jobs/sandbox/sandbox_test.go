@@ -25,18 +25,21 @@ import (
 const leakVar = "CAIRN_SANDBOX_TEST_WORKER_SECRET"
 
 func TestMain(m *testing.M) {
+	if os.Getenv(ownerEnv) != "" {
+		runOwner()
+	}
 	os.Setenv(leakVar, "worker-only-value")
 	os.Exit(m.Run())
 }
 
 type mode struct {
-	name  string
-	bwrap sandbox.BwrapMode
+	name      string
+	isolation sandbox.IsolationMode
 }
 
 var (
-	plain    = mode{"plain", sandbox.BwrapNever}
-	isolated = mode{"bwrap", sandbox.BwrapAlways}
+	plain    = mode{"plain", sandbox.NoIsolation}
+	isolated = mode{"bwrap", sandbox.RequireNamespaces}
 )
 
 // bothModes runs a subtest per driver mode, skipping bwrap where it is not
@@ -46,7 +49,7 @@ func bothModes(t *testing.T, f func(t *testing.T, m mode)) {
 	for _, m := range []mode{plain, isolated} {
 		t.Run(m.name, func(t *testing.T) {
 			t.Parallel()
-			if m.bwrap == sandbox.BwrapAlways {
+			if m == isolated {
 				requireBwrap(t)
 			}
 			f(t, m)
@@ -70,12 +73,15 @@ type fixture struct {
 func setup(t *testing.T, m mode, spec sandbox.Spec, opts sandbox.LocalOptions) fixture {
 	t.Helper()
 	root := t.TempDir()
-	opts.UseBwrap = m.bwrap
+	opts.Isolation = m.isolation
 	d, err := sandbox.NewLocal(root, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := m.bwrap == sandbox.BwrapAlways; d.Isolated() != want {
+	if st := d.Status(); !st.Ready {
+		t.Fatalf("driver not ready: %s: %s", st.Reason, st.Detail)
+	}
+	if want := m == isolated; d.Isolated() != want {
 		t.Fatalf("Isolated() = %v, want %v", d.Isolated(), want)
 	}
 	if spec.Name == "" {
@@ -137,6 +143,7 @@ func TestEnvironmentIsOnlyWhatTheSpecGives(t *testing.T) {
 			"SHARED":           "command",
 			"ONLY_COMMAND":     "yes",
 			"TF_VAR_my-var":    "not a shell identifier",
+			"CAIRN_SANDBOX_ID": f.sbx.ID(),
 		}
 		if len(got) != len(want) {
 			t.Errorf("environment has %d variables, want %d: %v", len(got), len(want), got)
@@ -187,6 +194,7 @@ func TestRunRejectsEscapingDirsAndUnknownPrograms(t *testing.T) {
 		{Args: []string{"true"}, Dir: "out"},
 		{Args: []string{"true"}, Dir: "missing"},
 		{Args: []string{"true"}, Env: map[string]string{"PATH": "/sbin"}},
+		{Args: []string{"true"}, Env: map[string]string{"LD_LIBRARY_PATH": "/tmp"}},
 		{Args: []string{""}},
 		{},
 	} {
@@ -202,7 +210,7 @@ func TestRunRejectsEscapingDirsAndUnknownPrograms(t *testing.T) {
 func TestCreateValidatesSpec(t *testing.T) {
 	t.Parallel()
 	root := t.TempDir()
-	d, err := sandbox.NewLocal(root, sandbox.LocalOptions{UseBwrap: sandbox.BwrapNever})
+	d, err := sandbox.NewLocal(root, sandbox.LocalOptions{Isolation: sandbox.NoIsolation})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,6 +230,11 @@ func TestCreateValidatesSpec(t *testing.T) {
 		"NUL value":          {Name: "ok", Env: map[string]string{"A": "b\x00c"}},
 		"negative wallclock": {Name: "ok", Limits: sandbox.Limits{WallClock: -time.Second}},
 		"tiny nofile":        {Name: "ok", Limits: sandbox.Limits{MaxOpenFiles: 3}},
+		"tiny memory":        {Name: "ok", Limits: sandbox.Limits{MaxMemoryBytes: 1 << 20}},
+		"tiny process limit": {Name: "ok", Limits: sandbox.Limits{MaxProcesses: 2}},
+		"reserved marker":    {Name: "ok", Env: map[string]string{"CAIRN_SANDBOX_ID": "sbx_other"}},
+		"LD_PRELOAD":         {Name: "ok", Env: map[string]string{"LD_PRELOAD": "/work/evil.so"}},
+		"GLIBC_TUNABLES":     {Name: "ok", Env: map[string]string{"GLIBC_TUNABLES": "glibc.malloc.check=3"}},
 		"escaping file key":  {Name: "ok", ReadOnlyFiles: map[string]string{"../ca.pem": hostFile}},
 		"absolute file key":  {Name: "ok", ReadOnlyFiles: map[string]string{"/etc/ca.pem": hostFile}},
 		"relative host file": {Name: "ok", ReadOnlyFiles: map[string]string{"ca.pem": "ca.pem"}},
@@ -243,33 +256,40 @@ func TestCreateValidatesSpec(t *testing.T) {
 
 func TestCreateMakesPrivateUniqueDirectories(t *testing.T) {
 	t.Parallel()
-	f := setup(t, plain, sandbox.Spec{}, sandbox.LocalOptions{})
-	other, err := f.driver.Create(context.Background(), sandbox.Spec{Name: "run_test-plan-2"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Destroy(context.Background())
-	idPattern := regexp.MustCompile(`^sbx_[a-z2-7]{26}$`)
-	for _, s := range []sandbox.Sandbox{f.sbx, other} {
-		if !idPattern.MatchString(s.ID()) {
-			t.Errorf("ID %q does not match %s", s.ID(), idPattern)
+	bothModes(t, func(t *testing.T, m mode) {
+		f := setup(t, m, sandbox.Spec{}, sandbox.LocalOptions{})
+		other, err := f.driver.Create(context.Background(), sandbox.Spec{Name: "run_test-plan-2"})
+		if err != nil {
+			t.Fatal(err)
 		}
-		if want := filepath.Join(f.root, s.ID(), "work"); s.WorkDir() != want {
-			t.Errorf("WorkDir %q, want %q", s.WorkDir(), want)
+		defer other.Destroy(context.Background())
+		idPattern := regexp.MustCompile(`^sbx_[a-z2-7]{26}$`)
+		if fi, err := os.Stat(f.root); err != nil || fi.Mode().Perm() != 0o700 {
+			t.Errorf("sandbox root: %v, %v; want mode 700", fi, err)
 		}
-		for _, p := range []string{filepath.Join(f.root, s.ID()), filepath.Join(f.root, s.ID(), "work"), f.root} {
-			fi, err := os.Stat(p)
-			if err != nil {
-				t.Fatal(err)
+		for _, s := range []sandbox.Sandbox{f.sbx, other} {
+			if !idPattern.MatchString(s.ID()) {
+				t.Errorf("ID %q does not match %s", s.ID(), idPattern)
 			}
-			if fi.Mode().Perm() != 0o700 {
-				t.Errorf("%s has mode %o, want 700", p, fi.Mode().Perm())
+			if want := filepath.Join(f.root, s.ID(), "work"); s.WorkDir() != want {
+				t.Errorf("WorkDir %q, want %q", s.WorkDir(), want)
+			}
+			// Nobody but the owner lists or writes them (a root worker's
+			// sandbox user may pass through its directory).
+			for _, p := range []string{filepath.Join(f.root, s.ID()), filepath.Join(f.root, s.ID(), "work")} {
+				fi, err := os.Stat(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if fi.Mode().Perm()&0o066 != 0 {
+					t.Errorf("%s has mode %o, readable or writable by others", p, fi.Mode().Perm())
+				}
 			}
 		}
-	}
-	if f.sbx.ID() == other.ID() {
-		t.Errorf("two sandboxes share ID %s", f.sbx.ID())
-	}
+		if f.sbx.ID() == other.ID() {
+			t.Errorf("two sandboxes share ID %s", f.sbx.ID())
+		}
+	})
 }
 
 // marker returns a sleep duration unique to one test, so its processes can be
@@ -520,12 +540,16 @@ func TestBwrapHidesTheHostAndKeepsWritesInside(t *testing.T) {
 			_ = os.RemoveAll(p)
 		}
 	}
-	// The sandbox's /tmp is its own tmp directory.
-	if code, _, _ := run(t, f.sbx, sh("echo t > /tmp/scratch")); code != 0 {
-		t.Error("writing /tmp failed")
+	// /tmp is the sandbox's own: writable, on no host path, unseen by its
+	// neighbour. TMPDIR is its tmp directory on disk.
+	if code, _, stderr := run(t, f.sbx, sh("echo t > /tmp/scratch && cat /tmp/scratch && echo d > $TMPDIR/on-disk")); code != 0 {
+		t.Errorf("writing /tmp failed: %s", stderr)
 	}
-	if _, err := os.Stat(filepath.Join(filepath.Dir(f.sbx.WorkDir()), "tmp", "scratch")); err != nil {
-		t.Errorf("/tmp inside is not the sandbox tmp directory: %v", err)
+	if _, err := os.Stat(filepath.Join(filepath.Dir(f.sbx.WorkDir()), "tmp", "on-disk")); err != nil {
+		t.Errorf("TMPDIR inside is not the sandbox tmp directory: %v", err)
+	}
+	if code, out, _ := run(t, neighbour, sh("cat /tmp/scratch")); code == 0 {
+		t.Errorf("the neighbour read the sandbox's /tmp: %q", out)
 	}
 }
 
@@ -812,45 +836,78 @@ func TestDestroyStopsRunningCommands(t *testing.T) {
 	})
 }
 
-func TestIsolationModes(t *testing.T) {
+// TestIsolationFailsClosed: with default options a driver that cannot
+// create namespaces refuses every sandbox and says why; only the explicit
+// opt-out runs without them.
+func TestIsolationFailsClosed(t *testing.T) {
 	t.Parallel()
 	missing := filepath.Join(t.TempDir(), "bwrap")
-	always, err := sandbox.NewLocal(t.TempDir(), sandbox.LocalOptions{UseBwrap: sandbox.BwrapAlways, BwrapPath: missing})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if always.Isolated() {
-		t.Error("Isolated() with a missing bwrap")
-	}
-	if _, err := always.Create(context.Background(), sandbox.Spec{Name: "x"}); !errors.Is(err, sandbox.ErrIsolationUnavailable) {
-		t.Errorf("Create with BwrapAlways and no bwrap: %v, want ErrIsolationUnavailable", err)
-	}
-	auto, err := sandbox.NewLocal(t.TempDir(), sandbox.LocalOptions{BwrapPath: missing})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if auto.Isolated() || auto.Name() != "local" {
-		t.Errorf("auto without bwrap: Isolated %v, Name %q", auto.Isolated(), auto.Name())
-	}
-	sbx, err := auto.Create(context.Background(), sandbox.Spec{Name: "x"})
-	if err != nil {
-		t.Fatalf("Create with BwrapAuto and no bwrap: %v", err)
-	}
-	defer sbx.Destroy(context.Background())
-	// A bwrap that exists but does not work counts as missing.
 	broken := filepath.Join(t.TempDir(), "bwrap")
-	if err := os.WriteFile(broken, []byte("#!/bin/sh\nexit 1\n"), 0o755); err != nil {
+	if err := os.WriteFile(broken, []byte("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2; exit 1\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	d, err := sandbox.NewLocal(t.TempDir(), sandbox.LocalOptions{UseBwrap: sandbox.BwrapAlways, BwrapPath: broken})
-	if err != nil {
-		t.Fatal(err)
+	for name, tc := range map[string]struct {
+		opts   sandbox.LocalOptions
+		reason string
+	}{
+		"default options, bwrap missing":  {sandbox.LocalOptions{BwrapPath: missing}, "bwrap_not_found"},
+		"required, bwrap missing":         {sandbox.LocalOptions{Isolation: sandbox.RequireNamespaces, BwrapPath: missing}, "bwrap_not_found"},
+		"default options, bwrap unusable": {sandbox.LocalOptions{BwrapPath: broken}, "bwrap_unusable"},
+		"default options, not executable": {sandbox.LocalOptions{BwrapPath: t.TempDir()}, "bwrap_not_found"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			root := t.TempDir()
+			d, err := sandbox.NewLocal(root, tc.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := d.Status()
+			if st.Ready || st.Reason != tc.reason || st.Detail == "" {
+				t.Errorf("Status %+v, want not ready with reason %s and a detail", st, tc.reason)
+			}
+			if st.Profile.Isolation != sandbox.IsolationUnavailable || st.Profile.Reason != tc.reason {
+				t.Errorf("profile %+v, want isolation unavailable", st.Profile)
+			}
+			if d.Isolated() {
+				t.Error("Isolated() without working namespaces")
+			}
+			if _, err := d.Create(context.Background(), sandbox.Spec{Name: "x"}); !errors.Is(err, sandbox.ErrIsolationUnavailable) {
+				t.Errorf("Create: %v, want ErrIsolationUnavailable", err)
+			}
+			// Nothing of a refused sandbox (or of the probe) is left behind.
+			entries, _ := os.ReadDir(root)
+			for _, e := range entries {
+				if strings.HasPrefix(e.Name(), "sbx_") || strings.HasPrefix(e.Name(), ".new-") {
+					t.Errorf("refused create left %s", e.Name())
+				}
+			}
+		})
 	}
-	if _, err := d.Create(context.Background(), sandbox.Spec{Name: "x"}); !errors.Is(err, sandbox.ErrIsolationUnavailable) {
-		t.Errorf("Create with a broken bwrap: %v, want ErrIsolationUnavailable", err)
-	}
+	t.Run("explicit opt-out", func(t *testing.T) {
+		t.Parallel()
+		d, err := sandbox.NewLocal(t.TempDir(), sandbox.LocalOptions{Isolation: sandbox.NoIsolation, BwrapPath: missing})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := d.Status()
+		if !st.Ready || d.Isolated() || d.Name() != "local" || st.Profile.Isolation != sandbox.IsolationNone {
+			t.Errorf("opt-out: Status %+v, Isolated %v", st, d.Isolated())
+		}
+		sbx, err := d.Create(context.Background(), sandbox.Spec{Name: "x"})
+		if err != nil {
+			t.Fatalf("Create without namespaces, explicitly: %v", err)
+		}
+		defer sbx.Destroy(context.Background())
+		if p := sbx.Profile(); p.Isolation != sandbox.IsolationNone || len(p.Namespaces) != 0 || p.Processes.Mechanism != sandbox.MechanismNone {
+			t.Errorf("unisolated sandbox profile %+v", p)
+		}
+	})
 	if _, err := sandbox.NewLocal("relative/root", sandbox.LocalOptions{}); err == nil {
 		t.Error("NewLocal accepted a relative root")
+	}
+	if _, err := sandbox.NewLocal(t.TempDir(), sandbox.LocalOptions{Defaults: sandbox.Limits{MaxMemoryBytes: 1}}); err == nil {
+		t.Error("NewLocal accepted a 1-byte memory ceiling")
 	}
 }
 
@@ -875,10 +932,10 @@ func (b *syncBuffer) String() string {
 func BenchmarkCreateRunDestroy(b *testing.B) {
 	for _, m := range []mode{plain, isolated} {
 		b.Run(m.name, func(b *testing.B) {
-			if m.bwrap == sandbox.BwrapAlways {
+			if m == isolated {
 				requireBwrap(b)
 			}
-			d, err := sandbox.NewLocal(b.TempDir(), sandbox.LocalOptions{UseBwrap: m.bwrap})
+			d, err := sandbox.NewLocal(b.TempDir(), sandbox.LocalOptions{Isolation: m.isolation})
 			if err != nil {
 				b.Fatal(err)
 			}

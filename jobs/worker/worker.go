@@ -24,13 +24,14 @@ import (
 )
 
 // New builds the River client of cairn-worker with every worker and periodic
-// job registered. The database/sql driver has no LISTEN/NOTIFY, so the client
-// polls every cfg.WorkerPollInterval.
+// job registered; run phases and policy builds use driver. The database/sql
+// driver has no LISTEN/NOTIFY, so the client polls every
+// cfg.WorkerPollInterval.
 //
 // Stop it with StopAndCancel and a deadline of at least StopWindow(cfg):
 // canceled phase jobs stop their sandboxed commands (an apply with its
 // interrupt and grace), record what the attempt left, and only then return.
-func New(cfg config.Config, conn *sqlx.DB, logger *slog.Logger) (*river.Client[*sql.Tx], error) {
+func New(cfg config.Config, conn *sqlx.DB, driver sandbox.Driver, logger *slog.Logger) (*river.Client[*sql.Tx], error) {
 	workers := river.NewWorkers()
 	add := func(err error) error {
 		if err != nil {
@@ -59,7 +60,7 @@ func New(cfg config.Config, conn *sqlx.DB, logger *slog.Logger) (*river.Client[*
 		return nil, err
 	}
 	if runs := deps.Services.Runs; runs != nil {
-		r, err := newRunner(cfg, runs, logger)
+		r, err := newRunner(cfg, runs, driver, logger)
 		if err != nil {
 			return nil, err
 		}
@@ -81,10 +82,6 @@ func New(cfg config.Config, conn *sqlx.DB, logger *slog.Logger) (*river.Client[*
 		program, err := os.Executable()
 		if err != nil {
 			return nil, fmt.Errorf("locating the policy build program: %w", err)
-		}
-		driver, err := newDriver(cfg, logger)
-		if err != nil {
-			return nil, err
 		}
 		if err := add(river.AddWorkerSafely(workers, &policybuild.Worker{Policies: policies, Driver: driver, Program: program,
 			BuildTimeout: cfg.PolicyBuildTimeout, Logger: logger})); err != nil {
@@ -119,34 +116,34 @@ func StopWindow(cfg config.Config) time.Duration {
 	return cfg.ApplyInterruptGrace + runner.EvidenceWindow + 15*time.Second
 }
 
-// newDriver is the local sandbox driver under the data directory.
-func newDriver(cfg config.Config, logger *slog.Logger) (sandbox.Driver, error) {
+// NewSandboxDriver is the local sandbox driver under the data directory,
+// with the configured isolation and ceilings. A driver that cannot isolate
+// is returned too (its Status says why), so the worker can report it and
+// refuse the phases it picks; only a configuration error is an error.
+func NewSandboxDriver(cfg config.Config, logger *slog.Logger) (*sandbox.Local, error) {
 	dataDir, err := filepath.Abs(cfg.DataDir)
 	if err != nil {
 		return nil, err
 	}
-	mode := sandbox.BwrapAuto
-	switch cfg.SandboxBwrap {
-	case "always":
-		mode = sandbox.BwrapAlways
-	case "never":
-		mode = sandbox.BwrapNever
+	mode := sandbox.RequireNamespaces
+	if cfg.SandboxIsolation == "none" {
+		mode = sandbox.NoIsolation
 	}
-	driver, err := sandbox.NewLocal(filepath.Join(dataDir, "sandboxes"), sandbox.LocalOptions{UseBwrap: mode, Logger: logger})
+	driver, err := sandbox.NewLocal(filepath.Join(dataDir, "sandboxes"), sandbox.LocalOptions{
+		Isolation: mode, BwrapPath: cfg.SandboxBwrap, Cgroup: cfg.SandboxCgroup, SandboxUIDBase: cfg.SandboxUIDBase,
+		Defaults: sandbox.Limits{MaxMemoryBytes: cfg.SandboxMemoryMiB << 20, MaxProcesses: cfg.SandboxMaxProcesses},
+		Logger:   logger,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("creating sandbox driver: %w", err)
 	}
 	return driver, nil
 }
 
-// newRunner builds the sandbox runner: the local driver under the data
-// directory, the toolchain cache, and where sandboxed tofu finds the API.
-func newRunner(cfg config.Config, runs *run.Service, logger *slog.Logger) (*runner.Runner, error) {
+// newRunner builds the sandbox runner: the sandbox driver, the toolchain
+// cache under the data directory, and where sandboxed tofu finds the API.
+func newRunner(cfg config.Config, runs *run.Service, driver sandbox.Driver, logger *slog.Logger) (*runner.Runner, error) {
 	dataDir, err := filepath.Abs(cfg.DataDir)
-	if err != nil {
-		return nil, err
-	}
-	driver, err := newDriver(cfg, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -167,7 +164,7 @@ func newRunner(cfg config.Config, runs *run.Service, logger *slog.Logger) (*runn
 	if caFile == "" {
 		caFile = os.Getenv("SSL_CERT_FILE")
 	}
-	logger.Info("sandbox runner ready", "driver", driver.Name(), "namespaces", driver.Isolated(), "api_host", u.Host)
+	logger.Info("sandbox runner ready", "driver", driver.Name(), "isolation", driver.Status().Profile.Isolation, "api_host", u.Host)
 	return &runner.Runner{
 		Runs: runs, Driver: driver, Tools: sandbox.NewToolCache(mirror, filepath.Join(dataDir, "toolcache")), Logger: logger,
 		APIHost: u.Host, CAFile: caFile, WorkerID: runner.WorkerName(), Heartbeat: 500 * time.Millisecond,

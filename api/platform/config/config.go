@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -92,9 +94,29 @@ type Config struct {
 	// ToolchainDir is the checksum-verified toolchain mirror
 	// (<dir>/<tool>/<version>/<tool> plus SHA256SUMS) sandboxes install from.
 	ToolchainDir string `env:"CAIRN_TOOLCHAIN_DIR" envDefault:".tools/toolchains"`
-	// SandboxBwrap is how the local sandbox driver uses bubblewrap: auto
-	// (when installed), always (refuse to run without it) or never.
-	SandboxBwrap string `env:"CAIRN_SANDBOX_BWRAP" envDefault:"auto"`
+	// SandboxIsolation is "namespaces" (the default): sandboxes run in
+	// Linux namespaces through bubblewrap, and a worker where that does not
+	// work refuses to run phases. "none" runs them without namespaces, next
+	// to the worker: only for a single-user machine.
+	SandboxIsolation string `env:"CAIRN_SANDBOX_ISOLATION" envDefault:"namespaces"`
+	// SandboxBwrap is the bwrap program; empty looks it up in PATH.
+	SandboxBwrap string `env:"CAIRN_SANDBOX_BWRAP"`
+	// SandboxMemoryMiB is each sandbox's memory ceiling (cgroup v2
+	// memory.max, or RLIMIT_AS per process where cgroups are not delegated).
+	SandboxMemoryMiB uint64 `env:"CAIRN_SANDBOX_MEMORY_MIB" envDefault:"4096"`
+	// SandboxMaxProcesses bounds each sandbox's processes and threads.
+	SandboxMaxProcesses uint64 `env:"CAIRN_SANDBOX_MAX_PROCESSES" envDefault:"1024"`
+	// SandboxCgroup is where sandbox cgroups go: auto (the worker's own
+	// cgroup v2, when delegated), off, or a delegated cgroup v2 directory.
+	SandboxCgroup string `env:"CAIRN_SANDBOX_CGROUP" envDefault:"auto"`
+	// SandboxUIDBase is the first of the user IDs a root worker's
+	// sandboxes run as, one per live sandbox (65,536 from here).
+	SandboxUIDBase uint32 `env:"CAIRN_SANDBOX_UID_BASE" envDefault:"1879048192"`
+	// SandboxSweepInterval is how often a worker removes what dead workers
+	// left under the sandbox root (it also does when it starts).
+	SandboxSweepInterval time.Duration `env:"CAIRN_SANDBOX_SWEEP_INTERVAL" envDefault:"5m"`
+	// WorkerHealthAddr is where cairn-worker answers /health ("off": nowhere).
+	WorkerHealthAddr string `env:"CAIRN_WORKER_HEALTH_ADDR" envDefault:"127.0.0.1:8071"`
 	// RunnerCAFile is the CA bundle sandboxed tofu trusts for the API's
 	// TLS certificate (empty: the system roots).
 	RunnerCAFile string `env:"CAIRN_RUNNER_CA_FILE"`
@@ -178,7 +200,46 @@ func (c Config) validate() error {
 	if c.PlanMaxAttempts < 1 || c.PlanMaxAttempts > 20 {
 		problems = append(problems, errors.New("CAIRN_PLAN_MAX_ATTEMPTS must be between 1 and 20"))
 	}
+	problems = append(problems, c.validateSandbox()...)
 	return errors.Join(problems...)
+}
+
+func (c Config) validateSandbox() []error {
+	var problems []error
+	switch c.SandboxIsolation {
+	case "namespaces", "none":
+	default:
+		problems = append(problems, errors.New("CAIRN_SANDBOX_ISOLATION must be namespaces or none"))
+	}
+	switch {
+	case c.SandboxBwrap == "auto" || c.SandboxBwrap == "always" || c.SandboxBwrap == "never":
+		// The variable once chose the mode; an old value must not pass as a
+		// program path, nor silently keep its old meaning.
+		problems = append(problems, errors.New("CAIRN_SANDBOX_BWRAP now names the bwrap program; choose the isolation with CAIRN_SANDBOX_ISOLATION (namespaces, the default, or none)"))
+	case c.SandboxBwrap != "" && !filepath.IsAbs(c.SandboxBwrap):
+		problems = append(problems, errors.New("CAIRN_SANDBOX_BWRAP must be an absolute path"))
+	}
+	if c.SandboxMemoryMiB < 64 {
+		problems = append(problems, errors.New("CAIRN_SANDBOX_MEMORY_MIB must be at least 64"))
+	}
+	if c.SandboxMaxProcesses < 16 {
+		problems = append(problems, errors.New("CAIRN_SANDBOX_MAX_PROCESSES must be at least 16"))
+	}
+	if c.SandboxCgroup != "auto" && c.SandboxCgroup != "off" && !filepath.IsAbs(c.SandboxCgroup) {
+		problems = append(problems, errors.New("CAIRN_SANDBOX_CGROUP must be auto, off or an absolute path"))
+	}
+	if c.SandboxUIDBase < 65536 || uint64(c.SandboxUIDBase)+65536 > 1<<32-2 {
+		problems = append(problems, errors.New("CAIRN_SANDBOX_UID_BASE must be between 65536 and 4294901758"))
+	}
+	if c.SandboxSweepInterval < 10*time.Second {
+		problems = append(problems, errors.New("CAIRN_SANDBOX_SWEEP_INTERVAL must be at least 10s"))
+	}
+	if c.WorkerHealthAddr != "off" {
+		if _, _, err := net.SplitHostPort(c.WorkerHealthAddr); err != nil {
+			problems = append(problems, errors.New("CAIRN_WORKER_HEALTH_ADDR must be host:port or off"))
+		}
+	}
+	return problems
 }
 
 // AuthReady reports whether AUTH_SECRET is present and strong enough. Without

@@ -103,7 +103,9 @@ func startWorker(dbURL string, api *apiProcess, files devstack.TLSFiles) (func()
 		"AUTH_SECRET=bench-auth-secret-0123456789abcdef0123456789abcdef",
 		"CAIRN_MASTER_KEY=AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=",
 		"CAIRN_PUBLIC_URL="+api.URL, "CAIRN_DATA_DIR="+api.DataDir, "SSL_CERT_FILE="+files.Bundle,
-		"CAIRN_TOOLCHAIN_DIR="+mirror, "CAIRN_LOG_LEVEL="+envOr("CAIRN_BENCH_API_LOG", "warn"))
+		"CAIRN_TOOLCHAIN_DIR="+mirror, "CAIRN_LOG_LEVEL="+envOr("CAIRN_BENCH_API_LOG", "warn"),
+		// Beside a `make run` stack, whose worker holds the default address.
+		"CAIRN_WORKER_HEALTH_ADDR=off")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {

@@ -46,12 +46,26 @@ func run(cfg config.Config) error {
 	}
 	signals, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stopSignals()
+	// The sandbox driver comes first: whether this worker can isolate user
+	// code is said at start and in /health, whatever else works.
+	driver, err := worker.NewSandboxDriver(cfg, logger)
+	if err != nil {
+		return err
+	}
+	worker.ReportIsolation(logger, driver.Status())
+	// Leftovers of a dead worker go before this one answers or takes work.
+	worker.SweepSandboxes(signals, driver, cfg.SandboxSweepInterval, logger)
+	if cfg.WorkerHealthAddr != "off" {
+		if err := worker.ServeHealth(signals, cfg.WorkerHealthAddr, worker.HealthHandler(driver), logger); err != nil {
+			return fmt.Errorf("serving /health on CAIRN_WORKER_HEALTH_ADDR: %w", err)
+		}
+	}
 	conn, err := db.Open(signals, cfg.DatabaseURL.Reveal(), cfg.DBMaxConns)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	client, err := worker.New(cfg, conn, logger)
+	client, err := worker.New(cfg, conn, driver, logger)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,46 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestSandboxSettings(t *testing.T) {
+	t.Parallel()
+	cfg, err := LoadFrom(map[string]string{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.SandboxIsolation != "namespaces" || cfg.SandboxBwrap != "" || cfg.SandboxMemoryMiB != 4096 ||
+		cfg.SandboxMaxProcesses != 1024 || cfg.SandboxCgroup != "auto" || cfg.WorkerHealthAddr != "127.0.0.1:8071" {
+		t.Errorf("defaults %+v", cfg)
+	}
+	for name, tc := range map[string]struct {
+		env  map[string]string
+		want string
+	}{
+		"old auto":              {map[string]string{"CAIRN_SANDBOX_BWRAP": "auto"}, "CAIRN_SANDBOX_ISOLATION"},
+		"old never":             {map[string]string{"CAIRN_SANDBOX_BWRAP": "never"}, "CAIRN_SANDBOX_ISOLATION"},
+		"relative bwrap":        {map[string]string{"CAIRN_SANDBOX_BWRAP": "bin/bwrap"}, "absolute"},
+		"unknown isolation":     {map[string]string{"CAIRN_SANDBOX_ISOLATION": "auto"}, "namespaces or none"},
+		"tiny memory":           {map[string]string{"CAIRN_SANDBOX_MEMORY_MIB": "8"}, "MEMORY_MIB"},
+		"tiny process ceiling":  {map[string]string{"CAIRN_SANDBOX_MAX_PROCESSES": "2"}, "MAX_PROCESSES"},
+		"relative cgroup":       {map[string]string{"CAIRN_SANDBOX_CGROUP": "cairn"}, "CAIRN_SANDBOX_CGROUP"},
+		"root's user IDs":       {map[string]string{"CAIRN_SANDBOX_UID_BASE": "0"}, "UID_BASE"},
+		"health without a port": {map[string]string{"CAIRN_WORKER_HEALTH_ADDR": "localhost"}, "HEALTH_ADDR"},
+		"hasty sweeps":          {map[string]string{"CAIRN_SANDBOX_SWEEP_INTERVAL": "1s"}, "SWEEP_INTERVAL"},
+	} {
+		if _, err := LoadFrom(tc.env); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error naming %s", name, err, tc.want)
+		}
+	}
+	for _, env := range []map[string]string{
+		{"CAIRN_SANDBOX_ISOLATION": "none"},
+		{"CAIRN_SANDBOX_BWRAP": "/usr/local/bin/bwrap", "CAIRN_SANDBOX_CGROUP": "/sys/fs/cgroup/cairn.slice"},
+		{"CAIRN_WORKER_HEALTH_ADDR": "off", "CAIRN_SANDBOX_CGROUP": "off"},
+	} {
+		if _, err := LoadFrom(env); err != nil {
+			t.Errorf("%v: %v", env, err)
+		}
+	}
+}

@@ -1,0 +1,148 @@
+package sandbox
+
+import (
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// namespaceArgs are the bwrap arguments that make the namespaces and drop
+// privileges. The network namespace is shared on purpose (SPEC §1 rule 10).
+// --new-session is not used: it would move the command out of the process
+// group Run signals, and Run's Setsid already leaves the tree without a
+// controlling terminal, which is what --new-session guards against.
+func (l *Local) namespaceArgs() []string {
+	if l.uids != nil {
+		// A root worker: bwrap creates the namespaces with root's own
+		// rights, without a user namespace, which would map the command to
+		// user ID 0 (never counted by RLIMIT_NPROC). The command keeps only
+		// what bwrap needs to enter the sandbox user's working directory
+		// (DAC_READ_SEARCH) and setpriv to switch to that user, and setpriv
+		// drops those with everything else.
+		return []string{"--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent",
+			"--cap-drop", "ALL", "--cap-add", "CAP_DAC_READ_SEARCH", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID",
+			"--cap-add", "CAP_SETPCAP"}
+	}
+	// The user namespace is required, not tried: the process ceiling is
+	// counted per user namespace.
+	return []string{"--unshare-user", "--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try",
+		"--die-with-parent", "--cap-drop", "ALL"}
+}
+
+// namespaces names the namespaces commands get of their own, for the
+// profile.
+func (l *Local) namespaces() []string {
+	ns := []string{"mount", "pid", "ipc", "uts"}
+	if l.uids == nil {
+		ns = append([]string{"user"}, ns...)
+	}
+	if _, err := os.Stat("/proc/self/ns/cgroup"); err == nil {
+		ns = append(ns, "cgroup")
+	}
+	return ns
+}
+
+// System paths commands see read-only under bwrap: programs and libraries,
+// CA certificates, name resolution, and the user database.
+var (
+	systemDirs  = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}
+	systemFiles = []string{
+		"/etc/ssl", "/etc/ca-certificates", "/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf",
+		"/etc/host.conf", "/etc/gai.conf", "/etc/passwd", "/etc/group", "/etc/localtime", "/etc/alternatives",
+	}
+)
+
+// systemBinds are the bwrap arguments that show the system paths. bwrap
+// makes the directories it needs for a mount point accessible to root only,
+// so the parents of the system files (/etc) are made first, readable by
+// all: a root worker's commands run as another user.
+func systemBinds() []string {
+	var args []string
+	for _, p := range systemDirs {
+		fi, err := os.Lstat(p)
+		switch {
+		case err != nil:
+		case fi.Mode()&fs.ModeSymlink != 0:
+			// Merged-/usr systems link /bin to usr/bin; keep it a link.
+			if target, err := os.Readlink(p); err == nil {
+				args = append(args, "--symlink", target, p)
+			}
+		default:
+			args = append(args, "--ro-bind", p, p)
+		}
+	}
+	made := map[string]bool{}
+	for _, p := range systemFiles {
+		if _, err := os.Stat(p); err != nil {
+			continue
+		}
+		if parent := filepath.Dir(p); parent != "/" && !made[parent] {
+			made[parent] = true
+			args = append(args, "--perms", "0755", "--dir", parent)
+		}
+		args = append(args, "--ro-bind", p, p)
+	}
+	return args
+}
+
+// tmpSize bounds the sandbox's /tmp, a tmpfs: memory no rlimit counts.
+// TMPDIR points at the sandbox's tmp directory on disk, which well-behaved
+// programs (tofu, providers) use instead.
+const tmpSize = 128 << 20
+
+// bwrapArgs wraps argv in bwrap. Nothing of the host is visible but the
+// system paths above, the sandbox's own directory, its tools (each bound
+// read-only from the tool cache, which stays out of sight) and a fresh
+// /proc of its own PID namespace. The sandbox directory keeps its host path
+// inside, so paths in logs and plans read the same on both sides; its
+// parents exist inside only as empty directories on bwrap's own tmpfs,
+// made traversable (a root worker's commands run as another user) but not
+// listable. /tmp is a small tmpfs of its own, made before them in case the
+// sandbox root lies under /tmp. The environment reaches the command through
+// bwrap's own environment, not --setenv, which would put secrets in argv
+// where other users can read them.
+func (s *localSandbox) bwrapArgs(dir string, argv []string) []string {
+	args := s.driver.namespaceArgs()
+	args = append(args, s.driver.sysBinds...)
+	args = append(args, "--proc", "/proc", "--dev", "/dev",
+		"--perms", "1777", "--size", strconv.Itoa(tmpSize), "--tmpfs", "/tmp")
+	for _, p := range ancestors(s.dir) {
+		args = append(args, "--perms", "0711", "--dir", p)
+	}
+	args = append(args, "--bind", s.dir, s.dir)
+	s.mu.Lock()
+	for _, name := range slices.Sorted(maps.Keys(s.tools)) {
+		args = append(args, "--ro-bind", s.tools[name], filepath.Join(s.bin, name))
+	}
+	s.mu.Unlock()
+	for _, f := range slices.Sorted(maps.Keys(s.files)) {
+		args = append(args, "--ro-bind", f, f)
+	}
+	// Everything outside the sandbox directory and /tmp is read-only,
+	// including the root tmpfs bwrap builds the mounts on.
+	args = append(args, "--remount-ro", "/", "--chdir", dir, "--")
+	return append(args, argv...)
+}
+
+// ancestors lists the directories above dir that bwrap must make, outermost
+// first: not / and /tmp, which exist, and nothing inside a system path,
+// which is bound read-only as it is.
+func ancestors(dir string) []string {
+	var out []string
+	for p := filepath.Dir(dir); p != "/" && p != "/tmp"; p = filepath.Dir(p) {
+		out = append(out, p)
+	}
+	slices.Reverse(out)
+	for i, p := range out {
+		for _, sys := range systemDirs {
+			if p == sys || strings.HasPrefix(p, sys+"/") {
+				return out[:i]
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,391 @@
+package sandbox_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cairnhq/cairn/jobs/sandbox"
+)
+
+// These tests check what a sandbox can see and use by looking from inside
+// it, never by reading the flags the driver passes.
+
+// TestNamespacesAreTheSandboxsOwn compares the namespaces a command is in
+// with the test process's: PID, mount, IPC and UTS differ; the network is
+// shared on purpose.
+func TestNamespacesAreTheSandboxsOwn(t *testing.T) {
+	t.Parallel()
+	requireBwrap(t)
+	f := setup(t, isolated, sandbox.Spec{}, sandbox.LocalOptions{})
+	kinds := []string{"pid", "mnt", "ipc", "uts", "net"}
+	script := ""
+	for _, k := range kinds {
+		script += "readlink /proc/self/ns/" + k + "; "
+	}
+	code, out, stderr := run(t, f.sbx, sh(script))
+	if code != 0 {
+		t.Fatalf("reading namespaces exited %d: %s", code, stderr)
+	}
+	inside := strings.Fields(out)
+	if len(inside) != len(kinds) {
+		t.Fatalf("namespaces inside: %q", out)
+	}
+	for i, k := range kinds {
+		host, err := os.Readlink("/proc/self/ns/" + k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if shared := inside[i] == host; shared != (k == "net") {
+			t.Errorf("%s namespace inside %s, host %s (shared %v)", k, inside[i], host, shared)
+		}
+	}
+	p := f.sbx.Profile()
+	for _, want := range []string{"pid", "mount", "ipc", "uts"} {
+		if !contains(p.Namespaces, want) {
+			t.Errorf("profile namespaces %v lack %s", p.Namespaces, want)
+		}
+	}
+	if p.Isolation != sandbox.IsolationNamespaces || p.Network != "shared" {
+		t.Errorf("profile %+v", p)
+	}
+}
+
+// TestProcShowsOnlyTheSandboxsProcesses runs a process on the host with a
+// secret in its environment, then reads every /proc/*/environ and lists
+// /proc from inside. Without namespaces the same script finds the secret,
+// which shows the check can fail.
+func TestProcShowsOnlyTheSandboxsProcesses(t *testing.T) {
+	t.Parallel()
+	mk := marker()
+	secret := "neighbour-secret-" + mk
+	neighbour := exec.Command("sleep", mk)
+	neighbour.Env = []string{"WORKER_SECRET=" + secret}
+	if err := neighbour.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = neighbour.Process.Kill(); _ = neighbour.Wait() })
+	waitForProcesses(t, mk, 1)
+	script := `for f in /proc/[0-9]*/environ /proc/[0-9]*/cmdline; do tr '\0' ' ' < "$f"; echo; done 2>/dev/null; echo pids:; ls /proc | grep -E '^[0-9]+$'`
+	bothModes(t, func(t *testing.T, m mode) {
+		f := setup(t, m, sandbox.Spec{}, sandbox.LocalOptions{})
+		_, out, _ := run(t, f.sbx, sh(script))
+		i := strings.LastIndex(out, "pids:")
+		seen, pidList := out[:i], out[i+len("pids:"):]
+		sawSecret := strings.Contains(seen, secret)
+		pids := strings.Fields(pidList)
+		if m == plain {
+			if !sawSecret || !strings.Contains(seen, "sleep "+mk) {
+				t.Fatal("control: without namespaces the sandbox should see the neighbour and its environment")
+			}
+			return
+		}
+		if sawSecret {
+			t.Fatal("the sandbox read another process's environment")
+		}
+		if strings.Contains(seen, "sleep "+mk) {
+			t.Error("the sandbox sees the neighbour process")
+		}
+		// bwrap's init, the shell, ls and grep at most.
+		if len(pids) == 0 || len(pids) > 4 {
+			t.Errorf("/proc inside lists %d processes: %v", len(pids), pids)
+		}
+	})
+}
+
+// TestSandboxSeesNoDataDirToolCacheOrNeighbour lays out a data directory
+// like a worker's (secrets, blobs, the tool cache, the sandbox root) and
+// checks a sandbox reaches none of it but its own directory and its tool,
+// and writes nowhere else.
+func TestSandboxSeesNoDataDirToolCacheOrNeighbour(t *testing.T) {
+	t.Parallel()
+	requireBwrap(t)
+	data := t.TempDir()
+	for name, body := range map[string]string{"secrets.env": "AUTH_SECRET=data-dir-secret", "blobs/obj": "sealed"} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(data, name)), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(data, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mirror, _ := fakeMirror(t, "faketool", "1.0.0", "")
+	cache := sandbox.NewToolCache(mirror, filepath.Join(data, "toolcache"))
+	tool, err := cache.Verified(context.Background(), "faketool", "1.0.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherMirror, _ := fakeMirror(t, "othertool", "2.0.0", "")
+	other, err := sandbox.NewToolCache(otherMirror, filepath.Join(data, "toolcache")).Verified(context.Background(), "othertool", "2.0.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := filepath.Join(data, "sandboxes")
+	d, err := sandbox.NewLocal(root, sandbox.LocalOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := d.Status(); !st.Ready {
+		t.Fatalf("driver not ready: %+v", st)
+	}
+	sbx, err := d.Create(context.Background(), sandbox.Spec{Name: "inside"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sbx.Destroy(context.Background())
+	neighbour, err := d.Create(context.Background(), sandbox.Spec{Name: "neighbour"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer neighbour.Destroy(context.Background())
+	if err := os.WriteFile(filepath.Join(neighbour.WorkDir(), "state"), []byte("neighbour state"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := sbx.InstallTool(context.Background(), tool); err != nil {
+		t.Fatal(err)
+	}
+
+	// Positive controls: its own directory and its tool work.
+	if code, out, stderr := run(t, sbx, sh("faketool hi && echo own > own && cat own")); code != 0 || !strings.Contains(out, "faketool 1.0.0 hi") {
+		t.Fatalf("own tool and directory: %d %q %q", code, out, stderr)
+	}
+
+	_, listing, _ := run(t, sbx, sh("ls -a "+data+"; ls -a "+root))
+	for _, name := range []string{"secrets.env", "blobs", "toolcache", filepath.Base(filepath.Dir(neighbour.WorkDir()))} {
+		if strings.Contains(listing, name) {
+			t.Errorf("the sandbox lists %s:\n%s", name, listing)
+		}
+	}
+	for _, script := range []string{
+		"cat " + filepath.Join(data, "secrets.env"),
+		"cat " + filepath.Join(data, "blobs", "obj"),
+		"ls " + filepath.Join(data, "toolcache"),
+		"cat " + tool.Path,
+		"cat " + other.Path,
+		"cat " + filepath.Join(neighbour.WorkDir(), "state"),
+		"ls " + filepath.Dir(neighbour.WorkDir()),
+		"echo x > " + filepath.Join(neighbour.WorkDir(), "planted"),
+		"echo x > " + filepath.Join(filepath.Dir(sbx.WorkDir()), "bin", "faketool"),
+	} {
+		if code, out, _ := run(t, sbx, sh(script)); code == 0 {
+			t.Errorf("%q succeeded inside the sandbox (output %q)", script, out)
+		}
+	}
+	// The data directory's path exists inside only as empty directories of
+	// the sandbox's own (writable when they lie in its private /tmp and the
+	// worker is not root): whatever it writes there never reaches the host.
+	_, _, _ = run(t, sbx, sh("echo x > "+filepath.Join(data, "planted")+"; echo x > "+filepath.Join(root, "planted")))
+	for _, p := range []string{filepath.Join(data, "planted"), filepath.Join(root, "planted"), filepath.Join(neighbour.WorkDir(), "planted")} {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("%s exists on the host", p)
+		}
+	}
+	if b, _ := os.ReadFile(tool.Path); !strings.Contains(string(b), "faketool") {
+		t.Errorf("the cached tool changed: %q", b)
+	}
+
+	// Control: without namespaces the same reads succeed, so the checks
+	// above can fail.
+	plainDriver, err := sandbox.NewLocal(filepath.Join(t.TempDir(), "sandboxes"), sandbox.LocalOptions{Isolation: sandbox.NoIsolation})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exposed, err := plainDriver.Create(context.Background(), sandbox.Spec{Name: "control"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer exposed.Destroy(context.Background())
+	if code, out, _ := run(t, exposed, sh("cat "+filepath.Join(data, "secrets.env"))); code != 0 || !strings.Contains(out, "data-dir-secret") {
+		t.Errorf("control: an unisolated sandbox should read the data directory (%d %q)", code, out)
+	}
+}
+
+// forkScript starts up to n sleeping processes, recording how many it got,
+// and stops at the first failed fork (dash exits when it cannot fork). It
+// is bounded, so a missing limit fails the test instead of the host.
+func forkScript(n int, mk string) string {
+	return fmt.Sprintf(`i=0; while [ $i -lt %d ]; do sleep %s & i=$((i+1)); echo $i > count; done; echo all-started`, n, mk)
+}
+
+// TestForkBombIsStoppedByTheProcessLimit runs two sandboxes that each try
+// to start 400 processes under a 64-task limit, at the same time: each is
+// stopped near 64 (so neither shares the other's budget), as root too, and
+// the worker can still start processes.
+func TestForkBombIsStoppedByTheProcessLimit(t *testing.T) {
+	t.Parallel()
+	requireBwrap(t)
+	const limit = 64
+	d, err := sandbox.NewLocal(t.TempDir(), sandbox.LocalOptions{KillGrace: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mk := marker()
+	var wg sync.WaitGroup
+	counts := make([]int, 2)
+	outputs := make([]string, 2)
+	for i := range counts {
+		sbx, err := d.Create(context.Background(), sandbox.Spec{Name: fmt.Sprintf("bomb-%d", i),
+			Limits: sandbox.Limits{MaxProcesses: limit, WallClock: 20 * time.Second}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sbx.Destroy(context.Background())
+		if p := sbx.Profile(); p.Processes.Limit != limit || p.Processes.Mechanism == sandbox.MechanismNone {
+			t.Fatalf("profile processes %+v", p.Processes)
+		}
+		wg.Go(func() {
+			_, out, stderr := run(t, sbx, sh(forkScript(400, mk)))
+			outputs[i] = out + stderr
+			b, _ := os.ReadFile(filepath.Join(sbx.WorkDir(), "count"))
+			counts[i], _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		})
+	}
+	wg.Wait()
+	for i, n := range counts {
+		if strings.Contains(outputs[i], "all-started") || n >= limit {
+			t.Errorf("sandbox %d started %d processes under a limit of %d: %s", i, n, limit, outputs[i])
+		}
+		// Both got (nearly) their whole budget: the shells, bwrap's init
+		// and setpriv's successor count too.
+		if n < limit-8 {
+			t.Errorf("sandbox %d started only %d processes: the budget is shared (%s)", i, n, outputs[i])
+		}
+	}
+	if err := exec.Command("true").Run(); err != nil {
+		t.Errorf("the worker cannot start a process after the fork bombs: %v", err)
+	}
+	requireGone(t, mk)
+	t.Logf("process ceiling %d by %s: sandboxes stopped at %v", limit, d.Status().Profile.Processes.Mechanism, counts)
+}
+
+// hogScript doubles a string 2^n times: about 1.5 × 2^n bytes at its peak.
+func hogScript(n int) string {
+	return fmt.Sprintf(`awk 'BEGIN { s = "x"; for (i = 0; i < %d; i++) s = s s; print "hog-finished", length(s) }'; echo hog-exit=$?`, n)
+}
+
+// TestMemoryCeilingStopsAHog allocates about 384 MiB under a 256 MiB
+// ceiling: the hog fails, the sandbox goes on running commands. The same
+// hog under 1 GiB finishes, so the ceiling is what stopped it.
+func TestMemoryCeilingStopsAHog(t *testing.T) {
+	t.Parallel()
+	bothModes(t, func(t *testing.T, m mode) {
+		f := setup(t, m, sandbox.Spec{Limits: sandbox.Limits{MaxMemoryBytes: 256 << 20}}, sandbox.LocalOptions{})
+		p := f.sbx.Profile()
+		if p.Memory.Limit != 256<<20 || p.Memory.Mechanism == sandbox.MechanismNone {
+			t.Fatalf("profile memory %+v", p.Memory)
+		}
+		start := time.Now()
+		_, out, stderr := run(t, f.sbx, sh(hogScript(28)))
+		if strings.Contains(out, "hog-finished") || strings.Contains(out, "hog-exit=0") {
+			t.Fatalf("the hog finished under a 256 MiB ceiling: %q %q", out, stderr)
+		}
+		t.Logf("%s: hog stopped by %s after %s: %s", m.name, p.Memory.Mechanism, time.Since(start).Round(time.Millisecond), strings.TrimSpace(out+" "+stderr))
+		if code, out, _ := run(t, f.sbx, sh("echo still-here")); code != 0 || out != "still-here\n" {
+			t.Errorf("the sandbox did not survive the hog: %d %q", code, out)
+		}
+		control := setup(t, m, sandbox.Spec{Limits: sandbox.Limits{MaxMemoryBytes: 1 << 30}}, sandbox.LocalOptions{})
+		if _, out, _ := run(t, control.sbx, sh(hogScript(28))); !strings.Contains(out, "hog-finished") {
+			t.Errorf("control: the hog should finish under 1 GiB: %q", out)
+		}
+	})
+}
+
+// TestProfileMatchesWhatRuns reads the limits and user a command really
+// has and compares them with the sandbox's Profile.
+func TestProfileMatchesWhatRuns(t *testing.T) {
+	t.Parallel()
+	bothModes(t, func(t *testing.T, m mode) {
+		f := setup(t, m, sandbox.Spec{Limits: sandbox.Limits{MaxMemoryBytes: 3 << 30, MaxProcesses: 500}}, sandbox.LocalOptions{})
+		p := f.sbx.Profile()
+		_, out, _ := run(t, f.sbx, sh("cat /proc/self/limits; echo uid=$(id -u)"))
+		limitLine := func(name string) string {
+			m := regexp.MustCompile(`(?m)^` + name + `\s+(\S+)\s+(\S+)`).FindStringSubmatch(out)
+			if m == nil || m[1] != m[2] {
+				t.Fatalf("limits lack %q:\n%s", name, out)
+			}
+			return m[1]
+		}
+		if p.Memory.Mechanism == sandbox.MechanismRlimitAS && limitLine("Max address space") != strconv.FormatUint(p.Memory.Limit, 10) {
+			t.Errorf("address space %s, profile %+v", limitLine("Max address space"), p.Memory)
+		}
+		switch p.Processes.Mechanism {
+		case sandbox.MechanismNprocUserNamespace, sandbox.MechanismNprocDedicatedUID:
+			if got := limitLine("Max processes"); got != "500" {
+				t.Errorf("process limit %s, profile %+v", got, p.Processes)
+			}
+		case sandbox.MechanismNone:
+			if m == isolated {
+				t.Errorf("isolated sandbox without a process ceiling: %+v", p)
+			}
+		}
+		uid := regexp.MustCompile(`uid=(\d+)`).FindStringSubmatch(out)
+		switch {
+		case uid == nil:
+			t.Fatalf("no uid in %q", out)
+		case p.User == "dedicated_uid" && (uid[1] == "0" || uid[1] == strconv.Itoa(os.Getuid())):
+			t.Errorf("a dedicated-uid sandbox runs as %s", uid[1])
+		case p.User == "worker" && m == plain && uid[1] != strconv.Itoa(os.Getuid()):
+			t.Errorf("an unisolated sandbox runs as %s", uid[1])
+		}
+		t.Logf("%s profile: %+v", m.name, p)
+	})
+}
+
+// TestDedicatedUserIDsAreUniquePerLiveSandbox: a root worker's sandboxes
+// each run as a user ID no other live sandbox has.
+func TestDedicatedUserIDsAreUniquePerLiveSandbox(t *testing.T) {
+	t.Parallel()
+	requireBwrap(t)
+	if os.Geteuid() != 0 {
+		t.Skip("only a root worker gives sandboxes their own user IDs")
+	}
+	d, err := sandbox.NewLocal(t.TempDir(), sandbox.LocalOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	var live []sandbox.Sandbox
+	for i := range 3 {
+		sbx, err := d.Create(context.Background(), sandbox.Spec{Name: fmt.Sprintf("u%d", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		live = append(live, sbx)
+		_, out, _ := run(t, sbx, sh("id -u; stat -c %u .; stat -c %u $HOME"))
+		f := strings.Fields(out)
+		if len(f) != 3 || f[0] != f[1] || f[0] != f[2] {
+			t.Errorf("sandbox user and its directories disagree: %q", out)
+		}
+		if seen[f[0]] {
+			t.Errorf("user ID %s given to two live sandboxes", f[0])
+		}
+		seen[f[0]] = true
+	}
+	// A destroyed sandbox's ID is free again.
+	_ = live[0].Destroy(context.Background())
+	sbx, err := d.Create(context.Background(), sandbox.Spec{Name: "again"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sbx.Destroy(context.Background())
+	for _, s := range live[1:] {
+		_ = s.Destroy(context.Background())
+	}
+}
+
+func contains(list []string, v string) bool {
+	for _, x := range list {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}

@@ -55,10 +55,13 @@ type throttleState struct {
 // delay is how long after its last counted attempt a subject at level must
 // wait before the next.
 func (p throttlePolicy) delay(level float64) time.Duration {
-	if level < p.free {
+	// The level drains continuously, so it is fractional: free attempts in
+	// quick succession leave it a hair under free, which must already
+	// count. Half an attempt is the tolerance, and the doubling is
+	// continuous in the level.
+	if level < p.free-0.5 {
 		return 0
 	}
-	// The level is fractional as it drains, so the doubling is continuous.
 	d := float64(p.base) * math.Exp2(min(level-p.free, 40))
 	return time.Duration(min(d, float64(p.max)))
 }

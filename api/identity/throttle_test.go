@@ -14,7 +14,7 @@ func TestThrottleDelaysGrowAndDrain(t *testing.T) {
 		level float64
 		want  time.Duration
 	}{
-		{0, 0}, {4, 0}, {4.99, 0}, {5, time.Second}, {6, 2 * time.Second}, {7, 4 * time.Second},
+		{0, 0}, {4, 0}, {4.49, 0}, {4.5, 707106781}, {4.9999, 999930687}, {5, time.Second}, {6, 2 * time.Second}, {7, 4 * time.Second},
 		{5.5, 1414213562}, {14, 512 * time.Second}, {15, 15 * time.Minute}, {1e6, 15 * time.Minute},
 	} {
 		if got := p.delay(tc.level); got != tc.want {

@@ -178,10 +178,12 @@ func (s *Service) CancelInvitation(ctx context.Context, p access.Principal, invi
 		if !mayGrant(p.Role, inv.Role) {
 			return fmt.Errorf("canceling an invitation as %s: %w", inv.Role, fault.ErrForbidden)
 		}
-		now := s.now().UTC().Truncate(time.Microsecond)
-		if err := inv.open(now); err != nil {
-			return err
+		// An expired invitation may be canceled too: that is how the
+		// inviter's list is tidied.
+		if inv.Status != InvitationPending {
+			return ErrInvitationClosed
 		}
+		now := s.now().UTC().Truncate(time.Microsecond)
 		if err := closeInvitation(ctx, tx, inv.ID, InvitationCanceled, p.ID, now); err != nil {
 			return err
 		}
@@ -226,7 +228,7 @@ func (s *Service) AcceptInvitation(ctx context.Context, sessionToken, invitation
 		if err := inv.open(now); err != nil {
 			return err
 		}
-		granter, err := membershipRole(ctx, tx, inv.OrganizationID, inv.InviterID)
+		granter, err := lockMembershipRole(ctx, tx, inv.OrganizationID, inv.InviterID)
 		if errors.Is(err, fault.ErrNotFound) || (err == nil && !mayGrant(granter, inv.Role)) {
 			return fmt.Errorf("the inviter may no longer grant %s: %w", inv.Role, ErrInvitationClosed)
 		}

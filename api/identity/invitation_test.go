@@ -196,6 +196,15 @@ func TestInvitationsRefuseTheWrongAccountAndClosedOnes(t *testing.T) {
 	if _, err := f.svc.AcceptInvitation(ctx, invitee.Token, fresh.ID, freshToken); err != nil {
 		t.Fatal(err)
 	}
+	// An expired invitation can also just be removed from the list.
+	stale, _, err := f.svc.InviteMember(ctx, owner, "someone@example.com", access.RoleReader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.clock.Advance(8 * 24 * time.Hour)
+	if got, err := f.svc.CancelInvitation(ctx, owner, stale.ID); err != nil || got.Status != identity.InvitationCanceled {
+		t.Fatalf("removing an expired invitation = %+v, %v", got, err)
+	}
 
 	// Evidence of every step.
 	var actions []string

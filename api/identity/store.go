@@ -177,6 +177,21 @@ func membershipRole(ctx context.Context, q sqlx.QueryerContext, organizationID, 
 	return role, nil
 }
 
+// lockMembershipRole is membershipRole under a share lock, so the role
+// cannot change until the caller's transaction ends.
+func lockMembershipRole(ctx context.Context, tx *sqlx.Tx, organizationID, userID string) (access.Role, error) {
+	var role access.Role
+	err := tx.GetContext(ctx, &role, `
+		SELECT role FROM memberships WHERE organization_id = $1 AND user_id = $2 FOR SHARE`, organizationID, userID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", fault.ErrNotFound
+	}
+	if err != nil {
+		return "", fmt.Errorf("reading membership: %w", err)
+	}
+	return role, nil
+}
+
 func membersOf(ctx context.Context, q sqlx.QueryerContext, organizationID string) ([]Member, error) {
 	var out []Member
 	err := sqlx.SelectContext(ctx, q, &out, `

@@ -244,15 +244,12 @@ func (s *Service) AcceptInvitation(ctx context.Context, sessionToken, invitation
 		if err := setActiveOrganization(ctx, tx, ls.ID, inv.OrganizationID); err != nil {
 			return err
 		}
-		invitee := audit.Actor{Type: audit.ActorUser, ID: ls.UserID}
-		if _, err := audit.Append(ctx, tx, audit.Entry{
-			OrganizationID: inv.OrganizationID, Action: "invitation.accepted", Actor: invitee,
-			TargetType: "invitation", TargetID: inv.ID, Evidence: map[string]any{"email": inv.Email, "role": string(inv.Role)},
-		}); err != nil {
+		if err := appendInviteeEvent(ctx, tx, inv, ls.UserID, "invitation.accepted"); err != nil {
 			return err
 		}
 		if _, err := audit.Append(ctx, tx, audit.Entry{
-			OrganizationID: inv.OrganizationID, Action: "member.added", Actor: invitee, TargetType: "user", TargetID: ls.UserID,
+			OrganizationID: inv.OrganizationID, Action: "member.added", Actor: audit.Actor{Type: audit.ActorUser, ID: ls.UserID},
+			TargetType: "user", TargetID: ls.UserID,
 			Evidence: map[string]any{"role": string(inv.Role), "invitation_id": inv.ID, "invited_by": inv.InviterID},
 		}); err != nil {
 			return err
@@ -290,11 +287,18 @@ func (s *Service) RejectInvitation(ctx context.Context, sessionToken, invitation
 			return err
 		}
 		inv.Status = InvitationRejected
-		_, err = audit.Append(ctx, tx, audit.Entry{
-			OrganizationID: inv.OrganizationID, Action: "invitation.rejected", Actor: audit.Actor{Type: audit.ActorUser, ID: ls.UserID},
-			TargetType: "invitation", TargetID: inv.ID, Evidence: map[string]any{"email": inv.Email, "role": string(inv.Role)},
-		})
-		return err
+		return appendInviteeEvent(ctx, tx, inv, ls.UserID, "invitation.rejected")
 	})
 	return inv, err
+}
+
+// appendInviteeEvent records what the invitee did with an invitation, in
+// the inviting organization (the invitee is not a member of it, or not
+// yet, so the event is not audit.Record's).
+func appendInviteeEvent(ctx context.Context, tx *sqlx.Tx, inv Invitation, userID, action string) error {
+	_, err := audit.Append(ctx, tx, audit.Entry{
+		OrganizationID: inv.OrganizationID, Action: action, Actor: audit.Actor{Type: audit.ActorUser, ID: userID},
+		TargetType: "invitation", TargetID: inv.ID, Evidence: map[string]any{"email": inv.Email, "role": string(inv.Role)},
+	})
+	return err
 }

@@ -129,6 +129,14 @@ func (s *Stack) KillWorker(t *testing.T) {
 	}
 }
 
+// PID returns the process ID of one of the stack's processes ("api",
+// "worker", "bff").
+func (s *Stack) PID(name string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.procs[name].Process.Pid
+}
+
 // StartWorker starts a fresh worker, as a replacement machine would, with
 // extra environment over the stack's.
 func (s *Stack) StartWorker(t *testing.T, env ...string) {

@@ -314,13 +314,17 @@ func (e *Env) WithOrganization(name string) *User {
 	return u
 }
 
-// Join adds u to owner's active organization with a role and activates it
-// for u.
+// Join invites u into owner's active organization with a role; u accepts,
+// which also makes it u's active organization.
 func (e *Env) Join(owner, u *User, role string) {
 	e.T.Helper()
-	owner.Do(Request{Method: http.MethodPost, Path: "/api/auth/organization/add-member",
-		Body: map[string]string{"email": u.Email, "role": role}}).MustStatus(e.T, http.StatusOK)
-	u.Do(Request{Method: http.MethodPost, Path: "/api/auth/organization/set-active",
-		Body: map[string]string{"organization_id": owner.OrganizationID}}).MustStatus(e.T, http.StatusOK)
+	var inv struct {
+		Invitation struct{ ID string } `json:"invitation"`
+		Token      string              `json:"token"`
+	}
+	owner.Do(Request{Method: http.MethodPost, Path: "/api/auth/organization/invite-member",
+		Body: map[string]string{"email": u.Email, "role": role}}).MustStatus(e.T, http.StatusOK).Data(e.T, &inv)
+	u.Do(Request{Method: http.MethodPost, Path: "/api/auth/organization/accept-invitation",
+		Body: map[string]string{"invitation_id": inv.Invitation.ID, "token": inv.Token}}).MustStatus(e.T, http.StatusOK)
 	u.OrganizationID = owner.OrganizationID
 }

@@ -3,12 +3,14 @@ package authserver
 import (
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/cairnhq/cairn/api/access"
 	"github.com/cairnhq/cairn/api/identity"
+	"github.com/cairnhq/cairn/api/platform/clientaddr"
 	"github.com/cairnhq/cairn/api/platform/httpx"
 	"github.com/cairnhq/cairn/api/problem"
 )
@@ -25,6 +27,9 @@ type Deps struct {
 	Identity      *identity.Service
 	Logger        *slog.Logger
 	SecureCookies bool
+	// TrustedProxies may name the client in X-Forwarded-For or Forwarded
+	// (CAIRN_TRUSTED_PROXIES); sign-in and sign-up are throttled per client.
+	TrustedProxies []netip.Prefix
 }
 
 type server struct {
@@ -44,9 +49,32 @@ func Mount(router fiber.Router, deps Deps) {
 	router.Post("/organization/set-active", withBody(s, s.setActiveOrganization))
 	router.Get("/organization/list", s.listOrganizations)
 	router.Get("/organization/list-members", s.listMembers)
-	router.Post("/organization/add-member", asMember(s, s.addMember))
 	router.Post("/organization/update-member-role", asMember(s, s.updateMemberRole))
 	router.Post("/organization/remove-member", asMember(s, s.removeMember))
+	// Membership by e-mail goes through an invitation the invitee accepts;
+	// there is no add-member, which joined whoever had registered the
+	// address first.
+	router.Post("/organization/invite-member", asMember(s, s.inviteMember))
+	router.Get("/organization/list-invitations", s.listInvitations)
+	router.Post("/organization/cancel-invitation", asMember(s, s.cancelInvitation))
+	router.Get("/organization/list-user-invitations", s.listUserInvitations)
+	router.Post("/organization/accept-invitation", withBody(s, s.acceptInvitation))
+	router.Post("/organization/reject-invitation", withBody(s, s.rejectInvitation))
+}
+
+// client is the address the request comes from: the TCP peer, or what a
+// trusted proxy says it forwarded for.
+func (s *server) client(c *fiber.Ctx) netip.Addr {
+	peer, _ := netip.AddrFromSlice(c.Context().RemoteIP())
+	return clientaddr.Resolve(peer, headerValues(c, "X-Forwarded-For"), headerValues(c, "Forwarded"), s.TrustedProxies)
+}
+
+func headerValues(c *fiber.Ctx, name string) []string {
+	var out []string
+	for _, v := range c.Request().Header.PeekAll(name) {
+		out = append(out, string(v))
+	}
+	return out
 }
 
 func (s *server) failClosed(c *fiber.Ctx) error {
@@ -125,12 +153,12 @@ type credentials struct {
 }
 
 func (s *server) signUp(c *fiber.Ctx, in credentials) (any, error) {
-	res, err := s.Identity.SignUp(c.UserContext(), in.Email, in.Password, in.Name)
+	res, err := s.Identity.SignUp(c.UserContext(), in.Email, in.Password, in.Name, s.client(c))
 	return s.signedIn(c, res, err)
 }
 
 func (s *server) signIn(c *fiber.Ctx, in credentials) (any, error) {
-	res, err := s.Identity.SignIn(c.UserContext(), in.Email, in.Password, c.IP())
+	res, err := s.Identity.SignIn(c.UserContext(), in.Email, in.Password, s.client(c))
 	return s.signedIn(c, res, err)
 }
 
@@ -158,7 +186,7 @@ func (s *server) getSession(c *fiber.Ctx) error {
 func (s *server) reauthenticate(c *fiber.Ctx, in struct {
 	Password string `json:"password"`
 }) (any, error) {
-	sess, err := s.Identity.Reauthenticate(c.UserContext(), token(c), in.Password, c.IP())
+	sess, err := s.Identity.Reauthenticate(c.UserContext(), token(c), in.Password, s.client(c))
 	return map[string]any{"session": sess}, err
 }
 
@@ -201,14 +229,6 @@ type memberRole struct {
 	Role   string `json:"role,omitempty"`
 }
 
-func (s *server) addMember(c *fiber.Ctx, p access.Principal, in memberRole) (any, error) {
-	role, err := access.ParseRole(in.Role)
-	if err != nil {
-		return nil, err
-	}
-	return s.Identity.AddMember(c.UserContext(), p, in.Email, role)
-}
-
 func (s *server) updateMemberRole(c *fiber.Ctx, p access.Principal, in memberRole) (any, error) {
 	role, err := access.ParseRole(in.Role)
 	if err != nil {
@@ -222,4 +242,52 @@ func (s *server) removeMember(c *fiber.Ctx, p access.Principal, in memberRole) (
 		return nil, err
 	}
 	return map[string]any{"user_id": in.UserID, "removed": true}, nil
+}
+
+type invitationRef struct {
+	InvitationID string `json:"invitation_id"`
+	Token        string `json:"token,omitempty"`
+}
+
+func (s *server) inviteMember(c *fiber.Ctx, p access.Principal, in memberRole) (any, error) {
+	role, err := access.ParseRole(in.Role)
+	if err != nil {
+		return nil, err
+	}
+	inv, tok, err := s.Identity.InviteMember(c.UserContext(), p, in.Email, role)
+	if err != nil {
+		return nil, err
+	}
+	// The token is answered once and never again: hand it to the invitee.
+	c.Set(fiber.HeaderCacheControl, "no-store")
+	return map[string]any{"invitation": inv, "token": tok}, nil
+}
+
+func (s *server) listInvitations(c *fiber.Ctx) error {
+	p, err := s.Identity.AuthenticateSession(c.UserContext(), token(c))
+	if err != nil {
+		return s.fail(c, err)
+	}
+	invs, err := s.Identity.ListInvitations(c.UserContext(), p)
+	return s.answer(c, invs, err)
+}
+
+func (s *server) cancelInvitation(c *fiber.Ctx, p access.Principal, in invitationRef) (any, error) {
+	inv, err := s.Identity.CancelInvitation(c.UserContext(), p, in.InvitationID)
+	return map[string]any{"invitation": inv}, err
+}
+
+func (s *server) listUserInvitations(c *fiber.Ctx) error {
+	invs, err := s.Identity.ListUserInvitations(c.UserContext(), token(c))
+	return s.answer(c, invs, err)
+}
+
+func (s *server) acceptInvitation(c *fiber.Ctx, in invitationRef) (any, error) {
+	org, err := s.Identity.AcceptInvitation(c.UserContext(), token(c), in.InvitationID, in.Token)
+	return map[string]any{"organization": org}, err
+}
+
+func (s *server) rejectInvitation(c *fiber.Ctx, in invitationRef) (any, error) {
+	inv, err := s.Identity.RejectInvitation(c.UserContext(), token(c), in.InvitationID)
+	return map[string]any{"invitation": inv}, err
 }

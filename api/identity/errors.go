@@ -13,8 +13,12 @@ var (
 	// ErrInvalidCredentials is the one answer to a failed sign-in, whether
 	// the e-mail exists or not.
 	ErrInvalidCredentials = errors.New("invalid credentials")
-	// ErrRateLimited means too many recent failures for this e-mail or client.
+	// ErrRateLimited means too many recent attempts for this account and
+	// client address, or from this address; see RateLimitedError for the wait.
 	ErrRateLimited = errors.New("too many attempts")
+	// ErrBusy means no password hashing memory freed up within the short
+	// wait; the client should retry shortly.
+	ErrBusy = errors.New("password checks busy")
 	// ErrEmailTaken means sign-up used an e-mail that already has an account.
 	ErrEmailTaken = errors.New("email already registered")
 	// ErrSlugTaken means an organization slug is in use.
@@ -25,4 +29,14 @@ var (
 	ErrLastOwner = errors.New("organization needs at least one owner")
 	// ErrMemberExists means the user is already a member.
 	ErrMemberExists = errors.New("already a member")
+	// ErrInvitationPending means the address already has an open invitation
+	// to the organization; cancel it to invite again.
+	ErrInvitationPending = errors.New("invitation already pending")
+	// ErrInvitationClosed means the invitation was accepted, declined or
+	// canceled, or its inviter may no longer grant its role.
+	ErrInvitationClosed = errors.New("invitation no longer pending")
+	// ErrInvitationExpired means the invitation's time ran out.
+	ErrInvitationExpired = errors.New("invitation expired")
+	// ErrTooManyInvitations bounds the open invitations of an organization.
+	ErrTooManyInvitations = errors.New("too many open invitations")
 )

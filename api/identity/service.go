@@ -6,10 +6,9 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"sync"
+	"net/netip"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -21,31 +20,34 @@ import (
 	"github.com/cairnhq/cairn/api/platform/id"
 )
 
-// Rate limits on failed sign-ins, per e-mail and per client address.
-const (
-	failureWindow      = 15 * time.Minute
-	maxFailuresPerUser = 10
-	maxFailuresPerIP   = 100
-)
-
 // Options configure the identity service.
 type Options struct {
-	Password   PasswordParams
-	SessionTTL time.Duration
-	// TokenKey keys the stored hash of session tokens; SubjectKey keys the
-	// hash of e-mails in rate-limit records. Both derive from AUTH_SECRET.
-	TokenKey   []byte
-	SubjectKey []byte
+	Password PasswordParams
+	// HashBudgetKiB is the memory all password hashes running at once may
+	// use together; HashWait is how long a hash waits for its share before
+	// the request is refused with ErrBusy.
+	HashBudgetKiB int64
+	HashWait      time.Duration
+	SessionTTL    time.Duration
+	// TokenKey keys the stored hash of session tokens, SubjectKey the
+	// throttle subjects, InvitationKey the stored hash of invitation
+	// tokens. All derive from AUTH_SECRET.
+	TokenKey      []byte
+	SubjectKey    []byte
+	InvitationKey []byte
+	// Now is the clock (nil: time.Now); tests move it instead of sleeping.
+	Now func() time.Time
 }
 
 // Service is sign-up, sign-in, sessions, organizations and memberships.
 type Service struct {
-	db   *sqlx.DB
-	opts Options
-	now  func() time.Time
-
-	dummyOnce sync.Once
-	dummyHash string
+	db     *sqlx.DB
+	opts   Options
+	now    func() time.Time
+	hashes *hashGate
+	// decoy stands in for the password hash of an e-mail without an
+	// account, so a sign-in for it costs the same argon2id verification.
+	decoy string
 }
 
 // NewService returns the identity service.
@@ -53,18 +55,18 @@ func NewService(conn *sqlx.DB, opts Options) (*Service, error) {
 	if opts.Password.MemoryKiB == 0 || opts.Password.Iterations == 0 || opts.Password.Parallelism == 0 {
 		return nil, errors.New("identity: argon2id parameters must be positive")
 	}
-	return &Service{db: conn, opts: opts, now: time.Now}, nil
-}
-
-// dummy is a hash that matches no password. Signing in with an unknown
-// e-mail still pays for one argon2id verification against it, so response
-// time does not reveal which e-mails exist. It is made on first use: one
-// hash holds argon2id's whole memory cost.
-func (s *Service) dummy() string {
-	s.dummyOnce.Do(func() {
-		s.dummyHash, _ = HashPassword("cairn-dummy-password-never-matches", s.opts.Password)
-	})
-	return s.dummyHash
+	if opts.HashBudgetKiB < int64(opts.Password.MemoryKiB) {
+		return nil, errors.New("identity: the password hashing budget must hold at least one hash")
+	}
+	decoy, err := decoyHash(opts.Password)
+	if err != nil {
+		return nil, err
+	}
+	now := opts.Now
+	if now == nil {
+		now = time.Now
+	}
+	return &Service{db: conn, opts: opts, now: now, hashes: newHashGate(opts.HashBudgetKiB, opts.HashWait), decoy: decoy}, nil
 }
 
 // SignedIn is the outcome of sign-up or sign-in: the session and the token,
@@ -89,12 +91,6 @@ func (s *Service) tokenHash(token string) []byte {
 	return m.Sum(nil)
 }
 
-func (s *Service) emailSubject(email string) string {
-	m := hmac.New(sha256.New, s.opts.SubjectKey)
-	m.Write([]byte(email))
-	return "email:" + hex.EncodeToString(m.Sum(nil)[:16])
-}
-
 func (s *Service) startSession(ctx context.Context, q sqlx.ExtContext, userID string, activeOrg *string) (Session, string, error) {
 	token, err := newToken()
 	if err != nil {
@@ -115,8 +111,9 @@ func (s *Service) startSession(ctx context.Context, q sqlx.ExtContext, userID st
 	return sess, token, nil
 }
 
-// SignUp creates an account and signs it in.
-func (s *Service) SignUp(ctx context.Context, email, password, name string) (SignedIn, error) {
+// SignUp creates an account and signs it in. Sign-ups are throttled per
+// client address, since each one costs a password hash.
+func (s *Service) SignUp(ctx context.Context, email, password, name string, client netip.Addr) (SignedIn, error) {
 	email, err := NormalizeEmail(email)
 	if err != nil {
 		return SignedIn{}, err
@@ -127,9 +124,14 @@ func (s *Service) SignUp(ctx context.Context, email, password, name string) (Sig
 	if name, err = ValidateName(name); err != nil {
 		return SignedIn{}, err
 	}
-	hash, err := HashPassword(password, s.opts.Password)
-	if err != nil {
+	check := s.subject(signUpPolicy, addressKey(client))
+	if err := s.admit(ctx, check); err != nil {
 		return SignedIn{}, err
+	}
+	hash, err := s.hashPassword(ctx, password)
+	if err != nil {
+		// Only a sign-up that got to hash counts toward the limit.
+		return SignedIn{}, errors.Join(err, s.refund(ctx, check))
 	}
 	u := User{ID: id.New("usr"), Email: email, Name: name, CreatedAt: s.now().UTC().Truncate(time.Microsecond)}
 	var out SignedIn
@@ -145,30 +147,18 @@ func (s *Service) SignUp(ctx context.Context, email, password, name string) (Sig
 }
 
 // SignIn checks an e-mail and password. Every failure looks the same from
-// outside (ErrInvalidCredentials), and repeated failures for one e-mail or
-// one client address are refused for a while (ErrRateLimited).
-func (s *Service) SignIn(ctx context.Context, email, password, clientAddr string) (SignedIn, error) {
+// outside (ErrInvalidCredentials), whether the e-mail has an account or
+// not, and takes as long. Failures slow down the (e-mail, client address)
+// pair and, after many, the address (RateLimitedError); an account is
+// never locked, so a correct password from another address still signs in.
+func (s *Service) SignIn(ctx context.Context, email, password string, client netip.Addr) (SignedIn, error) {
 	email, err := NormalizeEmail(email)
 	if err != nil {
 		return SignedIn{}, ErrInvalidCredentials
 	}
-	subject, addrSubject := s.emailSubject(email), "addr:"+clientAddr
-	if err := s.checkRateLimits(ctx, subject, addrSubject); err != nil {
+	u, err := s.checkPassword(ctx, email, password, client)
+	if err != nil {
 		return SignedIn{}, err
-	}
-	u, err := userForSignIn(ctx, s.db, email)
-	hash := u.PasswordHash
-	if errors.Is(err, fault.ErrNotFound) {
-		hash = s.dummy()
-	} else if err != nil {
-		return SignedIn{}, err
-	}
-	ok, verr := VerifyPassword(password, hash)
-	if verr != nil || !ok || u.ID == "" {
-		if err := recordSignInFailure(ctx, s.db, subject, addrSubject); err != nil {
-			return SignedIn{}, err
-		}
-		return SignedIn{}, ErrInvalidCredentials
 	}
 	// Resume in the organization the user belongs to when there is exactly
 	// one, which is what a person with one organization expects.
@@ -187,23 +177,35 @@ func (s *Service) SignIn(ctx context.Context, email, password, clientAddr string
 	return SignedIn{User: u.User, Session: sess, Token: token}, nil
 }
 
-// checkRateLimits refuses when an e-mail subject or a client address has
-// failed too often within the window.
-func (s *Service) checkRateLimits(ctx context.Context, emailSubject, addrSubject string) error {
-	since := s.now().Add(-failureWindow)
-	for _, limit := range []struct {
-		subject string
-		max     int
-	}{{emailSubject, maxFailuresPerUser}, {addrSubject, maxFailuresPerIP}} {
-		n, err := countSignInFailures(ctx, s.db, limit.subject, since)
-		if err != nil {
-			return err
-		}
-		if n >= limit.max {
-			return ErrRateLimited
-		}
+// checkPassword is the throttled password check of sign-in and step-up.
+// The attempt is counted before the password is verified and stays
+// counted when it fails; a success clears its pair and gives the address
+// its attempt back; an attempt that never got verified (busy, canceled, a
+// database error) is given back too.
+func (s *Service) checkPassword(ctx context.Context, email, password string, client netip.Addr) (userWithHash, error) {
+	checks := s.signInChecks(email, client)
+	if err := s.admit(ctx, checks...); err != nil {
+		return userWithHash{}, err
 	}
-	return nil
+	u, err := userForSignIn(ctx, s.db, email)
+	hash := u.PasswordHash
+	if errors.Is(err, fault.ErrNotFound) {
+		hash = s.decoy
+	} else if err != nil {
+		return userWithHash{}, errors.Join(err, s.refund(ctx, checks...))
+	}
+	ok, err := s.verifyPassword(ctx, password, hash)
+	if errors.Is(err, ErrBusy) || ctx.Err() != nil {
+		return userWithHash{}, errors.Join(err, ctx.Err(), s.refund(ctx, checks...))
+	}
+	if err != nil || !ok || u.ID == "" {
+		return userWithHash{}, ErrInvalidCredentials
+	}
+	pair, address := checks[0], checks[1]
+	if err := errors.Join(s.forget(ctx, pair), s.refund(ctx, address)); err != nil {
+		return userWithHash{}, err
+	}
+	return u, nil
 }
 
 // SessionView is what get-session returns.
@@ -274,8 +276,8 @@ func (s *Service) SignOut(ctx context.Context, token string) error {
 }
 
 // Reauthenticate checks the password again and records the step-up time on
-// the session. A wrong password counts as a failed sign-in.
-func (s *Service) Reauthenticate(ctx context.Context, token, password, clientAddr string) (Session, error) {
+// the session. It is throttled like a sign-in for the session's e-mail.
+func (s *Service) Reauthenticate(ctx context.Context, token, password string, client netip.Addr) (Session, error) {
 	ls, err := s.session(ctx, token)
 	if err != nil {
 		return Session{}, err
@@ -284,16 +286,8 @@ func (s *Service) Reauthenticate(ctx context.Context, token, password, clientAdd
 	if err != nil {
 		return Session{}, err
 	}
-	subject, addrSubject := s.emailSubject(u.Email), "addr:"+clientAddr
-	if err := s.checkRateLimits(ctx, subject, addrSubject); err != nil {
+	if _, err := s.checkPassword(ctx, u.Email, password, client); err != nil {
 		return Session{}, err
-	}
-	ok, err := VerifyPassword(password, u.PasswordHash)
-	if err != nil || !ok {
-		if err := recordSignInFailure(ctx, s.db, subject, addrSubject); err != nil {
-			return Session{}, err
-		}
-		return Session{}, ErrInvalidCredentials
 	}
 	at := s.now().UTC().Truncate(time.Microsecond)
 	if err := markReauthenticated(ctx, s.db, ls.ID, at); err != nil {
@@ -378,37 +372,6 @@ func (s *Service) ListMembers(ctx context.Context, p access.Principal) ([]Member
 		return nil, err
 	}
 	return membersOf(ctx, s.db, p.OrganizationID)
-}
-
-// AddMember adds an existing account, found by e-mail, to the principal's
-// organization. Only owners may grant the owner role.
-func (s *Service) AddMember(ctx context.Context, p access.Principal, email string, role access.Role) (Member, error) {
-	if err := p.Require(access.PermMemberManage); err != nil {
-		return Member{}, err
-	}
-	if role == access.RoleOwner && p.Role != access.RoleOwner {
-		return Member{}, fmt.Errorf("granting owner: %w", fault.ErrForbidden)
-	}
-	email, err := NormalizeEmail(email)
-	if err != nil {
-		return Member{}, err
-	}
-	var out Member
-	err = db.WithTx(ctx, s.db, func(tx *sqlx.Tx) error {
-		u, err := userForSignIn(ctx, tx, email)
-		if err != nil {
-			return err
-		}
-		if err := insertMembership(ctx, tx, p.OrganizationID, u.ID, role); err != nil {
-			return err
-		}
-		if err := appendMemberEvent(ctx, tx, p, "member.added", u.ID, map[string]any{"role": string(role)}); err != nil {
-			return err
-		}
-		out, err = member(ctx, tx, p.OrganizationID, u.ID)
-		return err
-	})
-	return out, err
 }
 
 // ChangeRole changes a member's role. Owners are the only ones who can make
@@ -509,7 +472,7 @@ func (s *Service) Bootstrap(ctx context.Context, email, name, password, orgName,
 		if err := ValidatePassword(password); err != nil {
 			return err
 		}
-		hash, err := HashPassword(password, s.opts.Password)
+		hash, err := s.hashPassword(ctx, password)
 		if err != nil {
 			return err
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
 
 	"github.com/cairnhq/cairn/api/access"
 	"github.com/cairnhq/cairn/api/platform/db"
@@ -176,6 +177,21 @@ func membershipRole(ctx context.Context, q sqlx.QueryerContext, organizationID, 
 	return role, nil
 }
 
+// lockMembershipRole is membershipRole under a share lock, so the role
+// cannot change until the caller's transaction ends.
+func lockMembershipRole(ctx context.Context, tx *sqlx.Tx, organizationID, userID string) (access.Role, error) {
+	var role access.Role
+	err := tx.GetContext(ctx, &role, `
+		SELECT role FROM memberships WHERE organization_id = $1 AND user_id = $2 FOR SHARE`, organizationID, userID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", fault.ErrNotFound
+	}
+	if err != nil {
+		return "", fmt.Errorf("reading membership: %w", err)
+	}
+	return role, nil
+}
+
 func membersOf(ctx context.Context, q sqlx.QueryerContext, organizationID string) ([]Member, error) {
 	var out []Member
 	err := sqlx.SelectContext(ctx, q, &out, `
@@ -242,31 +258,175 @@ func deleteMembership(ctx context.Context, q sqlx.ExtContext, organizationID, us
 	return nil
 }
 
-func recordSignInFailure(ctx context.Context, q sqlx.ExtContext, subjects ...string) error {
-	for _, subject := range subjects {
-		if _, err := q.ExecContext(ctx, `INSERT INTO sign_in_failures (subject) VALUES ($1)`, subject); err != nil {
-			return fmt.Errorf("recording sign-in failure: %w", err)
-		}
+// invitationColumns reads an invitation with its organization's and its
+// inviter's names (aliases i, o, u).
+const invitationColumns = `
+	i.id, i.organization_id, o.name AS organization_name, i.email, i.role, i.inviter_id, u.name AS inviter_name,
+	i.status, i.created_at, i.expires_at
+	FROM invitations i
+	JOIN organizations o ON o.id = i.organization_id
+	JOIN users u ON u.id = i.inviter_id`
+
+func insertInvitation(ctx context.Context, q sqlx.ExtContext, inv Invitation, tokenHash []byte) error {
+	_, err := q.ExecContext(ctx, `
+		INSERT INTO invitations (id, organization_id, email, role, token_hash, inviter_id, status, created_at, expires_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+		inv.ID, inv.OrganizationID, inv.Email, inv.Role, tokenHash, inv.InviterID, inv.Status, inv.CreatedAt, inv.ExpiresAt)
+	if db.IsUniqueViolation(err, "invitations_pending_key") {
+		return ErrInvitationPending
+	}
+	if err != nil {
+		return fmt.Errorf("inserting invitation: %w", err)
 	}
 	return nil
 }
 
-func countSignInFailures(ctx context.Context, q sqlx.QueryerContext, subject string, since time.Time) (int, error) {
-	var n int
-	err := sqlx.GetContext(ctx, q, &n, `SELECT count(*) FROM sign_in_failures WHERE subject = $1 AND failed_at > $2`,
-		subject, since)
+// expireInvitations closes the pending invitations of an address that are
+// past their expiry, so the address can be invited again.
+func expireInvitations(ctx context.Context, q sqlx.ExtContext, organizationID, email string, now time.Time) error {
+	_, err := q.ExecContext(ctx, `
+		UPDATE invitations SET status = 'expired', closed_at = expires_at
+		WHERE organization_id = $1 AND email = $2 AND status = 'pending' AND expires_at <= $3`, organizationID, email, now)
 	if err != nil {
-		return 0, fmt.Errorf("counting sign-in failures: %w", err)
+		return fmt.Errorf("expiring invitations: %w", err)
+	}
+	return nil
+}
+
+func countOpenInvitations(ctx context.Context, q sqlx.QueryerContext, organizationID string, now time.Time) (int, error) {
+	var n int
+	err := sqlx.GetContext(ctx, q, &n, `
+		SELECT count(*) FROM invitations WHERE organization_id = $1 AND status = 'pending' AND expires_at > $2`,
+		organizationID, now)
+	if err != nil {
+		return 0, fmt.Errorf("counting invitations: %w", err)
 	}
 	return n, nil
 }
 
-// SweepSignInFailures deletes failure records older than the longest rate
-// limit window.
-func SweepSignInFailures(ctx context.Context, q sqlx.ExecerContext, olderThan time.Time) (int64, error) {
-	res, err := q.ExecContext(ctx, `DELETE FROM sign_in_failures WHERE failed_at < $1`, olderThan)
+func isMemberByEmail(ctx context.Context, q sqlx.QueryerContext, organizationID, email string) (bool, error) {
+	var member bool
+	err := sqlx.GetContext(ctx, q, &member, `
+		SELECT EXISTS (SELECT 1 FROM memberships m JOIN users u ON u.id = m.user_id
+		               WHERE m.organization_id = $1 AND u.email = $2)`, organizationID, email)
 	if err != nil {
-		return 0, fmt.Errorf("sweeping sign-in failures: %w", err)
+		return false, fmt.Errorf("checking membership: %w", err)
+	}
+	return member, nil
+}
+
+func pendingInvitationsOf(ctx context.Context, q sqlx.QueryerContext, organizationID string, limit int) ([]Invitation, error) {
+	out := []Invitation{}
+	err := sqlx.SelectContext(ctx, q, &out, `SELECT `+invitationColumns+`
+		WHERE i.organization_id = $1 AND i.status = 'pending'
+		ORDER BY i.created_at DESC, i.id LIMIT $2`, organizationID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("listing invitations: %w", err)
+	}
+	return out, nil
+}
+
+func openInvitationsFor(ctx context.Context, q sqlx.QueryerContext, email string, now time.Time, limit int) ([]Invitation, error) {
+	out := []Invitation{}
+	err := sqlx.SelectContext(ctx, q, &out, `SELECT `+invitationColumns+`
+		WHERE i.email = $1 AND i.status = 'pending' AND i.expires_at > $2
+		ORDER BY i.created_at DESC, i.id LIMIT $3`, email, now, limit)
+	if err != nil {
+		return nil, fmt.Errorf("listing invitations: %w", err)
+	}
+	return out, nil
+}
+
+// lockInvitation reads an invitation and its token hash under a row lock;
+// a missing one is fault.ErrNotFound.
+func lockInvitation(ctx context.Context, tx *sqlx.Tx, invitationID string) (Invitation, []byte, error) {
+	var row struct {
+		Invitation
+		TokenHash []byte `db:"token_hash"`
+	}
+	err := tx.GetContext(ctx, &row, `SELECT i.token_hash, `+invitationColumns+`
+		WHERE i.id = $1 FOR UPDATE OF i`, invitationID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Invitation{}, nil, fault.ErrNotFound
+	}
+	if err != nil {
+		return Invitation{}, nil, fmt.Errorf("reading invitation: %w", err)
+	}
+	return row.Invitation, row.TokenHash, nil
+}
+
+func closeInvitation(ctx context.Context, q sqlx.ExtContext, invitationID, status, by string, at time.Time) error {
+	_, err := q.ExecContext(ctx, `
+		UPDATE invitations SET status = $2, closed_by = $3, closed_at = $4 WHERE id = $1 AND status = 'pending'`,
+		invitationID, status, by, at)
+	if err != nil {
+		return fmt.Errorf("closing invitation: %w", err)
+	}
+	return nil
+}
+
+// SweepInvitations deletes invitations that closed or expired before
+// olderThan; the audit events keep their evidence.
+func SweepInvitations(ctx context.Context, q sqlx.ExecerContext, olderThan time.Time) (int64, error) {
+	res, err := q.ExecContext(ctx, `
+		DELETE FROM invitations WHERE coalesce(closed_at, expires_at) < $1`, olderThan)
+	if err != nil {
+		return 0, fmt.Errorf("sweeping invitations: %w", err)
+	}
+	return res.RowsAffected()
+}
+
+// lockThrottles creates missing throttle rows and locks them all, in the
+// given (sorted) order, returning their states by subject.
+func lockThrottles(ctx context.Context, tx *sqlx.Tx, subjects []string, now time.Time) (map[string]throttleState, error) {
+	if _, err := tx.ExecContext(ctx, `
+		INSERT INTO sign_in_throttles (subject, level, updated_at)
+		SELECT subject, 0, $2 FROM unnest($1::text[]) AS subject
+		ON CONFLICT (subject) DO NOTHING`, pq.Array(subjects), now); err != nil {
+		return nil, fmt.Errorf("creating throttles: %w", err)
+	}
+	var rows []throttleState
+	if err := tx.SelectContext(ctx, &rows, `
+		SELECT subject, level, updated_at FROM sign_in_throttles
+		WHERE subject = ANY($1) ORDER BY subject FOR UPDATE`, pq.Array(subjects)); err != nil {
+		return nil, fmt.Errorf("locking throttles: %w", err)
+	}
+	out := make(map[string]throttleState, len(rows))
+	for _, r := range rows {
+		out[r.Subject] = r
+	}
+	return out, nil
+}
+
+func saveThrottle(ctx context.Context, q sqlx.ExtContext, st throttleState) error {
+	if _, err := q.ExecContext(ctx, `UPDATE sign_in_throttles SET level = $2, updated_at = $3 WHERE subject = $1`,
+		st.Subject, st.Level, st.UpdatedAt); err != nil {
+		return fmt.Errorf("counting attempt: %w", err)
+	}
+	return nil
+}
+
+func refundThrottles(ctx context.Context, q sqlx.ExtContext, subjects []string) error {
+	if _, err := q.ExecContext(ctx, `
+		UPDATE sign_in_throttles SET level = greatest(level - 1, 0) WHERE subject = ANY($1)`, pq.Array(subjects)); err != nil {
+		return fmt.Errorf("refunding attempt: %w", err)
+	}
+	return nil
+}
+
+func deleteThrottles(ctx context.Context, q sqlx.ExtContext, subjects []string) error {
+	if _, err := q.ExecContext(ctx, `DELETE FROM sign_in_throttles WHERE subject = ANY($1)`, pq.Array(subjects)); err != nil {
+		return fmt.Errorf("clearing throttle: %w", err)
+	}
+	return nil
+}
+
+// SweepThrottles deletes throttle rows untouched since olderThan: every
+// policy has drained by then, so they would admit anyway.
+func SweepThrottles(ctx context.Context, q sqlx.ExecerContext, olderThan time.Time) (int64, error) {
+	res, err := q.ExecContext(ctx, `DELETE FROM sign_in_throttles WHERE updated_at < $1`, olderThan)
+	if err != nil {
+		return 0, fmt.Errorf("sweeping sign-in throttles: %w", err)
 	}
 	return res.RowsAffected()
 }
@@ -287,6 +447,7 @@ func deleteOrganizationTree(ctx context.Context, tx *sqlx.Tx, organizationID str
 	for _, stmt := range []string{
 		`UPDATE sessions SET active_organization_id = NULL WHERE active_organization_id = $1`,
 		`DELETE FROM memberships WHERE organization_id = $1`,
+		`DELETE FROM invitations WHERE organization_id = $1`,
 		`DELETE FROM user_tokens WHERE organization_id = $1`,
 		`DELETE FROM service_account_tokens WHERE organization_id = $1`,
 		`DELETE FROM service_accounts WHERE organization_id = $1`,

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/cairnhq/cairn/api/access"
 	"github.com/cairnhq/cairn/api/audit"
@@ -41,10 +43,15 @@ var table = []struct {
 	{access.ErrStepUpRequired, httpx.Problem{Status: http.StatusForbidden, Code: "REAUTHENTICATION_REQUIRED"}},
 	{identity.ErrInvalidCredentials, httpx.Problem{Status: http.StatusUnauthorized, Code: "INVALID_CREDENTIALS"}},
 	{identity.ErrRateLimited, httpx.Problem{Status: http.StatusTooManyRequests, Code: "RATE_LIMITED", RetryAfter: 60}},
+	{identity.ErrBusy, httpx.Problem{Status: http.StatusServiceUnavailable, Code: "SIGN_IN_BUSY", RetryAfter: 2}},
 	{identity.ErrEmailTaken, httpx.Problem{Status: http.StatusConflict, Code: "EMAIL_TAKEN"}},
 	{identity.ErrSlugTaken, httpx.Problem{Status: http.StatusConflict, Code: "ORGANIZATION_SLUG_TAKEN"}},
 	{identity.ErrLastOwner, httpx.Problem{Status: http.StatusConflict, Code: "LAST_OWNER"}},
 	{identity.ErrMemberExists, httpx.Problem{Status: http.StatusConflict, Code: "MEMBER_EXISTS"}},
+	{identity.ErrInvitationPending, httpx.Problem{Status: http.StatusConflict, Code: "INVITATION_PENDING"}},
+	{identity.ErrInvitationClosed, httpx.Problem{Status: http.StatusConflict, Code: "INVITATION_NOT_PENDING"}},
+	{identity.ErrInvitationExpired, httpx.Problem{Status: http.StatusGone, Code: "INVITATION_EXPIRED"}},
+	{identity.ErrTooManyInvitations, httpx.Problem{Status: http.StatusConflict, Code: "TOO_MANY_INVITATIONS"}},
 
 	{workspace.ErrNameTaken, httpx.Problem{Status: http.StatusConflict, Code: "WORKSPACE_NAME_TAKEN"}},
 	{workspace.ErrProjectNameTaken, httpx.Problem{Status: http.StatusConflict, Code: "PROJECT_NAME_TAKEN"}},
@@ -109,6 +116,12 @@ func Of(ctx context.Context, logger *slog.Logger, err error) httpx.Problem {
 	var coded Coded
 	if errors.As(err, &coded) {
 		return coded.Problem
+	}
+	var limited identity.RateLimitedError
+	if errors.As(err, &limited) {
+		// The wait is the throttle's own, rounded up to whole seconds.
+		return httpx.Problem{Status: http.StatusTooManyRequests, Code: "RATE_LIMITED",
+			RetryAfter: int(math.Ceil(max(limited.RetryAfter, time.Second).Seconds()))}
 	}
 	var sourceErr policy.SourceError
 	if errors.As(err, &sourceErr) {

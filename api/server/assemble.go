@@ -93,8 +93,11 @@ func IdentityOptions(cfg config.Config) identity.Options {
 			Iterations:  cfg.Argon2Iterations,
 			Parallelism: cfg.Argon2Parallelism,
 		},
-		SessionTTL: cfg.SessionTTL,
-		TokenKey:   secret.Derive(cfg.AuthSecret, "session-token"),
-		SubjectKey: secret.Derive(cfg.AuthSecret, "sign-in-subject"),
+		HashBudgetKiB: int64(cfg.Argon2BudgetMiB) * 1024,
+		HashWait:      cfg.Argon2Wait,
+		SessionTTL:    cfg.SessionTTL,
+		TokenKey:      secret.Derive(cfg.AuthSecret, "session-token"),
+		SubjectKey:    secret.Derive(cfg.AuthSecret, "sign-in-subject"),
+		InvitationKey: secret.Derive(cfg.AuthSecret, "invitation-token"),
 	}
 }

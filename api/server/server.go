@@ -79,9 +79,10 @@ func New(deps Deps) (*Server, error) {
 	app.Get("/health", s.health)
 	app.Get("/ready", s.ready)
 	authserver.Mount(app.Group("/api/auth"), authserver.Deps{
-		Identity:      deps.Identity,
-		Logger:        deps.Logger,
-		SecureCookies: deps.Config.SecureCookies,
+		Identity:       deps.Identity,
+		Logger:         deps.Logger,
+		SecureCookies:  deps.Config.SecureCookies,
+		TrustedProxies: deps.Config.TrustedProxyPrefixes(),
 	})
 	tfe.Mount(app, tfe.Deps{
 		Config: deps.Config, DB: deps.DB, Logger: deps.Logger, Identity: deps.Identity,

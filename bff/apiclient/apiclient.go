@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"net/url"
 )
 
@@ -56,6 +57,27 @@ type Page[T any] struct {
 func (c *Client) Call(ctx context.Context, token, method, path string, body any, out any) error {
 	_, err := c.call(ctx, token, method, path, body, out, nil)
 	return err
+}
+
+// CallFor is Call made on behalf of the browser at client. The API
+// throttles sign-in and sign-up per client address, and believes the
+// X-Forwarded-For the dashboard sends only when the dashboard's own address
+// is one of its CAIRN_TRUSTED_PROXIES.
+func (c *Client) CallFor(ctx context.Context, client netip.Addr, token, method, path string, body any, out any) error {
+	if !client.IsValid() {
+		return c.Call(ctx, token, method, path, body, out)
+	}
+	_, err := c.call(ctx, token, method, path, body, out, nil, "X-Forwarded-For", client.String())
+	return err
+}
+
+// CodeOf returns the API's error code of a failed call, or "".
+func CodeOf(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return ""
 }
 
 // List is Call for a cursor list.

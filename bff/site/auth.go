@@ -1,9 +1,13 @@
 package site
 
 import (
+	"errors"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
+	"github.com/cairnhq/cairn/api/platform/clientaddr"
 	"github.com/cairnhq/cairn/bff/apiclient"
 )
 
@@ -42,7 +46,7 @@ type signedInBody struct {
 func (s *Site) signIn(w http.ResponseWriter, r *http.Request) {
 	email := strings.TrimSpace(r.PostFormValue("email"))
 	var out signedInBody
-	err := s.api.Call(r.Context(), "", http.MethodPost, "/api/auth/sign-in/email",
+	err := s.api.CallFor(r.Context(), clientaddr.FromRequest(r, s.opts.TrustedProxies), "", http.MethodPost, "/api/auth/sign-in/email",
 		map[string]string{"email": email, "password": r.PostFormValue("password")}, &out)
 	s.finishSignIn(w, r, "sign-in.html", "Sign in", email, out, err)
 }
@@ -50,7 +54,7 @@ func (s *Site) signIn(w http.ResponseWriter, r *http.Request) {
 func (s *Site) signUp(w http.ResponseWriter, r *http.Request) {
 	email := strings.TrimSpace(r.PostFormValue("email"))
 	var out signedInBody
-	err := s.api.Call(r.Context(), "", http.MethodPost, "/api/auth/sign-up/email", map[string]string{
+	err := s.api.CallFor(r.Context(), clientaddr.FromRequest(r, s.opts.TrustedProxies), "", http.MethodPost, "/api/auth/sign-up/email", map[string]string{
 		"email": email, "password": r.PostFormValue("password"), "name": strings.TrimSpace(r.PostFormValue("name"))}, &out)
 	s.finishSignIn(w, r, "sign-up.html", "Create an account", email, out, err)
 }
@@ -63,12 +67,18 @@ func (s *Site) finishSignIn(w http.ResponseWriter, r *http.Request, page, title,
 		switch apiclient.StatusOf(err) {
 		case http.StatusTooManyRequests:
 			message = "Too many attempts. Wait a minute and try again."
+			if wait := retryAfterOf(err); wait != "" {
+				message = "Too many attempts. Try again in " + wait + "."
+			}
 		case http.StatusConflict:
 			message = "An account with that email already exists."
 		case http.StatusBadRequest:
 			message = "Check the email address and use a password of at least 12 characters."
 		case http.StatusServiceUnavailable, http.StatusBadGateway, http.StatusInternalServerError:
 			message = "Signing in is unavailable right now."
+			if apiclient.CodeOf(err) == "SIGN_IN_BUSY" {
+				message = "Cairn is busy checking other passwords. Try again in a few seconds."
+			}
 		}
 		s.renderSignIn(w, r, http.StatusOK, page, title, signInPage{Email: email, Error: message})
 		return
@@ -92,74 +102,15 @@ func (s *Site) signOut(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/sign-in", http.StatusSeeOther)
 }
 
-type organization struct {
-	ID     string `json:"id"`
-	Name   string `json:"name"`
-	Slug   string `json:"slug"`
-	Role   string `json:"role"`
-	Active bool   `json:"active"`
-}
-
-type orgMember struct {
-	Email string `json:"email"`
-	Name  string `json:"name"`
-	Role  string `json:"role"`
-}
-
-type organizationsPage struct {
-	Organizations []organization
-	ActiveID      string
-	Members       []orgMember
-	Error         string
-}
-
-func (s *Site) organizations(w http.ResponseWriter, r *http.Request, token string) {
-	s.renderOrganizations(w, r, token, "")
-}
-
-func (s *Site) renderOrganizations(w http.ResponseWriter, r *http.Request, token, message string) {
-	f := s.frame(r, "Organizations")
-	var orgs []organization
-	if err := s.api.Call(r.Context(), token, http.MethodGet, "/api/auth/organization/list", nil, &orgs); err != nil {
-		s.unavailable(w, r, f, err)
-		return
+// retryAfterOf words an upstream Retry-After (seconds) for a person.
+func retryAfterOf(err error) string {
+	var apiErr *apiclient.Error
+	if !errors.As(err, &apiErr) {
+		return ""
 	}
-	var current struct {
-		Session struct {
-			ActiveOrganizationID *string `json:"active_organization_id"`
-		} `json:"session"`
+	seconds, convErr := strconv.Atoi(apiErr.RetryAfter)
+	if convErr != nil || seconds <= 0 {
+		return ""
 	}
-	_ = s.api.Call(r.Context(), token, http.MethodGet, "/api/auth/get-session", nil, &current)
-	page := organizationsPage{Organizations: orgs, Error: message}
-	if current.Session.ActiveOrganizationID != nil {
-		page.ActiveID = *current.Session.ActiveOrganizationID
-		_ = s.api.Call(r.Context(), token, http.MethodGet, "/api/auth/organization/list-members", nil, &page.Members)
-	}
-	f.Page = page
-	s.render(w, r, http.StatusOK, "organizations.html", f)
-}
-
-func (s *Site) createOrganization(w http.ResponseWriter, r *http.Request, token string) {
-	name := strings.TrimSpace(r.PostFormValue("name"))
-	slug := strings.TrimSpace(r.PostFormValue("slug"))
-	err := s.api.Call(r.Context(), token, http.MethodPost, "/api/auth/organization/create", map[string]string{"name": name, "slug": slug}, nil)
-	if err != nil {
-		message := "The organization could not be created."
-		if apiclient.StatusOf(err) == http.StatusConflict {
-			message = "That short name is taken; choose another."
-		}
-		s.renderOrganizations(w, r, token, message)
-		return
-	}
-	http.Redirect(w, r, "/runs", http.StatusSeeOther)
-}
-
-func (s *Site) setActiveOrganization(w http.ResponseWriter, r *http.Request, token string) {
-	err := s.api.Call(r.Context(), token, http.MethodPost, "/api/auth/organization/set-active",
-		map[string]string{"organization_id": r.PostFormValue("organization_id")}, nil)
-	if err != nil {
-		s.renderOrganizations(w, r, token, "That organization could not be activated.")
-		return
-	}
-	http.Redirect(w, r, "/runs", http.StatusSeeOther)
+	return humanDuration(time.Duration(seconds) * time.Second)
 }

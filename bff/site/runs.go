@@ -92,6 +92,10 @@ var filterStatuses = []string{"pending", "plan_queued", "planning", "policy_over
 func (s *Site) runs(w http.ResponseWriter, r *http.Request, token string) {
 	f := s.frame(r, "Runs")
 	if err := s.probe(r.Context(), token, ""); err != nil {
+		if s.withoutOrganization(r, token, err) {
+			http.Redirect(w, r, "/organizations", http.StatusSeeOther)
+			return
+		}
 		s.unavailable(w, r, f, err)
 		return
 	}

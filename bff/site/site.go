@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"time"
@@ -32,6 +33,10 @@ type Options struct {
 	Logger *slog.Logger
 	// LivePoll is how often a live channel reads new log chunks.
 	LivePoll time.Duration
+	// TrustedProxies may name the browser's address in forwarding headers
+	// (CAIRN_TRUSTED_PROXIES); the dashboard passes that address on when it
+	// signs someone in or up.
+	TrustedProxies []netip.Prefix
 }
 
 // Site is the dashboard's HTTP handler.
@@ -94,6 +99,11 @@ func (s *Site) Handler() http.Handler {
 	mux.HandleFunc("GET /organizations", s.signedIn(s.organizations))
 	mux.HandleFunc("POST /organizations", s.form(s.signedIn(s.createOrganization)))
 	mux.HandleFunc("POST /organizations/active", s.form(s.signedIn(s.setActiveOrganization)))
+	mux.HandleFunc("POST /organizations/invitations", s.form(s.signedIn(s.inviteMember)))
+	mux.HandleFunc("POST /organizations/invitations/{id}/revoke", s.form(s.signedIn(s.revokeInvitation)))
+	mux.HandleFunc("GET /invitations/{id}", s.invitation)
+	mux.HandleFunc("POST /invitations/{id}/accept", s.form(s.signedIn(s.acceptInvitation)))
+	mux.HandleFunc("POST /invitations/{id}/decline", s.form(s.signedIn(s.declineInvitation)))
 	mux.HandleFunc("GET /runs", s.signedIn(s.runs))
 	mux.HandleFunc("GET /runs/{id}", s.signedIn(s.run))
 	mux.HandleFunc("GET /runs/{id}/changes", s.signedIn(s.runChanges))

@@ -2,6 +2,7 @@ package site
 
 import (
 	"net/http/httptest"
+	"slices"
 	"testing"
 	"time"
 )
@@ -73,5 +74,24 @@ func TestRunFilterMatchesIDMessageOrWorkspace(t *testing.T) {
 	t.Parallel()
 	if !matches("PROD", "run_1", "deploy", "prod-network") || !matches("run_1", "run_1", "", "") || matches("staging", "run_1", "deploy", "prod") {
 		t.Error("free-text filter")
+	}
+}
+
+func TestInvitationCodeMayBeTheWholeLink(t *testing.T) {
+	t.Parallel()
+	for raw, want := range map[string]string{
+		"cit_abc":   "cit_abc",
+		" cit_abc ": "cit_abc",
+		"https://dash.example/invitations/inv_x?token=cit_abc":       "cit_abc",
+		"https://dash.example/invitations/inv_x?token=cit_a%2Bb&x=1": "cit_a+b",
+		"https://dash.example/invitations/inv_x":                     "https://dash.example/invitations/inv_x",
+	} {
+		if got := invitationToken(raw); got != want {
+			t.Errorf("invitationToken(%q) = %q, want %q", raw, got, want)
+		}
+	}
+	if len(inviteRoles("reader")) != 0 || len(inviteRoles("writer")) != 0 ||
+		slices.Contains(inviteRoles("admin"), "owner") || !slices.Contains(inviteRoles("owner"), "owner") {
+		t.Error("the invite form offers roles the member cannot grant")
 	}
 }

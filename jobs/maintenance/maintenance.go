@@ -49,17 +49,23 @@ func (w *IdempotencySweepWorker) Work(ctx context.Context, _ *river.Job[Idempote
 	return nil
 }
 
-// signInFailureRetention is how long failed sign-ins are kept: well past
-// the longest rate-limit window.
-const signInFailureRetention = 24 * time.Hour
+// signInThrottleRetention is how long a throttle row is kept after its
+// last attempt: by then every policy has drained or nearly so.
+const signInThrottleRetention = 24 * time.Hour
 
-// SignInFailureSweepArgs schedules deletion of old failed-sign-in records.
+// invitationRetention is how long closed and expired invitations stay
+// visible after they closed; the audit events outlive them.
+const invitationRetention = 30 * 24 * time.Hour
+
+// SignInFailureSweepArgs schedules deletion of old sign-in throttle rows
+// and of long-closed invitations.
 type SignInFailureSweepArgs struct{}
 
 // Kind implements river.JobArgs.
 func (SignInFailureSweepArgs) Kind() string { return "sign_in_failure_sweep" }
 
-// SignInFailureSweepWorker deletes failed-sign-in records past retention.
+// SignInFailureSweepWorker deletes sign-in throttle rows and invitations
+// past retention.
 type SignInFailureSweepWorker struct {
 	river.WorkerDefaults[SignInFailureSweepArgs]
 	DB *sqlx.DB
@@ -67,6 +73,10 @@ type SignInFailureSweepWorker struct {
 
 // Work implements river.Worker.
 func (w *SignInFailureSweepWorker) Work(ctx context.Context, _ *river.Job[SignInFailureSweepArgs]) error {
-	_, err := identity.SweepSignInFailures(ctx, w.DB, time.Now().Add(-signInFailureRetention))
+	now := time.Now()
+	if _, err := identity.SweepThrottles(ctx, w.DB, now.Add(-signInThrottleRetention)); err != nil {
+		return err
+	}
+	_, err := identity.SweepInvitations(ctx, w.DB, now.Add(-invitationRetention))
 	return err
 }

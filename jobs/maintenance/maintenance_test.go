@@ -2,6 +2,7 @@ package maintenance_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"testing"
@@ -38,5 +39,33 @@ func TestIdempotencySweepDeletesOnlyExpiredRecords(t *testing.T) {
 	}
 	if len(keys) != 1 || keys[0] != "live" {
 		t.Fatalf("after sweep: %d records (%v...)", len(keys), keys[:min(3, len(keys))])
+	}
+}
+
+func TestSignInSweepDeletesOnlyStaleThrottlesAndInvitations(t *testing.T) {
+	t.Parallel()
+	conn := dbtest.New(t)
+	if _, err := conn.Exec(`
+		INSERT INTO organizations (id, name, slug) VALUES ('org_x', 'X', 'x');
+		INSERT INTO users (id, email, name, password_hash) VALUES ('usr_x', 'x@example.com', 'X', 'h');
+		INSERT INTO sign_in_throttles (subject, level, updated_at) VALUES
+			('pair:old', 3, now() - interval '25 hours'), ('pair:recent', 3, now() - interval '1 hour');
+		INSERT INTO invitations (id, organization_id, email, role, token_hash, inviter_id, status, created_at, expires_at, closed_at) VALUES
+			('inv_closed_long_ago', 'org_x', 'a@example.com', 'reader', '\x00', 'usr_x', 'accepted', now() - interval '40 days', now() - interval '33 days', now() - interval '39 days'),
+			('inv_expired_long_ago', 'org_x', 'b@example.com', 'reader', '\x00', 'usr_x', 'pending', now() - interval '40 days', now() - interval '33 days', NULL),
+			('inv_closed_recently', 'org_x', 'c@example.com', 'reader', '\x00', 'usr_x', 'canceled', now() - interval '2 days', now() + interval '5 days', now() - interval '1 day'),
+			('inv_open', 'org_x', 'd@example.com', 'reader', '\x00', 'usr_x', 'pending', now(), now() + interval '7 days', NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	w := &maintenance.SignInFailureSweepWorker{DB: conn}
+	if err := w.Work(context.Background(), &river.Job[maintenance.SignInFailureSweepArgs]{}); err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	if err := conn.Select(&left, `SELECT subject FROM sign_in_throttles UNION ALL SELECT id FROM invitations ORDER BY 1`); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(left) != "[inv_closed_recently inv_open pair:recent]" {
+		t.Fatalf("after sweep: %v", left)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -70,6 +71,17 @@ type Config struct {
 	Argon2Memory      uint32 `env:"CAIRN_ARGON2_MEMORY_KIB" envDefault:"65536"`
 	Argon2Iterations  uint32 `env:"CAIRN_ARGON2_ITERATIONS" envDefault:"3"`
 	Argon2Parallelism uint8  `env:"CAIRN_ARGON2_PARALLELISM" envDefault:"2"`
+	// Argon2BudgetMiB is the memory all password hashes running at once may
+	// use together; a burst of sign-ups waits for it instead of allocating
+	// gigabytes. Argon2Wait is how long a request waits for its share before
+	// it is answered 503 with Retry-After.
+	Argon2BudgetMiB uint32        `env:"CAIRN_ARGON2_BUDGET_MIB" envDefault:"128"`
+	Argon2Wait      time.Duration `env:"CAIRN_ARGON2_WAIT" envDefault:"2s"`
+
+	// TrustedProxies are CIDRs of the peers whose X-Forwarded-For or
+	// Forwarded headers name the client (sign-in throttling is per client
+	// address). None by default: the TCP peer is the client.
+	TrustedProxies []string `env:"CAIRN_TRUSTED_PROXIES" envSeparator:","`
 
 	// SessionTTL bounds how long a sign-in lasts without activity.
 	SessionTTL time.Duration `env:"CAIRN_SESSION_TTL" envDefault:"168h"`
@@ -188,6 +200,17 @@ func (c Config) validate() error {
 	if c.Argon2Memory < 8 || c.Argon2Iterations < 1 || c.Argon2Parallelism < 1 {
 		problems = append(problems, errors.New("CAIRN_ARGON2_* must be positive (memory at least 8 KiB)"))
 	}
+	if uint64(c.Argon2BudgetMiB)*1024 < uint64(c.Argon2Memory) || c.Argon2BudgetMiB > 1<<20 {
+		problems = append(problems, errors.New("CAIRN_ARGON2_BUDGET_MIB must hold at least one hash of CAIRN_ARGON2_MEMORY_KIB (and at most 1 TiB)"))
+	}
+	if c.Argon2Wait < 0 || c.Argon2Wait > time.Minute {
+		problems = append(problems, errors.New("CAIRN_ARGON2_WAIT must be between 0 and 1m"))
+	}
+	for _, cidr := range c.TrustedProxies {
+		if _, err := netip.ParsePrefix(strings.TrimSpace(cidr)); err != nil {
+			problems = append(problems, fmt.Errorf("CAIRN_TRUSTED_PROXIES: %q is not a CIDR such as 10.0.0.0/8", cidr))
+		}
+	}
 	if c.SessionTTL < time.Minute {
 		problems = append(problems, errors.New("CAIRN_SESSION_TTL must be at least one minute"))
 	}
@@ -245,6 +268,18 @@ func (c Config) validateSandbox() []error {
 // AuthReady reports whether AUTH_SECRET is present and strong enough. Without
 // it every authenticated surface answers 503.
 func (c Config) AuthReady() bool { return len(c.AuthSecret) >= MinSecretBytes }
+
+// TrustedProxyPrefixes returns CAIRN_TRUSTED_PROXIES as prefixes (validated
+// when the configuration was loaded).
+func (c Config) TrustedProxyPrefixes() []netip.Prefix {
+	var out []netip.Prefix
+	for _, cidr := range c.TrustedProxies {
+		if p, err := netip.ParsePrefix(strings.TrimSpace(cidr)); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
 
 // MasterKeyBytes decodes CAIRN_MASTER_KEY (32 bytes, standard or URL base64).
 // It returns nil when the key is absent or malformed, so sealing fails closed.

@@ -79,7 +79,7 @@ func run(cfg config.Config) error {
 		return err
 	}
 	s, err := site.New(site.Options{APIURL: apiURL, APIClient: apiClient, Origin: origin, Sessions: sessions,
-		Proxy: controlPlane, Logger: logger})
+		Proxy: controlPlane, Logger: logger, TrustedProxies: cfg.TrustedProxyPrefixes()})
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,109 @@
+package authserver_test
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/cairnhq/cairn/api/apitest"
+)
+
+func signIn(u *apitest.Client, email, password, forwardedFor string) *apitest.Response {
+	return u.Do(apitest.Request{Method: http.MethodPost, Path: "/api/auth/sign-in/email",
+		Body: map[string]string{"email": email, "password": password}, Header: map[string]string{"X-Forwarded-For": forwardedFor}})
+}
+
+// TestClientAddressComesFromTrustedProxiesOnly: behind a trusted proxy
+// each forwarded client is throttled on its own; without one, a client that
+// writes X-Forwarded-For itself is still its TCP address.
+func TestClientAddressComesFromTrustedProxiesOnly(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		trusted []string
+		want    int // the right password from a second forwarded address
+	}{
+		{"behind a trusted proxy", []string{"127.0.0.1/32"}, http.StatusOK},
+		{"no trusted proxies", nil, http.StatusTooManyRequests},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			env := apitest.New(t, func(s *apitest.Settings) { s.Config.TrustedProxies = tc.trusted })
+			u := env.SignUp("Ada")
+			c := env.Anonymous()
+			for range 5 {
+				signIn(c, u.Email, "wrong password here", "203.0.113.1").MustStatus(t, http.StatusUnauthorized)
+			}
+			limited := signIn(c, u.Email, u.Password, "203.0.113.1").MustStatus(t, http.StatusTooManyRequests)
+			if limited.Code() != "RATE_LIMITED" || limited.Header.Get("Retry-After") != "1" {
+				t.Fatalf("refusal %s, Retry-After %q", limited.Body, limited.Header.Get("Retry-After"))
+			}
+			signIn(c, u.Email, u.Password, "203.0.113.2").MustStatus(t, tc.want)
+		})
+	}
+}
+
+// TestInvitationRoutes drives the invitation flow over HTTP: the token is
+// answered once, add-member no longer exists, the invitee sees the
+// invitation but joins only with the token, and the inviter's list empties.
+func TestInvitationRoutes(t *testing.T) {
+	t.Parallel()
+	env := apitest.New(t)
+	owner := env.WithOrganization("Owner")
+	invitee := env.SignUp("Invitee")
+	owner.Do(apitest.Request{Method: http.MethodPost, Path: "/api/auth/organization/add-member",
+		Body: map[string]string{"email": invitee.Email, "role": "writer"}}).MustStatus(t, http.StatusNotFound)
+
+	resp := owner.Do(apitest.Request{Method: http.MethodPost, Path: "/api/auth/organization/invite-member",
+		Body: map[string]string{"email": invitee.Email, "role": "writer"}}).MustStatus(t, http.StatusOK)
+	if resp.Header.Get("Cache-Control") != "no-store" {
+		t.Fatalf("invitation answer is cacheable: %q", resp.Header.Get("Cache-Control"))
+	}
+	var created struct {
+		Invitation struct {
+			ID     string `json:"id"`
+			Status string `json:"status"`
+		} `json:"invitation"`
+		Token string `json:"token"`
+	}
+	resp.Data(t, &created)
+	if created.Invitation.Status != "pending" || len(created.Token) < 40 {
+		t.Fatalf("created %+v", created)
+	}
+	var listed []struct {
+		ID    string `json:"id"`
+		Token string `json:"token"`
+	}
+	owner.Get("/api/auth/organization/list-invitations").MustStatus(t, http.StatusOK).Data(t, &listed)
+	if len(listed) != 1 || listed[0].ID != created.Invitation.ID || listed[0].Token != "" {
+		t.Fatalf("inviter's list %+v", listed)
+	}
+	invitee.Get("/api/auth/organization/list-invitations").MustStatus(t, http.StatusForbidden)
+	invitee.Get("/api/auth/organization/list-user-invitations").MustStatus(t, http.StatusOK).Data(t, &listed)
+	if len(listed) != 1 || listed[0].ID != created.Invitation.ID {
+		t.Fatalf("invitee's list %+v", listed)
+	}
+	accept := func(token string) *apitest.Response {
+		return invitee.Do(apitest.Request{Method: http.MethodPost, Path: "/api/auth/organization/accept-invitation",
+			Body: map[string]string{"invitation_id": created.Invitation.ID, "token": token}})
+	}
+	accept("").MustStatus(t, http.StatusNotFound)
+	invitee.Get("/v1/workspaces").MustStatus(t, http.StatusForbidden)
+	var joined struct {
+		Organization struct {
+			ID   string `json:"id"`
+			Role string `json:"role"`
+		} `json:"organization"`
+	}
+	accept(created.Token).MustStatus(t, http.StatusOK).Data(t, &joined)
+	if joined.Organization.ID != owner.OrganizationID || joined.Organization.Role != "writer" {
+		t.Fatalf("joined %+v", joined)
+	}
+	if code := accept(created.Token).MustStatus(t, http.StatusConflict).Code(); code != "INVITATION_NOT_PENDING" {
+		t.Fatalf("second accept code %s", code)
+	}
+	invitee.Get("/v1/workspaces").MustStatus(t, http.StatusOK)
+	owner.Get("/api/auth/organization/list-invitations").MustStatus(t, http.StatusOK).Data(t, &listed)
+	if len(listed) != 0 {
+		t.Fatalf("accepted invitation still listed: %+v", listed)
+	}
+}

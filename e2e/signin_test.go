@@ -1,0 +1,194 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// clientFrom is an HTTP client whose connections leave from a given
+// loopback address (any of 127.0.0.0/8 works on Linux without setup), so
+// the API sees requests from different client addresses.
+func clientFrom(addr string) *http.Client {
+	dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(addr)}, Timeout: 10 * time.Second}
+	return &http.Client{Transport: &http.Transport{DialContext: dialer.DialContext, DisableKeepAlives: true}, Timeout: 2 * time.Minute}
+}
+
+// authAnswer is one identity-server answer.
+type authAnswer struct {
+	status     int
+	code       string
+	retryAfter int
+}
+
+func postAuth(t *testing.T, client *http.Client, url string, body any, header ...string) authAnswer {
+	t.Helper()
+	raw, _ := json.Marshal(body)
+	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(raw))
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var env struct {
+		Error struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	answer, _ := io.ReadAll(resp.Body)
+	_ = json.Unmarshal(answer, &env)
+	retry, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
+	return authAnswer{status: resp.StatusCode, code: env.Error.Code, retryAfter: retry}
+}
+
+// TestGuessingFromOneAddressDoesNotLockTheOwnerOut is the lockout issue 13
+// names, against the real cairn-api: twenty wrong passwords for an account
+// from 127.0.0.1 are answered 401 and then 429 with a Retry-After that
+// grows, exactly as for an e-mail without an account; a forged
+// X-Forwarded-For changes nothing without trusted proxies; and the owner
+// signs in from 127.0.0.2 at once.
+func TestGuessingFromOneAddressDoesNotLockTheOwnerOut(t *testing.T) {
+	t.Parallel()
+	s := StartStack(t)
+	attacker, owner := clientFrom("127.0.0.1"), clientFrom("127.0.0.2")
+	signIn := s.APIURL + "/api/auth/sign-in/email"
+	if a := postAuth(t, owner, s.APIURL+"/api/auth/sign-up/email",
+		map[string]string{"email": "owner@example.com", "password": "correct horse battery staple", "name": "Owner"}); a.status != http.StatusOK {
+		t.Fatalf("sign-up: %+v", a)
+	}
+	var sequences [2][]authAnswer
+	for i, email := range []string{"owner@example.com", "nobody@example.com"} {
+		for range 20 {
+			sequences[i] = append(sequences[i], postAuth(t, attacker, signIn, map[string]string{"email": email, "password": "wrong password guess"}))
+		}
+	}
+	for i, a := range sequences[0] {
+		want := http.StatusUnauthorized
+		if i >= 5 {
+			want = http.StatusTooManyRequests
+		}
+		if a.status != want || (want == http.StatusTooManyRequests && (a.code != "RATE_LIMITED" || a.retryAfter < 1)) {
+			t.Fatalf("attempt %d: %+v, want %d", i+1, a, want)
+		}
+		// An e-mail without an account answers exactly the same.
+		if b := sequences[1][i]; b.status != a.status || b.code != a.code {
+			t.Fatalf("attempt %d: account %+v, no account %+v", i+1, a, b)
+		}
+	}
+	right := map[string]string{"email": "owner@example.com", "password": "correct horse battery staple"}
+	if a := postAuth(t, attacker, signIn, right, "X-Forwarded-For", "127.0.0.9"); a.status != http.StatusTooManyRequests {
+		t.Fatalf("right password from the slowed address behind a forged X-Forwarded-For: %+v", a)
+	}
+	if a := postAuth(t, owner, signIn, right); a.status != http.StatusOK {
+		t.Fatalf("right password from another address: %+v", a)
+	}
+	// The wait grows: after waiting it out, one more failure doubles it.
+	time.Sleep(time.Duration(sequences[0][19].retryAfter) * time.Second)
+	if a := postAuth(t, attacker, signIn, map[string]string{"email": "owner@example.com", "password": "wrong password guess"}); a.status != http.StatusUnauthorized {
+		t.Fatalf("after waiting: %+v", a)
+	}
+	if a := postAuth(t, attacker, signIn, right); a.status != http.StatusTooManyRequests || a.retryAfter != 2 {
+		t.Fatalf("the next wait: %+v, want Retry-After 2", a)
+	}
+}
+
+// TestBurstOfSignUpsStaysWithinTheHashingBudget sends 50 sign-ups at once,
+// from 50 addresses (so the per-address sign-up limit stays out of the
+// way), to the real cairn-api with production argon2id parameters (64 MiB,
+// t=3, p=2) and the default hashing budget (128 MiB: two hashes at once).
+// Each answer is a session or a retryable 503; retrying the refused ones
+// creates every account; and the API's peak resident memory stays under
+// 512 MiB where 50 unbounded hashes would hold 3.2 GiB.
+func TestBurstOfSignUpsStaysWithinTheHashingBudget(t *testing.T) {
+	t.Parallel()
+	s := StartStack(t, WithEnv("CAIRN_ARGON2_MEMORY_KIB=65536", "CAIRN_ARGON2_ITERATIONS=3", "CAIRN_ARGON2_PARALLELISM=2"))
+	pid := s.PID("api")
+	before := peakRSSKiB(t, pid)
+	const n = 50
+	answers := make([]authAnswer, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	signUp := func(i int) authAnswer {
+		return postAuth(t, clientFrom(fmt.Sprintf("127.0.1.%d", i+1)), s.APIURL+"/api/auth/sign-up/email", map[string]string{
+			"email": fmt.Sprintf("burst-%d@example.com", i), "password": "correct horse battery staple", "name": "Burst"})
+	}
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			answers[i] = signUp(i)
+		})
+	}
+	started := time.Now()
+	close(start)
+	wg.Wait()
+	burst := time.Since(started)
+	created, busy := 0, 0
+	for i, a := range answers {
+		switch {
+		case a.status == http.StatusOK:
+			created++
+		case a.status == http.StatusServiceUnavailable && a.code == "SIGN_IN_BUSY" && a.retryAfter > 0:
+			busy++
+		default:
+			t.Fatalf("sign-up %d: %+v", i, a)
+		}
+	}
+	if created == 0 {
+		t.Fatalf("no sign-up got through the burst (%d busy)", busy)
+	}
+	// The refused ones were never created: retrying them one at a time
+	// (waiting as told only when refused again) creates them all.
+	for i, a := range answers {
+		for tries := 0; a.status != http.StatusOK; tries++ {
+			if tries == 10 {
+				t.Fatalf("sign-up %d still refused after retries: %+v", i, a)
+			}
+			if tries > 0 {
+				time.Sleep(time.Duration(a.retryAfter) * time.Second)
+			}
+			a = signUp(i)
+			if a.status != http.StatusOK && a.status != http.StatusServiceUnavailable {
+				t.Fatalf("retried sign-up %d: %+v", i, a)
+			}
+		}
+	}
+	peak := peakRSSKiB(t, pid)
+	t.Logf("50 concurrent sign-ups (argon2id 64 MiB, t=3, p=2, budget 128 MiB): %d created and %d refused busy in %s; "+
+		"API peak RSS (VmHWM) %d MiB before, %d MiB after (bound 512 MiB)", created, busy, burst.Round(time.Millisecond), before>>10, peak>>10)
+	if peak > 512<<10 {
+		t.Fatalf("API peak RSS %d MiB is over 512 MiB", peak>>10)
+	}
+}
+
+// peakRSSKiB reads a process's peak resident set size (VmHWM).
+func peakRSSKiB(t *testing.T, pid int) int {
+	t.Helper()
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kib, err := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")))
+			if err != nil {
+				t.Fatalf("VmHWM %q: %v", rest, err)
+			}
+			return kib
+		}
+	}
+	t.Fatalf("no VmHWM in /proc/%d/status", pid)
+	return 0
+}

@@ -63,6 +63,8 @@ var table = []struct {
 	{state.ErrTooLarge, httpx.Problem{Status: http.StatusRequestEntityTooLarge, Code: httpx.CodePayloadTooLarge}},
 	{launch.ErrVersionConflict, httpx.Problem{Status: http.StatusConflict, Code: "LAUNCH_CONTROL_VERSION_CONFLICT"}},
 	{launch.ErrKeyReused, httpx.Problem{Status: http.StatusConflict, Code: "IDEMPOTENCY_KEY_REUSED"}},
+	{launch.ErrSuspensionVersionConflict, httpx.Problem{Status: http.StatusConflict, Code: "SUSPENSION_VERSION_CONFLICT"}},
+	{launch.ErrSuspensionUnchanged, httpx.Problem{Status: http.StatusConflict, Code: "SUSPENSION_UNCHANGED"}},
 
 	{run.ErrStaleBinding, httpx.Problem{Status: http.StatusConflict, Code: "RUN_REVIEW_STALE"}},
 	{run.ErrActionNotAllowed, httpx.Problem{Status: http.StatusConflict, Code: "RUN_ACTION_NOT_ALLOWED"}},

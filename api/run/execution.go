@@ -72,12 +72,8 @@ func (s *Service) StartAttempt(ctx context.Context, attemptID, workerID, driver 
 				return ErrGateClosed
 			}
 		}
-		control, err := s.launch.Current(ctx)
-		if err != nil {
-			return err
-		}
 		now := s.stamp()
-		granted, err := acquireLease(ctx, tx, r.Region, a.ID, id.New("lease"), launch.SandboxCeiling(control, r.Region))
+		granted, err := s.launch.TakeLease(ctx, tx, r.Region, launch.LeaseHolder{AttemptID: a.ID})
 		if err != nil {
 			return err
 		}

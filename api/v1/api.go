@@ -103,7 +103,7 @@ func Mount(app *fiber.App, deps Deps) *API {
 		a.cursors = cursor.NewCodec(secret.Derive(deps.Config.AuthSecret, "list-cursor"))
 	}
 	a.ready = deps.DB != nil && deps.Sessions != nil && deps.Config.AuthReady()
-	a.huma.UseMiddleware(a.limitBody, a.authenticate)
+	a.huma.UseMiddleware(a.limitBody, a.authenticate, a.admit)
 	a.registerOperations()
 	return a
 }
@@ -211,6 +211,9 @@ type operationOptions struct {
 	public    bool
 	mutation  bool
 	bodyLimit int64
+	// admit is how launch control admits a mutation; every mutation
+	// names one.
+	admit admission
 }
 
 // register adds an operation with Cairn's conventions: session security
@@ -224,8 +227,12 @@ func register[I, O any](a *API, op huma.Operation, o operationOptions, handler f
 	if limit == 0 {
 		limit = JSONBodyLimit
 	}
+	if o.mutation && o.admit == admitUnset {
+		panic("v1: mutation " + op.OperationID + " names no launch admission")
+	}
 	op.Metadata[metaPublic] = o.public
 	op.Metadata[metaBodyLimit] = limit
+	op.Metadata[metaAdmission] = o.admit
 	// huma rejects a body whose length reaches MaxBodyBytes, so one more
 	// byte lets a body of exactly the limit through.
 	op.MaxBodyBytes = limit + 1

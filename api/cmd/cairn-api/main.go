@@ -28,8 +28,8 @@ commands:
   migrate    apply database migrations (Cairn's and River's)
   bootstrap  create the local owner account and organization once, writing
              the generated password to $CAIRN_DATA_DIR/dev-credentials
-  launch     operator launch control: show, apply, open-organization,
-             suspend, lift (see cairn-api launch)
+  launch     operator launch control: show, apply, open-gate,
+             suspensions, suspend, lift (see cairn-api launch)
 `
 
 func main() {

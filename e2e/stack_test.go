@@ -44,7 +44,7 @@ func binDir(t *testing.T) string {
 			buildErr = err
 			return
 		}
-		cmd := exec.Command("go", "build", "-o", dir+"/", "./api/cmd/cairn-api", "./jobs/cmd/cairn-worker", "./bff/cmd/cairn-bff")
+		cmd := exec.Command("go", "build", "-o", dir+"/", "./api/cmd/cairn-api", "./jobs/cmd/cairn-worker", "./bff/cmd/cairn-bff", "./e2e/cmd/cairn-dev")
 		cmd.Dir = repoRoot(t)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("building binaries: %v\n%s", err, out)

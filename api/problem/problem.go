@@ -11,6 +11,7 @@ import (
 	"github.com/cairnhq/cairn/api/audit"
 	"github.com/cairnhq/cairn/api/identity"
 	"github.com/cairnhq/cairn/api/launch"
+	"github.com/cairnhq/cairn/api/platform/db"
 	"github.com/cairnhq/cairn/api/platform/fault"
 	"github.com/cairnhq/cairn/api/platform/httpx"
 	"github.com/cairnhq/cairn/api/platform/idempotency"
@@ -130,6 +131,11 @@ func Of(ctx context.Context, logger *slog.Logger, err error) httpx.Problem {
 	}
 	if errors.Is(err, context.Canceled) {
 		return httpx.Problem{Status: 499, Code: "CLIENT_CLOSED_REQUEST"}
+	}
+	if db.Unreachable(err) {
+		// A dependency that is down is not our bug: the caller may retry.
+		logger.WarnContext(ctx, "database unreachable", "request_id", reqid.From(ctx), "error", err)
+		return httpx.Problem{Status: http.StatusServiceUnavailable, Code: httpx.CodeUnavailable}
 	}
 	logger.ErrorContext(ctx, "operation failed", "request_id", reqid.From(ctx), "error", err)
 	return httpx.Problem{Status: http.StatusInternalServerError, Code: httpx.CodeInternal}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -203,7 +204,12 @@ func (a *API) writeProblem(ctx huma.Context, p httpx.Problem) {
 	}
 	ctx.SetHeader("Content-Type", "application/json")
 	ctx.SetStatus(p.Status)
-	_ = huma.WriteErr(a.huma, ctx, p.Status, "")
+	// The problem itself, not one rebuilt from its status: a status alone
+	// loses codes such as the admission 503's service_unavailable.
+	v, err := a.huma.Transform(ctx, strconv.Itoa(p.Status), body)
+	if err == nil {
+		_ = a.huma.Marshal(ctx.BodyWriter(), "application/json", v)
+	}
 }
 
 // operationOptions are Cairn's per-operation settings, kept in huma metadata.

@@ -191,4 +191,3 @@ func (s *Service) Apply(ctx context.Context, ch Change) (Control, bool, error) {
 	})
 	return out, replayed, err
 }
-

@@ -159,7 +159,7 @@ func TestClosedGateAdmitsOnlyTheExactCanaryPair(t *testing.T) {
 		MustStatus(t, http.StatusCreated)
 	cloud(env, token, http.MethodGet, "/api/v2/workspaces/"+canary.ID, nil).MustStatus(t, http.StatusOK)
 	// Reads of the refused workspace on the native API are not gated.
-	u.Get("/v1/workspaces/" + other.ID).MustStatus(t, http.StatusOK)
+	u.Get("/v1/workspaces/"+other.ID).MustStatus(t, http.StatusOK)
 }
 
 // operatorCall calls the operator API with the test server's token.
@@ -246,9 +246,9 @@ func TestSuspendedWorkspaceRefusesMutationsButServesReadsAndCancel(t *testing.T)
 	before.mustEqual(t, snapshot(t, env), "a request to a suspended workspace")
 
 	// Reads go on, on both surfaces.
-	u.Get("/v1/workspaces/" + w.ID).MustStatus(t, http.StatusOK)
-	u.Get("/v1/workspaces/" + w.ID + "/variables").MustStatus(t, http.StatusOK)
-	u.Get("/v1/runs/" + first).MustStatus(t, http.StatusOK)
+	u.Get("/v1/workspaces/"+w.ID).MustStatus(t, http.StatusOK)
+	u.Get("/v1/workspaces/"+w.ID+"/variables").MustStatus(t, http.StatusOK)
+	u.Get("/v1/runs/"+first).MustStatus(t, http.StatusOK)
 	cloud(env, token, http.MethodGet, "/api/v2/workspaces/"+w.ID, nil).MustStatus(t, http.StatusOK)
 	cloud(env, token, http.MethodGet, "/api/v2/runs/"+first, nil).MustStatus(t, http.StatusOK)
 	// So does cancellation, on both surfaces.

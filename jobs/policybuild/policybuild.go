@@ -87,7 +87,7 @@ type Worker struct {
 	BuildTimeout time.Duration
 	// CapacityRetry is how long a build waits for a full region.
 	CapacityRetry time.Duration
-	Logger       *slog.Logger
+	Logger        *slog.Logger
 }
 
 // Timeout leaves room for storing outputs after the sandbox's deadline.

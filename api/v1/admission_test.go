@@ -1,6 +1,8 @@
 package v1_test
 
 import (
+	"context"
+	"errors"
 	"io/fs"
 	"net/http"
 	"path/filepath"
@@ -9,6 +11,7 @@ import (
 
 	"github.com/cairnhq/cairn/api/apitest"
 	"github.com/cairnhq/cairn/api/launch"
+	"github.com/cairnhq/cairn/api/policy"
 	"github.com/cairnhq/cairn/e2e/devstack"
 )
 
@@ -298,4 +301,101 @@ func envelopeData(t *testing.T, body []byte) string {
 	t.Helper()
 	data, _ := envelopeParts(t, body)
 	return string(data)
+}
+
+// TestPolicyBuildsAndRunsFollowLaunchControl drives the worker-side entry
+// points without a worker: a policy build rechecks admission when it
+// starts and holds one regional capacity lease until it ends, jobs go on
+// the queues the control routes them to, and a policy stage on a release
+// the control does not allow is an error.
+func TestPolicyBuildsAndRunsFollowLaunchControl(t *testing.T) {
+	t.Parallel()
+	env := apitest.New(t)
+	ctx := context.Background()
+	admission := env.Server.V1Services().Launch
+	policies := env.Server.Services().Policies
+	u := env.WithOrganization("Builds")
+	w := newWorkspace(t, u, newProject(t, u, "P"), "builds")
+	var set struct{ ID string }
+	u.Mutate(http.MethodPost, "/v1/policy-sets", map[string]string{"name": "guard"}).MustStatus(t, http.StatusCreated).Data(t, &set)
+	upload := func() string {
+		var v struct{ ID string }
+		gzipUpload(u, "/v1/workspaces/"+w.ID+"/policy-sets/"+set.ID+"/versions", corpusArchive(t, "require-tags")).
+			MustStatus(t, http.StatusAccepted).Data(t, &v)
+		return v.ID
+	}
+	first, second := upload(), upload()
+	leases := func() int {
+		return countRows(t, env, `SELECT count(*) FROM capacity_leases WHERE policy_version_id IS NOT NULL AND released_at IS NULL`)
+	}
+
+	// One sandbox slot in "us".
+	c := launch.Default()
+	c.PublicGate = true
+	c.Ceilings.SandboxesPerRegion["us"] = 1
+	applyControl(t, env, "one-slot", 1, c)
+	// A suspended build workspace does not start its build.
+	if _, _, err := admission.Suspend(ctx, launch.SuspensionChange{Actor: "ops", RequestID: "r", IdempotencyKey: "s",
+		OrganizationID: u.OrganizationID, WorkspaceID: w.ID, Reason: "hold"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := policies.StartBuild(ctx, first); !errors.Is(err, policy.ErrBuildNotAdmitted) {
+		t.Fatalf("build of a suspended workspace started: %v", err)
+	}
+	if _, _, err := admission.Lift(ctx, launch.SuspensionChange{Actor: "ops", RequestID: "r", IdempotencyKey: "l",
+		OrganizationID: u.OrganizationID, WorkspaceID: w.ID, ExpectedVersion: 1, Reason: "go"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := policies.StartBuild(ctx, first); err != nil || !ok {
+		t.Fatalf("build start: %v %v", ok, err)
+	}
+	if _, ok, err := policies.StartBuild(ctx, first); err != nil || !ok || leases() != 1 {
+		t.Fatalf("replayed build start: %v %v, %d leases", ok, err, leases())
+	}
+	if _, _, err := policies.StartBuild(ctx, second); !errors.Is(err, policy.ErrBuildNoCapacity) {
+		t.Fatalf("a second build exceeded the ceiling: %v", err)
+	}
+	// The build's end releases its lease, and the next build gets it.
+	if _, err := policies.FailBuild(ctx, first, policy.FailureCompile); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := policies.StartBuild(ctx, second); err != nil || !ok || leases() != 1 {
+		t.Fatalf("next build: %v %v, %d leases", ok, err, leases())
+	}
+
+	// A release the control does not allow: builds wait, policy stages err.
+	c.PolicyReleases = []string{"opa-0.0.1"}
+	c.WorkflowRouting = map[string]string{launch.WorkflowRun: "default", launch.WorkflowPolicy: "default"}
+	applyControl(t, env, "other-release", 2, c)
+	if _, _, err := policies.StartBuild(ctx, upload()); !errors.Is(err, policy.ErrBuildNotAdmitted) {
+		t.Fatalf("build on a release not allowed: %v", err)
+	}
+	var cv, r struct{ ID string }
+	gzipUpload(u, "/v1/workspaces/"+w.ID+"/configuration-versions", configArchive).MustStatus(t, http.StatusCreated).Data(t, &cv)
+	u.Mutate(http.MethodPost, "/v1/runs", map[string]any{"workspace_id": w.ID, "configuration_version_id": cv.ID, "kind": "plan_only"}).
+		MustStatus(t, http.StatusCreated).Data(t, &r)
+	runs := env.Server.V1Services().Runs
+	p, err := env.Server.V1Services().Identity.AuthenticateSession(ctx, u.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := runs.GetRun(ctx, p, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := runs.EvaluatePolicy(ctx, run, make([]byte, 32), strings.NewReader("{}"), nil)
+	if err != nil || ev.Check.Outcome != policy.OutcomeError || ev.Check.ConfigurationError == nil ||
+		*ev.Check.ConfigurationError != "policy_release_not_allowed" {
+		t.Fatalf("policy stage on a release not allowed: %+v %v", ev.Check, err)
+	}
+	// Jobs went where the control routed them: the first builds to the
+	// policy queue, the later build and the run's plan to default.
+	var queues []string
+	if err := env.DB.Select(&queues, `SELECT kind || ':' || queue FROM river_job ORDER BY id`); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"policy_publication:policy", "policy_publication:policy", "policy_publication:default", "run_phase:default"}
+	if strings.Join(queues, " ") != strings.Join(want, " ") {
+		t.Fatalf("jobs on %v, want %v", queues, want)
+	}
 }

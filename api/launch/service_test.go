@@ -2,6 +2,7 @@ package launch_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -63,6 +64,33 @@ func TestDecideFailsClosedOnMissingAndMalformedControl(t *testing.T) {
 	}
 	if _, err := conn.Exec(`UPDATE launch_control_versions SET reason = 'rewritten' WHERE version = 1`); err == nil {
 		t.Fatal("a control version was edited in place")
+	}
+}
+
+// TestOldControlWithLaunchedOrganizationsAdmitsNothing stores a control
+// of the old format, which launched a whole organization: it no longer
+// parses, so it admits nothing rather than that organization.
+func TestOldControlWithLaunchedOrganizationsAdmitsNothing(t *testing.T) {
+	t.Parallel()
+	svc, conn := newService(t)
+	ctx := context.Background()
+	const org = "org_aaaaaaaaaaaaaaaaaaaaaaaaaa"
+	old := map[string]any{}
+	doc, _ := json.Marshal(launch.Default())
+	_ = json.Unmarshal(doc, &old)
+	old["launched_organizations"] = []string{org}
+	raw, _ := json.Marshal(old)
+	if _, err := conn.Exec(`INSERT INTO launch_control_versions (version, document, actor, request_id, reason, idempotency_key)
+		VALUES (1, $1, 'old', 'req', 'launch one organization', 'old-1')`, string(raw)); err != nil {
+		t.Fatal(err)
+	}
+	for _, subject := range []launch.Subject{{OrganizationID: org}, {OrganizationID: org, WorkspaceID: "ws_aaaaaaaaaaaaaaaaaaaaaaaaaa"}} {
+		if d := svc.Decide(ctx, nil, subject); d.Admitted {
+			t.Fatalf("an old-format control admitted %+v: %+v", subject, d)
+		}
+	}
+	if q := svc.Queue(ctx, nil, launch.WorkflowRun); q != "" {
+		t.Fatalf("an unreadable control routed runs to %q", q)
 	}
 }
 

@@ -184,15 +184,26 @@ func (s *server) guardWith(rule launch.Rule, resolve resolver, h handler) fiber.
 			// admitted by their owner like any other.
 			p.OrganizationID = o.OrganizationID
 		case access.KindRun:
-			// A run token is bound to one admitted phase of one
-			// workspace: that workspace is the exact subject of whatever
-			// it asks (even the organization-wide checks the CLI makes),
-			// and a suspension does not cut off a phase already running.
-			if _, err := s.Launch.RequireBy(ctx, nil, s.subjectOf(p, o), launch.AdmitAccess); err != nil {
+			// A run token is bound to one admitted phase of one workspace
+			// and can only read and publish that workspace's state: that
+			// workspace is the exact subject of whatever it asks (even the
+			// organization-wide checks the CLI makes), and a suspension
+			// does not cut off a phase already running.
+			subject := launch.Subject{OrganizationID: p.OrganizationID, WorkspaceID: o.WorkspaceID}
+			if subject.WorkspaceID == "" {
+				subject.WorkspaceID = p.WorkspaceID
+			}
+			if _, err := s.Launch.RequireBy(ctx, nil, subject, launch.AdmitAccess); err != nil {
 				return s.writeError(c, err)
 			}
 		default:
-			if _, err := s.Launch.RequireBy(ctx, nil, s.subjectOf(p, o), rule); err != nil {
+			// Tenant credentials are admitted as their own organization and
+			// the exact workspace the request resolved to, if any. (A
+			// service-account token bound to one workspace is still judged
+			// organization-wide on organization-wide routes: its
+			// permissions may reach beyond reading.)
+			subject := launch.Subject{OrganizationID: p.OrganizationID, WorkspaceID: o.WorkspaceID}
+			if _, err := s.Launch.RequireBy(ctx, nil, subject, rule); err != nil {
 				return s.writeError(c, err)
 			}
 		}
@@ -203,17 +214,6 @@ func (s *server) guardWith(rule launch.Rule, resolve resolver, h handler) fiber.
 		}
 		return h(c, p, o)
 	}
-}
-
-// subjectOf is a tenant request's admission subject: the credential's own
-// organization, and the exact workspace the request resolved to or, for a
-// credential bound to one workspace, that workspace.
-func (s *server) subjectOf(p access.Principal, o owner) launch.Subject {
-	subject := launch.Subject{OrganizationID: p.OrganizationID, WorkspaceID: o.WorkspaceID}
-	if subject.WorkspaceID == "" {
-		subject.WorkspaceID = p.WorkspaceID
-	}
-	return subject
 }
 
 // Capability URLs (state and archive uploads, phase logs) carry no bearer

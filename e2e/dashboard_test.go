@@ -194,7 +194,7 @@ resource "terraform_data" "cache" {
 	}
 
 	// A closed launch gate renders "unavailable", never an empty list.
-	s.Run(t, "launch", "suspend", "-organization", m.slug, "-reason", "e2e suspension", "-key", "suspend-"+m.slug)
+	s.Run(t, "launch", "suspend", "-organization", m.slug, "-expected-version", "0", "-reason", "e2e suspension", "-key", "suspend-"+m.slug)
 	browse(t, ctx, "after suspension", chromedp.Navigate(s.DashboardURL+"/runs"), chromedp.WaitVisible(chromedp.CSS(".unavailable-panel")))
 	waitText(t, ctx, ".unavailable-panel", "503")
 	screenshot(t, ctx, "unavailable")

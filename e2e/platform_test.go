@@ -34,12 +34,14 @@ func TestRealBinariesServeHealthReadinessAndContract(t *testing.T) {
 	}
 }
 
-// TestBootstrapAndLaunchCommands runs the operator commands `make run` uses.
+// TestBootstrapAndLaunchCommands runs the operator commands `make run` uses:
+// a fresh installation's bootstrap opens the public gate as the first
+// control version, and the launch commands change it with evidence.
 func TestBootstrapAndLaunchCommands(t *testing.T) {
 	t.Parallel()
-	s := StartStack(t)
+	s := StartStack(t, WithoutLaunchControl())
 	first := s.Run(t, "bootstrap")
-	if !strings.Contains(first, "password:") || !strings.Contains(first, `open for organization "local" only`) {
+	if !strings.Contains(first, "password:") || !strings.Contains(first, "open for every organization (launch control version 1)") {
 		t.Fatalf("first bootstrap said:\n%s", first)
 	}
 	second := s.Run(t, "bootstrap")
@@ -60,7 +62,7 @@ func TestBootstrapAndLaunchCommands(t *testing.T) {
 		t.Fatalf("credentials file mode %v", info.Mode().Perm())
 	}
 	show := s.Run(t, "launch", "show")
-	if !strings.Contains(show, "version 1") || !strings.Contains(show, `"public_gate": false`) {
+	if !strings.Contains(show, "version 1") || !strings.Contains(show, `"public_gate": true`) || strings.Contains(show, "launched_organizations") {
 		t.Fatalf("launch show:\n%s", show)
 	}
 	// The operator API reads the same control with its token only.
@@ -70,5 +72,24 @@ func TestBootstrapAndLaunchCommands(t *testing.T) {
 	status, body := get(t, s.APIURL+"/operator/v1/launch-control", "Authorization", "Bearer e2e-operator-token-0123456789abcdef0123456789")
 	if status != http.StatusOK || !strings.Contains(string(body), `"version":1`) {
 		t.Fatalf("operator API = %d %s", status, body)
+	}
+
+	// Suspend and lift name the version they replace; a retry with the
+	// key replays, and a stale version is refused.
+	suspend := []string{"launch", "suspend", "-organization", "local", "-expected-version", "0", "-reason", "e2e check", "-key", "e2e-s1"}
+	if out := s.Run(t, suspend...); !strings.Contains(out, "suspension version 1 recorded: suspended true") || !strings.Contains(out, "replayed false") {
+		t.Fatalf("suspend:\n%s", out)
+	}
+	if out := s.Run(t, suspend...); !strings.Contains(out, "replayed true") {
+		t.Fatalf("suspend retried:\n%s", out)
+	}
+	if out, err := s.RunErr("launch", "lift", "-organization", "local", "-expected-version", "0", "-reason", "done", "-key", "e2e-l1"); err == nil ||
+		!strings.Contains(out, "suspension version conflict") {
+		t.Fatalf("stale lift: %v\n%s", err, out)
+	}
+	s.Run(t, "launch", "lift", "-organization", "local", "-expected-version", "1", "-reason", "done", "-key", "e2e-l2")
+	if out := s.Run(t, "launch", "suspensions", "-organization", "local"); !strings.Contains(out, `"version": 2`) ||
+		!strings.Contains(out, `"suspended": false`) || !strings.Contains(out, "e2e check") {
+		t.Fatalf("suspensions:\n%s", out)
 	}
 }

@@ -616,7 +616,16 @@ func TestRegionalCeilingHoldsAcrossWorkspaces(t *testing.T) {
 // setSandboxCeiling rewrites the launch control with another "us" ceiling.
 func setSandboxCeiling(t *testing.T, s *Stack, n int) {
 	t.Helper()
-	op := []string{"Authorization", "Bearer e2e-operator-token-0123456789abcdef0123456789"}
+	rewriteControl(t, s, "ceiling test", func(doc map[string]any) {
+		doc["ceilings"].(map[string]any)["sandboxes_per_region"].(map[string]any)["us"] = n
+	})
+}
+
+// rewriteControl writes a new version of the launch control in force,
+// changed by change, through the operator API.
+func rewriteControl(t *testing.T, s *Stack, reason string, change func(doc map[string]any)) {
+	t.Helper()
+	op := []string{"Authorization", "Bearer " + operatorToken}
 	_, body := call(t, s.Client, http.MethodGet, s.APIURL+"/operator/v1/launch-control", nil, op...)
 	var cur struct {
 		Data struct {
@@ -627,10 +636,10 @@ func setSandboxCeiling(t *testing.T, s *Stack, n int) {
 	if err := json.Unmarshal(body, &cur); err != nil {
 		t.Fatal(err)
 	}
-	cur.Data.Document["ceilings"].(map[string]any)["sandboxes_per_region"].(map[string]any)["us"] = n
+	change(cur.Data.Document)
 	st, body := call(t, s.Client, http.MethodPut, s.APIURL+"/operator/v1/launch-control", mustJSON(map[string]any{
-		"expected_version": cur.Data.Version, "reason": "ceiling test", "document": cur.Data.Document}),
-		append(op, "Idempotency-Key", uniqueKey("ceiling"), "Content-Type", "application/json")...)
+		"expected_version": cur.Data.Version, "reason": reason, "document": cur.Data.Document}),
+		append(op, "Idempotency-Key", uniqueKey("control"), "Content-Type", "application/json")...)
 	if st != http.StatusOK {
 		t.Fatalf("launch control: %d %s", st, body)
 	}

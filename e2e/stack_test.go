@@ -44,7 +44,7 @@ func binDir(t *testing.T) string {
 			buildErr = err
 			return
 		}
-		cmd := exec.Command("go", "build", "-o", dir+"/", "./api/cmd/cairn-api", "./jobs/cmd/cairn-worker", "./bff/cmd/cairn-bff")
+		cmd := exec.Command("go", "build", "-o", dir+"/", "./api/cmd/cairn-api", "./jobs/cmd/cairn-worker", "./bff/cmd/cairn-bff", "./e2e/cmd/cairn-dev")
 		cmd.Dir = repoRoot(t)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("building binaries: %v\n%s", err, out)
@@ -149,7 +149,17 @@ type StackOption func(*stackSettings)
 type stackSettings struct {
 	tls bool
 	env []string
+	// noLaunchControl leaves the database without a launch control.
+	noLaunchControl bool
 }
+
+// WithoutLaunchControl starts the stack without writing a launch control
+// (every admission is refused until one exists); by default the stack
+// opens the public gate, as `make run` does.
+func WithoutLaunchControl() StackOption { return func(s *stackSettings) { s.noLaunchControl = true } }
+
+// operatorToken is the stacks' CAIRN_OPERATOR_TOKEN.
+const operatorToken = "e2e-operator-token-0123456789abcdef0123456789"
 
 // WithTLS serves the API over HTTPS at https://localhost:port with a
 // freshly generated CA, as the OpenTofu CLI requires.
@@ -228,7 +238,7 @@ func StartStack(t *testing.T, opts ...StackOption) *Stack {
 		"AUTH_SECRET=e2e-auth-secret-0123456789abcdef0123456789abcdef",
 		"CAIRN_MASTER_KEY=AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=",
 		"IDEMPOTENCY_HMAC_KEY=HyAhIiMkJSYnKCkqKywtLi8wMTIzNDU2Nzg5Ojs8PT4=",
-		"CAIRN_OPERATOR_TOKEN=e2e-operator-token-0123456789abcdef0123456789",
+		"CAIRN_OPERATOR_TOKEN=" + operatorToken,
 		fmt.Sprintf("CAIRN_API_ADDR=127.0.0.1:%d", apiPort),
 		fmt.Sprintf("CAIRN_BFF_ADDR=127.0.0.1:%d", bffPort),
 		fmt.Sprintf("CAIRN_WORKER_HEALTH_ADDR=127.0.0.1:%d", healthPort),
@@ -249,6 +259,11 @@ func StartStack(t *testing.T, opts ...StackOption) *Stack {
 	})
 	for _, u := range []string{s.APIURL + "/health", s.DashboardURL + "/health"} {
 		waitFor(t, s.Client, u)
+	}
+	if !settings.noLaunchControl {
+		if err := devstack.OpenPublicGate(s.Client, s.APIURL, operatorToken, "e2e-open-gate"); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return s
 }
@@ -277,15 +292,21 @@ func (s *Stack) Logs() string { return s.logs.String() }
 // Run runs a cairn-api subcommand against the stack's database.
 func (s *Stack) Run(t *testing.T, args ...string) string {
 	t.Helper()
+	out, err := s.RunErr(args...)
+	if err != nil {
+		t.Fatalf("cairn-api %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+// RunErr is Run for a command that may fail.
+func (s *Stack) RunErr(args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(s.bin, "cairn-api"), args...)
 	cmd.Env = append(os.Environ(), s.Env...)
 	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("cairn-api %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return string(out)
+	return string(out), err
 }
 
 func get(t *testing.T, url string, header ...string) (int, []byte) {

@@ -61,8 +61,8 @@ func (s *Stack) apiJSON(t *testing.T, method, path string, body any, out any, he
 	return status
 }
 
-// newMember signs up, creates an organization, opens the launch gate for it
-// with the operator command, and issues a user API token.
+// newMember signs up, creates an organization and issues a user API token;
+// the stack's public gate is open.
 func (s *Stack) newMember(t *testing.T, name string) member {
 	t.Helper()
 	var in struct{ Token string }
@@ -78,7 +78,6 @@ func (s *Stack) newMember(t *testing.T, name string) member {
 		t.Fatalf("organization: %d", st)
 	}
 	m.orgID = org.ID
-	s.Run(t, "launch", "open-organization", "-organization", m.slug, "-reason", "e2e", "-key", "e2e-"+m.slug)
 	var tok struct{ Token string }
 	if st := s.apiJSON(t, http.MethodPost, "/v1/user-tokens", map[string]string{"description": "tofu"}, &tok,
 		append(cookie, "Idempotency-Key", "token-"+m.slug)...); st != http.StatusCreated {

@@ -17,6 +17,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/cairnhq/cairn/api/authserver"
+	"github.com/cairnhq/cairn/api/launch"
 	"github.com/cairnhq/cairn/api/platform/config"
 	"github.com/cairnhq/cairn/api/platform/dbtest"
 	"github.com/cairnhq/cairn/api/server"
@@ -41,7 +42,15 @@ type Settings struct {
 	Config config.Config
 	// WrapListener, when set, wraps the server's listener (to count bytes).
 	WrapListener func(net.Listener) net.Listener
+	// NoLaunchControl starts without a launch control, where every
+	// admission is refused. By default the first control version opens
+	// the public gate, as a fresh `make run` installation does.
+	NoLaunchControl bool
 }
+
+// WithoutLaunchControl starts a server whose database has no launch
+// control: every protected mutation is refused until a test writes one.
+func WithoutLaunchControl() Option { return func(s *Settings) { s.NoLaunchControl = true } }
 
 // OperatorToken is the operator credential of test servers.
 const OperatorToken = "test-operator-token-0123456789abcdef0123456789"
@@ -95,6 +104,14 @@ func Start(t testing.TB, conn *sqlx.DB, dbURL string, opts ...Option) *Env {
 	deps, err := server.Assemble(cfg, conn, logger)
 	if err != nil {
 		t.Fatalf("assembling server: %v", err)
+	}
+	if admission := deps.Services.Launch; admission != nil && !settings.NoLaunchControl {
+		open := launch.Default()
+		open.PublicGate = true
+		if _, _, err := admission.Apply(context.Background(), launch.Change{Actor: "apitest", RequestID: "req_apitest",
+			IdempotencyKey: "apitest-open-gate", Reason: "test server: public gate open", Document: open}); err != nil {
+			t.Fatalf("opening the launch gate: %v", err)
+		}
 	}
 	srv, err := server.New(deps)
 	if err != nil {

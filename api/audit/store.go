@@ -34,10 +34,14 @@ func Append(ctx context.Context, tx sqlx.ExtContext, e Entry) (string, error) {
 
 // listEvents reads one page of an organization's events, newest first,
 // fetching one extra row so the caller can tell whether a next page exists.
+// An operator's launch-control events belong in the tenant's trail, but
+// the operator's reason does not: events recorded before suspensions were
+// versioned carried it, so it is left out when read.
 func listEvents(ctx context.Context, q sqlx.QueryerContext, organizationID string, page cursor.Page) ([]Event, error) {
 	query := `
-		SELECT id, organization_id, action, actor_type, actor_id, target_type, target_id,
-		       request_id, evidence, created_at
+		SELECT id, organization_id, action, actor_type, actor_id, target_type, target_id, request_id,
+		       CASE WHEN actor_type = 'operator' AND action LIKE 'launch.%' THEN evidence - 'reason' ELSE evidence END AS evidence,
+		       created_at
 		FROM audit_events
 		WHERE organization_id = $1`
 	keyset, args := page.Keyset([]any{organizationID}, "created_at", "id")

@@ -451,7 +451,7 @@ func deleteOrganizationTree(ctx context.Context, tx *sqlx.Tx, organizationID str
 		`DELETE FROM user_tokens WHERE organization_id = $1`,
 		`DELETE FROM service_account_tokens WHERE organization_id = $1`,
 		`DELETE FROM service_accounts WHERE organization_id = $1`,
-		`DELETE FROM suspensions WHERE organization_id = $1`,
+		`DELETE FROM capacity_leases WHERE policy_version_id IN (SELECT id FROM policy_versions WHERE organization_id = $1)`,
 		`DELETE FROM policy_attachments WHERE organization_id = $1`,
 		`DELETE FROM policy_artifacts WHERE organization_id = $1`,
 		`DELETE FROM policy_versions WHERE organization_id = $1`,

@@ -15,4 +15,10 @@ var (
 	ErrVersionConflict = errors.New("launch control version conflict")
 	// ErrKeyReused means an idempotency key was reused for another change.
 	ErrKeyReused = errors.New("launch control idempotency key reused")
+	// ErrSuspensionVersionConflict means the expected suspension version
+	// of the subject is not the current one.
+	ErrSuspensionVersionConflict = errors.New("suspension version conflict")
+	// ErrSuspensionUnchanged means the subject is already in the asked
+	// state: suspending a suspended subject, or lifting an unsuspended one.
+	ErrSuspensionUnchanged = errors.New("suspension already in that state")
 )

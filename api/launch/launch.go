@@ -16,10 +16,9 @@ import (
 type Control struct {
 	Version int `json:"-"`
 	// PublicGate opens the service to every organization when true.
+	// While it is closed nothing wider than an exact canary pair passes:
+	// there is no organization-wide launch (SPEC §1 rule 5).
 	PublicGate bool `json:"public_gate"`
-	// LaunchedOrganizations are organizations for which the gate is open
-	// although the public gate is closed (a tenant-wide launch).
-	LaunchedOrganizations []string `json:"launched_organizations"`
 	// CanaryAllowlist admits exact organization-and-workspace pairs only.
 	CanaryAllowlist []Pair `json:"canary_allowlist"`
 	// NewRunsEnabled and AppliesEnabled are independent switches.
@@ -33,7 +32,8 @@ type Control struct {
 	// run; a run pinned to another release is refused.
 	RunnerReleases []string `json:"runner_releases"`
 	PolicyReleases []string `json:"policy_releases"`
-	// WorkflowRouting maps a workflow kind to the queue that runs it.
+	// WorkflowRouting maps each workflow kind to the queue its jobs are
+	// inserted on; only queues every worker serves can be named.
 	WorkflowRouting map[string]string `json:"workflow_routing"`
 }
 
@@ -56,7 +56,6 @@ type Ceilings struct {
 // Bounds of a control document.
 const (
 	MaxAllowlist  = 100
-	MaxLaunched   = 1000
 	MaxReleases   = 32
 	maxDocBytes   = 64 << 10
 	maxCeiling    = 10000
@@ -71,28 +70,43 @@ var FederationProviderNames = []string{"aws", "gcp", "azure"}
 // RegionNames are the execution regions a control can switch.
 var RegionNames = []string{"us", "eu"}
 
+// Workflow kinds a control routes.
+const (
+	WorkflowRun    = "run"
+	WorkflowPolicy = "policy"
+)
+
+// WorkflowKinds are the workflows a control must route, each exactly once.
+var WorkflowKinds = []string{WorkflowRun, WorkflowPolicy}
+
+// Queues are the River queues every cairn-worker listens on. Routing can
+// name only these, so a routed job never waits on a queue nobody serves.
+var Queues = []string{"default", "runs", "policy"}
+
 var releasePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]{0,63}$`)
 
-// Default is the first control of a fresh installation: gate closed, runs
-// and applies switched on, only the "us" region, the releases this build
-// ships, and modest ceilings.
+// Default is the control document an operator starts from: gate closed, no
+// canaries, runs and applies switched on, only the "us" region, the
+// releases this build ships, modest ceilings, and each workflow on its own
+// queue. (`make run` writes it with the public gate open.)
 func Default() Control {
 	return Control{
-		LaunchedOrganizations: []string{},
-		CanaryAllowlist:       []Pair{},
-		NewRunsEnabled:        true,
-		AppliesEnabled:        true,
-		FederationProviders:   map[string]bool{"aws": false, "gcp": false, "azure": false},
-		Regions:               map[string]bool{"us": true, "eu": false},
-		Ceilings:              Ceilings{SandboxesPerRegion: map[string]int{"us": 4, "eu": 0}, PendingRunsPerWorkspace: 50},
-		RunnerReleases:        []string{RunnerRelease},
-		PolicyReleases:        []string{PolicyRelease},
-		WorkflowRouting:       map[string]string{"run": "default", "policy": "default"},
+		CanaryAllowlist:     []Pair{},
+		NewRunsEnabled:      true,
+		AppliesEnabled:      true,
+		FederationProviders: map[string]bool{"aws": false, "gcp": false, "azure": false},
+		Regions:             map[string]bool{"us": true, "eu": false},
+		Ceilings:            Ceilings{SandboxesPerRegion: map[string]int{"us": 4, "eu": 0}, PendingRunsPerWorkspace: 50},
+		RunnerReleases:      []string{RunnerRelease},
+		PolicyReleases:      []string{PolicyRelease},
+		WorkflowRouting:     map[string]string{WorkflowRun: "runs", WorkflowPolicy: "policy"},
 	}
 }
 
 // Parse decodes and validates a control document strictly: unknown fields,
-// missing sections and out-of-bound values are errors.
+// missing sections and out-of-bound values are errors. A document of an
+// older format (one with launched_organizations) is therefore malformed
+// and admits nothing; migration 00014 appended a converted version.
 func Parse(doc []byte) (Control, error) {
 	if len(doc) > maxDocBytes {
 		return Control{}, fmt.Errorf("%w: document over %d bytes", ErrMalformed, maxDocBytes)
@@ -114,18 +128,10 @@ func (c Control) Validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", ErrMalformed, fmt.Sprintf(format, args...))
 	}
-	if c.LaunchedOrganizations == nil || c.CanaryAllowlist == nil || c.FederationProviders == nil ||
+	if c.CanaryAllowlist == nil || c.FederationProviders == nil ||
 		c.Regions == nil || c.Ceilings.SandboxesPerRegion == nil || c.RunnerReleases == nil ||
 		c.PolicyReleases == nil || c.WorkflowRouting == nil {
 		return bad("every section must be present")
-	}
-	if len(c.LaunchedOrganizations) > MaxLaunched {
-		return bad("more than %d launched organizations", MaxLaunched)
-	}
-	for _, org := range c.LaunchedOrganizations {
-		if !id.HasPrefix(org, "org") {
-			return bad("launched organization %q is not an organization ID", org)
-		}
 	}
 	if len(c.CanaryAllowlist) > MaxAllowlist {
 		return bad("more than %d canary pairs", MaxAllowlist)
@@ -162,9 +168,12 @@ func (c Control) Validate() error {
 			}
 		}
 	}
+	if !sameKeys(c.WorkflowRouting, WorkflowKinds) {
+		return bad("workflow_routing must name exactly %v", WorkflowKinds)
+	}
 	for kind, queue := range c.WorkflowRouting {
-		if !releasePattern.MatchString(kind) || !releasePattern.MatchString(queue) {
-			return bad("workflow routing %q -> %q", kind, queue)
+		if !slices.Contains(Queues, queue) {
+			return bad("workflow_routing sends %s to %q; workers serve only %v", kind, queue, Queues)
 		}
 	}
 	return nil
@@ -185,7 +194,6 @@ func sameKeys[V any](m map[string]V, names []string) bool {
 // Canonical returns the control's JSON with sorted lists, for storage and
 // for comparing two documents.
 func (c Control) Canonical() []byte {
-	c.LaunchedOrganizations = sortedCopy(c.LaunchedOrganizations)
 	c.RunnerReleases = sortedCopy(c.RunnerReleases)
 	c.PolicyReleases = sortedCopy(c.PolicyReleases)
 	pairs := slices.Clone(c.CanaryAllowlist)
@@ -221,7 +229,7 @@ type Suspension struct {
 type Admission string
 
 const (
-	// AdmissionOpen means the public gate or a tenant-wide launch admits it.
+	// AdmissionOpen means the public gate admits it.
 	AdmissionOpen Admission = "open"
 	// AdmissionCanary means only an exact allowlisted pair admits it; the
 	// caller may see that exact workspace's surface and nothing wider.
@@ -236,23 +244,22 @@ type Decision struct {
 	Reason    string
 }
 
-// Admit decides admission. It is pure so every rule can be table-tested:
-// no control or a suspension refuses; an open public gate admits; while it
-// is closed, unresolved ownership refuses, a launched organization admits,
-// and otherwise only an exact organization-and-workspace canary pair
-// admits, never an organization-wide request.
-func Admit(c *Control, s Subject, susp Suspension) Decision {
+// Rule decides admission from the control in force (nil when none).
+type Rule func(c *Control, s Subject, susp Suspension) Decision
+
+// AdmitAccess is the launch gate alone: no control refuses, an open public
+// gate admits, and while it is closed only an exact allowlisted
+// organization-and-workspace pair passes; organization-wide and unresolved
+// subjects never do. It is the rule for remote-backend reads, cancellation
+// and cleanup, which a suspension does not stop (SPEC §1 rules 5 and 7).
+func AdmitAccess(c *Control, s Subject, _ Suspension) Decision {
 	switch {
 	case c == nil:
 		return Decision{Reason: "control_missing"}
-	case susp.Organization || susp.Workspace:
-		return Decision{Reason: "suspended"}
 	case c.PublicGate:
 		return Decision{Admitted: true, Admission: AdmissionOpen, Reason: "public_gate"}
 	case s.OrganizationID == "":
 		return Decision{Reason: "ownership_unresolved"}
-	case slices.Contains(c.LaunchedOrganizations, s.OrganizationID):
-		return Decision{Admitted: true, Admission: AdmissionOpen, Reason: "launched_organization"}
 	case s.WorkspaceID == "":
 		return Decision{Reason: "gate_closed"}
 	case slices.Contains(c.CanaryAllowlist, Pair(s)):
@@ -260,6 +267,16 @@ func Admit(c *Control, s Subject, susp Suspension) Decision {
 	default:
 		return Decision{Reason: "not_allowlisted"}
 	}
+}
+
+// Admit is the rule for every protected mutation and upload: the launch
+// gate, and no suspension of the subject's organization or workspace. It
+// is pure so every rule can be table-tested.
+func Admit(c *Control, s Subject, susp Suspension) Decision {
+	if c != nil && (susp.Organization || susp.Workspace) {
+		return Decision{Reason: "suspended"}
+	}
+	return AdmitAccess(c, s, susp)
 }
 
 // NewRun is what a new managed run asks for.
@@ -313,6 +330,57 @@ func AdmitSandbox(region string) Rule {
 		}
 		return Decision{Admitted: true, Admission: AdmissionOpen, Reason: "region_enabled"}
 	}
+}
+
+// AdmitPolicyBuild returns the rule a policy build rechecks when its job
+// starts, before it takes a capacity lease: admission of the build
+// workspace, the build region's switch, and the policy release this build
+// compiles with.
+func AdmitPolicyBuild(region string) Rule {
+	return func(c *Control, s Subject, susp Suspension) Decision {
+		d := Admit(c, s, susp)
+		switch {
+		case !d.Admitted:
+			return d
+		case !c.Regions[region]:
+			return Decision{Reason: "region_disabled"}
+		case !slices.Contains(c.PolicyReleases, PolicyRelease):
+			return Decision{Reason: "policy_release_not_allowed"}
+		}
+		return d
+	}
+}
+
+// AdmitPolicyEvaluation is the rule of a run's policy stage: the release
+// that evaluates must be allowed. The run itself was admitted when it was
+// created, so the gate and suspensions are not asked again here.
+func AdmitPolicyEvaluation(c *Control, _ Subject, _ Suspension) Decision {
+	if c == nil || !slices.Contains(c.PolicyReleases, PolicyRelease) {
+		return Decision{Reason: "policy_release_not_allowed"}
+	}
+	return Decision{Admitted: true, Admission: AdmissionOpen, Reason: "policy_release_allowed"}
+}
+
+// AdmitFederation returns the rule for handing a sandbox credentials of a
+// cloud federation provider: admission and that provider's switch. No
+// credential profile exists yet; this is the check the profile's
+// redemption must make.
+func AdmitFederation(provider string) Rule {
+	return func(c *Control, s Subject, susp Suspension) Decision {
+		d := Admit(c, s, susp)
+		if d.Admitted && !c.FederationProviders[provider] {
+			return Decision{Reason: "federation_provider_disabled"}
+		}
+		return d
+	}
+}
+
+// Queue is the queue a control routes a workflow kind to ("" when none).
+func (c *Control) Queue(kind string) string {
+	if c == nil {
+		return ""
+	}
+	return c.WorkflowRouting[kind]
 }
 
 // SandboxCeiling is the regional sandbox ceiling of a control (0, so

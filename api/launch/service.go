@@ -7,14 +7,11 @@ import (
 	"log/slog"
 	"strings"
 	"sync/atomic"
-	"time"
 
 	"github.com/jmoiron/sqlx"
 
-	"github.com/cairnhq/cairn/api/audit"
 	"github.com/cairnhq/cairn/api/platform/db"
 	"github.com/cairnhq/cairn/api/platform/fault"
-	"github.com/cairnhq/cairn/api/platform/id"
 	"github.com/cairnhq/cairn/api/platform/idempotency"
 )
 
@@ -33,14 +30,11 @@ func NewService(conn *sqlx.DB, logger *slog.Logger) *Service {
 }
 
 // Decide reads the control version in force and the subject's suspensions
-// in one round trip, and decides. Any read failure, and a malformed
-// control, is a refusal.
+// in one round trip, and decides by Admit. Any read failure, and a
+// malformed control, is a refusal.
 func (s *Service) Decide(ctx context.Context, q sqlx.QueryerContext, subject Subject) Decision {
 	return s.DecideBy(ctx, q, subject, Admit)
 }
-
-// Rule decides admission from the control in force (nil when none).
-type Rule func(c *Control, s Subject, susp Suspension) Decision
 
 // DecideBy is Decide with another rule, such as AdmitNewRun or AdmitApply.
 func (s *Service) DecideBy(ctx context.Context, q sqlx.QueryerContext, subject Subject, rule Rule) Decision {
@@ -52,19 +46,43 @@ func (s *Service) DecideBy(ctx context.Context, q sqlx.QueryerContext, subject S
 		s.logger.WarnContext(ctx, "launch control unreadable: refusing", "error", err)
 		return Decision{Reason: "control_unreadable"}
 	}
-	if version == 0 {
-		return rule(nil, subject, susp)
-	}
-	control := s.parsed.Load()
-	if control == nil || control.Version != version {
-		control, err = currentControl(ctx, q)
-		if err != nil || control == nil {
-			s.logger.WarnContext(ctx, "launch control unreadable: refusing", "error", err)
-			return Decision{Reason: "control_unreadable"}
-		}
-		s.parsed.Store(control)
+	control, err := s.controlAt(ctx, q, version)
+	if err != nil {
+		s.logger.WarnContext(ctx, "launch control unreadable: refusing", "error", err)
+		return Decision{Reason: "control_unreadable"}
 	}
 	return rule(control, subject, susp)
+}
+
+// controlAt returns the control of the given version in force (nil for 0,
+// when none exists). Versions are immutable, so a version parsed before
+// is never read again.
+func (s *Service) controlAt(ctx context.Context, q sqlx.QueryerContext, version int) (*Control, error) {
+	if version == 0 {
+		return nil, nil
+	}
+	control := s.parsed.Load()
+	if control != nil && control.Version == version {
+		return control, nil
+	}
+	control, err := currentControl(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	if control == nil {
+		return nil, ErrMalformed
+	}
+	s.parsed.Store(control)
+	return control, nil
+}
+
+// inForce returns the control in force (nil when none exists).
+func (s *Service) inForce(ctx context.Context, q sqlx.QueryerContext) (*Control, error) {
+	version, err := latestVersion(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	return s.controlAt(ctx, q, version)
 }
 
 // Require is Decide that returns fault.ErrAdmissionClosed on refusal.
@@ -81,6 +99,24 @@ func (s *Service) RequireBy(ctx context.Context, q sqlx.QueryerContext, subject 
 		return d, fault.ErrAdmissionClosed
 	}
 	return d, nil
+}
+
+// Queue is the queue the control in force routes a workflow kind to, for
+// jobs inserted in the caller's transaction q. Without a readable control
+// it is "", which leaves the job on its built-in queue: routing is not
+// admission, nothing starts without a control anyway (every start
+// rechecks admission), and a run finishing or recovering must not fail
+// because the control is broken.
+func (s *Service) Queue(ctx context.Context, q sqlx.QueryerContext, kind string) string {
+	if q == nil {
+		q = s.db
+	}
+	control, err := s.inForce(ctx, q)
+	if err != nil {
+		s.logger.WarnContext(ctx, "launch control unreadable: jobs keep their built-in queue", "kind", kind, "error", err)
+		return ""
+	}
+	return control.Queue(kind)
 }
 
 // Current returns the control in force (nil when none exists).
@@ -154,97 +190,4 @@ func (s *Service) Apply(ctx context.Context, ch Change) (Control, bool, error) {
 		return insertControl(ctx, tx, out.Version, doc, before, ch)
 	})
 	return out, replayed, err
-}
-
-// SuspendInput suspends an organization, or one workspace of it.
-type SuspendInput struct {
-	Actor          string
-	RequestID      string
-	IdempotencyKey string
-	OrganizationID string
-	WorkspaceID    string
-	Reason         string
-}
-
-// Suspend records a tenant-scoped suspension and its audit evidence in the
-// tenant's trail. The same key returns the same suspension.
-func (s *Service) Suspend(ctx context.Context, in SuspendInput) (SuspensionRecord, error) {
-	if err := idempotency.ValidateKey(in.IdempotencyKey); err != nil {
-		return SuspensionRecord{}, err
-	}
-	reason := strings.TrimSpace(in.Reason)
-	if reason == "" || len(reason) > 500 || in.Actor == "" {
-		return SuspensionRecord{}, fmt.Errorf("%w: reason (1-500 characters) and actor are required", fault.ErrValidation)
-	}
-	var out SuspensionRecord
-	err := db.WithTx(ctx, s.db, func(tx *sqlx.Tx) error {
-		if prior, err := suspensionByKey(ctx, tx, in.IdempotencyKey); err != nil {
-			return err
-		} else if prior != nil {
-			if prior.OrganizationID != in.OrganizationID || deref(prior.WorkspaceID) != in.WorkspaceID || prior.Reason != reason {
-				return ErrKeyReused
-			}
-			out = *prior
-			return nil
-		}
-		ok, err := organizationExists(ctx, tx, in.OrganizationID, in.WorkspaceID)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return fault.ErrNotFound
-		}
-		out = SuspensionRecord{
-			ID: id.New("sus"), OrganizationID: in.OrganizationID, Reason: reason, Actor: in.Actor,
-			CreatedAt: time.Now().UTC().Truncate(time.Microsecond), IdempotencyKey: in.IdempotencyKey,
-		}
-		if in.WorkspaceID != "" {
-			out.WorkspaceID = &in.WorkspaceID
-		}
-		if err := insertSuspension(ctx, tx, out, in.RequestID); err != nil {
-			return err
-		}
-		return appendOperatorEvent(ctx, tx, in.OrganizationID, in.Actor, "launch.suspended", out.ID,
-			map[string]any{"workspace_id": in.WorkspaceID, "reason": reason})
-	})
-	return out, err
-}
-
-// Lift ends a suspension (idempotently).
-func (s *Service) Lift(ctx context.Context, actor, suspensionID string) (SuspensionRecord, error) {
-	var out SuspensionRecord
-	err := db.WithTx(ctx, s.db, func(tx *sqlx.Tx) error {
-		r, err := suspensionByID(ctx, tx, suspensionID)
-		if err != nil {
-			return err
-		}
-		out = r
-		if r.LiftedAt != nil {
-			return nil
-		}
-		if err := liftSuspension(ctx, tx, r.ID, actor); err != nil {
-			return err
-		}
-		now := time.Now().UTC()
-		out.LiftedAt, out.LiftedBy = &now, &actor
-		return appendOperatorEvent(ctx, tx, r.OrganizationID, actor, "launch.suspension_lifted", r.ID,
-			map[string]any{"workspace_id": deref(r.WorkspaceID)})
-	})
-	return out, err
-}
-
-func appendOperatorEvent(ctx context.Context, tx *sqlx.Tx, organizationID, actor, action, suspensionID string, evidence map[string]any) error {
-	_, err := audit.Append(ctx, tx, audit.Entry{
-		OrganizationID: organizationID, Action: action,
-		Actor:      audit.Actor{Type: audit.ActorOperator, ID: actor},
-		TargetType: "suspension", TargetID: suspensionID, Evidence: evidence,
-	})
-	return err
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
 }

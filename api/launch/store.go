@@ -5,11 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jmoiron/sqlx"
-
-	"github.com/cairnhq/cairn/api/platform/fault"
 )
 
 type controlRow struct {
@@ -91,8 +88,18 @@ func lockControl(ctx context.Context, tx *sqlx.Tx) error {
 	return nil
 }
 
+// latestVersion is the version in force (0 when no control exists).
+func latestVersion(ctx context.Context, q sqlx.QueryerContext) (int, error) {
+	var version int
+	if err := sqlx.GetContext(ctx, q, &version, `SELECT COALESCE(max(version), 0) FROM launch_control_versions`); err != nil {
+		return 0, fmt.Errorf("reading launch control version: %w", err)
+	}
+	return version, nil
+}
+
 // admissionFacts reads, in one statement, the control version in force (0
-// when none exists) and the subject's active suspensions.
+// when none exists) and whether the subject's organization and workspace
+// are suspended now: each subject's newest suspension change says so.
 func admissionFacts(ctx context.Context, q sqlx.QueryerContext, s Subject) (int, Suspension, error) {
 	var out struct {
 		Version      int  `db:"version"`
@@ -102,8 +109,10 @@ func admissionFacts(ctx context.Context, q sqlx.QueryerContext, s Subject) (int,
 	err := sqlx.GetContext(ctx, q, &out, `
 		SELECT
 			COALESCE((SELECT max(version) FROM launch_control_versions), 0) AS version,
-			EXISTS (SELECT 1 FROM suspensions WHERE organization_id = $1 AND workspace_id IS NULL AND lifted_at IS NULL) AS organization,
-			EXISTS (SELECT 1 FROM suspensions WHERE organization_id = $1 AND workspace_id = $2 AND lifted_at IS NULL) AS workspace`,
+			COALESCE((SELECT suspended FROM suspension_changes WHERE organization_id = $1 AND workspace_id = ''
+				ORDER BY version DESC LIMIT 1), false) AS organization,
+			$2 <> '' AND COALESCE((SELECT suspended FROM suspension_changes WHERE organization_id = $1 AND workspace_id = $2
+				ORDER BY version DESC LIMIT 1), false) AS workspace`,
 		s.OrganizationID, s.WorkspaceID)
 	if err != nil {
 		return 0, Suspension{}, fmt.Errorf("reading admission facts: %w", err)
@@ -111,66 +120,78 @@ func admissionFacts(ctx context.Context, q sqlx.QueryerContext, s Subject) (int,
 	return out.Version, Suspension{Organization: out.Organization, Workspace: out.Workspace}, nil
 }
 
-// SuspensionRecord is one suspension, active or lifted.
-type SuspensionRecord struct {
-	ID             string     `db:"id" json:"id"`
-	OrganizationID string     `db:"organization_id" json:"organization_id"`
-	WorkspaceID    *string    `db:"workspace_id" json:"workspace_id"`
-	Reason         string     `db:"reason" json:"reason"`
-	Actor          string     `db:"actor" json:"actor"`
-	CreatedAt      time.Time  `db:"created_at" json:"created_at"`
-	LiftedAt       *time.Time `db:"lifted_at" json:"lifted_at"`
-	LiftedBy       *string    `db:"lifted_by" json:"lifted_by"`
-	IdempotencyKey string     `db:"idempotency_key" json:"-"`
-}
+const suspensionColumns = `id, organization_id, workspace_id, version, suspended_before, suspended, reason, actor, request_id,
+	created_at, idempotency_key`
 
-const suspensionColumns = `id, organization_id, workspace_id, reason, actor, created_at, lifted_at, lifted_by, idempotency_key`
+// lockSubject serializes suspension changes of one subject, so the
+// expected-version check holds against a concurrent change.
+func lockSubject(ctx context.Context, tx *sqlx.Tx, organizationID, workspaceID string) error {
+	_, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('cairn/suspension/' || $1 || '/' || $2, 0))`,
+		organizationID, workspaceID)
+	if err != nil {
+		return fmt.Errorf("locking suspension: %w", err)
+	}
+	return nil
+}
 
 func suspensionByKey(ctx context.Context, q sqlx.QueryerContext, key string) (*SuspensionRecord, error) {
 	var r SuspensionRecord
-	err := sqlx.GetContext(ctx, q, &r, `SELECT `+suspensionColumns+` FROM suspensions WHERE idempotency_key = $1`, key)
+	err := sqlx.GetContext(ctx, q, &r, `SELECT `+suspensionColumns+` FROM suspension_changes WHERE idempotency_key = $1`, key)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reading suspension: %w", err)
+		return nil, fmt.Errorf("reading suspension change: %w", err)
 	}
 	return &r, nil
 }
 
-func suspensionByID(ctx context.Context, q sqlx.QueryerContext, suspensionID string) (SuspensionRecord, error) {
-	var r SuspensionRecord
-	err := sqlx.GetContext(ctx, q, &r, `SELECT `+suspensionColumns+` FROM suspensions WHERE id = $1 FOR UPDATE`, suspensionID)
+// currentSuspension is the subject's newest version and state (0 and not
+// suspended when it has no history).
+func currentSuspension(ctx context.Context, q sqlx.QueryerContext, organizationID, workspaceID string) (int, bool, error) {
+	var row struct {
+		Version   int  `db:"version"`
+		Suspended bool `db:"suspended"`
+	}
+	err := sqlx.GetContext(ctx, q, &row, `SELECT version, suspended FROM suspension_changes
+		WHERE organization_id = $1 AND workspace_id = $2 ORDER BY version DESC LIMIT 1`, organizationID, workspaceID)
 	if errors.Is(err, sql.ErrNoRows) {
-		return r, fault.ErrNotFound
+		return 0, false, nil
 	}
 	if err != nil {
-		return r, fmt.Errorf("reading suspension: %w", err)
+		return 0, false, fmt.Errorf("reading suspension: %w", err)
 	}
-	return r, nil
+	return row.Version, row.Suspended, nil
 }
 
-func insertSuspension(ctx context.Context, q sqlx.ExtContext, r SuspensionRecord, requestID string) error {
+// maxSuspensionHistory bounds the changes one read returns.
+const maxSuspensionHistory = 100
+
+func suspensionHistory(ctx context.Context, q sqlx.QueryerContext, organizationID, workspaceID string) ([]SuspensionRecord, error) {
+	out := []SuspensionRecord{}
+	err := sqlx.SelectContext(ctx, q, &out, `SELECT `+suspensionColumns+` FROM suspension_changes
+		WHERE organization_id = $1 AND workspace_id = $2 ORDER BY version DESC LIMIT $3`,
+		organizationID, workspaceID, maxSuspensionHistory)
+	if err != nil {
+		return nil, fmt.Errorf("reading suspension history: %w", err)
+	}
+	return out, nil
+}
+
+func insertSuspension(ctx context.Context, q sqlx.ExtContext, r SuspensionRecord) error {
 	_, err := q.ExecContext(ctx, `
-		INSERT INTO suspensions (id, organization_id, workspace_id, reason, actor, request_id, idempotency_key, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-		r.ID, r.OrganizationID, r.WorkspaceID, r.Reason, r.Actor, requestID, r.IdempotencyKey, r.CreatedAt)
+		INSERT INTO suspension_changes (id, organization_id, workspace_id, version, suspended_before, suspended, reason, actor,
+			request_id, idempotency_key, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+		r.ID, r.OrganizationID, r.WorkspaceID, r.Version, r.SuspendedBefore, r.Suspended, r.Reason, r.Actor, r.RequestID,
+		r.IdempotencyKey, r.CreatedAt)
 	if err != nil {
-		return fmt.Errorf("writing suspension: %w", err)
+		return fmt.Errorf("writing suspension change: %w", err)
 	}
 	return nil
 }
 
-func liftSuspension(ctx context.Context, q sqlx.ExtContext, suspensionID, actor string) error {
-	_, err := q.ExecContext(ctx, `UPDATE suspensions SET lifted_at = now(), lifted_by = $2 WHERE id = $1 AND lifted_at IS NULL`,
-		suspensionID, actor)
-	if err != nil {
-		return fmt.Errorf("lifting suspension: %w", err)
-	}
-	return nil
-}
-
-func organizationExists(ctx context.Context, q sqlx.QueryerContext, organizationID, workspaceID string) (bool, error) {
+func subjectExists(ctx context.Context, q sqlx.QueryerContext, organizationID, workspaceID string) (bool, error) {
 	var ok bool
 	err := sqlx.GetContext(ctx, q, &ok, `
 		SELECT EXISTS (SELECT 1 FROM organizations WHERE id = $1)
@@ -180,4 +201,53 @@ func organizationExists(ctx context.Context, q sqlx.QueryerContext, organization
 		return false, fmt.Errorf("checking suspension target: %w", err)
 	}
 	return ok, nil
+}
+
+// acquireLease grants a lease unless the region is at its ceiling. The
+// region row lock serializes grants, so two workers can never both take
+// the last slot; the holder's unique column makes a replay find its
+// existing lease instead of reserving twice.
+func acquireLease(ctx context.Context, tx *sqlx.Tx, region string, h LeaseHolder, leaseID string, ceiling int) (bool, error) {
+	column, holder, err := h.column()
+	if err != nil {
+		return false, err
+	}
+	if _, err := tx.ExecContext(ctx, `SELECT region FROM capacity_regions WHERE region = $1 FOR UPDATE`, region); err != nil {
+		return false, fmt.Errorf("locking region capacity: %w", err)
+	}
+	var existing int
+	if err := tx.GetContext(ctx, &existing, `SELECT count(*) FROM capacity_leases WHERE `+column+` = $1`, holder); err != nil {
+		return false, fmt.Errorf("reading lease: %w", err)
+	}
+	if existing > 0 {
+		return true, nil
+	}
+	var active int
+	if err := tx.GetContext(ctx, &active, `SELECT count(*) FROM capacity_leases WHERE region = $1 AND released_at IS NULL`, region); err != nil {
+		return false, fmt.Errorf("counting leases: %w", err)
+	}
+	if active >= ceiling {
+		return false, nil
+	}
+	// clock_timestamp, not the caller's clock or the transaction start:
+	// the grant happens only now, after the region lock was waited for, so
+	// lease intervals never appear to overlap when grants were serialized.
+	if _, err := tx.ExecContext(ctx, `INSERT INTO capacity_leases (id, region, `+column+`, acquired_at) VALUES ($1, $2, $3, clock_timestamp())`,
+		leaseID, region, holder); err != nil {
+		return false, fmt.Errorf("inserting lease: %w", err)
+	}
+	return true, nil
+}
+
+func releaseLease(ctx context.Context, q sqlx.ExtContext, h LeaseHolder) error {
+	column, holder, err := h.column()
+	if err != nil {
+		return err
+	}
+	_, err = q.ExecContext(ctx, `UPDATE capacity_leases SET released_at = greatest(clock_timestamp(), acquired_at)
+		WHERE `+column+` = $1 AND released_at IS NULL`, holder)
+	if err != nil {
+		return fmt.Errorf("releasing lease: %w", err)
+	}
+	return nil
 }

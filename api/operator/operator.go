@@ -1,8 +1,10 @@
 package operator
 
 import (
+	"context"
 	"crypto/subtle"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -38,8 +40,9 @@ func Mount(router fiber.Router, deps Deps) {
 	router.Use(s.authenticate)
 	router.Get("/launch-control", s.getControl)
 	router.Put("/launch-control", s.putControl)
-	router.Post("/suspensions", s.suspend)
-	router.Post("/suspensions/:id/actions/lift", s.lift)
+	router.Get("/suspensions", s.suspensions)
+	router.Post("/suspensions", s.changeSuspension((*launch.Service).Suspend))
+	router.Post("/suspensions/actions/lift", s.changeSuspension((*launch.Service).Lift))
 }
 
 // authenticate admits only the configured operator token, compared in
@@ -108,29 +111,47 @@ func (s *server) putControl(c *fiber.Ctx) error {
 	return s.ok(c, ControlView{Object: "launch_control", Version: control.Version, Document: control})
 }
 
-func (s *server) suspend(c *fiber.Ctx) error {
-	var in struct {
-		OrganizationID string `json:"organization_id"`
-		WorkspaceID    string `json:"workspace_id"`
-		Reason         string `json:"reason"`
+// suspensions reads one subject's suspension state and history, with the
+// operator's reasons.
+func (s *server) suspensions(c *fiber.Ctx) error {
+	orgID, wsID := c.Query("organization_id"), c.Query("workspace_id")
+	if orgID == "" || len(orgID) > 64 || len(wsID) > 64 {
+		return s.fail(c, fmt.Errorf("%w: organization_id is required", fault.ErrValidation))
 	}
-	if err := httpx.DecodeJSON(c, bodyLimit, &in); err != nil {
-		return s.fail(c, err)
-	}
-	rec, err := s.Launch.Suspend(c.UserContext(), launch.SuspendInput{
-		Actor: Actor, RequestID: httpx.RequestID(c), IdempotencyKey: c.Get(idempotency.Header),
-		OrganizationID: in.OrganizationID, WorkspaceID: in.WorkspaceID, Reason: in.Reason,
-	})
+	state, err := s.Launch.Suspensions(c.UserContext(), orgID, wsID)
 	if err != nil {
 		return s.fail(c, err)
 	}
-	return s.ok(c, rec)
+	return s.ok(c, state)
 }
 
-func (s *server) lift(c *fiber.Ctx) error {
-	rec, err := s.Launch.Lift(c.UserContext(), Actor, c.Params("id"))
-	if err != nil {
-		return s.fail(c, err)
+// changeSuspension suspends or lifts one subject: the body names it, the
+// version the change replaces and the reason; Idempotency-Key makes a
+// retry return the first answer.
+func (s *server) changeSuspension(change func(*launch.Service, context.Context, launch.SuspensionChange) (launch.SuspensionRecord, bool, error)) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		var in struct {
+			OrganizationID  string `json:"organization_id"`
+			WorkspaceID     string `json:"workspace_id"`
+			ExpectedVersion *int   `json:"expected_version"`
+			Reason          string `json:"reason"`
+		}
+		if err := httpx.DecodeJSON(c, bodyLimit, &in); err != nil {
+			return s.fail(c, err)
+		}
+		if in.ExpectedVersion == nil {
+			return s.fail(c, fmt.Errorf("%w: expected_version is required (0 before the first change)", fault.ErrValidation))
+		}
+		rec, replayed, err := change(s.Launch, c.UserContext(), launch.SuspensionChange{
+			Actor: Actor, RequestID: httpx.RequestID(c), IdempotencyKey: c.Get(idempotency.Header),
+			OrganizationID: in.OrganizationID, WorkspaceID: in.WorkspaceID, ExpectedVersion: *in.ExpectedVersion, Reason: in.Reason,
+		})
+		if err != nil {
+			return s.fail(c, err)
+		}
+		if replayed {
+			c.Set("Idempotent-Replayed", "true")
+		}
+		return s.ok(c, rec)
 	}
-	return s.ok(c, rec)
 }

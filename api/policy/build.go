@@ -13,6 +13,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/cairnhq/cairn/api/audit"
+	"github.com/cairnhq/cairn/api/launch"
 	"github.com/cairnhq/cairn/api/platform/blob"
 	"github.com/cairnhq/cairn/api/platform/db"
 	"github.com/cairnhq/cairn/api/platform/id"
@@ -71,6 +72,12 @@ func (ReconcileArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{UniqueOpts: river.UniqueOpts{ByPeriod: time.Second}}
 }
 
+// routed puts a build job on the queue launch control routes policy
+// builds to; the rest of its options are PublicationArgs'.
+func (s *Service) routed(ctx context.Context, tx *sqlx.Tx) *river.InsertOpts {
+	return &river.InsertOpts{Queue: s.launch.Queue(ctx, tx, launch.WorkflowPolicy)}
+}
+
 // DispatchID is the deterministic workflow identity of a version's build.
 func DispatchID(versionID string) string { return DispatchPublication + "-" + versionID }
 
@@ -80,7 +87,7 @@ func (s *Service) dispatchPublication(ctx context.Context, tx *sqlx.Tx, v Versio
 	if err := insertDispatch(ctx, tx, d); err != nil {
 		return err
 	}
-	if _, err := s.jobs.InsertTx(ctx, tx.Tx, PublicationArgs{PolicyVersionID: v.ID}, nil); err != nil {
+	if _, err := s.jobs.InsertTx(ctx, tx.Tx, PublicationArgs{PolicyVersionID: v.ID}, s.routed(ctx, tx)); err != nil {
 		return fmt.Errorf("dispatching policy build: %w", err)
 	}
 	return nil
@@ -122,7 +129,7 @@ func (s *Service) Reconcile(ctx context.Context) (int, error) {
 				}
 				continue
 			}
-			if _, err := s.jobs.InsertTx(ctx, tx.Tx, PublicationArgs{PolicyVersionID: v.ID}, nil); err != nil {
+			if _, err := s.jobs.InsertTx(ctx, tx.Tx, PublicationArgs{PolicyVersionID: v.ID}, s.routed(ctx, tx)); err != nil {
 				return fmt.Errorf("redelivering policy build: %w", err)
 			}
 			if err := redeliverDispatch(ctx, tx, d, ReconcileClaim, Backoff(d.Deliveries+1)); err != nil {
@@ -139,6 +146,43 @@ func (s *Service) Reconcile(ctx context.Context) (int, error) {
 type BuildJob struct {
 	Version Version
 	Source  Artifact
+}
+
+// StartBuild is a build's sandbox-create intent: in one transaction it
+// finds the version still pending, rechecks launch admission of the build
+// workspace (gate, suspension, the build region and the policy release)
+// and takes a regional capacity lease, like a run phase does (SPEC §1
+// rule 9). ok is false when the version is no longer pending (a replayed
+// or redelivered job). A refused admission is ErrBuildNotAdmitted and a
+// full region ErrBuildNoCapacity: nothing is written and the job waits.
+// A replayed start finds the lease it already holds.
+func (s *Service) StartBuild(ctx context.Context, versionID string) (BuildJob, bool, error) {
+	var job BuildJob
+	pending := false
+	err := db.WithTx(ctx, s.db, func(tx *sqlx.Tx) error {
+		v, err := versionByID(ctx, tx, "", versionID, true)
+		if err != nil || v.Status != VersionPending {
+			return err
+		}
+		subject := launch.Subject{OrganizationID: v.OrganizationID, WorkspaceID: v.WorkspaceID}
+		if _, err := s.launch.RequireBy(ctx, tx, subject, launch.AdmitPolicyBuild(v.Region)); err != nil {
+			return ErrBuildNotAdmitted
+		}
+		granted, err := s.launch.TakeLease(ctx, tx, v.Region, launch.LeaseHolder{PolicyVersionID: v.ID})
+		if err != nil {
+			return err
+		}
+		if !granted {
+			return ErrBuildNoCapacity
+		}
+		src, err := artifactOf(ctx, tx, v.OrganizationID, v.ID, ArtifactSource)
+		if err != nil {
+			return err
+		}
+		job, pending = BuildJob{Version: v, Source: src}, true
+		return nil
+	})
+	return job, pending, err
 }
 
 // PendingBuild returns a version's build job, or ok=false when the version
@@ -271,6 +315,9 @@ func (s *Service) CompleteBuild(ctx context.Context, c Completion) (Version, err
 		if err := completeDispatch(ctx, tx, DispatchID(v.ID), now); err != nil {
 			return err
 		}
+		if err := launch.ReleaseLease(ctx, tx, launch.LeaseHolder{PolicyVersionID: v.ID}); err != nil {
+			return err
+		}
 		out = v
 		return s.builderEvent(ctx, tx, v, "policy_version.published", map[string]any{
 			"bundle_sha256": fmt.Sprintf("%x", bundle.SHA256), "test_results_sha256": fmt.Sprintf("%x", results.SHA256),
@@ -308,8 +355,8 @@ func (s *Service) FailBuild(ctx context.Context, versionID, code string) (Versio
 	return out, err
 }
 
-// failInTx records a pending version's failure and completes its dispatch
-// in the caller's transaction.
+// failInTx records a pending version's failure, completes its dispatch
+// and releases its capacity lease in the caller's transaction.
 func (s *Service) failInTx(ctx context.Context, tx *sqlx.Tx, v Version, code string) error {
 	now := s.stamp()
 	v.Status, v.FailureCode, v.FinishedAt = VersionFailed, &code, &now
@@ -317,6 +364,9 @@ func (s *Service) failInTx(ctx context.Context, tx *sqlx.Tx, v Version, code str
 		return err
 	}
 	if err := completeDispatch(ctx, tx, DispatchID(v.ID), now); err != nil {
+		return err
+	}
+	if err := launch.ReleaseLease(ctx, tx, launch.LeaseHolder{PolicyVersionID: v.ID}); err != nil {
 		return err
 	}
 	return s.builderEvent(ctx, tx, v, "policy_version.failed", map[string]any{"failure_code": code})

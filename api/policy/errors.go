@@ -30,6 +30,12 @@ var (
 	// ErrSourceMismatch means a rebuild named a source artifact with a
 	// digest other than the committed one.
 	ErrSourceMismatch = errors.New("policy source digest does not match the committed artifact")
+	// ErrBuildNotAdmitted means launch control refused a build's start
+	// (gate, suspension, region or policy release): the job waits.
+	ErrBuildNotAdmitted = errors.New("launch control refused the policy build")
+	// ErrBuildNoCapacity means the build region is at its sandbox
+	// ceiling: the job waits.
+	ErrBuildNoCapacity = errors.New("region at its sandbox ceiling")
 )
 
 // SourceError is a refused policy source archive with its safe code.

@@ -20,6 +20,7 @@ import (
 	"github.com/cairnhq/cairn/api/access"
 	"github.com/cairnhq/cairn/api/archive"
 	"github.com/cairnhq/cairn/api/audit"
+	"github.com/cairnhq/cairn/api/launch"
 	"github.com/cairnhq/cairn/api/platform/blob"
 	"github.com/cairnhq/cairn/api/platform/fault"
 	"github.com/cairnhq/cairn/api/platform/id"
@@ -48,6 +49,7 @@ type Service struct {
 	db         *sqlx.DB
 	blobs      *blob.Store
 	workspaces *workspace.Service
+	launch     *launch.Service
 	jobs       JobInserter
 	logger     *slog.Logger
 	opts       Options
@@ -56,12 +58,14 @@ type Service struct {
 }
 
 // NewService returns the policy service. blobs may be nil (no master key):
-// uploads, builds and evaluations then fail closed.
-func NewService(conn *sqlx.DB, blobs *blob.Store, workspaces *workspace.Service, jobs JobInserter, logger *slog.Logger, opts Options) *Service {
+// uploads, builds and evaluations then fail closed. Launch control routes
+// build jobs and admits each build when it starts.
+func NewService(conn *sqlx.DB, blobs *blob.Store, workspaces *workspace.Service, admission *launch.Service, jobs JobInserter,
+	logger *slog.Logger, opts Options) *Service {
 	if opts.EvaluationTimeout <= 0 {
 		opts.EvaluationTimeout = 10 * time.Second
 	}
-	return &Service{db: conn, blobs: blobs, workspaces: workspaces, jobs: jobs, logger: logger, opts: opts,
+	return &Service{db: conn, blobs: blobs, workspaces: workspaces, launch: admission, jobs: jobs, logger: logger, opts: opts,
 		bundles: rego.NewCache(256), now: time.Now}
 }
 

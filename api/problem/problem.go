@@ -13,6 +13,7 @@ import (
 	"github.com/cairnhq/cairn/api/audit"
 	"github.com/cairnhq/cairn/api/identity"
 	"github.com/cairnhq/cairn/api/launch"
+	"github.com/cairnhq/cairn/api/platform/db"
 	"github.com/cairnhq/cairn/api/platform/fault"
 	"github.com/cairnhq/cairn/api/platform/httpx"
 	"github.com/cairnhq/cairn/api/platform/idempotency"
@@ -71,6 +72,8 @@ var table = []struct {
 	{state.ErrWriterRevoked, httpx.Problem{Status: http.StatusForbidden, Code: "STATE_WRITER_REVOKED"}},
 	{launch.ErrVersionConflict, httpx.Problem{Status: http.StatusConflict, Code: "LAUNCH_CONTROL_VERSION_CONFLICT"}},
 	{launch.ErrKeyReused, httpx.Problem{Status: http.StatusConflict, Code: "IDEMPOTENCY_KEY_REUSED"}},
+	{launch.ErrSuspensionVersionConflict, httpx.Problem{Status: http.StatusConflict, Code: "SUSPENSION_VERSION_CONFLICT"}},
+	{launch.ErrSuspensionUnchanged, httpx.Problem{Status: http.StatusConflict, Code: "SUSPENSION_UNCHANGED"}},
 
 	{run.ErrStaleBinding, httpx.Problem{Status: http.StatusConflict, Code: "RUN_REVIEW_STALE"}},
 	{run.ErrActionNotAllowed, httpx.Problem{Status: http.StatusConflict, Code: "RUN_ACTION_NOT_ALLOWED"}},
@@ -142,6 +145,11 @@ func Of(ctx context.Context, logger *slog.Logger, err error) httpx.Problem {
 	}
 	if errors.Is(err, context.Canceled) {
 		return httpx.Problem{Status: 499, Code: "CLIENT_CLOSED_REQUEST"}
+	}
+	if db.Unreachable(err) {
+		// A dependency that is down is not our bug: the caller may retry.
+		logger.WarnContext(ctx, "database unreachable", "request_id", reqid.From(ctx), "error", err)
+		return httpx.Problem{Status: http.StatusServiceUnavailable, Code: httpx.CodeUnavailable}
 	}
 	logger.ErrorContext(ctx, "operation failed", "request_id", reqid.From(ctx), "error", err)
 	return httpx.Problem{Status: http.StatusInternalServerError, Code: httpx.CodeInternal}

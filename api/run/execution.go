@@ -87,11 +87,7 @@ func (s *Service) StartAttempt(ctx context.Context, attemptID, workerID, driver 
 				return s.refuseApply(ctx, tx, r, a, refused)
 			}
 		}
-		control, err := s.launch.Current(ctx)
-		if err != nil {
-			return err
-		}
-		granted, err := acquireLease(ctx, tx, r.Region, a.ID, id.New("lease"), launch.SandboxCeiling(control, r.Region))
+		granted, err := s.launch.TakeLease(ctx, tx, r.Region, launch.LeaseHolder{AttemptID: a.ID})
 		if err != nil {
 			return err
 		}

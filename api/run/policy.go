@@ -14,6 +14,7 @@ import (
 
 	"github.com/cairnhq/cairn/api/access"
 	"github.com/cairnhq/cairn/api/audit"
+	"github.com/cairnhq/cairn/api/launch"
 	"github.com/cairnhq/cairn/api/platform/fault"
 	"github.com/cairnhq/cairn/api/platform/id"
 	"github.com/cairnhq/cairn/api/policy"
@@ -47,10 +48,17 @@ func (s *Service) EvaluatePolicy(ctx context.Context, r Run, planDigest []byte, 
 	if err != nil {
 		return policy.Evaluation{}, err
 	}
+	snapshotErr := r.PolicySnapshotError
+	subject := launch.Subject{OrganizationID: r.OrganizationID, WorkspaceID: r.WorkspaceID}
+	if d := s.launch.DecideBy(ctx, nil, subject, launch.AdmitPolicyEvaluation); !d.Admitted {
+		// The required policy stage cannot run on a release launch control
+		// does not allow: the stage's outcome is error, so no apply.
+		snapshotErr = &d.Reason
+	}
 	return s.policies.Evaluate(ctx, policy.RunFacts{
 		OrganizationID: r.OrganizationID, ProjectID: r.ProjectID, RunID: r.ID, Kind: policyRunKind,
 		ConfigurationVersionID: r.ConfigurationVersionID, WorkspaceID: r.WorkspaceID, WorkspaceName: w.Name,
-		PlanDigest: planDigest, SnapshotError: r.PolicySnapshotError,
+		PlanDigest: planDigest, SnapshotError: snapshotErr,
 	}, planJSON, secrets)
 }
 

@@ -241,7 +241,9 @@ func (s *Service) queueAttempt(ctx context.Context, tx *sqlx.Tx, r Run, phase st
 	if s.jobs == nil {
 		return fmt.Errorf("no job inserter: %w", fault.ErrUnavailable)
 	}
-	if _, err := s.jobs.InsertTx(ctx, tx.Tx, PhaseArgs{RunID: r.ID, AttemptID: a.ID, Phase: phase}, nil); err != nil {
+	// Phases go on the queue launch control routes runs to.
+	opts := &river.InsertOpts{Queue: s.launch.Queue(ctx, tx, launch.WorkflowRun)}
+	if _, err := s.jobs.InsertTx(ctx, tx.Tx, PhaseArgs{RunID: r.ID, AttemptID: a.ID, Phase: phase}, opts); err != nil {
 		return fmt.Errorf("inserting %s job: %w", phase, err)
 	}
 	return nil

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/cairnhq/cairn/api/launch"
 	"github.com/cairnhq/cairn/api/platform/cursor"
 	"github.com/cairnhq/cairn/api/platform/fault"
 )
@@ -246,45 +247,9 @@ func saveAttempt(ctx context.Context, q sqlx.ExtContext, a Attempt) error {
 	return nil
 }
 
-// acquireLease grants a capacity lease for an attempt unless the region is
-// at its ceiling. The region row lock serializes grants, so two workers can
-// never both take the last slot; the unique attempt column makes a replay
-// find its existing lease instead of reserving twice.
-func acquireLease(ctx context.Context, tx *sqlx.Tx, region, attemptID, leaseID string, ceiling int) (bool, error) {
-	if _, err := tx.ExecContext(ctx, `SELECT region FROM capacity_regions WHERE region = $1 FOR UPDATE`, region); err != nil {
-		return false, fmt.Errorf("locking region capacity: %w", err)
-	}
-	var existing int
-	if err := tx.GetContext(ctx, &existing, `SELECT count(*) FROM capacity_leases WHERE attempt_id = $1`, attemptID); err != nil {
-		return false, fmt.Errorf("reading lease: %w", err)
-	}
-	if existing > 0 {
-		return true, nil
-	}
-	var active int
-	if err := tx.GetContext(ctx, &active, `SELECT count(*) FROM capacity_leases WHERE region = $1 AND released_at IS NULL`, region); err != nil {
-		return false, fmt.Errorf("counting leases: %w", err)
-	}
-	if active >= ceiling {
-		return false, nil
-	}
-	// clock_timestamp, not the caller's clock or the transaction start:
-	// the grant happens only now, after the region lock was waited for, so
-	// lease intervals never appear to overlap when grants were serialized.
-	if _, err := tx.ExecContext(ctx, `INSERT INTO capacity_leases (id, region, attempt_id, acquired_at) VALUES ($1, $2, $3, clock_timestamp())`,
-		leaseID, region, attemptID); err != nil {
-		return false, fmt.Errorf("inserting lease: %w", err)
-	}
-	return true, nil
-}
-
+// releaseLease ends an attempt's capacity lease with the attempt.
 func releaseLease(ctx context.Context, q sqlx.ExtContext, attemptID string) error {
-	_, err := q.ExecContext(ctx, `UPDATE capacity_leases SET released_at = greatest(clock_timestamp(), acquired_at)
-		WHERE attempt_id = $1 AND released_at IS NULL`, attemptID)
-	if err != nil {
-		return fmt.Errorf("releasing lease: %w", err)
-	}
-	return nil
+	return launch.ReleaseLease(ctx, q, launch.LeaseHolder{AttemptID: attemptID})
 }
 
 // Artifact is a sealed run artifact's metadata.

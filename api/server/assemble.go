@@ -54,7 +54,7 @@ func Assemble(cfg config.Config, conn *sqlx.DB, logger *slog.Logger) (Deps, erro
 	if err != nil {
 		return Deps{}, fmt.Errorf("creating job inserter: %w", err)
 	}
-	policies := policy.NewService(conn, blobs, workspaces, inserter, logger, policy.Options{EvaluationTimeout: cfg.PolicyEvaluationTimeout})
+	policies := policy.NewService(conn, blobs, workspaces, admission, inserter, logger, policy.Options{EvaluationTimeout: cfg.PolicyEvaluationTimeout})
 	deps.Services = v1.Services{
 		Audit:           audit.NewService(conn),
 		Identity:        ident,

@@ -72,7 +72,7 @@ func TestAuthFailsClosedWithoutAuthSecret(t *testing.T) {
 func TestReadyReportsMigrationRequiredUntilMigrated(t *testing.T) {
 	t.Parallel()
 	conn, url := dbtest.Empty(t)
-	env := apitest.Start(t, conn, url)
+	env := apitest.Start(t, conn, url, apitest.WithoutLaunchControl())
 	c := env.Anonymous()
 
 	resp := c.Get("/ready").MustStatus(t, http.StatusServiceUnavailable)

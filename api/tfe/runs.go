@@ -41,8 +41,8 @@ func (s *server) registerRuns(r fiber.Router) {
 	r.Get("/runs/:id", s.guard(s.byRun, s.readRun))
 	r.Get("/runs/:id/run-events", s.guard(s.byRun, s.runEvents))
 	r.Post("/runs/:id/actions/apply", s.guard(s.byRun, s.applyRun))
-	r.Post("/runs/:id/actions/discard", s.guard(s.byRun, s.discardRun))
-	r.Post("/runs/:id/actions/cancel", s.guard(s.byRun, s.cancelRun))
+	r.Post("/runs/:id/actions/discard", s.guardStop(s.byRun, s.discardRun))
+	r.Post("/runs/:id/actions/cancel", s.guardStop(s.byRun, s.cancelRun))
 	r.Get("/plans/:id", s.guard(s.byPhase("plan_"), s.readPhase(run.PhasePlan)))
 	r.Get("/plans/:id/json-output", s.guard(s.byPhase("plan_"), s.planJSON))
 	r.Get("/applies/:id", s.guard(s.byPhase("apply_"), s.readPhase(run.PhaseApply)))
@@ -421,7 +421,9 @@ func (s *server) phaseLog(c *fiber.Ctx) error {
 	if err != nil {
 		return s.writeError(c, err)
 	}
-	if _, err := s.Launch.Require(ctx, nil, launch.Subject{OrganizationID: r.OrganizationID, WorkspaceID: r.WorkspaceID}); err != nil {
+	// A log is a read: the gate applies, a suspension does not.
+	subject := launch.Subject{OrganizationID: r.OrganizationID, WorkspaceID: r.WorkspaceID}
+	if _, err := s.Launch.RequireBy(ctx, nil, subject, launch.AdmitAccess); err != nil {
 		return s.writeError(c, err)
 	}
 	status := r.PlanStatus

@@ -209,7 +209,14 @@ func (s *server) upload(c *fiber.Ctx) error {
 	if err != nil {
 		return s.writeError(c, err)
 	}
-	if _, err := s.Launch.Require(ctx, nil, launch.Subject{OrganizationID: v.OrganizationID, WorkspaceID: v.WorkspaceID}); err != nil {
+	// A managed run publishing the state of its admitted apply finishes
+	// that phase even if the workspace was suspended meanwhile; any other
+	// upload is a mutation like the rest.
+	rule := launch.Admit
+	if v.RunID != nil {
+		rule = launch.AdmitAccess
+	}
+	if _, err := s.Launch.RequireBy(ctx, nil, launch.Subject{OrganizationID: v.OrganizationID, WorkspaceID: v.WorkspaceID}, rule); err != nil {
 		return s.writeError(c, err)
 	}
 	if int64(c.Request().Header.ContentLength()) > state.MaxStateBytes {

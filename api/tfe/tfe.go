@@ -143,8 +143,27 @@ type handler func(c *fiber.Ctx, p access.Principal, o owner) error
 // reads a body or writes anything: credential, ownership projection, launch
 // admission. A principal bound to one organization never resolves anything
 // outside it, so another tenant's resource is unresolved exactly like a
-// missing one, and both get the same answer.
+// missing one, and both get the same answer. Reads are admitted by the
+// gate alone; every other method is a mutation, which a suspension also
+// refuses.
 func (s *server) guard(resolve resolver, h handler) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		rule := launch.Admit
+		if c.Method() == fiber.MethodGet || c.Method() == fiber.MethodHead {
+			rule = launch.AdmitAccess
+		}
+		return s.guardWith(rule, resolve, h)(c)
+	}
+}
+
+// guardStop is guard for mutations that stop or clean up rather than
+// start work (cancel, discard, unlock, delete): the gate applies, a
+// suspension does not (SPEC §1 rule 7).
+func (s *server) guardStop(resolve resolver, h handler) fiber.Handler {
+	return s.guardWith(launch.AdmitAccess, resolve, h)
+}
+
+func (s *server) guardWith(rule launch.Rule, resolve resolver, h handler) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		ctx := c.UserContext()
 		p, err := s.authenticate(c)
@@ -155,16 +174,38 @@ func (s *server) guard(resolve resolver, h handler) fiber.Handler {
 		if err != nil {
 			return s.writeError(c, err)
 		}
-		if p.Kind == access.KindOperator {
+		switch p.Kind {
+		case access.KindOperator:
+			// The installation operator is not a tenant: launch control
+			// admits tenants, and the operator token can rewrite the
+			// control anyway. It provisions organizations and canary
+			// workspaces while the gate is closed; runs it creates still
+			// pass the new-run rule, and uploads to capability URLs are
+			// admitted by their owner like any other.
 			p.OrganizationID = o.OrganizationID
-		}
-		subject := launch.Subject{OrganizationID: o.OrganizationID, WorkspaceID: o.WorkspaceID}
-		if p.Kind != access.KindOperator {
-			// Tenant credentials are admitted as their own organization.
-			subject.OrganizationID = p.OrganizationID
-		}
-		if _, err := s.Launch.Require(ctx, nil, subject); err != nil {
-			return s.writeError(c, err)
+		case access.KindRun:
+			// A run token is bound to one admitted phase of one workspace
+			// and can only read and publish that workspace's state: that
+			// workspace is the exact subject of whatever it asks (even the
+			// organization-wide checks the CLI makes), and a suspension
+			// does not cut off a phase already running.
+			subject := launch.Subject{OrganizationID: p.OrganizationID, WorkspaceID: o.WorkspaceID}
+			if subject.WorkspaceID == "" {
+				subject.WorkspaceID = p.WorkspaceID
+			}
+			if _, err := s.Launch.RequireBy(ctx, nil, subject, launch.AdmitAccess); err != nil {
+				return s.writeError(c, err)
+			}
+		default:
+			// Tenant credentials are admitted as their own organization and
+			// the exact workspace the request resolved to, if any. (A
+			// service-account token bound to one workspace is still judged
+			// organization-wide on organization-wide routes: its
+			// permissions may reach beyond reading.)
+			subject := launch.Subject{OrganizationID: p.OrganizationID, WorkspaceID: o.WorkspaceID}
+			if _, err := s.Launch.RequireBy(ctx, nil, subject, rule); err != nil {
+				return s.writeError(c, err)
+			}
 		}
 		// A resolved owner outside the principal's tenant cannot happen
 		// (resolution is tenant-bound); a missing one is not found.

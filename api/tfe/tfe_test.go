@@ -2,7 +2,6 @@ package tfe_test
 
 import (
 	"bufio"
-	"context"
 	"crypto/md5"
 	"encoding/base64"
 	"encoding/hex"
@@ -15,21 +14,7 @@ import (
 	"time"
 
 	"github.com/cairnhq/cairn/api/apitest"
-	"github.com/cairnhq/cairn/api/launch"
 )
-
-// openGate launches the user's organization so admission passes.
-func openGate(t *testing.T, env *apitest.Env, orgIDs ...string) {
-	t.Helper()
-	c := launch.Default()
-	c.LaunchedOrganizations = orgIDs
-	if _, _, err := env.Server.V1Services().Launch.Apply(context.Background(), launch.Change{
-		Actor: "test", RequestID: "req_test", IdempotencyKey: "open-" + strings.Join(orgIDs, "-"), ExpectedVersion: 0,
-		Reason: "test", Document: c,
-	}); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // cloudUser is a member with a user API token for /api/v2.
 type cloudUser struct {
@@ -134,7 +119,7 @@ func TestCredentialsAreCheckedFirstAndErrorsCarryRequestIDs(t *testing.T) {
 
 func TestClosedGateAnswersNonDisclosing503(t *testing.T) {
 	t.Parallel()
-	env := apitest.New(t)
+	env := apitest.New(t, apitest.WithoutLaunchControl())
 	u := newCloudUser(t, env, "Closed")
 	for _, path := range []string{
 		"/api/v2/organizations/" + u.org + "/entitlement-set",
@@ -185,7 +170,6 @@ func TestStateLifecycleThroughTheProtocol(t *testing.T) {
 	t.Parallel()
 	env := apitest.New(t)
 	u := newCloudUser(t, env, "Stateful")
-	openGate(t, env, u.OrganizationID)
 	base := "/api/v2/organizations/" + u.org
 
 	if r := u.call(t, http.MethodGet, base+"/workspaces/demo", nil); r.Status != http.StatusNotFound {
@@ -341,7 +325,6 @@ func TestOtherTenantsSeeTheSameNotFoundAsMissing(t *testing.T) {
 	env := apitest.New(t)
 	a := newCloudUser(t, env, "Alpha")
 	b := newCloudUser(t, env, "Beta")
-	openGate(t, env, a.OrganizationID, b.OrganizationID)
 	ws := decode(t, a.call(t, http.MethodPost, "/api/v2/organizations/"+a.org+"/workspaces",
 		map[string]any{"data": map[string]any{"type": "workspaces", "attributes": map[string]any{"name": "private"}}}).MustStatus(t, http.StatusCreated)).Data
 	normalize := func(r *apitest.Response) string {
@@ -376,7 +359,6 @@ func TestDeclaredOversizeUploadIsRefusedUnread(t *testing.T) {
 	t.Parallel()
 	env := apitest.New(t)
 	u := newCloudUser(t, env, "Big")
-	openGate(t, env, u.OrganizationID)
 	ws := decode(t, u.call(t, http.MethodPost, "/api/v2/organizations/"+u.org+"/workspaces",
 		map[string]any{"data": map[string]any{"type": "workspaces", "attributes": map[string]any{"name": "big"}}})).Data
 	u.call(t, http.MethodPost, "/api/v2/workspaces/"+ws.ID+"/actions/lock", nil).MustStatus(t, http.StatusOK)
@@ -407,7 +389,6 @@ func TestServiceAccountTokensStayInsideTheirBoundary(t *testing.T) {
 	t.Parallel()
 	env := apitest.New(t)
 	u := newCloudUser(t, env, "Bounded")
-	openGate(t, env, u.OrganizationID)
 	create := func(name string) document {
 		return decode(t, u.call(t, http.MethodPost, "/api/v2/organizations/"+u.org+"/workspaces",
 			map[string]any{"data": map[string]any{"type": "workspaces", "attributes": map[string]any{"name": name}}}).MustStatus(t, http.StatusCreated))
@@ -449,7 +430,6 @@ func TestUnreadBodyDoesNotPoisonKeepAliveConnection(t *testing.T) {
 	t.Parallel()
 	env := apitest.New(t)
 	u := newCloudUser(t, env, "KeepAlive")
-	openGate(t, env, u.OrganizationID)
 	ws := decode(t, u.call(t, http.MethodPost, "/api/v2/organizations/"+u.org+"/workspaces",
 		map[string]any{"data": map[string]any{"type": "workspaces", "attributes": map[string]any{"name": "ka"}}})).Data
 	u.call(t, http.MethodPost, "/api/v2/workspaces/"+ws.ID+"/actions/lock", nil).MustStatus(t, http.StatusOK)

@@ -18,14 +18,14 @@ import (
 func (s *server) registerWorkspaces(r fiber.Router) {
 	r.Get("/organizations/:org/workspaces/:name", s.guard(s.byWorkspaceName, s.readWorkspace))
 	r.Patch("/organizations/:org/workspaces/:name", s.guard(s.byWorkspaceName, s.updateWorkspace))
-	r.Delete("/organizations/:org/workspaces/:name", s.guard(s.byWorkspaceName, s.deleteWorkspace))
+	r.Delete("/organizations/:org/workspaces/:name", s.guardStop(s.byWorkspaceName, s.deleteWorkspace))
 	r.Post("/organizations/:org/workspaces", s.guard(s.byOrganization, s.createWorkspace))
 	r.Get("/workspaces/:id", s.guard(s.byWorkspaceID, s.readWorkspace))
 	r.Patch("/workspaces/:id", s.guard(s.byWorkspaceID, s.updateWorkspace))
-	r.Delete("/workspaces/:id", s.guard(s.byWorkspaceID, s.deleteWorkspace))
+	r.Delete("/workspaces/:id", s.guardStop(s.byWorkspaceID, s.deleteWorkspace))
 	r.Post("/workspaces/:id/actions/lock", s.guard(s.byWorkspaceID, s.lockWorkspace))
-	r.Post("/workspaces/:id/actions/unlock", s.guard(s.byWorkspaceID, s.unlockWorkspace))
-	r.Post("/workspaces/:id/actions/force-unlock", s.guard(s.byWorkspaceID, s.forceUnlockWorkspace))
+	r.Post("/workspaces/:id/actions/unlock", s.guardStop(s.byWorkspaceID, s.unlockWorkspace))
+	r.Post("/workspaces/:id/actions/force-unlock", s.guardStop(s.byWorkspaceID, s.forceUnlockWorkspace))
 }
 
 // workspaceResource renders a workspace the way Terraform-compatible

@@ -119,7 +119,7 @@ func Mount(app *fiber.App, deps Deps) *API {
 		a.cursors = cursor.NewCodec(secret.Derive(deps.Config.AuthSecret, "list-cursor"))
 	}
 	a.ready = deps.DB != nil && deps.Sessions != nil && deps.Config.AuthReady()
-	a.huma.UseMiddleware(a.limitBody, a.authenticate, a.requireIdempotencyKey)
+	a.huma.UseMiddleware(a.limitBody, a.authenticate, a.requireIdempotencyKey, a.admit)
 	a.registerOperations()
 	return a
 }
@@ -265,6 +265,9 @@ type operationOptions struct {
 	public    bool
 	mutation  bool
 	bodyLimit int64
+	// admit is how launch control admits a mutation; every mutation
+	// names one.
+	admit admission
 }
 
 // isMutation reports whether an operation changes state: every method but
@@ -295,9 +298,13 @@ func register[I, O any](a *API, op huma.Operation, o operationOptions, handler f
 	if o.mutation != mutating {
 		panic("v1: " + op.OperationID + ": " + op.Method + " must be registered with mutation " + strconv.FormatBool(mutating))
 	}
+	if o.mutation && o.admit == admitUnset {
+		panic("v1: mutation " + op.OperationID + " names no launch admission")
+	}
 	op.Metadata[metaPublic] = o.public
 	op.Metadata[metaBodyLimit] = limit
 	op.Metadata[metaMutation] = mutating
+	op.Metadata[metaAdmission] = o.admit
 	// huma rejects a body whose length reaches MaxBodyBytes, so one more
 	// byte lets a body of exactly the limit through.
 	op.MaxBodyBytes = limit + 1

@@ -29,6 +29,12 @@ func assertClosed(t *testing.T, resp *apitest.Response) {
 
 func TestLaunchAccessProbes(t *testing.T) {
 	t.Parallel()
+	// No control at all: everything is closed.
+	bare := apitest.New(t, apitest.WithoutLaunchControl())
+	nobody := bare.WithOrganization("Nobody")
+	assertClosed(t, nobody.Get("/v1/launch-access"))
+	assertClosed(t, nobody.Mutate(http.MethodPost, "/v1/projects", map[string]string{"name": "p"}))
+
 	env := apitest.New(t)
 	u := env.WithOrganization("Prober")
 	proj := newProject(t, u, "P")
@@ -36,22 +42,24 @@ func TestLaunchAccessProbes(t *testing.T) {
 	otherWS := newWorkspace(t, u, proj, "other")
 	stranger := env.WithOrganization("Stranger")
 	strangerWS := newWorkspace(t, stranger, newProject(t, stranger, "S"), "s")
-
-	// No control at all: everything is closed.
-	assertClosed(t, u.Get("/v1/launch-access"))
-	assertClosed(t, u.Get("/v1/launch-access/workspaces/"+canaryWS.ID))
-
-	c := launch.Default()
-	c.CanaryAllowlist = []launch.Pair{{OrganizationID: u.OrganizationID, WorkspaceID: canaryWS.ID}}
-	applyControl(t, env, "canary", 0, c)
 	var access struct {
 		Scope     string `json:"scope"`
 		Admission string `json:"admission"`
 	}
+	u.Get("/v1/launch-access").MustStatus(t, http.StatusOK).Data(t, &access)
+	if access.Admission != "open" || access.Scope != "organization" {
+		t.Fatalf("open gate probe %+v", access)
+	}
+
+	c := launch.Default()
+	c.CanaryAllowlist = []launch.Pair{{OrganizationID: u.OrganizationID, WorkspaceID: canaryWS.ID}}
+	applyControl(t, env, "canary", 1, c)
 	u.Get("/v1/launch-access/workspaces/"+canaryWS.ID).MustStatus(t, http.StatusOK).Data(t, &access)
 	if access.Admission != "canary" || access.Scope != "workspace" {
 		t.Fatalf("canary probe %+v", access)
 	}
+	// A canary pair never opens its organization: organization-wide
+	// admission fails closed.
 	assertClosed(t, u.Get("/v1/launch-access"))
 	assertClosed(t, u.Get("/v1/launch-access/workspaces/"+otherWS.ID))
 	// Another tenant's workspace and an unknown one are unresolved: the same
@@ -59,29 +67,14 @@ func TestLaunchAccessProbes(t *testing.T) {
 	assertClosed(t, u.Get("/v1/launch-access/workspaces/"+strangerWS.ID))
 	assertClosed(t, u.Get("/v1/launch-access/workspaces/ws_aaaaaaaaaaaaaaaaaaaaaaaaaa"))
 	assertClosed(t, u.Get("/v1/launch-access/runs/run_aaaaaaaaaaaaaaaaaaaaaaaaaa"))
+	// The same workspace ID under another organization is not the pair.
+	assertClosed(t, stranger.Get("/v1/launch-access/workspaces/"+canaryWS.ID))
 
-	c.LaunchedOrganizations = []string{u.OrganizationID}
-	applyControl(t, env, "launch-org", 1, c)
-	u.Get("/v1/launch-access").MustStatus(t, http.StatusOK).Data(t, &access)
-	if access.Admission != "open" || access.Scope != "organization" {
-		t.Fatalf("launched organization probe %+v", access)
-	}
-	assertClosed(t, stranger.Get("/v1/launch-access"))
-
-	if _, err := env.Server.V1Services().Launch.Suspend(context.Background(), launch.SuspendInput{
+	if _, _, err := env.Server.V1Services().Launch.Suspend(context.Background(), launch.SuspensionChange{
 		Actor: "ops", RequestID: "req_x", IdempotencyKey: "susp-1", OrganizationID: u.OrganizationID,
-		WorkspaceID: otherWS.ID, Reason: "abuse report",
+		WorkspaceID: canaryWS.ID, Reason: "abuse report",
 	}); err != nil {
 		t.Fatal(err)
 	}
-	assertClosed(t, u.Get("/v1/launch-access/workspaces/"+otherWS.ID))
-	u.Get("/v1/launch-access/workspaces/"+canaryWS.ID).MustStatus(t, http.StatusOK)
-	var events []struct {
-		Action string `json:"action"`
-		Actor  struct{ Type string }
-	}
-	u.Get("/v1/audit-events?limit=1").MustStatus(t, http.StatusOK).Data(t, &events)
-	if len(events) != 1 || events[0].Action != "launch.suspended" || events[0].Actor.Type != "operator" {
-		t.Fatalf("suspension evidence %+v", events)
-	}
+	assertClosed(t, u.Get("/v1/launch-access/workspaces/"+canaryWS.ID))
 }

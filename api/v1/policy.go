@@ -289,7 +289,7 @@ func (a *API) registerPolicies() {
 	register(a, huma.Operation{
 		OperationID: "create-policy-set", Method: http.MethodPost, Path: "/v1/policy-sets",
 		Summary: "Create a policy set", Tags: tags, DefaultStatus: http.StatusCreated,
-	}, operationOptions{mutation: true}, func(ctx context.Context, in *createPolicySetInput) (*Mutated[PolicySetView], error) {
+	}, operationOptions{mutation: true, admit: admitOrganization}, func(ctx context.Context, in *createPolicySetInput) (*Mutated[PolicySetView], error) {
 		return mutation(ctx, a, in.IdempotencyKey, in.Body, http.StatusCreated,
 			func(ctx context.Context, tx *sqlx.Tx, p access.Principal) (PolicySetView, error) {
 				s, err := policies().CreateSet(ctx, tx, p, policy.SetInput{Name: in.Body.Name, Description: in.Body.Description})
@@ -347,7 +347,7 @@ func (a *API) registerPolicies() {
 		RequestBody: &huma.RequestBody{Required: true, Content: map[string]*huma.MediaType{
 			"application/gzip": {Schema: &huma.Schema{Type: "string", Format: "binary"}},
 		}},
-	}, operationOptions{mutation: true, bodyLimit: PolicySourceUploadLimit}, func(ctx context.Context, in *uploadPolicyVersionInput) (*Mutated[PolicyVersionView], error) {
+	}, operationOptions{mutation: true, admit: admitWorkspace, bodyLimit: PolicySourceUploadLimit}, func(ctx context.Context, in *uploadPolicyVersionInput) (*Mutated[PolicyVersionView], error) {
 		return a.uploadPolicyVersion(ctx, in)
 	})
 
@@ -357,7 +357,10 @@ func (a *API) registerPolicies() {
 		Description: "For trusted clients (workspace:admin): the body names a source artifact already committed for this set and its " +
 			"SHA-256; a different digest is 409 POLICY_SOURCE_MISMATCH. The new version pins the named workspace's current settings. " +
 			"Clients can never supply a status, bundle, test result, engine, capabilities or entrypoint.",
-	}, operationOptions{mutation: true}, func(ctx context.Context, in *rebuildInput) (*Mutated[PolicyVersionView], error) {
+	}, operationOptions{mutation: true, admit: admitInHandler}, func(ctx context.Context, in *rebuildInput) (*Mutated[PolicyVersionView], error) {
+		if err := a.admitBody(ctx, func(p access.Principal) error { return a.admitWorkspaceID(ctx, p, in.Body.WorkspaceID) }); err != nil {
+			return nil, err
+		}
 		return mutation(ctx, a, in.IdempotencyKey, in.Body, http.StatusAccepted,
 			func(ctx context.Context, tx *sqlx.Tx, p access.Principal) (PolicyVersionView, error) {
 				v, err := policies().RebuildVersion(ctx, tx, p, in.ID, policy.RebuildInput{WorkspaceID: in.Body.WorkspaceID,
@@ -371,7 +374,12 @@ func (a *API) registerPolicies() {
 		Summary: "Attach a published version at organization, project or workspace scope", Tags: tags, DefaultStatus: http.StatusCreated,
 		Description: "Organization and project scopes need workspace:admin. A set may be in force once in a workspace's ancestry; " +
 			"attaching it at two applicable scopes makes every later run of that workspace fail its policy stage closed.",
-	}, operationOptions{mutation: true}, func(ctx context.Context, in *attachScopeInput) (*Mutated[PolicyAttachmentView], error) {
+	}, operationOptions{mutation: true, admit: admitInHandler}, func(ctx context.Context, in *attachScopeInput) (*Mutated[PolicyAttachmentView], error) {
+		if err := a.admitBody(ctx, func(p access.Principal) error {
+			return a.admitPolicyScope(ctx, p, in.Body.Scope, in.Body.ScopeID)
+		}); err != nil {
+			return nil, err
+		}
 		return mutation(ctx, a, in.IdempotencyKey, in.Body, http.StatusCreated,
 			func(ctx context.Context, tx *sqlx.Tx, p access.Principal) (PolicyAttachmentView, error) {
 				att, err := policies().Attach(ctx, tx, p, policy.AttachInput{PolicySetID: in.ID, PolicyVersionID: in.Body.PolicyVersionID,
@@ -384,7 +392,10 @@ func (a *API) registerPolicies() {
 		OperationID: "detach-policy-set", Method: http.MethodDelete, Path: "/v1/policy-sets/{id}/attachments/{attachmentId}",
 		Summary: "Detach an attachment of the set at any scope", Tags: tags,
 		Description: "The same checks as attaching at that scope. Compare-and-set on the active attachment; only runs created afterwards are affected.",
-	}, operationOptions{mutation: true}, func(ctx context.Context, in *detachScopeInput) (*Mutated[PolicyAttachmentView], error) {
+	}, operationOptions{mutation: true, admit: admitInHandler}, func(ctx context.Context, in *detachScopeInput) (*Mutated[PolicyAttachmentView], error) {
+		if err := a.admitBody(ctx, func(p access.Principal) error { return a.admitAttachment(ctx, p, in.ID, in.AttachmentID) }); err != nil {
+			return nil, err
+		}
 		return mutation(ctx, a, in.IdempotencyKey, struct{}{}, http.StatusOK,
 			func(ctx context.Context, tx *sqlx.Tx, p access.Principal) (PolicyAttachmentView, error) {
 				att, err := policies().Detach(ctx, tx, p, in.ID, in.AttachmentID)
@@ -411,7 +422,7 @@ func (a *API) registerPolicies() {
 		OperationID: "attach-workspace-policy", Method: http.MethodPost, Path: "/v1/workspaces/{id}/policy-attachments",
 		Summary: "Attach a published version to the workspace", Tags: tags, DefaultStatus: http.StatusCreated,
 		Description: "Only published versions can be attached. Runs created afterwards snapshot the attachment; existing runs keep theirs.",
-	}, operationOptions{mutation: true}, func(ctx context.Context, in *attachWorkspaceInput) (*Mutated[PolicyAttachmentView], error) {
+	}, operationOptions{mutation: true, admit: admitWorkspace}, func(ctx context.Context, in *attachWorkspaceInput) (*Mutated[PolicyAttachmentView], error) {
 		return mutation(ctx, a, in.IdempotencyKey, in.Body, http.StatusCreated,
 			func(ctx context.Context, tx *sqlx.Tx, p access.Principal) (PolicyAttachmentView, error) {
 				att, err := policies().AttachToWorkspace(ctx, tx, p, in.ID, policy.AttachInput{PolicySetID: in.Body.PolicySetID,
@@ -424,7 +435,7 @@ func (a *API) registerPolicies() {
 		OperationID: "detach-workspace-policy", Method: http.MethodDelete, Path: "/v1/workspaces/{id}/policy-attachments/{attachmentId}",
 		Summary: "Detach a workspace attachment", Tags: tags,
 		Description: "Compare-and-set on the active attachment; a detached one is refused with 409. Only runs created afterwards are affected.",
-	}, operationOptions{mutation: true}, func(ctx context.Context, in *detachInput) (*Mutated[PolicyAttachmentView], error) {
+	}, operationOptions{mutation: true, admit: admitWorkspace}, func(ctx context.Context, in *detachInput) (*Mutated[PolicyAttachmentView], error) {
 		return mutation(ctx, a, in.IdempotencyKey, struct{}{}, http.StatusOK,
 			func(ctx context.Context, tx *sqlx.Tx, p access.Principal) (PolicyAttachmentView, error) {
 				att, err := policies().DetachFromWorkspace(ctx, tx, p, in.ID, in.AttachmentID)
@@ -450,7 +461,7 @@ func (a *API) registerPolicies() {
 		Description: "Needs policy:override_soft. The override is immutable and bound to the run, its plan digest, the result's policy " +
 			"version and result digest; a digest that is not a current soft failure is refused with 409 POLICY_RESULT_STALE. " +
 			"When every current soft failure has an unexpired override, the gate opens until the first of them expires.",
-	}, operationOptions{mutation: true}, func(ctx context.Context, in *overrideInput) (*Mutated[PolicyOverrideResult], error) {
+	}, operationOptions{mutation: true, admit: admitRun}, func(ctx context.Context, in *overrideInput) (*Mutated[PolicyOverrideResult], error) {
 		return mutation(ctx, a, in.IdempotencyKey, in.Body, http.StatusCreated,
 			func(ctx context.Context, tx *sqlx.Tx, p access.Principal) (PolicyOverrideResult, error) {
 				runs := a.deps.Services.Runs

@@ -31,7 +31,7 @@ func (a *API) registerProjects() {
 	register(a, huma.Operation{
 		OperationID: "create-project", Method: http.MethodPost, Path: "/v1/projects",
 		Summary: "Create a project", Tags: []string{"Projects"}, DefaultStatus: http.StatusCreated,
-	}, operationOptions{mutation: true}, func(ctx context.Context, in *createProjectInput) (*Mutated[ProjectView], error) {
+	}, operationOptions{mutation: true, admit: admitOrganization}, func(ctx context.Context, in *createProjectInput) (*Mutated[ProjectView], error) {
 		return mutation(ctx, a, in.IdempotencyKey, in.Body, http.StatusCreated,
 			func(ctx context.Context, tx *sqlx.Tx, p access.Principal) (ProjectView, error) {
 				proj, err := a.deps.Services.Workspaces.CreateProject(ctx, tx, p, in.Body.Name)

@@ -152,7 +152,7 @@ func (a *API) registerRuns() {
 		RequestBody: &huma.RequestBody{Required: true, Content: map[string]*huma.MediaType{
 			"application/gzip": {Schema: &huma.Schema{Type: "string", Format: "binary"}},
 		}},
-	}, operationOptions{mutation: true, bodyLimit: ConfigurationUploadLimit}, func(ctx context.Context, in *uploadConfigurationInput) (*Mutated[ConfigurationVersionView], error) {
+	}, operationOptions{mutation: true, admit: admitWorkspace, bodyLimit: ConfigurationUploadLimit}, func(ctx context.Context, in *uploadConfigurationInput) (*Mutated[ConfigurationVersionView], error) {
 		return a.uploadConfiguration(ctx, in)
 	})
 
@@ -162,7 +162,7 @@ func (a *API) registerRuns() {
 		Description: "Creates a run of an uploaded configuration version. auto_apply and is_destroy are rejected. New-run admission " +
 			"(the new-run switch, suspension, pinned region, ceilings and runner release) is checked in the creating transaction; a refusal " +
 			"is the retryable 503 service_unavailable and persists nothing.",
-	}, operationOptions{mutation: true}, func(ctx context.Context, in *createRunInput) (*Mutated[RunView], error) {
+	}, operationOptions{mutation: true, admit: admitInHandler}, func(ctx context.Context, in *createRunInput) (*Mutated[RunView], error) {
 		return mutation(ctx, a, in.IdempotencyKey, in.Body, http.StatusCreated,
 			func(ctx context.Context, tx *sqlx.Tx, p access.Principal) (RunView, error) {
 				r, err := a.deps.Services.Runs.CreateRun(ctx, tx, p, run.CreateInput{
@@ -244,13 +244,16 @@ func (a *API) registerRuns() {
 	})
 
 	type decision func(*run.Service, context.Context, *sqlx.Tx, access.Principal, string, run.Binding) (run.Run, error)
-	decide := func(action string, fn decision) {
+	// Approving is a protected mutation (the service also rechecks the
+	// apply gate); rejecting discards the run, which like cancellation a
+	// suspension does not stop.
+	decide := func(action string, fn decision, admit admission) {
 		register(a, huma.Operation{
 			OperationID: action + "-run", Method: http.MethodPost, Path: "/v1/runs/{id}/actions/" + action,
 			Summary: "Record " + action + " of the exact review", Tags: tags,
 			Description: "The body must name the run's current plan digest, policy result digest, predecessor state version and " +
 				"dependency lock digest; any other binding is stale and rejected with 409 RUN_REVIEW_STALE.",
-		}, operationOptions{mutation: true}, func(ctx context.Context, in *decideInput) (*Mutated[RunView], error) {
+		}, operationOptions{mutation: true, admit: admit}, func(ctx context.Context, in *decideInput) (*Mutated[RunView], error) {
 			return mutation(ctx, a, in.IdempotencyKey, in.Body, http.StatusOK,
 				func(ctx context.Context, tx *sqlx.Tx, p access.Principal) (RunView, error) {
 					r, err := fn(a.deps.Services.Runs, ctx, tx, p, in.ID, run.Binding(in.Body))
@@ -261,8 +264,8 @@ func (a *API) registerRuns() {
 				})
 		})
 	}
-	decide("approve", (*run.Service).Approve)
-	decide("reject", (*run.Service).Reject)
+	decide("approve", (*run.Service).Approve, admitRun)
+	decide("reject", (*run.Service).Reject, notAdmitted)
 
 	register(a, huma.Operation{
 		OperationID: "cancel-run", Method: http.MethodPost, Path: "/v1/runs/{id}/actions/cancel",
@@ -270,7 +273,7 @@ func (a *API) registerRuns() {
 		Description: "Any non-terminal run but one awaiting recovery. A running plan's sandbox is stopped. A running apply is " +
 			"interrupted: its run token is revoked at once, tofu gets an interrupt and a grace period to stop and keep the state it " +
 			"could not publish, which is sealed as the run's emergency state; the run stays applying until then and goes to recovery.",
-	}, operationOptions{mutation: true}, func(ctx context.Context, in *cancelInput) (*Mutated[RunView], error) {
+	}, operationOptions{mutation: true, admit: notAdmitted}, func(ctx context.Context, in *cancelInput) (*Mutated[RunView], error) {
 		return mutation(ctx, a, in.IdempotencyKey, struct{}{}, http.StatusOK,
 			func(ctx context.Context, tx *sqlx.Tx, p access.Principal) (RunView, error) {
 				r, err := a.deps.Services.Runs.Cancel(ctx, tx, p, in.ID)
@@ -286,7 +289,7 @@ func (a *API) registerRuns() {
 		Summary: "Resolve a run whose apply outcome is uncertain", Tags: tags,
 		Description: "Needs run:recover and state:recover and a password re-entry within 15 minutes. The caller holds a 15-minute " +
 			"recovery lease; after it expires another caller may take over with confirm_takeover. The apply is never retried.",
-	}, operationOptions{mutation: true}, func(ctx context.Context, in *recoverInput) (*Mutated[RunView], error) {
+	}, operationOptions{mutation: true, admit: notAdmitted}, func(ctx context.Context, in *recoverInput) (*Mutated[RunView], error) {
 		// Recovery commits in steps (lease, state import, resolution), so
 		// the key is held across them and the answer is recorded in the
 		// resolving transaction.

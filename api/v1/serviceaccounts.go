@@ -47,7 +47,7 @@ func (a *API) registerServiceAccounts() {
 	register(a, huma.Operation{
 		OperationID: "create-service-account", Method: http.MethodPost, Path: "/v1/service-accounts",
 		Summary: "Create a service account", Tags: []string{"Service accounts"}, DefaultStatus: http.StatusCreated,
-	}, operationOptions{mutation: true}, func(ctx context.Context, in *createServiceAccountInput) (*Mutated[ServiceAccountView], error) {
+	}, operationOptions{mutation: true, admit: notAdmitted}, func(ctx context.Context, in *createServiceAccountInput) (*Mutated[ServiceAccountView], error) {
 		return mutation(ctx, a, in.IdempotencyKey, in.Body, http.StatusCreated,
 			func(ctx context.Context, tx *sqlx.Tx, p access.Principal) (ServiceAccountView, error) {
 				sa, err := a.deps.Services.ServiceAccounts.Create(ctx, tx, p, in.Body.Name, in.Body.Description)
@@ -59,7 +59,7 @@ func (a *API) registerServiceAccounts() {
 		OperationID: "issue-service-account-token", Method: http.MethodPost, Path: "/v1/service-accounts/{id}/tokens",
 		Summary: "Issue a token (the only response that carries its plaintext)", Tags: []string{"Service accounts"},
 		DefaultStatus: http.StatusCreated,
-	}, operationOptions{mutation: true}, func(ctx context.Context, in *issueTokenInput) (*Mutated[IssuedTokenView], error) {
+	}, operationOptions{mutation: true, admit: notAdmitted}, func(ctx context.Context, in *issueTokenInput) (*Mutated[IssuedTokenView], error) {
 		return mutation(ctx, a, in.IdempotencyKey, in.Body, http.StatusCreated,
 			func(ctx context.Context, tx *sqlx.Tx, p access.Principal) (IssuedTokenView, error) {
 				issued, err := a.deps.Services.ServiceAccounts.IssueToken(ctx, tx, p, in.ID, serviceaccount.IssueInput{
@@ -73,7 +73,7 @@ func (a *API) registerServiceAccounts() {
 	register(a, huma.Operation{
 		OperationID: "revoke-service-account-token", Method: http.MethodDelete, Path: "/v1/service-accounts/{id}/tokens/{tokenId}",
 		Summary: "Revoke a token at once", Tags: []string{"Service accounts"},
-	}, operationOptions{mutation: true}, func(ctx context.Context, in *revokeTokenInput) (*Mutated[TokenView], error) {
+	}, operationOptions{mutation: true, admit: notAdmitted}, func(ctx context.Context, in *revokeTokenInput) (*Mutated[TokenView], error) {
 		return mutation(ctx, a, in.IdempotencyKey, struct{}{}, http.StatusOK,
 			func(ctx context.Context, tx *sqlx.Tx, p access.Principal) (TokenView, error) {
 				t, err := a.deps.Services.ServiceAccounts.RevokeToken(ctx, tx, p, in.ID, in.TokenID)

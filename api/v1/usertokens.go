@@ -56,7 +56,7 @@ func (a *API) registerUserTokens() {
 		OperationID: "create-user-token", Method: http.MethodPost, Path: "/v1/user-tokens",
 		Summary: "Create an API token for the remote-backend protocol", Tags: []string{"User tokens"},
 		DefaultStatus: http.StatusCreated,
-	}, operationOptions{mutation: true}, func(ctx context.Context, in *createUserTokenInput) (*Mutated[IssuedUserTokenView], error) {
+	}, operationOptions{mutation: true, admit: notAdmitted}, func(ctx context.Context, in *createUserTokenInput) (*Mutated[IssuedUserTokenView], error) {
 		return mutation(ctx, a, in.IdempotencyKey, in.Body, http.StatusCreated,
 			func(ctx context.Context, tx *sqlx.Tx, p access.Principal) (IssuedUserTokenView, error) {
 				t, plaintext, err := a.deps.Services.Identity.CreateUserToken(ctx, tx, p, in.Body.Description, in.Body.ExpiresAt)
@@ -66,7 +66,7 @@ func (a *API) registerUserTokens() {
 	register(a, huma.Operation{
 		OperationID: "revoke-user-token", Method: http.MethodDelete, Path: "/v1/user-tokens/{id}",
 		Summary: "Revoke one of your API tokens at once", Tags: []string{"User tokens"},
-	}, operationOptions{mutation: true}, func(ctx context.Context, in *revokeUserTokenInput) (*Mutated[UserTokenView], error) {
+	}, operationOptions{mutation: true, admit: notAdmitted}, func(ctx context.Context, in *revokeUserTokenInput) (*Mutated[UserTokenView], error) {
 		return mutation(ctx, a, in.IdempotencyKey, struct{}{}, http.StatusOK,
 			func(ctx context.Context, tx *sqlx.Tx, p access.Principal) (UserTokenView, error) {
 				t, err := a.deps.Services.Identity.RevokeUserToken(ctx, tx, p, in.ID)

@@ -52,7 +52,7 @@ func (a *API) registerVariables() {
 	register(a, huma.Operation{
 		OperationID: "create-workspace-variable", Method: http.MethodPost, Path: "/v1/workspaces/{id}/variables",
 		Summary: "Add a variable to a workspace", Tags: []string{"Variables"}, DefaultStatus: http.StatusCreated,
-	}, operationOptions{mutation: true, bodyLimit: VariableBodyLimit}, func(ctx context.Context, in *createVariableInput) (*Mutated[VariableView], error) {
+	}, operationOptions{mutation: true, admit: admitWorkspace, bodyLimit: VariableBodyLimit}, func(ctx context.Context, in *createVariableInput) (*Mutated[VariableView], error) {
 		return mutation(ctx, a, in.IdempotencyKey, in.Body, http.StatusCreated,
 			func(ctx context.Context, tx *sqlx.Tx, p access.Principal) (VariableView, error) {
 				v, err := a.deps.Services.Workspaces.CreateVariable(ctx, tx, p, in.ID, workspace.VariableInput{
@@ -76,7 +76,7 @@ func (a *API) registerVariables() {
 	register(a, huma.Operation{
 		OperationID: "replace-workspace-variable", Method: http.MethodPut, Path: "/v1/workspace-variables/{id}",
 		Summary: "Replace a variable", Tags: []string{"Variables"},
-	}, operationOptions{mutation: true, bodyLimit: VariableBodyLimit}, func(ctx context.Context, in *replaceVariableInput) (*Mutated[VariableView], error) {
+	}, operationOptions{mutation: true, admit: admitVariable, bodyLimit: VariableBodyLimit}, func(ctx context.Context, in *replaceVariableInput) (*Mutated[VariableView], error) {
 		return mutation(ctx, a, in.IdempotencyKey, in.Body, http.StatusOK,
 			func(ctx context.Context, tx *sqlx.Tx, p access.Principal) (VariableView, error) {
 				v, err := a.deps.Services.Workspaces.ReplaceVariable(ctx, tx, p, in.ID, workspace.VariableInput{
@@ -89,7 +89,7 @@ func (a *API) registerVariables() {
 	register(a, huma.Operation{
 		OperationID: "delete-workspace-variable", Method: http.MethodDelete, Path: "/v1/workspace-variables/{id}",
 		Summary: "Delete a variable", Tags: []string{"Variables"},
-	}, operationOptions{mutation: true}, func(ctx context.Context, in *deleteVariableInput) (*Mutated[VariableView], error) {
+	}, operationOptions{mutation: true, admit: admitVariable}, func(ctx context.Context, in *deleteVariableInput) (*Mutated[VariableView], error) {
 		return mutation(ctx, a, in.IdempotencyKey, struct{}{}, http.StatusOK,
 			func(ctx context.Context, tx *sqlx.Tx, p access.Principal) (VariableView, error) {
 				v, err := a.deps.Services.Workspaces.DeleteVariable(ctx, tx, p, in.ID)

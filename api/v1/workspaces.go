@@ -58,7 +58,7 @@ func (a *API) registerWorkspaces() {
 	register(a, huma.Operation{
 		OperationID: "create-workspace", Method: http.MethodPost, Path: "/v1/workspaces",
 		Summary: "Create a workspace", Tags: []string{"Workspaces"}, DefaultStatus: http.StatusCreated,
-	}, operationOptions{mutation: true}, func(ctx context.Context, in *createWorkspaceInput) (*Mutated[WorkspaceView], error) {
+	}, operationOptions{mutation: true, admit: admitOrganization}, func(ctx context.Context, in *createWorkspaceInput) (*Mutated[WorkspaceView], error) {
 		return mutation(ctx, a, in.IdempotencyKey, in.Body, http.StatusCreated,
 			func(ctx context.Context, tx *sqlx.Tx, p access.Principal) (WorkspaceView, error) {
 				w, err := a.deps.Services.Workspaces.CreateWorkspace(ctx, tx, p, workspace.CreateWorkspaceInput{
@@ -91,7 +91,7 @@ func (a *API) registerWorkspaces() {
 	register(a, huma.Operation{
 		OperationID: "update-workspace", Method: http.MethodPatch, Path: "/v1/workspaces/{id}",
 		Summary: "Replace execution settings and optionally rename", Tags: []string{"Workspaces"},
-	}, operationOptions{mutation: true}, func(ctx context.Context, in *updateWorkspaceInput) (*Mutated[WorkspaceView], error) {
+	}, operationOptions{mutation: true, admit: admitWorkspace}, func(ctx context.Context, in *updateWorkspaceInput) (*Mutated[WorkspaceView], error) {
 		return mutation(ctx, a, in.IdempotencyKey, in.Body, http.StatusOK,
 			func(ctx context.Context, tx *sqlx.Tx, p access.Principal) (WorkspaceView, error) {
 				w, err := a.deps.Services.Workspaces.UpdateWorkspace(ctx, tx, p, in.ID, workspace.UpdateWorkspaceInput{

@@ -319,7 +319,6 @@ func deleteWorkspaceTree(ctx context.Context, tx *sqlx.Tx, organizationID, works
 		`DELETE FROM state_version_outputs WHERE state_version_id IN (SELECT id FROM state_versions WHERE organization_id = $1 AND workspace_id = $2)`,
 		`DELETE FROM state_versions WHERE organization_id = $1 AND workspace_id = $2`,
 		`DELETE FROM workspace_variables WHERE organization_id = $1 AND workspace_id = $2`,
-		`DELETE FROM suspensions WHERE organization_id = $1 AND workspace_id = $2`,
 		`UPDATE service_account_tokens SET revoked_at = now() WHERE organization_id = $1 AND workspace_id = $2 AND revoked_at IS NULL`,
 		`DELETE FROM workspace_settings_versions WHERE workspace_id = (SELECT id FROM workspaces WHERE organization_id = $1 AND id = $2)`,
 		`DELETE FROM workspaces WHERE organization_id = $1 AND id = $2`,

@@ -5,26 +5,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+
+	"github.com/cairnhq/cairn/api/launch"
 )
 
-// OpenPublicGate writes the first launch-control version, with the public
-// gate open, through the operator API. Harnesses that create organizations
-// on the fly (go-tfe's tests, benchmarks) need it.
+// OpenPublicGate writes the first launch-control version, the default
+// control with the public gate open, through the operator API, as `make
+// run` does for a fresh installation. Harnesses that create organizations
+// on the fly (go-tfe's tests, benchmarks, end-to-end stacks) need it.
 func OpenPublicGate(client *http.Client, apiURL, operatorToken, key string) error {
-	doc := map[string]any{
-		"expected_version": 0,
-		"reason":           "test harness: " + key,
-		"document": map[string]any{
-			"public_gate": true, "launched_organizations": []string{}, "canary_allowlist": []any{},
-			"new_runs_enabled": true, "applies_enabled": true,
-			"federation_providers": map[string]bool{"aws": false, "gcp": false, "azure": false},
-			"regions":              map[string]bool{"us": true, "eu": false},
-			"ceilings":             map[string]any{"sandboxes_per_region": map[string]int{"us": 4, "eu": 0}, "pending_runs_per_workspace": 50},
-			"runner_releases":      []string{"cairn-runner-1"}, "policy_releases": []string{"opa-1.18.2"},
-			"workflow_routing": map[string]string{"run": "default"},
-		},
-	}
-	raw, _ := json.Marshal(doc)
+	open := launch.Default()
+	open.PublicGate = true
+	raw, _ := json.Marshal(map[string]any{"expected_version": 0, "reason": "test harness: " + key, "document": open})
 	req, err := http.NewRequest(http.MethodPut, apiURL+"/operator/v1/launch-control", bytes.NewReader(raw))
 	if err != nil {
 		return err

@@ -85,7 +85,9 @@ type Worker struct {
 	Program string
 	// BuildTimeout bounds the sandbox's life (SPEC §8: 15 minutes).
 	BuildTimeout time.Duration
-	Logger       *slog.Logger
+	// CapacityRetry is how long a build waits for a full region.
+	CapacityRetry time.Duration
+	Logger        *slog.Logger
 }
 
 // Timeout leaves room for storing outputs after the sandbox's deadline.
@@ -94,11 +96,18 @@ func (w *Worker) Timeout(*river.Job[policy.PublicationArgs]) time.Duration {
 }
 
 // Work builds one pending version. A version no longer pending is a replay
-// and done. Infrastructure failures retry; the last attempt records an
-// orchestration failure so the version never stays pending forever.
+// and done. A build launch control does not admit now, or whose region is
+// full, waits without spending an attempt. Infrastructure failures retry;
+// the last attempt records an orchestration failure so the version never
+// stays pending forever.
 func (w *Worker) Work(ctx context.Context, job *river.Job[policy.PublicationArgs]) error {
-	b, ok, err := w.Policies.PendingBuild(ctx, job.Args.PolicyVersionID)
-	if err != nil || !ok {
+	b, ok, err := w.Policies.StartBuild(ctx, job.Args.PolicyVersionID)
+	switch {
+	case errors.Is(err, policy.ErrBuildNoCapacity):
+		return river.JobSnooze(w.CapacityRetry)
+	case errors.Is(err, policy.ErrBuildNotAdmitted):
+		return river.JobSnooze(30 * time.Second)
+	case err != nil || !ok:
 		return err
 	}
 	if err := w.build(ctx, b); err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
 
+	"github.com/cairnhq/cairn/api/launch"
 	"github.com/cairnhq/cairn/api/platform/config"
 	"github.com/cairnhq/cairn/api/policy"
 	"github.com/cairnhq/cairn/api/run"
@@ -53,7 +54,12 @@ func New(cfg config.Config, conn *sqlx.DB, driver sandbox.Driver, logger *slog.L
 			func() (river.JobArgs, *river.InsertOpts) { return maintenance.SignInFailureSweepArgs{}, nil },
 			&river.PeriodicJobOpts{RunOnStart: true, ID: "sign_in_failure_sweep"}),
 	}
-	queues := map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 20}}
+	// Every worker serves every queue launch control may route a workflow
+	// to, so a routed job never waits on a queue nobody listens on.
+	queues := map[string]river.QueueConfig{}
+	for _, q := range launch.Queues {
+		queues[q] = river.QueueConfig{MaxWorkers: queueWorkers[q]}
+	}
 
 	deps, err := server.Assemble(cfg, conn, logger)
 	if err != nil {
@@ -76,7 +82,6 @@ func New(cfg config.Config, conn *sqlx.DB, driver sandbox.Driver, logger *slog.L
 		periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(max(time.Second, cfg.AttemptHeartbeatTimeout/3)),
 			func() (river.JobArgs, *river.InsertOpts) { return run.ReapArgs{}, nil },
 			&river.PeriodicJobOpts{RunOnStart: true, ID: "run_attempt_reaper"}))
-		queues[run.QueueRuns] = river.QueueConfig{MaxWorkers: 16}
 	}
 	if policies := deps.Services.Policies; policies != nil {
 		program, err := os.Executable()
@@ -84,7 +89,7 @@ func New(cfg config.Config, conn *sqlx.DB, driver sandbox.Driver, logger *slog.L
 			return nil, fmt.Errorf("locating the policy build program: %w", err)
 		}
 		if err := add(river.AddWorkerSafely(workers, &policybuild.Worker{Policies: policies, Driver: driver, Program: program,
-			BuildTimeout: cfg.PolicyBuildTimeout, Logger: logger})); err != nil {
+			BuildTimeout: cfg.PolicyBuildTimeout, CapacityRetry: time.Second, Logger: logger})); err != nil {
 			return nil, err
 		}
 		if err := add(river.AddWorkerSafely(workers, &policybuild.ReconcileWorker{Policies: policies, Logger: logger})); err != nil {
@@ -93,7 +98,6 @@ func New(cfg config.Config, conn *sqlx.DB, driver sandbox.Driver, logger *slog.L
 		periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(policy.ReconcileInterval),
 			func() (river.JobArgs, *river.InsertOpts) { return policy.ReconcileArgs{}, nil },
 			&river.PeriodicJobOpts{RunOnStart: true, ID: "workflow_dispatch_reconciler"}))
-		queues[policy.QueuePolicy] = river.QueueConfig{MaxWorkers: 4}
 	}
 
 	client, err := river.NewClient(riverdatabasesql.New(conn.DB), &river.Config{
@@ -115,6 +119,9 @@ func New(cfg config.Config, conn *sqlx.DB, driver sandbox.Driver, logger *slog.L
 func StopWindow(cfg config.Config) time.Duration {
 	return cfg.ApplyInterruptGrace + runner.EvidenceWindow + 15*time.Second
 }
+
+// queueWorkers bounds the concurrent jobs of each routable queue.
+var queueWorkers = map[string]int{river.QueueDefault: 20, run.QueueRuns: 16, policy.QueuePolicy: 4}
 
 // NewSandboxDriver is the local sandbox driver under the data directory,
 // with the configured isolation and ceilings. A driver that cannot isolate

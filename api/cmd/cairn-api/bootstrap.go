@@ -11,7 +11,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"slices"
 
 	"github.com/jmoiron/sqlx"
 
@@ -58,7 +57,7 @@ func bootstrap(ctx context.Context, cfg config.Config, logger *slog.Logger, out 
 	if err != nil {
 		return fmt.Errorf("creating the local owner: %w", err)
 	}
-	if err := reportLaunch(ctx, launch.NewService(conn, logger), res, out); err != nil {
+	if err := reportLaunch(ctx, launch.NewService(conn, logger), out); err != nil {
 		return err
 	}
 	if err := writeCLIConfig(ctx, cfg, conn, ident, res, out); err != nil {
@@ -82,29 +81,29 @@ func bootstrap(ctx context.Context, cfg config.Config, logger *slog.Logger, out 
 	return nil
 }
 
-// reportLaunch opens the launch gate for the local organization on a fresh
-// installation (no control yet) and says what the gate is.
-func reportLaunch(ctx context.Context, svc *launch.Service, res identity.BootstrapResult, out io.Writer) error {
+// reportLaunch opens the public gate on a fresh installation (no control
+// yet), recorded as its first control version, and says what the gate is.
+// An installation that already has a control keeps it: bootstrap never
+// reopens a gate an operator closed.
+func reportLaunch(ctx context.Context, svc *launch.Service, out io.Writer) error {
 	current, err := svc.Current(ctx)
 	if err != nil {
 		return err
 	}
 	if current == nil {
-		c, err := openOrganization(ctx, svc, res.Organization.ID, "local bootstrap", "bootstrap-"+res.Organization.ID, "bootstrap")
+		c, _, err := openPublicGate(ctx, svc, "local bootstrap: a make run installation opens the public gate",
+			"bootstrap-public-gate", "bootstrap")
 		if err != nil {
 			return fmt.Errorf("opening the launch gate: %w", err)
 		}
 		current = &c
 	}
-	switch {
-	case current.PublicGate:
+	if current.PublicGate {
 		fmt.Fprintf(out, "==> launch gate: open for every organization (launch control version %d)\n", current.Version)
-	case slices.Contains(current.LaunchedOrganizations, res.Organization.ID):
-		fmt.Fprintf(out, "==> launch gate: open for organization %q only (launch control version %d)\n", res.Organization.Slug, current.Version)
-	default:
-		fmt.Fprintf(out, "==> launch gate: closed for organization %q; open it with: cairn-api launch open-organization -organization %s -reason ...\n",
-			res.Organization.Slug, res.Organization.Slug)
+		return nil
 	}
+	fmt.Fprintf(out, "==> launch gate: closed; only its %d canary workspaces are admitted (launch control version %d); open it with: cairn-api launch open-gate -reason ...\n",
+		len(current.CanaryAllowlist), current.Version)
 	return nil
 }
 

@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"os"
 	"os/user"
-	"slices"
 
 	"github.com/jmoiron/sqlx"
 
@@ -26,14 +25,20 @@ commands:
   show                                     print the control in force
   apply -file F -expected-version N -reason R [-key K]
                                            write a new control version
-  open-organization -organization SLUG -reason R [-key K]
-                                           open the gate for one organization
-  suspend -organization SLUG [-workspace ID] -reason R [-key K]
-  lift -suspension ID
+  open-gate -reason R [-key K]             open the public gate (a new version
+                                           of the control in force, or of the
+                                           default control when none exists)
+  suspensions -organization SLUG [-workspace ID]
+                                           print a suspension's version and history
+  suspend -organization SLUG [-workspace ID] -expected-version N -reason R [-key K]
+  lift -organization SLUG [-workspace ID] -expected-version N -reason R [-key K]
 
-Every change needs a reason and is recorded with actor, request, reason and
-the documents before and after. -key makes a retry safe; it defaults to a
-random key, printed so the same change can be retried.
+While the public gate is closed only the exact organization-and-workspace
+pairs of canary_allowlist are admitted. Every change needs a reason and is
+recorded with actor, request, reason and the state before and after; a
+suspension's expected version is the one "suspensions" prints (0 before its
+first change). -key makes a retry safe; it defaults to a random key, printed
+so the same change can be retried.
 `
 
 func operatorActor() string {
@@ -68,7 +73,6 @@ func launchCommand(ctx context.Context, cfg config.Config, logger *slog.Logger, 
 	key := fs.String("key", "", "idempotency key (default: random)")
 	orgSlug := fs.String("organization", "", "organization slug")
 	workspaceID := fs.String("workspace", "", "workspace ID (suspend one workspace)")
-	suspensionID := fs.String("suspension", "", "suspension ID")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -106,35 +110,47 @@ func launchCommand(ctx context.Context, cfg config.Config, logger *slog.Logger, 
 		}
 		fmt.Fprintf(out, "launch control version %d written (key %s, replayed %v)\n", c.Version, *key, replayed)
 		return nil
-	case "open-organization":
+	case "open-gate":
+		c, replayed, err := openPublicGate(ctx, svc, *reason, *key, operatorActor())
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "public gate open: launch control version %d (key %s, replayed %v)\n", c.Version, *key, replayed)
+		return nil
+	case "suspensions":
 		orgID, err := organizationID(ctx, conn, *orgSlug)
 		if err != nil {
 			return err
 		}
-		c, err := openOrganization(ctx, svc, orgID, *reason, *key, operatorActor())
+		state, err := svc.Suspensions(ctx, orgID, *workspaceID)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "gate open for organization %q (launch control version %d)\n", *orgSlug, c.Version)
+		doc, err := json.MarshalIndent(state, "", "  ")
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "%s\n", doc)
 		return nil
-	case "suspend":
+	case "suspend", "lift":
 		orgID, err := organizationID(ctx, conn, *orgSlug)
 		if err != nil {
 			return err
 		}
-		rec, err := svc.Suspend(ctx, launch.SuspendInput{Actor: operatorActor(), RequestID: requestID, IdempotencyKey: *key,
-			OrganizationID: orgID, WorkspaceID: *workspaceID, Reason: *reason})
+		if *expected < 0 {
+			return errors.New(`-expected-version is required: the version "suspensions" prints (0 before the first change)`)
+		}
+		change := svc.Suspend
+		if args[0] == "lift" {
+			change = svc.Lift
+		}
+		rec, replayed, err := change(ctx, launch.SuspensionChange{Actor: operatorActor(), RequestID: requestID, IdempotencyKey: *key,
+			OrganizationID: orgID, WorkspaceID: *workspaceID, ExpectedVersion: *expected, Reason: *reason})
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "suspension %s recorded (key %s)\n", rec.ID, *key)
-		return nil
-	case "lift":
-		rec, err := svc.Lift(ctx, operatorActor(), *suspensionID)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(out, "suspension %s lifted\n", rec.ID)
+		fmt.Fprintf(out, "suspension version %d recorded: suspended %v (change %s, key %s, replayed %v)\n",
+			rec.Version, rec.Suspended, rec.ID, *key, replayed)
 		return nil
 	default:
 		fmt.Fprint(out, launchUsage)
@@ -159,22 +175,18 @@ func organizationID(ctx context.Context, conn *sqlx.DB, slug string) (string, er
 	return id, nil
 }
 
-// openOrganization adds an organization to the launched list, starting
-// from the default control when none exists yet.
-func openOrganization(ctx context.Context, svc *launch.Service, orgID, reason, key, actor string) (launch.Control, error) {
+// openPublicGate writes a version of the control in force with the public
+// gate open, starting from the default control when none exists yet.
+func openPublicGate(ctx context.Context, svc *launch.Service, reason, key, actor string) (launch.Control, bool, error) {
 	current, err := svc.Current(ctx)
 	if err != nil {
-		return launch.Control{}, err
+		return launch.Control{}, false, err
 	}
 	doc, expected := launch.Default(), 0
 	if current != nil {
 		doc, expected = *current, current.Version
 	}
-	if slices.Contains(doc.LaunchedOrganizations, orgID) {
-		return doc, nil
-	}
-	doc.LaunchedOrganizations = append(doc.LaunchedOrganizations, orgID)
-	c, _, err := svc.Apply(ctx, launch.Change{Actor: actor, RequestID: "cli-" + key, IdempotencyKey: key,
+	doc.PublicGate = true
+	return svc.Apply(ctx, launch.Change{Actor: actor, RequestID: "cli-" + key, IdempotencyKey: key,
 		ExpectedVersion: expected, Reason: reason, Document: doc})
-	return c, err
 }

@@ -28,8 +28,8 @@ commands:
   migrate    apply database migrations (Cairn's and River's)
   bootstrap  create the local owner account and organization once, writing
              the generated password to $CAIRN_DATA_DIR/dev-credentials
-  launch     operator launch control: show, apply, open-organization,
-             suspend, lift (see cairn-api launch)
+  launch     operator launch control: show, apply, open-gate,
+             suspensions, suspend, lift (see cairn-api launch)
 `
 
 func main() {
@@ -71,22 +71,21 @@ func main() {
 }
 
 // openDatabase connects when DATABASE_URL is set. A database that is
-// configured but down at start is kept as a handle (it reconnects on use)
-// and reported by /ready, rather than stopping the process.
+// configured but down at start is kept as a handle (it reconnects on use):
+// /health answers, /ready and protected routes answer 503 until it is
+// back. A URL that does not parse leaves no database at all.
 func openDatabase(ctx context.Context, cfg config.Config, logger *slog.Logger) *sqlx.DB {
 	if cfg.DatabaseURL == "" {
 		logger.Warn("DATABASE_URL is not set: protected surfaces will answer 503")
 		return nil
 	}
-	conn, err := db.Open(ctx, cfg.DatabaseURL.Reveal(), cfg.DBMaxConns)
+	conn, err := db.OpenPool(cfg.DatabaseURL.Reveal(), cfg.DBMaxConns)
 	if err != nil {
-		logger.Warn("database not reachable at start; /ready will report it", "error", err)
-		conn, err = db.NewPool(cfg.DatabaseURL.Reveal())
-		if err != nil {
-			logger.Error("database URL unusable: protected surfaces will answer 503", "error", err)
-			return nil
-		}
-		conn.SetMaxOpenConns(cfg.DBMaxConns)
+		logger.Error("database URL unusable: protected surfaces will answer 503", "error", err)
+		return nil
+	}
+	if err := db.Ping(ctx, conn); err != nil {
+		logger.Warn("database not reachable at start; /ready and protected routes answer 503 until it is", "error", err)
 	}
 	return conn
 }

@@ -19,11 +19,12 @@ const maxCachedStatements = 256
 // parameterized statement once and reuse it. PostgreSQL then plans each
 // statement once per connection instead of on every execution: planning,
 // not execution, dominated the cost of Cairn's short queries. Nothing is
-// sent until the first use.
+// sent until the first use. A string that does not parse is ErrInvalidURL,
+// never the parser's error, which would quote the password.
 func NewPool(dsn string) (*sqlx.DB, error) {
-	base, err := pq.NewConnector(WithBinaryParameters(dsn))
+	base, err := pq.NewConnector(withParameter(WithBinaryParameters(dsn), "connect_timeout", connectTimeoutSeconds))
 	if err != nil {
-		return nil, err
+		return nil, ErrInvalidURL
 	}
 	return sqlx.NewDb(sql.OpenDB(preparingConnector{base: base}), "postgres"), nil
 }

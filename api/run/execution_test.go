@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/cairnhq/cairn/api/apitest"
-	"github.com/cairnhq/cairn/api/launch"
 	"github.com/cairnhq/cairn/api/plandiff/plandifftest"
 	"github.com/cairnhq/cairn/api/policy"
 	"github.com/cairnhq/cairn/api/policy/rego"
@@ -42,12 +41,7 @@ func setup(t *testing.T) *harness {
 	env := apitest.New(t)
 	h := &harness{t: t, ctx: context.Background(), env: env}
 	h.runs = env.Server.Services().Runs.WithClock(func() time.Time { return time.Now().Add(time.Duration(h.skew.Load())) })
-	control := launch.Default()
-	control.PublicGate = true
-	if _, _, err := env.Server.V1Services().Launch.Apply(h.ctx, launch.Change{Actor: "test", RequestID: "req_test",
-		IdempotencyKey: "open", Reason: "test", Document: control}); err != nil {
-		t.Fatal(err)
-	}
+	// apitest.New opens the public gate.
 	h.owner = env.WithOrganization("runs")
 	return h
 }

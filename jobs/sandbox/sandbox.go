@@ -36,6 +36,12 @@ type Limits struct {
 	MaxFileBytes uint64
 	// MaxCPUSeconds is RLIMIT_CPU.
 	MaxCPUSeconds uint64
+	// MaxMemoryBytes is a memory ceiling per process, applied as
+	// RLIMIT_AS (address space) and only when set. An address-space limit
+	// counts reservations as well as memory in use: a Go program reserves
+	// some 900 MiB before it allocates anything, so a Go command needs
+	// that much on top of the heap it may use.
+	MaxMemoryBytes uint64
 }
 
 func (l Limits) withDefaults() Limits {

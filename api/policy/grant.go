@@ -32,13 +32,18 @@ func grantResource(attemptID string, sequence int) string {
 	return BundleGrantPath(attemptID) + "?evaluation=" + strconv.Itoa(sequence)
 }
 
-// bundleGrant returns the signer of one evaluation's grant: given a
-// deadline it returns the path and query, relative to the API origin.
+// BundleGrant signs the grant of one evaluation of a plan attempt, good
+// until deadline, and returns its path and query relative to the API's
+// origin.
+func (s *Service) BundleGrant(attemptID string, sequence int, deadline time.Time) string {
+	resource := grantResource(attemptID, sequence)
+	return resource + "&" + s.opts.Capabilities.QueryUntil(http.MethodGet, resource, deadline)
+}
+
+// bundleGrant is BundleGrant for one evaluation, signed when its process
+// starts.
 func (s *Service) bundleGrant(attemptID string, sequence int) func(deadline time.Time) string {
-	return func(deadline time.Time) string {
-		resource := grantResource(attemptID, sequence)
-		return resource + "&" + s.opts.Capabilities.QueryUntil(http.MethodGet, resource, deadline)
-	}
+	return func(deadline time.Time) string { return s.BundleGrant(attemptID, sequence, deadline) }
 }
 
 // BundleGrant is a grant as a request presents it.

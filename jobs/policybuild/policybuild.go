@@ -18,6 +18,7 @@ import (
 	"github.com/cairnhq/cairn/api/platform/blob"
 	"github.com/cairnhq/cairn/api/policy"
 	"github.com/cairnhq/cairn/api/policy/rego"
+	"github.com/cairnhq/cairn/jobs/policyeval"
 	"github.com/cairnhq/cairn/jobs/sandbox"
 )
 
@@ -85,7 +86,14 @@ type Worker struct {
 	Program string
 	// BuildTimeout bounds the sandbox's life (SPEC §8: 15 minutes).
 	BuildTimeout time.Duration
-	Logger       *slog.Logger
+	// MaxCPUSeconds and MaxMemoryBytes bound the build program, so a
+	// test that loops or allocates without end inside one built-in call
+	// (which the per-test timeout cannot interrupt) fails the build
+	// instead of holding a processor or the worker's memory. Zero leaves
+	// the sandbox's defaults.
+	MaxCPUSeconds  uint64
+	MaxMemoryBytes uint64
+	Logger         *slog.Logger
 }
 
 // Timeout leaves room for storing outputs after the sandbox's deadline.
@@ -114,7 +122,8 @@ func (w *Worker) Work(ctx context.Context, job *river.Job[policy.PublicationArgs
 
 func (w *Worker) build(ctx context.Context, b policy.BuildJob) error {
 	started := time.Now()
-	sb, err := w.Driver.Create(ctx, sandbox.Spec{Name: "policy-" + b.Version.ID, Limits: sandbox.Limits{WallClock: w.BuildTimeout}})
+	sb, err := w.Driver.Create(ctx, sandbox.Spec{Name: "policy-" + b.Version.ID, Limits: sandbox.Limits{WallClock: w.BuildTimeout,
+		MaxCPUSeconds: w.MaxCPUSeconds, MaxMemoryBytes: w.MaxMemoryBytes}})
 	if err != nil {
 		return fmt.Errorf("creating build sandbox: %w", err)
 	}
@@ -143,14 +152,18 @@ func (w *Worker) build(ctx context.Context, b policy.BuildJob) error {
 	w.Logger.InfoContext(ctx, "policy build ran", "policy_version_id", b.Version.ID, "exit_code", code,
 		"duration_ms", time.Since(started).Milliseconds(), "output", logs.String())
 	if errors.Is(err, sandbox.ErrTimedOut) {
-		_, ferr := w.Policies.FailBuild(ctx, b.Version.ID, policy.FailureOrchestration)
+		_, ferr := w.Policies.FailBuild(ctx, b.Version.ID, policy.FailureLimit)
 		return ferr
 	}
 	if err != nil {
 		return fmt.Errorf("running policy build: %w", err)
 	}
 	if code != 0 {
-		_, ferr := w.Policies.FailBuild(ctx, b.Version.ID, policy.FailureToolchain)
+		failure := policy.FailureToolchain
+		if policyeval.MetLimit(code, logs.Bytes()) != "" {
+			failure = policy.FailureLimit
+		}
+		_, ferr := w.Policies.FailBuild(ctx, b.Version.ID, failure)
 		return ferr
 	}
 	var report Report

@@ -717,11 +717,11 @@ func (s *localSandbox) limited(argv []string) ([]string, error) {
 		// A core dump would write process memory, run token included, to disk.
 		{"--core", unix.RLIMIT_CORE, 0},
 		{"--nproc", unix.RLIMIT_NPROC, s.limits.MaxProcesses},
-		{"--as", unix.RLIMIT_AS, s.limits.MaxMemoryBytes},
+		{"--data", unix.RLIMIT_DATA, s.limits.MaxMemoryBytes},
 	}
 	out := []string{s.driver.prlimit}
 	for _, lim := range limits {
-		if (lim.flag == "--nproc" || lim.flag == "--as") && lim.value == 0 {
+		if (lim.flag == "--nproc" || lim.flag == "--data") && lim.value == 0 {
 			continue // see Limits.MaxProcesses and Limits.MaxMemoryBytes
 		}
 		var own unix.Rlimit

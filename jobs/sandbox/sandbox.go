@@ -37,10 +37,11 @@ type Limits struct {
 	// MaxCPUSeconds is RLIMIT_CPU.
 	MaxCPUSeconds uint64
 	// MaxMemoryBytes is a memory ceiling per process, applied as
-	// RLIMIT_AS (address space) and only when set. An address-space limit
-	// counts reservations as well as memory in use: a Go program reserves
-	// some 900 MiB before it allocates anything, so a Go command needs
-	// that much on top of the heap it may use.
+	// RLIMIT_DATA and only when set: it bounds the private writable memory
+	// a process maps (heap, anonymous mappings, thread stacks), which is
+	// what a runaway allocation grows. RLIMIT_AS would count address space
+	// merely reserved too, and a Go program (tofu, Cairn's own) reserves
+	// well over a gigabyte of it before allocating anything.
 	MaxMemoryBytes uint64
 }
 

@@ -467,7 +467,7 @@ func TestMemoryLimitApplies(t *testing.T) {
 	bothModes(t, func(t *testing.T, m mode) {
 		f := setup(t, m, sandbox.Spec{Limits: sandbox.Limits{MaxMemoryBytes: 256 << 20}}, sandbox.LocalOptions{})
 		_, out, _ := run(t, f.sbx, sandbox.Command{Args: []string{"cat", "/proc/self/limits"}})
-		if want := regexp.MustCompile(`(?m)^Max address space\s+268435456\s+268435456\s`); !want.MatchString(out) {
+		if want := regexp.MustCompile(`(?m)^Max data size\s+268435456\s+268435456\s`); !want.MatchString(out) {
 			t.Errorf("limits do not match %s:\n%s", want, out)
 		}
 		// A process that asks for more than the ceiling is refused.
@@ -478,7 +478,7 @@ func TestMemoryLimitApplies(t *testing.T) {
 		// Without a ceiling the address space is not limited.
 		g := setup(t, m, sandbox.Spec{}, sandbox.LocalOptions{})
 		_, out, _ = run(t, g.sbx, sandbox.Command{Args: []string{"cat", "/proc/self/limits"}})
-		if want := regexp.MustCompile(`(?m)^Max address space\s+unlimited\s+unlimited\s`); !want.MatchString(out) {
+		if want := regexp.MustCompile(`(?m)^Max data size\s+unlimited\s+unlimited\s`); !want.MatchString(out) {
 			t.Errorf("limits do not match %s:\n%s", want, out)
 		}
 	})

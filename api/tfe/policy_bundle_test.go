@@ -43,17 +43,17 @@ func TestPolicyBundleGrant(t *testing.T) {
 	c.Get(policies.BundleGrant(st.Attempt.ID, 1, soon)).MustStatus(t, http.StatusOK)
 
 	grant := policies.BundleGrant(st.Attempt.ID, 1, soon)
-	notFound := c.Get("/api/v2/run-attempts/" + st.Attempt.ID + "/no-such-route").MustStatus(t, http.StatusNotFound)
+	notFound := c.Get("/api/v2/run-attempts/"+st.Attempt.ID+"/no-such-route").MustStatus(t, http.StatusNotFound)
 	refused := map[string]string{
-		"expired":             policies.BundleGrant(st.Attempt.ID, 1, time.Now().Add(-2*time.Second)),
-		"another attempt":     strings.Replace(grant, st.Attempt.ID, other.Attempt.ID, 1),
-		"another sequence":    strings.Replace(grant, "evaluation=1", "evaluation=2", 1),
-		"sequence spelled 01": strings.Replace(grant, "evaluation=1", "evaluation=01", 1),
+		"expired":              policies.BundleGrant(st.Attempt.ID, 1, time.Now().Add(-2*time.Second)),
+		"another attempt":      strings.Replace(grant, st.Attempt.ID, other.Attempt.ID, 1),
+		"another sequence":     strings.Replace(grant, "evaluation=1", "evaluation=2", 1),
+		"sequence spelled 01":  strings.Replace(grant, "evaluation=1", "evaluation=01", 1),
 		"outside the snapshot": policies.BundleGrant(st.Attempt.ID, 2, soon),
-		"tampered signature":  grant[:len(grant)-2] + flip(grant[len(grant)-2:]),
-		"later expiry":        regexp.MustCompile(`expires=\d+`).ReplaceAllString(grant, "expires=9999999999"),
-		"no signature":        regexp.MustCompile(`&signature=.*`).ReplaceAllString(grant, ""),
-		"unknown attempt":     policies.BundleGrant("att_nosuchattempt", 1, soon),
+		"tampered signature":   grant[:len(grant)-2] + flip(grant[len(grant)-2:]),
+		"later expiry":         regexp.MustCompile(`expires=\d+`).ReplaceAllString(grant, "expires=9999999999"),
+		"no signature":         regexp.MustCompile(`&signature=.*`).ReplaceAllString(grant, ""),
+		"unknown attempt":      policies.BundleGrant("att_nosuchattempt", 1, soon),
 	}
 	for name, path := range refused {
 		r := c.Get(path)

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -45,6 +46,26 @@ type Report struct {
 // become a report's failure code with exit status 0; only a broken
 // environment returns an error.
 func Build(ctx context.Context, src, out string) error {
+	var once sync.Once
+	writeReport := func(r Report) (err error) {
+		once.Do(func() {
+			body, merr := json.Marshal(r)
+			if merr != nil {
+				err = merr
+				return
+			}
+			err = os.WriteFile(filepath.Join(out, reportFile), body, 0o600)
+		})
+		return err
+	}
+	// A test that allocates without end is stopped short of the memory
+	// ceiling with a verdict, rather than left to crash at it.
+	stop := policyeval.WatchMemory(5*time.Millisecond, func() {
+		fmt.Fprintln(os.Stderr, "policy build failed:", policy.FailureLimit, "the build neared its memory ceiling")
+		_ = writeReport(Report{FailureCode: policy.FailureLimit})
+		os.Exit(0)
+	})
+	defer stop()
 	bundle, err := os.Create(filepath.Join(out, bundleFile))
 	if err != nil {
 		return err
@@ -69,11 +90,7 @@ func Build(ctx context.Context, src, out string) error {
 	default:
 		report.TestsPassed = built.Passed
 	}
-	body, err := json.Marshal(report)
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(out, reportFile), body, 0o600)
+	return writeReport(report)
 }
 
 // Worker runs policy publication jobs.

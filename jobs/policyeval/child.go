@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -12,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/cairnhq/cairn/api/policy/rego"
@@ -34,6 +37,14 @@ func Child(ctx context.Context, requestPath string, stdout io.Writer) error {
 		return fmt.Errorf("decoding the request: %w", err)
 	}
 	doc, err := readBounded(filepath.Join(filepath.Dir(requestPath), inputFile), rego.MaxInputBytes)
+	out := &responder{w: stdout}
+	// A policy that allocates without end is stopped short of the
+	// ceiling, with a verdict instead of a crash.
+	stop := WatchMemory(5*time.Millisecond, func() {
+		_ = out.send(Response{Error: rego.CodeEvaluationMemoryLimit})
+		os.Exit(0)
+	})
+	defer stop()
 	var resp Response
 	switch {
 	case errors.Is(err, errTooLarge):
@@ -43,7 +54,25 @@ func Child(ctx context.Context, requestPath string, stdout io.Writer) error {
 	default:
 		resp = evaluate(ctx, req, doc)
 	}
-	return json.NewEncoder(stdout).Encode(resp)
+	return out.send(resp)
+}
+
+// responder writes the one response, whoever gets there first: the
+// evaluation or the memory watch.
+type responder struct {
+	mu   sync.Mutex
+	w    io.Writer
+	sent bool
+}
+
+func (r *responder) send(resp Response) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.sent {
+		return nil
+	}
+	r.sent = true
+	return json.NewEncoder(r.w).Encode(resp)
 }
 
 // evaluate fetches and compiles the bundle while it converts the input,
@@ -105,7 +134,12 @@ func loadBundle(ctx context.Context, req Request) (*rego.Policy, error) {
 	if err != nil || len(want) != sha256.Size {
 		return nil, &rego.EvalError{Code: rego.CodeEvaluatorFailed, Detail: "request has no bundle digest"}
 	}
-	body, err := fetchBundle(ctx, req.BundleURL)
+	client, err := httpClient(req.CAFile)
+	if err != nil {
+		return nil, err
+	}
+	defer client.CloseIdleConnections()
+	body, err := fetchBundle(ctx, client, req.BundleURL)
 	if err != nil {
 		return nil, err
 	}
@@ -122,12 +156,29 @@ const (
 	maxRetry   = time.Second
 )
 
+// httpClient trusts exactly the CA file when one is given. Loading the
+// system roots instead would also read every certificate under
+// /etc/ssl/certs, which costs a short-lived process tens of milliseconds.
+func httpClient(caFile string) (*http.Client, error) {
+	transport := &http.Transport{Proxy: nil, ForceAttemptHTTP2: true}
+	if caFile != "" {
+		pem, err := readBounded(caFile, 4<<20)
+		if err != nil {
+			return nil, &rego.EvalError{Code: rego.CodeEvaluatorFailed, Detail: "reading the CA file: " + err.Error()}
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, &rego.EvalError{Code: rego.CodeEvaluatorFailed, Detail: "the CA file holds no certificate"}
+		}
+		transport.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	return &http.Client{Transport: transport}, nil
+}
+
 // fetchBundle reads the bundle at its grant URL, retrying transient
 // failures (no connection, 5xx, a body cut short) until ctx ends. A 404 is
 // a refused grant and final.
-func fetchBundle(ctx context.Context, url string) ([]byte, error) {
-	client := &http.Client{Transport: &http.Transport{Proxy: nil, ForceAttemptHTTP2: true}}
-	defer client.CloseIdleConnections()
+func fetchBundle(ctx context.Context, client *http.Client, url string) ([]byte, error) {
 	wait := firstRetry
 	for {
 		body, retry, err := fetchOnce(ctx, client, url)

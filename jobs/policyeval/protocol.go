@@ -32,6 +32,10 @@ type Request struct {
 	// DeadlineUnixMS ends the evaluation (and the grant): the child stops
 	// fetching and evaluating then, and the worker kills it soon after.
 	DeadlineUnixMS int64 `json:"deadline_unix_ms"`
+	// CAFile, when set, is the only CA bundle the child trusts for the
+	// API's certificate (a path inside its sandbox); otherwise the system
+	// roots.
+	CAFile string `json:"ca_file,omitempty"`
 }
 
 // Response is the one JSON document the child writes to stdout: exactly
@@ -51,6 +55,7 @@ const maxResponseBytes = rego.MaxDecisionBytes + 1024
 var childCodes = []string{
 	rego.CodeInputInvalid, rego.CodeInputTooLarge, rego.CodeDecisionUndefined, rego.CodeDecisionInvalid,
 	rego.CodeEvaluationTimeout, rego.CodeEvaluatorFailed, rego.CodeBundleUnavailable, rego.CodeBundleMismatch,
+	rego.CodeEvaluationMemoryLimit,
 }
 
 func knownChildCode(code string) bool { return slices.Contains(childCodes, code) }

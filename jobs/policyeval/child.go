@@ -90,6 +90,9 @@ func evaluate(ctx context.Context, req Request, doc []byte) Response {
 		p, err := loadBundle(fetchCtx, req)
 		ready <- loaded{p, err}
 	}()
+	// While the bundle's fetch waits on the network, this processor parses
+	// the capabilities manifest the compiler needs, then the input.
+	_, _, _ = rego.Capabilities()
 	input, inputErr := rego.ParseInput(doc)
 	bundle := <-ready
 	switch {

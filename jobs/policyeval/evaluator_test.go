@@ -426,3 +426,32 @@ func TestRefusedGrantsAndBundles(t *testing.T) {
 		t.Fatalf("the granted evaluation's decision: %v", err)
 	}
 }
+
+// TestSandboxedAndInProcessAgree: the child protocol changes nothing a
+// policy decides. Each set's status, error code and findings are the same
+// whether its evaluation ran in its own process or in this one.
+func TestSandboxedAndInProcessAgree(t *testing.T) {
+	t.Parallel()
+	s := newSetup(t, 10*time.Second)
+	s.attach(t, passing, flagging, undefinedDecision)
+	sandboxed, _, _ := s.evaluate(t, newEvaluator(t, localDriver(t, sandbox.BwrapAlways), s, policyeval.Options{}))
+	inProcess, _, _ := s.evaluate(t, s.env.Server.Services().Policies.InProcessEvaluator())
+	if got, want := s.codes(sandboxed), s.codes(inProcess); !slices.Equal(got, want) || !slices.Equal(got, []string{"passed", "failed", rego.CodeDecisionUndefined}) {
+		t.Fatalf("sandboxed %v, in-process %v", got, want)
+	}
+	for i := range s.sets {
+		a, b := s.findings(t, sandboxed, i), s.findings(t, inProcess, i)
+		if ja, jb := mustJSON(t, a), mustJSON(t, b); !bytes.Equal(ja, jb) {
+			t.Fatalf("set %d: sandboxed findings %s, in-process %s", i, ja, jb)
+		}
+	}
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -325,22 +326,39 @@ func (s *Service) openBundle(ctx context.Context, organizationID string, e Snaps
 	if err != nil {
 		return nil, 0, &rego.EvalError{Code: codeBundleUnavailable, Detail: err.Error()}
 	}
-	return &verifyingReader{rc: rc, hash: sha256.New(), want: e.BundleSHA256}, a.SizeBytes, nil
+	return newVerifyingReader(rc, e.BundleSHA256), a.SizeBytes, nil
 }
 
 // verifyingReader fails the read at EOF when the plaintext's digest is not
 // the expected one, so a bundle is never compiled from unexpected bytes.
+// It holds back each read's bytes until it knows whether more follow, and
+// the last read's until the digest is checked: a reader that stops at the
+// error has not received the whole of a wrong bundle, so a streamed
+// response is cut short rather than completed.
 type verifyingReader struct {
 	rc   io.ReadCloser
+	br   *bufio.Reader
 	hash hash.Hash
 	want []byte
 }
 
+func newVerifyingReader(rc io.ReadCloser, want []byte) *verifyingReader {
+	return &verifyingReader{rc: rc, br: bufio.NewReaderSize(rc, 64<<10), hash: sha256.New(), want: want}
+}
+
 func (v *verifyingReader) Read(p []byte) (int, error) {
-	n, err := v.rc.Read(p)
+	n, err := v.br.Read(p)
 	v.hash.Write(p[:n])
-	if errors.Is(err, io.EOF) && !bytes.Equal(v.hash.Sum(nil), v.want) {
-		return n, &rego.EvalError{Code: codeBundleMismatch, Detail: "bundle bytes do not match the snapshot digest"}
+	if err == nil {
+		if _, err = v.br.Peek(1); err == nil {
+			return n, nil
+		}
+	}
+	if errors.Is(err, io.EOF) {
+		if !bytes.Equal(v.hash.Sum(nil), v.want) {
+			return 0, &rego.EvalError{Code: codeBundleMismatch, Detail: "bundle bytes do not match the snapshot digest"}
+		}
+		return n, io.EOF
 	}
 	return n, err
 }

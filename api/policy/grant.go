@@ -13,6 +13,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/cairnhq/cairn/api/platform/fault"
+	"github.com/cairnhq/cairn/api/policy/rego"
 )
 
 // Bundle grants (SPEC §4): a sandboxed evaluation reads its bundle from
@@ -85,13 +86,18 @@ func SnapshotEntryOf(ctx context.Context, q sqlx.QueryerContext, runID string, s
 }
 
 // OpenSnapshotBundle streams the sealed bundle of a snapshotted
-// attachment and its size, failing the read at its end unless the bytes
-// hash to the snapshotted digest. A bundle that cannot be opened is
-// fault.ErrUnavailable: the grant's holder may retry until its deadline.
+// attachment and its size, withholding the end unless the bytes hash to
+// the snapshotted digest. A committed bundle whose digest is not the
+// snapshot's is fault.ErrConflict, final; one that cannot be opened is
+// fault.ErrUnavailable, and the grant's holder may retry until its
+// deadline.
 func (s *Service) OpenSnapshotBundle(ctx context.Context, organizationID string, e SnapshotEntry) (io.ReadCloser, int64, error) {
 	rc, size, err := s.openBundle(ctx, organizationID, e)
 	if err != nil {
 		s.logger.WarnContext(ctx, "policy bundle unavailable", "run_id", e.RunID, "policy_version_id", e.PolicyVersionID, "error", err)
+		if rego.CodeOf(err) == codeBundleMismatch {
+			return nil, 0, fmt.Errorf("%w: policy bundle differs from the snapshot", fault.ErrConflict)
+		}
 		return nil, 0, fmt.Errorf("%w: policy bundle", fault.ErrUnavailable)
 	}
 	return rc, size, nil

@@ -218,9 +218,10 @@ func (s *server) overridePolicyCheck(c *fiber.Ctx, p access.Principal, o owner) 
 // policyBundle serves a snapshotted policy bundle to a sandboxed
 // evaluation at its grant (SPEC §4): the grant, then the attempt and its
 // snapshot, then admission for the run's exact owner, all before a byte is
-// read. Every refusal is the same 404; the bundle streams with its exact
+// read. Every refusal is the same 404. The bundle streams with its exact
 // length and is cut short, never completed, if its bytes do not hash to
-// the snapshot.
+// the snapshot; a committed bundle whose recorded digest is not the
+// snapshot's is a 409 (final), storage trouble a 503 (retry).
 func (s *server) policyBundle(c *fiber.Ctx) error {
 	ctx := c.UserContext()
 	r, entry, err := s.Runs.PolicyBundleGrant(ctx, policy.BundleGrant{AttemptID: c.Params("id"), Evaluation: c.Query("evaluation"),

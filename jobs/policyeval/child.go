@@ -211,6 +211,8 @@ func fetchOnce(ctx context.Context, client *http.Client, url string) (body []byt
 	case resp.StatusCode == http.StatusOK:
 	case resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests:
 		return nil, true, fmt.Errorf("bundle fetch answered %d", resp.StatusCode)
+	case resp.StatusCode == http.StatusConflict:
+		return nil, false, &rego.EvalError{Code: rego.CodeBundleMismatch, Detail: "the committed bundle is not the snapshotted one"}
 	default:
 		return nil, false, &rego.EvalError{Code: rego.CodeBundleUnavailable, Detail: fmt.Sprintf("bundle grant refused: %d", resp.StatusCode)}
 	}

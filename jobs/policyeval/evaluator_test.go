@@ -425,6 +425,16 @@ func TestRefusedGrantsAndBundles(t *testing.T) {
 	if _, err := rego.DecisionFromJSON(outcomes[0].Decision); err != nil {
 		t.Fatalf("the granted evaluation's decision: %v", err)
 	}
+
+	// A committed bundle that is no longer the snapshotted one is refused
+	// by the API as final, and reported as such.
+	if _, err := s.env.DB.Exec(`UPDATE policy_artifacts SET sha256 = $2 WHERE policy_version_id = $1 AND kind = 'bundle'`, v.ID, other); err != nil {
+		t.Fatal(err)
+	}
+	tampered := ev.Evaluate(context.Background(), input, []policy.EvaluationRequest{request(good, v.BundleSHA256)})
+	if got := rego.CodeOf(tampered[0].Err); got != rego.CodeBundleMismatch || tampered[0].Duration > 5*time.Second {
+		t.Fatalf("a swapped committed bundle: code %q (%v) after %v", got, tampered[0].Err, tampered[0].Duration)
+	}
 }
 
 // TestSandboxedAndInProcessAgree: the child protocol changes nothing a

@@ -91,9 +91,10 @@ func evaluate(ctx context.Context, req Request, doc []byte) Response {
 		ready <- loaded{p, err}
 	}()
 	// While the bundle's fetch waits on the network, this processor parses
-	// the capabilities manifest the compiler needs, then the input.
+	// the capabilities manifest the compiler needs, then converts the
+	// input, which the worker built and checked.
 	_, _, _ = rego.Capabilities()
-	input, inputErr := rego.ParseInput(doc)
+	input, inputErr := rego.InputValue(doc)
 	bundle := <-ready
 	switch {
 	case inputErr != nil:

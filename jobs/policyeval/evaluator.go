@@ -173,7 +173,9 @@ func (e *Evaluator) run(ctx context.Context, input []byte, r policy.EvaluationRe
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	code, err := sb.Run(ctx, cmd)
 	decision, verdict := interpret(code, err, stdout, stderr, r.Timeout)
-	if verdict != nil && rego.CodeOf(verdict) != rego.CodeDecisionUndefined {
+	if code != 0 || err != nil {
+		// The process did not end with a response of its own; its stderr
+		// holds only what the Go runtime or the program said about why.
 		e.opts.Logger.WarnContext(ctx, "policy evaluation process failed", "run_id", r.RunID, "sequence", r.Sequence,
 			"policy_version_id", r.PolicyVersionID, "exit_code", code, "code", rego.CodeOf(verdict), "stderr", stderr.head(512))
 	}

@@ -91,6 +91,7 @@ type runPolicy struct {
 	Status             string  `json:"status"`
 	Outcome            *string `json:"outcome"`
 	ConfigurationError *string `json:"configuration_error"`
+	DurationMS         *int    `json:"duration_ms"`
 	Gate               struct {
 		Open  bool       `json:"open"`
 		Until *time.Time `json:"until"`

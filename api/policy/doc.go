@@ -6,6 +6,10 @@
 // snapshot of a workspace's effective attachments taken when a run is
 // created; and the evaluation of a run's sanitized plan against that
 // snapshot, persisted as results bound by digest to everything they used.
+// Evaluations run through an Evaluator (in production one sandboxed process
+// each, jobs/policyeval), which fetches each bundle with an attempt-bound
+// grant signed and checked here; every decision an evaluator returns is
+// validated here again before it counts.
 // Overrides of soft failures are recorded here and applied to runs by the
 // run package, which owns the run's status.
 package policy

@@ -52,7 +52,12 @@ const (
 	FailureOutputBound   = "policy_output_bound_exceeded"
 	FailureToolchain     = "policy_toolchain_unavailable"
 	FailureOrchestration = "policy_orchestration_failed"
+	// FailureLimit is a build stopped by its process's CPU-time, memory
+	// or wall-clock limit, such as a test that loops or allocates forever
+	// inside one built-in call.
+	FailureLimit = "policy_build_limit_exceeded"
 )
 
 // FailureCodes lists every failure code.
-var FailureCodes = []string{FailureCompile, FailureTests, FailureBundle, FailureOutputBound, FailureToolchain, FailureOrchestration}
+var FailureCodes = []string{FailureCompile, FailureTests, FailureBundle, FailureOutputBound, FailureToolchain, FailureOrchestration,
+	FailureLimit}

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -25,9 +26,9 @@ import (
 
 // Evaluation error codes that arise outside the engine.
 const (
-	codeBundleUnavailable = "policy_bundle_unavailable"
-	codeBundleMismatch    = "policy_bundle_digest_mismatch"
-	codeEvaluatorFailed   = "policy_evaluator_failed"
+	codeBundleUnavailable = rego.CodeBundleUnavailable
+	codeBundleMismatch    = rego.CodeBundleMismatch
+	codeEvaluatorFailed   = rego.CodeEvaluatorFailed
 	// codeCompositionTooLarge: the results' findings together exceed 2 MiB.
 	codeCompositionTooLarge = "policy_composition_too_large"
 )
@@ -35,9 +36,12 @@ const (
 // RunFacts is what evaluation needs to know about a run. Only sanitized
 // facts reach the policy input; the plan itself is read once, here.
 type RunFacts struct {
-	OrganizationID         string
-	ProjectID              string
-	RunID                  string
+	OrganizationID string
+	ProjectID      string
+	RunID          string
+	// AttemptID is the plan attempt evaluating; bundle grants are bound
+	// to it.
+	AttemptID              string
 	Kind                   string // manual, tracked or speculative
 	CommitSHA              *string
 	ConfigurationVersionID string
@@ -64,12 +68,14 @@ type Evaluation struct {
 }
 
 // Evaluate builds the run's sanitized policy input from its plan JSON and
-// evaluates every snapshotted attachment in order. Failures of a policy or
-// its input are results with an error code, never Go errors; a Go error
-// means the infrastructure failed and the attempt should be retried.
-// secrets are the run's sensitive values: if one appears in the input, the
-// input is refused (a secret canary) and every result is an error.
-func (s *Service) Evaluate(ctx context.Context, facts RunFacts, planJSON io.Reader, secrets []string) (Evaluation, error) {
+// has ev evaluate every snapshotted attachment against it, in order.
+// Failures of a policy or its input are results with an error code, never
+// Go errors; a Go error means the infrastructure failed and the attempt
+// should be retried. secrets are the run's sensitive values: if one
+// appears in the input, the input is refused (a secret canary) and every
+// result is an error. Whatever ev returns, each decision is validated here
+// before it counts; without an evaluator every result is an error.
+func (s *Service) Evaluate(ctx context.Context, facts RunFacts, planJSON io.Reader, secrets []string, ev Evaluator) (Evaluation, error) {
 	started := time.Now()
 	entries, err := snapshotOf(ctx, s.db, facts.RunID)
 	if err != nil {
@@ -79,7 +85,7 @@ func (s *Service) Evaluate(ctx context.Context, facts RunFacts, planJSON io.Read
 		ConfigurationError: facts.SnapshotError, Attachments: len(entries), EvaluatedAt: s.stamp()}
 	var results []Result
 	if facts.SnapshotError == nil && len(entries) > 0 {
-		results, check.InputDigest, err = s.evaluateEntries(ctx, facts, entries, planJSON, secrets, check.ID)
+		results, check.InputDigest, err = s.evaluateEntries(ctx, facts, entries, planJSON, secrets, check.ID, ev)
 		if err != nil {
 			return Evaluation{}, err
 		}
@@ -91,7 +97,7 @@ func (s *Service) Evaluate(ctx context.Context, facts RunFacts, planJSON io.Read
 }
 
 func (s *Service) evaluateEntries(ctx context.Context, facts RunFacts, entries []SnapshotEntry, planJSON io.Reader,
-	secrets []string, checkID string) ([]Result, []byte, error) {
+	secrets []string, checkID string, ev Evaluator) ([]Result, []byte, error) {
 	results := make([]Result, len(entries))
 	for i, e := range entries {
 		results[i] = Result{ID: id.New("pol"), CheckID: checkID, RunID: facts.RunID, Sequence: e.Sequence, AttachmentID: e.AttachmentID,
@@ -107,24 +113,32 @@ func (s *Service) evaluateEntries(ctx context.Context, facts RunFacts, entries [
 	}
 	doc, err := rego.BuildInput(ctx, planJSON, s.inputMeta(facts))
 	if err != nil {
+		if rego.CodeOf(err) == "" {
+			return nil, nil, err // a failing reader or an ended ctx: no verdict
+		}
 		return failAll(evalCode(err))
 	}
 	if err := rego.CheckSecrets(doc, secretBytes(secrets)); err != nil {
 		return failAll(evalCode(err))
 	}
-	input, err := rego.ParseInput(doc)
-	if err != nil {
-		return failAll(evalCode(err))
+	if ev == nil {
+		s.logger.ErrorContext(ctx, "no policy evaluator configured; every result is an error", "run_id", facts.RunID)
+		return failAll(codeEvaluatorFailed)
 	}
 	sum := sha256.Sum256(doc)
 	inputDigest := sum[:]
-	loaders := make([]Loader, len(entries))
+	requests := make([]EvaluationRequest, len(entries))
 	for i, e := range entries {
-		loaders[i] = func(ctx context.Context) (*rego.Policy, error) { return s.loadBundle(ctx, facts.OrganizationID, e) }
+		requests[i] = EvaluationRequest{OrganizationID: facts.OrganizationID, RunID: facts.RunID, AttemptID: facts.AttemptID,
+			Sequence: e.Sequence, PolicyVersionID: e.PolicyVersionID, BundleSHA256: e.BundleSHA256,
+			Timeout: s.opts.EvaluationTimeout, Grant: s.bundleGrant(facts.AttemptID, e.Sequence)}
 	}
-	outcomes := EvaluateAll(ctx, input, s.opts.EvaluationTimeout, loaders)
+	outcomes := ev.Evaluate(ctx, doc, requests)
 	if ctx.Err() != nil {
 		return nil, nil, ctx.Err()
+	}
+	if len(outcomes) != len(entries) {
+		return nil, nil, fmt.Errorf("policy evaluator returned %d outcomes for %d evaluations", len(outcomes), len(entries))
 	}
 	for _, o := range outcomes {
 		// A load canceled by another run sharing the bundle cache is no
@@ -136,7 +150,13 @@ func (s *Service) evaluateEntries(ctx context.Context, facts RunFacts, entries [
 	for i, e := range entries {
 		r := &results[i]
 		r.InputDigest = inputDigest
-		decision, err := outcomes[i].Decision, outcomes[i].Err
+		err := outcomes[i].Err
+		var decision rego.Decision
+		if err == nil {
+			// The evaluator's word is not enough: the decision is checked
+			// here, in the worker, before it becomes evidence.
+			decision, err = rego.DecisionFromJSON(outcomes[i].Decision)
+		}
 		r.DurationMS = int(outcomes[i].Duration.Milliseconds())
 		switch {
 		case err != nil:
@@ -177,28 +197,92 @@ func (s *Service) inputMeta(facts RunFacts) rego.InputMeta {
 	}
 }
 
+// EvaluationRequest is one attachment's evaluation of a run's input.
+type EvaluationRequest struct {
+	OrganizationID  string
+	RunID           string
+	AttemptID       string
+	Sequence        int
+	PolicyVersionID string
+	// BundleSHA256 is the snapshotted bundle digest; the bundle read must
+	// hash to it.
+	BundleSHA256 []byte
+	// Timeout bounds the evaluation.
+	Timeout time.Duration
+	// Grant signs this evaluation's bundle grant, valid until deadline,
+	// and returns its path and query relative to the API's origin.
+	Grant func(deadline time.Time) string
+}
+
+// Outcome is one attachment's evaluation.
+type Outcome struct {
+	// Decision is the decision document (JSON) the evaluator produced; it
+	// counts only once Evaluate has validated it.
+	Decision []byte
+	// Err is a verdict (an error with a safe code, see rego.CodeOf) or,
+	// when the context ended, the context's error.
+	Err      error
+	Duration time.Duration
+}
+
+// Evaluator runs a run's evaluations against its sanitized input document
+// and returns their outcomes in the requests' order.
+type Evaluator interface {
+	Evaluate(ctx context.Context, input []byte, requests []EvaluationRequest) []Outcome
+}
+
+// InProcessEvaluator evaluates in the calling process, compiling bundles
+// once into the service's cache. Nothing bounds an evaluation's memory
+// there, and a long built-in call outlives its timeout: it is the
+// baseline of benchmarks and the evaluator of tests, never a worker's
+// (jobs/policyeval runs each evaluation in a sandboxed process).
+func (s *Service) InProcessEvaluator() Evaluator { return inProcess{s: s} }
+
+type inProcess struct{ s *Service }
+
+func (e inProcess) Evaluate(ctx context.Context, input []byte, requests []EvaluationRequest) []Outcome {
+	outcomes := make([]Outcome, len(requests))
+	value, err := rego.ParseInput(input)
+	if err != nil {
+		for i := range outcomes {
+			outcomes[i].Err = err
+		}
+		return outcomes
+	}
+	byTimeout := map[time.Duration][]int{}
+	for i, r := range requests {
+		byTimeout[r.Timeout] = append(byTimeout[r.Timeout], i)
+	}
+	for timeout, indexes := range byTimeout {
+		loaders := make([]Loader, len(indexes))
+		for j, i := range indexes {
+			r := requests[i]
+			entry := SnapshotEntry{RunID: r.RunID, Sequence: r.Sequence, PolicyVersionID: r.PolicyVersionID, BundleSHA256: r.BundleSHA256}
+			loaders[j] = func(ctx context.Context) (*rego.Policy, error) { return e.s.loadBundle(ctx, r.OrganizationID, entry) }
+		}
+		for j, o := range EvaluateAll(ctx, value, timeout, loaders) {
+			outcomes[indexes[j]] = o
+		}
+	}
+	return outcomes
+}
+
 // loadBundle returns the attachment's compiled bundle from the cache,
 // reading and verifying the snapshotted one on a miss.
 func (s *Service) loadBundle(ctx context.Context, organizationID string, e SnapshotEntry) (*rego.Policy, error) {
 	return s.bundles.Get(ctx, hex.EncodeToString(e.BundleSHA256), func() (io.ReadCloser, error) {
-		return s.openBundle(ctx, organizationID, e)
+		rc, _, err := s.openBundle(ctx, organizationID, e)
+		return rc, err
 	})
 }
 
 // Loader returns one attachment's compiled policy.
 type Loader func(ctx context.Context) (*rego.Policy, error)
 
-// Outcome is one attachment's evaluation.
-type Outcome struct {
-	Decision rego.Decision
-	Err      error
-	Duration time.Duration
-}
-
-// EvaluateAll evaluates one input against every policy, as many at once as
-// there are processors (OPA evaluation is single-threaded and CPU-bound),
-// and returns the outcomes in the policies' order. Each evaluation has its
-// own timeout.
+// EvaluateAll evaluates one input against every policy in this process,
+// as many at once as there are processors (OPA evaluation is
+// single-threaded and CPU-bound), and returns the outcomes in the
+// policies' order. Each evaluation has its own timeout.
 func EvaluateAll(ctx context.Context, input ast.Value, timeout time.Duration, policies []Loader) []Outcome {
 	outcomes := make([]Outcome, len(policies))
 	slots := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
@@ -209,8 +293,12 @@ func EvaluateAll(ctx context.Context, input ast.Value, timeout time.Duration, po
 			defer func() { <-slots }()
 			began := time.Now()
 			p, err := load(ctx)
+			var d rego.Decision
 			if err == nil {
-				outcomes[i].Decision, err = p.Evaluate(ctx, input, timeout)
+				d, err = p.Evaluate(ctx, input, timeout)
+			}
+			if err == nil {
+				outcomes[i].Decision, err = json.Marshal(d)
 			}
 			outcomes[i].Err, outcomes[i].Duration = err, time.Since(began)
 		})
@@ -219,40 +307,58 @@ func EvaluateAll(ctx context.Context, input ast.Value, timeout time.Duration, po
 	return outcomes
 }
 
-// openBundle returns the sealed bundle of a snapshotted version, checking
-// while it streams that its digest is the one the run captured.
-func (s *Service) openBundle(ctx context.Context, organizationID string, e SnapshotEntry) (io.ReadCloser, error) {
+// openBundle returns the sealed bundle of a snapshotted version and its
+// size, checking while it streams that its digest is the one the run
+// captured.
+func (s *Service) openBundle(ctx context.Context, organizationID string, e SnapshotEntry) (io.ReadCloser, int64, error) {
 	blobs, err := s.storage()
 	if err != nil {
-		return nil, &rego.EvalError{Code: codeBundleUnavailable, Detail: err.Error()}
+		return nil, 0, &rego.EvalError{Code: codeBundleUnavailable, Detail: err.Error()}
 	}
 	a, err := artifactOf(ctx, s.db, organizationID, e.PolicyVersionID, ArtifactBundle)
 	if err != nil {
-		return nil, &rego.EvalError{Code: codeBundleUnavailable, Detail: err.Error()}
+		return nil, 0, &rego.EvalError{Code: codeBundleUnavailable, Detail: err.Error()}
 	}
 	if !bytes.Equal(a.SHA256, e.BundleSHA256) {
-		return nil, &rego.EvalError{Code: codeBundleMismatch, Detail: "committed bundle digest differs from the snapshot"}
+		return nil, 0, &rego.EvalError{Code: codeBundleMismatch, Detail: "committed bundle digest differs from the snapshot"}
 	}
 	rc, err := blobs.Open(ctx, a.BlobKey, builtArtifactIdentity(organizationID, e.PolicyVersionID, ArtifactBundle))
 	if err != nil {
-		return nil, &rego.EvalError{Code: codeBundleUnavailable, Detail: err.Error()}
+		return nil, 0, &rego.EvalError{Code: codeBundleUnavailable, Detail: err.Error()}
 	}
-	return &verifyingReader{rc: rc, hash: sha256.New(), want: e.BundleSHA256}, nil
+	return newVerifyingReader(rc, e.BundleSHA256), a.SizeBytes, nil
 }
 
 // verifyingReader fails the read at EOF when the plaintext's digest is not
 // the expected one, so a bundle is never compiled from unexpected bytes.
+// It holds back each read's bytes until it knows whether more follow, and
+// the last read's until the digest is checked: a reader that stops at the
+// error has not received the whole of a wrong bundle, so a streamed
+// response is cut short rather than completed.
 type verifyingReader struct {
 	rc   io.ReadCloser
+	br   *bufio.Reader
 	hash hash.Hash
 	want []byte
 }
 
+func newVerifyingReader(rc io.ReadCloser, want []byte) *verifyingReader {
+	return &verifyingReader{rc: rc, br: bufio.NewReaderSize(rc, 64<<10), hash: sha256.New(), want: want}
+}
+
 func (v *verifyingReader) Read(p []byte) (int, error) {
-	n, err := v.rc.Read(p)
+	n, err := v.br.Read(p)
 	v.hash.Write(p[:n])
-	if errors.Is(err, io.EOF) && !bytes.Equal(v.hash.Sum(nil), v.want) {
-		return n, &rego.EvalError{Code: codeBundleMismatch, Detail: "bundle bytes do not match the snapshot digest"}
+	if err == nil {
+		if _, err = v.br.Peek(1); err == nil {
+			return n, nil
+		}
+	}
+	if errors.Is(err, io.EOF) {
+		if !bytes.Equal(v.hash.Sum(nil), v.want) {
+			return 0, &rego.EvalError{Code: codeBundleMismatch, Detail: "bundle bytes do not match the snapshot digest"}
+		}
+		return n, io.EOF
 	}
 	return n, err
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/cairnhq/cairn/api/audit"
 	"github.com/cairnhq/cairn/api/launch"
 	"github.com/cairnhq/cairn/api/platform/blob"
+	"github.com/cairnhq/cairn/api/platform/capability"
 	"github.com/cairnhq/cairn/api/platform/fault"
 	"github.com/cairnhq/cairn/api/platform/id"
 	"github.com/cairnhq/cairn/api/policy/rego"
@@ -41,6 +42,9 @@ type JobInserter interface {
 type Options struct {
 	// EvaluationTimeout bounds one attachment's evaluation.
 	EvaluationTimeout time.Duration
+	// Capabilities signs and checks bundle grants; its zero value signs
+	// grants nobody accepts.
+	Capabilities capability.Signer
 }
 
 // Service holds policy sets, their versions and builds, attachments, and

@@ -135,7 +135,7 @@ func (h *harness) plan(r run.Run, planJSON []byte) run.Run {
 			planDigest = a.SHA256
 		}
 	}
-	ev, err := h.runs.EvaluatePolicy(h.ctx, st.Run, planDigest, bytes.NewReader(planJSON), nil)
+	ev, err := h.runs.EvaluatePolicy(h.ctx, st, planDigest, bytes.NewReader(planJSON), nil, h.env.Server.Services().Policies.InProcessEvaluator())
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -40,10 +40,12 @@ const (
 // runs.
 const policyRunKind = "manual"
 
-// EvaluatePolicy evaluates the run's snapshotted policy attachments
-// against its plan JSON. secrets are the run's sensitive values, refused
-// if they appear in the policy input.
-func (s *Service) EvaluatePolicy(ctx context.Context, r Run, planDigest []byte, planJSON io.Reader, secrets []string) (policy.Evaluation, error) {
+// EvaluatePolicy has ev evaluate the started plan attempt's snapshotted
+// policy attachments against its plan JSON. secrets are the run's
+// sensitive values, refused if they appear in the policy input.
+func (s *Service) EvaluatePolicy(ctx context.Context, st Started, planDigest []byte, planJSON io.Reader, secrets []string,
+	ev policy.Evaluator) (policy.Evaluation, error) {
+	r := st.Run
 	w, err := workspace.WorkspaceByID(ctx, s.db, r.OrganizationID, r.WorkspaceID, false)
 	if err != nil {
 		return policy.Evaluation{}, err
@@ -56,10 +58,44 @@ func (s *Service) EvaluatePolicy(ctx context.Context, r Run, planDigest []byte, 
 		snapshotErr = &d.Reason
 	}
 	return s.policies.Evaluate(ctx, policy.RunFacts{
-		OrganizationID: r.OrganizationID, ProjectID: r.ProjectID, RunID: r.ID, Kind: policyRunKind,
+		OrganizationID: r.OrganizationID, ProjectID: r.ProjectID, RunID: r.ID, AttemptID: st.Attempt.ID, Kind: policyRunKind,
 		ConfigurationVersionID: r.ConfigurationVersionID, WorkspaceID: r.WorkspaceID, WorkspaceName: w.Name,
 		PlanDigest: planDigest, SnapshotError: snapshotErr,
-	}, planJSON, secrets)
+	}, planJSON, secrets, ev)
+}
+
+// PolicyBundleGrant resolves a presented bundle grant: its signature and
+// deadline hold, its attempt is still running a plan, and its sequence is
+// in that run's snapshot. Every refusal is the same fault.ErrNotFound, so
+// a caller cannot tell an expired grant from a tampered one or a finished
+// attempt.
+func (s *Service) PolicyBundleGrant(ctx context.Context, g policy.BundleGrant) (Run, policy.SnapshotEntry, error) {
+	seq, ok := s.policies.CheckBundleGrant(g, s.now())
+	if !ok {
+		return Run{}, policy.SnapshotEntry{}, fault.ErrNotFound
+	}
+	a, err := attemptByID(ctx, s.db, g.AttemptID, false)
+	if errors.Is(err, fault.ErrNotFound) || (err == nil && (a.Status != AttemptRunning || a.Phase != PhasePlan)) {
+		return Run{}, policy.SnapshotEntry{}, fault.ErrNotFound
+	}
+	if err != nil {
+		return Run{}, policy.SnapshotEntry{}, err
+	}
+	r, err := runByID(ctx, s.db, a.OrganizationID, a.RunID, false)
+	if err != nil {
+		return Run{}, policy.SnapshotEntry{}, err
+	}
+	e, err := policy.SnapshotEntryOf(ctx, s.db, r.ID, seq)
+	if err != nil {
+		return Run{}, policy.SnapshotEntry{}, err
+	}
+	return r, e, nil
+}
+
+// OpenPolicyBundle streams the bundle a resolved grant names, with its
+// size; the read fails at its end unless the bytes hash to the snapshot.
+func (s *Service) OpenPolicyBundle(ctx context.Context, r Run, e policy.SnapshotEntry) (io.ReadCloser, int64, error) {
+	return s.policies.OpenSnapshotBundle(ctx, r.OrganizationID, e)
 }
 
 // OverrideInput is a request to waive one soft-failed result.

@@ -14,6 +14,7 @@ import (
 	"github.com/cairnhq/cairn/api/identity"
 	"github.com/cairnhq/cairn/api/launch"
 	"github.com/cairnhq/cairn/api/platform/blob"
+	"github.com/cairnhq/cairn/api/platform/capability"
 	"github.com/cairnhq/cairn/api/platform/config"
 	"github.com/cairnhq/cairn/api/platform/seal"
 	"github.com/cairnhq/cairn/api/platform/secret"
@@ -54,7 +55,8 @@ func Assemble(cfg config.Config, conn *sqlx.DB, logger *slog.Logger) (Deps, erro
 	if err != nil {
 		return Deps{}, fmt.Errorf("creating job inserter: %w", err)
 	}
-	policies := policy.NewService(conn, blobs, workspaces, admission, inserter, logger, policy.Options{EvaluationTimeout: cfg.PolicyEvaluationTimeout})
+	policies := policy.NewService(conn, blobs, workspaces, admission, inserter, logger, policy.Options{
+		EvaluationTimeout: cfg.PolicyEvaluationTimeout, Capabilities: capability.NewSigner(cfg.AuthSecret)})
 	deps.Services = v1.Services{
 		Audit:           audit.NewService(conn),
 		Identity:        ident,

@@ -14,10 +14,10 @@ import (
 	"github.com/cairnhq/cairn/api/identity"
 	"github.com/cairnhq/cairn/api/operator"
 	"github.com/cairnhq/cairn/api/platform/buildinfo"
+	"github.com/cairnhq/cairn/api/platform/capability"
 	"github.com/cairnhq/cairn/api/platform/config"
 	"github.com/cairnhq/cairn/api/platform/db"
 	"github.com/cairnhq/cairn/api/platform/httpx"
-	"github.com/cairnhq/cairn/api/platform/secret"
 	"github.com/cairnhq/cairn/api/tfe"
 	v1 "github.com/cairnhq/cairn/api/v1"
 )
@@ -88,7 +88,7 @@ func New(deps Deps) (*Server, error) {
 		Config: deps.Config, DB: deps.DB, Logger: deps.Logger, Identity: deps.Identity,
 		ServiceAccounts: deps.Services.ServiceAccounts, Workspaces: deps.Services.Workspaces,
 		State: deps.Services.State, Launch: deps.Services.Launch, Runs: deps.Services.Runs,
-		SigningKey: secret.Derive(deps.Config.AuthSecret, "upload-url"),
+		Capabilities: capability.NewSigner(deps.Config.AuthSecret),
 	})
 	operator.Mount(app.Group("/operator/v1"), operator.Deps{
 		Token: deps.Config.OperatorToken, Launch: deps.Services.Launch, Logger: deps.Logger,

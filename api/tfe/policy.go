@@ -13,6 +13,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/cairnhq/cairn/api/access"
+	"github.com/cairnhq/cairn/api/launch"
 	"github.com/cairnhq/cairn/api/platform/db"
 	"github.com/cairnhq/cairn/api/platform/fault"
 	"github.com/cairnhq/cairn/api/platform/httpx"
@@ -212,4 +213,30 @@ func (s *server) overridePolicyCheck(c *fiber.Ctx, p access.Principal, o owner) 
 		return s.writeError(c, err)
 	}
 	return writeData(c, http.StatusOK, s.policyCheckResource(review, p))
+}
+
+// policyBundle serves a snapshotted policy bundle to a sandboxed
+// evaluation at its grant (SPEC §4): the grant, then the attempt and its
+// snapshot, then admission for the run's exact owner, all before a byte is
+// read. Every refusal is the same 404. The bundle streams with its exact
+// length and is cut short, never completed, if its bytes do not hash to
+// the snapshot; a committed bundle whose recorded digest is not the
+// snapshot's is a 409 (final), storage trouble a 503 (retry).
+func (s *server) policyBundle(c *fiber.Ctx) error {
+	ctx := c.UserContext()
+	r, entry, err := s.Runs.PolicyBundleGrant(ctx, policy.BundleGrant{AttemptID: c.Params("id"), Evaluation: c.Query("evaluation"),
+		Expires: c.Query("expires"), Signature: c.Query("signature")})
+	if err != nil {
+		return s.writeError(c, err)
+	}
+	if _, err := s.Launch.Require(ctx, nil, launch.Subject{OrganizationID: r.OrganizationID, WorkspaceID: r.WorkspaceID}); err != nil {
+		return s.writeError(c, err)
+	}
+	rc, size, err := s.Runs.OpenPolicyBundle(ctx, r, entry)
+	if err != nil {
+		return s.writeError(c, err)
+	}
+	c.Set(fiber.HeaderContentType, "application/gzip")
+	c.Set(fiber.HeaderCacheControl, "private, no-store")
+	return c.Status(http.StatusOK).SendStream(rc, int(size))
 }

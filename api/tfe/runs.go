@@ -47,6 +47,7 @@ func (s *server) registerRuns(r fiber.Router) {
 	r.Get("/plans/:id/json-output", s.guard(s.byPhase("plan_"), s.planJSON))
 	r.Get("/applies/:id", s.guard(s.byPhase("apply_"), s.readPhase(run.PhaseApply)))
 	r.Get("/runs/:id/logs/:phase/:expires/:signature", s.phaseLog)
+	r.Get("/run-attempts/:id/policy-bundle", s.policyBundle)
 	r.Get("/workspaces/:id/runs", s.guard(s.byWorkspaceID, s.workspaceRuns))
 	r.Get("/organizations/:org/runs/queue", s.guard(s.byOrganization, s.runQueue))
 	r.Get("/organizations/:org/capacity", s.guard(s.byOrganization, s.capacity))
@@ -396,7 +397,7 @@ func (s *server) readPhase(phase string) handler {
 		}
 		logPath := "/api/v2/runs/" + r.ID + "/logs/" + phase
 		expires := time.Now().Add(logURLLifetime).Unix()
-		logURL := fmt.Sprintf("%s/%d/%s", s.absolute(logPath), expires, s.signMethod(http.MethodGet, logPath, expires))
+		logURL := fmt.Sprintf("%s/%d/%s", s.absolute(logPath), expires, s.Capabilities.Sign(http.MethodGet, logPath, expires))
 		return writeData(c, http.StatusOK, resource{ID: c.Params("id"), Type: typ, Attributes: map[string]any{
 			"status": status, "log-read-url": logURL, "has-changes": r.HasChanges != nil && *r.HasChanges,
 			"resource-additions": count(r.ResourceAdditions), "resource-changes": count(r.ResourceChanges),

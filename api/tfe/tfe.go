@@ -2,14 +2,9 @@ package tfe
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/base64"
-	"fmt"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -20,6 +15,7 @@ import (
 	"github.com/cairnhq/cairn/api/identity"
 	"github.com/cairnhq/cairn/api/launch"
 	"github.com/cairnhq/cairn/api/platform/buildinfo"
+	"github.com/cairnhq/cairn/api/platform/capability"
 	"github.com/cairnhq/cairn/api/platform/config"
 	"github.com/cairnhq/cairn/api/platform/fault"
 	"github.com/cairnhq/cairn/api/run"
@@ -44,8 +40,9 @@ type Deps struct {
 	State           *state.Service
 	Runs            *run.Service
 	Launch          *launch.Service
-	// SigningKey signs the capability URLs state is uploaded to.
-	SigningKey []byte
+	// Capabilities signs and checks capability URLs (uploads, logs,
+	// policy bundle grants).
+	Capabilities capability.Signer
 }
 
 type server struct {
@@ -222,17 +219,9 @@ func (s *server) guardWith(rule launch.Rule, resolve resolver, h handler) fiber.
 // signedURL returns an absolute capability URL whose query carries its
 // expiry and signature.
 func (s *server) signedURL(method, path string, lifetime time.Duration) string {
-	expires := time.Now().Add(lifetime).Unix()
-	return s.absolute(path) + "?expires=" + strconv.FormatInt(expires, 10) + "&signature=" + s.signMethod(method, path, expires)
+	return s.absolute(path) + "?" + s.Capabilities.Query(method, path, lifetime)
 }
 
-func (s *server) signMethod(method, path string, expires int64) string {
-	m := hmac.New(sha256.New, s.SigningKey)
-	fmt.Fprintf(m, "%s\n%s\n%d", method, path, expires)
-	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
-}
-
-func (s *server) validSignature(method, path, expiresRaw, signature string) bool {
-	expires, err := strconv.ParseInt(expiresRaw, 10, 64)
-	return err == nil && time.Now().Unix() <= expires && hmac.Equal([]byte(signature), []byte(s.signMethod(method, path, expires)))
+func (s *server) validSignature(method, resource, expiresRaw, signature string) bool {
+	return s.Capabilities.Valid(method, resource, expiresRaw, signature, time.Now())
 }

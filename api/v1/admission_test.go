@@ -12,6 +12,7 @@ import (
 	"github.com/cairnhq/cairn/api/apitest"
 	"github.com/cairnhq/cairn/api/launch"
 	"github.com/cairnhq/cairn/api/policy"
+	cairnrun "github.com/cairnhq/cairn/api/run"
 	"github.com/cairnhq/cairn/e2e/devstack"
 )
 
@@ -383,7 +384,8 @@ func TestPolicyBuildsAndRunsFollowLaunchControl(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev, err := runs.EvaluatePolicy(ctx, run, make([]byte, 32), strings.NewReader("{}"), nil)
+	ev, err := runs.EvaluatePolicy(ctx, runStarted(run), make([]byte, 32), strings.NewReader("{}"), nil,
+		env.Server.Services().Policies.InProcessEvaluator())
 	if err != nil || ev.Check.Outcome != policy.OutcomeError || ev.Check.ConfigurationError == nil ||
 		*ev.Check.ConfigurationError != "policy_release_not_allowed" {
 		t.Fatalf("policy stage on a release not allowed: %+v %v", ev.Check, err)
@@ -399,3 +401,7 @@ func TestPolicyBuildsAndRunsFollowLaunchControl(t *testing.T) {
 		t.Fatalf("jobs on %v, want %v", queues, want)
 	}
 }
+
+// runStarted is a run as the policy stage sees it before any attempt
+// started: enough for the release check, which decides before a grant.
+func runStarted(r cairnrun.Run) cairnrun.Started { return cairnrun.Started{Run: r} }

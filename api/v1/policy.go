@@ -49,7 +49,7 @@ type PolicyVersionView struct {
 	PolicySetID       string           `json:"policy_set_id"`
 	Number            int              `json:"number"`
 	Status            string           `json:"status" enum:"pending,published,failed"`
-	FailureCode       *string          `json:"failure_code" doc:"Safe code of a failed build: policy_compile_failed, policy_tests_failed, policy_bundle_failed, policy_output_bound_exceeded, policy_toolchain_unavailable or policy_orchestration_failed."`
+	FailureCode       *string          `json:"failure_code" doc:"Safe code of a failed build: policy_compile_failed, policy_tests_failed, policy_bundle_failed, policy_output_bound_exceeded, policy_toolchain_unavailable, policy_orchestration_failed or policy_build_limit_exceeded."`
 	WorkspaceID       string           `json:"workspace_id" doc:"The workspace whose settings the build used."`
 	SettingsVersion   int              `json:"settings_version"`
 	ToolVersion       string           `json:"tool_version"`

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -18,6 +19,7 @@ import (
 	"github.com/cairnhq/cairn/api/platform/blob"
 	"github.com/cairnhq/cairn/api/policy"
 	"github.com/cairnhq/cairn/api/policy/rego"
+	"github.com/cairnhq/cairn/jobs/policyeval"
 	"github.com/cairnhq/cairn/jobs/sandbox"
 )
 
@@ -44,6 +46,26 @@ type Report struct {
 // become a report's failure code with exit status 0; only a broken
 // environment returns an error.
 func Build(ctx context.Context, src, out string) error {
+	var once sync.Once
+	writeReport := func(r Report) (err error) {
+		once.Do(func() {
+			body, merr := json.Marshal(r)
+			if merr != nil {
+				err = merr
+				return
+			}
+			err = os.WriteFile(filepath.Join(out, reportFile), body, 0o600)
+		})
+		return err
+	}
+	// A test that allocates without end is stopped short of the memory
+	// ceiling with a verdict, rather than left to crash at it.
+	stop := policyeval.WatchMemory(5*time.Millisecond, func() {
+		fmt.Fprintln(os.Stderr, "policy build failed:", policy.FailureLimit, "the build neared its memory ceiling")
+		_ = writeReport(Report{FailureCode: policy.FailureLimit})
+		os.Exit(0)
+	})
+	defer stop()
 	bundle, err := os.Create(filepath.Join(out, bundleFile))
 	if err != nil {
 		return err
@@ -68,11 +90,7 @@ func Build(ctx context.Context, src, out string) error {
 	default:
 		report.TestsPassed = built.Passed
 	}
-	body, err := json.Marshal(report)
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(out, reportFile), body, 0o600)
+	return writeReport(report)
 }
 
 // Worker runs policy publication jobs.
@@ -87,7 +105,14 @@ type Worker struct {
 	BuildTimeout time.Duration
 	// CapacityRetry is how long a build waits for a full region.
 	CapacityRetry time.Duration
-	Logger        *slog.Logger
+	// MaxCPUSeconds and MaxMemoryBytes bound the build program, so a
+	// test that loops or allocates without end inside one built-in call
+	// (which the per-test timeout cannot interrupt) fails the build
+	// instead of holding a processor or the worker's memory. Zero leaves
+	// the sandbox's defaults.
+	MaxCPUSeconds  uint64
+	MaxMemoryBytes uint64
+	Logger         *slog.Logger
 }
 
 // Timeout leaves room for storing outputs after the sandbox's deadline.
@@ -123,7 +148,8 @@ func (w *Worker) Work(ctx context.Context, job *river.Job[policy.PublicationArgs
 
 func (w *Worker) build(ctx context.Context, b policy.BuildJob) error {
 	started := time.Now()
-	sb, err := w.Driver.Create(ctx, sandbox.Spec{Name: "policy-" + b.Version.ID, Limits: sandbox.Limits{WallClock: w.BuildTimeout}})
+	sb, err := w.Driver.Create(ctx, sandbox.Spec{Name: "policy-" + b.Version.ID, Limits: sandbox.Limits{WallClock: w.BuildTimeout,
+		MaxCPUSeconds: w.MaxCPUSeconds, MaxDataBytes: w.MaxMemoryBytes}})
 	if err != nil {
 		return fmt.Errorf("creating build sandbox: %w", err)
 	}
@@ -152,14 +178,18 @@ func (w *Worker) build(ctx context.Context, b policy.BuildJob) error {
 	w.Logger.InfoContext(ctx, "policy build ran", "policy_version_id", b.Version.ID, "exit_code", code,
 		"duration_ms", time.Since(started).Milliseconds(), "output", logs.String())
 	if errors.Is(err, sandbox.ErrTimedOut) {
-		_, ferr := w.Policies.FailBuild(ctx, b.Version.ID, policy.FailureOrchestration)
+		_, ferr := w.Policies.FailBuild(ctx, b.Version.ID, policy.FailureLimit)
 		return ferr
 	}
 	if err != nil {
 		return fmt.Errorf("running policy build: %w", err)
 	}
 	if code != 0 {
-		_, ferr := w.Policies.FailBuild(ctx, b.Version.ID, policy.FailureToolchain)
+		failure := policy.FailureToolchain
+		if policyeval.MetLimit(code, logs.Bytes()) != "" {
+			failure = policy.FailureLimit
+		}
+		_, ferr := w.Policies.FailBuild(ctx, b.Version.ID, failure)
 		return ferr
 	}
 	var report Report

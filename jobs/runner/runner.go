@@ -52,6 +52,9 @@ type Runner struct {
 	ApplyInterruptGrace time.Duration
 	// LogFlush is how often buffered log lines are stored.
 	LogFlush time.Duration
+	// Evaluator runs the policy stage's evaluations (jobs/policyeval: each
+	// in its own sandboxed process). Without one every result is an error.
+	Evaluator policy.Evaluator
 }
 
 // Layout inside a sandbox's work directory: the configuration, and a
@@ -532,7 +535,7 @@ func (r *Runner) evaluatePolicy(ctx context.Context, env *attemptEnv, arts []run
 		return policy.Evaluation{}, err
 	}
 	defer f.Close()
-	ev, err := r.Runs.EvaluatePolicy(ctx, env.st.Run, planDigest, f, env.secrets)
+	ev, err := r.Runs.EvaluatePolicy(ctx, env.st, planDigest, f, env.secrets, r.Evaluator)
 	if err != nil {
 		return policy.Evaluation{}, fmt.Errorf("evaluating policy: %w", err)
 	}

@@ -52,6 +52,9 @@ func (s *localSandbox) limited(argv []string) ([]string, error) {
 	if s.profile.Memory.Mechanism == MechanismRlimitAS {
 		limits = append(limits, rlimit{"--as", unix.RLIMIT_AS, s.limits.MaxMemoryBytes})
 	}
+	if s.limits.MaxDataBytes != 0 {
+		limits = append(limits, rlimit{"--data", unix.RLIMIT_DATA, s.limits.MaxDataBytes})
+	}
 	switch s.profile.Processes.Mechanism {
 	case MechanismNprocUserNamespace, MechanismNprocDedicatedUID:
 		limits = append(limits, rlimit{"--nproc", unix.RLIMIT_NPROC, s.limits.MaxProcesses})

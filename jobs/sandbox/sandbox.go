@@ -47,6 +47,14 @@ type Limits struct {
 	MaxFileBytes uint64
 	// MaxCPUSeconds is RLIMIT_CPU.
 	MaxCPUSeconds uint64
+	// MaxDataBytes is a tighter memory ceiling per process, applied as
+	// RLIMIT_DATA on top of MaxMemoryBytes and only when set: it bounds the
+	// private writable memory a process maps (heap, anonymous mappings,
+	// thread stacks), which is what a runaway allocation grows. RLIMIT_AS
+	// counts address space merely reserved too, and a Go program (tofu,
+	// Cairn's own) reserves over a gigabyte of it before allocating
+	// anything, so a ceiling below that needs this one.
+	MaxDataBytes uint64
 }
 
 // withDefaults fills zero fields from d, then from the package defaults.

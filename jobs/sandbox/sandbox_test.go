@@ -482,6 +482,28 @@ func TestResourceLimitsApply(t *testing.T) {
 	})
 }
 
+func TestDataLimitApplies(t *testing.T) {
+	t.Parallel()
+	bothModes(t, func(t *testing.T, m mode) {
+		f := setup(t, m, sandbox.Spec{Limits: sandbox.Limits{MaxDataBytes: 256 << 20}}, sandbox.LocalOptions{})
+		_, out, _ := run(t, f.sbx, sandbox.Command{Args: []string{"cat", "/proc/self/limits"}})
+		if want := regexp.MustCompile(`(?m)^Max data size\s+268435456\s+268435456\s`); !want.MatchString(out) {
+			t.Errorf("limits do not match %s:\n%s", want, out)
+		}
+		// A process that asks for more than the ceiling is refused.
+		code, _, _ := run(t, f.sbx, sh(`dd if=/dev/zero of=/dev/null bs=512M count=1 2>/dev/null`))
+		if code == 0 {
+			t.Error("a 512 MiB buffer under a 256 MiB ceiling was allocated")
+		}
+		// Without it the data size is not limited.
+		g := setup(t, m, sandbox.Spec{}, sandbox.LocalOptions{})
+		_, out, _ = run(t, g.sbx, sandbox.Command{Args: []string{"cat", "/proc/self/limits"}})
+		if want := regexp.MustCompile(`(?m)^Max data size\s+unlimited\s+unlimited\s`); !want.MatchString(out) {
+			t.Errorf("limits do not match %s:\n%s", want, out)
+		}
+	})
+}
+
 func TestDefaultFileLimitAllowsLargeStateFiles(t *testing.T) {
 	t.Parallel()
 	f := setup(t, plain, sandbox.Spec{}, sandbox.LocalOptions{})

@@ -20,6 +20,7 @@ import (
 	"github.com/cairnhq/cairn/api/server"
 	"github.com/cairnhq/cairn/jobs/maintenance"
 	"github.com/cairnhq/cairn/jobs/policybuild"
+	"github.com/cairnhq/cairn/jobs/policyeval"
 	"github.com/cairnhq/cairn/jobs/runner"
 	"github.com/cairnhq/cairn/jobs/sandbox"
 )
@@ -89,7 +90,8 @@ func New(cfg config.Config, conn *sqlx.DB, driver sandbox.Driver, logger *slog.L
 			return nil, fmt.Errorf("locating the policy build program: %w", err)
 		}
 		if err := add(river.AddWorkerSafely(workers, &policybuild.Worker{Policies: policies, Driver: driver, Program: program,
-			BuildTimeout: cfg.PolicyBuildTimeout, CapacityRetry: time.Second, Logger: logger})); err != nil {
+			BuildTimeout: cfg.PolicyBuildTimeout, CapacityRetry: time.Second, MaxCPUSeconds: cfg.PolicyBuildCPUSeconds,
+			MaxMemoryBytes: cfg.PolicyBuildMemoryMiB << 20, Logger: logger})); err != nil {
 			return nil, err
 		}
 		if err := add(river.AddWorkerSafely(workers, &policybuild.ReconcileWorker{Policies: policies, Logger: logger})); err != nil {
@@ -171,10 +173,22 @@ func newRunner(cfg config.Config, runs *run.Service, driver sandbox.Driver, logg
 	if caFile == "" {
 		caFile = os.Getenv("SSL_CERT_FILE")
 	}
+	program, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("locating the policy evaluation program: %w", err)
+	}
+	// Evaluations reach the API as sandboxed tofu does: HTTPS at the
+	// public host, trusting the runner's CA file.
+	evaluator, err := policyeval.New(driver, policyeval.Options{Program: program, APIOrigin: "https://" + u.Host, CAFile: caFile,
+		MaxMemoryBytes: cfg.PolicyEvaluationMemoryMiB << 20, Logger: logger})
+	if err != nil {
+		return nil, err
+	}
 	logger.Info("sandbox runner ready", "driver", driver.Name(), "isolation", driver.Status().Profile.Isolation, "api_host", u.Host)
 	return &runner.Runner{
 		Runs: runs, Driver: driver, Tools: sandbox.NewToolCache(mirror, filepath.Join(dataDir, "toolcache")), Logger: logger,
 		APIHost: u.Host, CAFile: caFile, WorkerID: runner.WorkerName(), Heartbeat: 500 * time.Millisecond,
 		PhaseTimeout: cfg.PhaseTimeout, ApplyInterruptGrace: cfg.ApplyInterruptGrace, LogFlush: 200 * time.Millisecond,
+		Evaluator: evaluator,
 	}, nil
 }

@@ -151,6 +151,14 @@ type Config struct {
 	PolicyEvaluationTimeout time.Duration `env:"CAIRN_POLICY_EVALUATION_TIMEOUT" envDefault:"10s"`
 	// PolicyBuildTimeout bounds a policy build's sandbox (SPEC §8: 15 minutes).
 	PolicyBuildTimeout time.Duration `env:"CAIRN_POLICY_BUILD_TIMEOUT" envDefault:"15m"`
+	// PolicyEvaluationMemoryMiB is the memory ceiling of each policy
+	// evaluation process; meeting it is an error result.
+	PolicyEvaluationMemoryMiB uint64 `env:"CAIRN_POLICY_EVALUATION_MEMORY_MIB" envDefault:"1024"`
+	// PolicyBuildMemoryMiB and PolicyBuildCPUSeconds bound a policy
+	// build's process; meeting either fails the build with
+	// policy_build_limit_exceeded.
+	PolicyBuildMemoryMiB  uint64 `env:"CAIRN_POLICY_BUILD_MEMORY_MIB" envDefault:"4096"`
+	PolicyBuildCPUSeconds uint64 `env:"CAIRN_POLICY_BUILD_CPU_SECONDS" envDefault:"300"`
 }
 
 // Load reads the environment and validates what can be checked without I/O.
@@ -213,6 +221,15 @@ func (c Config) validate() error {
 	}
 	if c.SessionTTL < time.Minute {
 		problems = append(problems, errors.New("CAIRN_SESSION_TTL must be at least one minute"))
+	}
+	if c.PolicyEvaluationTimeout <= 0 || c.PolicyBuildTimeout <= 0 {
+		problems = append(problems, errors.New("CAIRN_POLICY_EVALUATION_TIMEOUT and CAIRN_POLICY_BUILD_TIMEOUT must be positive"))
+	}
+	if c.PolicyEvaluationMemoryMiB < 256 || c.PolicyBuildMemoryMiB < 256 {
+		problems = append(problems, errors.New("CAIRN_POLICY_EVALUATION_MEMORY_MIB and CAIRN_POLICY_BUILD_MEMORY_MIB must be at least 256"))
+	}
+	if c.PolicyBuildCPUSeconds < 1 {
+		problems = append(problems, errors.New("CAIRN_POLICY_BUILD_CPU_SECONDS must be at least 1"))
 	}
 	if c.WorkerPollInterval < time.Millisecond || c.WorkerPollInterval > time.Minute {
 		problems = append(problems, errors.New("CAIRN_WORKER_POLL_INTERVAL must be between 1ms and 1m"))

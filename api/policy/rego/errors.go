@@ -22,6 +22,17 @@ const (
 	CodeDecisionInvalid     = "policy_decision_invalid"
 	CodeEvaluationTimeout   = "policy_evaluation_timeout"
 	CodeEvaluatorFailed     = "policy_evaluator_failed"
+	// CodeEvaluationCPULimit and CodeEvaluationMemoryLimit are an
+	// evaluation stopped by its process's CPU-time or memory ceiling:
+	// work a timeout cannot interrupt, such as one built-in call that
+	// loops or allocates without end.
+	CodeEvaluationCPULimit    = "policy_evaluation_cpu_limit"
+	CodeEvaluationMemoryLimit = "policy_evaluation_memory_limit"
+	// CodeBundleUnavailable and CodeBundleMismatch are a snapshotted
+	// bundle that could not be read, or whose bytes are not the ones the
+	// run captured.
+	CodeBundleUnavailable = "policy_bundle_unavailable"
+	CodeBundleMismatch    = "policy_bundle_digest_mismatch"
 )
 
 // BuildError is a build that reached a verdict: the policy set is at fault

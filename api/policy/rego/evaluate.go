@@ -1,6 +1,7 @@
 package rego
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -86,6 +87,31 @@ func (p *Policy) Evaluate(ctx context.Context, input ast.Value, timeout time.Dur
 		return Decision{}, evalErr(CodeEvaluatorFailed, fmt.Sprintf("unexpected result type %T", rs[0].Expressions[0].Value))
 	}
 	return decisionFrom(term.Value)
+}
+
+// DecisionFromJSON validates a decision another process wrote (a sandboxed
+// evaluator's), with the same rules Evaluate applies to OPA's result: the
+// document must be one JSON object of at most MaxDecisionBytes holding
+// exactly the bounded findings. Whatever the other process checked, this is
+// the check that counts. Failures are *EvalError with CodeDecisionInvalid.
+func DecisionFromJSON(doc []byte) (Decision, error) {
+	if len(doc) > MaxDecisionBytes {
+		return Decision{}, invalidDecision("decision is over %d bytes", MaxDecisionBytes)
+	}
+	if !utf8.Valid(doc) || !json.Valid(doc) {
+		return Decision{}, invalidDecision("decision is not one valid JSON value")
+	}
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return Decision{}, invalidDecision("decoding decision: %v", err)
+	}
+	value, err := ast.InterfaceToValue(v)
+	if err != nil {
+		return Decision{}, invalidDecision("converting decision: %v", err)
+	}
+	return decisionFrom(value)
 }
 
 // keepTerm leaves results as OPA values; the default converts the whole

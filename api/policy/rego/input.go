@@ -12,11 +12,16 @@ import (
 	"github.com/open-policy-agent/opa/v1/ast"
 )
 
-// Input bounds. Each is checked on its own, so no single dimension can be
-// traded against another. A node is a JSON object or array; scalars are
-// bounded by the byte and string limits instead, because counting them
-// would make the contract's 5,000 resource changes unreachable (every
-// change carries at least eleven values).
+// Input bounds (SPEC §8). Each is checked on its own, so no single
+// dimension can be traded against another. A node is any JSON value:
+// object, array, string, number, boolean or null; object keys are not
+// nodes. MaxSensitivityMapNodes counts the nodes of every before_sensitive
+// and after_sensitive mask, booleans included. Counting scalars means the
+// 50,000-node bound, not MaxResourceChanges, is what limits most plans:
+// every change carries at least ten values (the change object, address,
+// type, provider, the change's object, the actions array and its item,
+// before, after and both masks), so 5,000 changes cannot fit, and a
+// typical resource with a few attributes admits some 2,000 to 3,000.
 const (
 	MaxInputBytes           = 2 << 20
 	MaxInputNodes           = 50_000
@@ -118,8 +123,12 @@ func checkBounds(doc []byte) error {
 	}
 	var stack []frame
 	nodes := 0
-	// value counts a value (not a key) in the container it sits in.
+	// value counts a value (not a key) as a node, and as an item of the
+	// container it sits in.
 	value := func() error {
+		if nodes++; nodes > MaxInputNodes {
+			return inputTooLarge("input has more than %d nodes", MaxInputNodes)
+		}
 		if len(stack) == 0 {
 			return nil
 		}
@@ -139,9 +148,6 @@ func checkBounds(doc []byte) error {
 		case '{', '[':
 			if err := value(); err != nil {
 				return err
-			}
-			if nodes++; nodes > MaxInputNodes {
-				return inputTooLarge("input has more than %d objects and arrays", MaxInputNodes)
 			}
 			if len(stack) >= MaxInputDepth {
 				return inputTooLarge("input is nested deeper than %d", MaxInputDepth)
@@ -424,7 +430,7 @@ func checkResourceChanges(v any) error {
 				return invalidInput("%s.%s_sensitive is not a sensitivity mask", where, side)
 			}
 			if maskNodes += n; maskNodes > MaxSensitivityMapNodes {
-				return inputTooLarge("sensitivity masks have more than %d objects and arrays", MaxSensitivityMapNodes)
+				return inputTooLarge("sensitivity masks have more than %d nodes", MaxSensitivityMapNodes)
 			}
 			// redact changes the document only where it rejects it.
 			if _, exposed, fits := redact(change[side], mask); exposed || !fits {
@@ -452,11 +458,11 @@ func validActionTuple(v any) bool {
 }
 
 // maskSize reports whether m is a sensitivity mask (null, a boolean, or
-// objects and arrays of masks) and how many objects and arrays it has.
+// objects and arrays of masks) and how many nodes it has.
 func maskSize(m any) (int, bool) {
 	switch x := m.(type) {
 	case nil, bool:
-		return 0, true
+		return 1, true
 	case map[string]any:
 		n := 1
 		for _, v := range x {

@@ -137,7 +137,7 @@ func BuildInput(ctx context.Context, planJSON io.Reader, meta InputMeta) ([]byte
 // failing reader or a cancelled ctx is not a verdict and passes through.
 func readPlan(ctx context.Context, dec *json.Decoder) ([]json.RawMessage, error) {
 	changes := []json.RawMessage{}
-	size := 0
+	size, nodes, maskNodes := 0, 0, 0
 	err := planjson.EachChange(ctx, dec, func(int) error {
 		if len(changes) == MaxResourceChanges {
 			return inputTooLarge("plan has more than %d resource changes", MaxResourceChanges)
@@ -146,7 +146,8 @@ func readPlan(ctx context.Context, dec *json.Decoder) ([]json.RawMessage, error)
 		if err := dec.Decode(&c); err != nil {
 			return planjson.DecodeError(err)
 		}
-		encoded, err := CanonicalJSON(inputChangeFrom(c))
+		in := inputChangeFrom(c)
+		encoded, err := CanonicalJSON(in)
 		if err != nil {
 			return invalidInput("plan: encoding resource change %d: %v", len(changes), err)
 		}
@@ -154,6 +155,16 @@ func readPlan(ctx context.Context, dec *json.Decoder) ([]json.RawMessage, error)
 		// holding a 100 MB plan's worth of changes.
 		if size += len(encoded) + 1; size > MaxInputBytes {
 			return inputTooLarge("resource changes exceed %d bytes", MaxInputBytes)
+		}
+		masks := countNodes(in.Change.BeforeSensitive) + countNodes(in.Change.AfterSensitive)
+		if maskNodes += masks; maskNodes > MaxSensitivityMapNodes {
+			return inputTooLarge("sensitivity masks have more than %d nodes", MaxSensitivityMapNodes)
+		}
+		// The change object, address, type, provider_name, the change's
+		// object and its actions array.
+		nodes += 6 + len(in.Change.Actions) + countNodes(in.Change.Before) + countNodes(in.Change.After) + masks
+		if nodes > MaxInputNodes {
+			return inputTooLarge("resource changes have more than %d nodes", MaxInputNodes)
 		}
 		changes = append(changes, encoded)
 		return nil
@@ -181,4 +192,24 @@ func inputChangeFrom(c planChange) inputChange {
 			AfterSensitive:  c.Change.AfterSensitive,
 		},
 	}
+}
+
+// countNodes counts the JSON values in a decoded value as checkBounds
+// does: every object, array and scalar, not the keys.
+func countNodes(v any) int {
+	switch x := v.(type) {
+	case map[string]any:
+		n := 1
+		for _, e := range x {
+			n += countNodes(e)
+		}
+		return n
+	case []any:
+		n := 1
+		for _, e := range x {
+			n += countNodes(e)
+		}
+		return n
+	}
+	return 1
 }

@@ -255,14 +255,6 @@ func TestBuildInputRefusesBadPlans(t *testing.T) {
 			wantCode(t, err, tt.code)
 		})
 	}
-
-	ok, err := rego.BuildInput(context.Background(), strings.NewReader(many(rego.MaxResourceChanges)), trackedMeta())
-	if err != nil {
-		t.Fatalf("%d resource changes: %v", rego.MaxResourceChanges, err)
-	}
-	if _, err := rego.ParseInput(ok); err != nil {
-		t.Fatalf("%d resource changes: %v", rego.MaxResourceChanges, err)
-	}
 }
 
 type failingReader struct{ err error }

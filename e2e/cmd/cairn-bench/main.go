@@ -274,7 +274,11 @@ func run() error {
 			}
 		}
 		if enabled("policy") {
-			if err := benchPolicyEvaluation(*rounds); err != nil {
+			baseline, err := benchPolicyEvaluation(*rounds)
+			if err != nil {
+				return err
+			}
+			if err := benchPolicyEvaluator(dbURL, *rounds, baseline); err != nil {
 				return err
 			}
 			if err := benchPolicyBuild(dbURL, *rounds); err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/cairnhq/cairn/api/platform/config"
 	"github.com/cairnhq/cairn/api/platform/db"
 	"github.com/cairnhq/cairn/jobs/policybuild"
+	"github.com/cairnhq/cairn/jobs/policyeval"
 	"github.com/cairnhq/cairn/jobs/worker"
 )
 
@@ -23,6 +24,15 @@ func main() {
 	if len(os.Args) == 4 && os.Args[1] == "policy-build" {
 		if err := policybuild.Build(context.Background(), os.Args[2], os.Args[3]); err != nil {
 			fmt.Fprintln(os.Stderr, "policy-build:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	// Inside an evaluation sandbox it is the evaluation program, with the
+	// sanitized input and a bundle grant and nothing else.
+	if len(os.Args) == 3 && os.Args[1] == "policy-evaluate" {
+		if err := policyeval.Child(context.Background(), os.Args[2], os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "policy-evaluate:", err)
 			os.Exit(1)
 		}
 		return

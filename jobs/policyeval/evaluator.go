@@ -189,7 +189,7 @@ func (e *Evaluator) run(ctx context.Context, input []byte, r policy.EvaluationRe
 // heap's share): a child lives for one evaluation, and collecting earlier
 // costs it a third of its time for memory it would free by exiting.
 func childEnv(maxMemory uint64) map[string]string {
-	return map[string]string{"GOMAXPROCS": "1", "MALLOC_ARENA_MAX": "1", "GOTRACEBACK": "none", "GOGC": "off",
+	return map[string]string{"GOMAXPROCS": "1", "GOTRACEBACK": "none", "GOGC": "off",
 		"GOMEMLIMIT": strconv.FormatUint((maxMemory-goBaselineBytes)/4*3, 10)}
 }
 

@@ -49,10 +49,14 @@ func (s *localSandbox) limited(argv []string) ([]string, error) {
 		// A core dump would write process memory, run token included, to disk.
 		{"--core", unix.RLIMIT_CORE, 0},
 	}
-	if s.profile.Memory.Mechanism == MechanismRlimitAS {
+	switch s.profile.Memory.Mechanism {
+	case MechanismRlimitAS:
 		limits = append(limits, rlimit{"--as", unix.RLIMIT_AS, s.limits.MaxMemoryBytes})
+	case MechanismRlimitData:
+		limits = append(limits, rlimit{"--data", unix.RLIMIT_DATA, s.limits.MaxDataBytes})
 	}
-	if s.limits.MaxDataBytes != 0 {
+	// Under a cgroup the data ceiling still bounds each process.
+	if s.limits.MaxDataBytes != 0 && s.profile.Memory.Mechanism == MechanismCgroupMemoryMax {
 		limits = append(limits, rlimit{"--data", unix.RLIMIT_DATA, s.limits.MaxDataBytes})
 	}
 	switch s.profile.Processes.Mechanism {

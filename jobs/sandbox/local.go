@@ -275,8 +275,11 @@ func (l *Local) profile(lim Limits) Profile {
 			p.User, p.Processes.Mechanism = "dedicated_uid", MechanismNprocDedicatedUID
 		}
 	}
+	if lim.MaxDataBytes != 0 {
+		p.Memory = Ceiling{Limit: lim.MaxDataBytes, Mechanism: MechanismRlimitData}
+	}
 	if l.cgroup != nil {
-		p.Memory.Mechanism = MechanismCgroupMemoryMax
+		p.Memory = Ceiling{Limit: lim.MaxMemoryBytes, Mechanism: MechanismCgroupMemoryMax}
 		p.Processes = Ceiling{Limit: lim.MaxProcesses, Mechanism: MechanismCgroupPidsMax}
 	}
 	return p

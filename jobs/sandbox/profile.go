@@ -20,6 +20,10 @@ const (
 	MechanismCgroupMemoryMax = "cgroup_v2_memory_max"
 	// MechanismRlimitAS is RLIMIT_AS: an address-space ceiling per process.
 	MechanismRlimitAS = "rlimit_as"
+	// MechanismRlimitData is RLIMIT_DATA: a ceiling per process on the
+	// private writable memory it maps, for a command whose Limits set
+	// MaxDataBytes (it replaces the address-space ceiling there).
+	MechanismRlimitData = "rlimit_data"
 	// MechanismCgroupPidsMax is cgroup v2 pids.max on the sandbox's cgroup.
 	MechanismCgroupPidsMax = "cgroup_v2_pids_max"
 	// MechanismNprocUserNamespace is RLIMIT_NPROC set inside the sandbox's

@@ -48,7 +48,8 @@ type Limits struct {
 	// MaxCPUSeconds is RLIMIT_CPU.
 	MaxCPUSeconds uint64
 	// MaxDataBytes is a tighter memory ceiling per process, applied as
-	// RLIMIT_DATA on top of MaxMemoryBytes and only when set: it bounds the
+	// RLIMIT_DATA only when set, in place of the address-space ceiling
+	// (under a cgroup, beside memory.max): it bounds the
 	// private writable memory a process maps (heap, anonymous mappings,
 	// thread stacks), which is what a runaway allocation grows. RLIMIT_AS
 	// counts address space merely reserved too, and a Go program (tofu,

@@ -14,7 +14,6 @@ import (
 	"testing"
 
 	"github.com/cairnhq/cairn/api/apitest"
-	"github.com/cairnhq/cairn/api/launch"
 	"github.com/cairnhq/cairn/api/policy"
 	"github.com/cairnhq/cairn/api/policy/rego"
 	"github.com/cairnhq/cairn/api/run"
@@ -29,17 +28,10 @@ type Fixture struct {
 	WorkspaceID string
 }
 
-// New opens env's launch gate (once per server) and creates an
-// organization with a project and a workspace.
+// New creates an organization with a project and a workspace in env,
+// whose launch gate apitest opened.
 func New(t testing.TB, env *apitest.Env, name string) *Fixture {
 	t.Helper()
-	gate := launch.Default()
-	gate.PublicGate = true
-	// A second fixture of the same server replays the same change.
-	if _, _, err := env.Server.Services().Launch.Apply(context.Background(), launch.Change{Actor: "policytest", RequestID: "req_policytest",
-		IdempotencyKey: "policytest-open-gate", ExpectedVersion: 0, Reason: "policy test fixture", Document: gate}); err != nil {
-		t.Fatalf("opening the launch gate: %v", err)
-	}
 	u := env.WithOrganization(name)
 	var p, w struct{ ID string }
 	u.Mutate(http.MethodPost, "/v1/projects", map[string]string{"name": name}).MustStatus(t, http.StatusCreated).Data(t, &p)

@@ -33,7 +33,11 @@ import (
 
 const (
 	newPrefix = ".new-"
-	uidsDir   = ".uids"
+	// uidsDir holds the user-ID claims of every root worker on the host:
+	// a user ID is a host resource, so two workers with different data
+	// directories must not hand out the same one (they would share its
+	// process budget).
+	uidsDir = "/run/cairn/sandbox-uids"
 	// staleNew is how old an unlocked half-made directory must be before a
 	// sweep removes it (its maker locks it microseconds after making it).
 	staleNew = time.Minute
@@ -104,7 +108,9 @@ func newUIDPool(dir string, base, size uint32) (*uidPool, error) {
 // claim returns the lowest free user ID and the lock that holds it.
 func (p *uidPool) claim() (uint32, *os.File, error) {
 	for n := uint32(0); n < p.size; n++ {
-		path := filepath.Join(p.dir, strconv.FormatUint(uint64(n), 10))
+		// Named by the user ID itself, so pools with other bases that
+		// share the directory still claim each ID once.
+		path := filepath.Join(p.dir, strconv.FormatUint(uint64(p.base+n), 10))
 		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
 		if err != nil {
 			return 0, nil, fmt.Errorf("claiming a sandbox user ID: %w", err)

@@ -195,7 +195,7 @@ func (l *Local) enableNamespaces(opts LocalOptions) Status {
 		if err != nil {
 			return unavailable("setpriv_not_found", fmt.Errorf("a root worker's sandboxes need setpriv (util-linux): %w", err))
 		}
-		pool, err := newUIDPool(filepath.Join(l.root, uidsDir), cmp.Or(opts.SandboxUIDBase, DefaultSandboxUIDBase), sandboxUIDCount)
+		pool, err := newUIDPool(uidsDir, cmp.Or(opts.SandboxUIDBase, DefaultSandboxUIDBase), sandboxUIDCount)
 		if err != nil {
 			return unavailable("sandbox_uids_unavailable", err)
 		}

@@ -288,6 +288,6 @@ func (s *server) acceptInvitation(c *fiber.Ctx, in invitationRef) (any, error) {
 }
 
 func (s *server) rejectInvitation(c *fiber.Ctx, in invitationRef) (any, error) {
-	inv, err := s.Identity.RejectInvitation(c.UserContext(), token(c), in.InvitationID)
+	inv, err := s.Identity.RejectInvitation(c.UserContext(), token(c), in.InvitationID, in.Token)
 	return map[string]any{"invitation": inv}, err
 }

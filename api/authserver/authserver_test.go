@@ -87,6 +87,9 @@ func TestInvitationRoutes(t *testing.T) {
 			Body: map[string]string{"invitation_id": created.Invitation.ID, "token": token}})
 	}
 	accept("").MustStatus(t, http.StatusNotFound)
+	// Declining needs the token too; without it the invitation stays open.
+	invitee.Do(apitest.Request{Method: http.MethodPost, Path: "/api/auth/organization/reject-invitation",
+		Body: map[string]string{"invitation_id": created.Invitation.ID}}).MustStatus(t, http.StatusNotFound)
 	invitee.Get("/v1/workspaces").MustStatus(t, http.StatusForbidden)
 	var joined struct {
 		Organization struct {

@@ -248,7 +248,10 @@ func TestSuspendedWorkspaceRefusesMutationsButServesReadsAndCancel(t *testing.T)
 	}
 	before.mustEqual(t, snapshot(t, env), "a request to a suspended workspace")
 
-	// Reads go on, on both surfaces.
+	// Reads go on, on both surfaces, and so do the probes the dashboard
+	// renders the workspace and its runs behind.
+	u.Get("/v1/launch-access/workspaces/"+w.ID).MustStatus(t, http.StatusOK)
+	u.Get("/v1/launch-access/runs/"+first).MustStatus(t, http.StatusOK)
 	u.Get("/v1/workspaces/"+w.ID).MustStatus(t, http.StatusOK)
 	u.Get("/v1/workspaces/"+w.ID+"/variables").MustStatus(t, http.StatusOK)
 	u.Get("/v1/runs/"+first).MustStatus(t, http.StatusOK)

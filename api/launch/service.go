@@ -150,8 +150,8 @@ func (ch Change) validate() error {
 // Apply writes a new control version when expected version matches the
 // current one, with actor, request, reason, before and after in the same
 // transaction. Re-sending the same change with the same key returns the
-// version it created (replayed true); another change under that key is
-// ErrKeyReused.
+// version it created (replayed true); another change under that key (a
+// different document, expected version or reason) is ErrKeyReused.
 func (s *Service) Apply(ctx context.Context, ch Change) (Control, bool, error) {
 	if err := ch.validate(); err != nil {
 		return Control{}, false, err
@@ -170,7 +170,9 @@ func (s *Service) Apply(ctx context.Context, ch Change) (Control, bool, error) {
 			if err != nil {
 				return err
 			}
-			if !bytes.Equal(stored.Canonical(), doc) || prior.Version != ch.ExpectedVersion+1 {
+			// Everything the change carries is its input: document,
+			// expected version and reason.
+			if !bytes.Equal(stored.Canonical(), doc) || prior.Version != ch.ExpectedVersion+1 || prior.Reason != ch.Reason {
 				return ErrKeyReused
 			}
 			stored.Version, out, replayed = prior.Version, stored, true

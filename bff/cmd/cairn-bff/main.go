@@ -17,6 +17,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/cairnhq/cairn/api/platform/clientaddr"
 	"github.com/cairnhq/cairn/api/platform/config"
 	"github.com/cairnhq/cairn/api/platform/db"
 	"github.com/cairnhq/cairn/bff/proxy"
@@ -87,7 +88,7 @@ func run(cfg config.Config) error {
 		return err
 	}
 	s, err := site.New(site.Options{APIURL: apiURL, APIClient: apiClient, Origin: origin, Sessions: sessions,
-		Proxy: controlPlane, Logger: logger, TrustedProxies: cfg.TrustedProxyPrefixes()})
+		Proxy: controlPlane, Logger: logger, TrustedProxies: cfg.TrustedProxyPrefixes(), VouchKey: clientaddr.VouchKey(cfg)})
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -15,6 +16,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/cairnhq/cairn/api/launch"
 )
 
 // browse runs steps, failing the test with the page's text on error.
@@ -193,9 +196,19 @@ resource "terraform_data" "cache" {
 		t.Fatal(err)
 	}
 
-	// A closed launch gate renders "unavailable", never an empty list.
+	// A suspension refuses mutations but not reads: the runs and a run
+	// still render.
 	s.Run(t, "launch", "suspend", "-organization", m.slug, "-expected-version", "0", "-reason", "e2e suspension", "-key", "suspend-"+m.slug)
-	browse(t, ctx, "after suspension", chromedp.Navigate(s.DashboardURL+"/runs"), chromedp.WaitVisible(chromedp.CSS(".unavailable-panel")))
+	browse(t, ctx, "runs after suspension", chromedp.Navigate(s.DashboardURL+"/runs"), chromedp.WaitVisible(chromedp.CSS("table.runs")))
+	browse(t, ctx, "a run after suspension", chromedp.Navigate(s.DashboardURL+"/runs/"+second.ID), chromedp.WaitVisible(chromedp.CSS("#stage-Apply")))
+
+	// A closed launch gate renders "unavailable", never an empty list.
+	closed, _ := json.Marshal(map[string]any{"expected_version": 1, "reason": "e2e: close the gate", "document": launch.Default()})
+	if status, body := call(t, s.Client, http.MethodPut, s.APIURL+"/operator/v1/launch-control", closed,
+		"Authorization", "Bearer "+operatorToken, "Idempotency-Key", "close-gate-"+m.slug, "Content-Type", "application/json"); status != http.StatusOK {
+		t.Fatalf("closing the gate: %d %s", status, body)
+	}
+	browse(t, ctx, "after the gate closed", chromedp.Navigate(s.DashboardURL+"/runs"), chromedp.WaitVisible(chromedp.CSS(".unavailable-panel")))
 	waitText(t, ctx, ".unavailable-panel", "503")
 	screenshot(t, ctx, "unavailable")
 }

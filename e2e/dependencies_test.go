@@ -233,3 +233,89 @@ func TestMalformedDatabaseURLIsNeverLogged(t *testing.T) {
 		}
 	}
 }
+
+// TestDashboardServesWithTheDatabaseDownAndRecovers starts the real
+// cairn-bff with DATABASE_URL pointing at a closed port (the API it talks
+// to is up): it starts, /health answers, every page that needs its session
+// store answers 503 (never 500) without saying why, and when the database
+// appears on that address the same process serves pages again.
+func TestDashboardServesWithTheDatabaseDownAndRecovers(t *testing.T) {
+	t.Parallel()
+	_, realURL := dbtest.NewURL(t)
+	real, err := url.Parse(realURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed, err := devstack.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := *real
+	down.Host = fmt.Sprintf("127.0.0.1:%d", closed)
+	s := apiOnly(t, realURL)
+	bffPort, err := devstack.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dashboard := fmt.Sprintf("http://127.0.0.1:%d", bffPort)
+	s.startProcess(t, "bff", "cairn-bff", "DATABASE_URL="+down.String(),
+		fmt.Sprintf("CAIRN_BFF_ADDR=127.0.0.1:%d", bffPort), "CAIRN_DASHBOARD_URL="+dashboard)
+	waitFor(t, s.Client, dashboard+"/health")
+
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	page := func(method, path string, header ...string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, dashboard+path, nil)
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		resp, err := noRedirect.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	session := []string{"Cookie", "cairn_dashboard=a-session-cookie-the-store-cannot-look-up"}
+	for _, p := range []struct {
+		method, path string
+		header       []string
+	}{
+		{http.MethodGet, "/sign-in", nil},
+		{http.MethodGet, "/runs", session},
+		{http.MethodGet, "/organizations", session},
+		{http.MethodGet, "/api/control-plane/v1/projects", session},
+	} {
+		status, body := page(p.method, p.path, p.header...)
+		if status != http.StatusServiceUnavailable {
+			t.Fatalf("%s %s with the database down: %d, want 503: %s", p.method, p.path, status, body)
+		}
+		if strings.Contains(body, "dial") || strings.Contains(body, down.Host) || strings.Contains(body, "database") {
+			t.Fatalf("%s %s says why: %s", p.method, p.path, body)
+		}
+	}
+
+	ln, err := net.Listen("tcp", down.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forward(t, ln, real.Host)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		status, _ := page(http.MethodGet, "/sign-in")
+		if status == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the dashboard did not recover: /sign-in %d", status)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if status, _ := page(http.MethodGet, "/runs", session...); status != http.StatusSeeOther {
+		t.Fatalf("an unknown session after recovery: %d, want a redirect to sign in", status)
+	}
+	if pw, ok := real.User.Password(); ok && strings.Contains(s.Logs(), pw) {
+		t.Fatal("the logs carry the database password")
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -82,6 +83,31 @@ func TestNoBearerSecretAtRestInClear(t *testing.T) {
 	if st != http.StatusCreated {
 		t.Fatalf("sensitive variable through the dashboard: %d %s", st, answer)
 	}
+
+	// An invitation's token (shown to the inviter once) and the signature
+	// of a capability URL (an upload that needs no other credential) are
+	// bearer secrets too.
+	var invited struct{ Token string }
+	if st := s.apiJSON(t, http.MethodPost, "/api/auth/organization/invite-member",
+		map[string]string{"email": "invitee-at-rest@example.com", "role": "reader"}, &invited, m.cookie()...); st != http.StatusOK {
+		t.Fatalf("invitation: %d", st)
+	}
+	secrets["invitation token"] = invited.Token
+	var cv struct {
+		Attributes struct {
+			UploadURL string `json:"upload-url"`
+		}
+	}
+	if st := s.apiJSON(t, http.MethodPost, "/api/v2/workspaces/"+wsID+"/configuration-versions",
+		map[string]any{"data": map[string]any{"type": "configuration-versions"}}, &cv,
+		"Authorization", "Bearer "+m.token, "Content-Type", "application/vnd.api+json"); st != http.StatusCreated {
+		t.Fatalf("remote-backend configuration version: %d", st)
+	}
+	upload, err := url.Parse(cv.Attributes.UploadURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets["upload URL signature"] = upload.Query().Get("signature")
 
 	dump := dumpDatabase(t, s.DatabaseURL)
 	haystack := withDecodedBytea(dump)

@@ -7,7 +7,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/cookiejar"
+	"net/url"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -191,4 +194,77 @@ func peakRSSKiB(t *testing.T, pid int) int {
 	}
 	t.Fatalf("no VmHWM in /proc/%d/status", pid)
 	return 0
+}
+
+// dashboardSignIn submits the dashboard's sign-in form from client and
+// says how it went: "signed in" (redirected on), "slowed" (told to wait)
+// or "refused" (wrong password).
+func dashboardSignIn(t *testing.T, s *Stack, client *http.Client, email, password string) string {
+	t.Helper()
+	resp, err := client.Get(s.DashboardURL + "/sign-in")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	csrf := regexp.MustCompile(`name="csrf_token" value="([0-9a-f]+)"`).FindSubmatch(page)
+	if csrf == nil {
+		t.Fatalf("no CSRF token on the sign-in page: %d %s", resp.StatusCode, page)
+	}
+	form := url.Values{"csrf_token": {string(csrf[1])}, "email": {email}, "password": {password}}
+	req, _ := http.NewRequest(http.MethodPost, s.DashboardURL+"/sign-in", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", s.DashboardURL)
+	// A browser may say anything here; the dashboard must not believe it.
+	req.Header.Set("X-Forwarded-For", fmt.Sprintf("198.51.100.%d", time.Now().UnixNano()%250+1))
+	resp, err = client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	switch {
+	case resp.StatusCode == http.StatusSeeOther:
+		return "signed in"
+	case bytes.Contains(answer, []byte("Too many attempts")):
+		return "slowed"
+	case bytes.Contains(answer, []byte("do not match an account")):
+		return "refused"
+	}
+	t.Fatalf("dashboard sign-in answered %d: %s", resp.StatusCode, answer)
+	return ""
+}
+
+// browserFrom is a browser-like client at a loopback address: it keeps
+// the dashboard's cookie and does not follow redirects.
+func browserFrom(addr string) *http.Client {
+	c := clientFrom(addr)
+	c.Jar, _ = cookiejar.New(nil)
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return c
+}
+
+// TestDashboardSignInsAreThrottledPerBrowser: with the stack's default
+// configuration (no trusted proxies), a stranger's browser guessing
+// through the dashboard is slowed as its own address, not as the
+// dashboard's: its failures, over many accounts and behind a forged
+// X-Forwarded-For, must not make everyone else who signs in through the
+// same dashboard wait.
+func TestDashboardSignInsAreThrottledPerBrowser(t *testing.T) {
+	t.Parallel()
+	s := StartStack(t)
+	owner := s.newMember(t, "dashowner")
+	stranger, colleague := browserFrom("127.0.0.3"), browserFrom("127.0.0.4")
+	slowed := 0
+	for i := range 40 {
+		if dashboardSignIn(t, s, stranger, fmt.Sprintf("guess-%d@example.com", i), "wrong password guess") == "slowed" {
+			slowed++
+		}
+	}
+	if slowed == 0 {
+		t.Fatal("forty failed sign-ins from one browser were never slowed")
+	}
+	if got := dashboardSignIn(t, s, colleague, owner.email, "correct horse battery staple"); got != "signed in" {
+		t.Fatalf("another browser signing in with the right password: %s", got)
+	}
 }

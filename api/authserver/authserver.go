@@ -30,6 +30,9 @@ type Deps struct {
 	// TrustedProxies may name the client in X-Forwarded-For or Forwarded
 	// (CAIRN_TRUSTED_PROXIES); sign-in and sign-up are throttled per client.
 	TrustedProxies []netip.Prefix
+	// VouchKey checks the client address the dashboard vouches for
+	// (clientaddr.VouchHeader); nil believes none.
+	VouchKey []byte
 }
 
 type server struct {
@@ -62,9 +65,13 @@ func Mount(router fiber.Router, deps Deps) {
 	router.Post("/organization/reject-invitation", withBody(s, s.rejectInvitation))
 }
 
-// client is the address the request comes from: the TCP peer, or what a
-// trusted proxy says it forwarded for.
+// client is the address the request comes from: the browser the
+// dashboard vouches for, else the TCP peer or what a trusted proxy says it
+// forwarded for.
 func (s *server) client(c *fiber.Ctx) netip.Addr {
+	if vouched, ok := clientaddr.Vouched(s.VouchKey, c.Get(clientaddr.VouchHeader), time.Now()); ok {
+		return vouched
+	}
 	peer, _ := netip.AddrFromSlice(c.Context().RemoteIP())
 	return clientaddr.Resolve(peer, headerValues(c, "X-Forwarded-For"), headerValues(c, "Forwarded"), s.TrustedProxies)
 }
@@ -288,6 +295,6 @@ func (s *server) acceptInvitation(c *fiber.Ctx, in invitationRef) (any, error) {
 }
 
 func (s *server) rejectInvitation(c *fiber.Ctx, in invitationRef) (any, error) {
-	inv, err := s.Identity.RejectInvitation(c.UserContext(), token(c), in.InvitationID)
+	inv, err := s.Identity.RejectInvitation(c.UserContext(), token(c), in.InvitationID, in.Token)
 	return map[string]any{"invitation": inv}, err
 }

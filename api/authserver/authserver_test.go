@@ -2,9 +2,12 @@ package authserver_test
 
 import (
 	"net/http"
+	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/cairnhq/cairn/api/apitest"
+	"github.com/cairnhq/cairn/api/platform/clientaddr"
 )
 
 func signIn(u *apitest.Client, email, password, forwardedFor string) *apitest.Response {
@@ -40,6 +43,43 @@ func TestClientAddressComesFromTrustedProxiesOnly(t *testing.T) {
 			signIn(c, u.Email, u.Password, "203.0.113.2").MustStatus(t, tc.want)
 		})
 	}
+}
+
+// TestDashboardVouchedAddressIsTheClient: without any trusted proxy, the
+// address the dashboard vouches for (a MAC under the key derived from the
+// shared AUTH_SECRET) is the client; a vouch made under another key, a
+// stale one or a bare address in the header is not, and the TCP peer is.
+func TestDashboardVouchedAddressIsTheClient(t *testing.T) {
+	t.Parallel()
+	env := apitest.New(t)
+	u := env.SignUp("Ada")
+	c := env.Anonymous()
+	key := clientaddr.VouchKey(env.Config)
+	as := func(password, vouch string) *apitest.Response {
+		return c.Do(apitest.Request{Method: http.MethodPost, Path: "/api/auth/sign-in/email",
+			Body: map[string]string{"email": u.Email, "password": password}, Header: map[string]string{clientaddr.VouchHeader: vouch}})
+	}
+	stranger := clientaddr.Vouch(key, netip.MustParseAddr("203.0.113.1"), time.Now())
+	for range 5 {
+		as("wrong password here", stranger).MustStatus(t, http.StatusUnauthorized)
+	}
+	as(u.Password, stranger).MustStatus(t, http.StatusTooManyRequests)
+	// Claims a client can make without the key are not believed: they are
+	// all the TCP peer, 127.0.0.1. Its failures slow each of them, where
+	// a believed claim would be an address that never failed.
+	for range 5 {
+		as("wrong password here", "").MustStatus(t, http.StatusUnauthorized)
+	}
+	otherKey := []byte("a key of another installation, 32b")
+	for _, claim := range []string{
+		clientaddr.Vouch(otherKey, netip.MustParseAddr("203.0.113.7"), time.Now()),
+		clientaddr.Vouch(key, netip.MustParseAddr("203.0.113.8"), time.Now().Add(-2*time.Minute)),
+		"203.0.113.9",
+	} {
+		as(u.Password, claim).MustStatus(t, http.StatusTooManyRequests)
+	}
+	// The owner's browser, vouched for, signs in at once.
+	as(u.Password, clientaddr.Vouch(key, netip.MustParseAddr("198.51.100.4"), time.Now())).MustStatus(t, http.StatusOK)
 }
 
 // TestInvitationRoutes drives the invitation flow over HTTP: the token is
@@ -87,6 +127,9 @@ func TestInvitationRoutes(t *testing.T) {
 			Body: map[string]string{"invitation_id": created.Invitation.ID, "token": token}})
 	}
 	accept("").MustStatus(t, http.StatusNotFound)
+	// Declining needs the token too; without it the invitation stays open.
+	invitee.Do(apitest.Request{Method: http.MethodPost, Path: "/api/auth/organization/reject-invitation",
+		Body: map[string]string{"invitation_id": created.Invitation.ID}}).MustStatus(t, http.StatusNotFound)
 	invitee.Get("/v1/workspaces").MustStatus(t, http.StatusForbidden)
 	var joined struct {
 		Organization struct {

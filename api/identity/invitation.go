@@ -217,12 +217,9 @@ func (s *Service) AcceptInvitation(ctx context.Context, sessionToken, invitation
 	}
 	var out OrganizationMembership
 	err = db.WithTx(ctx, s.db, func(tx *sqlx.Tx) error {
-		inv, tokenHash, err := lockInvitation(ctx, tx, invitationID)
+		inv, err := s.lockInvitationFor(ctx, tx, ls, invitationID, invitationToken)
 		if err != nil {
 			return err
-		}
-		if inv.Email != ls.UserEmail || !hmac.Equal(tokenHash, s.invitationTokenHash(invitationToken)) {
-			return fault.ErrNotFound
 		}
 		now := s.now().UTC().Truncate(time.Microsecond)
 		if err := inv.open(now); err != nil {
@@ -262,9 +259,10 @@ func (s *Service) AcceptInvitation(ctx context.Context, sessionToken, invitation
 }
 
 // RejectInvitation declines an open invitation addressed to the session's
-// e-mail. Declining needs no token: an account with the address can do no
-// more than the address's owner could by ignoring it.
-func (s *Service) RejectInvitation(ctx context.Context, sessionToken, invitationID string) (Invitation, error) {
+// e-mail. Declining needs the token as accepting does: e-mail addresses are
+// not verified, so an account registered under a colleague's address could
+// otherwise close every invitation the colleague is sent.
+func (s *Service) RejectInvitation(ctx context.Context, sessionToken, invitationID, invitationToken string) (Invitation, error) {
 	ls, err := s.session(ctx, sessionToken)
 	if err != nil {
 		return Invitation{}, err
@@ -272,12 +270,9 @@ func (s *Service) RejectInvitation(ctx context.Context, sessionToken, invitation
 	var inv Invitation
 	err = db.WithTx(ctx, s.db, func(tx *sqlx.Tx) error {
 		var err error
-		inv, _, err = lockInvitation(ctx, tx, invitationID)
+		inv, err = s.lockInvitationFor(ctx, tx, ls, invitationID, invitationToken)
 		if err != nil {
 			return err
-		}
-		if inv.Email != ls.UserEmail {
-			return fault.ErrNotFound
 		}
 		now := s.now().UTC().Truncate(time.Microsecond)
 		if err := inv.open(now); err != nil {
@@ -290,6 +285,20 @@ func (s *Service) RejectInvitation(ctx context.Context, sessionToken, invitation
 		return appendInviteeEvent(ctx, tx, inv, ls.UserID, "invitation.rejected")
 	})
 	return inv, err
+}
+
+// lockInvitationFor locks the invitation the session's account presents
+// with its token. Another address or another token is not found, whatever
+// the reason, exactly like an invitation that does not exist.
+func (s *Service) lockInvitationFor(ctx context.Context, tx *sqlx.Tx, ls liveSession, invitationID, invitationToken string) (Invitation, error) {
+	inv, tokenHash, err := lockInvitation(ctx, tx, invitationID)
+	if err != nil {
+		return Invitation{}, err
+	}
+	if inv.Email != ls.UserEmail || !hmac.Equal(tokenHash, s.invitationTokenHash(invitationToken)) {
+		return Invitation{}, fault.ErrNotFound
+	}
+	return inv, nil
 }
 
 // appendInviteeEvent records what the invitee did with an invitation, in

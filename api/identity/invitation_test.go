@@ -75,10 +75,15 @@ func TestPreRegisteredAccountIsNotAMemberUntilItAccepts(t *testing.T) {
 	if err != nil || len(mine) != 1 || mine[0].ID != inv.ID || mine[0].OrganizationName != "Org acme" || mine[0].InviterName != "Owner" {
 		t.Fatalf("user invitations %+v, %v", mine, err)
 	}
-	// The address alone is not enough.
+	// The address alone is not enough: not to join, and not to decline
+	// (which would close the invitation the real colleague holds the
+	// token of, every time the organization invites them again).
 	for _, guess := range []string{"", "cit_wrong", token + "x"} {
 		if _, err := f.svc.AcceptInvitation(ctx, squatter.Token, inv.ID, guess); !errors.Is(err, fault.ErrNotFound) {
 			t.Fatalf("accepting with token %q = %v", guess, err)
+		}
+		if _, err := f.svc.RejectInvitation(ctx, squatter.Token, inv.ID, guess); !errors.Is(err, fault.ErrNotFound) {
+			t.Fatalf("declining with token %q = %v", guess, err)
 		}
 	}
 	if slices.Contains(memberEmails(t, f, owner), "colleague@example.com") {
@@ -135,7 +140,7 @@ func TestInvitationsRefuseTheWrongAccountAndClosedOnes(t *testing.T) {
 	if _, err := f.svc.AcceptInvitation(ctx, other.Token, inv.ID, token); !errors.Is(err, fault.ErrNotFound) {
 		t.Fatalf("wrong account accepting = %v", err)
 	}
-	if _, err := f.svc.RejectInvitation(ctx, other.Token, inv.ID); !errors.Is(err, fault.ErrNotFound) {
+	if _, err := f.svc.RejectInvitation(ctx, other.Token, inv.ID, token); !errors.Is(err, fault.ErrNotFound) {
 		t.Fatalf("wrong account declining = %v", err)
 	}
 	if _, _, err := f.svc.InviteMember(ctx, owner, "invitee@example.com", access.RoleAdmin); !errors.Is(err, identity.ErrInvitationPending) {
@@ -162,7 +167,7 @@ func TestInvitationsRefuseTheWrongAccountAndClosedOnes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := f.svc.RejectInvitation(ctx, invitee.Token, inv.ID); err != nil || got.Status != identity.InvitationRejected {
+	if got, err := f.svc.RejectInvitation(ctx, invitee.Token, inv.ID, token); err != nil || got.Status != identity.InvitationRejected {
 		t.Fatalf("decline = %+v, %v", got, err)
 	}
 	if _, err := f.svc.AcceptInvitation(ctx, invitee.Token, inv.ID, token); !errors.Is(err, identity.ErrInvitationClosed) {

@@ -121,6 +121,27 @@ func newHashGate(budgetKiB int64, wait time.Duration) *hashGate {
 // whole budget (an old hash with a higher cost) waits for all of it.
 func (g *hashGate) run(ctx context.Context, memoryKiB uint32, fn func()) error {
 	weight := min(int64(memoryKiB), g.budgetKiB)
+	if err := g.acquire(ctx, weight); err != nil {
+		return err
+	}
+	defer g.slots.Release(weight)
+	fn()
+	return nil
+}
+
+// acquire takes weight of the budget, waiting at most g.wait. A zero wait
+// takes a free share at once and never waits (an expired context would
+// refuse even a free budget).
+func (g *hashGate) acquire(ctx context.Context, weight int64) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if g.wait <= 0 {
+		if !g.slots.TryAcquire(weight) {
+			return ErrBusy
+		}
+		return nil
+	}
 	waitCtx, cancel := context.WithTimeout(ctx, g.wait)
 	defer cancel()
 	if err := g.slots.Acquire(waitCtx, weight); err != nil {
@@ -129,8 +150,6 @@ func (g *hashGate) run(ctx context.Context, memoryKiB uint32, fn func()) error {
 		}
 		return ErrBusy
 	}
-	defer g.slots.Release(weight)
-	fn()
 	return nil
 }
 

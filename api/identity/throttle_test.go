@@ -77,3 +77,29 @@ func TestHashGateRefusesWhenTheBudgetIsTaken(t *testing.T) {
 		t.Fatalf("a hash over the whole budget = %v (ran %v)", err, ran)
 	}
 }
+
+// TestHashGateWithoutWaitRunsWhenFree: CAIRN_ARGON2_WAIT=0 means "never
+// wait for a share", not "never hash": a free budget runs the hash at once,
+// a taken one is busy at once.
+func TestHashGateWithoutWaitRunsWhenFree(t *testing.T) {
+	t.Parallel()
+	g := newHashGate(1024, 0)
+	ran := false
+	if err := g.run(context.Background(), 64, func() { ran = true }); err != nil || !ran {
+		t.Fatalf("a hash with the budget free = %v (ran %v)", err, ran)
+	}
+	holding, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error)
+	go func() {
+		done <- g.run(context.Background(), 1024, func() { close(holding); <-release })
+	}()
+	<-holding
+	ran = false
+	if err := g.run(context.Background(), 64, func() { ran = true }); !errors.Is(err, ErrBusy) || ran {
+		t.Fatalf("a hash with the budget taken = %v (ran %v)", err, ran)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

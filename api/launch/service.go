@@ -124,6 +124,22 @@ func (s *Service) Current(ctx context.Context) (*Control, error) {
 	return currentControl(ctx, s.db)
 }
 
+// ChangeByKey returns the control version written under an idempotency
+// key (nil when none was), so a command that derives its change from the
+// control in force can retry exactly the change it made.
+func (s *Service) ChangeByKey(ctx context.Context, key string) (*Control, error) {
+	row, err := controlByKey(ctx, s.db, key)
+	if err != nil || row == nil {
+		return nil, err
+	}
+	c, err := Parse(row.Document)
+	if err != nil {
+		return nil, err
+	}
+	c.Version = row.Version
+	return &c, nil
+}
+
 // Change is one operator change of the control document.
 type Change struct {
 	Actor           string
@@ -150,8 +166,8 @@ func (ch Change) validate() error {
 // Apply writes a new control version when expected version matches the
 // current one, with actor, request, reason, before and after in the same
 // transaction. Re-sending the same change with the same key returns the
-// version it created (replayed true); another change under that key is
-// ErrKeyReused.
+// version it created (replayed true); another change under that key (a
+// different document, expected version or reason) is ErrKeyReused.
 func (s *Service) Apply(ctx context.Context, ch Change) (Control, bool, error) {
 	if err := ch.validate(); err != nil {
 		return Control{}, false, err
@@ -170,10 +186,15 @@ func (s *Service) Apply(ctx context.Context, ch Change) (Control, bool, error) {
 			if err != nil {
 				return err
 			}
-			if !bytes.Equal(stored.Canonical(), doc) || prior.Version != ch.ExpectedVersion+1 {
+			// Everything the change carries is its input: document,
+			// expected version and reason.
+			if !bytes.Equal(stored.Canonical(), doc) || prior.Version != ch.ExpectedVersion+1 || prior.Reason != ch.Reason {
 				return ErrKeyReused
 			}
-			stored.Version, out, replayed = prior.Version, stored, true
+			// Assigned one after the other: in one tuple assignment out
+			// would get stored before its version is set.
+			stored.Version = prior.Version
+			out, replayed = stored, true
 			return nil
 		}
 		// The raw latest document, even a malformed one, so an operator can

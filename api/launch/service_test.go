@@ -45,12 +45,19 @@ func TestDecideFailsClosedOnMissingAndMalformedControl(t *testing.T) {
 	if d := svc.Decide(ctx, nil, subject); !d.Admitted {
 		t.Fatalf("open gate refused: %+v", d)
 	}
-	if _, replayed, err := svc.Apply(ctx, change); err != nil || !replayed {
-		t.Fatalf("replay = %v %v", replayed, err)
+	if again, replayed, err := svc.Apply(ctx, change); err != nil || !replayed || again.Version != 2 || !again.PublicGate {
+		t.Fatalf("replay = %+v %v %v", again, replayed, err)
 	}
 	closed := launch.Default()
 	if _, _, err := svc.Apply(ctx, launch.Change{Actor: "ops", RequestID: "r", IdempotencyKey: "fix-1", ExpectedVersion: 1, Reason: "x", Document: closed}); !errors.Is(err, launch.ErrKeyReused) {
 		t.Fatalf("key reuse = %v", err)
+	}
+	// The reason is input like the rest: the same change with another
+	// reason under the key is not the request that was recorded.
+	reworded := change
+	reworded.Reason = "another reason"
+	if _, _, err := svc.Apply(ctx, reworded); !errors.Is(err, launch.ErrKeyReused) {
+		t.Fatalf("key reuse with another reason = %v", err)
 	}
 	if _, _, err := svc.Apply(ctx, launch.Change{Actor: "ops", RequestID: "r", IdempotencyKey: "stale", ExpectedVersion: 1, Reason: "x", Document: closed}); !errors.Is(err, launch.ErrVersionConflict) {
 		t.Fatalf("stale expected version = %v", err)

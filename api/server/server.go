@@ -15,6 +15,7 @@ import (
 	"github.com/cairnhq/cairn/api/operator"
 	"github.com/cairnhq/cairn/api/platform/buildinfo"
 	"github.com/cairnhq/cairn/api/platform/capability"
+	"github.com/cairnhq/cairn/api/platform/clientaddr"
 	"github.com/cairnhq/cairn/api/platform/config"
 	"github.com/cairnhq/cairn/api/platform/db"
 	"github.com/cairnhq/cairn/api/platform/httpx"
@@ -83,6 +84,7 @@ func New(deps Deps) (*Server, error) {
 		Logger:         deps.Logger,
 		SecureCookies:  deps.Config.SecureCookies,
 		TrustedProxies: deps.Config.TrustedProxyPrefixes(),
+		VouchKey:       clientaddr.VouchKey(deps.Config),
 	})
 	tfe.Mount(app, tfe.Deps{
 		Config: deps.Config, DB: deps.DB, Logger: deps.Logger, Identity: deps.Identity,

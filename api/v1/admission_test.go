@@ -96,6 +96,7 @@ func TestClosedGateAdmitsOnlyTheExactCanaryPair(t *testing.T) {
 		MustStatus(t, http.StatusCreated)
 	var cvDoc struct {
 		Data struct {
+			ID         string `json:"id"`
 			Attributes struct {
 				UploadURL string `json:"upload-url"`
 			} `json:"attributes"`
@@ -131,6 +132,12 @@ func TestClosedGateAdmitsOnlyTheExactCanaryPair(t *testing.T) {
 		"policy set create": u.Mutate(http.MethodPost, "/v1/policy-sets", map[string]string{"name": "another"}),
 		// Unknown workspaces are answered exactly like refused ones.
 		"upload to an unknown workspace": gzipUpload(u, "/v1/workspaces/ws_aaaaaaaaaaaaaaaaaaaaaaaaaa/configuration-versions", configArchive),
+		// A run names its workspace in the body; it is admitted before
+		// anything about the run is looked at.
+		"run create": u.Mutate(http.MethodPost, "/v1/runs", map[string]any{"workspace_id": other.ID,
+			"configuration_version_id": cvDoc.Data.ID, "kind": "plan_only"}),
+		"run create in an unknown workspace": u.Mutate(http.MethodPost, "/v1/runs", map[string]any{
+			"workspace_id": "ws_aaaaaaaaaaaaaaaaaaaaaaaaaa", "configuration_version_id": cvDoc.Data.ID, "kind": "plan_only"}),
 		"remote-backend configuration version": cloud(env, token, http.MethodPost, "/api/v2/workspaces/"+other.ID+"/configuration-versions",
 			map[string]any{"data": map[string]any{"type": "configuration-versions"}}),
 		"capability upload": env.Anonymous().Do(apitest.Request{Method: http.MethodPut, Path: uploadPath, Body: configArchive,
@@ -249,7 +256,10 @@ func TestSuspendedWorkspaceRefusesMutationsButServesReadsAndCancel(t *testing.T)
 	}
 	before.mustEqual(t, snapshot(t, env), "a request to a suspended workspace")
 
-	// Reads go on, on both surfaces.
+	// Reads go on, on both surfaces, and so do the probes the dashboard
+	// renders the workspace and its runs behind.
+	u.Get("/v1/launch-access/workspaces/"+w.ID).MustStatus(t, http.StatusOK)
+	u.Get("/v1/launch-access/runs/"+first).MustStatus(t, http.StatusOK)
 	u.Get("/v1/workspaces/"+w.ID).MustStatus(t, http.StatusOK)
 	u.Get("/v1/workspaces/"+w.ID+"/variables").MustStatus(t, http.StatusOK)
 	u.Get("/v1/runs/"+first).MustStatus(t, http.StatusOK)

@@ -23,7 +23,8 @@ func (a *API) registerLaunchAccess() {
 	probe := func(op huma.Operation) huma.Operation {
 		op.Tags = []string{"Launch access"}
 		op.Description = "Answers 200 with how the caller is admitted, or the non-disclosing 503 service_unavailable " +
-			"(Retry-After: 60, private no-store) when the launch gate is closed for it or the resource cannot be resolved."
+			"(Retry-After: 60, private no-store) when the launch gate is closed for it or the resource cannot be resolved. " +
+			"A suspension does not close a probe: it refuses mutations, never reads."
 		return op
 	}
 	register(a, probe(huma.Operation{
@@ -64,8 +65,12 @@ func (a *API) registerLaunchAccess() {
 	})
 }
 
+// admission answers a probe by the launch gate alone. The probes guard the
+// dashboard's pages, which read; a suspension refuses mutations (each is
+// admitted on its own) but never reads or cancellation (SPEC §1 rule 7),
+// so a suspended workspace's pages must still render.
 func (a *API) admission(ctx context.Context, scope, resourceID string, subject launch.Subject) (LaunchAccessView, error) {
-	d, err := a.deps.Services.Launch.Require(ctx, nil, subject)
+	d, err := a.deps.Services.Launch.RequireBy(ctx, nil, subject, launch.AdmitAccess)
 	if err != nil {
 		return LaunchAccessView{}, err
 	}

@@ -70,11 +70,23 @@ func TestLaunchAccessProbes(t *testing.T) {
 	// The same workspace ID under another organization is not the pair.
 	assertClosed(t, stranger.Get("/v1/launch-access/workspaces/"+canaryWS.ID))
 
+	// A suspension stops mutations, not reads (SPEC §1 rule 7): the probes
+	// that guard the dashboard's pages still admit the suspended canary, so
+	// its runs can be read and canceled there, while a write is refused.
 	if _, _, err := env.Server.V1Services().Launch.Suspend(context.Background(), launch.SuspensionChange{
 		Actor: "ops", RequestID: "req_x", IdempotencyKey: "susp-1", OrganizationID: u.OrganizationID,
 		WorkspaceID: canaryWS.ID, Reason: "abuse report",
 	}); err != nil {
 		t.Fatal(err)
 	}
-	assertClosed(t, u.Get("/v1/launch-access/workspaces/"+canaryWS.ID))
+	u.Get("/v1/launch-access/workspaces/"+canaryWS.ID).MustStatus(t, http.StatusOK).Data(t, &access)
+	if access.Admission != "canary" {
+		t.Fatalf("suspended canary probe %+v", access)
+	}
+	assertClosed(t, u.Mutate(http.MethodPost, "/v1/workspaces/"+canaryWS.ID+"/variables",
+		map[string]any{"key": "zone", "value": "a", "sensitive": false}))
+	// The gate still decides: the organization stays closed, and so does
+	// a suspended workspace that is not allowlisted.
+	assertClosed(t, u.Get("/v1/launch-access"))
+	assertClosed(t, u.Get("/v1/launch-access/workspaces/"+otherWS.ID))
 }

@@ -163,6 +163,13 @@ func (a *API) registerRuns() {
 			"(the new-run switch, suspension, pinned region, ceilings and runner release) is checked in the creating transaction; a refusal " +
 			"is the retryable 503 service_unavailable and persists nothing.",
 	}, operationOptions{mutation: true, admit: admitInHandler}, func(ctx context.Context, in *createRunInput) (*Mutated[RunView], error) {
+		// The workspace named in the body is admitted before anything about
+		// the run is looked at, so a closed gate answers an unknown or
+		// unready run exactly like a refused one; the creating transaction
+		// then checks the new-run rule.
+		if err := a.admitBody(ctx, func(p access.Principal) error { return a.admitWorkspaceID(ctx, p, in.Body.WorkspaceID) }); err != nil {
+			return nil, err
+		}
 		return mutation(ctx, a, in.IdempotencyKey, in.Body, http.StatusCreated,
 			func(ctx context.Context, tx *sqlx.Tx, p access.Principal) (RunView, error) {
 				r, err := a.deps.Services.Runs.CreateRun(ctx, tx, p, run.CreateInput{

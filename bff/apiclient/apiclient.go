@@ -10,6 +10,9 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"time"
+
+	"github.com/cairnhq/cairn/api/platform/clientaddr"
 )
 
 // SessionCookie is the API's session cookie.
@@ -23,11 +26,16 @@ const maxBody = 8 << 20
 type Client struct {
 	base *url.URL
 	http *http.Client
+	// vouchKey vouches for the browser's address (clientaddr.VouchKey).
+	vouchKey []byte
 }
 
 // New returns a client of the API at base. The http client must not follow
-// redirects.
-func New(base *url.URL, hc *http.Client) *Client { return &Client{base: base, http: hc} }
+// redirects. vouchKey (clientaddr.VouchKey) lets CallFor vouch for a
+// browser's address; nil vouches for none.
+func New(base *url.URL, hc *http.Client, vouchKey []byte) *Client {
+	return &Client{base: base, http: hc, vouchKey: vouchKey}
+}
 
 // Error is a failed API call as the page shows it.
 type Error struct {
@@ -60,14 +68,21 @@ func (c *Client) Call(ctx context.Context, token, method, path string, body any,
 }
 
 // CallFor is Call made on behalf of the browser at client. The API
-// throttles sign-in and sign-up per client address, and believes the
-// X-Forwarded-For the dashboard sends only when the dashboard's own address
-// is one of its CAIRN_TRUSTED_PROXIES.
+// throttles sign-in and sign-up per client address: the dashboard vouches
+// for the browser's address with a MAC under the key it shares with the
+// API, so a stranger guessing through the dashboard never slows everyone
+// who signs in through it. X-Forwarded-For says the same to an API that
+// lists the dashboard in CAIRN_TRUSTED_PROXIES and vouches differ (another
+// AUTH_SECRET).
 func (c *Client) CallFor(ctx context.Context, client netip.Addr, token, method, path string, body any, out any) error {
 	if !client.IsValid() {
 		return c.Call(ctx, token, method, path, body, out)
 	}
-	_, err := c.call(ctx, token, method, path, body, out, nil, "X-Forwarded-For", client.String())
+	header := []string{"X-Forwarded-For", client.String()}
+	if len(c.vouchKey) > 0 {
+		header = append(header, clientaddr.VouchHeader, clientaddr.Vouch(c.vouchKey, client, time.Now()))
+	}
+	_, err := c.call(ctx, token, method, path, body, out, nil, header...)
 	return err
 }
 

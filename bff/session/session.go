@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"time"
 
@@ -31,6 +32,7 @@ const (
 // Manager wraps scs with the dashboard's session contents.
 type Manager struct {
 	*scs.SessionManager
+	logger *slog.Logger
 }
 
 // New returns a session manager whose cookie is Secure when the dashboard
@@ -38,7 +40,7 @@ type Manager struct {
 // Sessions are stored under keys derived from AUTH_SECRET; without it (or
 // without a database) no session can be stored or read, so every signed-in
 // page fails closed.
-func New(conn *sqlx.DB, cfg config.Config, secure bool) *Manager {
+func New(conn *sqlx.DB, cfg config.Config, secure bool, logger *slog.Logger) *Manager {
 	m := scs.New()
 	m.Store = newStore(conn, cfg)
 	m.Lifetime = 12 * time.Hour
@@ -51,7 +53,21 @@ func New(conn *sqlx.DB, cfg config.Config, secure bool) *Manager {
 	m.Cookie.Secure = secure
 	m.Cookie.SameSite = http.SameSiteLaxMode
 	m.Cookie.Path = "/"
-	return &Manager{m}
+	manager := &Manager{SessionManager: m, logger: logger}
+	// scs answers a store failure with a bare 500; a session store that
+	// cannot be reached (or used without AUTH_SECRET) is a dependency that
+	// is down, so every page answers 503 and the client may retry.
+	m.ErrorFunc = manager.unavailable
+	return manager
+}
+
+// unavailable answers a request whose session cannot be loaded or saved.
+// The cause is logged, never shown.
+func (m *Manager) unavailable(w http.ResponseWriter, r *http.Request, err error) {
+	m.logger.WarnContext(r.Context(), "dashboard session store unavailable", "error", err)
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Retry-After", "5")
+	http.Error(w, "The dashboard is unavailable right now. Try again in a few seconds.", http.StatusServiceUnavailable)
 }
 
 // ReadOnly loads the session for h without writing it back: for streamed
@@ -65,7 +81,7 @@ func (m *Manager) ReadOnly(h http.Handler) http.Handler {
 		}
 		ctx, err := m.Load(r.Context(), token)
 		if err != nil {
-			http.Error(w, "session unavailable", http.StatusServiceUnavailable)
+			m.unavailable(w, r, err)
 			return
 		}
 		h.ServeHTTP(w, r.WithContext(ctx))

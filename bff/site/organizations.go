@@ -279,11 +279,18 @@ func (s *Site) acceptInvitation(w http.ResponseWriter, r *http.Request, token st
 	http.Redirect(w, r, "/organizations?done=accepted", http.StatusSeeOther)
 }
 
+// declineInvitation declines with the link's token, as accepting does: an
+// account registered under someone else's address must not be able to
+// close their invitations.
 func (s *Site) declineInvitation(w http.ResponseWriter, r *http.Request, token string) {
 	err := s.api.Call(r.Context(), token, http.MethodPost, "/api/auth/organization/reject-invitation",
-		map[string]string{"invitation_id": r.PathValue("id")}, nil)
+		map[string]string{"invitation_id": r.PathValue("id"), "token": invitationToken(r.PostFormValue("token"))}, nil)
 	if err != nil {
-		s.renderOrganizations(w, r, token, organizationsPage{Error: "The invitation could not be declined; it may no longer be open."})
+		message := "The invitation could not be declined; it may no longer be open."
+		if apiclient.CodeOf(err) == "NOT_FOUND" {
+			message = "That invitation code does not match an invitation to your account's address."
+		}
+		s.renderOrganizations(w, r, token, organizationsPage{Error: message})
 		return
 	}
 	http.Redirect(w, r, "/organizations?done=declined", http.StatusSeeOther)

@@ -37,6 +37,9 @@ type Options struct {
 	// (CAIRN_TRUSTED_PROXIES); the dashboard passes that address on when it
 	// signs someone in or up.
 	TrustedProxies []netip.Prefix
+	// VouchKey vouches to the API for the browser's address on sign-in
+	// and sign-up (clientaddr.VouchKey).
+	VouchKey []byte
 }
 
 // Site is the dashboard's HTTP handler.
@@ -77,7 +80,7 @@ func New(opts Options) (*Site, error) {
 	if opts.LivePoll <= 0 {
 		opts.LivePoll = 200 * time.Millisecond
 	}
-	return &Site{opts: opts, api: apiclient.New(opts.APIURL, opts.APIClient), sessions: opts.Sessions, pages: pages,
+	return &Site{opts: opts, api: apiclient.New(opts.APIURL, opts.APIClient, opts.VouchKey), sessions: opts.Sessions, pages: pages,
 		logger: opts.Logger}, nil
 }
 

@@ -176,15 +176,25 @@ func organizationID(ctx context.Context, conn *sqlx.DB, slug string) (string, er
 }
 
 // openPublicGate writes a version of the control in force with the public
-// gate open, starting from the default control when none exists yet.
+// gate open, starting from the default control when none exists yet. A
+// retry under the same key names the version that change replaced, so it
+// replays the first answer rather than conflicting with its own result.
 func openPublicGate(ctx context.Context, svc *launch.Service, reason, key, actor string) (launch.Control, bool, error) {
-	current, err := svc.Current(ctx)
+	base, err := svc.ChangeByKey(ctx, key)
 	if err != nil {
 		return launch.Control{}, false, err
 	}
-	doc, expected := launch.Default(), 0
-	if current != nil {
-		doc, expected = *current, current.Version
+	expected := 0
+	if base != nil {
+		expected = base.Version - 1
+	} else if base, err = svc.Current(ctx); err != nil {
+		return launch.Control{}, false, err
+	} else if base != nil {
+		expected = base.Version
+	}
+	doc := launch.Default()
+	if base != nil {
+		doc = *base
 	}
 	doc.PublicGate = true
 	return svc.Apply(ctx, launch.Change{Actor: actor, RequestID: "cli-" + key, IdempotencyKey: key,

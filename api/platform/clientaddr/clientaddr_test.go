@@ -3,7 +3,9 @@ package clientaddr_test
 import (
 	"net/http/httptest"
 	"net/netip"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/cairnhq/cairn/api/platform/clientaddr"
 )
@@ -52,5 +54,38 @@ func TestFromRequestReadsEveryHeaderLine(t *testing.T) {
 	}
 	if got := clientaddr.FromRequest(r, nil); got.String() != "127.0.0.1" {
 		t.Fatalf("FromRequest without trusted proxies = %v", got)
+	}
+}
+
+func TestVouchedAddressNeedsTheKeyAndIsShortLived(t *testing.T) {
+	t.Parallel()
+	key, other := []byte("0123456789abcdef0123456789abcdef"), []byte("another key, another installation")
+	now := time.Unix(1_800_000_000, 0)
+	addr := netip.MustParseAddr("2001:db8::7")
+	value := clientaddr.Vouch(key, addr, now)
+	if got, ok := clientaddr.Vouched(key, value, now.Add(30*time.Second)); !ok || got != addr {
+		t.Fatalf("Vouched = %v %v", got, ok)
+	}
+	if got, ok := clientaddr.Vouched(key, clientaddr.Vouch(key, netip.MustParseAddr("::ffff:192.0.2.1"), now), now); !ok || got.String() != "192.0.2.1" {
+		t.Fatalf("mapped address vouched as %v %v", got, ok)
+	}
+	forged := strings.Replace(value, "2001:db8::7", "2001:db8::8", 1)
+	for name, tc := range map[string]struct {
+		key   []byte
+		value string
+		now   time.Time
+	}{
+		"another key":        {other, value, now},
+		"no key":             {nil, value, now},
+		"another address":    {key, forged, now},
+		"too old":            {key, value, now.Add(2 * time.Minute)},
+		"from the future":    {key, value, now.Add(-2 * time.Minute)},
+		"a bare address":     {key, "203.0.113.9", now},
+		"empty":              {key, "", now},
+		"signature stripped": {key, value[:strings.LastIndexByte(value, ';')+1], now},
+	} {
+		if got, ok := clientaddr.Vouched(tc.key, tc.value, tc.now); ok {
+			t.Errorf("%s: vouched for %v", name, got)
+		}
 	}
 }

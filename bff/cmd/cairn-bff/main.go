@@ -17,6 +17,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/cairnhq/cairn/api/platform/clientaddr"
 	"github.com/cairnhq/cairn/api/platform/config"
 	"github.com/cairnhq/cairn/api/platform/db"
 	"github.com/cairnhq/cairn/bff/proxy"
@@ -59,27 +60,35 @@ func run(cfg config.Config) error {
 		// The dashboard never follows an API redirect on a user's behalf.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
-	// Sessions live in PostgreSQL; without a database every signed-in page
-	// fails closed to the sign-in form, which then reports the failure.
+	// Sessions live in PostgreSQL; without a database every page but
+	// /health answers 503. A database that is down at start is kept as a
+	// handle that reconnects on use, like the API's, so the dashboard
+	// serves again as soon as it is back; a URL that does not parse stops
+	// the dashboard.
 	var conn *sqlx.DB
 	if cfg.DatabaseURL != "" {
-		if conn, err = db.Open(ctx, cfg.DatabaseURL.Reveal(), 5); err != nil {
+		if conn, err = db.OpenPool(cfg.DatabaseURL.Reveal(), 5); err != nil {
 			return err
 		}
 		defer conn.Close()
+		if err := db.Ping(ctx, conn); err != nil {
+			logger.Warn("database not reachable at start; pages answer 503 until it is", "error", err)
+		}
 		go sweepSessions(ctx, conn, logger)
+	} else {
+		logger.Warn("DATABASE_URL is not set: dashboard sessions cannot be stored, so every page answers 503")
 	}
 	if !cfg.AuthReady() {
 		logger.Warn("AUTH_SECRET is missing or shorter than 32 bytes: dashboard sessions cannot be stored, so nobody can sign in")
 	}
-	sessions := session.New(conn, cfg, dashboard.Scheme == "https")
+	sessions := session.New(conn, cfg, dashboard.Scheme == "https", logger)
 	origin := dashboard.Scheme + "://" + dashboard.Host
 	controlPlane, err := proxy.New(apiURL, transport, sessions, origin, logger)
 	if err != nil {
 		return err
 	}
 	s, err := site.New(site.Options{APIURL: apiURL, APIClient: apiClient, Origin: origin, Sessions: sessions,
-		Proxy: controlPlane, Logger: logger, TrustedProxies: cfg.TrustedProxyPrefixes()})
+		Proxy: controlPlane, Logger: logger, TrustedProxies: cfg.TrustedProxyPrefixes(), VouchKey: clientaddr.VouchKey(cfg)})
 	if err != nil {
 		return err
 	}

@@ -432,10 +432,14 @@ func (r *Runner) runTofu(ctx context.Context, env *attemptEnv, step string, cmd 
 }
 
 // private is where the runner keeps a file of its own beside the
-// configuration.
+// configuration, as commands see it.
 func (e *attemptEnv) private(name string) string {
-	return filepath.Join(e.sb.WorkDir(), privateDir, name)
+	return filepath.Join(e.sb.WorkDir(), privatePath(name))
 }
+
+// privatePath is that file's path relative to the work directory, for the
+// sandbox's Open and Create.
+func privatePath(name string) string { return filepath.Join(privateDir, name) }
 
 func (r *Runner) init(ctx context.Context, env *attemptEnv) error {
 	code, err := r.tofu(ctx, env, "init", nil, "init", "-input=false", "-no-color")
@@ -466,7 +470,9 @@ func (r *Runner) plan(ctx context.Context, env *attemptEnv) error {
 		return exitError{step: "plan", code: code}
 	}
 	hasChanges := code == 2
-	jsonOut, err := os.OpenFile(env.private(planJSON), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	// The plan ran the configuration's code, which may have left links
+	// in the work directory: files there are opened through the sandbox.
+	jsonOut, err := env.sb.Create(privatePath(planJSON))
 	if err != nil {
 		return err
 	}
@@ -527,7 +533,7 @@ func (r *Runner) evaluatePolicy(ctx context.Context, env *attemptEnv, arts []run
 			planDigest = a.SHA256
 		}
 	}
-	f, err := os.Open(env.private(planJSON))
+	f, err := env.sb.Open(privatePath(planJSON))
 	if err != nil {
 		return policy.Evaluation{}, err
 	}
@@ -567,7 +573,7 @@ func (r *Runner) planEvidence(ctx context.Context, env *attemptEnv) ([]run.Artif
 		return nil
 	}
 	fileOpener := func(name string) func() (io.ReadCloser, error) {
-		return func() (io.ReadCloser, error) { return os.Open(env.private(name)) }
+		return func() (io.ReadCloser, error) { return env.sb.Open(privatePath(name)) }
 	}
 	if err := store(run.ArtifactPlanFile, fileOpener(planFile)); err != nil {
 		return arts, plandiff.Artifact{}, err
@@ -575,7 +581,7 @@ func (r *Runner) planEvidence(ctx context.Context, env *attemptEnv) ([]run.Artif
 	if err := store(run.ArtifactPlanJSON, fileOpener(planJSON)); err != nil {
 		return arts, plandiff.Artifact{}, err
 	}
-	f, err := os.Open(env.private(planJSON))
+	f, err := env.sb.Open(privatePath(planJSON))
 	if err != nil {
 		return arts, plandiff.Artifact{}, err
 	}

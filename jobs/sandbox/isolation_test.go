@@ -3,6 +3,7 @@ package sandbox_test
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -388,4 +389,134 @@ func contains(list []string, v string) bool {
 		}
 	}
 	return false
+}
+
+// unprivilegedEnv marks a test binary rerun by asUnprivileged.
+const unprivilegedEnv = "CAIRN_SANDBOX_TEST_UNPRIVILEGED"
+
+// asUnprivileged reruns the calling test as user nobody when the tests run
+// as root, since a worker that is not root works differently (its commands
+// run as its own user, in a user namespace), and reports whether it did:
+// the caller then returns. The binary is copied where nobody can run it.
+func asUnprivileged(t *testing.T) bool {
+	t.Helper()
+	if os.Geteuid() != 0 || os.Getenv(unprivilegedEnv) != "" {
+		return false
+	}
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Skip("setpriv is not installed")
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "cairn-sandbox-unprivileged-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	bin := filepath.Join(dir, "sandbox.test")
+	body, err := os.ReadFile(self)
+	if err == nil {
+		err = os.WriteFile(bin, body, 0o755)
+	}
+	if err == nil {
+		err = os.Chmod(dir, 0o755)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", "--",
+		bin, "-test.run=^"+t.Name()+"$", "-test.v", "-test.count=1")
+	cmd.Dir = dir
+	cmd.Env = []string{unprivilegedEnv + "=1", "PATH=" + os.Getenv("PATH"), "TMPDIR=" + os.TempDir(), "HOME=" + dir}
+	out, err := cmd.CombinedOutput()
+	switch {
+	case err != nil:
+		t.Fatalf("as user nobody: %v\n%s", err, out)
+	case strings.Contains(string(out), "--- SKIP: "+t.Name()):
+		t.Skipf("skipped as user nobody:\n%s", out)
+	case !strings.Contains(string(out), "--- PASS: "+t.Name()):
+		t.Fatalf("as user nobody, the test did not pass:\n%s", out)
+	}
+	t.Logf("as user nobody:\n%s", out)
+	return true
+}
+
+// TestSandboxCannotRebindItsOwnDirectory is a command that moves the
+// sandbox's files/ aside and puts a link to the sandbox root in place of a
+// read-only file: bwrap resolves a bind's source on the host, so if that
+// directory were reachable the next command would see every sandbox of the
+// worker. Its neighbour's secret stays out of sight, and nothing it
+// does changes the sandbox directory on the host.
+func TestSandboxCannotRebindItsOwnDirectory(t *testing.T) {
+	t.Parallel()
+	requireBwrap(t)
+	if asUnprivileged(t) {
+		return
+	}
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(ca, []byte("the CA"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f := setup(t, isolated, sandbox.Spec{ReadOnlyFiles: map[string]string{"ca.pem": ca, "nested/more.pem": ca}}, sandbox.LocalOptions{})
+	neighbour, err := f.driver.Create(context.Background(), sandbox.Spec{Name: "neighbour"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer neighbour.Destroy(context.Background())
+	if err := os.WriteFile(filepath.Join(neighbour.WorkDir(), "tofurc"), []byte("neighbour-token"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mirror, _ := fakeMirror(t, "faketool", "1.0.0", "")
+	tool, err := sandbox.NewToolCache(mirror, t.TempDir()).Verified(context.Background(), "faketool", "1.0.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.sbx.InstallTool(context.Background(), tool); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Dir(f.sbx.WorkDir())
+	// Positive control: the files, the tool and the writable directories
+	// are all there.
+	if code, out, stderr := run(t, f.sbx, sh(`cat `+f.sbx.FilePath("ca.pem")+` `+f.sbx.FilePath("nested/more.pem")+
+		` && faketool hi && touch $HOME/h $TMPDIR/t own`)); code != 0 || !strings.Contains(out, "the CAthe CA") {
+		t.Fatalf("control: %d %q %q", code, out, stderr)
+	}
+	before := treeOf(t, dir)
+	_, _, _ = run(t, f.sbx, sh(`cd `+dir+` && mv files files.moved && mkdir -p files/nested && touch files/nested/more.pem &&
+ln -s ../.. files/ca.pem; mv bin bin.moved; echo x > planted`))
+	neighbourDir := filepath.Base(filepath.Dir(neighbour.WorkDir()))
+	p := f.sbx.FilePath("ca.pem")
+	_, listing, _ := run(t, f.sbx, sh(`ls `+p+`/`))
+	_, read, _ := run(t, f.sbx, sh(`cat `+p+`/`+neighbourDir+`/work/tofurc`))
+	if contains(strings.Fields(listing), neighbourDir) || strings.Contains(read, "neighbour-token") {
+		t.Errorf("through %s the sandbox reaches its neighbour:\n%s%s", p, listing, read)
+	}
+	if after := treeOf(t, dir); after != before {
+		t.Errorf("the sandbox directory changed on the host:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+}
+
+// treeOf lists the sandbox directory's entries outside work, home and tmp,
+// with their types.
+func treeOf(t *testing.T, dir string) string {
+	t.Helper()
+	var out strings.Builder
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		if d.IsDir() && (rel == "work" || rel == "home" || rel == "tmp") {
+			return filepath.SkipDir
+		}
+		fmt.Fprintf(&out, "%s %s\n", rel, d.Type())
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out.String()
 }

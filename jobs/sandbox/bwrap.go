@@ -94,6 +94,10 @@ func systemBinds() []string {
 // programs (tofu, providers) use instead.
 const tmpSize = 128 << 20
 
+// shmSize bounds /dev/shm, a tmpfs too, for programs that use POSIX shared
+// memory.
+const shmSize = 16 << 20
+
 // bwrapArgs wraps argv in bwrap. Nothing of the host is visible but the
 // system paths above, the sandbox's work, home and tmp directories, its
 // tools (each bound read-only from the tool cache, which stays out of
@@ -108,7 +112,11 @@ const tmpSize = 128 << 20
 func (s *localSandbox) bwrapArgs(dir string, argv []string) []string {
 	args := s.driver.namespaceArgs()
 	args = append(args, s.driver.sysBinds...)
+	// bwrap's /dev is a tmpfs without a size, writable by a non-root
+	// worker's commands (they own it in their user namespace): memory no
+	// rlimit counts. It is made read-only, with a small /dev/shm of its own.
 	args = append(args, "--proc", "/proc", "--dev", "/dev",
+		"--perms", "1777", "--size", strconv.Itoa(shmSize), "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
 		"--perms", "1777", "--size", strconv.Itoa(tmpSize), "--tmpfs", "/tmp")
 	// bwrap makes the directories a mount point needs accessible to root
 	// only; a root worker's commands run as another user, so the ones

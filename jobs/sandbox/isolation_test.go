@@ -209,6 +209,28 @@ func TestSandboxSeesNoDataDirToolCacheOrNeighbour(t *testing.T) {
 	}
 }
 
+// TestTmpfsMountsAreBounded writes 64 MiB into each memory-backed file
+// system a command can reach: none but /tmp (128 MiB) may take it, since
+// tmpfs pages are memory that no rlimit counts. bwrap's own /dev is
+// writable by a non-root worker's commands unless made read-only, so the
+// test runs as both.
+func TestTmpfsMountsAreBounded(t *testing.T) {
+	t.Parallel()
+	requireBwrap(t)
+	f := setup(t, isolated, sandbox.Spec{}, sandbox.LocalOptions{})
+	script := `for d in /dev /dev/shm /tmp /; do
+  if dd if=/dev/zero of=$d/fill bs=1M count=64 2>/dev/null; then echo "filled $d"; else echo "bounded $d"; fi; rm -f $d/fill
+done
+echo x > /dev/null && head -c 4 /dev/urandom | wc -c && echo x > /dev/shm/small && echo devices-work`
+	_, out, stderr := run(t, f.sbx, sh(script))
+	for _, want := range []string{"bounded /dev\n", "bounded /dev/shm\n", "filled /tmp\n", "bounded /\n", "devices-work\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("want %q in:\n%s%s", want, out, stderr)
+		}
+	}
+	alsoAsNobody(t)
+}
+
 // forkScript starts up to n sleeping processes, recording how many it got,
 // and stops at the first failed fork (dash exits when it cannot fork). It
 // is bounded, so a missing limit fails the test instead of the host.
@@ -391,17 +413,17 @@ func contains(list []string, v string) bool {
 	return false
 }
 
-// unprivilegedEnv marks a test binary rerun by asUnprivileged.
+// unprivilegedEnv marks a test binary rerun by alsoAsNobody.
 const unprivilegedEnv = "CAIRN_SANDBOX_TEST_UNPRIVILEGED"
 
-// asUnprivileged reruns the calling test as user nobody when the tests run
-// as root, since a worker that is not root works differently (its commands
-// run as its own user, in a user namespace), and reports whether it did:
-// the caller then returns. The binary is copied where nobody can run it.
-func asUnprivileged(t *testing.T) bool {
+// alsoAsNobody reruns the calling test as user nobody when the tests run as
+// root, since a worker that is not root works differently: its commands
+// run as its own user, in a user namespace, and own what bwrap makes. The
+// binary is copied where nobody can run it.
+func alsoAsNobody(t *testing.T) {
 	t.Helper()
 	if os.Geteuid() != 0 || os.Getenv(unprivilegedEnv) != "" {
-		return false
+		return
 	}
 	setpriv, err := exec.LookPath("setpriv")
 	if err != nil {
@@ -441,7 +463,6 @@ func asUnprivileged(t *testing.T) bool {
 		t.Fatalf("as user nobody, the test did not pass:\n%s", out)
 	}
 	t.Logf("as user nobody:\n%s", out)
-	return true
 }
 
 // TestSandboxCannotRebindItsOwnDirectory is a command that moves the
@@ -453,9 +474,6 @@ func asUnprivileged(t *testing.T) bool {
 func TestSandboxCannotRebindItsOwnDirectory(t *testing.T) {
 	t.Parallel()
 	requireBwrap(t)
-	if asUnprivileged(t) {
-		return
-	}
 	ca := filepath.Join(t.TempDir(), "ca.pem")
 	if err := os.WriteFile(ca, []byte("the CA"), 0o644); err != nil {
 		t.Fatal(err)
@@ -497,6 +515,7 @@ ln -s ../.. files/ca.pem; mv bin bin.moved; echo x > planted`))
 	if after := treeOf(t, dir); after != before {
 		t.Errorf("the sandbox directory changed on the host:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
+	alsoAsNobody(t)
 }
 
 // treeOf lists the sandbox directory's entries outside work, home and tmp,

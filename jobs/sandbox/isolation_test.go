@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -538,4 +539,52 @@ func treeOf(t *testing.T, dir string) string {
 		t.Fatal(err)
 	}
 	return out.String()
+}
+
+// TestSandboxUserIDsAreNobodyElses: a root worker refuses a user ID range
+// that names a user of the host (nobody, 65534, here), and skips an ID a
+// process of the host runs as though no sandbox holds it (a user missing
+// from /etc/passwd, another worker's sandbox under another data directory).
+func TestSandboxUserIDsAreNobodyElses(t *testing.T) {
+	t.Parallel()
+	requireBwrap(t)
+	if os.Geteuid() != 0 {
+		t.Skip("only a root worker gives sandboxes their own user IDs")
+	}
+	d, err := sandbox.NewLocal(t.TempDir(), sandbox.LocalOptions{SandboxUIDBase: 60000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := d.Status(); st.Ready || st.Reason != "sandbox_uids_unavailable" || !strings.Contains(st.Detail, "nobody") {
+		t.Errorf("a range holding user nobody: %+v", st)
+	}
+
+	base := uint32(0x60000000 + rand.IntN(1<<20)*4)
+	holder := exec.Command("setpriv", "--reuid="+strconv.Itoa(int(base)), "--regid="+strconv.Itoa(int(base)), "--clear-groups",
+		"--", "sleep", "60")
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = holder.Process.Kill(); _ = holder.Wait() })
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", holder.Process.Pid))
+		if strings.Contains(string(b), "\tsleep\n") || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	d, err = sandbox.NewLocal(t.TempDir(), sandbox.LocalOptions{SandboxUIDBase: base})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sbx, err := d.Create(context.Background(), sandbox.Spec{Name: "taken"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sbx.Destroy(context.Background())
+	_, out, _ := run(t, sbx, sh("id -u"))
+	if got := strings.TrimSpace(out); got == strconv.Itoa(int(base)) || got == "" {
+		t.Errorf("the sandbox runs as %q, the user ID of a host process", got)
+	}
 }

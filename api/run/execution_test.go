@@ -656,3 +656,22 @@ func TestConcurrentStateUploadsKeepTheFinalizedObject(t *testing.T) {
 		}
 	}
 }
+
+// TestApplyCanceledBeforeTofuStartedIsCanceled cancels an apply whose
+// worker had not started tofu yet: nothing ran, so the run ends canceled,
+// as a cancel before the apply started does, without recovery.
+func TestApplyCanceledBeforeTofuStartedIsCanceled(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	r := h.plan(h.createRun(h.workspace("early-cancel")), planJSON(t))
+	h.approve(r.ID)
+	st := h.start(h.read(r.ID), run.PhaseApply)
+	h.owner.Mutate(http.MethodPost, "/v1/runs/"+r.ID+"/actions/cancel", nil).MustStatus(t, http.StatusOK)
+	got, err := h.runs.FailUnstartedAttempt(h.ctx, st.Attempt.ID, run.InterruptCanceled, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != run.StatusCanceled || got.ApplyStatus != run.PhaseCanceled || got.TerminalReason == nil || *got.TerminalReason != "canceled" {
+		t.Fatalf("apply canceled before tofu started: %s, apply %s, reason %v", got.Status, got.ApplyStatus, got.TerminalReason)
+	}
+}

@@ -44,7 +44,7 @@ type Runner struct {
 	// Heartbeat is how often a running attempt proves it is alive and
 	// checks for cancellation.
 	Heartbeat time.Duration
-	// PhaseTimeout bounds one phase's commands.
+	// PhaseTimeout bounds one phase, all of its commands together.
 	PhaseTimeout time.Duration
 	// ApplyInterruptGrace is how long an interrupted `tofu apply` gets
 	// between its interrupt and SIGKILL to stop and write what state it
@@ -103,6 +103,8 @@ type attemptEnv struct {
 	// shuttingDown reports whether the job's context ended: the worker is
 	// stopping.
 	shuttingDown func() bool
+	// timedOut reports whether the phase outlived PhaseTimeout.
+	timedOut func() bool
 }
 
 // interruption names why a command was stopped, or "" when err is not a
@@ -113,7 +115,7 @@ func (e *attemptEnv) interruption(err error) string {
 		return ""
 	case e.halted.Load():
 		return run.InterruptCanceled
-	case errors.Is(err, sandbox.ErrTimedOut):
+	case errors.Is(err, sandbox.ErrTimedOut) || e.timedOut():
 		return run.InterruptTimedOut
 	case errors.Is(err, sandbox.ErrCanceled):
 		return run.InterruptShutdown
@@ -146,10 +148,16 @@ func (r *Runner) Execute(ctx context.Context, st run.Started) error {
 	log := r.Logger.With("run_id", st.Run.ID, "attempt_id", st.Attempt.ID, "phase", st.Attempt.Phase)
 	life, endLife := context.WithCancel(context.WithoutCancel(ctx))
 	defer endLife()
-	phaseCtx, stopPhase := context.WithCancel(ctx)
+	// PhaseTimeout bounds the whole phase, its commands together: each
+	// command's own wall clock alone would let a phase of three commands
+	// run three times as long.
+	timed, stopTimer := context.WithTimeoutCause(ctx, r.PhaseTimeout, sandbox.ErrTimedOut)
+	defer stopTimer()
+	phaseCtx, stopPhase := context.WithCancel(timed)
 	defer stopPhase()
 	env := &attemptEnv{st: st, life: life, shuttingDown: func() bool { return ctx.Err() != nil },
-		timings: run.Timings{"queue_wait": float64(st.QueueWait.Microseconds()) / 1000}}
+		timedOut: func() bool { return errors.Is(context.Cause(timed), sandbox.ErrTimedOut) },
+		timings:  run.Timings{"queue_wait": float64(st.QueueWait.Microseconds()) / 1000}}
 	beating := make(chan struct{})
 	go func() {
 		defer close(beating)
@@ -230,7 +238,7 @@ func classify(err error, env *attemptEnv) string {
 		return run.InterruptCanceled
 	case errors.Is(err, sandbox.ErrIsolationUnavailable):
 		return "sandbox_isolation_unavailable"
-	case errors.Is(err, sandbox.ErrTimedOut):
+	case errors.Is(err, sandbox.ErrTimedOut) || env.timedOut():
 		return run.InterruptTimedOut
 	case errors.Is(err, sandbox.ErrCanceled) || env.shuttingDown():
 		return run.InterruptShutdown

@@ -5,11 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cairnhq/cairn/e2e/devstack"
 )
 
 // interruptibleApplyConfig creates one resource at once and a second one
@@ -255,5 +259,60 @@ func (s *Stack) StopWorker(t *testing.T, timeout time.Duration) {
 			t.Fatalf("the worker did not stop within %s", timeout)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestPhaseTimeoutBoundsTheWholePhase runs an apply whose commands each
+// stay under CAIRN_PHASE_TIMEOUT but together do not: its init fetches a
+// module from a server that answers slowly (6 s) once the plan is done,
+// then its provisioner sleeps 7 s, against a 10 s timeout. The phase, not each command, is what the timeout
+// bounds, so the apply is interrupted and recorded as timed out.
+func TestPhaseTimeoutBoundsTheWholePhase(t *testing.T) {
+	t.Parallel()
+	module := devstack.TarGz(map[string]string{"main.tf": `output "ok" { value = "module" }`})
+	var slow atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if slow.Load() && r.Method == http.MethodGet {
+			time.Sleep(6 * time.Second)
+		}
+		w.Header().Set("Content-Type", "application/gzip")
+		_, _ = w.Write(module)
+	}))
+	t.Cleanup(srv.Close)
+	s := runsStack(t, "CAIRN_PHASE_TIMEOUT=10s", "CAIRN_APPLY_INTERRUPT_GRACE=5s")
+	m := s.newMember(t, "phase")
+	wsID := s.createWorkspace(t, m, "whole-phase", "us")
+	cfg := s.uploadConfiguration(t, m, wsID, map[string]string{"main.tf": fmt.Sprintf(`module "slow" {
+  source = "%s/module.tar.gz"
+}
+
+resource "terraform_data" "slow" {
+  provisioner "local-exec" {
+    command = "echo provisioning-started; sleep 7"
+  }
+}
+`, srv.URL)})
+	st, r := s.createRun(t, m, wsID, cfg, "plan_and_apply")
+	if st != http.StatusCreated {
+		t.Fatalf("create run: %d", st)
+	}
+	r = s.waitRun(t, m, r.ID, 90*time.Second, status("awaiting_approval", "errored"))
+	if r.Status != "awaiting_approval" {
+		t.Fatalf("plan: %s\n%s", r.Status, s.logsOf(t, m, r.ID))
+	}
+	slow.Store(true)
+	if st := s.apiJSON(t, http.MethodPost, "/v1/runs/"+r.ID+"/actions/approve", r.binding(), nil, m.mutate(uniqueKey("approve"))...); st != http.StatusOK {
+		t.Fatalf("approve: %d", st)
+	}
+	r = s.waitRun(t, m, r.ID, 90*time.Second, status("applied", "errored", "recovery_required"))
+	rec := s.readRecovery(t, m, r.ID)
+	last := rec.Evidence.Attempts[len(rec.Evidence.Attempts)-1]
+	if rec.Status != "recovery_required" || rec.TerminalReason == nil || *rec.TerminalReason != "apply_timed_out" ||
+		last.TerminalClassification == nil || *last.TerminalClassification != "timed_out" {
+		t.Fatalf("an apply past its phase timeout ended %s (%v, attempt %v):\n%s", rec.Status, rec.TerminalReason,
+			last.TerminalClassification, s.logsOf(t, m, r.ID))
+	}
+	if last.TimingsMS["tofu_init"] < 5000 || !strings.Contains(s.logsOf(t, m, r.ID), "provisioning-started") {
+		t.Fatalf("the apply's init took %.0f ms and its provisioner did not start: the test did not make its case", last.TimingsMS["tofu_init"])
 	}
 }

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -384,4 +385,49 @@ func sandboxProcesses(root string) map[int]string {
 		}
 	}
 	return out
+}
+
+// TestApplyLeftoversAreReadOnlyInsideTheSandbox plants, from an apply's
+// provisioner, an errored.tfstate that links to a state file of the host
+// outside the sandbox, then fails the apply. The worker must not follow the
+// link: what it seals as the emergency state (which recovery could import
+// into the workspace, where the tenant reads it) comes from the sandbox
+// only, so the host file's content never becomes the run's evidence.
+func TestApplyLeftoversAreReadOnlyInsideTheSandbox(t *testing.T) {
+	t.Parallel()
+	s := runsStack(t)
+	m := s.newMember(t, "leftover")
+	victim := filepath.Join(t.TempDir(), "terraform.tfstate")
+	body := `{"version":4,"terraform_version":"1.10.6","serial":7,"lineage":"another-tenants-lineage","outputs":{"db_password":{"value":"another-tenants-secret","type":"string"}},"resources":[]}`
+	if err := os.WriteFile(victim, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	victimSum := fmt.Sprintf("%x", sha256.Sum256([]byte(body)))
+	wsID := s.createWorkspace(t, m, "leftover", "us")
+	cfg := s.uploadConfiguration(t, m, wsID, map[string]string{"main.tf": fmt.Sprintf(`resource "terraform_data" "plant" {
+  provisioner "local-exec" {
+    command = "ln -s %s errored.tfstate && echo planted-link && exit 1"
+  }
+}
+`, victim)})
+	st, r := s.createRun(t, m, wsID, cfg, "plan_and_apply")
+	if st != http.StatusCreated {
+		t.Fatalf("create run: %d", st)
+	}
+	r = s.waitRun(t, m, r.ID, 90*time.Second, status("awaiting_approval"))
+	if st := s.apiJSON(t, http.MethodPost, "/v1/runs/"+r.ID+"/actions/approve", r.binding(), nil, m.mutate(uniqueKey("approve"))...); st != http.StatusOK {
+		t.Fatalf("approve: %d", st)
+	}
+	r = s.waitRun(t, m, r.ID, 90*time.Second, status("errored", "recovery_required"))
+	logs := s.logsOf(t, m, r.ID)
+	if !strings.Contains(logs, "planted-link") {
+		t.Fatalf("the provisioner did not plant its link:\n%s", logs)
+	}
+	rec := s.readRecovery(t, m, r.ID)
+	if d := rec.Apply.EmergencyStateDigest; d != nil && *d == victimSum {
+		t.Fatalf("the worker sealed a host file outside the sandbox as the run's emergency state (sha256 %s)", *d)
+	}
+	if !strings.Contains(logs, "errored.tfstate that is not a regular file of its sandbox") {
+		t.Errorf("the log does not say the planted errored.tfstate was not kept:\n%s", logs)
+	}
 }

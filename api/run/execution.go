@@ -426,6 +426,13 @@ func (s *Service) failAttempt(ctx context.Context, attemptID, classification str
 			if r, err = s.finish(ctx, tx, r, StatusErrored, classification); err != nil {
 				return err
 			}
+		case before != nil && status == AttemptCanceled:
+			// Canceled before tofu started: the run ends canceled, as a
+			// cancel before the apply's start does.
+			r.ApplyStatus = PhaseCanceled
+			if r, err = s.finish(ctx, tx, r, StatusCanceled, "canceled"); err != nil {
+				return err
+			}
 		case before != nil:
 			// Nothing ran, so nothing changed: the apply ends errored.
 			r.ApplyStatus = PhaseErrored

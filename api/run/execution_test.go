@@ -14,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+
+	"github.com/cairnhq/cairn/api/access"
 	"github.com/cairnhq/cairn/api/apitest"
 	"github.com/cairnhq/cairn/api/plandiff/plandifftest"
 	"github.com/cairnhq/cairn/api/policy"
@@ -529,4 +532,146 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// TestRecoveryResumesAfterItsImport fails a recovery's resolving
+// transaction after its emergency state was imported (a lost connection,
+// a crash, an error storing the answer), then retries it as a client whose
+// response was lost would, twice at once: the retries resume the same
+// recovery with the evidence first shown, import nothing again and
+// resolve the run to the one version imported, which stays current.
+func TestRecoveryResumesAfterItsImport(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	r := h.plan(h.createRun(h.workspace("recovery")), planJSON(t))
+	h.approve(r.ID)
+	st := h.start(h.read(r.ID), run.PhaseApply)
+	body := `{"version":4,"terraform_version":"1.10.6","serial":3,"lineage":"lin-recovery","outputs":{},"resources":[]}`
+	emergency, err := h.runs.StoreArtifact(h.ctx, st, run.ArtifactEmergencyState, strings.NewReader(body), 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.runs.CommitApply(h.ctx, st.Attempt.ID, run.ApplyOutcome{ExitCode: -1, Interruption: run.InterruptShutdown,
+		Emergency: &emergency}); err != nil {
+		t.Fatal(err)
+	}
+	p := access.Principal{Kind: access.KindUser, ID: h.owner.ID, OrganizationID: h.owner.OrganizationID, Role: access.RoleOwner,
+		Permissions: access.PermissionsOf(access.RoleOwner), ReauthenticatedAt: time.Now()}
+	in := run.RecoverInput{Resolution: run.ResolutionImportEmergencyState, EmergencyStateDigest: run.HexDigest(emergency.SHA256),
+		Reason: "import what the interrupted apply kept", ConfirmFenceAdvance: true}
+	lost := errors.New("the answer could not be stored")
+	if _, err := h.runs.Recover(h.ctx, p, r.ID, in, func(context.Context, *sqlx.Tx, run.Run) error { return lost }); !errors.Is(err, lost) {
+		t.Fatalf("first recovery: %v, want its settle error", err)
+	}
+	if got := h.read(r.ID); got.Status != run.StatusRecoveryRequired {
+		t.Fatalf("after the failed resolution the run is %s", got.Status)
+	}
+
+	results := make(chan error, 2)
+	var recovered [2]run.Run
+	for i := range recovered {
+		go func() {
+			var err error
+			recovered[i], err = h.runs.Recover(h.ctx, p, r.ID, in, func(context.Context, *sqlx.Tx, run.Run) error { return nil })
+			results <- err
+		}()
+	}
+	var oks int
+	for range recovered {
+		if err := <-results; err == nil {
+			oks++
+		} else if !errors.Is(err, run.ErrRecoveryLeaseHeld) && !errors.Is(err, run.ErrActionNotAllowed) {
+			t.Errorf("a retried recovery: %v", err)
+		}
+	}
+	if oks == 0 {
+		t.Fatal("no retry resolved the recovery")
+	}
+	final := h.read(r.ID)
+	var versions []struct {
+		ID     string `db:"id"`
+		Status string `db:"status"`
+	}
+	if err := h.env.DB.Select(&versions, `SELECT id, status FROM state_versions WHERE workspace_id = $1 ORDER BY created_at`, r.WorkspaceID); err != nil {
+		t.Fatal(err)
+	}
+	if final.Status != run.StatusRecovered || final.StateVersionID == nil || len(versions) != 1 ||
+		versions[0].ID != *final.StateVersionID || versions[0].Status != "finalized" {
+		t.Fatalf("recovered run %s with state %v; the workspace's versions: %+v", final.Status, final.StateVersionID, versions)
+	}
+}
+
+// TestConcurrentStateUploadsKeepTheFinalizedObject sends one pending state
+// version's bytes through its upload URL many times at once, as a CLI
+// retrying a slow PUT would, some with wrong bytes: one upload finalizes
+// the version, the others fail or find it final, and none removes or
+// replaces the object the version was finalized with.
+func TestConcurrentStateUploadsKeepTheFinalizedObject(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	r := h.plan(h.createRun(h.workspace("uploads")), planJSON(t))
+	h.approve(r.ID)
+	st := h.start(h.read(r.ID), run.PhaseApply)
+	token, err := h.runs.IssueToken(h.ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli := func(method, path string, body any) *apitest.Response {
+		return h.env.Anonymous().Do(apitest.Request{Method: method, Path: path, Body: body,
+			Header: map[string]string{"Authorization": "Bearer " + token, "Content-Type": "application/vnd.api+json"}})
+	}
+	cli(http.MethodPost, "/api/v2/workspaces/"+r.WorkspaceID+"/actions/lock", nil).MustStatus(t, http.StatusOK)
+	stateBody := []byte(`{"version":4,"terraform_version":"1.10.6","serial":1,"lineage":"lin-uploads","outputs":{},"resources":[]}`)
+	sum := md5.Sum(stateBody)
+	var created struct {
+		Data struct {
+			ID         string         `json:"id"`
+			Attributes map[string]any `json:"attributes"`
+		} `json:"data"`
+	}
+	cli(http.MethodPost, "/api/v2/workspaces/"+r.WorkspaceID+"/state-versions", map[string]any{"data": map[string]any{
+		"type": "state-versions", "attributes": map[string]any{"serial": 1, "md5": hex.EncodeToString(sum[:]), "lineage": "lin-uploads"}}}).
+		MustStatus(t, http.StatusCreated).JSON(t, &created)
+	uploadURL, _ := created.Data.Attributes["hosted-state-upload-url"].(string)
+	wrong := bytes.Replace(stateBody, []byte("lin-uploads"), []byte("lin-replaced"), 1)
+	done := make(chan int, 12)
+	for i := range cap(done) {
+		go func() {
+			body := stateBody
+			if i%4 == 3 {
+				body = wrong
+			}
+			resp := h.env.Anonymous().Do(apitest.Request{Method: http.MethodPut, Path: strings.TrimPrefix(uploadURL, h.env.URL),
+				Body: body, Header: map[string]string{"Content-Type": "application/octet-stream"}})
+			done <- resp.Status
+		}()
+	}
+	for range cap(done) {
+		<-done
+	}
+	for range 3 {
+		got := cli(http.MethodGet, "/api/v2/state-versions/"+created.Data.ID+"/download", nil)
+		if got.Status != http.StatusOK || !bytes.Equal(got.Body, stateBody) {
+			t.Fatalf("the finalized version downloads as %d %q, want %q", got.Status, got.Body, stateBody)
+		}
+	}
+}
+
+// TestApplyCanceledBeforeTofuStartedIsCanceled cancels an apply whose
+// worker had not started tofu yet: nothing ran, so the run ends canceled,
+// as a cancel before the apply started does, without recovery.
+func TestApplyCanceledBeforeTofuStartedIsCanceled(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	r := h.plan(h.createRun(h.workspace("early-cancel")), planJSON(t))
+	h.approve(r.ID)
+	st := h.start(h.read(r.ID), run.PhaseApply)
+	h.owner.Mutate(http.MethodPost, "/v1/runs/"+r.ID+"/actions/cancel", nil).MustStatus(t, http.StatusOK)
+	got, err := h.runs.FailUnstartedAttempt(h.ctx, st.Attempt.ID, run.InterruptCanceled, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != run.StatusCanceled || got.ApplyStatus != run.PhaseCanceled || got.TerminalReason == nil || *got.TerminalReason != "canceled" {
+		t.Fatalf("apply canceled before tofu started: %s, apply %s, reason %v", got.Status, got.ApplyStatus, got.TerminalReason)
+	}
 }

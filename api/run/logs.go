@@ -89,6 +89,13 @@ func (s *Service) PhaseLog(ctx context.Context, r Run, phase string) (string, er
 	return strings.Join(bodies, ""), nil
 }
 
+// MaxPhaseLogBytes bounds the output one phase's commands may add to its
+// log. Past it their output is dropped, with one line saying so: a command
+// that prints without end fills neither the worker's memory (output waits
+// in the sink until the next flush) nor the database. The runner's own
+// lines are still kept.
+const MaxPhaseLogBytes = 32 << 20
+
 // LogSink receives a phase's raw output, masks every secret it knows, and
 // stores the result in ordered chunks. It works line by line so a secret
 // split across two writes is still masked; Flush stores what is buffered.
@@ -101,6 +108,10 @@ type LogSink struct {
 	pending bytes.Buffer // complete, masked lines not yet stored
 	partial bytes.Buffer // the unfinished last line, unmasked
 	next    int64
+	// taken counts the command output accepted, toward MaxPhaseLogBytes;
+	// cut is set once output was dropped.
+	taken int64
+	cut   bool
 }
 
 // NewLogSink opens a sink that appends after the run's newest chunk.
@@ -147,10 +158,30 @@ func masker(secrets []string) *strings.Replacer {
 	return strings.NewReplacer(pairs...)
 }
 
-// Write buffers output; complete lines are masked immediately.
+// Write buffers command output; complete lines are masked immediately.
+// Output past MaxPhaseLogBytes is dropped, the unfinished line with it (a
+// secret cut in two would not be masked).
 func (l *LogSink) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.cut {
+		return len(p), nil
+	}
+	take := p
+	if left := MaxPhaseLogBytes - l.taken; int64(len(p)) > left {
+		take, l.cut = p[:left], true
+	}
+	l.taken += int64(len(take))
+	l.add(take)
+	if l.cut {
+		l.partial.Reset()
+		fmt.Fprintf(&l.pending, "\n(Cairn: this phase's output passed %d MiB; the rest of it is not kept.)\n", MaxPhaseLogBytes>>20)
+	}
+	return len(p), nil
+}
+
+// add buffers p, masking complete lines; l.mu is held.
+func (l *LogSink) add(p []byte) {
 	l.partial.Write(p)
 	data := l.partial.Bytes()
 	if i := bytes.LastIndexByte(data, '\n'); i >= 0 {
@@ -165,7 +196,6 @@ func (l *LogSink) Write(p []byte) (int, error) {
 		l.pending.WriteString(l.masker.Replace(l.partial.String()))
 		l.partial.Reset()
 	}
-	return len(p), nil
 }
 
 // Flush stores buffered complete lines; final also stores the unfinished
@@ -200,7 +230,11 @@ func (l *LogSink) Flush(ctx context.Context, final bool) error {
 	return nil
 }
 
-// Line appends one line written by the runner itself (not the CLI).
+// Line appends one line written by the runner itself (not the CLI); it
+// does not count toward MaxPhaseLogBytes.
 func (l *LogSink) Line(format string, args ...any) {
-	_, _ = fmt.Fprintf(l, format+"\n", args...)
+	line := fmt.Appendf(nil, format+"\n", args...)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.add(line)
 }

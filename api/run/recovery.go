@@ -158,11 +158,10 @@ func (s *Service) Recover(ctx context.Context, p access.Principal, runID string,
 		if r.Status != StatusRecoveryRequired {
 			return ErrActionNotAllowed
 		}
-		if err := s.checkEvidence(ctx, tx, r, in); err != nil {
+		if rec, err = s.leaseRecovery(ctx, tx, p, r, in, evidence); err != nil {
 			return err
 		}
-		rec, err = s.leaseRecovery(ctx, tx, p, r, in, evidence)
-		return err
+		return s.checkEvidence(ctx, tx, r, in, rec)
 	})
 	if err != nil {
 		return Run{}, err
@@ -173,7 +172,8 @@ func (s *Service) Recover(ctx context.Context, p access.Principal, runID string,
 		if err != nil {
 			return Run{}, err
 		}
-		v, err := s.state.ImportRecovered(ctx, p, r.WorkspaceID, r.ID, func() (io.ReadCloser, error) { return s.openArtifactRow(ctx, art) })
+		v, err := s.state.ImportRecovered(ctx, p, r.WorkspaceID, r.ID, importedVersionID(rec.ID),
+			func() (io.ReadCloser, error) { return s.openArtifactRow(ctx, art) })
 		if err != nil {
 			return Run{}, fmt.Errorf("importing emergency state: %w", err)
 		}
@@ -212,13 +212,26 @@ func (s *Service) Recover(ctx context.Context, p access.Principal, runID string,
 	return r, err
 }
 
+// importedVersionID is the ID of the state version a recovery imports:
+// derived from the recovery, so a recovery that resumes (its resolving
+// transaction failed after the import, a response was lost, its lease was
+// taken over) finds the version it already imported instead of importing
+// a second one.
+func importedVersionID(recoveryID string) string {
+	return id.Derived("sv", []byte("cairn/recovery-import/"+recoveryID))
+}
+
 // checkEvidence compares what the caller saw with what is recorded now.
-func (s *Service) checkEvidence(ctx context.Context, tx *sqlx.Tx, r Run, in RecoverInput) error {
+// Once the recovery's own import is the current state, the current state
+// the caller saw is the one before it: the lease binds the request to the
+// evidence the recovery was prepared with, which was checked then.
+func (s *Service) checkEvidence(ctx context.Context, tx *sqlx.Tx, r Run, in RecoverInput, rec Recovery) error {
 	current, err := currentState(ctx, tx, r.WorkspaceID)
 	if err != nil {
 		return err
 	}
-	if !sameStateID(current.ID, in.CurrentStateVersionID) || hex.EncodeToString(current.SHA256) != strings.ToLower(in.CurrentStateDigest) {
+	imported := in.Resolution == ResolutionImportEmergencyState && current.ID != nil && *current.ID == importedVersionID(rec.ID)
+	if !imported && (!sameStateID(current.ID, in.CurrentStateVersionID) || hex.EncodeToString(current.SHA256) != strings.ToLower(in.CurrentStateDigest)) {
 		return ErrRecoveryEvidence
 	}
 	if in.Resolution == ResolutionImportEmergencyState {

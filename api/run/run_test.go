@@ -1,7 +1,9 @@
 package run
 
 import (
+	"bytes"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -116,5 +118,33 @@ func TestLogQueryBounds(t *testing.T) {
 		if err := q.Validate(); err != nil {
 			t.Errorf("%+v refused: %v", q, err)
 		}
+	}
+}
+
+// TestLogSinkKeepsABoundedPhaseLog writes more output than a phase may
+// keep, as a command printing without end would: what waits to be stored
+// stays within MaxPhaseLogBytes, ends on a complete line and a notice, and
+// the runner's own lines still get through.
+func TestLogSinkKeepsABoundedPhaseLog(t *testing.T) {
+	t.Parallel()
+	l := &LogSink{masker: masker([]string{"hunter2-secret"})}
+	line := []byte(strings.Repeat("y", 99) + "\n")
+	chunk := bytes.Repeat(line, 10_000)
+	for range (MaxPhaseLogBytes + 8<<20) / len(chunk) {
+		if n, err := l.Write(chunk); n != len(chunk) || err != nil {
+			t.Fatalf("Write = %d, %v", n, err)
+		}
+	}
+	_, _ = l.Write([]byte("a secret cut in two: hunter2-sec"))
+	l.Line("The apply was interrupted (%s).", "canceled")
+	got := l.pending.String() + l.partial.String()
+	if len(got) > MaxPhaseLogBytes+1024 {
+		t.Fatalf("the sink holds %d bytes, over %d", len(got), MaxPhaseLogBytes)
+	}
+	if !strings.Contains(got, "the rest of it is not kept") || !strings.HasSuffix(got, "The apply was interrupted (canceled).\n") {
+		t.Fatalf("the log ends %q", got[max(0, len(got)-300):])
+	}
+	if strings.Contains(got, "hunter2") {
+		t.Fatal("a cut secret reached the log")
 	}
 }

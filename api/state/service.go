@@ -108,7 +108,10 @@ func (s *Service) Upload(ctx context.Context, versionID string, r io.Reader) (Ve
 	if v.Finalized() {
 		return v, nil
 	}
-	key := blob.Key("state", v.OrganizationID, v.WorkspaceID, v.ID+".tfstate")
+	// A key of this upload's own: concurrent uploads of one pending version
+	// (a retried PUT, two recoveries resuming one import) each clean up
+	// only what they wrote, never the object another one finalized.
+	key := blob.Key("state", v.OrganizationID, v.WorkspaceID, v.ID+"-"+id.New("obj")+".tfstate")
 	parsed, digests, err := s.storeParsed(ctx, blobs, key, "state/"+v.ID, r)
 	if err != nil {
 		return Version{}, err
@@ -386,10 +389,38 @@ func (s *Service) DeleteObjects(ctx context.Context, keys []string) {
 
 // ImportRecovered publishes a state a run could not publish itself (an
 // emergency state kept from a failed apply) as the workspace's next
-// version. Only run recovery calls it, after checking the recovering
-// principal's permissions, step-up and evidence; it is forced because the
-// current state is exactly what recovery found to be wrong.
-func (s *Service) ImportRecovered(ctx context.Context, p access.Principal, workspaceID, runID string, open func() (io.ReadCloser, error)) (Version, error) {
+// version, with the ID versionID. Only run recovery calls it, after
+// checking the recovering principal's permissions, step-up and evidence;
+// it is forced because the current state is exactly what recovery found to
+// be wrong. One versionID imports once: a recovery that resumes after a
+// failure, or two requests of it at once, get the same version back (its
+// upload finished if it had stopped half-way), never a second one.
+func (s *Service) ImportRecovered(ctx context.Context, p access.Principal, workspaceID, runID, versionID string, open func() (io.ReadCloser, error)) (Version, error) {
+	v, err := versionByID(ctx, s.db, p.OrganizationID, versionID, false)
+	if errors.Is(err, fault.ErrNotFound) {
+		v, err = s.insertRecovered(ctx, p, workspaceID, runID, versionID, open)
+	}
+	if err != nil {
+		return Version{}, err
+	}
+	if v.WorkspaceID != workspaceID || v.RunID == nil || *v.RunID != runID {
+		return Version{}, fmt.Errorf("state version %s was not imported for run %s", versionID, runID)
+	}
+	if v.Finalized() {
+		return v, nil
+	}
+	rc, err := open()
+	if err != nil {
+		return Version{}, err
+	}
+	defer rc.Close()
+	return s.Upload(ctx, v.ID, rc)
+}
+
+// insertRecovered reads the state's header and records it as the pending
+// version versionID, or returns that version when a concurrent import
+// recorded it first.
+func (s *Service) insertRecovered(ctx context.Context, p access.Principal, workspaceID, runID, versionID string, open func() (io.ReadCloser, error)) (Version, error) {
 	rc, err := open()
 	if err != nil {
 		return Version{}, err
@@ -408,17 +439,13 @@ func (s *Service) ImportRecovered(ctx context.Context, p access.Principal, works
 		return Version{}, err
 	}
 	v := Version{
-		ID: id.New("sv"), OrganizationID: w.OrganizationID, WorkspaceID: w.ID, Serial: parsed.Serial, Lineage: parsed.Lineage,
+		ID: versionID, OrganizationID: w.OrganizationID, WorkspaceID: w.ID, Serial: parsed.Serial, Lineage: parsed.Lineage,
 		MD5: hex.EncodeToString(sum.Sum(nil)), Force: true, Status: StatusPending, CreatedByKind: p.Kind, CreatedByID: p.ID,
 		RunID: &runID, CreatedAt: s.stamp(),
 	}
-	if err := insertVersion(ctx, s.db, v); err != nil {
-		return Version{}, err
+	err = insertVersion(ctx, s.db, v)
+	if db.IsUniqueViolation(err, "state_versions_pkey") {
+		return versionByID(ctx, s.db, p.OrganizationID, versionID, false)
 	}
-	rc, err = open()
-	if err != nil {
-		return Version{}, err
-	}
-	defer rc.Close()
-	return s.Upload(ctx, v.ID, rc)
+	return v, err
 }

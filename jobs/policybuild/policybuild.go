@@ -193,7 +193,7 @@ func (w *Worker) build(ctx context.Context, b policy.BuildJob) error {
 		return ferr
 	}
 	var report Report
-	body, err := os.ReadFile(filepath.Join(sb.WorkDir(), outDir, reportFile))
+	body, err := readReport(sb)
 	if err == nil {
 		err = json.Unmarshal(body, &report)
 	}
@@ -205,14 +205,14 @@ func (w *Worker) build(ctx context.Context, b policy.BuildJob) error {
 		_, err := w.Policies.FailBuild(ctx, b.Version.ID, report.FailureCode)
 		return err
 	}
-	return w.publish(ctx, b, sb.WorkDir(), report)
+	return w.publish(ctx, b, sb, report)
 }
 
 // publish streams the outputs into sealed storage and asks the policy
 // service to publish; it compares the committed digests itself.
-func (w *Worker) publish(ctx context.Context, b policy.BuildJob, workDir string, report Report) error {
+func (w *Worker) publish(ctx context.Context, b policy.BuildJob, sb sandbox.Sandbox, report Report) error {
 	store := func(kind, name string) (policy.Artifact, error) {
-		f, err := os.Open(filepath.Join(workDir, outDir, name))
+		f, err := sb.Open(filepath.Join(outDir, name))
 		if err != nil {
 			return policy.Artifact{}, err
 		}
@@ -241,6 +241,24 @@ func (w *Worker) publish(ctx context.Context, b policy.BuildJob, workDir string,
 		TestResultsSHA256: results.SHA256, TestsPassed: report.TestsPassed,
 	})
 	return err
+}
+
+// maxReportBytes bounds the build report the worker reads into memory.
+const maxReportBytes = 1 << 20
+
+// readReport reads the build's report through the sandbox, which refuses
+// links and special files, within maxReportBytes.
+func readReport(sb sandbox.Sandbox) ([]byte, error) {
+	f, err := sb.Open(filepath.Join(outDir, reportFile))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	body, err := io.ReadAll(io.LimitReader(f, maxReportBytes+1))
+	if err == nil && len(body) > maxReportBytes {
+		err = fmt.Errorf("the build report exceeds %d bytes", maxReportBytes)
+	}
+	return body, err
 }
 
 // cappedWriter keeps the first bytes of a build's output for the log.

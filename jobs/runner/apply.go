@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"syscall"
 
 	"github.com/cairnhq/cairn/api/run"
 	"github.com/cairnhq/cairn/api/state"
+	"github.com/cairnhq/cairn/jobs/sandbox"
 )
 
 // apply runs the saved plan in a fresh sandbox. The CLI publishes the
@@ -26,7 +26,7 @@ func (r *Runner) apply(ctx context.Context, env *attemptEnv) error {
 	if err != nil {
 		return err
 	}
-	err = writeFrom(env.private(planFile), rc)
+	err = writeFrom(env.sb, privatePath(planFile), rc)
 	rc.Close()
 	if err != nil {
 		return err
@@ -67,10 +67,16 @@ func (r *Runner) apply(ctx context.Context, env *attemptEnv) error {
 
 // sealEmergencyState stores the errored.tfstate the CLI writes into its
 // working directory when it cannot push state to the backend, or returns
-// nil when there is none.
+// nil when there is none. The configuration's code ran in that directory
+// and may have put a link or a FIFO there instead: the sandbox refuses
+// to follow it, and the log says it was not kept.
 func (r *Runner) sealEmergencyState(ctx context.Context, env *attemptEnv) (*run.Artifact, error) {
-	f, err := os.Open(filepath.Join(env.sb.WorkDir(), configDir, "errored.tfstate"))
+	f, err := env.sb.Open(filepath.Join(configDir, erroredState))
 	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if errors.Is(err, sandbox.ErrUnsafePath) {
+		env.logs.Line("The apply left an %s that is not a regular file of its sandbox; it is not kept.", erroredState)
 		return nil, nil
 	}
 	if err != nil {
@@ -85,8 +91,12 @@ func (r *Runner) sealEmergencyState(ctx context.Context, env *attemptEnv) (*run.
 	return &a, nil
 }
 
-func writeFrom(path string, r io.Reader) error {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+// erroredState is the file the CLI keeps a state in when it cannot push it.
+const erroredState = "errored.tfstate"
+
+// writeFrom writes r to name in the sandbox's work directory.
+func writeFrom(sb sandbox.Sandbox, name string, r io.Reader) error {
+	f, err := sb.Create(name)
 	if err != nil {
 		return err
 	}

@@ -44,7 +44,7 @@ type Runner struct {
 	// Heartbeat is how often a running attempt proves it is alive and
 	// checks for cancellation.
 	Heartbeat time.Duration
-	// PhaseTimeout bounds one phase's commands.
+	// PhaseTimeout bounds one phase, all of its commands together.
 	PhaseTimeout time.Duration
 	// ApplyInterruptGrace is how long an interrupted `tofu apply` gets
 	// between its interrupt and SIGKILL to stop and write what state it
@@ -106,6 +106,8 @@ type attemptEnv struct {
 	// shuttingDown reports whether the job's context ended: the worker is
 	// stopping.
 	shuttingDown func() bool
+	// timedOut reports whether the phase outlived PhaseTimeout.
+	timedOut func() bool
 }
 
 // interruption names why a command was stopped, or "" when err is not a
@@ -116,7 +118,7 @@ func (e *attemptEnv) interruption(err error) string {
 		return ""
 	case e.halted.Load():
 		return run.InterruptCanceled
-	case errors.Is(err, sandbox.ErrTimedOut):
+	case errors.Is(err, sandbox.ErrTimedOut) || e.timedOut():
 		return run.InterruptTimedOut
 	case errors.Is(err, sandbox.ErrCanceled):
 		return run.InterruptShutdown
@@ -149,10 +151,16 @@ func (r *Runner) Execute(ctx context.Context, st run.Started) error {
 	log := r.Logger.With("run_id", st.Run.ID, "attempt_id", st.Attempt.ID, "phase", st.Attempt.Phase)
 	life, endLife := context.WithCancel(context.WithoutCancel(ctx))
 	defer endLife()
-	phaseCtx, stopPhase := context.WithCancel(ctx)
+	// PhaseTimeout bounds the whole phase, its commands together: each
+	// command's own wall clock alone would let a phase of three commands
+	// run three times as long.
+	timed, stopTimer := context.WithTimeoutCause(ctx, r.PhaseTimeout, sandbox.ErrTimedOut)
+	defer stopTimer()
+	phaseCtx, stopPhase := context.WithCancel(timed)
 	defer stopPhase()
 	env := &attemptEnv{st: st, life: life, shuttingDown: func() bool { return ctx.Err() != nil },
-		timings: run.Timings{"queue_wait": float64(st.QueueWait.Microseconds()) / 1000}}
+		timedOut: func() bool { return errors.Is(context.Cause(timed), sandbox.ErrTimedOut) },
+		timings:  run.Timings{"queue_wait": float64(st.QueueWait.Microseconds()) / 1000}}
 	beating := make(chan struct{})
 	go func() {
 		defer close(beating)
@@ -233,7 +241,7 @@ func classify(err error, env *attemptEnv) string {
 		return run.InterruptCanceled
 	case errors.Is(err, sandbox.ErrIsolationUnavailable):
 		return "sandbox_isolation_unavailable"
-	case errors.Is(err, sandbox.ErrTimedOut):
+	case errors.Is(err, sandbox.ErrTimedOut) || env.timedOut():
 		return run.InterruptTimedOut
 	case errors.Is(err, sandbox.ErrCanceled) || env.shuttingDown():
 		return run.InterruptShutdown
@@ -435,10 +443,14 @@ func (r *Runner) runTofu(ctx context.Context, env *attemptEnv, step string, cmd 
 }
 
 // private is where the runner keeps a file of its own beside the
-// configuration.
+// configuration, as commands see it.
 func (e *attemptEnv) private(name string) string {
-	return filepath.Join(e.sb.WorkDir(), privateDir, name)
+	return filepath.Join(e.sb.WorkDir(), privatePath(name))
 }
+
+// privatePath is that file's path relative to the work directory, for the
+// sandbox's Open and Create.
+func privatePath(name string) string { return filepath.Join(privateDir, name) }
 
 func (r *Runner) init(ctx context.Context, env *attemptEnv) error {
 	code, err := r.tofu(ctx, env, "init", nil, "init", "-input=false", "-no-color")
@@ -469,7 +481,9 @@ func (r *Runner) plan(ctx context.Context, env *attemptEnv) error {
 		return exitError{step: "plan", code: code}
 	}
 	hasChanges := code == 2
-	jsonOut, err := os.OpenFile(env.private(planJSON), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	// The plan ran the configuration's code, which may have left links
+	// in the work directory: files there are opened through the sandbox.
+	jsonOut, err := env.sb.Create(privatePath(planJSON))
 	if err != nil {
 		return err
 	}
@@ -530,7 +544,7 @@ func (r *Runner) evaluatePolicy(ctx context.Context, env *attemptEnv, arts []run
 			planDigest = a.SHA256
 		}
 	}
-	f, err := os.Open(env.private(planJSON))
+	f, err := env.sb.Open(privatePath(planJSON))
 	if err != nil {
 		return policy.Evaluation{}, err
 	}
@@ -570,7 +584,7 @@ func (r *Runner) planEvidence(ctx context.Context, env *attemptEnv) ([]run.Artif
 		return nil
 	}
 	fileOpener := func(name string) func() (io.ReadCloser, error) {
-		return func() (io.ReadCloser, error) { return os.Open(env.private(name)) }
+		return func() (io.ReadCloser, error) { return env.sb.Open(privatePath(name)) }
 	}
 	if err := store(run.ArtifactPlanFile, fileOpener(planFile)); err != nil {
 		return arts, plandiff.Artifact{}, err
@@ -578,7 +592,7 @@ func (r *Runner) planEvidence(ctx context.Context, env *attemptEnv) ([]run.Artif
 	if err := store(run.ArtifactPlanJSON, fileOpener(planJSON)); err != nil {
 		return arts, plandiff.Artifact{}, err
 	}
-	f, err := os.Open(env.private(planJSON))
+	f, err := env.sb.Open(privatePath(planJSON))
 	if err != nil {
 		return arts, plandiff.Artifact{}, err
 	}

@@ -94,26 +94,51 @@ func systemBinds() []string {
 // programs (tofu, providers) use instead.
 const tmpSize = 128 << 20
 
+// shmSize bounds /dev/shm, a tmpfs too, for programs that use POSIX shared
+// memory.
+const shmSize = 16 << 20
+
 // bwrapArgs wraps argv in bwrap. Nothing of the host is visible but the
-// system paths above, the sandbox's own directory, its tools (each bound
-// read-only from the tool cache, which stays out of sight) and a fresh
-// /proc of its own PID namespace. The sandbox directory keeps its host path
-// inside, so paths in logs and plans read the same on both sides; its
-// parents exist inside only as empty directories on bwrap's own tmpfs,
-// made traversable (a root worker's commands run as another user) but not
-// listable. /tmp is a small tmpfs of its own, made before them in case the
+// system paths above, the sandbox's work, home and tmp directories, its
+// tools (each bound read-only from the tool cache, which stays out of
+// sight), its read-only files and a fresh /proc of its own PID namespace.
+// They keep their host paths inside, so paths in logs and plans read the
+// same on both sides; the sandbox directory and its parents exist inside
+// only as directories on bwrap's own tmpfs, made traversable (a root
+// worker's commands run as another user) but not listable. /tmp is a small tmpfs of its own, made before them in case the
 // sandbox root lies under /tmp. The environment reaches the command through
 // bwrap's own environment, not --setenv, which would put secrets in argv
 // where other users can read them.
 func (s *localSandbox) bwrapArgs(dir string, argv []string) []string {
 	args := s.driver.namespaceArgs()
 	args = append(args, s.driver.sysBinds...)
+	// bwrap's /dev is a tmpfs without a size, writable by a non-root
+	// worker's commands (they own it in their user namespace): memory no
+	// rlimit counts. It is made read-only, with a small /dev/shm of its own.
 	args = append(args, "--proc", "/proc", "--dev", "/dev",
+		"--perms", "1777", "--size", strconv.Itoa(shmSize), "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
 		"--perms", "1777", "--size", strconv.Itoa(tmpSize), "--tmpfs", "/tmp")
-	for _, p := range ancestors(s.dir) {
+	// bwrap makes the directories a mount point needs accessible to root
+	// only; a root worker's commands run as another user, so the ones
+	// leading to the binds are made first, traversable but not listable.
+	dirs := append(ancestors(s.dir), s.dir, s.bin)
+	for _, f := range slices.Sorted(maps.Keys(s.files)) {
+		for p := filepath.Dir(f); p != s.dir && !slices.Contains(dirs, p); p = filepath.Dir(p) {
+			dirs = append(dirs, p)
+		}
+	}
+	slices.Sort(dirs)
+	for _, p := range dirs {
 		args = append(args, "--perms", "0711", "--dir", p)
 	}
-	args = append(args, "--bind", s.dir, s.dir)
+	// Only the writable directories are bound, never the sandbox
+	// directory itself: bwrap resolves a bind's source on the host with the
+	// worker's rights, so a command that could rename files/ or bin/ and
+	// put a link there would have the next command bind whatever the link
+	// names (another sandbox, the data directory) into its view.
+	for _, d := range []string{s.work, s.home, s.tmp} {
+		args = append(args, "--bind", d, d)
+	}
 	s.mu.Lock()
 	for _, name := range slices.Sorted(maps.Keys(s.tools)) {
 		args = append(args, "--ro-bind", s.tools[name], filepath.Join(s.bin, name))

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -99,13 +100,28 @@ func newUIDPool(dir string, base, size uint32) (*uidPool, error) {
 	if base == 0 || uint64(base)+uint64(size) > 1<<32-2 {
 		return nil, fmt.Errorf("sandbox user IDs %d to %d are out of range", base, uint64(base)+uint64(size)-1)
 	}
+	// A user or group of the host in the range would share its sandboxes'
+	// user ID: it could read their files through their processes and
+	// signal them, and they would share its process budget.
+	for _, db := range userDatabases {
+		if name, id, ok, err := idInRange(db, base, size); err != nil {
+			return nil, err
+		} else if ok {
+			return nil, fmt.Errorf("%s names %s with ID %d, inside the sandbox user IDs %d to %d: choose another CAIRN_SANDBOX_UID_BASE",
+				db, name, id, base, uint64(base)+uint64(size)-1)
+		}
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating %s: %w", dir, err)
 	}
 	return &uidPool{dir: dir, base: base, size: size}, nil
 }
 
-// claim returns the lowest free user ID and the lock that holds it.
+// claim returns the lowest free user ID and the lock that holds it. An ID
+// that a process of the host runs as, though its slot is free, is skipped:
+// a user missing from the user database (a directory service, another
+// container's mapping) or a root worker with another data directory uses
+// it, and a sandbox must share its user ID with nobody.
 func (p *uidPool) claim() (uint32, *os.File, error) {
 	for n := uint32(0); n < p.size; n++ {
 		// Named by the user ID itself, so pools with other bases that
@@ -116,15 +132,66 @@ func (p *uidPool) claim() (uint32, *os.File, error) {
 			return 0, nil, fmt.Errorf("claiming a sandbox user ID: %w", err)
 		}
 		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if err == nil {
+		if err == nil && !processRunsAs(p.base+n) {
 			return p.base + n, f, nil
 		}
 		_ = f.Close()
-		if !errors.Is(err, unix.EWOULDBLOCK) {
+		if err != nil && !errors.Is(err, unix.EWOULDBLOCK) {
 			return 0, nil, fmt.Errorf("claiming a sandbox user ID: %w", err)
 		}
 	}
 	return 0, nil, fmt.Errorf("all %d sandbox user IDs from %d are in use", p.size, p.base)
+}
+
+// userDatabases are the files whose users and groups a sandbox user ID
+// must not be.
+var userDatabases = []string{"/etc/passwd", "/etc/group"}
+
+// idInRange finds an entry of a passwd- or group-format file whose ID (the
+// third field) lies in [base, base+size). A missing file has none.
+func idInRange(path string, base, size uint32) (name string, id uint64, ok bool, err error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return "", 0, false, nil
+	}
+	if err != nil {
+		return "", 0, false, fmt.Errorf("reading %s: %w", path, err)
+	}
+	for line := range strings.Lines(string(b)) {
+		f := strings.Split(strings.TrimSpace(line), ":")
+		if len(f) < 3 {
+			continue
+		}
+		v, err := strconv.ParseUint(f[2], 10, 32)
+		if err == nil && v >= uint64(base) && v < uint64(base)+uint64(size) {
+			return f[0], v, true, nil
+		}
+	}
+	return "", 0, false, nil
+}
+
+// processRunsAs reports whether a process of the host runs as uid: the
+// owner of /proc/<pid>, its effective user ID (root's for the rare process
+// that made itself undumpable). If /proc cannot be read, every ID counts as
+// used: no sandbox then gets one.
+func processRunsAs(uid uint32) bool {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return true
+	}
+	for _, e := range entries {
+		if c := e.Name()[0]; c < '0' || c > '9' {
+			continue
+		}
+		fi, err := e.Info()
+		if err != nil {
+			continue // exited meanwhile
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid == uid {
+			return true
+		}
+	}
+	return false
 }
 
 // SweepResult counts what a Sweep removed.

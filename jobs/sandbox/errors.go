@@ -19,6 +19,10 @@ var (
 	// ErrInvalidSpec means a Spec, Command or tool reference failed
 	// validation; the message names the field.
 	ErrInvalidSpec = errors.New("invalid sandbox spec")
+	// ErrUnsafePath means a file the worker was to read or write in a
+	// sandbox's work directory is a link, a special file or lies outside
+	// it: something a command put there, which the worker does not touch.
+	ErrUnsafePath = errors.New("unsafe path in the sandbox")
 	// ErrDestroyed means the sandbox was destroyed before or during the call.
 	ErrDestroyed = errors.New("sandbox destroyed")
 )

@@ -3,6 +3,8 @@ package sandbox_test
 import (
 	"context"
 	"fmt"
+	"io/fs"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -208,6 +210,28 @@ func TestSandboxSeesNoDataDirToolCacheOrNeighbour(t *testing.T) {
 	}
 }
 
+// TestTmpfsMountsAreBounded writes 64 MiB into each memory-backed file
+// system a command can reach: none but /tmp (128 MiB) may take it, since
+// tmpfs pages are memory that no rlimit counts. bwrap's own /dev is
+// writable by a non-root worker's commands unless made read-only, so the
+// test runs as both.
+func TestTmpfsMountsAreBounded(t *testing.T) {
+	t.Parallel()
+	requireBwrap(t)
+	f := setup(t, isolated, sandbox.Spec{}, sandbox.LocalOptions{})
+	script := `for d in /dev /dev/shm /tmp /; do
+  if dd if=/dev/zero of=$d/fill bs=1M count=64 2>/dev/null; then echo "filled $d"; else echo "bounded $d"; fi; rm -f $d/fill
+done
+echo x > /dev/null && head -c 4 /dev/urandom | wc -c && echo x > /dev/shm/small && echo devices-work`
+	_, out, stderr := run(t, f.sbx, sh(script))
+	for _, want := range []string{"bounded /dev\n", "bounded /dev/shm\n", "filled /tmp\n", "bounded /\n", "devices-work\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("want %q in:\n%s%s", want, out, stderr)
+		}
+	}
+	alsoAsNobody(t)
+}
+
 // forkScript starts up to n sleeping processes, recording how many it got,
 // and stops at the first failed fork (dash exits when it cannot fork). It
 // is bounded, so a missing limit fails the test instead of the host.
@@ -388,4 +412,179 @@ func contains(list []string, v string) bool {
 		}
 	}
 	return false
+}
+
+// unprivilegedEnv marks a test binary rerun by alsoAsNobody.
+const unprivilegedEnv = "CAIRN_SANDBOX_TEST_UNPRIVILEGED"
+
+// alsoAsNobody reruns the calling test as user nobody when the tests run as
+// root, since a worker that is not root works differently: its commands
+// run as its own user, in a user namespace, and own what bwrap makes. The
+// binary is copied where nobody can run it.
+func alsoAsNobody(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 || os.Getenv(unprivilegedEnv) != "" {
+		return
+	}
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Skip("setpriv is not installed")
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "cairn-sandbox-unprivileged-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	bin := filepath.Join(dir, "sandbox.test")
+	body, err := os.ReadFile(self)
+	if err == nil {
+		err = os.WriteFile(bin, body, 0o755)
+	}
+	if err == nil {
+		err = os.Chmod(dir, 0o755)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", "--",
+		bin, "-test.run=^"+t.Name()+"$", "-test.v", "-test.count=1")
+	cmd.Dir = dir
+	cmd.Env = []string{unprivilegedEnv + "=1", "PATH=" + os.Getenv("PATH"), "TMPDIR=" + os.TempDir(), "HOME=" + dir}
+	out, err := cmd.CombinedOutput()
+	switch {
+	case err != nil:
+		t.Fatalf("as user nobody: %v\n%s", err, out)
+	case strings.Contains(string(out), "--- SKIP: "+t.Name()):
+		t.Skipf("skipped as user nobody:\n%s", out)
+	case !strings.Contains(string(out), "--- PASS: "+t.Name()):
+		t.Fatalf("as user nobody, the test did not pass:\n%s", out)
+	}
+	t.Logf("as user nobody:\n%s", out)
+}
+
+// TestSandboxCannotRebindItsOwnDirectory is a command that moves the
+// sandbox's files/ aside and puts a link to the sandbox root in place of a
+// read-only file: bwrap resolves a bind's source on the host, so if that
+// directory were reachable the next command would see every sandbox of the
+// worker. Its neighbour's secret stays out of sight, and nothing it
+// does changes the sandbox directory on the host.
+func TestSandboxCannotRebindItsOwnDirectory(t *testing.T) {
+	t.Parallel()
+	requireBwrap(t)
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(ca, []byte("the CA"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f := setup(t, isolated, sandbox.Spec{ReadOnlyFiles: map[string]string{"ca.pem": ca, "nested/more.pem": ca}}, sandbox.LocalOptions{})
+	neighbour, err := f.driver.Create(context.Background(), sandbox.Spec{Name: "neighbour"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer neighbour.Destroy(context.Background())
+	if err := os.WriteFile(filepath.Join(neighbour.WorkDir(), "tofurc"), []byte("neighbour-token"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mirror, _ := fakeMirror(t, "faketool", "1.0.0", "")
+	tool, err := sandbox.NewToolCache(mirror, t.TempDir()).Verified(context.Background(), "faketool", "1.0.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.sbx.InstallTool(context.Background(), tool); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Dir(f.sbx.WorkDir())
+	// Positive control: the files, the tool and the writable directories
+	// are all there.
+	if code, out, stderr := run(t, f.sbx, sh(`cat `+f.sbx.FilePath("ca.pem")+` `+f.sbx.FilePath("nested/more.pem")+
+		` && faketool hi && touch $HOME/h $TMPDIR/t own`)); code != 0 || !strings.Contains(out, "the CAthe CA") {
+		t.Fatalf("control: %d %q %q", code, out, stderr)
+	}
+	before := treeOf(t, dir)
+	_, _, _ = run(t, f.sbx, sh(`cd `+dir+` && mv files files.moved && mkdir -p files/nested && touch files/nested/more.pem &&
+ln -s ../.. files/ca.pem; mv bin bin.moved; echo x > planted`))
+	neighbourDir := filepath.Base(filepath.Dir(neighbour.WorkDir()))
+	p := f.sbx.FilePath("ca.pem")
+	_, listing, _ := run(t, f.sbx, sh(`ls `+p+`/`))
+	_, read, _ := run(t, f.sbx, sh(`cat `+p+`/`+neighbourDir+`/work/tofurc`))
+	if contains(strings.Fields(listing), neighbourDir) || strings.Contains(read, "neighbour-token") {
+		t.Errorf("through %s the sandbox reaches its neighbour:\n%s%s", p, listing, read)
+	}
+	if after := treeOf(t, dir); after != before {
+		t.Errorf("the sandbox directory changed on the host:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	alsoAsNobody(t)
+}
+
+// treeOf lists the sandbox directory's entries outside work, home and tmp,
+// with their types.
+func treeOf(t *testing.T, dir string) string {
+	t.Helper()
+	var out strings.Builder
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		if d.IsDir() && (rel == "work" || rel == "home" || rel == "tmp") {
+			return filepath.SkipDir
+		}
+		fmt.Fprintf(&out, "%s %s\n", rel, d.Type())
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out.String()
+}
+
+// TestSandboxUserIDsAreNobodyElses: a root worker refuses a user ID range
+// that names a user of the host (nobody, 65534, here), and skips an ID a
+// process of the host runs as though no sandbox holds it (a user missing
+// from /etc/passwd, another worker's sandbox under another data directory).
+func TestSandboxUserIDsAreNobodyElses(t *testing.T) {
+	t.Parallel()
+	requireBwrap(t)
+	if os.Geteuid() != 0 {
+		t.Skip("only a root worker gives sandboxes their own user IDs")
+	}
+	d, err := sandbox.NewLocal(t.TempDir(), sandbox.LocalOptions{SandboxUIDBase: 60000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := d.Status(); st.Ready || st.Reason != "sandbox_uids_unavailable" || !strings.Contains(st.Detail, "nobody") {
+		t.Errorf("a range holding user nobody: %+v", st)
+	}
+
+	base := uint32(0x60000000 + rand.IntN(1<<20)*4)
+	holder := exec.Command("setpriv", "--reuid="+strconv.Itoa(int(base)), "--regid="+strconv.Itoa(int(base)), "--clear-groups",
+		"--", "sleep", "60")
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = holder.Process.Kill(); _ = holder.Wait() })
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", holder.Process.Pid))
+		if strings.Contains(string(b), "\tsleep\n") || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	d, err = sandbox.NewLocal(t.TempDir(), sandbox.LocalOptions{SandboxUIDBase: base})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sbx, err := d.Create(context.Background(), sandbox.Spec{Name: "taken"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sbx.Destroy(context.Background())
+	_, out, _ := run(t, sbx, sh("id -u"))
+	if got := strings.TrimSpace(out); got == strconv.Itoa(int(base)) || got == "" {
+		t.Errorf("the sandbox runs as %q, the user ID of a host process", got)
+	}
 }

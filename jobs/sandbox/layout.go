@@ -164,6 +164,93 @@ func (s *localSandbox) handOver() error {
 	return nil
 }
 
+// Open opens a regular file commands left in the work directory; see
+// Sandbox.Open. The file is pinned by its descriptor and checked again
+// after opening, so what is read is what was checked.
+func (s *localSandbox) Open(name string) (*os.File, error) {
+	root, err := s.workRoot(name)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	fi, err := root.Lstat(name)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%w: %s is not a regular file (%s)", ErrUnsafePath, name, fi.Mode().Type())
+	}
+	// Non-blocking, so a FIFO put there since the check cannot stall the
+	// worker in open; it is refused below.
+	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, fmt.Errorf("opening %s in sandbox %s: %w", name, s.id, err)
+	}
+	opened, err := f.Stat()
+	if err == nil && (!opened.Mode().IsRegular() || !os.SameFile(fi, opened)) {
+		err = fmt.Errorf("%w: %s changed while it was opened", ErrUnsafePath, name)
+	}
+	if err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// Create makes name afresh in the work directory; see Sandbox.Create.
+// Whatever was there is removed first and the file is created exclusively,
+// so no link a command planted is ever followed.
+func (s *localSandbox) Create(name string) (*os.File, error) {
+	root, err := s.workRoot(name)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	fi, err := root.Lstat(name)
+	switch {
+	case err == nil && fi.IsDir():
+		return nil, fmt.Errorf("%w: %s is a directory", ErrUnsafePath, name)
+	case err == nil:
+		err = root.Remove(name)
+	case errors.Is(err, fs.ErrNotExist):
+		err = nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("creating %s in sandbox %s: %w", name, s.id, err)
+	}
+	return f, nil
+}
+
+// workRoot opens the work directory as an os.Root, which keeps every step
+// of a lookup inside it, after checking that the directories on the way to
+// name are directories, not links.
+func (s *localSandbox) workRoot(name string) (*os.Root, error) {
+	if !filepath.IsLocal(name) || name != filepath.Clean(name) {
+		return nil, fmt.Errorf("%w: %q must be a clean relative path", ErrInvalidSpec, name)
+	}
+	root, err := os.OpenRoot(s.work)
+	if err != nil {
+		return nil, fmt.Errorf("opening the work directory of sandbox %s: %w", s.id, err)
+	}
+	parts := strings.Split(name, string(filepath.Separator))
+	for i := 1; i < len(parts); i++ {
+		dir := filepath.Join(parts[:i]...)
+		fi, err := root.Lstat(dir)
+		if err == nil && !fi.IsDir() {
+			err = fmt.Errorf("%w: %s is not a directory (%s)", ErrUnsafePath, dir, fi.Mode().Type())
+		}
+		if err != nil {
+			root.Close()
+			return nil, err
+		}
+	}
+	return root, nil
+}
+
 func writeFile(path string, r io.Reader, perm os.FileMode) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
 	if err != nil {

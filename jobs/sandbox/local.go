@@ -223,9 +223,15 @@ func findBwrap(path string) (string, error) {
 	return path, nil
 }
 
-// probe runs `true` in a sandbox made like any other, since bwrap may be
+// probedNamespaces are the namespaces the probe compares with the
+// worker's own: every sandbox must have its own of each.
+var probedNamespaces = []string{"pid", "mnt", "ipc", "uts"}
+
+// probe runs a command in a sandbox made like any other, since bwrap may be
 // installed where namespaces are disabled, and setpriv or the limits may
-// not work inside.
+// not work inside. The command reports its namespaces and user ID, which
+// must not be the worker's: a bwrap that runs commands without isolating
+// them (a shim, a wrapper) is as unusable as one that fails.
 func (l *Local) probe() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -234,13 +240,37 @@ func (l *Local) probe() error {
 		return err
 	}
 	defer func() { _ = sb.Destroy(context.WithoutCancel(ctx)) }()
-	var out bytes.Buffer
-	code, err := sb.Run(ctx, Command{Args: []string{"true"}, Stdout: &out, Stderr: &out})
+	kinds := probedNamespaces
+	if l.uids == nil {
+		kinds = append([]string{"user"}, kinds...)
+	}
+	script := ""
+	for _, k := range kinds {
+		script += "readlink /proc/self/ns/" + k + "; "
+	}
+	var out, errOut bytes.Buffer
+	code, err := sb.Run(ctx, Command{Args: []string{"sh", "-c", script + "id -u"}, Stdout: &out, Stderr: &errOut})
 	if err == nil && code != 0 {
 		err = fmt.Errorf("exit status %d", code)
 	}
 	if err != nil {
-		return fmt.Errorf("probing %s: %w: %s", l.bwrap, err, bytes.TrimSpace(out.Bytes()))
+		return fmt.Errorf("probing %s: %w: %s", l.bwrap, err, bytes.TrimSpace(append(out.Bytes(), errOut.Bytes()...)))
+	}
+	got := strings.Fields(out.String())
+	if len(got) != len(kinds)+1 {
+		return fmt.Errorf("probing %s: unexpected output %q", l.bwrap, out.String())
+	}
+	for i, k := range kinds {
+		own, err := os.Readlink("/proc/self/ns/" + k)
+		if err != nil {
+			return fmt.Errorf("reading the worker's %s namespace: %w", k, err)
+		}
+		if got[i] == own {
+			return fmt.Errorf("probing %s: a sandbox command shares the worker's %s namespace", l.bwrap, k)
+		}
+	}
+	if uid := got[len(kinds)]; l.uids != nil && uid == "0" {
+		return fmt.Errorf("probing %s: a sandbox command runs as root", l.bwrap)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -149,6 +150,15 @@ type Sandbox interface {
 	// FilePath is the path, the same on the host and inside, of the
 	// Spec.ReadOnlyFiles entry key.
 	FilePath(key string) string
+	// Open opens a regular file in the work directory for reading; name is
+	// relative to WorkDir. Commands may have left links and special files
+	// there: a link as name, anything but a regular file, or a path that
+	// leaves the work directory is refused (ErrUnsafePath), never followed
+	// with the worker's rights.
+	Open(name string) (*os.File, error)
+	// Create makes name in the work directory afresh for writing, whatever
+	// a command left there, with the same refusals as Open.
+	Create(name string) (*os.File, error)
 	// InstallTool makes a verified tool runnable by its name through PATH.
 	InstallTool(ctx context.Context, tool VerifiedTool) error
 	// Run runs one command to completion. A command that ran and exited

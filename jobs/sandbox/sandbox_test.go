@@ -868,10 +868,17 @@ func TestIsolationFailsClosed(t *testing.T) {
 	if err := os.WriteFile(broken, []byte("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2; exit 1\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// A bwrap that runs the command without making namespaces (a shim, a
+	// wrapper that drops its options): the command works, isolation does not.
+	pretend := filepath.Join(t.TempDir(), "bwrap")
+	if err := os.WriteFile(pretend, []byte("#!/bin/sh\nwhile [ \"$1\" != -- ]; do shift; done; shift; exec \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	for name, tc := range map[string]struct {
 		opts   sandbox.LocalOptions
 		reason string
 	}{
+		"bwrap that does not isolate":     {sandbox.LocalOptions{BwrapPath: pretend}, "bwrap_unusable"},
 		"default options, bwrap missing":  {sandbox.LocalOptions{BwrapPath: missing}, "bwrap_not_found"},
 		"required, bwrap missing":         {sandbox.LocalOptions{Isolation: sandbox.RequireNamespaces, BwrapPath: missing}, "bwrap_not_found"},
 		"default options, bwrap unusable": {sandbox.LocalOptions{BwrapPath: broken}, "bwrap_unusable"},

@@ -237,6 +237,9 @@ func (c Config) validate() error {
 	if c.ApplyInterruptGrace < time.Second || c.ApplyInterruptGrace > time.Hour {
 		problems = append(problems, errors.New("CAIRN_APPLY_INTERRUPT_GRACE must be between 1s and 1h"))
 	}
+	if c.PhaseTimeout < time.Second {
+		problems = append(problems, errors.New("CAIRN_PHASE_TIMEOUT must be at least 1s"))
+	}
 	if c.PlanMaxAttempts < 1 || c.PlanMaxAttempts > 20 {
 		problems = append(problems, errors.New("CAIRN_PLAN_MAX_ATTEMPTS must be between 1 and 20"))
 	}

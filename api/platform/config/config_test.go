@@ -29,6 +29,7 @@ func TestSandboxSettings(t *testing.T) {
 		"root's user IDs":       {map[string]string{"CAIRN_SANDBOX_UID_BASE": "0"}, "UID_BASE"},
 		"health without a port": {map[string]string{"CAIRN_WORKER_HEALTH_ADDR": "localhost"}, "HEALTH_ADDR"},
 		"hasty sweeps":          {map[string]string{"CAIRN_SANDBOX_SWEEP_INTERVAL": "1s"}, "SWEEP_INTERVAL"},
+		"no phase timeout":      {map[string]string{"CAIRN_PHASE_TIMEOUT": "0s"}, "CAIRN_PHASE_TIMEOUT"},
 	} {
 		if _, err := LoadFrom(tc.env); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want an error naming %s", name, err, tc.want)

@@ -2,6 +2,7 @@ package id
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base32"
 	"strings"
 )
@@ -15,6 +16,15 @@ func New(prefix string) string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	return prefix + "_" + encoding.EncodeToString(b[:])
+}
+
+// Derived returns an identifier shaped like New's whose 128 bits are the
+// start of the SHA-256 of seed: the same seed always gives the same ID, for
+// a resource that must be created at most once per seed. It is as opaque as
+// the seed is unguessable.
+func Derived(prefix string, seed []byte) string {
+	sum := sha256.Sum256(seed)
+	return prefix + "_" + encoding.EncodeToString(sum[:16])
 }
 
 // HasPrefix reports whether s looks like an ID issued with the given prefix.

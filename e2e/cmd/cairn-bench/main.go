@@ -162,6 +162,11 @@ func run() error {
 		report(health, baseline, "")
 	}
 
+	// A fresh installation's gate is closed: organization-wide mutations
+	// such as creating projects fail closed until it opens.
+	if err := devstack.OpenPublicGate(api.Client, api.URL, benchOperatorToken, "bench-open-gate"); err != nil {
+		return err
+	}
 	token, err := signUp(client, apiURL, "bench@example.com", true)
 	if err != nil {
 		return err
@@ -239,9 +244,6 @@ func run() error {
 	}
 
 	if enabled("state") || enabled("tofu") || enabled("runs") || enabled("policy") || enabled("dashboard") {
-		if err := devstack.OpenPublicGate(api.Client, api.URL, benchOperatorToken, "bench-open-gate"); err != nil {
-			return err
-		}
 		var userToken struct {
 			Data struct {
 				Token string `json:"token"`

@@ -3,6 +3,7 @@ package authserver_test
 import (
 	"net/http"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -149,4 +150,36 @@ func TestInvitationRoutes(t *testing.T) {
 	if len(listed) != 0 {
 		t.Fatalf("accepted invitation still listed: %+v", listed)
 	}
+}
+
+// TestBodiesMustBeDeclaredJSON: a page of another site can post text/plain,
+// form or multipart bodies with the browser's cookies and no preflight; the
+// identity server refuses every body not declared as JSON, before reading
+// it, so such a post can neither sign anyone up nor act for a session.
+func TestBodiesMustBeDeclaredJSON(t *testing.T) {
+	t.Parallel()
+	env := apitest.New(t)
+	c := env.Anonymous()
+	body := `{"email":"mallory@example.com","password":"correct horse battery staple","name":"M"}`
+	for _, contentType := range []string{"text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", ""} {
+		resp := c.Do(apitest.Request{Method: http.MethodPost, Path: "/api/auth/sign-up/email", Body: []byte(body),
+			Header: map[string]string{"Content-Type": contentType}})
+		// fasthttp refuses a malformed multipart body itself, before any
+		// handler: 400, still with a request ID.
+		if resp.Status != http.StatusUnsupportedMediaType && !(strings.HasPrefix(contentType, "multipart/") && resp.Status == http.StatusBadRequest) {
+			t.Errorf("sign-up as %q = %d %s", contentType, resp.Status, resp.Body)
+		}
+		if resp.Header.Get("X-Request-Id") == "" || !strings.Contains(string(resp.Body), `"request_id":"req_`) {
+			t.Errorf("sign-up as %q answered without a request ID: %s", contentType, resp.Body)
+		}
+	}
+	var accounts int
+	if err := env.DB.Get(&accounts, `SELECT count(*) FROM users WHERE email = 'mallory@example.com'`); err != nil {
+		t.Fatal(err)
+	}
+	if accounts != 0 {
+		t.Fatal("a body not declared as JSON created an account")
+	}
+	c.Do(apitest.Request{Method: http.MethodPost, Path: "/api/auth/sign-up/email", Body: []byte(body),
+		Header: map[string]string{"Content-Type": "application/json; charset=utf-8"}}).MustStatus(t, http.StatusOK)
 }

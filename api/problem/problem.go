@@ -40,6 +40,7 @@ var table = []struct {
 	{idempotency.ErrInProgress, httpx.Problem{Status: http.StatusConflict, Code: "IDEMPOTENCY_IN_PROGRESS"}},
 
 	{httpx.ErrTooLarge, httpx.Problem{Status: http.StatusRequestEntityTooLarge, Code: httpx.CodePayloadTooLarge}},
+	{httpx.ErrNotJSON, httpx.Problem{Status: http.StatusUnsupportedMediaType, Code: httpx.CodeUnsupportedMediaType}},
 
 	{access.ErrStepUpRequired, httpx.Problem{Status: http.StatusForbidden, Code: "REAUTHENTICATION_REQUIRED"}},
 	{identity.ErrInvalidCredentials, httpx.Problem{Status: http.StatusUnauthorized, Code: "INVALID_CREDENTIALS"}},

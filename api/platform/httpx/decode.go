@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -14,6 +15,9 @@ import (
 
 // ErrTooLarge means a body crossed its limit (declared or while streaming).
 var ErrTooLarge = errors.New("request body too large")
+
+// ErrNotJSON means a body was sent under a media type other than JSON.
+var ErrNotJSON = errors.New("request body is not declared as JSON")
 
 // ReadBody reads a request body of at most limit bytes from the stream. A
 // declared length over the limit is refused before anything is read; an
@@ -39,8 +43,14 @@ func ReadBody(c *fiber.Ctx, limit int64) ([]byte, error) {
 }
 
 // DecodeJSON reads a bounded body and decodes one JSON document into v,
-// rejecting unknown fields and trailing data as validation failures.
+// rejecting unknown fields and trailing data as validation failures. The
+// body must be declared as JSON: a browser sends text/plain, form and
+// multipart bodies across sites without a preflight, so accepting them
+// would let another site's page submit to a cookie-authenticated route.
 func DecodeJSON(c *fiber.Ctx, limit int64, v any) error {
+	if !declaredJSON(string(c.Request().Header.ContentType())) {
+		return ErrNotJSON
+	}
 	body, err := ReadBody(c, limit)
 	if err != nil {
 		return err
@@ -54,4 +64,12 @@ func DecodeJSON(c *fiber.Ctx, limit int64, v any) error {
 		return fmt.Errorf("%w: trailing data after JSON document", fault.ErrValidation)
 	}
 	return nil
+}
+
+// declaredJSON accepts application/json and any application/*+json type,
+// with parameters such as a charset.
+func declaredJSON(contentType string) bool {
+	media, _, _ := strings.Cut(contentType, ";")
+	media = strings.ToLower(strings.TrimSpace(media))
+	return media == "application/json" || (strings.HasPrefix(media, "application/") && strings.HasSuffix(media, "+json"))
 }

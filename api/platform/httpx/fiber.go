@@ -145,9 +145,16 @@ func WriteError(c *fiber.Ctx, p Problem) error {
 }
 
 // ErrorHandler renders errors that escape Fiber handlers (unknown routes,
-// framework-level failures) as bounded error documents.
+// framework-level failures) as bounded error documents. A request the
+// server refused before any middleware ran (a malformed multipart body,
+// say) gets its request ID here, so every answer carries one.
 func ErrorHandler(logger *slog.Logger) fiber.ErrorHandler {
 	return func(c *fiber.Ctx, err error) error {
+		if RequestID(c) == "" {
+			id := reqid.New()
+			c.Locals(localsRequestID, id)
+			c.Set(reqid.Header, id)
+		}
 		status := http.StatusInternalServerError
 		var fe *fiber.Error
 		if errors.As(err, &fe) {

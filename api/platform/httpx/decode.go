@@ -2,7 +2,6 @@ package httpx
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +9,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/cairnhq/cairn/api/platform/fault"
+	"github.com/cairnhq/cairn/api/platform/jsondoc"
 )
 
 // ErrTooLarge means a body crossed its limit (declared or while streaming).
@@ -39,19 +39,15 @@ func ReadBody(c *fiber.Ctx, limit int64) ([]byte, error) {
 }
 
 // DecodeJSON reads a bounded body and decodes one JSON document into v,
-// rejecting unknown fields and trailing data as validation failures.
+// rejecting unknown fields, trailing data and NUL characters as validation
+// failures.
 func DecodeJSON(c *fiber.Ctx, limit int64, v any) error {
 	body, err := ReadBody(c, limit)
 	if err != nil {
 		return err
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	if err := jsondoc.DecodeStrict(body, v); err != nil {
 		return fmt.Errorf("%w: malformed JSON", fault.ErrValidation)
-	}
-	if dec.More() {
-		return fmt.Errorf("%w: trailing data after JSON document", fault.ErrValidation)
 	}
 	return nil
 }

@@ -202,19 +202,30 @@ func (s *server) uploadConfiguration(c *fiber.Ctx) error {
 	return c.SendStatus(http.StatusOK)
 }
 
-func (s *server) createRun(c *fiber.Ctx, p access.Principal, o owner) error {
-	doc, _ := c.Locals(runDocumentKey).(runDocument)
-	attrs := doc.Data.Attributes
+// options refuses what a run document may ask for but Cairn never does:
+// applying without approval, destroying, and the run options it does not
+// offer; and a run without its configuration version.
+func (d runDocument) options() error {
+	attrs := d.Data.Attributes
 	switch {
 	case attrs.AutoApply != nil && *attrs.AutoApply:
-		return s.writeError(c, errAutoApply)
+		return errAutoApply
 	case attrs.IsDestroy != nil && *attrs.IsDestroy:
-		return s.writeError(c, run.ErrDestroy)
+		return run.ErrDestroy
 	case (attrs.RefreshOnly != nil && *attrs.RefreshOnly) || len(attrs.TargetAddrs) > 0 || len(attrs.ReplaceAddrs) > 0 || len(attrs.Variables) > 0:
-		return s.writeError(c, errUnsupportedRunOption)
-	case doc.Data.Relationships.ConfigurationVersion.Data == nil:
-		return s.writeError(c, errInvalidDocument)
+		return errUnsupportedRunOption
+	case d.Data.Relationships.ConfigurationVersion.Data == nil:
+		return errInvalidDocument
 	}
+	return nil
+}
+
+func (s *server) createRun(c *fiber.Ctx, p access.Principal, o owner) error {
+	doc, _ := c.Locals(runDocumentKey).(runDocument)
+	if err := doc.options(); err != nil {
+		return s.writeError(c, err)
+	}
+	attrs := doc.Data.Attributes
 	ctx := c.UserContext()
 	cvID := doc.Data.Relationships.ConfigurationVersion.Data.ID
 	kind := run.KindPlanAndApply

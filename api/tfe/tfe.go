@@ -22,6 +22,7 @@ import (
 	"github.com/cairnhq/cairn/api/platform/buildinfo"
 	"github.com/cairnhq/cairn/api/platform/config"
 	"github.com/cairnhq/cairn/api/platform/fault"
+	"github.com/cairnhq/cairn/api/platform/httpx"
 	"github.com/cairnhq/cairn/api/run"
 	"github.com/cairnhq/cairn/api/serviceaccount"
 	"github.com/cairnhq/cairn/api/state"
@@ -149,6 +150,10 @@ func (s *server) guard(resolve resolver, h handler) fiber.Handler {
 		ctx := c.UserContext()
 		p, err := s.authenticate(c)
 		if err != nil {
+			return s.writeError(c, err)
+		}
+		// Resolvers look filters up as text.
+		if err := httpx.CheckQuery(c); err != nil {
 			return s.writeError(c, err)
 		}
 		o, err := resolve(ctx, c, p)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"unicode/utf8"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -50,4 +51,22 @@ func DecodeJSON(c *fiber.Ctx, limit int64, v any) error {
 		return fmt.Errorf("%w: malformed JSON", fault.ErrValidation)
 	}
 	return nil
+}
+
+// CheckQuery refuses a query whose names or values, once decoded, are not
+// UTF-8 text without NUL: filters reach SQL as text parameters, which
+// PostgreSQL would refuse mid-request as an internal error.
+func CheckQuery(c *fiber.Ctx) error {
+	valid := true
+	c.Request().URI().QueryArgs().VisitAll(func(k, v []byte) {
+		valid = valid && storableText(k) && storableText(v)
+	})
+	if !valid {
+		return fmt.Errorf("%w: query is not UTF-8 text without NUL", fault.ErrValidation)
+	}
+	return nil
+}
+
+func storableText(b []byte) bool {
+	return utf8.Valid(b) && bytes.IndexByte(b, 0) < 0
 }

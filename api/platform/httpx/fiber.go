@@ -77,7 +77,7 @@ const unreadBodyAllowance = 64 << 10
 
 // settleBody makes sure no request bytes are left on the connection: with
 // streamed bodies, anything a handler did not read would otherwise be
-// parsed as the next request. A refused body is never read (the
+// parsed as the next request. A refused or chunked body is never read (the
 // connection closes); a small leftover of a successful request is drained.
 func settleBody(c *fiber.Ctx, status int) {
 	// fasthttp reports -1 for a chunked body and -2 for none (GET, HEAD).
@@ -85,7 +85,10 @@ func settleBody(c *fiber.Ctx, status int) {
 		return
 	}
 	stream := c.Request().BodyStream()
-	if status >= 400 || stream == nil {
+	// A chunked stream read to its end cannot say so: reading it again
+	// waits for another chunk, which never comes, and the answer is never
+	// sent. Hanging up is the only safe way to leave one behind.
+	if status >= 400 || stream == nil || c.Request().Header.ContentLength() == -1 {
 		c.Context().SetConnectionClose()
 		return
 	}

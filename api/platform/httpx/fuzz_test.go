@@ -1,19 +1,18 @@
 package httpx
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"reflect"
 	"strconv"
 	"testing"
-	"unicode/utf8"
 
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/cairnhq/cairn/api/platform/fault"
 	"github.com/cairnhq/cairn/api/platform/httpx/httpxtest"
+	"github.com/cairnhq/cairn/api/platform/jsondoc/jsondoctest"
 )
 
 // fuzzDoc has the shapes request documents use: strings, optional
@@ -100,34 +99,7 @@ func requireOneDocument(t *testing.T, body, decoded []byte) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("%q decoded as %+v, encoding/json reads %+v", body, got, want)
 	}
-	requireStorable(t, reflect.ValueOf(got))
-}
-
-// requireStorable walks a decoded value: every string must be UTF-8
-// without NUL, the text PostgreSQL's text and jsonb accept.
-func requireStorable(t *testing.T, v reflect.Value) {
-	t.Helper()
-	switch v.Kind() {
-	case reflect.String:
-		if s := v.String(); !utf8.ValidString(s) || bytes.IndexByte([]byte(s), 0) >= 0 {
-			t.Fatalf("decoded %q, which PostgreSQL cannot store", s)
-		}
-	case reflect.Pointer, reflect.Interface:
-		if !v.IsNil() {
-			requireStorable(t, v.Elem())
-		}
-	case reflect.Struct:
-		for i := range v.NumField() {
-			requireStorable(t, v.Field(i))
-		}
-	case reflect.Slice, reflect.Array:
-		for i := range v.Len() {
-			requireStorable(t, v.Index(i))
-		}
-	case reflect.Map:
-		for it := v.MapRange(); it.Next(); {
-			requireStorable(t, it.Key())
-			requireStorable(t, it.Value())
-		}
+	if err := jsondoctest.Storable(got); err != nil {
+		t.Fatal(err)
 	}
 }

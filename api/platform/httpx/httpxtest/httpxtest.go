@@ -66,13 +66,19 @@ func Do(app *fiber.App, req Request) (Response, error) {
 	client, server := net.Pipe()
 	defer client.Close()
 	served := make(chan error, 1)
-	go func() { served <- app.Server().ServeConn(server) }()
+	go func() {
+		err := app.Server().ServeConn(server)
+		// A server that gives up on the connection must hang up, or the
+		// read below would wait forever.
+		server.Close()
+		served <- err
+	}()
 	go func() {
 		_, _ = client.Write(req.Bytes())
 	}()
 	resp, err := http.ReadResponse(bufio.NewReader(client), nil)
 	if err != nil {
-		return Response{}, fmt.Errorf("reading response: %w", err)
+		return Response{}, fmt.Errorf("reading response: %w (server: %v)", err, <-served)
 	}
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/cairnhq/cairn/api/access"
 )
@@ -31,6 +33,8 @@ type LogQuery struct {
 const (
 	maxLogPage   = 100
 	maxChunkSize = 32 << 10
+	// minMaskedBytes is the shortest secret masked in logs.
+	minMaskedBytes = 3
 	// redacted replaces every secret occurrence in a log line.
 	redacted = "(sensitive value)"
 )
@@ -93,14 +97,12 @@ func (s *Service) PhaseLog(ctx context.Context, r Run, phase string) (string, er
 // stores the result in ordered chunks. It works line by line so a secret
 // split across two writes is still masked; Flush stores what is buffered.
 type LogSink struct {
-	s       *Service
-	runID   string
-	phase   string
-	masker  *strings.Replacer
-	mu      sync.Mutex
-	pending bytes.Buffer // complete, masked lines not yet stored
-	partial bytes.Buffer // the unfinished last line, unmasked
-	next    int64
+	s     *Service
+	runID string
+	phase string
+	mu    sync.Mutex
+	buf   logBuffer
+	next  int64
 }
 
 // NewLogSink opens a sink that appends after the run's newest chunk.
@@ -110,16 +112,176 @@ func (s *Service) NewLogSink(ctx context.Context, runID, phase string, secrets [
 	if err := s.db.GetContext(ctx, &last, `SELECT coalesce(max(sequence), 0) FROM run_log_chunks WHERE run_id = $1`, runID); err != nil {
 		return nil, fmt.Errorf("reading log position: %w", err)
 	}
-	return &LogSink{s: s, runID: runID, phase: phase, masker: masker(secrets), next: last + 1}, nil
+	return &LogSink{s: s, runID: runID, phase: phase, buf: newLogBuffer(secrets), next: last + 1}, nil
 }
 
-// masker replaces each secret, and its quoted and escaped spellings,
-// longest first so a secret containing another is masked whole.
-func masker(secrets []string) *strings.Replacer {
+// Write buffers output; complete lines are masked immediately.
+func (l *LogSink) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf.write(p)
+	return len(p), nil
+}
+
+// Flush stores buffered complete lines; final also stores the unfinished
+// last line. What fails to store stays buffered for the next flush.
+func (l *LogSink) Flush(ctx context.Context, final bool) error {
+	l.mu.Lock()
+	body := l.buf.take(final)
+	seq := l.next
+	l.mu.Unlock()
+	var err error
+	for _, chunk := range logChunks(body) {
+		if _, err = l.s.db.ExecContext(ctx, `INSERT INTO run_log_chunks (run_id, sequence, phase, body) VALUES ($1, $2, $3, $4)`,
+			l.runID, seq, l.phase, chunk); err != nil {
+			err = fmt.Errorf("storing log chunk: %w", err)
+			break
+		}
+		body = body[len(chunk):]
+		seq++
+	}
+	l.mu.Lock()
+	l.next = seq
+	l.buf.putBack(body)
+	l.mu.Unlock()
+	return err
+}
+
+// logBuffer is what a LogSink does without the database: it masks
+// complete lines, cuts a line that grows past a chunk without ending, and
+// makes the text storable.
+type logBuffer struct {
+	masker *strings.Replacer
+	// forms are the masked spellings; longest is the length of the
+	// longest, the most a secret can stick out of a cut line.
+	forms   [][]byte
+	longest int
+	pending strings.Builder // masked, storable text not yet stored
+	partial bytes.Buffer    // the unfinished last line, raw
+}
+
+func newLogBuffer(secrets []string) logBuffer {
+	forms := maskedForms(secrets)
+	b := logBuffer{masker: masker(forms)}
+	for _, f := range forms {
+		b.forms = append(b.forms, []byte(f))
+		b.longest = max(b.longest, len(f))
+	}
+	return b
+}
+
+func (b *logBuffer) write(p []byte) {
+	b.partial.Write(p)
+	data := b.partial.Bytes()
+	// Only p can hold a new line end: the buffer before it had none.
+	if i := bytes.LastIndexByte(p, '\n'); i >= 0 {
+		end := len(data) - len(p) + i + 1
+		b.emit(data[:end])
+		b.keep(data[end:])
+	}
+	// A pathological line with no newline is cut so the buffer stays
+	// bounded; what could be the start of a secret stays behind.
+	if b.partial.Len() > maxChunkSize {
+		data = b.partial.Bytes()
+		cut := b.safeCut(data)
+		b.emit(data[:cut])
+		b.keep(data[cut:])
+	}
+}
+
+// take returns the text ready to store, with the unfinished line when
+// final, and forgets it.
+func (b *logBuffer) take(final bool) string {
+	if final && b.partial.Len() > 0 {
+		b.emit(b.partial.Bytes())
+		b.partial.Reset()
+	}
+	body := b.pending.String()
+	b.pending.Reset()
+	return body
+}
+
+// putBack returns text take gave out but that was not stored, ahead of
+// anything buffered since.
+func (b *logBuffer) putBack(body string) {
+	if body == "" {
+		return
+	}
+	later := b.pending.String()
+	b.pending.Reset()
+	b.pending.WriteString(body)
+	b.pending.WriteString(later)
+}
+
+// emit masks raw output and makes it storable: PostgreSQL text holds
+// neither invalid UTF-8 nor NUL, which a provider or a local-exec script
+// may well print, and a chunk it refuses would lose the log.
+func (b *logBuffer) emit(raw []byte) {
+	masked := b.masker.Replace(string(raw))
+	masked = strings.ToValidUTF8(masked, "\uFFFD")
+	b.pending.WriteString(strings.ReplaceAll(masked, "\x00", "\uFFFD"))
+}
+
+func (b *logBuffer) keep(rest []byte) {
+	rest = bytes.Clone(rest)
+	b.partial.Reset()
+	b.partial.Write(rest)
+}
+
+// safeCut is where a long unfinished line can be cut: before its last
+// longest-1 bytes, which may hold the start of a secret whose end has not
+// arrived, at the start of a character, and past any secret that would
+// straddle the cut (each one ends within data, since it starts before the
+// held-back tail).
+func (b *logBuffer) safeCut(data []byte) int {
+	cut := max(len(data)-max(b.longest-1, 0), 0)
+	for cut > 0 && cut < len(data) && !utf8.RuneStart(data[cut]) {
+		cut--
+	}
+	for moved := true; moved; {
+		moved = false
+		for _, f := range b.forms {
+			lo := max(cut-len(f)+1, 0)
+			hi := min(cut+len(f)-1, len(data))
+			if lo >= hi {
+				continue
+			}
+			// An occurrence starting in [lo, cut) ends after cut.
+			if i := bytes.Index(data[lo:hi], f); i >= 0 && lo+i < cut {
+				cut, moved = lo+i+len(f), true
+			}
+		}
+	}
+	return cut
+}
+
+// logChunks splits text into rows of at most maxChunkSize bytes, at the
+// last line end when there is one and never inside a character.
+func logChunks(body string) []string {
+	var out []string
+	for len(body) > 0 {
+		n := min(len(body), maxChunkSize)
+		if n < len(body) {
+			if i := strings.LastIndexByte(body[:n], '\n'); i > 0 {
+				n = i + 1
+			}
+			for n > 1 && !utf8.RuneStart(body[n]) {
+				n--
+			}
+		}
+		out = append(out, body[:n])
+		body = body[n:]
+	}
+	return out
+}
+
+// maskedForms are the spellings of secrets the CLI may print: each secret
+// and its quoted, escaped form.
+func maskedForms(secrets []string) []string {
 	var forms []string
 	seen := map[string]bool{}
 	for _, sec := range secrets {
-		if len(sec) < 3 {
+		if len(sec) < minMaskedBytes {
 			// Too short to mask without destroying the log; such values
 			// are still never printed by tofu, which masks sensitive values.
 			continue
@@ -132,72 +294,20 @@ func masker(secrets []string) *strings.Replacer {
 			}
 		}
 	}
-	// Longest first: strings.Replacer tries old strings in argument order.
-	for i := range forms {
-		for j := i + 1; j < len(forms); j++ {
-			if len(forms[j]) > len(forms[i]) {
-				forms[i], forms[j] = forms[j], forms[i]
-			}
-		}
-	}
+	return forms
+}
+
+// masker replaces each form, longest first so a secret containing another
+// is masked whole.
+func masker(forms []string) *strings.Replacer {
+	forms = slices.Clone(forms)
+	// strings.Replacer tries old strings in argument order.
+	slices.SortStableFunc(forms, func(a, b string) int { return len(b) - len(a) })
 	pairs := make([]string, 0, 2*len(forms))
 	for _, f := range forms {
 		pairs = append(pairs, f, redacted)
 	}
 	return strings.NewReplacer(pairs...)
-}
-
-// Write buffers output; complete lines are masked immediately.
-func (l *LogSink) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.partial.Write(p)
-	data := l.partial.Bytes()
-	if i := bytes.LastIndexByte(data, '\n'); i >= 0 {
-		l.pending.WriteString(l.masker.Replace(string(data[:i+1])))
-		rest := append([]byte(nil), data[i+1:]...)
-		l.partial.Reset()
-		l.partial.Write(rest)
-	}
-	// A pathological line with no newline is masked and cut so the buffer
-	// stays bounded.
-	if l.partial.Len() > maxChunkSize {
-		l.pending.WriteString(l.masker.Replace(l.partial.String()))
-		l.partial.Reset()
-	}
-	return len(p), nil
-}
-
-// Flush stores buffered complete lines; final also stores the unfinished
-// last line.
-func (l *LogSink) Flush(ctx context.Context, final bool) error {
-	l.mu.Lock()
-	if final && l.partial.Len() > 0 {
-		l.pending.WriteString(l.masker.Replace(l.partial.String()))
-		l.partial.Reset()
-	}
-	body := l.pending.String()
-	l.pending.Reset()
-	seq := l.next
-	l.mu.Unlock()
-	for len(body) > 0 {
-		n := min(len(body), maxChunkSize)
-		if n < len(body) {
-			if i := strings.LastIndexByte(body[:n], '\n'); i > 0 {
-				n = i + 1
-			}
-		}
-		if _, err := l.s.db.ExecContext(ctx, `INSERT INTO run_log_chunks (run_id, sequence, phase, body) VALUES ($1, $2, $3, $4)`,
-			l.runID, seq, l.phase, body[:n]); err != nil {
-			return fmt.Errorf("storing log chunk: %w", err)
-		}
-		body = body[n:]
-		seq++
-	}
-	l.mu.Lock()
-	l.next = seq
-	l.mu.Unlock()
-	return nil
 }
 
 // Line appends one line written by the runner itself (not the CLI).

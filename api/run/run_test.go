@@ -98,7 +98,7 @@ func TestAvailableActions(t *testing.T) {
 
 func TestMaskerHidesEverySpellingOfASecret(t *testing.T) {
 	t.Parallel()
-	m := masker([]string{"s3cr3t\"quote", "ab", "s3cr3t"})
+	m := masker(maskedForms([]string{"s3cr3t\"quote", "ab", "s3cr3t"}))
 	out := m.Replace(`a s3cr3t"quote b "s3cr3t\"quote" c s3cr3t ab`)
 	if want := `a (sensitive value) b "(sensitive value)" c (sensitive value) ab`; out != want {
 		t.Fatalf("masked %q, want %q", out, want)

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/cairnhq/cairn/api/platform/jsondoc/jsondoctest"
@@ -115,4 +117,35 @@ func requireStateInput(t *testing.T, d stateVersionDocument) {
 	if rawJSON != nil && (raw == nil || a.JSONState == "") {
 		t.Fatalf("JSON state %q taken without state", a.JSONState)
 	}
+}
+
+// FuzzLogWindow checks the remote-backend log framing the CLI polls with
+// offset and limit: any query gives a window of the framed log (STX, the
+// log, ETX once ended), starting at the clamped offset and no longer than
+// a positive limit, without ever failing. Before, an offset past the start
+// with a huge limit overflowed into a slice panic (a 500).
+func FuzzLogWindow(f *testing.F) {
+	f.Add("Terraform v1.10.6\nPlan: 1 to add\n", true, "0", "")
+	f.Add("x", false, "1", "9223372036854775807")
+	f.Add("", true, "-5", "-1")
+	f.Add("log", true, "99", "2")
+	f.Fuzz(func(t *testing.T, body string, ended bool, offset, limit string) {
+		framed := "\x02" + body
+		if ended {
+			framed += "\x03"
+		}
+		got := string(logWindow(body, ended, offset, limit))
+		from, _ := strconv.Atoi(offset)
+		from = min(max(from, 0), len(framed))
+		if !strings.HasPrefix(framed[from:], got) {
+			t.Fatalf("window %q is not the framed log %q from %d", got, framed, from)
+		}
+		n, err := strconv.Atoi(limit)
+		if err == nil && n > 0 && len(got) != min(n, len(framed)-from) {
+			t.Fatalf("window of %d bytes for limit %d from %d of %d", len(got), n, from, len(framed))
+		}
+		if (err != nil || n <= 0) && got != framed[from:] {
+			t.Fatalf("without a limit the window is %q, not the rest %q", got, framed[from:])
+		}
+	})
 }

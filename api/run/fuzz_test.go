@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/cairnhq/cairn/api/platform/jsondoc"
 )
 
 // FuzzLogBuffer writes a phase's output to a log buffer in fuzzed pieces,
@@ -50,7 +52,7 @@ func FuzzLogBuffer(f *testing.F) {
 		stored.WriteString(b.take(true))
 		text := stored.String()
 
-		if !utf8.ValidString(text) || strings.ContainsRune(text, 0) {
+		if !jsondoc.StorableText(text) {
 			t.Fatalf("stored text PostgreSQL refuses: %q", text)
 		}
 		var joined strings.Builder

@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/cairnhq/cairn/api/platform/jsondoc"
 )
 
 // FuzzParseState reads uploaded state the way an upload does. It must
@@ -36,7 +38,7 @@ func FuzzParseState(f *testing.F) {
 		if err != nil && json.Valid(state) && !bytes.Contains(state, []byte(`outputs`)) {
 			t.Fatalf("%q: a JSON document without outputs failed: %v", state, err)
 		}
-		if !storableText(p.ToolVersion) || !storableText(p.Lineage) || len(p.Lineage) > maxLineageBytes {
+		if !jsondoc.StorableText(p.ToolVersion) || !jsondoc.StorableText(p.Lineage) || len(p.Lineage) > maxLineageBytes {
 			t.Fatalf("%q: tool version %q, lineage %q", state, p.ToolVersion, p.Lineage)
 		}
 		for name, o := range p.Outputs {
@@ -45,7 +47,7 @@ func FuzzParseState(f *testing.F) {
 					t.Fatalf("%q: output %q holds %q", state, name, raw)
 				}
 			}
-			if !storableText(name) {
+			if !jsondoc.StorableText(name) {
 				t.Fatalf("%q: output name %q", state, name)
 			}
 		}

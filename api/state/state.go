@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"io"
 	"regexp"
-	"strings"
 	"time"
-	"unicode/utf8"
+
+	"github.com/cairnhq/cairn/api/platform/jsondoc"
 )
 
 // MaxStateBytes bounds one state (and one JSON state) in bytes.
@@ -162,23 +162,19 @@ var errUnstorableOutputs = errors.New("state outputs are not UTF-8 text without 
 // and outputs that could not be are an error.
 func ParseState(r io.Reader) (Parsed, error) {
 	p, err := parseState(r)
-	if !storableText(p.ToolVersion) {
+	if !jsondoc.StorableText(p.ToolVersion) {
 		p.ToolVersion = ""
 	}
-	if !storableText(p.Lineage) || len(p.Lineage) > maxLineageBytes {
+	if !jsondoc.StorableText(p.Lineage) || len(p.Lineage) > maxLineageBytes {
 		p.Lineage = ""
 	}
 	for name, o := range p.Outputs {
-		if !storableText(name) || !storableText(string(o.Type)) || !storableText(string(o.Value)) {
+		if !jsondoc.StorableText(name) || !jsondoc.StorableText(string(o.Type)) || !jsondoc.StorableText(string(o.Value)) {
 			p.Outputs = nil
 			return p, errUnstorableOutputs
 		}
 	}
 	return p, err
-}
-
-func storableText(s string) bool {
-	return utf8.ValidString(s) && !strings.ContainsRune(s, 0)
 }
 
 func parseState(r io.Reader) (Parsed, error) {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"unicode/utf8"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -59,14 +58,10 @@ func DecodeJSON(c *fiber.Ctx, limit int64, v any) error {
 func CheckQuery(c *fiber.Ctx) error {
 	valid := true
 	c.Request().URI().QueryArgs().VisitAll(func(k, v []byte) {
-		valid = valid && storableText(k) && storableText(v)
+		valid = valid && jsondoc.StorableText(string(k)) && jsondoc.StorableText(string(v))
 	})
 	if !valid {
 		return fmt.Errorf("%w: query is not UTF-8 text without NUL", fault.ErrValidation)
 	}
 	return nil
-}
-
-func storableText(b []byte) bool {
-	return utf8.Valid(b) && bytes.IndexByte(b, 0) < 0
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"strings"
+	"unicode/utf8"
 )
 
 var (
@@ -53,4 +55,11 @@ func CheckText(doc []byte) error {
 		}
 	}
 	return nil
+}
+
+// StorableText reports whether s is text PostgreSQL's text and jsonb
+// columns hold: UTF-8 without NUL. Strings encoding/json decodes are always
+// UTF-8; text from elsewhere (queries, files) need not be.
+func StorableText(s string) bool {
+	return utf8.ValidString(s) && !strings.ContainsRune(s, 0)
 }

@@ -5,8 +5,8 @@ package jsondoctest
 import (
 	"fmt"
 	"reflect"
-	"strings"
-	"unicode/utf8"
+
+	"github.com/cairnhq/cairn/api/platform/jsondoc"
 )
 
 // Storable returns an error naming the first string in v (a decoded value:
@@ -19,7 +19,7 @@ func Storable(v any) error {
 func storable(v reflect.Value) error {
 	switch v.Kind() {
 	case reflect.String:
-		if s := v.String(); !utf8.ValidString(s) || strings.IndexByte(s, 0) >= 0 {
+		if s := v.String(); !jsondoc.StorableText(s) {
 			return fmt.Errorf("decoded %q, which PostgreSQL cannot store", s)
 		}
 	case reflect.Pointer, reflect.Interface:

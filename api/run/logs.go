@@ -100,9 +100,12 @@ type LogSink struct {
 	s     *Service
 	runID string
 	phase string
-	mu    sync.Mutex
-	buf   logBuffer
-	next  int64
+	// flushing serializes flushes, which number chunks from next; mu
+	// guards the buffer, so writers never wait for the database.
+	flushing sync.Mutex
+	mu       sync.Mutex
+	buf      logBuffer
+	next     int64
 }
 
 // NewLogSink opens a sink that appends after the run's newest chunk.
@@ -126,6 +129,8 @@ func (l *LogSink) Write(p []byte) (int, error) {
 // Flush stores buffered complete lines; final also stores the unfinished
 // last line. What fails to store stays buffered for the next flush.
 func (l *LogSink) Flush(ctx context.Context, final bool) error {
+	l.flushing.Lock()
+	defer l.flushing.Unlock()
 	l.mu.Lock()
 	body := l.buf.take(final)
 	seq := l.next

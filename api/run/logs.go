@@ -154,23 +154,38 @@ func (l *LogSink) Flush(ctx context.Context, final bool) error {
 
 // logBuffer is what a LogSink does without the database: it masks
 // complete lines, cuts a line that grows past a chunk without ending, and
-// makes the text storable.
+// makes the text storable. Nothing is masked before it is known whether a
+// secret (a PEM key spans lines) continues past it.
 type logBuffer struct {
-	masker *strings.Replacer
-	// forms are the masked spellings; longest is the length of the
-	// longest, the most a secret can stick out of a cut line.
-	forms   [][]byte
-	longest int
+	masker  *strings.Replacer
+	forms   []maskForm
 	pending strings.Builder // masked, storable text not yet stored
-	partial bytes.Buffer    // the unfinished last line, raw
+	partial bytes.Buffer    // output not yet masked, raw
+}
+
+// maskForm is one spelling of a secret, with its KMP border table to find
+// the start of an occurrence that later output may complete.
+type maskForm struct {
+	text      []byte
+	border    []int // border[i]: longest proper prefix of text[:i+1] that is also its suffix
+	multiline bool
 }
 
 func newLogBuffer(secrets []string) logBuffer {
 	forms := maskedForms(secrets)
 	b := logBuffer{masker: masker(forms)}
 	for _, f := range forms {
-		b.forms = append(b.forms, []byte(f))
-		b.longest = max(b.longest, len(f))
+		mf := maskForm{text: []byte(f), border: make([]int, len(f)), multiline: strings.ContainsRune(f, '\n')}
+		for i, k := 1, 0; i < len(f); i++ {
+			for k > 0 && f[i] != f[k] {
+				k = mf.border[k-1]
+			}
+			if f[i] == f[k] {
+				k++
+			}
+			mf.border[i] = k
+		}
+		b.forms = append(b.forms, mf)
 	}
 	return b
 }
@@ -178,20 +193,24 @@ func newLogBuffer(secrets []string) logBuffer {
 func (b *logBuffer) write(p []byte) {
 	b.partial.Write(p)
 	data := b.partial.Bytes()
-	// Only p can hold a new line end: the buffer before it had none.
+	// Lines end where p has its last newline: the buffer before it had
+	// none that was not held back for a secret spanning lines.
+	end := 0
 	if i := bytes.LastIndexByte(p, '\n'); i >= 0 {
-		end := len(data) - len(p) + i + 1
-		b.emit(data[:end])
-		b.keep(data[end:])
+		end = len(data) - len(p) + i + 1
 	}
-	// A pathological line with no newline is cut so the buffer stays
-	// bounded; what could be the start of a secret stays behind.
-	if b.partial.Len() > maxChunkSize {
-		data = b.partial.Bytes()
-		cut := b.safeCut(data)
-		b.emit(data[:cut])
-		b.keep(data[cut:])
+	// A pathological line with no end is cut so the buffer stays bounded,
+	// but not inside a character.
+	long := len(data)-end > maxChunkSize
+	if long {
+		end = wholeRunes(data)
 	}
+	if end == 0 {
+		return
+	}
+	cut := b.safeCut(data, end, long)
+	b.emit(data[:cut])
+	b.keep(data[cut:])
 }
 
 // take returns the text ready to store, with the unfinished line when
@@ -233,31 +252,68 @@ func (b *logBuffer) keep(rest []byte) {
 	b.partial.Write(rest)
 }
 
-// safeCut is where a long unfinished line can be cut: before its last
-// longest-1 bytes, which may hold the start of a secret whose end has not
-// arrived, at the start of a character, and past any secret that would
-// straddle the cut (each one ends within data, since it starts before the
-// held-back tail).
-func (b *logBuffer) safeCut(data []byte) int {
-	cut := max(len(data)-max(b.longest-1, 0), 0)
-	for cut > 0 && cut < len(data) && !utf8.RuneStart(data[cut]) {
-		cut--
+// safeCut moves a cut at end to where the text before it can be masked on
+// its own: back to the start of any secret that output still to come may
+// complete, then forward past any secret found whole across the cut (which
+// masks it whole). Only a long line, or a secret spanning lines, can reach
+// back across a line end.
+func (b *logBuffer) safeCut(data []byte, end int, long bool) int {
+	cut := end
+	for _, f := range b.forms {
+		if !long && !f.multiline {
+			continue
+		}
+		if s := len(data) - f.unfinished(data); s < cut {
+			cut = s
+		}
 	}
 	for moved := true; moved; {
 		moved = false
 		for _, f := range b.forms {
-			lo := max(cut-len(f)+1, 0)
-			hi := min(cut+len(f)-1, len(data))
+			lo := max(cut-len(f.text)+1, 0)
+			hi := min(cut+len(f.text)-1, len(data))
 			if lo >= hi {
 				continue
 			}
 			// An occurrence starting in [lo, cut) ends after cut.
-			if i := bytes.Index(data[lo:hi], f); i >= 0 && lo+i < cut {
-				cut, moved = lo+i+len(f), true
+			if i := bytes.Index(data[lo:hi], f.text); i >= 0 && lo+i < cut {
+				cut, moved = lo+i+len(f.text), true
 			}
 		}
 	}
 	return cut
+}
+
+// unfinished is the length of the longest end of data that is a proper
+// start of the form: an occurrence that more output may complete.
+func (f maskForm) unfinished(data []byte) int {
+	k := 0
+	for _, c := range data[max(len(data)-len(f.text)+1, 0):] {
+		for k > 0 && c != f.text[k] {
+			k = f.border[k-1]
+		}
+		if c == f.text[k] {
+			k++
+		}
+		if k == len(f.text) {
+			k = f.border[k-1]
+		}
+	}
+	return k
+}
+
+// wholeRunes is the length of data without a character cut short at its
+// end.
+func wholeRunes(data []byte) int {
+	for i := len(data) - 1; i >= 0 && i >= len(data)-utf8.UTFMax; i-- {
+		if utf8.RuneStart(data[i]) {
+			if utf8.FullRune(data[i:]) {
+				return len(data)
+			}
+			return i
+		}
+	}
+	return len(data)
 }
 
 // logChunks splits text into rows of at most maxChunkSize bytes, at the

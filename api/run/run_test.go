@@ -2,6 +2,7 @@ package run
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -116,5 +117,20 @@ func TestLogQueryBounds(t *testing.T) {
 		if err := q.Validate(); err != nil {
 			t.Errorf("%+v refused: %v", q, err)
 		}
+	}
+}
+
+func TestLogBufferMasksASecretSpanningLinesWrittenLineByLine(t *testing.T) {
+	t.Parallel()
+	key := "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----"
+	b := newLogBuffer([]string{key})
+	var stored strings.Builder
+	for _, line := range strings.SplitAfter("key = "+key+"\ndone\n", "\n") {
+		b.write([]byte(line))
+		stored.WriteString(b.take(false))
+	}
+	stored.WriteString(b.take(true))
+	if got := stored.String(); strings.Contains(got, "MIIEvQ") || got != "key = "+redacted+"\ndone\n" {
+		t.Fatalf("stored %q", got)
 	}
 }

@@ -109,12 +109,18 @@ func requireArtifact(t *testing.T, plan []byte) {
 		t.Fatalf("artifact of %d resources and %d bytes", len(a.Resources), len(wire))
 	}
 
-	// The plan was accepted, so encoding/json reads it as Build did.
-	var p struct {
-		ResourceChanges []planChange `json:"resource_changes"`
-	}
-	if err := json.Unmarshal(plan, &p); err != nil {
+	// The plan was accepted, so encoding/json reads a change as Build
+	// did; plan keys are matched exactly, as planjson reads them (a
+	// struct field would also take "Resource_Changes").
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(plan, &top); err != nil {
 		t.Fatalf("accepted plan does not decode: %v", err)
+	}
+	var p struct{ ResourceChanges []planChange }
+	if raw, ok := top["resource_changes"]; ok {
+		if err := json.Unmarshal(raw, &p.ResourceChanges); err != nil {
+			t.Fatalf("accepted plan's changes do not decode: %v", err)
+		}
 	}
 	var shown []planChange
 	var counts plandiff.Counts

@@ -4,7 +4,7 @@ VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/cairnhq/cairn/api/platform/buildinfo.Version=$(VERSION)
 BINARIES := ./api/cmd/cairn-api ./jobs/cmd/cairn-worker ./bff/cmd/cairn-bff ./e2e/cmd/cairn-dev
 
-.PHONY: build run test test-compat bench contract deps tools clean
+.PHONY: build run test test-compat bench fuzz contract deps tools clean
 
 ## build: compile cairn-api, cairn-worker, cairn-bff (and the cairn-dev helper) into bin/
 build:
@@ -15,7 +15,7 @@ run: deps build tools
 	./bin/cairn-dev run
 
 ## test: go vet + go test -race (unit, integration, end-to-end) against a throwaway cluster,
-##       then go-tfe's own integration tests against a real cairn-api
+##       every fuzz target briefly, then go-tfe's own integration tests against a real cairn-api
 test: deps build tools
 	./bin/cairn-dev test
 	./bin/cairn-dev compat
@@ -27,6 +27,11 @@ test-compat: deps build
 ## bench: the benchmark harness against a throwaway cluster
 bench: deps build tools
 	./bin/cairn-dev bench
+
+## fuzz: every Go fuzz target in turn for FUZZTIME each (default 30s); `make test` runs each for 2s
+FUZZTIME ?= 30s
+fuzz: build
+	./bin/cairn-dev fuzz -fuzztime $(FUZZTIME)
 
 ## tools: build the pinned OpenTofu (1.10.6) into .tools/toolchains/tofu/ with its SHA256SUMS
 tools: build

@@ -1,7 +1,6 @@
 package launch
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -9,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/cairnhq/cairn/api/platform/id"
+	"github.com/cairnhq/cairn/api/platform/jsondoc"
 )
 
 // Control is one version of the production launch-control document. It is
@@ -111,14 +111,9 @@ func Parse(doc []byte) (Control, error) {
 	if len(doc) > maxDocBytes {
 		return Control{}, fmt.Errorf("%w: document over %d bytes", ErrMalformed, maxDocBytes)
 	}
-	dec := json.NewDecoder(bytes.NewReader(doc))
-	dec.DisallowUnknownFields()
 	var c Control
-	if err := dec.Decode(&c); err != nil {
+	if err := jsondoc.DecodeStrict(doc, &c); err != nil {
 		return Control{}, fmt.Errorf("%w: %v", ErrMalformed, err)
-	}
-	if dec.More() {
-		return Control{}, fmt.Errorf("%w: trailing data", ErrMalformed)
 	}
 	return c, c.Validate()
 }

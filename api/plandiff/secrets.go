@@ -1,11 +1,13 @@
 package plandiff
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 )
 
-// RedactSecrets redacts every string value that contains one of secrets.
+// RedactSecrets redacts every value (string, number, or object by one of
+// its keys) that contains one of secrets.
 // Masks are not always enough: a provider can copy a sensitive input into
 // an attribute its schema does not mark sensitive (terraform_data's output
 // does), and the plan then carries the value unmasked. The runner knows the
@@ -27,8 +29,11 @@ func (a *Artifact) RedactSecrets(secrets []string) bool {
 			if len(*v) == 0 || !containsAny(string(*v), live) {
 				continue
 			}
+			// Numbers stay literal, so a secret written as one is seen.
+			dec := json.NewDecoder(bytes.NewReader(*v))
+			dec.UseNumber()
 			var decoded any
-			if err := json.Unmarshal(*v, &decoded); err != nil {
+			if err := dec.Decode(&decoded); err != nil {
 				// Undecodable detail that mentions a secret is withheld whole.
 				withhold(&a.Resources[i], WithheldSensitivityUnresolved)
 				changed = true
@@ -59,13 +64,26 @@ func containsAny(s string, secrets []string) bool {
 	return false
 }
 
+// scrub replaces every string and number holding a secret with the
+// redaction marker, and every object with such a key whole, since a key
+// cannot be replaced without colliding with another.
 func scrub(v any, secrets []string) any {
+	redacted := map[string]any{"cairn:redacted": "sensitive"}
 	switch t := v.(type) {
 	case string:
 		if containsAny(t, secrets) {
-			return map[string]any{"cairn:redacted": "sensitive"}
+			return redacted
+		}
+	case json.Number:
+		if containsAny(string(t), secrets) {
+			return redacted
 		}
 	case map[string]any:
+		for k := range t {
+			if containsAny(k, secrets) {
+				return redacted
+			}
+		}
 		for k, e := range t {
 			t[k] = scrub(e, secrets)
 		}

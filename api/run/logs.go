@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/cairnhq/cairn/api/access"
 )
@@ -31,6 +33,8 @@ type LogQuery struct {
 const (
 	maxLogPage   = 100
 	maxChunkSize = 32 << 10
+	// minMaskedBytes is the shortest secret masked in logs.
+	minMaskedBytes = 3
 	// redacted replaces every secret occurrence in a log line.
 	redacted = "(sensitive value)"
 )
@@ -100,14 +104,15 @@ const MaxPhaseLogBytes = 32 << 20
 // stores the result in ordered chunks. It works line by line so a secret
 // split across two writes is still masked; Flush stores what is buffered.
 type LogSink struct {
-	s       *Service
-	runID   string
-	phase   string
-	masker  *strings.Replacer
-	mu      sync.Mutex
-	pending bytes.Buffer // complete, masked lines not yet stored
-	partial bytes.Buffer // the unfinished last line, unmasked
-	next    int64
+	s     *Service
+	runID string
+	phase string
+	// flushing serializes flushes, which number chunks from next; mu
+	// guards the buffer, so writers never wait for the database.
+	flushing sync.Mutex
+	mu       sync.Mutex
+	buf      logBuffer
+	next     int64
 	// taken counts the command output accepted, toward MaxPhaseLogBytes;
 	// cut is set once output was dropped.
 	taken int64
@@ -121,41 +126,7 @@ func (s *Service) NewLogSink(ctx context.Context, runID, phase string, secrets [
 	if err := s.db.GetContext(ctx, &last, `SELECT coalesce(max(sequence), 0) FROM run_log_chunks WHERE run_id = $1`, runID); err != nil {
 		return nil, fmt.Errorf("reading log position: %w", err)
 	}
-	return &LogSink{s: s, runID: runID, phase: phase, masker: masker(secrets), next: last + 1}, nil
-}
-
-// masker replaces each secret, and its quoted and escaped spellings,
-// longest first so a secret containing another is masked whole.
-func masker(secrets []string) *strings.Replacer {
-	var forms []string
-	seen := map[string]bool{}
-	for _, sec := range secrets {
-		if len(sec) < 3 {
-			// Too short to mask without destroying the log; such values
-			// are still never printed by tofu, which masks sensitive values.
-			continue
-		}
-		quoted := strconv.Quote(sec)
-		for _, f := range []string{sec, quoted[1 : len(quoted)-1]} {
-			if !seen[f] {
-				seen[f] = true
-				forms = append(forms, f)
-			}
-		}
-	}
-	// Longest first: strings.Replacer tries old strings in argument order.
-	for i := range forms {
-		for j := i + 1; j < len(forms); j++ {
-			if len(forms[j]) > len(forms[i]) {
-				forms[i], forms[j] = forms[j], forms[i]
-			}
-		}
-	}
-	pairs := make([]string, 0, 2*len(forms))
-	for _, f := range forms {
-		pairs = append(pairs, f, redacted)
-	}
-	return strings.NewReplacer(pairs...)
+	return &LogSink{s: s, runID: runID, phase: phase, buf: newLogBuffer(secrets), next: last + 1}, nil
 }
 
 // Write buffers command output; complete lines are masked immediately.
@@ -172,62 +143,261 @@ func (l *LogSink) Write(p []byte) (int, error) {
 		take, l.cut = p[:left], true
 	}
 	l.taken += int64(len(take))
-	l.add(take)
+	l.buf.write(take)
 	if l.cut {
-		l.partial.Reset()
-		fmt.Fprintf(&l.pending, "\n(Cairn: this phase's output passed %d MiB; the rest of it is not kept.)\n", MaxPhaseLogBytes>>20)
+		l.buf.dropUnfinished()
+		l.buf.write(fmt.Appendf(nil, "\n(Cairn: this phase's output passed %d MiB; the rest of it is not kept.)\n", MaxPhaseLogBytes>>20))
 	}
 	return len(p), nil
 }
 
-// add buffers p, masking complete lines; l.mu is held.
-func (l *LogSink) add(p []byte) {
-	l.partial.Write(p)
-	data := l.partial.Bytes()
-	if i := bytes.LastIndexByte(data, '\n'); i >= 0 {
-		l.pending.WriteString(l.masker.Replace(string(data[:i+1])))
-		rest := append([]byte(nil), data[i+1:]...)
-		l.partial.Reset()
-		l.partial.Write(rest)
-	}
-	// A pathological line with no newline is masked and cut so the buffer
-	// stays bounded.
-	if l.partial.Len() > maxChunkSize {
-		l.pending.WriteString(l.masker.Replace(l.partial.String()))
-		l.partial.Reset()
-	}
-}
-
 // Flush stores buffered complete lines; final also stores the unfinished
-// last line.
+// last line. What fails to store stays buffered for the next flush.
 func (l *LogSink) Flush(ctx context.Context, final bool) error {
+	l.flushing.Lock()
+	defer l.flushing.Unlock()
 	l.mu.Lock()
-	if final && l.partial.Len() > 0 {
-		l.pending.WriteString(l.masker.Replace(l.partial.String()))
-		l.partial.Reset()
-	}
-	body := l.pending.String()
-	l.pending.Reset()
+	body := l.buf.take(final)
 	seq := l.next
 	l.mu.Unlock()
+	var err error
+	for _, chunk := range logChunks(body) {
+		if _, err = l.s.db.ExecContext(ctx, `INSERT INTO run_log_chunks (run_id, sequence, phase, body) VALUES ($1, $2, $3, $4)`,
+			l.runID, seq, l.phase, chunk); err != nil {
+			err = fmt.Errorf("storing log chunk: %w", err)
+			break
+		}
+		body = body[len(chunk):]
+		seq++
+	}
+	l.mu.Lock()
+	l.next = seq
+	l.buf.putBack(body)
+	l.mu.Unlock()
+	return err
+}
+
+// logBuffer is what a LogSink does without the database: it masks
+// complete lines, cuts a line that grows past a chunk without ending, and
+// makes the text storable. Nothing is masked before it is known whether a
+// secret (a PEM key spans lines) continues past it.
+type logBuffer struct {
+	masker  *strings.Replacer
+	forms   []maskForm
+	pending strings.Builder // masked, storable text not yet stored
+	partial bytes.Buffer    // output not yet masked, raw
+}
+
+// maskForm is one spelling of a secret, with its KMP border table to find
+// the start of an occurrence that later output may complete.
+type maskForm struct {
+	text      []byte
+	border    []int // border[i]: longest proper prefix of text[:i+1] that is also its suffix
+	multiline bool
+}
+
+func newLogBuffer(secrets []string) logBuffer {
+	forms := maskedForms(secrets)
+	b := logBuffer{masker: masker(forms)}
+	for _, f := range forms {
+		mf := maskForm{text: []byte(f), border: make([]int, len(f)), multiline: strings.ContainsRune(f, '\n')}
+		for i, k := 1, 0; i < len(f); i++ {
+			for k > 0 && f[i] != f[k] {
+				k = mf.border[k-1]
+			}
+			if f[i] == f[k] {
+				k++
+			}
+			mf.border[i] = k
+		}
+		b.forms = append(b.forms, mf)
+	}
+	return b
+}
+
+func (b *logBuffer) write(p []byte) {
+	b.partial.Write(p)
+	data := b.partial.Bytes()
+	// Lines end where p has its last newline: the buffer before it had
+	// none that was not held back for a secret spanning lines.
+	end := 0
+	if i := bytes.LastIndexByte(p, '\n'); i >= 0 {
+		end = len(data) - len(p) + i + 1
+	}
+	// A pathological line with no end is cut so the buffer stays bounded,
+	// but not inside a character.
+	long := len(data)-end > maxChunkSize
+	if long {
+		end = wholeRunes(data)
+	}
+	if end == 0 {
+		return
+	}
+	cut := b.safeCut(data, end, long)
+	b.emit(data[:cut])
+	b.keep(data[cut:])
+}
+
+// take returns the text ready to store, with the unfinished line when
+// final, and forgets it.
+func (b *logBuffer) take(final bool) string {
+	if final && b.partial.Len() > 0 {
+		b.emit(b.partial.Bytes())
+		b.partial.Reset()
+	}
+	body := b.pending.String()
+	b.pending.Reset()
+	return body
+}
+
+// putBack returns text take gave out but that was not stored, ahead of
+// anything buffered since.
+func (b *logBuffer) putBack(body string) {
+	if body == "" {
+		return
+	}
+	later := b.pending.String()
+	b.pending.Reset()
+	b.pending.WriteString(body)
+	b.pending.WriteString(later)
+}
+
+// emit masks raw output and makes it storable: PostgreSQL text holds
+// neither invalid UTF-8 nor NUL, which a provider or a local-exec script
+// may well print, and a chunk it refuses would lose the log.
+func (b *logBuffer) emit(raw []byte) {
+	masked := b.masker.Replace(string(raw))
+	masked = strings.ToValidUTF8(masked, "\uFFFD")
+	b.pending.WriteString(strings.ReplaceAll(masked, "\x00", "\uFFFD"))
+}
+
+// dropUnfinished forgets output not yet masked: the unfinished line, and
+// anything held back for a secret that may continue.
+func (b *logBuffer) dropUnfinished() { b.partial.Reset() }
+
+func (b *logBuffer) keep(rest []byte) {
+	rest = bytes.Clone(rest)
+	b.partial.Reset()
+	b.partial.Write(rest)
+}
+
+// safeCut moves a cut at end to where the text before it can be masked on
+// its own: back to the start of any secret that output still to come may
+// complete, then forward past any secret found whole across the cut (which
+// masks it whole). Only a long line, or a secret spanning lines, can reach
+// back across a line end.
+func (b *logBuffer) safeCut(data []byte, end int, long bool) int {
+	cut := end
+	for _, f := range b.forms {
+		if !long && !f.multiline {
+			continue
+		}
+		if s := len(data) - f.unfinished(data); s < cut {
+			cut = s
+		}
+	}
+	for moved := true; moved; {
+		moved = false
+		for _, f := range b.forms {
+			lo := max(cut-len(f.text)+1, 0)
+			hi := min(cut+len(f.text)-1, len(data))
+			if lo >= hi {
+				continue
+			}
+			// An occurrence starting in [lo, cut) ends after cut.
+			if i := bytes.Index(data[lo:hi], f.text); i >= 0 && lo+i < cut {
+				cut, moved = lo+i+len(f.text), true
+			}
+		}
+	}
+	return cut
+}
+
+// unfinished is the length of the longest end of data that is a proper
+// start of the form: an occurrence that more output may complete.
+func (f maskForm) unfinished(data []byte) int {
+	k := 0
+	for _, c := range data[max(len(data)-len(f.text)+1, 0):] {
+		for k > 0 && c != f.text[k] {
+			k = f.border[k-1]
+		}
+		if c == f.text[k] {
+			k++
+		}
+		if k == len(f.text) {
+			k = f.border[k-1]
+		}
+	}
+	return k
+}
+
+// wholeRunes is the length of data without a character cut short at its
+// end.
+func wholeRunes(data []byte) int {
+	for i := len(data) - 1; i >= 0 && i >= len(data)-utf8.UTFMax; i-- {
+		if utf8.RuneStart(data[i]) {
+			if utf8.FullRune(data[i:]) {
+				return len(data)
+			}
+			return i
+		}
+	}
+	return len(data)
+}
+
+// logChunks splits text into rows of at most maxChunkSize bytes, at the
+// last line end when there is one and never inside a character.
+func logChunks(body string) []string {
+	var out []string
 	for len(body) > 0 {
 		n := min(len(body), maxChunkSize)
 		if n < len(body) {
 			if i := strings.LastIndexByte(body[:n], '\n'); i > 0 {
 				n = i + 1
 			}
+			for n > 1 && !utf8.RuneStart(body[n]) {
+				n--
+			}
 		}
-		if _, err := l.s.db.ExecContext(ctx, `INSERT INTO run_log_chunks (run_id, sequence, phase, body) VALUES ($1, $2, $3, $4)`,
-			l.runID, seq, l.phase, body[:n]); err != nil {
-			return fmt.Errorf("storing log chunk: %w", err)
-		}
+		out = append(out, body[:n])
 		body = body[n:]
-		seq++
 	}
-	l.mu.Lock()
-	l.next = seq
-	l.mu.Unlock()
-	return nil
+	return out
+}
+
+// maskedForms are the spellings of secrets the CLI may print: each secret
+// and its quoted, escaped form.
+func maskedForms(secrets []string) []string {
+	var forms []string
+	seen := map[string]bool{}
+	for _, sec := range secrets {
+		if len(sec) < minMaskedBytes {
+			// Too short to mask without destroying the log; such values
+			// are still never printed by tofu, which masks sensitive values.
+			continue
+		}
+		quoted := strconv.Quote(sec)
+		for _, f := range []string{sec, quoted[1 : len(quoted)-1]} {
+			if !seen[f] {
+				seen[f] = true
+				forms = append(forms, f)
+			}
+		}
+	}
+	return forms
+}
+
+// masker replaces each form, longest first so a secret containing another
+// is masked whole.
+func masker(forms []string) *strings.Replacer {
+	forms = slices.Clone(forms)
+	// strings.Replacer tries old strings in argument order.
+	slices.SortStableFunc(forms, func(a, b string) int { return len(b) - len(a) })
+	pairs := make([]string, 0, 2*len(forms))
+	for _, f := range forms {
+		pairs = append(pairs, f, redacted)
+	}
+	return strings.NewReplacer(pairs...)
 }
 
 // Line appends one line written by the runner itself (not the CLI); it
@@ -236,5 +406,5 @@ func (l *LogSink) Line(format string, args ...any) {
 	line := fmt.Appendf(nil, format+"\n", args...)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.add(line)
+	l.buf.write(line)
 }

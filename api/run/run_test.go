@@ -100,7 +100,7 @@ func TestAvailableActions(t *testing.T) {
 
 func TestMaskerHidesEverySpellingOfASecret(t *testing.T) {
 	t.Parallel()
-	m := masker([]string{"s3cr3t\"quote", "ab", "s3cr3t"})
+	m := masker(maskedForms([]string{"s3cr3t\"quote", "ab", "s3cr3t"}))
 	out := m.Replace(`a s3cr3t"quote b "s3cr3t\"quote" c s3cr3t ab`)
 	if want := `a (sensitive value) b "(sensitive value)" c (sensitive value) ab`; out != want {
 		t.Fatalf("masked %q, want %q", out, want)
@@ -127,7 +127,7 @@ func TestLogQueryBounds(t *testing.T) {
 // the runner's own lines still get through.
 func TestLogSinkKeepsABoundedPhaseLog(t *testing.T) {
 	t.Parallel()
-	l := &LogSink{masker: masker([]string{"hunter2-secret"})}
+	l := &LogSink{buf: newLogBuffer([]string{"hunter2-secret"})}
 	line := []byte(strings.Repeat("y", 99) + "\n")
 	chunk := bytes.Repeat(line, 10_000)
 	for range (MaxPhaseLogBytes + 8<<20) / len(chunk) {
@@ -137,7 +137,7 @@ func TestLogSinkKeepsABoundedPhaseLog(t *testing.T) {
 	}
 	_, _ = l.Write([]byte("a secret cut in two: hunter2-sec"))
 	l.Line("The apply was interrupted (%s).", "canceled")
-	got := l.pending.String() + l.partial.String()
+	got := l.buf.pending.String() + l.buf.partial.String()
 	if len(got) > MaxPhaseLogBytes+1024 {
 		t.Fatalf("the sink holds %d bytes, over %d", len(got), MaxPhaseLogBytes)
 	}
@@ -146,5 +146,20 @@ func TestLogSinkKeepsABoundedPhaseLog(t *testing.T) {
 	}
 	if strings.Contains(got, "hunter2") {
 		t.Fatal("a cut secret reached the log")
+	}
+}
+
+func TestLogBufferMasksASecretSpanningLinesWrittenLineByLine(t *testing.T) {
+	t.Parallel()
+	key := "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----"
+	b := newLogBuffer([]string{key})
+	var stored strings.Builder
+	for _, line := range strings.SplitAfter("key = "+key+"\ndone\n", "\n") {
+		b.write([]byte(line))
+		stored.WriteString(b.take(false))
+	}
+	stored.WriteString(b.take(true))
+	if got := stored.String(); strings.Contains(got, "MIIEvQ") || got != "key = "+redacted+"\ndone\n" {
+		t.Fatalf("stored %q", got)
 	}
 }

@@ -231,6 +231,58 @@ func TestUnknownLengthBodyIsCutAtTheLimit(t *testing.T) {
 	}
 }
 
+// A chunked body that the operation read to its end must still be
+// answered: draining its stream again waited for a chunk that never came.
+func TestChunkedBodyIsAnswered(t *testing.T) {
+	t.Parallel()
+	env := apitest.New(t)
+	u := env.WithOrganization("Chunked")
+	conn, err := net.Dial("tcp", strings.TrimPrefix(env.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	body := `{"name":"chunked"}`
+	fmt.Fprintf(conn, "POST /v1/projects HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nCookie: __Secure-identity.session_token=%s\r\nIdempotency-Key: chunked-ok\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n",
+		u.Token, len(body), body)
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("chunked request got no answer: %v", err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusCreated || !resp.Close {
+		t.Fatalf("chunked request = %d (close %v) %s", resp.StatusCode, resp.Close, raw)
+	}
+}
+
+// Text PostgreSQL cannot store (NUL, invalid UTF-8) is bad input at the
+// edge, not an internal error from the first query that carries it.
+func TestUnstorableTextIsRefusedAsBadInput(t *testing.T) {
+	t.Parallel()
+	env := apitest.New(t)
+	u := env.WithOrganization("Text")
+	for _, r := range []*apitest.Response{
+		u.Mutate(http.MethodPost, "/v1/projects", map[string]string{"name": "a\x00b"}),
+		u.Get("/v1/runs?workspace_id=ws_%00"),
+		u.Get("/v1/runs?workspace_id=ws_%FF"),
+		u.Do(apitest.Request{Method: http.MethodPost, Path: "/api/auth/organization/create",
+			Body: map[string]string{"name": "a\x00b", "slug": "nul"}}),
+	} {
+		if r.Status != http.StatusBadRequest || !strings.Contains(string(r.Body), `"VALIDATION_FAILED"`) {
+			t.Errorf("%d %s, want 400 VALIDATION_FAILED", r.Status, r.Body)
+		}
+	}
+	v2 := env.Anonymous().Do(apitest.Request{Method: http.MethodGet, Path: "/api/v2/state-versions?filter[organization][name]=%00",
+		Header: map[string]string{"Authorization": "Bearer " + apitest.OperatorToken}})
+	if v2.Status != http.StatusBadRequest {
+		t.Errorf("/api/v2 filter with NUL = %d %s, want 400", v2.Status, v2.Body)
+	}
+	if strings.Contains(env.Logs.String(), "invalid byte sequence") {
+		t.Fatalf("text reached PostgreSQL:\n%s", env.Logs.String())
+	}
+}
+
 func TestKeepAliveConnectionsServeSeveralRequests(t *testing.T) {
 	t.Parallel()
 	env := apitest.Start(t, nil, "")

@@ -7,6 +7,8 @@ import (
 	"io"
 	"regexp"
 	"time"
+
+	"github.com/cairnhq/cairn/api/platform/jsondoc"
 )
 
 // MaxStateBytes bounds one state (and one JSON state) in bytes.
@@ -74,8 +76,8 @@ func (in CreateInput) validate() error {
 	if !md5Pattern.MatchString(in.MD5) {
 		return fmt.Errorf("%w: md5 must be 32 lowercase hex digits", ErrInvalid)
 	}
-	if len(in.Lineage) > 200 {
-		return fmt.Errorf("%w: lineage is over 200 characters", ErrInvalid)
+	if len(in.Lineage) > maxLineageBytes {
+		return fmt.Errorf("%w: lineage is over %d characters", ErrInvalid, maxLineageBytes)
 	}
 	return nil
 }
@@ -117,6 +119,9 @@ type ParsedOutput struct {
 // maxOutputsBytes bounds how much of a state the outputs block may take.
 const maxOutputsBytes = 16 << 20
 
+// maxLineageBytes is the bound of a stored lineage (a column check).
+const maxLineageBytes = 200
+
 // budget lets a reader supply at most n more bytes while armed, so decoding
 // one value (the outputs block) cannot buffer an unbounded amount.
 type budget struct {
@@ -143,13 +148,36 @@ func (b *budget) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// errUnstorableOutputs means an output's name, type or value is text no
+// column can hold (invalid UTF-8 or NUL); OpenTofu never writes one.
+var errUnstorableOutputs = errors.New("state outputs are not UTF-8 text without NUL")
+
 // ParseState reads the header and outputs of a state from r with bounded
 // memory. It walks the top-level object token by token, decodes only the
 // small fields and the outputs block, and stops as soon as it has them:
 // OpenTofu writes outputs before resources, so the resources are never
 // parsed at all. A state that is not a plain JSON state (for example an
-// encrypted one) yields no outputs and no error.
+// encrypted one) yields no outputs and no error. What is returned can be
+// stored as is: a tool version or lineage that could not be is left empty,
+// and outputs that could not be are an error.
 func ParseState(r io.Reader) (Parsed, error) {
+	p, err := parseState(r)
+	if !jsondoc.StorableText(p.ToolVersion) {
+		p.ToolVersion = ""
+	}
+	if !jsondoc.StorableText(p.Lineage) || len(p.Lineage) > maxLineageBytes {
+		p.Lineage = ""
+	}
+	for name, o := range p.Outputs {
+		if !jsondoc.StorableText(name) || !jsondoc.StorableText(string(o.Type)) || !jsondoc.StorableText(string(o.Value)) {
+			p.Outputs = nil
+			return p, errUnstorableOutputs
+		}
+	}
+	return p, err
+}
+
+func parseState(r io.Reader) (Parsed, error) {
 	var p Parsed
 	b := &budget{r: r}
 	dec := json.NewDecoder(b)
@@ -177,6 +205,10 @@ func ParseState(r io.Reader) (Parsed, error) {
 			err = dec.Decode(&p.Outputs)
 			b.armed = false
 			if err != nil {
+				// A type error leaves the outputs decoded so far, with
+				// the failing fields (sensitive, say) at their zero
+				// value: none of them can be trusted.
+				p.Outputs = nil
 				return p, fmt.Errorf("reading state outputs: %w", err)
 			}
 			return p, nil

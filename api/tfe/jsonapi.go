@@ -13,6 +13,7 @@ import (
 
 	"github.com/cairnhq/cairn/api/platform/fault"
 	"github.com/cairnhq/cairn/api/platform/httpx"
+	"github.com/cairnhq/cairn/api/platform/jsondoc"
 	"github.com/cairnhq/cairn/api/problem"
 	"github.com/cairnhq/cairn/api/run"
 	"github.com/cairnhq/cairn/api/state"
@@ -75,6 +76,16 @@ func paginate(number, size, total int) map[string]any {
 // timestamp renders a time the way go-tfe's decoder requires: UTC with a
 // literal Z.
 func timestamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
+
+// decodeBody decodes a JSON:API request document: exactly one JSON value,
+// with no NUL character in any string. Unknown attributes are ignored:
+// clients send attributes Cairn does not implement.
+func decodeBody(body []byte, v any) error {
+	if len(body) == 0 || jsondoc.Decode(body, v) != nil {
+		return errInvalidDocument
+	}
+	return nil
+}
 
 func writeDocument(c *fiber.Ctx, status int, doc any) error {
 	body, err := json.Marshal(doc)

@@ -1,7 +1,6 @@
 package tfe
 
 import (
-	"encoding/json"
 	"net/http"
 
 	"github.com/gofiber/fiber/v2"
@@ -117,8 +116,7 @@ func (s *server) deleteOrganization(c *fiber.Ctx, p access.Principal, o owner) e
 // documentLimit bounds ordinary JSON:API request documents.
 const documentLimit = 65536
 
-// decodeDocument reads a bounded JSON:API document. Unknown attributes are
-// ignored: clients send attributes Cairn does not implement.
+// decodeDocument reads a bounded JSON:API document (see decodeBody).
 func decodeDocument(c *fiber.Ctx, v any) error {
 	return decodeDocumentLimit(c, documentLimit, v)
 }
@@ -128,11 +126,5 @@ func decodeDocumentLimit(c *fiber.Ctx, limit int64, v any) error {
 	if err != nil {
 		return err
 	}
-	if len(body) == 0 {
-		return errInvalidDocument
-	}
-	if err := json.Unmarshal(body, v); err != nil {
-		return errInvalidDocument
-	}
-	return nil
+	return decodeBody(body, v)
 }

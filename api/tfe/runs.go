@@ -203,19 +203,30 @@ func (s *server) uploadConfiguration(c *fiber.Ctx) error {
 	return c.SendStatus(http.StatusOK)
 }
 
-func (s *server) createRun(c *fiber.Ctx, p access.Principal, o owner) error {
-	doc, _ := c.Locals(runDocumentKey).(runDocument)
-	attrs := doc.Data.Attributes
+// options refuses what a run document may ask for but Cairn never does:
+// applying without approval, destroying, and the run options it does not
+// offer; and a run without its configuration version.
+func (d runDocument) options() error {
+	attrs := d.Data.Attributes
 	switch {
 	case attrs.AutoApply != nil && *attrs.AutoApply:
-		return s.writeError(c, errAutoApply)
+		return errAutoApply
 	case attrs.IsDestroy != nil && *attrs.IsDestroy:
-		return s.writeError(c, run.ErrDestroy)
+		return run.ErrDestroy
 	case (attrs.RefreshOnly != nil && *attrs.RefreshOnly) || len(attrs.TargetAddrs) > 0 || len(attrs.ReplaceAddrs) > 0 || len(attrs.Variables) > 0:
-		return s.writeError(c, errUnsupportedRunOption)
-	case doc.Data.Relationships.ConfigurationVersion.Data == nil:
-		return s.writeError(c, errInvalidDocument)
+		return errUnsupportedRunOption
+	case d.Data.Relationships.ConfigurationVersion.Data == nil:
+		return errInvalidDocument
 	}
+	return nil
+}
+
+func (s *server) createRun(c *fiber.Ctx, p access.Principal, o owner) error {
+	doc, _ := c.Locals(runDocumentKey).(runDocument)
+	if err := doc.options(); err != nil {
+		return s.writeError(c, err)
+	}
+	attrs := doc.Data.Attributes
 	ctx := c.UserContext()
 	cvID := doc.Data.Relationships.ConfigurationVersion.Data.ID
 	kind := run.KindPlanAndApply
@@ -436,22 +447,31 @@ func (s *server) phaseLog(c *fiber.Ctx) error {
 	if err != nil {
 		return s.writeError(c, err)
 	}
+	c.Set(fiber.HeaderContentType, "text/plain")
+	c.Set(fiber.HeaderCacheControl, "private, no-store")
+	return c.Status(http.StatusOK).Send(logWindow(body, ended, c.Query("offset"), c.Query("limit")))
+}
+
+// logWindow frames a phase log (STX, the log, and ETX once the phase has
+// ended) and returns the part the CLI asked for: limit bytes from offset,
+// both clamped to the framed log; a missing or non-positive limit means
+// the rest.
+func logWindow(body string, ended bool, offset, limit string) []byte {
 	framed := make([]byte, 0, len(body)+2)
 	framed = append(framed, stx)
 	framed = append(framed, body...)
 	if ended {
 		framed = append(framed, etx)
 	}
-	offset, _ := strconv.Atoi(c.Query("offset"))
-	limit, err := strconv.Atoi(c.Query("limit"))
-	if err != nil || limit <= 0 {
-		limit = len(framed)
+	from, _ := strconv.Atoi(offset)
+	from = min(max(from, 0), len(framed))
+	n, err := strconv.Atoi(limit)
+	// Compared with what is left rather than added to from, which a
+	// huge limit would overflow.
+	if err != nil || n <= 0 || n > len(framed)-from {
+		n = len(framed) - from
 	}
-	offset = min(max(offset, 0), len(framed))
-	end := min(offset+limit, len(framed))
-	c.Set(fiber.HeaderContentType, "text/plain")
-	c.Set(fiber.HeaderCacheControl, "private, no-store")
-	return c.Status(http.StatusOK).Send(framed[offset:end])
+	return framed[from : from+n]
 }
 
 // planJSON streams the machine-readable plan. It holds sensitive values in

@@ -144,6 +144,31 @@ type stateVersionDocument struct {
 	} `json:"data"`
 }
 
+// input is the version a document declares and its inline state and JSON
+// state (nil when absent; JSON state only comes with state).
+func (d stateVersionDocument) input() (in state.CreateInput, raw, rawJSON []byte, err error) {
+	a := d.Data.Attributes
+	if d.Data.Type != "state-versions" || a.Serial == nil || a.MD5 == "" {
+		return in, nil, nil, errInvalidDocument
+	}
+	in = state.CreateInput{Serial: *a.Serial, MD5: a.MD5, Lineage: a.Lineage, Force: a.Force}
+	if r := d.Data.Relationships.Run.Data; r != nil {
+		in.RunID = r.ID
+	}
+	if a.State == "" {
+		return in, nil, nil, nil
+	}
+	if raw, err = base64.StdEncoding.DecodeString(a.State); err != nil {
+		return in, nil, nil, errInvalidDocument
+	}
+	if a.JSONState != "" {
+		if rawJSON, err = base64.StdEncoding.DecodeString(a.JSONState); err != nil {
+			return in, nil, nil, errInvalidDocument
+		}
+	}
+	return in, raw, rawJSON, nil
+}
+
 // createStateVersion declares a version. Without inline state it answers
 // with signed upload URLs (the two-step flow the OpenTofu CLI uses); with
 // inline base64 state it stores and finalizes at once.
@@ -152,29 +177,13 @@ func (s *server) createStateVersion(c *fiber.Ctx, p access.Principal, o owner) e
 	if err := decodeDocumentLimit(c, inlineStateLimit, &doc); err != nil {
 		return s.writeError(c, err)
 	}
-	a := doc.Data.Attributes
-	if doc.Data.Type != "state-versions" || a.Serial == nil || a.MD5 == "" {
-		return s.writeError(c, errInvalidDocument)
-	}
-	in := state.CreateInput{Serial: *a.Serial, MD5: a.MD5, Lineage: a.Lineage, Force: a.Force}
-	if r := doc.Data.Relationships.Run.Data; r != nil {
-		in.RunID = r.ID
-	}
-	var raw, rawJSON []byte
-	if a.State != "" {
-		var err error
-		if raw, err = base64.StdEncoding.DecodeString(a.State); err != nil {
-			return s.writeError(c, errInvalidDocument)
-		}
-		if a.JSONState != "" {
-			if rawJSON, err = base64.StdEncoding.DecodeString(a.JSONState); err != nil {
-				return s.writeError(c, errInvalidDocument)
-			}
-		}
+	in, raw, rawJSON, err := doc.input()
+	if err != nil {
+		return s.writeError(c, err)
 	}
 	ctx := c.UserContext()
 	var v state.Version
-	err := db.WithTx(ctx, s.DB, func(tx *sqlx.Tx) error {
+	err = db.WithTx(ctx, s.DB, func(tx *sqlx.Tx) error {
 		var err error
 		v, err = s.State.Create(ctx, tx, p, o.WorkspaceID, in)
 		return err

@@ -18,6 +18,7 @@ import (
 	"github.com/cairnhq/cairn/api/platform/capability"
 	"github.com/cairnhq/cairn/api/platform/config"
 	"github.com/cairnhq/cairn/api/platform/fault"
+	"github.com/cairnhq/cairn/api/platform/httpx"
 	"github.com/cairnhq/cairn/api/run"
 	"github.com/cairnhq/cairn/api/serviceaccount"
 	"github.com/cairnhq/cairn/api/state"
@@ -165,6 +166,10 @@ func (s *server) guardWith(rule launch.Rule, resolve resolver, h handler) fiber.
 		ctx := c.UserContext()
 		p, err := s.authenticate(c)
 		if err != nil {
+			return s.writeError(c, err)
+		}
+		// Resolvers look filters up as text.
+		if err := httpx.CheckQuery(c); err != nil {
 			return s.writeError(c, err)
 		}
 		o, err := resolve(ctx, c, p)

@@ -20,6 +20,7 @@ import (
 	"github.com/cairnhq/cairn/api/platform/cursor"
 	"github.com/cairnhq/cairn/api/platform/httpx"
 	"github.com/cairnhq/cairn/api/platform/idempotency"
+	"github.com/cairnhq/cairn/api/platform/jsondoc"
 	"github.com/cairnhq/cairn/api/platform/reqid"
 	"github.com/cairnhq/cairn/api/platform/seal"
 	"github.com/cairnhq/cairn/api/platform/secret"
@@ -101,6 +102,7 @@ func Mount(app *fiber.App, deps Deps) *API {
 		"session": {Type: "apiKey", In: "cookie", Name: SessionCookie},
 	}
 	cfg.Transformers = []huma.Transformer{stampRequestID}
+	cfg.Formats = map[string]huma.Format{"application/json": jsonFormat, "json": jsonFormat}
 
 	a := &API{
 		huma:  humafiber.NewV2(app, cfg),
@@ -119,7 +121,7 @@ func Mount(app *fiber.App, deps Deps) *API {
 		a.cursors = cursor.NewCodec(secret.Derive(deps.Config.AuthSecret, "list-cursor"))
 	}
 	a.ready = deps.DB != nil && deps.Sessions != nil && deps.Config.AuthReady()
-	a.huma.UseMiddleware(a.limitBody, a.authenticate, a.requireIdempotencyKey, a.admit)
+	a.huma.UseMiddleware(a.limitBody, a.authenticate, a.checkQuery, a.requireIdempotencyKey, a.admit)
 	a.registerOperations()
 	return a
 }
@@ -195,6 +197,28 @@ func (a *API) limitBody(ctx huma.Context, next func(huma.Context)) {
 		// Streaming operations (archive uploads) read the body themselves,
 		// through huma's limited reader.
 		ctx = huma.WithValue(ctx, bodyStreamKey{}, ctx.BodyReader())
+	}
+	next(ctx)
+}
+
+// jsonFormat is huma's JSON format refusing NUL characters in request
+// bodies, which no text column can store.
+var jsonFormat = huma.Format{
+	Marshal: huma.DefaultJSONFormat.Marshal,
+	Unmarshal: func(data []byte, v any) error {
+		if err := jsondoc.CheckText(data); err != nil {
+			return err
+		}
+		return huma.DefaultJSONFormat.Unmarshal(data, v)
+	},
+}
+
+// checkQuery refuses query strings that are not storable text before any
+// operation passes them to a list filter.
+func (a *API) checkQuery(ctx huma.Context, next func(huma.Context)) {
+	if err := httpx.CheckQuery(humafiber.UnwrapV2(ctx)); err != nil {
+		a.writeProblem(ctx, httpx.Problem{Status: http.StatusBadRequest, Code: httpx.CodeValidationFailed})
+		return
 	}
 	next(ctx)
 }

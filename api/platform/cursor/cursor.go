@@ -67,7 +67,10 @@ func (c Codec) Decode(endpoint, filters, token string) (Position, error) {
 		return Position{}, ErrInvalid
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(token)
-	if err != nil || len(raw) < 1+8+1+macBytes {
+	// The decoder skips CR and LF and tolerates stray bits in the last
+	// character, so many strings decode alike; only the one Encode writes
+	// is a cursor.
+	if err != nil || len(raw) < 1+8+1+macBytes || base64.RawURLEncoding.EncodeToString(raw) != token {
 		return Position{}, ErrInvalid
 	}
 	body, tag := raw[:len(raw)-macBytes], raw[len(raw)-macBytes:]

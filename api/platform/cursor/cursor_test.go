@@ -48,6 +48,8 @@ func TestCursorRejections(t *testing.T) {
 		"truncated":          {"runs", "status=", valid[:len(valid)-4]},
 		"standard base64":    {"runs", "status=", base64.StdEncoding.EncodeToString(raw)},
 		"valid with padding": {"runs", "status=", valid + "=="},
+		"valid with a CR":    {"runs", "status=", valid[:5] + "\r" + valid[5:]},
+		"valid with a LF":    {"runs", "status=", valid + "\n"},
 	} {
 		if _, err := c.Decode(tc.endpoint, tc.filters, tc.token); err != ErrInvalid {
 			t.Errorf("%s: got %v, want ErrInvalid", name, err)

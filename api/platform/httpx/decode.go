@@ -2,7 +2,6 @@ package httpx
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +10,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/cairnhq/cairn/api/platform/fault"
+	"github.com/cairnhq/cairn/api/platform/jsondoc"
 )
 
 // ErrTooLarge means a body crossed its limit (declared or while streaming).
@@ -43,10 +43,10 @@ func ReadBody(c *fiber.Ctx, limit int64) ([]byte, error) {
 }
 
 // DecodeJSON reads a bounded body and decodes one JSON document into v,
-// rejecting unknown fields and trailing data as validation failures. The
-// body must be declared as JSON: a browser sends text/plain, form and
-// multipart bodies across sites without a preflight, so accepting them
-// would let another site's page submit to a cookie-authenticated route.
+// rejecting unknown fields, trailing data and NUL characters as validation
+// failures. The body must be declared as JSON: a browser sends text/plain,
+// form and multipart bodies across sites without a preflight, so accepting
+// them would let another site's page submit to a cookie-authenticated route.
 func DecodeJSON(c *fiber.Ctx, limit int64, v any) error {
 	if !declaredJSON(string(c.Request().Header.ContentType())) {
 		return ErrNotJSON
@@ -55,13 +55,22 @@ func DecodeJSON(c *fiber.Ctx, limit int64, v any) error {
 	if err != nil {
 		return err
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	if err := jsondoc.DecodeStrict(body, v); err != nil {
 		return fmt.Errorf("%w: malformed JSON", fault.ErrValidation)
 	}
-	if dec.More() {
-		return fmt.Errorf("%w: trailing data after JSON document", fault.ErrValidation)
+	return nil
+}
+
+// CheckQuery refuses a query whose names or values, once decoded, are not
+// UTF-8 text without NUL: filters reach SQL as text parameters, which
+// PostgreSQL would refuse mid-request as an internal error.
+func CheckQuery(c *fiber.Ctx) error {
+	valid := true
+	c.Request().URI().QueryArgs().VisitAll(func(k, v []byte) {
+		valid = valid && jsondoc.StorableText(string(k)) && jsondoc.StorableText(string(v))
+	})
+	if !valid {
+		return fmt.Errorf("%w: query is not UTF-8 text without NUL", fault.ErrValidation)
 	}
 	return nil
 }

@@ -94,8 +94,8 @@ const (
 // settleBody makes sure no request bytes are left on the connection: with
 // streamed bodies, anything a handler did not read would otherwise be
 // parsed as the next request. A refused body is drained within bounds and
-// the connection closed; a small leftover of a successful request is
-// drained.
+// the connection closed; a chunked body is never read again (the
+// connection closes); a small leftover of a successful request is drained.
 func settleBody(c *fiber.Ctx, status int) {
 	// fasthttp reports -1 for a chunked body and -2 for none (GET, HEAD).
 	cl := c.Request().Header.ContentLength()
@@ -103,7 +103,10 @@ func settleBody(c *fiber.Ctx, status int) {
 		return
 	}
 	stream := c.Request().BodyStream()
-	if stream == nil {
+	// A chunked stream read to its end cannot say so: reading it again
+	// waits for another chunk, which never comes, and the answer is never
+	// sent. Hanging up is the only safe way to leave one behind.
+	if stream == nil || cl == -1 {
 		c.Context().SetConnectionClose()
 		return
 	}

@@ -12,6 +12,8 @@ import (
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/rego"
 	"github.com/open-policy-agent/opa/v1/topdown"
+
+	"github.com/cairnhq/cairn/api/platform/jsondoc"
 )
 
 // Decision bounds (the contract's finding limits, in characters).
@@ -174,6 +176,11 @@ func decisionFrom(v ast.Value) (Decision, error) {
 	}
 	if len(encoded) > MaxDecisionBytes {
 		return Decision{}, invalidDecision("decision is %d bytes, over %d", len(encoded), MaxDecisionBytes)
+	}
+	// Findings are stored as jsonb, which refuses NUL; refusing here makes
+	// it the policy's invalid decision rather than a failed commit.
+	if err := jsondoc.CheckText(encoded); err != nil {
+		return Decision{}, invalidDecision("decision holds a NUL character")
 	}
 	return d, nil
 }

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/cairnhq/cairn/e2e/devstack"
 )
@@ -27,7 +28,9 @@ const usage = `usage: cairn-dev <command> [args]
 commands:
   run     start PostgreSQL (unless DATABASE_URL is set), migrate, bootstrap,
           then run cairn-api, cairn-worker and cairn-bff in the foreground
-  test    run go vet and go test -race against a throwaway cluster
+  test    run go vet and go test -race against a throwaway cluster, then
+          every fuzz target for a few seconds
+  fuzz    run every fuzz target in turn for -fuzztime (FUZZTIME, default 30s)
   bench   run the benchmark harness against a throwaway cluster
   compat  run go-tfe's integration tests against a real cairn-api
   tools   build the pinned OpenTofu into .tools/toolchains (once)
@@ -50,6 +53,8 @@ func main() {
 		err = test(ctx, os.Args[2:])
 	case "bench":
 		err = bench(ctx, os.Args[2:])
+	case "fuzz":
+		err = fuzzCommand(ctx, os.Args[2:])
 	case "cluster":
 		err = cluster(ctx)
 	case "compat":
@@ -167,7 +172,16 @@ func test(ctx context.Context, args []string) error {
 	fmt.Println("==> go", strings.Join(testArgs, " "))
 	gotest := exec.CommandContext(ctx, "go", testArgs...)
 	gotest.Env, gotest.Stdout, gotest.Stderr = env, os.Stdout, os.Stderr
-	return gotest.Run()
+	if err := gotest.Run(); err != nil || len(args) > 0 {
+		return err
+	}
+	// The seed corpora ran above as unit tests; a few seconds of mutation
+	// per target catches what a change broke past the seeds.
+	targets, err := findFuzzTargets(".")
+	if err != nil {
+		return err
+	}
+	return runFuzzTargets(ctx, targets, briefFuzzTime, time.Second, 0)
 }
 
 func bench(ctx context.Context, args []string) error {

@@ -22,6 +22,7 @@ type EchoBody struct {
 }
 
 type echoInput struct {
+	IdempotencyHeader
 	Query string `query:"q" maxLength:"256"`
 	Body  EchoBody
 }
@@ -38,7 +39,7 @@ type EchoView struct {
 // database.
 func RegisterEcho(a *API, limit int64) {
 	register(a, huma.Operation{OperationID: "test-echo", Method: http.MethodPost, Path: EchoPath},
-		operationOptions{public: true, bodyLimit: limit},
+		operationOptions{public: true, bodyLimit: limit, mutation: true, admit: notAdmitted},
 		func(_ context.Context, in *echoInput) (*Single[EchoView], error) {
 			return &Single[EchoView]{Body: httpx.Envelope[EchoView]{Data: EchoView{Body: in.Body, Query: in.Query}}}, nil
 		})

@@ -214,6 +214,12 @@ func interpret(code int, runErr error, stdout, stderr *boundedBuffer, timeout ti
 	case LimitCPU:
 		return nil, &rego.EvalError{Code: rego.CodeEvaluationCPULimit, Detail: "the evaluation process met its CPU-time limit"}
 	}
+	// The memory watch writes its verdict before it exits; a process that
+	// died on the way out had still met its ceiling.
+	var verdict *rego.EvalError
+	if _, err := readResponse(stdout); errors.As(err, &verdict) && verdict.Code == rego.CodeEvaluationMemoryLimit {
+		return nil, verdict
+	}
 	return nil, evaluatorFailed("the evaluation process exited %d", code)
 }
 

@@ -2,11 +2,11 @@
 GO      ?= go
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/cairnhq/cairn/api/platform/buildinfo.Version=$(VERSION)
-BINARIES := ./api/cmd/cairn-api ./jobs/cmd/cairn-worker ./bff/cmd/cairn-bff ./e2e/cmd/cairn-dev
+BINARIES := ./api/cmd/cairn-api ./api/cmd/cairn-mcp ./jobs/cmd/cairn-worker ./bff/cmd/cairn-bff ./e2e/cmd/cairn-dev
 
 .PHONY: build run test test-compat bench fuzz contract deps tools clean
 
-## build: compile cairn-api, cairn-worker, cairn-bff (and the cairn-dev helper) into bin/
+## build: compile cairn-api, cairn-mcp, cairn-worker, cairn-bff (and the cairn-dev helper) into bin/
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/ $(BINARIES)
 

@@ -60,6 +60,11 @@ deps:
 		echo "==> installing Chromium"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	fi
+	@# The agent end-to-end tests drive cairn-mcp with the TypeScript MCP SDK.
+	@if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then \
+		echo "==> installing Node.js"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; \
+	fi
 
 clean:
 	rm -rf bin

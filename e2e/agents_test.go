@@ -1,14 +1,20 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"html"
 	"io"
 	"net/http"
 	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -176,5 +182,97 @@ func TestGoSDKAgentProposesAPlan(t *testing.T) {
 	res, err := session.CallTool(ctx, &sdk.CallToolParams{Name: "list_runs", Arguments: map[string]any{}})
 	if err != nil || !res.IsError {
 		t.Fatalf("a revoked agent still reads: %v %+v", err, res)
+	}
+}
+
+var npmOnce struct {
+	sync.Once
+	err error
+}
+
+// typescriptAgent installs the TypeScript agent's pinned dependencies once
+// (npm ci from its lock file) and returns its directory.
+func typescriptAgent(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(repoRoot(t), "e2e", "testdata", "mcp-ts")
+	npmOnce.Do(func() {
+		if _, err := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk")); err == nil {
+			return
+		}
+		cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund")
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			npmOnce.err = fmt.Errorf("npm ci (Node.js and npm are required): %v\n%s", err, out)
+		}
+	})
+	if npmOnce.err != nil {
+		t.Fatal(npmOnce.err)
+	}
+	return dir
+}
+
+// TestTypeScriptSDKAgentProposesAPlan: the official TypeScript MCP client
+// does what the Go one does, from its own discovery and registration to a
+// plan_only run's changes.
+func TestTypeScriptSDKAgentProposesAPlan(t *testing.T) {
+	t.Parallel()
+	dir := typescriptAgent(t)
+	s := runsStack(t)
+	m := s.newMember(t, "tsowner")
+	workspaceID := s.createWorkspace(t, m, "ts-ws", "us")
+	d := signInToDashboard(t, s, m.email)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", "agent.mjs")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "MCP_URL="+s.MCPURL+"/mcp", "WORKSPACE_ID="+workspaceID)
+	if s.TLS != nil {
+		cmd.Env = append(cmd.Env, "NODE_EXTRA_CA_CERTS="+s.TLS.CA)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		tools     []string
+		runStatus string
+		changes   string
+	)
+	scanner := bufio.NewScanner(stdout)
+	scanner.Buffer(make([]byte, 1<<20), 8<<20)
+	for scanner.Scan() {
+		var line struct {
+			Authorize string          `json:"authorize"`
+			Tools     []string        `json:"tools"`
+			Run       map[string]any  `json:"run"`
+			Changes   json.RawMessage `json:"changes"`
+		}
+		if err := json.Unmarshal(scanner.Bytes(), &line); err != nil {
+			t.Fatalf("agent printed %q", scanner.Text())
+		}
+		switch {
+		case line.Authorize != "":
+			back, err := consentThroughDashboard(t, s, d, line.Authorize)
+			if err != nil {
+				t.Fatalf("consent: %v", err)
+			}
+			fmt.Fprintln(stdin, back.String())
+		case line.Tools != nil:
+			tools = line.Tools
+		case line.Run != nil:
+			runStatus, _ = line.Run["status"].(string)
+		case line.Changes != nil:
+			changes = string(line.Changes)
+		}
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("TypeScript agent: %v\n%s", err, stderr.String())
+	}
+	if len(tools) != 15 || runStatus != "planned_and_finished" || !strings.Contains(changes, "terraform_data.typescript") {
+		t.Fatalf("tools %v, run %q, changes %s", tools, runStatus, changes)
 	}
 }

@@ -52,10 +52,10 @@ func (s *Site) consent(w http.ResponseWriter, r *http.Request) {
 func (s *Site) renderConsent(w http.ResponseWriter, r *http.Request, token, query, message string) {
 	f := s.frame(r, "Authorize an agent")
 	var view struct {
-		Client           consentClient  `json:"client"`
-		Scopes           []string       `json:"scopes"`
-		ExpiresAt        time.Time      `json:"expires_at"`
-		Organizations    []organization `json:"organizations"`
+		Client             consentClient  `json:"client"`
+		Scopes             []string       `json:"scopes"`
+		ExpiresAt          time.Time      `json:"expires_at"`
+		Organizations      []organization `json:"organizations"`
 		ActiveOrganization *string        `json:"active_organization_id"`
 	}
 	if err := s.api.Call(r.Context(), token, http.MethodGet, "/api/auth/oauth2/consent?"+query, nil, &view); err != nil {

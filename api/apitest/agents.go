@@ -28,7 +28,7 @@ func (u *User) Consent(authorizeURL string, scopes []string) (*url.URL, error) {
 		// An error the authorization server sends back to the client.
 		return consent, nil
 	}
-	u.Get("/api/auth/oauth2/consent?" + consent.RawQuery).MustStatus(t, http.StatusOK)
+	u.Get("/api/auth/oauth2/consent?"+consent.RawQuery).MustStatus(t, http.StatusOK)
 	var answer struct {
 		RedirectURI string `json:"redirect_uri"`
 	}

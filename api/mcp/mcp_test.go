@@ -290,3 +290,41 @@ func TestEndpointRefusals(t *testing.T) {
 		t.Fatalf("token without mcp:tools: %d", r.StatusCode)
 	}
 }
+
+// TestWithoutTheAPIEverythingIsRefused: with the API (and so its keys)
+// unreachable, a token signed with the right key is still 401: the
+// endpoint never opens for lack of keys.
+func TestWithoutTheAPIEverythingIsRefused(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadAPI := "http://" + ln.Addr().String()
+	ln.Close()
+	endpoint := mcp.New(mcp.Options{APIURL: deadAPI, Issuer: deadAPI, MCPURL: "http://127.0.0.1:1"})
+	srv := httptest.NewServer(endpoint.Handler())
+	defer srv.Close()
+	signer, err := oauth.NewSigner(secret.Derive(apitest.TestConfig().AuthSecret, "oauth-access-token-signing"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	tok, _ := signer.Sign(oauth.Claims{Issuer: deadAPI, Subject: "usr_x", Audience: jwt.Audience{"http://127.0.0.1:1/mcp"},
+		Expiry: jwt.NewNumericDate(now.Add(time.Hour)), IssuedAt: jwt.NewNumericDate(now), ID: "oat_x", ClientID: "ocl_x",
+		Scope: "mcp:tools mcp:write", OrganizationID: "org_x"})
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("status %d without the API", resp.StatusCode)
+	}
+	if health, err := http.Get(srv.URL + "/health"); err != nil || health.StatusCode != http.StatusOK {
+		t.Fatalf("health: %v %v", err, health)
+	}
+}

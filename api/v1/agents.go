@@ -100,8 +100,10 @@ func (a *API) authenticateBearer(ctx huma.Context, header string, next func(huma
 	principal, err := a.deps.Agents.AuthenticateAccessToken(ctx.Context(), token)
 	switch {
 	case errors.Is(err, oauth.ErrInvalidToken):
+		// The same 401 as any other unauthenticated call (sst_ and rat_
+		// tokens included), with the RFC 6750 challenge.
 		ctx.SetHeader("WWW-Authenticate", `Bearer error="invalid_token"`)
-		a.writeProblem(ctx, httpx.Problem{Status: http.StatusUnauthorized, Code: "invalid_token"})
+		a.writeProblem(ctx, httpx.Problem{Status: http.StatusUnauthorized, Code: httpx.CodeUnauthenticated})
 		return
 	case errors.Is(err, oauth.ErrInsufficientScope):
 		a.insufficientScope(ctx, access.ScopeMCPTools)

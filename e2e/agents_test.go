@@ -8,6 +8,7 @@ import (
 	"html"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"net/url"
 	"os"
 	"os/exec"
@@ -77,6 +78,51 @@ func consentThroughDashboard(t *testing.T, s *Stack, d dashboardSession, authori
 	return url.Parse(answer.Header.Get("Location"))
 }
 
+// signInFromConsent is a person who is not signed in to the dashboard
+// when the agent sends them to authorize it: the consent screen sends them
+// to sign in, and signing in returns them to the same signed request.
+func signInFromConsent(t *testing.T, s *Stack, email, authorizeURL string) dashboardSession {
+	t.Helper()
+	noFollow := *s.Client
+	noFollow.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	resp, err := noFollow.Get(authorizeURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	consent := strings.TrimPrefix(resp.Header.Get("Location"), s.DashboardURL)
+	jar, _ := cookiejar.New(nil)
+	d := dashboardSession{base: s.DashboardURL, client: &http.Client{Jar: jar, CheckRedirect: noFollow.CheckRedirect}}
+	first, err := d.client.Get(s.DashboardURL + consent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.Body.Close()
+	signIn := first.Header.Get("Location")
+	if first.StatusCode != http.StatusSeeOther || !strings.HasPrefix(signIn, "/sign-in?next=") {
+		t.Fatalf("consent without a session: %d %q", first.StatusCode, signIn)
+	}
+	page := d.page(t, signIn)
+	csrf := regexp.MustCompile(`name="csrf_token" value="([0-9a-f]+)"`).FindStringSubmatch(page)
+	next := regexp.MustCompile(`name="next" value="([^"]+)"`).FindStringSubmatch(page)
+	if csrf == nil || next == nil || html.UnescapeString(next[1]) != consent {
+		t.Fatalf("sign-in page does not carry the consent request:\n%s", page)
+	}
+	form := url.Values{"csrf_token": {csrf[1]}, "email": {email}, "password": {"correct horse battery staple"}, "next": {html.UnescapeString(next[1])}}
+	req, _ := http.NewRequest(http.MethodPost, s.DashboardURL+"/sign-in", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", s.DashboardURL)
+	back, err := d.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back.Body.Close()
+	if back.StatusCode != http.StatusSeeOther || back.Header.Get("Location") != consent {
+		t.Fatalf("sign-in went on to %q, not the consent screen", back.Header.Get("Location"))
+	}
+	return d
+}
+
 // TestGoSDKAgentProposesAPlan: the official Go MCP client, knowing only the
 // endpoint URL, is challenged, discovers the authorization server,
 // registers, is authorized by a person on the dashboard's consent screen,
@@ -87,7 +133,7 @@ func TestGoSDKAgentProposesAPlan(t *testing.T) {
 	s := runsStack(t)
 	m := s.newMember(t, "agentowner")
 	workspaceID := s.createWorkspace(t, m, "agent-ws", "us")
-	d := signInToDashboard(t, s, m.email)
+	var d dashboardSession
 
 	redirect := "http://127.0.0.1:9/callback"
 	handler, err := auth.NewAuthorizationCodeHandler(&auth.AuthorizationCodeHandlerConfig{
@@ -98,6 +144,7 @@ func TestGoSDKAgentProposesAPlan(t *testing.T) {
 		RedirectURL: redirect,
 		Client:      s.Client,
 		AuthorizationCodeFetcher: func(ctx context.Context, args *auth.AuthorizationArgs) (*auth.AuthorizationResult, error) {
+			d = signInFromConsent(t, s, m.email, args.URL)
 			back, err := consentThroughDashboard(t, s, d, args.URL)
 			if err != nil {
 				return nil, err

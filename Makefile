@@ -2,11 +2,11 @@
 GO      ?= go
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/cairnhq/cairn/api/platform/buildinfo.Version=$(VERSION)
-BINARIES := ./api/cmd/cairn-api ./jobs/cmd/cairn-worker ./bff/cmd/cairn-bff ./e2e/cmd/cairn-dev
+BINARIES := ./api/cmd/cairn-api ./api/cmd/cairn-mcp ./jobs/cmd/cairn-worker ./bff/cmd/cairn-bff ./e2e/cmd/cairn-dev
 
 .PHONY: build run test test-compat bench fuzz contract deps tools clean
 
-## build: compile cairn-api, cairn-worker, cairn-bff (and the cairn-dev helper) into bin/
+## build: compile cairn-api, cairn-mcp, cairn-worker, cairn-bff (and the cairn-dev helper) into bin/
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/ $(BINARIES)
 
@@ -59,6 +59,11 @@ deps:
 		! command -v google-chrome >/dev/null 2>&1 && [ -z "$$CAIRN_CHROMIUM" ]; then \
 		echo "==> installing Chromium"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	fi
+	@# The agent end-to-end tests drive cairn-mcp with the TypeScript MCP SDK.
+	@if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then \
+		echo "==> installing Node.js"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; \
 	fi
 
 clean:

@@ -44,7 +44,7 @@ func binDir(t *testing.T) string {
 			buildErr = err
 			return
 		}
-		cmd := exec.Command("go", "build", "-o", dir+"/", "./api/cmd/cairn-api", "./jobs/cmd/cairn-worker", "./bff/cmd/cairn-bff", "./e2e/cmd/cairn-dev")
+		cmd := exec.Command("go", "build", "-o", dir+"/", "./api/cmd/cairn-api", "./api/cmd/cairn-mcp", "./jobs/cmd/cairn-worker", "./bff/cmd/cairn-bff", "./e2e/cmd/cairn-dev")
 		cmd.Dir = repoRoot(t)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("building binaries: %v\n%s", err, out)
@@ -63,13 +63,15 @@ var (
 	buildErr  error
 )
 
-// Stack is the real cairn-api, cairn-worker and cairn-bff over a fresh
-// database, each on its own loopback port.
+// Stack is the real cairn-api, cairn-worker, cairn-bff and cairn-mcp over
+// a fresh database, each on its own loopback port.
 type Stack struct {
 	APIURL       string
 	APIHost      string // host:port of the API, as a CLI names it
 	DashboardURL string
-	DatabaseURL  string
+	// MCPURL is cairn-mcp's origin ({mcp_url}); its endpoint is MCPURL/mcp.
+	MCPURL      string
+	DatabaseURL string
 	// DataDir is every process's CAIRN_DATA_DIR (sandboxes under
 	// DataDir/sandboxes).
 	DataDir string
@@ -187,8 +189,8 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-// StartStack starts the three processes and waits until the API and the
-// dashboard answer.
+// StartStack starts the four processes and waits until the API, the
+// dashboard and the agent endpoint answer.
 func StartStack(t *testing.T, opts ...StackOption) *Stack {
 	t.Helper()
 	var settings stackSettings
@@ -208,11 +210,16 @@ func StartStack(t *testing.T, opts ...StackOption) *Stack {
 	if err != nil {
 		t.Fatal(err)
 	}
+	mcpPort, err := devstack.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
 	dataDir := t.TempDir()
 	s := &Stack{
 		APIURL:          fmt.Sprintf("http://127.0.0.1:%d", apiPort),
 		APIHost:         fmt.Sprintf("localhost:%d", apiPort),
 		DashboardURL:    fmt.Sprintf("http://127.0.0.1:%d", bffPort),
+		MCPURL:          fmt.Sprintf("http://127.0.0.1:%d", mcpPort),
 		DatabaseURL:     dbURL,
 		DataDir:         dataDir,
 		WorkerHealthURL: fmt.Sprintf("http://127.0.0.1:%d/health", healthPort),
@@ -227,6 +234,7 @@ func StartStack(t *testing.T, opts ...StackOption) *Stack {
 		}
 		s.TLS = &files
 		s.APIURL = "https://" + s.APIHost
+		s.MCPURL = fmt.Sprintf("https://localhost:%d", mcpPort)
 		pool := x509.NewCertPool()
 		ca, _ := os.ReadFile(files.CA)
 		pool.AppendCertsFromPEM(ca)
@@ -242,6 +250,8 @@ func StartStack(t *testing.T, opts ...StackOption) *Stack {
 		fmt.Sprintf("CAIRN_API_ADDR=127.0.0.1:%d", apiPort),
 		fmt.Sprintf("CAIRN_BFF_ADDR=127.0.0.1:%d", bffPort),
 		fmt.Sprintf("CAIRN_WORKER_HEALTH_ADDR=127.0.0.1:%d", healthPort),
+		fmt.Sprintf("CAIRN_MCP_ADDR=127.0.0.1:%d", mcpPort),
+		"CAIRN_MCP_URL=" + s.MCPURL,
 		"CAIRN_PUBLIC_URL=" + s.APIURL,
 		"CAIRN_DASHBOARD_URL=" + s.DashboardURL,
 		"CAIRN_DATA_DIR=" + dataDir,
@@ -249,7 +259,7 @@ func StartStack(t *testing.T, opts ...StackOption) *Stack {
 		"CAIRN_ARGON2_ITERATIONS=1",
 		"CAIRN_ARGON2_PARALLELISM=1",
 	}, settings.env...)
-	for _, p := range []struct{ name, bin string }{{"api", "cairn-api"}, {"worker", "cairn-worker"}, {"bff", "cairn-bff"}} {
+	for _, p := range []struct{ name, bin string }{{"api", "cairn-api"}, {"worker", "cairn-worker"}, {"bff", "cairn-bff"}, {"mcp", "cairn-mcp"}} {
 		s.startProcess(t, p.name, p.bin)
 	}
 	t.Cleanup(func() {
@@ -257,7 +267,7 @@ func StartStack(t *testing.T, opts ...StackOption) *Stack {
 			t.Logf("process logs:\n%s", s.logs.String())
 		}
 	})
-	for _, u := range []string{s.APIURL + "/health", s.DashboardURL + "/health"} {
+	for _, u := range []string{s.APIURL + "/health", s.DashboardURL + "/health", s.MCPURL + "/health"} {
 		waitFor(t, s.Client, u)
 	}
 	if !settings.noLaunchControl {

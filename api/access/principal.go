@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/cairnhq/cairn/api/platform/fault"
@@ -34,6 +35,56 @@ type Principal struct {
 	// no boundary at that level.
 	ProjectID   string
 	WorkspaceID string
+	// Agent is set when an OAuth client acts for the user with an agent
+	// access token. Kind stays "user": the agent has the user's tenancy,
+	// live membership and audit identity, confined further by Agent.
+	Agent *Agent
+}
+
+// Agent is what an agent access token adds to the user it acts for.
+type Agent struct {
+	ClientID string
+	GrantID  string
+	TokenID  string
+	// Write is the mcp:write scope: without it the agent only reads.
+	Write bool
+}
+
+// OAuth scopes of agent access tokens. They are not role permissions:
+// they confine what a member's role already allows.
+const (
+	ScopeMCPTools = "mcp:tools"
+	ScopeMCPWrite = "mcp:write"
+)
+
+// agentReadPermissions and agentWritePermissions are the most an agent can
+// hold. Approving (run:approve is here only because rejecting needs it;
+// approval itself refuses agents), overriding policy, recovery and
+// restricted downloads stay human decisions.
+var (
+	agentReadPermissions  = []Permission{PermOrganizationRead, PermProjectRead, PermWorkspaceRead, PermRunRead, PermStateRead, PermPolicyRead}
+	agentWritePermissions = []Permission{PermRunCreate, PermRunCancel, PermRunApprove}
+)
+
+// AgentPermissions is what an agent acting for a member of role may do:
+// the role's permissions within the agent ceiling of its scopes.
+func AgentPermissions(role Role, write bool) PermissionSet {
+	ceiling := NewPermissionSet(agentReadPermissions...)
+	if write {
+		ceiling = NewPermissionSet(append(slices.Clone(agentReadPermissions), agentWritePermissions...)...)
+	}
+	return PermissionsOf(role).Intersect(ceiling)
+}
+
+// IsAgent reports whether an agent acts for the principal.
+func (p Principal) IsAgent() bool { return p.Agent != nil }
+
+// RequireHuman refuses agents: the decision must be a person's own.
+func (p Principal) RequireHuman() error {
+	if p.Agent != nil {
+		return fmt.Errorf("%w: agents propose, people decide", fault.ErrForbidden)
+	}
+	return nil
 }
 
 // Principal kinds.
@@ -59,7 +110,7 @@ func (p Principal) Require(perm Permission) error {
 // RequireStepUp returns ErrStepUpRequired unless the principal re-entered a
 // password within StepUpMaxAge of now.
 func (p Principal) RequireStepUp(now time.Time) error {
-	if p.Kind != KindUser || p.ReauthenticatedAt.IsZero() || now.Sub(p.ReauthenticatedAt) > StepUpMaxAge {
+	if p.Kind != KindUser || p.Agent != nil || p.ReauthenticatedAt.IsZero() || now.Sub(p.ReauthenticatedAt) > StepUpMaxAge {
 		return ErrStepUpRequired
 	}
 	return nil

@@ -66,8 +66,19 @@ func ActorOf(p access.Principal) Actor {
 	return Actor{Type: ActorUser, ID: p.ID}
 }
 
-// Record appends an event done by p in p's organization.
+// Record appends an event done by p in p's organization. An agent acting
+// for a person is recorded as that person, naming the client and grant it
+// acted through, so the trail tells what the person did from what an agent
+// did in their name.
 func Record(ctx context.Context, tx sqlx.ExtContext, p access.Principal, action, targetType, targetID string, evidence map[string]any) error {
+	if p.Agent != nil {
+		withAgent := make(map[string]any, len(evidence)+2)
+		for k, v := range evidence {
+			withAgent[k] = v
+		}
+		withAgent["agent_client_id"], withAgent["agent_grant_id"] = p.Agent.ClientID, p.Agent.GrantID
+		evidence = withAgent
+	}
 	_, err := Append(ctx, tx, Entry{
 		OrganizationID: p.OrganizationID, Action: action, Actor: ActorOf(p),
 		TargetType: targetType, TargetID: targetID, Evidence: evidence,

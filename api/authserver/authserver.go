@@ -10,6 +10,7 @@ import (
 
 	"github.com/cairnhq/cairn/api/access"
 	"github.com/cairnhq/cairn/api/identity"
+	"github.com/cairnhq/cairn/api/oauth"
 	"github.com/cairnhq/cairn/api/platform/clientaddr"
 	"github.com/cairnhq/cairn/api/platform/httpx"
 	"github.com/cairnhq/cairn/api/problem"
@@ -33,6 +34,9 @@ type Deps struct {
 	// VouchKey checks the client address the dashboard vouches for
 	// (clientaddr.VouchHeader); nil believes none.
 	VouchKey []byte
+	// OAuth is the authorization server for agents; nil (no database or
+	// AUTH_SECRET) closes its endpoints with 503.
+	OAuth *oauth.Service
 }
 
 type server struct {
@@ -63,6 +67,7 @@ func Mount(router fiber.Router, deps Deps) {
 	router.Get("/organization/list-user-invitations", s.listUserInvitations)
 	router.Post("/organization/accept-invitation", withBody(s, s.acceptInvitation))
 	router.Post("/organization/reject-invitation", withBody(s, s.rejectInvitation))
+	s.mountOAuth(router)
 }
 
 // client is the address the request comes from: the browser the

@@ -43,7 +43,18 @@ var (
 	// signUpPolicy limits sign-ups (each costs a password hash) from one
 	// address: 20 free, then doubling; it drains by one every 3 minutes.
 	signUpPolicy = throttlePolicy{kind: "sign-up", free: 20, base: time.Second, max: time.Hour, drain: 3 * time.Minute}
+	// registrationPolicy limits unauthenticated OAuth client registrations
+	// (RFC 7591) from one address: 10 free, then doubling; it drains by one
+	// every 6 minutes. A person's agent registers once; a flood of
+	// registrations from one address is not a person.
+	registrationPolicy = throttlePolicy{kind: "client-registration", free: 10, base: time.Second, max: time.Hour, drain: 6 * time.Minute}
 )
+
+// AdmitClientRegistration counts one OAuth client registration from the
+// client address, or refuses with RateLimitedError when it must wait.
+func (s *Service) AdmitClientRegistration(ctx context.Context, client netip.Addr) error {
+	return s.admit(ctx, s.subject(registrationPolicy, addressKey(client)))
+}
 
 // throttleState is a subject's stored level as of its last counted attempt.
 type throttleState struct {

@@ -13,6 +13,7 @@ import (
 	"github.com/cairnhq/cairn/api/audit"
 	"github.com/cairnhq/cairn/api/identity"
 	"github.com/cairnhq/cairn/api/launch"
+	"github.com/cairnhq/cairn/api/oauth"
 	"github.com/cairnhq/cairn/api/platform/db"
 	"github.com/cairnhq/cairn/api/platform/fault"
 	"github.com/cairnhq/cairn/api/platform/httpx"
@@ -95,6 +96,9 @@ var table = []struct {
 	{policy.ErrOverrideStale, httpx.Problem{Status: http.StatusConflict, Code: "POLICY_RESULT_STALE"}},
 	{run.ErrArtifactUnavailable, httpx.Problem{Status: http.StatusNotFound, Code: "RUN_ARTIFACT_NOT_RECORDED"}},
 	{run.ErrInvalidToken, httpx.Problem{Status: http.StatusUnauthorized, Code: "invalid_token"}},
+	{oauth.ErrInvalidToken, httpx.Problem{Status: http.StatusUnauthorized, Code: "invalid_token"}},
+	{oauth.ErrInsufficientScope, httpx.Problem{Status: http.StatusForbidden, Code: "insufficient_scope"}},
+	{oauth.ErrRequestExpired, httpx.Problem{Status: http.StatusBadRequest, Code: "OAUTH_REQUEST_EXPIRED"}},
 
 	{fault.ErrNotFound, httpx.Problem{Status: http.StatusNotFound, Code: httpx.CodeNotFound}},
 	{fault.ErrUnauthenticated, httpx.Problem{Status: http.StatusUnauthorized, Code: httpx.CodeUnauthenticated}},
@@ -126,6 +130,12 @@ func Of(ctx context.Context, logger *slog.Logger, err error) httpx.Problem {
 		// The wait is the throttle's own, rounded up to whole seconds.
 		return httpx.Problem{Status: http.StatusTooManyRequests, Code: "RATE_LIMITED",
 			RetryAfter: int(math.Ceil(max(limited.RetryAfter, time.Second).Seconds()))}
+	}
+	var oauthErr *oauth.Error
+	if errors.As(err, &oauthErr) {
+		// A protocol error met outside the protocol's own endpoints (the
+		// dashboard's consent calls) keeps its status and names its code.
+		return httpx.Problem{Status: oauthErr.Status, Code: "OAUTH_" + strings.ToUpper(oauthErr.Code)}
 	}
 	var sourceErr policy.SourceError
 	if errors.As(err, &sourceErr) {

@@ -304,19 +304,22 @@ func (r Run) Overridable(now time.Time) bool {
 func AvailableActions(r Run, p access.Principal, now time.Time) []string {
 	actions := []string{}
 	waiting := r.Status == StatusAwaitingApproval || r.Status == StatusPolicyOverride
+	// An agent may reject or cancel; approving, overriding and recovering
+	// are a person's decisions.
+	human := !p.IsAgent()
 	if waiting && p.Permissions.Has(access.PermRunApprove) {
-		if r.Status == StatusAwaitingApproval && r.GateOpen(now) {
+		if r.Status == StatusAwaitingApproval && r.GateOpen(now) && human {
 			actions = append(actions, ActionApprove)
 		}
 		actions = append(actions, ActionReject)
 	}
-	if r.Overridable(now) && p.Permissions.Has(access.PermPolicyOverrideSoft) {
+	if r.Overridable(now) && p.Permissions.Has(access.PermPolicyOverrideSoft) && human {
 		actions = append(actions, ActionOverridePolicy)
 	}
 	if Cancelable(r.Status) && !r.CancelRequested() && p.Permissions.Has(access.PermRunCancel) {
 		actions = append(actions, ActionCancel)
 	}
-	if r.Status == StatusRecoveryRequired && p.Permissions.Has(access.PermRunRecover) && p.Permissions.Has(access.PermStateRecover) {
+	if r.Status == StatusRecoveryRequired && p.Permissions.Has(access.PermRunRecover) && p.Permissions.Has(access.PermStateRecover) && human {
 		actions = append(actions, ActionRecover)
 	}
 	return actions

@@ -362,6 +362,9 @@ func (s *Service) Attempts(ctx context.Context, q sqlx.QueryerContext, r Run) ([
 // apply due. The apply gate is checked here and again when the runner
 // starts.
 func (s *Service) Approve(ctx context.Context, tx *sqlx.Tx, p access.Principal, runID string, b Binding) (Run, error) {
+	if err := p.RequireHuman(); err != nil {
+		return Run{}, err
+	}
 	r, err := s.decidable(ctx, tx, p, runID, b)
 	if err != nil {
 		return Run{}, err

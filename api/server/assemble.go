@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/riverqueue/river"
@@ -13,6 +14,7 @@ import (
 	"github.com/cairnhq/cairn/api/audit"
 	"github.com/cairnhq/cairn/api/identity"
 	"github.com/cairnhq/cairn/api/launch"
+	"github.com/cairnhq/cairn/api/oauth"
 	"github.com/cairnhq/cairn/api/platform/blob"
 	"github.com/cairnhq/cairn/api/platform/capability"
 	"github.com/cairnhq/cairn/api/platform/config"
@@ -57,6 +59,11 @@ func Assemble(cfg config.Config, conn *sqlx.DB, logger *slog.Logger) (Deps, erro
 	}
 	policies := policy.NewService(conn, blobs, workspaces, admission, inserter, logger, policy.Options{
 		EvaluationTimeout: cfg.PolicyEvaluationTimeout, Capabilities: capability.NewSigner(cfg.AuthSecret)})
+	agents, err := oauth.NewService(conn, OAuthOptions(cfg))
+	if err != nil {
+		return Deps{}, err
+	}
+	deps.OAuth = agents
 	deps.Services = v1.Services{
 		Audit:           audit.NewService(conn),
 		Identity:        ident,
@@ -85,6 +92,20 @@ func openBlobs(cfg config.Config) (*blob.Store, error) {
 		return nil, err
 	}
 	return blob.OpenDir(filepath.Join(cfg.DataDir, "blobs"), sealer)
+}
+
+// OAuthOptions derives the authorization server's settings and keys.
+func OAuthOptions(cfg config.Config) oauth.Options {
+	return oauth.Options{
+		Issuer:         cfg.Issuer(),
+		Resource:       cfg.AgentResource(),
+		ConsentURL:     strings.TrimRight(cfg.DashboardURL, "/") + "/oauth/consent",
+		SigningSeed:    secret.Derive(cfg.AuthSecret, "oauth-access-token-signing"),
+		TokenKey:       secret.Derive(cfg.AuthSecret, "oauth-token"),
+		RequestKey:     secret.Derive(cfg.AuthSecret, "oauth-authorization-request"),
+		AccessTokenTTL: cfg.OAuthAccessTokenTTL,
+		Metadata:       oauth.NewMetadataFetcher(),
+	}
 }
 
 // IdentityOptions derives the identity service's settings and keys.

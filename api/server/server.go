@@ -12,6 +12,7 @@ import (
 
 	"github.com/cairnhq/cairn/api/authserver"
 	"github.com/cairnhq/cairn/api/identity"
+	"github.com/cairnhq/cairn/api/oauth"
 	"github.com/cairnhq/cairn/api/operator"
 	"github.com/cairnhq/cairn/api/platform/buildinfo"
 	"github.com/cairnhq/cairn/api/platform/capability"
@@ -30,6 +31,8 @@ type Deps struct {
 	DB       *sqlx.DB
 	Logger   *slog.Logger
 	Identity *identity.Service
+	// OAuth is the authorization server for agents (nil with Identity).
+	OAuth    *oauth.Service
 	Services v1.Services
 }
 
@@ -79,13 +82,16 @@ func New(deps Deps) (*Server, error) {
 	}))
 	app.Get("/health", s.health)
 	app.Get("/ready", s.ready)
-	authserver.Mount(app.Group("/api/auth"), authserver.Deps{
+	authDeps := authserver.Deps{
 		Identity:       deps.Identity,
+		OAuth:          deps.OAuth,
 		Logger:         deps.Logger,
 		SecureCookies:  deps.Config.SecureCookies,
 		TrustedProxies: deps.Config.TrustedProxyPrefixes(),
 		VouchKey:       clientaddr.VouchKey(deps.Config),
-	})
+	}
+	authserver.MountDiscovery(app, authDeps)
+	authserver.Mount(app.Group("/api/auth"), authDeps)
 	tfe.Mount(app, tfe.Deps{
 		Config: deps.Config, DB: deps.DB, Logger: deps.Logger, Identity: deps.Identity,
 		ServiceAccounts: deps.Services.ServiceAccounts, Workspaces: deps.Services.Workspaces,
@@ -98,6 +104,9 @@ func New(deps Deps) (*Server, error) {
 	v1deps := v1.Deps{Config: deps.Config, DB: deps.DB, Logger: deps.Logger, Services: deps.Services}
 	if deps.Identity != nil {
 		v1deps.Sessions = deps.Identity
+	}
+	if deps.OAuth != nil {
+		v1deps.Agents = deps.OAuth
 	}
 	s.V1 = v1.Mount(app, v1deps)
 	return s, nil

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -50,6 +51,8 @@ type Deps struct {
 	DB       *sqlx.DB
 	Logger   *slog.Logger
 	Sessions Authenticator
+	// Agents resolves agent access tokens; nil refuses every bearer.
+	Agents   AgentAuthenticator
 	Services Services
 }
 
@@ -100,7 +103,16 @@ func Mount(app *fiber.App, deps Deps) *API {
 		"lists are cursor-backed and newest first."
 	cfg.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
 		"session": {Type: "apiKey", In: "cookie", Name: SessionCookie},
+		agentScheme: {Type: "http", Scheme: "bearer", BearerFormat: "JWT",
+			Description: "An agent's OAuth access token from the authorization server at /api/auth (audience {mcp_url}/mcp). " +
+				"Accepted only on the operations listed in " + AgentOperationsExtension + "; mutations need mcp:write."},
 	}
+	agentOps := make([]string, 0, len(AgentOperations))
+	for name := range AgentOperations {
+		agentOps = append(agentOps, name)
+	}
+	slices.Sort(agentOps)
+	cfg.Info.Extensions = map[string]any{AgentOperationsExtension: agentOps}
 	cfg.Transformers = []huma.Transformer{stampRequestID}
 	cfg.Formats = map[string]huma.Format{"application/json": jsonFormat, "json": jsonFormat}
 
@@ -236,9 +248,7 @@ func (a *API) authenticate(ctx huma.Context, next func(huma.Context)) {
 		return
 	}
 	if authz := ctx.Header("Authorization"); authz != "" {
-		// Service-account (sst_) and run (rat_) tokens belong to /api/v2;
-		// agent bearer tokens are not accepted here yet. Either way: 401.
-		a.writeProblem(ctx, httpx.Problem{Status: http.StatusUnauthorized, Code: httpx.CodeUnauthenticated})
+		a.authenticateBearer(ctx, authz, next)
 		return
 	}
 	token := humafiber.UnwrapV2(ctx).Cookies(SessionCookie)
@@ -329,11 +339,22 @@ func register[I, O any](a *API, op huma.Operation, o operationOptions, handler f
 	op.Metadata[metaBodyLimit] = limit
 	op.Metadata[metaMutation] = mutating
 	op.Metadata[metaAdmission] = o.admit
+	agent := agentAccessOf(op, mutating)
+	if o.public && agent != agentNone {
+		panic("v1: public operation " + op.OperationID + " cannot be an agent operation")
+	}
+	op.Metadata[metaAgent] = agent
 	// huma rejects a body whose length reaches MaxBodyBytes, so one more
 	// byte lets a body of exactly the limit through.
 	op.MaxBodyBytes = limit + 1
 	if !o.public {
 		op.Security = []map[string][]string{{"session": {}}}
+		switch agent {
+		case agentRead:
+			op.Security = append(op.Security, map[string][]string{agentScheme: {"mcp:tools"}})
+		case agentWrite:
+			op.Security = append(op.Security, map[string][]string{agentScheme: {"mcp:tools", "mcp:write"}})
+		}
 	}
 	if op.DefaultStatus == 0 {
 		op.DefaultStatus = http.StatusOK

@@ -41,9 +41,16 @@ func keyedRequest(ctx context.Context, key string, input any) (access.Principal,
 		return access.Principal{}, idempotency.Request{}, fmt.Errorf("canonicalizing input: %w", err)
 	}
 	r := routeFrom(ctx)
+	// An agent's keys are its grant's own: neither the person nor another
+	// of their agents replays (or collides with) what it did, and its
+	// stored answers were computed for its narrower permissions.
+	principalID := p.ID
+	if p.Agent != nil {
+		principalID = p.ID + "/agent/" + p.Agent.GrantID
+	}
 	return p, idempotency.Request{
 		OrganizationID: p.OrganizationID,
-		PrincipalID:    p.ID,
+		PrincipalID:    principalID,
 		Key:            key,
 		Method:         r.method,
 		Route:          r.template,

@@ -1,6 +1,8 @@
 package v1
 
 import (
+	"github.com/danielgtaylor/huma/v2"
+
 	"github.com/cairnhq/cairn/api/audit"
 	"github.com/cairnhq/cairn/api/identity"
 	"github.com/cairnhq/cairn/api/launch"
@@ -38,4 +40,24 @@ func (a *API) registerOperations() {
 	a.registerState()
 	a.registerRuns()
 	a.registerPolicies()
+	a.checkAgentOperations()
+}
+
+// checkAgentOperations refuses to start when the published agent list
+// names an operation that does not exist: a misspelt entry would silently
+// take a tool away from agents.
+func (a *API) checkAgentOperations() {
+	registered := map[string]bool{}
+	for _, item := range a.huma.OpenAPI().Paths {
+		for _, op := range []*huma.Operation{item.Get, item.Post, item.Put, item.Patch, item.Delete} {
+			if op != nil {
+				registered[op.OperationID] = true
+			}
+		}
+	}
+	for name := range AgentOperations {
+		if !registered[name] {
+			panic("v1: agent operation " + name + " is not registered")
+		}
+	}
 }

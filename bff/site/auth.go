@@ -12,7 +12,9 @@ import (
 )
 
 type signInPage struct {
-	Email        string
+	Email string
+	// Next is where a successful sign-in continues (the consent screen).
+	Next         string
 	Error        string
 	APIReachable bool
 	APIVersion   string
@@ -20,7 +22,11 @@ type signInPage struct {
 }
 
 func (s *Site) signInPage(w http.ResponseWriter, r *http.Request) {
-	s.renderSignIn(w, r, http.StatusOK, "sign-in.html", "Sign in", signInPage{})
+	next := nextAfterSignIn(r.URL.Query().Get("next"))
+	if next == "/runs" {
+		next = ""
+	}
+	s.renderSignIn(w, r, http.StatusOK, "sign-in.html", "Sign in", signInPage{Next: next})
 }
 
 func (s *Site) signUpPage(w http.ResponseWriter, r *http.Request) {
@@ -80,7 +86,7 @@ func (s *Site) finishSignIn(w http.ResponseWriter, r *http.Request, page, title,
 				message = "Cairn is busy checking other passwords. Try again in a few seconds."
 			}
 		}
-		s.renderSignIn(w, r, http.StatusOK, page, title, signInPage{Email: email, Error: message})
+		s.renderSignIn(w, r, http.StatusOK, page, title, signInPage{Email: email, Error: message, Next: r.PostFormValue("next")})
 		return
 	}
 	name := out.User.Name
@@ -91,7 +97,7 @@ func (s *Site) finishSignIn(w http.ResponseWriter, r *http.Request, page, title,
 		s.unavailable(w, r, s.frame(r, title), err)
 		return
 	}
-	http.Redirect(w, r, "/runs", http.StatusSeeOther)
+	http.Redirect(w, r, nextAfterSignIn(r.PostFormValue("next")), http.StatusSeeOther)
 }
 
 func (s *Site) signOut(w http.ResponseWriter, r *http.Request) {

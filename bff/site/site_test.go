@@ -95,3 +95,21 @@ func TestInvitationCodeMayBeTheWholeLink(t *testing.T) {
 		t.Error("the invite form offers roles the member cannot grant")
 	}
 }
+
+// TestSignInContinuesOnlyToConsent: the next parameter of sign-in returns
+// to the consent screen and nowhere else.
+func TestSignInContinuesOnlyToConsent(t *testing.T) {
+	t.Parallel()
+	for next, want := range map[string]string{
+		"/oauth/consent?client_id=a&sig=b": "/oauth/consent?client_id=a&sig=b",
+		"https://evil.example/":            "/runs",
+		"//evil.example/oauth/consent?x":   "/runs",
+		"/oauth/consent":                   "/runs",
+		"/oauth/consent?x\r\nSet-Cookie:":  "/runs",
+		"/runs/run_x":                      "/runs",
+	} {
+		if got := nextAfterSignIn(next); got != want {
+			t.Errorf("%q: %q, want %q", next, got, want)
+		}
+	}
+}

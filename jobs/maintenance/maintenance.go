@@ -10,6 +10,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/cairnhq/cairn/api/identity"
+	"github.com/cairnhq/cairn/api/oauth"
 	"github.com/cairnhq/cairn/api/platform/idempotency"
 )
 
@@ -57,8 +58,8 @@ const signInThrottleRetention = 24 * time.Hour
 // visible after they closed; the audit events outlive them.
 const invitationRetention = 30 * 24 * time.Hour
 
-// SignInFailureSweepArgs schedules deletion of old sign-in throttle rows
-// and of long-closed invitations.
+// SignInFailureSweepArgs schedules deletion of old sign-in throttle rows,
+// of long-closed invitations and of ended OAuth grants and unused clients.
 type SignInFailureSweepArgs struct{}
 
 // Kind implements river.JobArgs.
@@ -77,6 +78,9 @@ func (w *SignInFailureSweepWorker) Work(ctx context.Context, _ *river.Job[SignIn
 	if _, err := identity.SweepThrottles(ctx, w.DB, now.Add(-signInThrottleRetention)); err != nil {
 		return err
 	}
-	_, err := identity.SweepInvitations(ctx, w.DB, now.Add(-invitationRetention))
+	if _, err := identity.SweepInvitations(ctx, w.DB, now.Add(-invitationRetention)); err != nil {
+		return err
+	}
+	_, err := oauth.Sweep(ctx, w.DB, now)
 	return err
 }

@@ -69,3 +69,42 @@ func TestSignInSweepDeletesOnlyStaleThrottlesAndInvitations(t *testing.T) {
 		t.Fatalf("after sweep: %v", left)
 	}
 }
+
+// TestSignInSweepDeletesEndedGrantsAndUnusedClients: open registration
+// cannot grow the client table without bound, and grants that ended long
+// ago go (with their tokens); live ones and their clients stay.
+func TestSignInSweepDeletesEndedGrantsAndUnusedClients(t *testing.T) {
+	t.Parallel()
+	conn := dbtest.New(t)
+	if _, err := conn.Exec(`
+		INSERT INTO organizations (id, name, slug) VALUES ('org_x', 'X', 'x');
+		INSERT INTO users (id, email, name, password_hash) VALUES ('usr_x', 'x@example.com', 'X', 'h');
+		INSERT INTO oauth_clients (id, kind, name, redirect_uris, grant_types, scopes, token_endpoint_auth_method, created_at) VALUES
+			('ocl_unused_old', 'registered', 'a', '{https://a.example/cb}', '{authorization_code}', '{mcp:tools}', 'none', now() - interval '2 days'),
+			('ocl_unused_new', 'registered', 'b', '{https://a.example/cb}', '{authorization_code}', '{mcp:tools}', 'none', now()),
+			('ocl_used', 'registered', 'c', '{https://a.example/cb}', '{authorization_code}', '{mcp:tools}', 'none', now() - interval '90 days');
+		INSERT INTO oauth_grants (id, client_id, organization_id, user_id, scopes, resource, expires_at, revoked_at, revoked_reason) VALUES
+			('ogr_revoked_long_ago', 'ocl_used', 'org_x', 'usr_x', '{mcp:tools}', 'https://m.example/mcp', now() + interval '1 day', now() - interval '31 days', 'revoked'),
+			('ogr_expired_long_ago', 'ocl_used', 'org_x', 'usr_x', '{mcp:tools}', 'https://m.example/mcp', now() - interval '31 days', NULL, NULL),
+			('ogr_live', 'ocl_used', 'org_x', 'usr_x', '{mcp:tools}', 'https://m.example/mcp', now() + interval '1 day', NULL, NULL);
+		INSERT INTO oauth_access_tokens (id, token_hash, grant_id, scopes, expires_at) VALUES
+			('oat_gone', '\x01', 'ogr_expired_long_ago', '{mcp:tools}', now() - interval '31 days')`); err != nil {
+		t.Fatal(err)
+	}
+	w := &maintenance.SignInFailureSweepWorker{DB: conn}
+	if err := w.Work(context.Background(), &river.Job[maintenance.SignInFailureSweepArgs]{}); err != nil {
+		t.Fatal(err)
+	}
+	var grants, clients []string
+	if err := conn.Select(&grants, `SELECT id FROM oauth_grants ORDER BY id`); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.Select(&clients, `SELECT id FROM oauth_clients ORDER BY id`); err != nil {
+		t.Fatal(err)
+	}
+	var tokens int
+	_ = conn.Get(&tokens, `SELECT count(*) FROM oauth_access_tokens`)
+	if fmt.Sprint(grants) != "[ogr_live]" || fmt.Sprint(clients) != "[ocl_unused_new ocl_used]" || tokens != 0 {
+		t.Fatalf("after sweep: grants %v, clients %v, tokens %d", grants, clients, tokens)
+	}
+}

@@ -85,6 +85,10 @@ type Config struct {
 
 	// SessionTTL bounds how long a sign-in lasts without activity.
 	SessionTTL time.Duration `env:"CAIRN_SESSION_TTL" envDefault:"168h"`
+	// OAuthAccessTokenTTL is the lifetime of agent access tokens. /v1
+	// refuses a revoked one at once; cairn-mcp, which checks signatures,
+	// until it expires.
+	OAuthAccessTokenTTL time.Duration `env:"CAIRN_OAUTH_ACCESS_TOKEN_TTL" envDefault:"1h"`
 	// SecureCookies drops the Secure attribute only when explicitly turned off
 	// for plain-HTTP local use; the cookie name keeps its __Secure- prefix
 	// contract, so browsers refuse it over plain HTTP anyway.
@@ -219,6 +223,9 @@ func (c Config) validate() error {
 			problems = append(problems, fmt.Errorf("CAIRN_TRUSTED_PROXIES: %q is not a CIDR such as 10.0.0.0/8", cidr))
 		}
 	}
+	if c.OAuthAccessTokenTTL < 5*time.Second || c.OAuthAccessTokenTTL > 24*time.Hour {
+		problems = append(problems, errors.New("CAIRN_OAUTH_ACCESS_TOKEN_TTL must be between 5s and 24h"))
+	}
 	if c.SessionTTL < time.Minute {
 		problems = append(problems, errors.New("CAIRN_SESSION_TTL must be at least one minute"))
 	}
@@ -288,6 +295,14 @@ func (c Config) validateSandbox() []error {
 // AuthReady reports whether AUTH_SECRET is present and strong enough. Without
 // it every authenticated surface answers 503.
 func (c Config) AuthReady() bool { return len(c.AuthSecret) >= MinSecretBytes }
+
+// Issuer is the agent authorization server's issuer: the API's public
+// origin, without a trailing slash.
+func (c Config) Issuer() string { return strings.TrimRight(c.PublicURL, "/") }
+
+// AgentResource is the agent endpoint's resource identifier, {mcp_url}/mcp:
+// the one audience of every agent access token.
+func (c Config) AgentResource() string { return strings.TrimRight(c.MCPURL, "/") + "/mcp" }
 
 // TrustedProxyPrefixes returns CAIRN_TRUSTED_PROXIES as prefixes (validated
 // when the configuration was loaded).

@@ -61,6 +61,24 @@ func DecodeJSON(c *fiber.Ctx, limit int64, v any) error {
 	return nil
 }
 
+// DecodeJSONLenient is DecodeJSON for documents whose standard says
+// unknown members must be ignored (RFC 7591 client metadata): it still
+// requires a JSON media type, bounds the body, refuses NUL characters and
+// trailing data, but accepts members v does not name.
+func DecodeJSONLenient(c *fiber.Ctx, limit int64, v any) error {
+	if !declaredJSON(string(c.Request().Header.ContentType())) {
+		return ErrNotJSON
+	}
+	body, err := ReadBody(c, limit)
+	if err != nil {
+		return err
+	}
+	if err := jsondoc.Decode(body, v); err != nil {
+		return fmt.Errorf("%w: malformed JSON", fault.ErrValidation)
+	}
+	return nil
+}
+
 // CheckQuery refuses a query whose names or values, once decoded, are not
 // UTF-8 text without NUL: filters reach SQL as text parameters, which
 // PostgreSQL would refuse mid-request as an internal error.

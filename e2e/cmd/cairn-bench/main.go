@@ -35,7 +35,7 @@ import (
 var (
 	duration    = flag.Duration("duration", 5*time.Second, "how long each load phase runs")
 	concurrency = flag.Int("concurrency", 32, "concurrent clients")
-	only        = flag.String("only", "", "run only these phases (comma-separated: health,mutation,replay,list,state,tofu,runs,policy,dashboard,signin)")
+	only        = flag.String("only", "", "run only these phases (comma-separated: health,mutation,replay,list,agents,state,tofu,runs,policy,dashboard,signin)")
 	rounds      = flag.Int("rounds", 5, "rounds of each tofu command (medians are reported)")
 )
 
@@ -236,11 +236,17 @@ func run() error {
 			report(replay, dbBaseline, "")
 		}
 	}
-	if enabled("list") {
-		list := load("GET /v1/workspaces?limit=20 (session)", *concurrency, *duration, func(int, int) bool {
+	var sessionList result
+	if enabled("list") || enabled("agents") {
+		sessionList = load("GET /v1/workspaces?limit=20 (session)", *concurrency, *duration, func(int, int) bool {
 			return call(client, http.MethodGet, apiURL+"/v1/workspaces?limit=20", token, nil, nil, nil) == http.StatusOK
 		})
-		report(list, baseline, "p99 < 25 ms")
+		report(sessionList, baseline, "p99 < 25 ms")
+	}
+	if enabled("agents") {
+		if err := benchAgents(client, apiURL, token, sessionList); err != nil {
+			return err
+		}
 	}
 
 	if enabled("state") || enabled("tofu") || enabled("runs") || enabled("policy") || enabled("dashboard") {

@@ -27,7 +27,7 @@ const usage = `usage: cairn-dev <command> [args]
 
 commands:
   run     start PostgreSQL (unless DATABASE_URL is set), migrate, bootstrap,
-          then run cairn-api, cairn-worker and cairn-bff in the foreground
+          then run cairn-api, cairn-worker, cairn-bff and cairn-mcp in the foreground
   test    run go vet and go test -race against a throwaway cluster, then
           every fuzz target for a few seconds
   fuzz    run every fuzz target in turn for -fuzztime (FUZZTIME, default 30s)
@@ -327,6 +327,10 @@ func run(ctx context.Context) error {
 		if os.Getenv("CAIRN_PUBLIC_URL") == "" {
 			env = append(env, "CAIRN_PUBLIC_URL=https://localhost:8080")
 		}
+		if os.Getenv("CAIRN_MCP_URL") == "" {
+			// cairn-mcp serves TLS with the same certificate.
+			env = append(env, "CAIRN_MCP_URL=https://localhost:8070")
+		}
 	}
 	if os.Getenv("CAIRN_LOG_FORMAT") == "" {
 		// People read these logs in a terminal.
@@ -355,12 +359,14 @@ func run(ctx context.Context) error {
 	}
 	apiURL := envOr("CAIRN_PUBLIC_URL", lookupEnv(env, "CAIRN_PUBLIC_URL", "http://127.0.0.1:8080"))
 	dashboardURL := envOr("CAIRN_DASHBOARD_URL", "http://127.0.0.1:8090")
-	fmt.Printf("==> Cairn is starting\n    dashboard: %s\n    API:       %s  (health: %s/health, contract: %s/v1/openapi.json)\n    Ctrl-C stops everything.\n",
-		dashboardURL, apiURL, apiURL, apiURL)
+	mcpURL := envOr("CAIRN_MCP_URL", lookupEnv(env, "CAIRN_MCP_URL", "http://127.0.0.1:8070"))
+	fmt.Printf("==> Cairn is starting\n    dashboard: %s\n    API:       %s  (health: %s/health, contract: %s/v1/openapi.json)\n    agents:    %s/mcp\n    Ctrl-C stops everything.\n",
+		dashboardURL, apiURL, apiURL, apiURL, mcpURL)
 	procs := []devstack.Process{
 		{Name: "api", Path: filepath.Join(binDir(), "cairn-api"), Args: []string{"serve"}, Env: env},
 		{Name: "worker", Path: filepath.Join(binDir(), "cairn-worker"), Env: env},
 		{Name: "bff", Path: filepath.Join(binDir(), "cairn-bff"), Env: env},
+		{Name: "mcp", Path: filepath.Join(binDir(), "cairn-mcp"), Env: env},
 	}
 	err = devstack.Supervise(ctx, procs, os.Stdout)
 	if ctx.Err() != nil {

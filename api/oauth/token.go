@@ -1,0 +1,144 @@
+package oauth
+
+import (
+	"crypto"
+	"crypto/ed25519"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
+)
+
+// AccessTokenType is the JWT "typ" of access tokens (RFC 9068), so an
+// access token is never mistaken for another JWT signed by the same
+// issuer, nor another JWT for an access token.
+const AccessTokenType = "at+jwt"
+
+// SigningAlgorithm is the only algorithm access tokens use. Ed25519 keys
+// derive deterministically from a 32-byte seed, so every API replica
+// signs with the same key from AUTH_SECRET alone, with no key store.
+const SigningAlgorithm = jose.EdDSA
+
+// Claims are the claims of an access token. OrganizationID is the
+// organization chosen at consent: /v1 acts in it and nowhere else.
+type Claims struct {
+	Issuer         string           `json:"iss"`
+	Subject        string           `json:"sub"`
+	Audience       jwt.Audience     `json:"aud"`
+	Expiry         *jwt.NumericDate `json:"exp"`
+	NotBefore      *jwt.NumericDate `json:"nbf,omitempty"`
+	IssuedAt       *jwt.NumericDate `json:"iat"`
+	ID             string           `json:"jti"`
+	ClientID       string           `json:"client_id"`
+	Scope          string           `json:"scope"`
+	OrganizationID string           `json:"org_id"`
+}
+
+// Scopes returns the token's scopes.
+func (c Claims) Scopes() []string { return strings.Fields(c.Scope) }
+
+// HasScope reports whether the token carries scope.
+func (c Claims) HasScope(scope string) bool { return slices.Contains(c.Scopes(), scope) }
+
+// Signer signs access tokens with one Ed25519 key.
+type Signer struct {
+	key    ed25519.PrivateKey
+	kid    string
+	signer jose.Signer
+}
+
+// NewSigner derives the signing key from a 32-byte seed.
+func NewSigner(seed []byte) (*Signer, error) {
+	if len(seed) != ed25519.SeedSize {
+		return nil, fmt.Errorf("oauth: the signing seed must be %d bytes", ed25519.SeedSize)
+	}
+	key := ed25519.NewKeyFromSeed(seed)
+	public := jose.JSONWebKey{Key: key.Public(), Algorithm: string(SigningAlgorithm), Use: "sig"}
+	thumb, err := public.Thumbprint(crypto.SHA256)
+	if err != nil {
+		return nil, fmt.Errorf("oauth: key thumbprint: %w", err)
+	}
+	kid := base64.RawURLEncoding.EncodeToString(thumb)
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: SigningAlgorithm, Key: key},
+		(&jose.SignerOptions{}).WithType(AccessTokenType).WithHeader("kid", kid))
+	if err != nil {
+		return nil, fmt.Errorf("oauth: creating signer: %w", err)
+	}
+	return &Signer{key: key, kid: kid, signer: signer}, nil
+}
+
+// Sign returns the compact JWT of claims.
+func (s *Signer) Sign(c Claims) (string, error) {
+	token, err := jwt.Signed(s.signer).Claims(c).Serialize()
+	if err != nil {
+		return "", fmt.Errorf("signing access token: %w", err)
+	}
+	return token, nil
+}
+
+// KeySet is the public JSON Web Key Set that verifies the signer's tokens.
+func (s *Signer) KeySet() jose.JSONWebKeySet {
+	return jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{
+		Key: s.key.Public(), KeyID: s.kid, Algorithm: string(SigningAlgorithm), Use: "sig",
+	}}}
+}
+
+// maxTokenBytes bounds what is parsed at all.
+const maxTokenBytes = 4096
+
+// VerifyAccessToken checks an access token against a key set: the
+// signature (EdDSA only, by kid), the "at+jwt" type, the issuer, exactly
+// one audience equal to audience, and expiry, not-before and issue times
+// with leeway for clock skew. Every failure is ErrInvalidToken; the same
+// function serves /v1 (with the API's own keys) and cairn-mcp (with the
+// JWKS it fetched), so both check tokens the same way.
+func VerifyAccessToken(raw string, keys jose.JSONWebKeySet, issuer, audience string, now time.Time, leeway time.Duration) (Claims, error) {
+	if raw == "" || len(raw) > maxTokenBytes {
+		return Claims{}, ErrInvalidToken
+	}
+	tok, err := jwt.ParseSigned(raw, []jose.SignatureAlgorithm{SigningAlgorithm})
+	if err != nil || len(tok.Headers) != 1 {
+		return Claims{}, ErrInvalidToken
+	}
+	header := tok.Headers[0]
+	if typ, _ := header.ExtraHeaders[jose.HeaderType].(string); !strings.EqualFold(typ, AccessTokenType) && !strings.EqualFold(typ, "application/"+AccessTokenType) {
+		return Claims{}, ErrInvalidToken
+	}
+	matching := keys.Key(header.KeyID)
+	if header.KeyID == "" || len(matching) != 1 || matching[0].Algorithm != string(SigningAlgorithm) {
+		return Claims{}, ErrInvalidToken
+	}
+	var c Claims
+	if err := tok.Claims(matching[0].Key, &c); err != nil {
+		return Claims{}, ErrInvalidToken
+	}
+	if err := c.validate(issuer, audience, now, leeway); err != nil {
+		return Claims{}, errors.Join(ErrInvalidToken, err)
+	}
+	return c, nil
+}
+
+func (c Claims) validate(issuer, audience string, now time.Time, leeway time.Duration) error {
+	switch {
+	case c.Issuer != issuer:
+		return errors.New("issuer")
+	case len(c.Audience) != 1 || c.Audience[0] != audience:
+		return errors.New("audience")
+	case c.Expiry == nil || c.IssuedAt == nil:
+		return errors.New("exp and iat are required")
+	case now.Add(-leeway).After(c.Expiry.Time()):
+		return errors.New("expired")
+	case c.NotBefore != nil && now.Add(leeway).Before(c.NotBefore.Time()):
+		return errors.New("not yet valid")
+	case now.Add(leeway).Before(c.IssuedAt.Time()):
+		return errors.New("issued in the future")
+	case c.Subject == "" || c.ID == "" || c.ClientID == "" || c.OrganizationID == "":
+		return errors.New("sub, jti, client_id and org_id are required")
+	}
+	return nil
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/cairnhq/cairn/api/authserver"
+	"github.com/cairnhq/cairn/api/credential"
 	"github.com/cairnhq/cairn/api/identity"
 	"github.com/cairnhq/cairn/api/operator"
 	"github.com/cairnhq/cairn/api/platform/buildinfo"
@@ -79,6 +80,8 @@ func New(deps Deps) (*Server, error) {
 	}))
 	app.Get("/health", s.health)
 	app.Get("/ready", s.ready)
+	app.Get(credential.DiscoveryPath, s.openIDConfiguration)
+	app.Get(credential.JWKSPath, s.jwks)
 	authserver.Mount(app.Group("/api/auth"), authserver.Deps{
 		Identity:       deps.Identity,
 		Logger:         deps.Logger,

@@ -2,6 +2,7 @@ package v1
 
 import (
 	"github.com/cairnhq/cairn/api/audit"
+	"github.com/cairnhq/cairn/api/credential"
 	"github.com/cairnhq/cairn/api/identity"
 	"github.com/cairnhq/cairn/api/launch"
 	"github.com/cairnhq/cairn/api/policy"
@@ -23,6 +24,7 @@ type Services struct {
 	Runs            *run.Service
 	State           *state.Service
 	Policies        *policy.Service
+	Credentials     *credential.Service
 }
 
 // registerOperations registers every /v1 operation, grouped by domain.
@@ -38,4 +40,5 @@ func (a *API) registerOperations() {
 	a.registerState()
 	a.registerRuns()
 	a.registerPolicies()
+	a.registerCredentials()
 }

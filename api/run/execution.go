@@ -49,6 +49,9 @@ type Started struct {
 	// Credentials is the attempt's one-time credential handle, held in
 	// memory only; nil when the run pinned none.
 	Credentials *credential.Grant
+	// CredentialIssue is how long issuing the handle took in the
+	// sandbox-create intent.
+	CredentialIssue time.Duration
 	// QueueWait is how long the attempt waited between being due and
 	// starting.
 	QueueWait time.Duration
@@ -94,7 +97,9 @@ func (s *Service) StartAttempt(ctx context.Context, attemptID, workerID, driver 
 		// Credentials are issued (and the pinned versions rechecked) in
 		// this transaction: a phase without the credentials its run
 		// needs never gets a sandbox.
+		issueStart := time.Now()
 		grant, reason, err := s.issueCredentials(ctx, tx, r, a)
+		issued := time.Since(issueStart)
 		if err != nil {
 			return err
 		}
@@ -129,7 +134,8 @@ func (s *Service) StartAttempt(ctx context.Context, attemptID, workerID, driver 
 		if err != nil {
 			return err
 		}
-		out = Started{Run: r, Attempt: a, Configuration: cv, SandboxName: name, Credentials: grant, QueueWait: now.Sub(a.QueuedAt)}
+		out = Started{Run: r, Attempt: a, Configuration: cv, SandboxName: name, Credentials: grant, CredentialIssue: issued,
+			QueueWait: now.Sub(a.QueuedAt)}
 		return nil
 	})
 	if err == nil && refused != "" {

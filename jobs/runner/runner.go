@@ -165,6 +165,9 @@ func (r *Runner) Execute(ctx context.Context, st run.Started) error {
 	env := &attemptEnv{st: st, life: life, shuttingDown: func() bool { return ctx.Err() != nil },
 		timedOut: func() bool { return errors.Is(context.Cause(timed), sandbox.ErrTimedOut) },
 		timings:  run.Timings{"queue_wait": float64(st.QueueWait.Microseconds()) / 1000}}
+	if st.Credentials != nil {
+		env.timings["credential_issue"] = float64(st.CredentialIssue.Microseconds()) / 1000
+	}
 	beating := make(chan struct{})
 	go func() {
 		defer close(beating)

@@ -66,6 +66,7 @@ type signingKey struct {
 	key         *rsa.PrivateKey
 	notBefore   time.Time
 	retireAfter time.Time
+	loadedAt    time.Time
 }
 
 // NewIssuer returns the issuer whose identifier is issuerURL
@@ -211,30 +212,34 @@ func publicJWK(pub *rsa.PublicKey) JWK {
 	return JWK{KeyType: "RSA", Use: "sig", Algorithm: "RS256", KeyID: base64.RawURLEncoding.EncodeToString(thumb[:]), N: n, E: e}
 }
 
-// signer returns the key that signs now, from memory while it is current.
+// keyRefresh is how long a process signs with the key it loaded before it
+// looks again: each look also keeps the rotation going, so a successor is
+// published PublishAhead before its predecessor retires.
+const keyRefresh = time.Hour
+
+// signer returns the key that signs now, from memory while it is current
+// and was loaded within keyRefresh.
 func (i *Issuer) signer(ctx context.Context) (*signingKey, error) {
 	now := i.now()
 	i.mu.Lock()
 	cached := i.cached
 	i.mu.Unlock()
-	if cached != nil && !now.Before(cached.notBefore) && now.Before(cached.retireAfter) {
+	if cached != nil && !now.Before(cached.notBefore) && now.Before(cached.retireAfter) && now.Sub(cached.loadedAt) < keyRefresh {
 		return cached, nil
 	}
 	if i.sealer == nil {
 		return nil, ErrNoSigningKey
 	}
-	k, err := i.activeKey(ctx, now)
-	if errors.Is(err, sql.ErrNoRows) {
-		if err := i.Rotate(ctx); err != nil {
-			return nil, err
-		}
-		// The first key signs from the moment Rotate read the clock,
-		// which is after now.
-		k, err = i.activeKey(ctx, i.now())
+	if err := i.Rotate(ctx); err != nil {
+		return nil, err
 	}
+	// The first key signs from the moment Rotate read the clock, which is
+	// after now.
+	k, err := i.activeKey(ctx, i.now())
 	if err != nil {
 		return nil, err
 	}
+	k.loadedAt = now
 	i.mu.Lock()
 	i.cached = k
 	i.mu.Unlock()
@@ -252,7 +257,7 @@ func (i *Issuer) activeKey(ctx context.Context, now time.Time) (*signingKey, err
 		WHERE not_before <= $1 AND retire_after > $1 ORDER BY not_before DESC LIMIT 1`, now)
 	if err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
-			return nil, err
+			return nil, fmt.Errorf("no signing key in force: %w", ErrNoSigningKey)
 		}
 		return nil, fmt.Errorf("reading signing key: %w", err)
 	}

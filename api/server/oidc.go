@@ -25,13 +25,14 @@ func (s *Server) jwks(c *fiber.Ctx) error {
 	if creds == nil {
 		return c.SendStatus(http.StatusServiceUnavailable)
 	}
-	// A first request publishes the first key, so a verifier never meets
-	// an empty set while federation is in use.
-	if err := creds.Issuer().Rotate(c.UserContext()); err != nil {
-		s.deps.Logger.WarnContext(c.UserContext(), "rotating signing keys", "error", err)
-		return c.SendStatus(http.StatusServiceUnavailable)
-	}
 	keys, err := creds.Issuer().JWKS(c.UserContext())
+	if err == nil && len(keys) == 0 {
+		// Before the first token: publish the first key, so a verifier
+		// that looks early does not cache an empty set.
+		if err = creds.Issuer().Rotate(c.UserContext()); err == nil {
+			keys, err = creds.Issuer().JWKS(c.UserContext())
+		}
+	}
 	if err != nil {
 		s.deps.Logger.WarnContext(c.UserContext(), "reading signing keys", "error", err)
 		return c.SendStatus(http.StatusServiceUnavailable)

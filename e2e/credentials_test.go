@@ -8,7 +8,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"net/url"
 	"regexp"
 	"strings"
 	"testing"
@@ -355,4 +357,64 @@ func decodeB64(s string) ([]byte, error) {
 	s = strings.TrimRight(s, "=")
 	s = strings.NewReplacer("-", "+", "_", "/").Replace(s)
 	return base64.RawStdEncoding.DecodeString(s)
+}
+
+// TestCloudAccessSettingsNeverShowASecret drives the dashboard's cloud
+// access page: a generic secret written through its form, verified and
+// revoked after their confirmations; the page shows the names it sets and
+// never the value.
+func TestCloudAccessSettingsNeverShowASecret(t *testing.T) {
+	t.Parallel()
+	s := StartStack(t)
+	m := s.newMember(t, "cloudaccess")
+	wsID := s.createWorkspace(t, m, "cloud-access", "us")
+	d := signInToDashboard(t, s, m.email)
+	settings := "/workspaces/" + wsID + "/settings/cloud-access"
+	const canary = "canary-dashboard-5e2b91"
+	post := func(path string, form url.Values) string {
+		t.Helper()
+		page := d.page(t, settings)
+		csrf := regexp.MustCompile(`name="csrf_token" value="([0-9a-f]+)"`).FindStringSubmatch(page)
+		if csrf == nil {
+			t.Fatalf("no form on the settings page:\n%s", page)
+		}
+		form.Set("csrf_token", csrf[1])
+		req, _ := http.NewRequest(http.MethodPost, s.DashboardURL+path, strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", s.DashboardURL)
+		resp, err := d.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode == http.StatusSeeOther {
+			return d.page(t, resp.Header.Get("Location"))
+		}
+		return string(body)
+	}
+	page := post(settings+"/profiles", url.Values{"provider": {"generic_secret"}, "name": {"database"}})
+	profile := regexp.MustCompile(`/profiles/(cpr_[a-z0-9]+)/versions"`).FindStringSubmatch(page)
+	if profile == nil {
+		t.Fatalf("no profile on the page:\n%s", page)
+	}
+	base := settings + "/profiles/" + profile[1]
+	page = post(base+"/versions", url.Values{"provider": {"generic_secret"}, "phase": {"plan_and_apply"},
+		"environment": {"TF_VAR_db_password=" + canary + "\nAPI_TOKEN=x"}})
+	version := regexp.MustCompile(`/versions/(cpv_[a-z0-9]+)/verify"`).FindStringSubmatch(page)
+	if version == nil || !strings.Contains(page, "TF_VAR_db_password") {
+		t.Fatalf("no version on the page:\n%s", page)
+	}
+	if page = post(base+"/versions/"+version[1]+"/verify", url.Values{}); !strings.Contains(page, "Yes, verify") {
+		t.Fatalf("verify did not ask for confirmation:\n%s", page)
+	}
+	if page = post(base+"/versions/"+version[1]+"/verify", url.Values{"confirm": {"yes"}}); !strings.Contains(page, "current") {
+		t.Fatalf("verified version not current:\n%s", page)
+	}
+	if page = post(base+"/versions/"+version[1]+"/revoke", url.Values{"confirm": {"yes"}}); !strings.Contains(page, "revoked") {
+		t.Fatalf("revoke:\n%s", page)
+	}
+	if strings.Contains(page, canary) || strings.Contains(s.Logs(), canary) {
+		t.Fatal("the dashboard or a log shows the secret")
+	}
 }

@@ -4,22 +4,20 @@ import (
 	"bytes"
 	"encoding/json"
 	"strings"
+
+	"github.com/cairnhq/cairn/api/platform/mask"
 )
 
 // RedactSecrets redacts every value (string, number, or object by one of
-// its keys) that contains one of secrets.
+// its keys) that contains one of secrets in any of its spellings (escaped,
+// base64, URL-encoded; see package mask), however short.
 // Masks are not always enough: a provider can copy a sensitive input into
 // an attribute its schema does not mark sensitive (terraform_data's output
 // does), and the plan then carries the value unmasked. The runner knows the
 // sensitive values it fed the plan, so it removes them wherever they ended
 // up. It reports whether anything was redacted.
 func (a *Artifact) RedactSecrets(secrets []string) bool {
-	var live []string
-	for _, s := range secrets {
-		if s != "" {
-			live = append(live, s)
-		}
-	}
+	live := mask.Forms(secrets)
 	if len(live) == 0 {
 		return false
 	}
@@ -51,13 +49,11 @@ func (a *Artifact) RedactSecrets(secrets []string) bool {
 	return changed
 }
 
-func containsAny(s string, secrets []string) bool {
-	for _, sec := range secrets {
-		if strings.Contains(s, sec) {
-			return true
-		}
-		// The JSON encoding may escape characters of the secret.
-		if enc, err := json.Marshal(sec); err == nil && strings.Contains(s, string(enc[1:len(enc)-1])) {
+// containsAny reports whether s holds one of forms; the forms include the
+// JSON-escaped spelling, so raw JSON is searched as well as decoded text.
+func containsAny(s string, forms []string) bool {
+	for _, f := range forms {
+		if strings.Contains(s, f) {
 			return true
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cairnhq/cairn/api/access"
 	"github.com/cairnhq/cairn/api/audit"
+	"github.com/cairnhq/cairn/api/credential"
 	"github.com/cairnhq/cairn/api/identity"
 	"github.com/cairnhq/cairn/api/launch"
 	"github.com/cairnhq/cairn/api/oauth"
@@ -100,6 +101,14 @@ var table = []struct {
 	{oauth.ErrInsufficientScope, httpx.Problem{Status: http.StatusForbidden, Code: "insufficient_scope"}},
 	{oauth.ErrRequestExpired, httpx.Problem{Status: http.StatusBadRequest, Code: "OAUTH_REQUEST_EXPIRED"}},
 
+	{credential.ErrPhaseUnsupported, httpx.Problem{Status: http.StatusBadRequest, Code: "CREDENTIAL_PROFILE_PHASE_UNSUPPORTED"}},
+	{credential.ErrSecretValueInvalid, httpx.Problem{Status: http.StatusBadRequest, Code: "CREDENTIAL_SECRET_VALUE_INVALID"}},
+	{credential.ErrConfigurationInvalid, httpx.Problem{Status: http.StatusBadRequest, Code: "CREDENTIAL_CONFIGURATION_INVALID"}},
+	{credential.ErrEnvironmentTooLarge, httpx.Problem{Status: http.StatusRequestEntityTooLarge, Code: httpx.CodePayloadTooLarge}},
+	{credential.ErrProfileArchived, httpx.Problem{Status: http.StatusConflict, Code: "CREDENTIAL_PROFILE_ARCHIVED"}},
+	{credential.ErrVersionDisabled, httpx.Problem{Status: http.StatusConflict, Code: "CREDENTIAL_PROFILE_VERSION_DISABLED"}},
+	{credential.ErrTooManyProfiles, httpx.Problem{Status: http.StatusConflict, Code: "CREDENTIAL_PROFILE_LIMIT_REACHED"}},
+	{credential.ErrHMACKeyUnavailable, httpx.Problem{Status: http.StatusServiceUnavailable, Code: httpx.CodeUnavailable}},
 	{fault.ErrNotFound, httpx.Problem{Status: http.StatusNotFound, Code: httpx.CodeNotFound}},
 	{fault.ErrUnauthenticated, httpx.Problem{Status: http.StatusUnauthorized, Code: httpx.CodeUnauthenticated}},
 	{fault.ErrForbidden, httpx.Problem{Status: http.StatusForbidden, Code: httpx.CodeForbidden}},

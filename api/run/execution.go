@@ -15,6 +15,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/cairnhq/cairn/api/audit"
+	"github.com/cairnhq/cairn/api/credential"
 	"github.com/cairnhq/cairn/api/launch"
 	"github.com/cairnhq/cairn/api/platform/blob"
 	"github.com/cairnhq/cairn/api/platform/db"
@@ -45,6 +46,12 @@ type Started struct {
 	Attempt       Attempt
 	Configuration ConfigurationVersion
 	SandboxName   string
+	// Credentials is the attempt's one-time credential handle, held in
+	// memory only; nil when the run pinned none.
+	Credentials *credential.Grant
+	// CredentialIssue is how long issuing the handle took in the
+	// sandbox-create intent.
+	CredentialIssue time.Duration
 	// QueueWait is how long the attempt waited between being due and
 	// starting.
 	QueueWait time.Duration
@@ -58,7 +65,7 @@ type Started struct {
 // ends the run as errored instead and returns ErrApplyRefused.
 func (s *Service) StartAttempt(ctx context.Context, attemptID, workerID, driver string) (Started, error) {
 	var out Started
-	var refused string
+	var refused, credRefused string
 	err := db.WithTx(ctx, s.db, func(tx *sqlx.Tx) error {
 		r, a, err := lockAttempt(ctx, tx, attemptID)
 		if err != nil {
@@ -87,6 +94,19 @@ func (s *Service) StartAttempt(ctx context.Context, attemptID, workerID, driver 
 				return s.refuseApply(ctx, tx, r, a, refused)
 			}
 		}
+		// Credentials are issued (and the pinned versions rechecked) in
+		// this transaction: a phase without the credentials its run
+		// needs never gets a sandbox.
+		issueStart := time.Now()
+		grant, reason, err := s.issueCredentials(ctx, tx, r, a)
+		issued := time.Since(issueStart)
+		if err != nil {
+			return err
+		}
+		if reason != "" {
+			credRefused = reason
+			return s.refuseCredentials(ctx, tx, r, a, reason)
+		}
 		granted, err := s.launch.TakeLease(ctx, tx, r.Region, launch.LeaseHolder{AttemptID: a.ID})
 		if err != nil {
 			return err
@@ -114,11 +134,15 @@ func (s *Service) StartAttempt(ctx context.Context, attemptID, workerID, driver 
 		if err != nil {
 			return err
 		}
-		out = Started{Run: r, Attempt: a, Configuration: cv, SandboxName: name, QueueWait: now.Sub(a.QueuedAt)}
+		out = Started{Run: r, Attempt: a, Configuration: cv, SandboxName: name, Credentials: grant, CredentialIssue: issued,
+			QueueWait: now.Sub(a.QueuedAt)}
 		return nil
 	})
 	if err == nil && refused != "" {
 		return Started{}, fmt.Errorf("%w (%s)", ErrApplyRefused, refused)
+	}
+	if err == nil && credRefused != "" {
+		return Started{}, fmt.Errorf("%w (%s)", ErrCredentialsUnavailable, credRefused)
 	}
 	return out, err
 }

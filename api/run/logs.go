@@ -5,13 +5,13 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
 
 	"github.com/cairnhq/cairn/api/access"
+	"github.com/cairnhq/cairn/api/platform/mask"
 )
 
 // LogChunk is one sanitized piece of a run's output.
@@ -33,8 +33,6 @@ type LogQuery struct {
 const (
 	maxLogPage   = 100
 	maxChunkSize = 32 << 10
-	// minMaskedBytes is the shortest secret masked in logs.
-	minMaskedBytes = 3
 	// redacted replaces every secret occurrence in a log line.
 	redacted = "(sensitive value)"
 )
@@ -182,6 +180,7 @@ func (l *LogSink) Flush(ctx context.Context, final bool) error {
 // makes the text storable. Nothing is masked before it is known whether a
 // secret (a PEM key spans lines) continues past it.
 type logBuffer struct {
+	secrets []string
 	masker  *strings.Replacer
 	forms   []maskForm
 	pending strings.Builder // masked, storable text not yet stored
@@ -198,7 +197,7 @@ type maskForm struct {
 
 func newLogBuffer(secrets []string) logBuffer {
 	forms := maskedForms(secrets)
-	b := logBuffer{masker: masker(forms)}
+	b := logBuffer{secrets: secrets, masker: masker(forms)}
 	for _, f := range forms {
 		mf := maskForm{text: []byte(f), border: make([]int, len(f)), multiline: strings.ContainsRune(f, '\n')}
 		for i, k := 1, 0; i < len(f); i++ {
@@ -365,27 +364,9 @@ func logChunks(body string) []string {
 	return out
 }
 
-// maskedForms are the spellings of secrets the CLI may print: each secret
-// and its quoted, escaped form.
-func maskedForms(secrets []string) []string {
-	var forms []string
-	seen := map[string]bool{}
-	for _, sec := range secrets {
-		if len(sec) < minMaskedBytes {
-			// Too short to mask without destroying the log; such values
-			// are still never printed by tofu, which masks sensitive values.
-			continue
-		}
-		quoted := strconv.Quote(sec)
-		for _, f := range []string{sec, quoted[1 : len(quoted)-1]} {
-			if !seen[f] {
-				seen[f] = true
-				forms = append(forms, f)
-			}
-		}
-	}
-	return forms
-}
+// maskedForms are the spellings of secrets the CLI or a provider may
+// print (see package mask), however short the secret.
+func maskedForms(secrets []string) []string { return mask.Forms(secrets) }
 
 // masker replaces each form, longest first so a secret containing another
 // is masked whole.
@@ -398,6 +379,20 @@ func masker(forms []string) *strings.Replacer {
 		pairs = append(pairs, f, redacted)
 	}
 	return strings.NewReplacer(pairs...)
+}
+
+// AddSecrets masks more secrets in everything not yet masked: values the
+// runner learns after the sink opened (credentials redeemed inside sandbox
+// start). Lines written before held none of them.
+func (l *LogSink) AddSecrets(secrets []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	all := append(slices.Clone(l.buf.secrets), secrets...)
+	rest := bytes.Clone(l.buf.partial.Bytes())
+	pending := l.buf.pending.String()
+	l.buf = newLogBuffer(all)
+	l.buf.pending.WriteString(pending)
+	l.buf.write(rest)
 }
 
 // Line appends one line written by the runner itself (not the CLI); it

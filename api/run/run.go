@@ -164,17 +164,20 @@ type Run struct {
 	PolicyGateUntil *time.Time `db:"policy_gate_until"`
 	// PolicySnapshotError records an effective attachment list that could
 	// not be snapshotted; the policy stage then ends in error.
-	PolicySnapshotError *string    `db:"policy_snapshot_error"`
-	ApprovalDeadline    *time.Time `db:"approval_deadline"`
-	DecisionAction      *string    `db:"decision_action"`
-	DecisionActorKind   *string    `db:"decision_actor_kind"`
-	DecisionActorID     *string    `db:"decision_actor_id"`
-	DecidedAt           *time.Time `db:"decided_at"`
-	TerminalReason      *string    `db:"terminal_reason"`
-	StateVersionID      *string    `db:"state_version_id"`
-	StatusTimestamps    Timestamps `db:"status_timestamps"`
-	CreatedAt           time.Time  `db:"created_at"`
-	UpdatedAt           time.Time  `db:"updated_at"`
+	PolicySnapshotError *string `db:"policy_snapshot_error"`
+	// CredentialSnapshotError records why the run's credentials could
+	// not be snapshotted; its plan then ends plan_credentials_required.
+	CredentialSnapshotError *string    `db:"credential_snapshot_error"`
+	ApprovalDeadline        *time.Time `db:"approval_deadline"`
+	DecisionAction          *string    `db:"decision_action"`
+	DecisionActorKind       *string    `db:"decision_actor_kind"`
+	DecisionActorID         *string    `db:"decision_actor_id"`
+	DecidedAt               *time.Time `db:"decided_at"`
+	TerminalReason          *string    `db:"terminal_reason"`
+	StateVersionID          *string    `db:"state_version_id"`
+	StatusTimestamps        Timestamps `db:"status_timestamps"`
+	CreatedAt               time.Time  `db:"created_at"`
+	UpdatedAt               time.Time  `db:"updated_at"`
 
 	// ApprovedBinding is the review an approval named; starting the apply
 	// checks the run still has exactly that review.

@@ -100,9 +100,12 @@ func TestAvailableActions(t *testing.T) {
 
 func TestMaskerHidesEverySpellingOfASecret(t *testing.T) {
 	t.Parallel()
-	m := masker(maskedForms([]string{"s3cr3t\"quote", "ab", "s3cr3t"}))
-	out := m.Replace(`a s3cr3t"quote b "s3cr3t\"quote" c s3cr3t ab`)
-	if want := `a (sensitive value) b "(sensitive value)" c (sensitive value) ab`; out != want {
+	// A short secret is masked too, and so are the base64 and URL-encoded
+	// spellings of each.
+	m := masker(maskedForms([]string{"s3cr3t\"quote", "ab", "s3cr3t", "a/b+c"}))
+	out := m.Replace(`a s3cr3t"quote b "s3cr3t\"quote" c s3cr3t ab czNjcjN0 a%2Fb%2Bc a%2Fb+c YS9iK2M YS9iK2M x`)
+	if want := `a (sensitive value) b "(sensitive value)" c (sensitive value) (sensitive value) (sensitive value) ` +
+		`(sensitive value) (sensitive value) (sensitive value) (sensitive value) x`; out != want {
 		t.Fatalf("masked %q, want %q", out, want)
 	}
 }

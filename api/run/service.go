@@ -18,6 +18,7 @@ import (
 
 	"github.com/cairnhq/cairn/api/access"
 	"github.com/cairnhq/cairn/api/audit"
+	"github.com/cairnhq/cairn/api/credential"
 	"github.com/cairnhq/cairn/api/launch"
 	"github.com/cairnhq/cairn/api/platform/blob"
 	"github.com/cairnhq/cairn/api/platform/cursor"
@@ -61,6 +62,7 @@ type Service struct {
 	state      *state.Service
 	launch     *launch.Service
 	policies   *policy.Service
+	creds      *credential.Service
 	jobs       JobInserter
 	logger     *slog.Logger
 	opts       Options
@@ -70,7 +72,7 @@ type Service struct {
 // NewService returns the run service. blobs may be nil (no master key):
 // everything that stores or reads artifacts then fails closed.
 func NewService(conn *sqlx.DB, blobs *blob.Store, workspaces *workspace.Service, states *state.Service,
-	admission *launch.Service, policies *policy.Service, jobs JobInserter, logger *slog.Logger, opts Options) *Service {
+	admission *launch.Service, policies *policy.Service, creds *credential.Service, jobs JobInserter, logger *slog.Logger, opts Options) *Service {
 	if opts.ApprovalTimeout <= 0 {
 		opts.ApprovalTimeout = 24 * time.Hour
 	}
@@ -80,7 +82,7 @@ func NewService(conn *sqlx.DB, blobs *blob.Store, workspaces *workspace.Service,
 	if opts.PlanMaxAttempts <= 0 {
 		opts.PlanMaxAttempts = DefaultPlanMaxAttempts
 	}
-	return &Service{db: conn, blobs: blobs, workspaces: workspaces, state: states, launch: admission, policies: policies, jobs: jobs,
+	return &Service{db: conn, blobs: blobs, workspaces: workspaces, state: states, launch: admission, policies: policies, creds: creds, jobs: jobs,
 		logger: logger, opts: opts, now: time.Now}
 }
 
@@ -124,14 +126,17 @@ func (in CreateInput) validate() error {
 }
 
 // inputSnapshot is what a run pins besides its configuration: the
-// workspace settings version and every variable by identity and digest
-// (the values are copied beside it, see workspace.PinValues).
+// workspace settings version, every variable by identity and digest (the
+// values are copied beside it, see workspace.PinValues) and the exact
+// credential profile versions (by identity and the names they set; their
+// secrets stay sealed with the version until a sandbox redeems them).
 type inputSnapshot struct {
 	SettingsVersion int                     `json:"settings_version"`
 	ToolVersion     string                  `json:"tool_version"`
 	Region          string                  `json:"region"`
 	Platform        string                  `json:"platform"`
 	Variables       []workspace.VariableRef `json:"variables"`
+	Credentials     []credential.Ref        `json:"credentials,omitempty"`
 }
 
 // CreateRun creates a run and, when the workspace's queue is free, makes
@@ -164,8 +169,15 @@ func (s *Service) CreateRun(ctx context.Context, tx *sqlx.Tx, p access.Principal
 	if err != nil {
 		return Run{}, err
 	}
+	// The current verified versions of the workspace's credential profiles
+	// are pinned now; a profile runs need that has none usable fails the
+	// snapshot, and the plan ends plan_credentials_required.
+	creds, credErr, err := s.creds.SnapshotRun(ctx, tx, w.OrganizationID, w.ID, in.Kind == KindSpeculative)
+	if err != nil {
+		return Run{}, err
+	}
 	snapshot, err := json.Marshal(inputSnapshot{SettingsVersion: w.SettingsVersion, ToolVersion: w.ToolVersion,
-		Region: w.Region, Platform: w.Platform, Variables: vars.Refs()})
+		Region: w.Region, Platform: w.Platform, Variables: vars.Refs(), Credentials: creds})
 	if err != nil {
 		return Run{}, fmt.Errorf("encoding input snapshot: %w", err)
 	}
@@ -178,6 +190,9 @@ func (s *Service) CreateRun(ctx context.Context, tx *sqlx.Tx, p access.Principal
 		Region: w.Region, Platform: w.Platform, RunnerRelease: launch.RunnerRelease, CreatedByKind: p.Kind,
 		CreatedByID: p.ID, PlanStatus: PhasePending, ApplyStatus: PhasePending,
 		StatusTimestamps: Timestamps{string(StatusPending): now}, CreatedAt: now, UpdatedAt: now,
+	}
+	if credErr != "" {
+		r.CredentialSnapshotError = &credErr
 	}
 	if err := insertRun(ctx, tx, r); err != nil {
 		return Run{}, err

@@ -63,7 +63,7 @@ const runColumns = `id, organization_id, project_id, workspace_id, kind, status,
 	configuration_version_id, configuration_digest, dependency_lock_digest, input_snapshot, input_snapshot_digest,
 	settings_version, tool_version, region, platform, runner_release, created_by_kind, created_by_id, plan_status,
 	apply_status, has_changes, resource_additions, resource_changes, resource_destructions, plan_digest,
-	predecessor_state_version_id, policy_outcome, policy_result_digest, policy_gate_until, policy_snapshot_error, approval_deadline, approved_binding, decision_action,
+	predecessor_state_version_id, policy_outcome, policy_result_digest, policy_gate_until, policy_snapshot_error, credential_snapshot_error, approval_deadline, approved_binding, decision_action,
 	decision_actor_kind, decision_actor_id, decided_at, terminal_reason, state_version_id, status_timestamps,
 	created_at, updated_at`
 
@@ -71,11 +71,12 @@ func insertRun(ctx context.Context, q sqlx.ExtContext, r Run) error {
 	_, err := q.ExecContext(ctx, `INSERT INTO runs (id, organization_id, project_id, workspace_id, kind, status, message,
 		source, configuration_version_id, configuration_digest, dependency_lock_digest, input_snapshot, input_snapshot_digest,
 		settings_version, tool_version, region, platform, runner_release, created_by_kind, created_by_id, status_timestamps,
-		created_at, updated_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $22)`,
+		created_at, updated_at, credential_snapshot_error)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $22, $23)`,
 		r.ID, r.OrganizationID, r.ProjectID, r.WorkspaceID, r.Kind, r.Status, r.Message, r.Source, r.ConfigurationVersionID,
 		r.ConfigurationDigest, r.DependencyLockDigest, string(r.InputSnapshot), r.InputSnapshotDigest, r.SettingsVersion,
-		r.ToolVersion, r.Region, r.Platform, r.RunnerRelease, r.CreatedByKind, r.CreatedByID, r.StatusTimestamps, r.CreatedAt)
+		r.ToolVersion, r.Region, r.Platform, r.RunnerRelease, r.CreatedByKind, r.CreatedByID, r.StatusTimestamps, r.CreatedAt,
+		r.CredentialSnapshotError)
 	if err != nil {
 		return fmt.Errorf("inserting run: %w", err)
 	}

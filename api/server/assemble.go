@@ -12,6 +12,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
 
 	"github.com/cairnhq/cairn/api/audit"
+	"github.com/cairnhq/cairn/api/credential"
 	"github.com/cairnhq/cairn/api/identity"
 	"github.com/cairnhq/cairn/api/launch"
 	"github.com/cairnhq/cairn/api/oauth"
@@ -64,6 +65,14 @@ func Assemble(cfg config.Config, conn *sqlx.DB, logger *slog.Logger) (Deps, erro
 		return Deps{}, err
 	}
 	deps.OAuth = agents
+	// The workload-identity issuer signs with keys of its own, sealed
+	// under the master key like every other secret at rest.
+	issuer := credential.NewIssuer(conn, sealer, cfg.Issuer()+credential.IssuerPath)
+	creds := credential.NewService(conn, sealer, workspaces, admission, issuer, credential.Options{
+		HMACKey:       cfg.IdempotencyKeyBytes(),
+		HandleKey:     secret.Derive(cfg.AuthSecret, "credential-handle"),
+		TokenLifetime: cfg.PhaseTimeout,
+	})
 	deps.Services = v1.Services{
 		Audit:           audit.NewService(conn),
 		Identity:        ident,
@@ -72,7 +81,8 @@ func Assemble(cfg config.Config, conn *sqlx.DB, logger *slog.Logger) (Deps, erro
 		Launch:          admission,
 		State:           states,
 		Policies:        policies,
-		Runs: run.NewService(conn, blobs, workspaces, states, admission, policies, inserter, logger, run.Options{
+		Credentials:     creds,
+		Runs: run.NewService(conn, blobs, workspaces, states, admission, policies, creds, inserter, logger, run.Options{
 			ApprovalTimeout: cfg.ApprovalTimeout,
 			TokenKey:        secret.Derive(cfg.AuthSecret, "run-token"),
 			PlanMaxAttempts: cfg.PlanMaxAttempts,

@@ -11,6 +11,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/cairnhq/cairn/api/authserver"
+	"github.com/cairnhq/cairn/api/credential"
 	"github.com/cairnhq/cairn/api/identity"
 	"github.com/cairnhq/cairn/api/oauth"
 	"github.com/cairnhq/cairn/api/operator"
@@ -82,6 +83,8 @@ func New(deps Deps) (*Server, error) {
 	}))
 	app.Get("/health", s.health)
 	app.Get("/ready", s.ready)
+	app.Get(credential.IssuerPath+credential.DiscoveryPath, s.openIDConfiguration)
+	app.Get(credential.IssuerPath+credential.JWKSPath, s.jwks)
 	authDeps := authserver.Deps{
 		Identity:       deps.Identity,
 		OAuth:          deps.OAuth,

@@ -36,6 +36,9 @@ const (
 	admitWorkspace
 	admitVariable
 	admitRun
+	// admitCredentialProfile resolves the workspace of the credential
+	// profile the {id} path parameter names.
+	admitCredentialProfile
 	// admitInHandler operations carry their ownership in the JSON body:
 	// the handler resolves it and calls requireAdmission before writing
 	// (creating a run also passes the new-run rule in its transaction).
@@ -89,6 +92,8 @@ func (a *API) subjectOf(ctx context.Context, p access.Principal, kind admission,
 		query = `SELECT workspace_id FROM workspace_variables WHERE id = $1 AND organization_id = $2`
 	case admitRun:
 		query = `SELECT workspace_id FROM runs WHERE id = $1 AND organization_id = $2`
+	case admitCredentialProfile:
+		query = `SELECT workspace_id FROM credential_profiles WHERE id = $1 AND organization_id = $2`
 	default:
 		return launch.Subject{}, fmt.Errorf("admission %d has no ownership projection", kind)
 	}

@@ -2,6 +2,7 @@ package v1
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -35,7 +36,10 @@ const (
 
 	metaPublic    = "cairn.public"
 	metaBodyLimit = "cairn.body_limit"
-	metaMutation  = "cairn.mutation"
+	// metaNULProblem is the problem an operation answers a body with a
+	// NUL character with, when it has a code of its own for it.
+	metaNULProblem = "cairn.nul_problem"
+	metaMutation   = "cairn.mutation"
 )
 
 // Authenticator resolves a session token to a principal with a live
@@ -83,7 +87,10 @@ func installErrors() {
 		huma.NewError = func(status int, _ string, _ ...error) huma.StatusError {
 			return httpx.NewErrorBody(httpx.ProblemForStatus(status))
 		}
-		huma.NewErrorWithContext = func(_ huma.Context, status int, msg string, errs ...error) huma.StatusError {
+		huma.NewErrorWithContext = func(ctx huma.Context, status int, msg string, errs ...error) huma.StatusError {
+			if p, ok := nulProblem(ctx, errs); ok {
+				return httpx.NewErrorBody(p)
+			}
 			return huma.NewError(status, msg, errs...)
 		}
 	})
@@ -213,6 +220,26 @@ func (a *API) limitBody(ctx huma.Context, next func(huma.Context)) {
 	next(ctx)
 }
 
+// nulProblem is the operation's own problem for a body refused because it
+// holds a NUL character (a generic secret's value), if it has one.
+func nulProblem(ctx huma.Context, errs []error) (httpx.Problem, bool) {
+	if ctx == nil || ctx.Operation() == nil {
+		return httpx.Problem{}, false
+	}
+	p, ok := ctx.Operation().Metadata[metaNULProblem].(httpx.Problem)
+	if !ok {
+		return httpx.Problem{}, false
+	}
+	for _, err := range errs {
+		// huma keeps only the text of the format's error.
+		var detail *huma.ErrorDetail
+		if errors.As(err, &detail) && detail.Location == "body" && detail.Message == jsondoc.ErrNUL.Error() {
+			return p, true
+		}
+	}
+	return httpx.Problem{}, false
+}
+
 // jsonFormat is huma's JSON format refusing NUL characters in request
 // bodies, which no text column can store.
 var jsonFormat = huma.Format{
@@ -299,6 +326,9 @@ type operationOptions struct {
 	public    bool
 	mutation  bool
 	bodyLimit int64
+	// nulProblem, when set, answers a body with a NUL character instead
+	// of the generic validation failure.
+	nulProblem *httpx.Problem
 	// admit is how launch control admits a mutation; every mutation
 	// names one.
 	admit admission
@@ -344,6 +374,9 @@ func register[I, O any](a *API, op huma.Operation, o operationOptions, handler f
 		panic("v1: public operation " + op.OperationID + " cannot be an agent operation")
 	}
 	op.Metadata[metaAgent] = agent
+	if o.nulProblem != nil {
+		op.Metadata[metaNULProblem] = *o.nulProblem
+	}
 	// huma rejects a body whose length reaches MaxBodyBytes, so one more
 	// byte lets a body of exactly the limit through.
 	op.MaxBodyBytes = limit + 1

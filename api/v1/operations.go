@@ -4,6 +4,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/cairnhq/cairn/api/audit"
+	"github.com/cairnhq/cairn/api/credential"
 	"github.com/cairnhq/cairn/api/identity"
 	"github.com/cairnhq/cairn/api/launch"
 	"github.com/cairnhq/cairn/api/policy"
@@ -25,6 +26,7 @@ type Services struct {
 	Runs            *run.Service
 	State           *state.Service
 	Policies        *policy.Service
+	Credentials     *credential.Service
 }
 
 // registerOperations registers every /v1 operation, grouped by domain.
@@ -40,6 +42,7 @@ func (a *API) registerOperations() {
 	a.registerState()
 	a.registerRuns()
 	a.registerPolicies()
+	a.registerCredentials()
 	a.checkAgentOperations()
 }
 

@@ -6,6 +6,13 @@ package proxy
 // less the credential-minting paths routegen excludes.
 var routes = []route{
 	{method: "GET", pattern: "/v1/audit-events"},
+	{method: "GET", pattern: "/v1/credential-profiles/{id}"},
+	{method: "POST", pattern: "/v1/credential-profiles/{id}/actions/archive"},
+	{method: "GET", pattern: "/v1/credential-profiles/{id}/versions"},
+	{method: "POST", pattern: "/v1/credential-profiles/{id}/versions"},
+	{method: "GET", pattern: "/v1/credential-profiles/{id}/versions/{versionId}"},
+	{method: "POST", pattern: "/v1/credential-profiles/{id}/versions/{versionId}/actions/revoke"},
+	{method: "POST", pattern: "/v1/credential-profiles/{id}/versions/{versionId}/actions/verify"},
 	{method: "GET", pattern: "/v1/launch-access"},
 	{method: "GET", pattern: "/v1/launch-access/runs/{runId}"},
 	{method: "GET", pattern: "/v1/launch-access/workspaces/{workspaceId}"},
@@ -40,6 +47,8 @@ var routes = []route{
 	{method: "GET", pattern: "/v1/workspaces/{id}"},
 	{method: "PATCH", pattern: "/v1/workspaces/{id}"},
 	{method: "POST", pattern: "/v1/workspaces/{id}/configuration-versions"},
+	{method: "GET", pattern: "/v1/workspaces/{id}/credential-profiles"},
+	{method: "POST", pattern: "/v1/workspaces/{id}/credential-profiles"},
 	{method: "GET", pattern: "/v1/workspaces/{id}/policy-attachments"},
 	{method: "POST", pattern: "/v1/workspaces/{id}/policy-attachments"},
 	{method: "DELETE", pattern: "/v1/workspaces/{id}/policy-attachments/{attachmentId}"},

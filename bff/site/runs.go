@@ -414,6 +414,9 @@ func reasonSentence(status, reason string) string {
 	if s, ok := sentences[reason]; ok {
 		return s
 	}
+	if status == "plan_credentials_required" || strings.HasPrefix(reason, "credential_") {
+		return "The run's cloud credentials were unavailable (a version revoked, a profile archived or unverified, or a provider switched off); nothing ran with them."
+	}
 	return "The run ended as " + strings.ReplaceAll(status, "_", " ") + "."
 }
 

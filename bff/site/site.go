@@ -123,6 +123,12 @@ func (s *Site) Handler() http.Handler {
 	mux.HandleFunc("POST /workspaces/{id}/policy-attachments", s.form(s.signedIn(s.attachPolicy)))
 	mux.HandleFunc("POST /workspaces/{id}/policy-sets", s.form(s.signedIn(s.createPolicySet)))
 	mux.HandleFunc("POST /workspaces/{id}/variables", s.form(s.signedIn(s.createVariable)))
+	mux.HandleFunc("GET /workspaces/{id}/settings/cloud-access", s.signedIn(s.cloudAccess))
+	mux.HandleFunc("POST /workspaces/{id}/settings/cloud-access/profiles", s.form(s.signedIn(s.createCredentialProfile)))
+	mux.HandleFunc("POST /workspaces/{id}/settings/cloud-access/profiles/{profileId}/versions", s.form(s.signedIn(s.createCredentialVersion)))
+	mux.HandleFunc("POST /workspaces/{id}/settings/cloud-access/profiles/{profileId}/versions/{versionId}/verify", s.form(s.signedIn(s.credentialAction("verify"))))
+	mux.HandleFunc("POST /workspaces/{id}/settings/cloud-access/profiles/{profileId}/versions/{versionId}/revoke", s.form(s.signedIn(s.credentialAction("revoke"))))
+	mux.HandleFunc("POST /workspaces/{id}/settings/cloud-access/profiles/{profileId}/archive", s.form(s.signedIn(s.credentialAction("archive"))))
 	mux.HandleFunc("POST /workspaces/{id}/policy-attachments/{attachmentId}/detach", s.form(s.signedIn(s.detachPolicy)))
 	// scs's LoadAndSave buffers the whole response to set its cookie first,
 	// which would hold proxied bodies in memory and cannot hijack a

@@ -19,6 +19,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/cairnhq/cairn/api/archive"
+	"github.com/cairnhq/cairn/api/credential"
 	"github.com/cairnhq/cairn/api/plandiff"
 	"github.com/cairnhq/cairn/api/policy"
 	"github.com/cairnhq/cairn/api/run"
@@ -88,9 +89,12 @@ type attemptEnv struct {
 	logs    *run.LogSink
 	timings run.Timings
 	// secrets are the values masked in logs and redacted from the plan
-	// diff: the run token and every sensitive input.
+	// diff: the run token, every sensitive input and every credential.
 	secrets []string
-	mu      sync.Mutex
+	// credentialEnv is the environment the redeemed credentials set for
+	// every tofu command.
+	credentialEnv map[string]string
+	mu            sync.Mutex
 	// profile is what the sandbox applied, or was refused.
 	profile *run.SandboxProfile
 	// tofuStarted is set before the first tofu command starts: until then
@@ -161,6 +165,9 @@ func (r *Runner) Execute(ctx context.Context, st run.Started) error {
 	env := &attemptEnv{st: st, life: life, shuttingDown: func() bool { return ctx.Err() != nil },
 		timedOut: func() bool { return errors.Is(context.Cause(timed), sandbox.ErrTimedOut) },
 		timings:  run.Timings{"queue_wait": float64(st.QueueWait.Microseconds()) / 1000}}
+	if st.Credentials != nil {
+		env.timings["credential_issue"] = float64(st.CredentialIssue.Microseconds()) / 1000
+	}
 	beating := make(chan struct{})
 	go func() {
 		defer close(beating)
@@ -185,6 +192,12 @@ func (r *Runner) Execute(ctx context.Context, st run.Started) error {
 	}
 	if err == nil {
 		return nil
+	}
+	if reason := credential.ReasonOf(err); reason != "" && !env.tofuStarted {
+		// The pinned credentials could not be redeemed: the run ends
+		// (a plan as plan_credentials_required) and nothing ran.
+		log.Info("phase attempt ended without its credentials", "reason", reason)
+		return r.Runs.FailCredentials(context.WithoutCancel(ctx), st.Attempt.ID, reason, env.profile)
 	}
 	classification := classify(err, env)
 	log.Info("phase attempt ended without a result", "classification", classification, "error", err, "tofu_started", env.tofuStarted)
@@ -301,6 +314,14 @@ func (r *Runner) execute(ctx context.Context, env *attemptEnv) error {
 	if err := r.Runs.RecordSandbox(ctx, st.Attempt.ID, env.sb.ID(), profile); err != nil {
 		return err
 	}
+	// Inside sandbox start, the attempt redeems its one-time credential
+	// handle; what it yields goes to this sandbox only and is masked
+	// from here on.
+	start = time.Now()
+	if err := r.redeemCredentials(ctx, env); err != nil {
+		return err
+	}
+	env.timed("credential_redeem", start)
 	// Three banner lines: the remote-backend CLI drops the first three
 	// lines of an apply log, as HCP Terraform repeats a banner there.
 	env.logs.Line("Cairn %s phase of %s, attempt %d", st.Attempt.Phase, st.Run.ID, st.Attempt.Number)
@@ -390,6 +411,33 @@ func (r *Runner) prepare(ctx context.Context, env *attemptEnv, inputs []workspac
 	return nil
 }
 
+// redeemCredentials redeems the attempt's credential handle, writes the
+// files the credentials need into the private directory and keeps their
+// environment for the tofu commands. Every secret among them is masked in
+// the log and redacted from the plan.
+func (r *Runner) redeemCredentials(ctx context.Context, env *attemptEnv) error {
+	if env.st.Credentials == nil {
+		return nil
+	}
+	dir := filepath.Join(env.sb.WorkDir(), privateDir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	m, err := r.Runs.RedeemCredentials(ctx, env.st, dir)
+	if err != nil {
+		return err
+	}
+	env.secrets = append(env.secrets, m.Secrets...)
+	env.logs.AddSecrets(m.Secrets)
+	for name, body := range m.Files {
+		if err := os.WriteFile(filepath.Join(dir, name), body, 0o600); err != nil {
+			return fmt.Errorf("writing %s: %w", name, err)
+		}
+	}
+	env.credentialEnv = m.Env
+	return nil
+}
+
 // backendOverride points the remote backend at this service's workspace.
 func backendOverride(host, organization, workspaceName string) []byte {
 	f := hclwrite.NewEmptyFile()
@@ -421,10 +469,18 @@ func (r *Runner) tofu(ctx context.Context, env *attemptEnv, step string, stdout 
 }
 
 func (r *Runner) tofuCommand(env *attemptEnv, stdout io.Writer, args ...string) sandbox.Command {
-	cmdEnv := map[string]string{
+	cmdEnv := map[string]string{}
+	for k, v := range env.credentialEnv {
+		cmdEnv[k] = v
+	}
+	// The runner's own variables are set last: a credential never
+	// replaces them (the names are refused when a version is written).
+	for k, v := range map[string]string{
 		"TF_CLI_CONFIG_FILE": filepath.Join(env.sb.WorkDir(), privateDir, cliConfig),
 		// Links the state version the CLI publishes to this run.
 		"TFE_RUN_ID": env.st.Run.ID,
+	} {
+		cmdEnv[k] = v
 	}
 	if r.CAFile != "" {
 		cmdEnv["SSL_CERT_FILE"] = env.sb.FilePath("ca.pem")

@@ -35,6 +35,9 @@ func (w *PhaseWorker) Work(ctx context.Context, job *river.Job[run.PhaseArgs]) e
 	case errors.Is(err, run.ErrApplyRefused):
 		w.Runner.Logger.Info("apply refused at start", "run_id", job.Args.RunID, "attempt_id", job.Args.AttemptID, "error", err)
 		return nil
+	case errors.Is(err, run.ErrCredentialsUnavailable):
+		w.Runner.Logger.Info("credentials unavailable at start", "run_id", job.Args.RunID, "attempt_id", job.Args.AttemptID, "error", err)
+		return nil
 	case errors.Is(err, run.ErrNoCapacity):
 		return river.JobSnooze(w.CapacityRetry)
 	case errors.Is(err, run.ErrGateClosed):

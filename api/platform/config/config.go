@@ -320,8 +320,32 @@ func (c Config) TrustedProxyPrefixes() []netip.Prefix {
 // It returns nil when the key is absent or malformed, so sealing fails closed.
 func (c Config) MasterKeyBytes() []byte { return decodeKey(c.MasterKey) }
 
-// IdempotencyKeyBytes decodes IDEMPOTENCY_HMAC_KEY like MasterKeyBytes.
-func (c Config) IdempotencyKeyBytes() []byte { return decodeKey(c.IdempotencyHMACKey) }
+// IdempotencyKeyBytes decodes IDEMPOTENCY_HMAC_KEY like MasterKeyBytes and
+// also refuses a weak one (see strongKey): it keys the digests that stand
+// for generic secrets in request fingerprints, where a guessable key would
+// let a short secret be found from its digest.
+func (c Config) IdempotencyKeyBytes() []byte {
+	key := decodeKey(c.IdempotencyHMACKey)
+	if !strongKey(key) {
+		return nil
+	}
+	return key
+}
+
+// strongKey refuses a key that is not random bytes: fewer than 16
+// distinct byte values in 32 (a repeated character, a short pattern, a
+// counter of few values). 32 random bytes have about 30 distinct values;
+// fewer than 16 happens by chance with negligible probability.
+func strongKey(key []byte) bool {
+	if len(key) != 32 {
+		return false
+	}
+	distinct := map[byte]bool{}
+	for _, b := range key {
+		distinct[b] = true
+	}
+	return len(distinct) >= 16
+}
 
 func decodeKey(s Secret) []byte {
 	raw := strings.TrimSpace(s.Reveal())

@@ -45,3 +45,25 @@ func TestSandboxSettings(t *testing.T) {
 		}
 	}
 }
+
+func TestIdempotencyKeyMustBeStrong(t *testing.T) {
+	t.Parallel()
+	for value, strong := range map[string]bool{
+		"HyAhIiMkJSYnKCkqKywtLi8wMTIzNDU2Nzg5Ojs8PT4=": true,  // 32 distinct bytes
+		"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=": false, // 32 zero bytes
+		"YWJhYmFiYWJhYmFiYWJhYmFiYWJhYmFiYWJhYmFiYWI=": false, // "ab" repeated
+		"c2hvcnQ=": false, // too short
+		"":         false,
+	} {
+		cfg, err := LoadFrom(map[string]string{"IDEMPOTENCY_HMAC_KEY": value})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := cfg.IdempotencyKeyBytes() != nil; got != strong {
+			t.Errorf("IDEMPOTENCY_HMAC_KEY %q accepted = %v, want %v", value, got, strong)
+		}
+		if cfg.Bindings()["idempotency_hmac_key"] != strong {
+			t.Errorf("health binding for %q disagrees", value)
+		}
+	}
+}

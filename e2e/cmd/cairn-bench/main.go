@@ -35,7 +35,7 @@ import (
 var (
 	duration    = flag.Duration("duration", 5*time.Second, "how long each load phase runs")
 	concurrency = flag.Int("concurrency", 32, "concurrent clients")
-	only        = flag.String("only", "", "run only these phases (comma-separated: health,mutation,replay,list,agents,state,tofu,runs,policy,dashboard,signin)")
+	only        = flag.String("only", "", "run only these phases (comma-separated: health,mutation,replay,list,agents,state,tofu,runs,credentials,policy,dashboard,signin)")
 	rounds      = flag.Int("rounds", 5, "rounds of each tofu command (medians are reported)")
 )
 
@@ -249,7 +249,7 @@ func run() error {
 		}
 	}
 
-	if enabled("state") || enabled("tofu") || enabled("runs") || enabled("policy") || enabled("dashboard") {
+	if enabled("state") || enabled("tofu") || enabled("runs") || enabled("credentials") || enabled("policy") || enabled("dashboard") {
 		var userToken struct {
 			Data struct {
 				Token string `json:"token"`
@@ -273,6 +273,11 @@ func run() error {
 		}
 		if enabled("runs") {
 			if err := benchRuns(dbURL, *rounds); err != nil {
+				return err
+			}
+		}
+		if enabled("credentials") {
+			if err := benchCredentials(dbURL, *rounds); err != nil {
 				return err
 			}
 		}
@@ -464,6 +469,7 @@ func startAPI(dbURL string, tlsFiles *devstack.TLSFiles) (*apiProcess, error) {
 		"DATABASE_URL=" + dbURL,
 		"AUTH_SECRET=bench-auth-secret-0123456789abcdef0123456789abcdef",
 		"CAIRN_MASTER_KEY=AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=",
+		"IDEMPOTENCY_HMAC_KEY=HyAhIiMkJSYnKCkqKywtLi8wMTIzNDU2Nzg5Ojs8PT4=",
 		"CAIRN_OPERATOR_TOKEN=" + benchOperatorToken,
 		fmt.Sprintf("CAIRN_API_ADDR=127.0.0.1:%d", port),
 		"CAIRN_DATA_DIR=" + dataDir,

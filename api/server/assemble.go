@@ -1,10 +1,12 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/riverqueue/river"
@@ -74,8 +76,9 @@ func Assemble(cfg config.Config, conn *sqlx.DB, logger *slog.Logger) (Deps, erro
 	return deps, nil
 }
 
-// openBlobs opens sealed artifact storage under the data directory. Without
-// a master key there is none: storing or reading artifacts fails closed.
+// openBlobs opens sealed artifact storage: CAIRN_BLOB_URL when set (S3 for
+// several nodes), else the data directory. Without a master key there is
+// none: storing or reading artifacts fails closed.
 func openBlobs(cfg config.Config) (*blob.Store, error) {
 	sealer, err := seal.NewStreamSealer(cfg.MasterKeyBytes())
 	if errors.Is(err, seal.ErrNoKey) {
@@ -83,6 +86,14 @@ func openBlobs(cfg config.Config) (*blob.Store, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	if cfg.BlobURL != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		return blob.OpenURL(ctx, cfg.BlobURL, blob.S3Credentials{
+			AccessKeyID:     cfg.S3AccessKeyID,
+			SecretAccessKey: cfg.S3SecretAccessKey.Reveal(),
+		}, sealer)
 	}
 	return blob.OpenDir(filepath.Join(cfg.DataDir, "blobs"), sealer)
 }

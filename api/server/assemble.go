@@ -48,6 +48,7 @@ func Assemble(cfg config.Config, conn *sqlx.DB, logger *slog.Logger) (Deps, erro
 	if err != nil {
 		return Deps{}, err
 	}
+	deps.Blobs = blobs
 	workspaces := workspace.NewService(conn, sealer, secret.Derive(cfg.AuthSecret, "variable-digest"), cfg.ToolVersions)
 	states := state.NewService(conn, blobs, workspaces)
 	admission := launch.NewService(conn, logger)

@@ -13,6 +13,7 @@ import (
 	"github.com/cairnhq/cairn/api/authserver"
 	"github.com/cairnhq/cairn/api/identity"
 	"github.com/cairnhq/cairn/api/operator"
+	"github.com/cairnhq/cairn/api/platform/blob"
 	"github.com/cairnhq/cairn/api/platform/buildinfo"
 	"github.com/cairnhq/cairn/api/platform/capability"
 	"github.com/cairnhq/cairn/api/platform/clientaddr"
@@ -31,6 +32,8 @@ type Deps struct {
 	Logger   *slog.Logger
 	Identity *identity.Service
 	Services v1.Services
+	// Blobs is the sealed artifact store (nil without a master key).
+	Blobs *blob.Store
 }
 
 // Server is the assembled Fiber application of cairn-api.
@@ -46,6 +49,9 @@ type Server struct {
 // tests that drive a service path no HTTP surface exposes (the trusted
 // policy build completion).
 func (s *Server) Services() v1.Services { return s.deps.Services }
+
+// Blobs returns the sealed artifact store (nil without a master key).
+func (s *Server) Blobs() *blob.Store { return s.deps.Blobs }
 
 // New assembles every surface of cairn-api on one Fiber app.
 func New(deps Deps) (*Server, error) {

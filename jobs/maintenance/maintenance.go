@@ -11,6 +11,7 @@ import (
 
 	"github.com/cairnhq/cairn/api/identity"
 	"github.com/cairnhq/cairn/api/platform/idempotency"
+	"github.com/cairnhq/cairn/api/sweep"
 )
 
 // sweepBatch bounds one DELETE so a large backlog never holds long locks.
@@ -80,3 +81,32 @@ func (w *SignInFailureSweepWorker) Work(ctx context.Context, _ *river.Job[SignIn
 	_, err := identity.SweepInvitations(ctx, w.DB, now.Add(-invitationRetention))
 	return err
 }
+
+// BlobSweepArgs schedules the orphan sweep of artifact storage.
+type BlobSweepArgs struct{}
+
+// Kind implements river.JobArgs.
+func (BlobSweepArgs) Kind() string { return "blob_orphan_sweep" }
+
+// InsertOpts keeps one sweep per period however many workers enqueue it.
+func (BlobSweepArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{UniqueOpts: river.UniqueOpts{ByPeriod: time.Minute}}
+}
+
+// BlobSweepWorker deletes objects no committed row references.
+type BlobSweepWorker struct {
+	river.WorkerDefaults[BlobSweepArgs]
+	Sweep  *sweep.Service
+	Logger *slog.Logger
+}
+
+// Work implements river.Worker.
+func (w *BlobSweepWorker) Work(ctx context.Context, _ *river.Job[BlobSweepArgs]) error {
+	report, err := w.Sweep.Sweep(ctx)
+	w.Logger.InfoContext(ctx, "blob orphan sweep", "listed", report.Listed, "deleted", report.Deleted,
+		"kept", report.Kept, "foreign", report.Foreign, "pages", report.Pages)
+	return err
+}
+
+// Timeout lets a sweep of a large bucket finish.
+func (w *BlobSweepWorker) Timeout(*river.Job[BlobSweepArgs]) time.Duration { return time.Hour }

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -285,6 +286,36 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 		return fmt.Errorf("deleting object: %w", err)
 	}
 	return nil
+}
+
+// ObjectInfo is one stored object as a listing shows it.
+type ObjectInfo struct {
+	Key     string
+	ModTime time.Time
+}
+
+// MaxListPage bounds one listing page.
+const MaxListPage = 1000
+
+// ListPage returns up to size objects (at most MaxListPage) after token,
+// and the token of the next page (nil after the last).
+func (s *Store) ListPage(ctx context.Context, token []byte, size int) ([]ObjectInfo, []byte, error) {
+	size = min(max(size, 1), MaxListPage)
+	if token == nil {
+		token = blob.FirstPageToken
+	}
+	page, next, err := s.bucket.ListPage(ctx, token, size, nil)
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing objects: %w", err)
+	}
+	out := make([]ObjectInfo, 0, len(page))
+	for _, o := range page {
+		if o.IsDir {
+			continue
+		}
+		out = append(out, ObjectInfo{Key: o.Key, ModTime: o.ModTime})
+	}
+	return out, next, nil
 }
 
 // Key joins path segments into an object key, refusing segments that could

@@ -2,12 +2,14 @@ package server
 
 import (
 	"context"
+	"crypto/subtle"
 	"log/slog"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/adaptor"
 	"github.com/jmoiron/sqlx"
 
 	"github.com/cairnhq/cairn/api/authserver"
@@ -20,6 +22,7 @@ import (
 	"github.com/cairnhq/cairn/api/platform/config"
 	"github.com/cairnhq/cairn/api/platform/db"
 	"github.com/cairnhq/cairn/api/platform/httpx"
+	"github.com/cairnhq/cairn/api/platform/telemetry"
 	"github.com/cairnhq/cairn/api/tfe"
 	v1 "github.com/cairnhq/cairn/api/v1"
 )
@@ -83,8 +86,11 @@ func New(deps Deps) (*Server, error) {
 		// IDs; anything else is replaced.
 		KeepClientID: func(c *fiber.Ctx) bool { return strings.HasPrefix(c.Path(), "/api/v2/") },
 	}))
+	metrics := telemetry.NewMetrics(deps.DB)
+	app.Use(metrics.Middleware())
 	app.Get("/health", s.health)
 	app.Get("/ready", s.ready)
+	app.Get("/metrics", s.metricsAuth, adaptor.HTTPHandler(metrics.Handler()))
 	authserver.Mount(app.Group("/api/auth"), authserver.Deps{
 		Identity:       deps.Identity,
 		Logger:         deps.Logger,
@@ -111,6 +117,18 @@ func New(deps Deps) (*Server, error) {
 
 // V1Services returns the domain services the server was assembled with.
 func (s *Server) V1Services() v1.Services { return s.deps.Services }
+
+// metricsAuth admits scrapers presenting the operator token: figures of
+// the installation are for its operator. Without a token configured the
+// endpoint is closed, like the operator API.
+func (s *Server) metricsAuth(c *fiber.Ctx) error {
+	token := s.deps.Config.OperatorToken.Reveal()
+	presented, ok := strings.CutPrefix(c.Get(fiber.HeaderAuthorization), "Bearer ")
+	if token == "" || !ok || subtle.ConstantTimeCompare([]byte(presented), []byte(token)) != 1 {
+		return fiber.ErrNotFound
+	}
+	return c.Next()
+}
 
 // health answers without touching the database: liveness plus which
 // bindings are configured, as booleans only.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cairnhq/cairn/api/identity"
 	"github.com/cairnhq/cairn/api/platform/idempotency"
+	"github.com/cairnhq/cairn/api/platform/telemetry"
 	"github.com/cairnhq/cairn/api/sweep"
 )
 
@@ -102,9 +103,20 @@ type BlobSweepWorker struct {
 
 // Work implements river.Worker.
 func (w *BlobSweepWorker) Work(ctx context.Context, _ *river.Job[BlobSweepArgs]) error {
+	started := time.Now()
 	report, err := w.Sweep.Sweep(ctx)
-	w.Logger.InfoContext(ctx, "blob orphan sweep", "listed", report.Listed, "deleted", report.Deleted,
-		"kept", report.Kept, "foreign", report.Foreign, "pages", report.Pages)
+	outcome := "ok"
+	if err != nil {
+		outcome = "error"
+	}
+	_ = telemetry.Emit(ctx, w.Logger, telemetry.Event{Name: "blob_sweep_finished", Fields: map[string]telemetry.Value{
+		"outcome":  telemetry.Enum(outcome, "ok", "error"),
+		"duration": telemetry.Duration(time.Since(started)),
+		"listed":   telemetry.Count(int64(report.Listed)),
+		"deleted":  telemetry.Count(int64(report.Deleted)),
+		"kept":     telemetry.Count(int64(report.Kept)),
+		"foreign":  telemetry.Count(int64(report.Foreign)),
+	}})
 	return err
 }
 

@@ -33,7 +33,8 @@ FUZZTIME ?= 30s
 fuzz: build
 	./bin/cairn-dev fuzz -fuzztime $(FUZZTIME)
 
-## tools: build the pinned OpenTofu (1.10.6) into .tools/toolchains/tofu/ with its SHA256SUMS
+## tools: build the pinned OpenTofu (1.10.6) into .tools/toolchains/tofu/ with its SHA256SUMS, and versitygw
+##        (1.8.0, the S3-compatible store tests use) into .tools/versitygw/
 tools: build
 	./bin/cairn-dev tools
 

@@ -20,8 +20,9 @@ import (
 	"github.com/cairnhq/cairn/e2e/devstack"
 )
 
-// apiOnly starts cairn-api alone with the given DATABASE_URL.
-func apiOnly(t *testing.T, databaseURL string) *Stack {
+// apiOnly starts cairn-api alone with the given DATABASE_URL and extra
+// environment.
+func apiOnly(t *testing.T, databaseURL string, env ...string) *Stack {
 	t.Helper()
 	port, err := devstack.FreePort()
 	if err != nil {
@@ -38,6 +39,7 @@ func apiOnly(t *testing.T, databaseURL string) *Stack {
 		"CAIRN_DATA_DIR=" + t.TempDir(),
 		"CAIRN_LOG_FORMAT=json",
 	}
+	s.Env = append(s.Env, env...)
 	s.startProcess(t, "api", "cairn-api")
 	t.Cleanup(func() {
 		if t.Failed() {

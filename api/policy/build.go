@@ -34,10 +34,11 @@ const (
 	ReconcileInterval = 5 * time.Minute
 	backoffFirst      = 5 * time.Second
 	backoffMax        = 5 * time.Minute
-	// MaxDeliveries bounds redelivery: a source whose build keeps killing
-	// its worker fails with an orchestration failure instead of being
-	// rebuilt forever.
-	MaxDeliveries = 6
+	// MaxStarts bounds redelivery: a source whose build keeps killing its
+	// worker fails with an orchestration failure instead of being rebuilt
+	// forever. Only builds that really started count; a job waiting in a
+	// backlog is never a failed delivery.
+	MaxStarts = 6
 )
 
 // PublicationArgs is a version's build job. The version row is the
@@ -102,44 +103,74 @@ func Backoff(deliveries int) time.Duration {
 	return min(d, backoffMax)
 }
 
-// Reconcile redelivers due dispatches whose workflow has not completed and
-// closes those whose version already finished. It returns how many it
-// redelivered.
-func (s *Service) Reconcile(ctx context.Context) (int, error) {
-	redelivered := 0
+// ReconcileReport says what one reconciler tick did.
+type ReconcileReport struct {
+	// Claimed is how many due records the tick took (at most ReconcileBatch).
+	Claimed int
+	// Redelivered counts jobs inserted afresh because none was live.
+	Redelivered int
+	// Waiting counts records whose job is still queued or running: checked
+	// again after the backoff, not counted as a delivery.
+	Waiting int
+	// Closed counts records whose version had already finished.
+	Closed int
+	// Failed counts versions failed after MaxStarts real starts.
+	Failed int
+}
+
+// Reconcile claims up to ReconcileBatch due dispatches for ReconcileClaim.
+// Each whose version finished is closed; each whose job is still live
+// (River's uniqueness finds it queued, scheduled, retrying or running) only
+// waits its next backoff; a lost job is delivered again, unless its builds
+// already started MaxStarts times, which fails the version.
+func (s *Service) Reconcile(ctx context.Context) (ReconcileReport, error) {
+	var report ReconcileReport
 	err := db.WithTx(ctx, s.db, func(tx *sqlx.Tx) error {
-		due, err := claimDueDispatches(ctx, tx, ReconcileBatch)
+		report = ReconcileReport{}
+		now := s.stamp()
+		due, err := claimDueDispatches(ctx, tx, now, ReconcileBatch)
 		if err != nil {
 			return err
 		}
+		report.Claimed = len(due)
 		for _, d := range due {
 			v, err := versionByID(ctx, tx, d.OrganizationID, d.SubjectID, false)
 			if err != nil {
 				return err
 			}
 			if v.Status != VersionPending {
-				if err := completeDispatch(ctx, tx, d.ID, s.stamp()); err != nil {
+				if err := completeDispatch(ctx, tx, d.ID, now); err != nil {
 					return err
 				}
+				report.Closed++
 				continue
 			}
-			if d.Deliveries >= MaxDeliveries {
+			res, err := s.jobs.InsertTx(ctx, tx.Tx, PublicationArgs{PolicyVersionID: v.ID}, s.routed(ctx, tx))
+			if err != nil {
+				return fmt.Errorf("redelivering policy build: %w", err)
+			}
+			fresh := !res.UniqueSkippedAsDuplicate
+			if fresh && d.Starts >= MaxStarts {
+				// The job just inserted finds the version failed and does
+				// nothing.
 				if err := s.failInTx(ctx, tx, v, FailureOrchestration); err != nil {
 					return err
 				}
+				report.Failed++
 				continue
 			}
-			if _, err := s.jobs.InsertTx(ctx, tx.Tx, PublicationArgs{PolicyVersionID: v.ID}, s.routed(ctx, tx)); err != nil {
-				return fmt.Errorf("redelivering policy build: %w", err)
-			}
-			if err := redeliverDispatch(ctx, tx, d, ReconcileClaim, Backoff(d.Deliveries+1)); err != nil {
+			if err := checkedDispatch(ctx, tx, d, now.Add(ReconcileClaim), now.Add(Backoff(d.Checks+1)), fresh); err != nil {
 				return err
 			}
-			redelivered++
+			if fresh {
+				report.Redelivered++
+			} else {
+				report.Waiting++
+			}
 		}
 		return nil
 	})
-	return redelivered, err
+	return report, err
 }
 
 // BuildJob is what a builder needs of a pending version.
@@ -174,6 +205,9 @@ func (s *Service) StartBuild(ctx context.Context, versionID string) (BuildJob, b
 		}
 		if !granted {
 			return ErrBuildNoCapacity
+		}
+		if err := startedDispatch(ctx, tx, DispatchID(v.ID)); err != nil {
+			return err
 		}
 		src, err := artifactOf(ctx, tx, v.OrganizationID, v.ID, ArtifactSource)
 		if err != nil {

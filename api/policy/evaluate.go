@@ -21,6 +21,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/ast"
 
 	"github.com/cairnhq/cairn/api/platform/id"
+	"github.com/cairnhq/cairn/api/platform/telemetry"
 	"github.com/cairnhq/cairn/api/policy/rego"
 )
 
@@ -92,7 +93,9 @@ func (s *Service) Evaluate(ctx context.Context, facts RunFacts, planJSON io.Read
 	}
 	check.Outcome = Compose(results, facts.SnapshotError != nil)
 	check.CompositionDigest = compositionDigest(check, results)
-	check.DurationMS = int(time.Since(started).Milliseconds())
+	elapsed := time.Since(started)
+	check.DurationMS = int(elapsed.Milliseconds())
+	telemetry.ObservePolicyEvaluation(elapsed)
 	return Evaluation{Check: check, Results: results}, nil
 }
 

@@ -73,6 +73,14 @@ func NewService(conn *sqlx.DB, blobs *blob.Store, workspaces *workspace.Service,
 		bundles: rego.NewCache(256), now: time.Now}
 }
 
+// WithClock returns a copy of the service that reads the time from now, so
+// a test can let time pass (dispatch backoff, claims) without waiting.
+func (s *Service) WithClock(now func() time.Time) *Service {
+	c := *s
+	c.now = now
+	return &c
+}
+
 func (s *Service) stamp() time.Time { return s.now().UTC().Truncate(time.Microsecond) }
 
 func (s *Service) storage() (*blob.Store, error) {

@@ -152,17 +152,21 @@ type Dispatch struct {
 	SubjectID      string     `db:"subject_id"`
 	Status         string     `db:"status"`
 	Deliveries     int        `db:"deliveries"`
+	Starts         int        `db:"starts"`
+	Checks         int        `db:"checks"`
 	NextAttemptAt  time.Time  `db:"next_attempt_at"`
 	ClaimedUntil   *time.Time `db:"claimed_until"`
 	CreatedAt      time.Time  `db:"created_at"`
 	CompletedAt    *time.Time `db:"completed_at"`
 }
 
-const dispatchColumns = `id, kind, organization_id, subject_id, status, deliveries, next_attempt_at, claimed_until, created_at, completed_at`
+const dispatchColumns = `id, kind, organization_id, subject_id, status, deliveries, starts, checks, next_attempt_at, claimed_until,
+	created_at, completed_at`
 
 func insertDispatch(ctx context.Context, q sqlx.ExtContext, d Dispatch) error {
 	_, err := sqlx.NamedExecContext(ctx, q, `INSERT INTO workflow_dispatches (`+dispatchColumns+`) VALUES (
-		:id, :kind, :organization_id, :subject_id, :status, :deliveries, :next_attempt_at, :claimed_until, :created_at, :completed_at)`, d)
+		:id, :kind, :organization_id, :subject_id, :status, :deliveries, :starts, :checks, :next_attempt_at, :claimed_until,
+		:created_at, :completed_at)`, d)
 	if err != nil {
 		return fmt.Errorf("inserting workflow dispatch: %w", err)
 	}
@@ -178,26 +182,41 @@ func completeDispatch(ctx context.Context, q sqlx.ExtContext, dispatchID string,
 	return nil
 }
 
-// claimDueDispatches claims up to limit due records for claim, skipping
-// rows another reconciler holds, so two reconcilers never redeliver the
-// same record in one window.
-func claimDueDispatches(ctx context.Context, q sqlx.QueryerContext, limit int) ([]Dispatch, error) {
+// claimDueDispatches claims up to limit records due at now, skipping rows
+// another reconciler holds, so two reconcilers never redeliver the same
+// record in one window. Times come from the service's clock, not the
+// database's, so tests can let time pass.
+func claimDueDispatches(ctx context.Context, q sqlx.QueryerContext, now time.Time, limit int) ([]Dispatch, error) {
 	dispatches := []Dispatch{}
 	err := sqlx.SelectContext(ctx, q, &dispatches, `SELECT `+dispatchColumns+` FROM workflow_dispatches
-		WHERE status = 'pending' AND next_attempt_at <= now() AND (claimed_until IS NULL OR claimed_until < now())
-		ORDER BY next_attempt_at, id LIMIT $1 FOR UPDATE SKIP LOCKED`, limit)
+		WHERE status = 'pending' AND next_attempt_at <= $1 AND (claimed_until IS NULL OR claimed_until < $1)
+		ORDER BY next_attempt_at, id LIMIT $2 FOR UPDATE SKIP LOCKED`, now, limit)
 	if err != nil {
 		return nil, fmt.Errorf("claiming due dispatches: %w", err)
 	}
 	return dispatches, nil
 }
 
-func redeliverDispatch(ctx context.Context, q sqlx.ExtContext, d Dispatch, claim, backoff time.Duration) error {
-	_, err := q.ExecContext(ctx, `UPDATE workflow_dispatches SET deliveries = deliveries + 1,
-		claimed_until = now() + make_interval(secs => $2), next_attempt_at = now() + make_interval(secs => $3)
-		WHERE id = $1`, d.ID, claim.Seconds(), backoff.Seconds())
+// checkedDispatch records one reconciler visit: the claim, the next due
+// time, and whether a job was delivered afresh.
+func checkedDispatch(ctx context.Context, q sqlx.ExtContext, d Dispatch, claimedUntil, nextAttempt time.Time, delivered bool) error {
+	added := 0
+	if delivered {
+		added = 1
+	}
+	_, err := q.ExecContext(ctx, `UPDATE workflow_dispatches SET checks = checks + 1, deliveries = deliveries + $2,
+		claimed_until = $3, next_attempt_at = $4 WHERE id = $1`, d.ID, added, claimedUntil, nextAttempt)
 	if err != nil {
-		return fmt.Errorf("redelivering workflow dispatch: %w", err)
+		return fmt.Errorf("updating workflow dispatch: %w", err)
+	}
+	return nil
+}
+
+// startedDispatch counts a job that really began its work.
+func startedDispatch(ctx context.Context, q sqlx.ExtContext, dispatchID string) error {
+	_, err := q.ExecContext(ctx, `UPDATE workflow_dispatches SET starts = starts + 1 WHERE id = $1 AND status = 'pending'`, dispatchID)
+	if err != nil {
+		return fmt.Errorf("counting workflow dispatch start: %w", err)
 	}
 	return nil
 }

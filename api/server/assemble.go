@@ -1,11 +1,13 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/riverqueue/river"
@@ -49,6 +51,7 @@ func Assemble(cfg config.Config, conn *sqlx.DB, logger *slog.Logger) (Deps, erro
 	if err != nil {
 		return Deps{}, err
 	}
+	deps.Blobs = blobs
 	workspaces := workspace.NewService(conn, sealer, secret.Derive(cfg.AuthSecret, "variable-digest"), cfg.ToolVersions)
 	states := state.NewService(conn, blobs, workspaces)
 	admission := launch.NewService(conn, logger)
@@ -91,8 +94,9 @@ func Assemble(cfg config.Config, conn *sqlx.DB, logger *slog.Logger) (Deps, erro
 	return deps, nil
 }
 
-// openBlobs opens sealed artifact storage under the data directory. Without
-// a master key there is none: storing or reading artifacts fails closed.
+// openBlobs opens sealed artifact storage: CAIRN_BLOB_URL when set (S3 for
+// several nodes), else the data directory. Without a master key there is
+// none: storing or reading artifacts fails closed.
 func openBlobs(cfg config.Config) (*blob.Store, error) {
 	sealer, err := seal.NewStreamSealer(cfg.MasterKeyBytes())
 	if errors.Is(err, seal.ErrNoKey) {
@@ -100,6 +104,14 @@ func openBlobs(cfg config.Config) (*blob.Store, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	if cfg.BlobURL != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		return blob.OpenURL(ctx, cfg.BlobURL, blob.S3Credentials{
+			AccessKeyID:     cfg.S3AccessKeyID,
+			SecretAccessKey: cfg.S3SecretAccessKey.Reveal(),
+		}, sealer)
 	}
 	return blob.OpenDir(filepath.Join(cfg.DataDir, "blobs"), sealer)
 }

@@ -2,12 +2,14 @@ package server
 
 import (
 	"context"
+	"crypto/subtle"
 	"log/slog"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/adaptor"
 	"github.com/jmoiron/sqlx"
 
 	"github.com/cairnhq/cairn/api/authserver"
@@ -15,12 +17,14 @@ import (
 	"github.com/cairnhq/cairn/api/identity"
 	"github.com/cairnhq/cairn/api/oauth"
 	"github.com/cairnhq/cairn/api/operator"
+	"github.com/cairnhq/cairn/api/platform/blob"
 	"github.com/cairnhq/cairn/api/platform/buildinfo"
 	"github.com/cairnhq/cairn/api/platform/capability"
 	"github.com/cairnhq/cairn/api/platform/clientaddr"
 	"github.com/cairnhq/cairn/api/platform/config"
 	"github.com/cairnhq/cairn/api/platform/db"
 	"github.com/cairnhq/cairn/api/platform/httpx"
+	"github.com/cairnhq/cairn/api/platform/telemetry"
 	"github.com/cairnhq/cairn/api/tfe"
 	v1 "github.com/cairnhq/cairn/api/v1"
 )
@@ -35,6 +39,8 @@ type Deps struct {
 	// OAuth is the authorization server for agents (nil with Identity).
 	OAuth    *oauth.Service
 	Services v1.Services
+	// Blobs is the sealed artifact store (nil without a master key).
+	Blobs *blob.Store
 }
 
 // Server is the assembled Fiber application of cairn-api.
@@ -50,6 +56,9 @@ type Server struct {
 // tests that drive a service path no HTTP surface exposes (the trusted
 // policy build completion).
 func (s *Server) Services() v1.Services { return s.deps.Services }
+
+// Blobs returns the sealed artifact store (nil without a master key).
+func (s *Server) Blobs() *blob.Store { return s.deps.Blobs }
 
 // New assembles every surface of cairn-api on one Fiber app.
 func New(deps Deps) (*Server, error) {
@@ -81,8 +90,11 @@ func New(deps Deps) (*Server, error) {
 		// IDs; anything else is replaced.
 		KeepClientID: func(c *fiber.Ctx) bool { return strings.HasPrefix(c.Path(), "/api/v2/") },
 	}))
+	metrics := telemetry.NewMetrics(deps.DB)
+	app.Use(metrics.Middleware())
 	app.Get("/health", s.health)
 	app.Get("/ready", s.ready)
+	app.Get("/metrics", s.metricsAuth, adaptor.HTTPHandler(metrics.Handler()))
 	app.Get(credential.IssuerPath+credential.DiscoveryPath, s.openIDConfiguration)
 	app.Get(credential.IssuerPath+credential.JWKSPath, s.jwks)
 	authDeps := authserver.Deps{
@@ -117,6 +129,18 @@ func New(deps Deps) (*Server, error) {
 
 // V1Services returns the domain services the server was assembled with.
 func (s *Server) V1Services() v1.Services { return s.deps.Services }
+
+// metricsAuth admits scrapers presenting the operator token: figures of
+// the installation are for its operator. Without a token configured the
+// endpoint is closed, like the operator API.
+func (s *Server) metricsAuth(c *fiber.Ctx) error {
+	token := s.deps.Config.OperatorToken.Reveal()
+	presented, ok := strings.CutPrefix(c.Get(fiber.HeaderAuthorization), "Bearer ")
+	if token == "" || !ok || subtle.ConstantTimeCompare([]byte(presented), []byte(token)) != 1 {
+		return fiber.ErrNotFound
+	}
+	return c.Next()
+}
 
 // health answers without touching the database: liveness plus which
 // bindings are configured, as booleans only.

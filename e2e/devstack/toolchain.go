@@ -39,35 +39,10 @@ func EnsureTofu(ctx context.Context, root, version string, log io.Writer) (strin
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
-	tmp, err := os.MkdirTemp("", "cairn-tofu-")
-	if err != nil {
-		return "", err
-	}
-	defer os.RemoveAll(tmp)
-	fmt.Fprintf(log, "==> downloading %s@v%s\n", TofuModule, version)
-	dl := exec.CommandContext(ctx, "go", "mod", "download", "-json", TofuModule+"@v"+version)
-	dl.Dir = tmp
-	dl.Env = append(os.Environ(), "GOFLAGS=-mod=mod")
-	out, err := dl.Output()
-	if err != nil {
-		return "", fmt.Errorf("downloading OpenTofu: %w", err)
-	}
-	var mod struct{ Dir string }
-	if err := json.Unmarshal(out, &mod); err != nil || mod.Dir == "" {
-		return "", fmt.Errorf("locating OpenTofu's module directory: %v", err)
-	}
-	fmt.Fprintf(log, "==> building tofu %s (a few minutes the first time)\n", version)
-	build := exec.CommandContext(ctx, "go", "build", "-trimpath",
-		"-ldflags", "-s -w -X github.com/opentofu/opentofu/version.dev=no",
-		"-o", bin+".tmp", "./cmd/tofu")
-	build.Dir = mod.Dir
-	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=mod")
-	build.Stdout, build.Stderr = log, log
-	if err := build.Run(); err != nil {
+	fmt.Fprintf(log, "==> building tofu %s from %s (a few minutes the first time)\n", version, TofuModule)
+	if err := buildFromModule(ctx, TofuModule, version, "./cmd/tofu",
+		"-s -w -X github.com/opentofu/opentofu/version.dev=no", bin, log); err != nil {
 		return "", fmt.Errorf("building OpenTofu: %w", err)
-	}
-	if err := os.Rename(bin+".tmp", bin); err != nil {
-		return "", err
 	}
 	sum, err := FileSHA256(bin)
 	if err != nil {
@@ -91,4 +66,34 @@ func FileSHA256(path string) (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// buildFromModule downloads module@v<version> and builds pkg inside it into
+// bin. `go install` refuses modules with replace directives, so the build
+// runs in the module cache with the module's own go.mod.
+func buildFromModule(ctx context.Context, module, version, pkg, ldflags, bin string, log io.Writer) error {
+	tmp, err := os.MkdirTemp("", "cairn-tool-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	dl := exec.CommandContext(ctx, "go", "mod", "download", "-json", module+"@v"+version)
+	dl.Dir = tmp
+	dl.Env = append(os.Environ(), "GOFLAGS=-mod=mod")
+	out, err := dl.Output()
+	if err != nil {
+		return fmt.Errorf("downloading %s: %w", module, err)
+	}
+	var mod struct{ Dir string }
+	if err := json.Unmarshal(out, &mod); err != nil || mod.Dir == "" {
+		return fmt.Errorf("locating %s's module directory: %v", module, err)
+	}
+	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", ldflags, "-o", bin+".tmp", pkg)
+	build.Dir = mod.Dir
+	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=mod")
+	build.Stdout, build.Stderr = log, log
+	if err := build.Run(); err != nil {
+		return err
+	}
+	return os.Rename(bin+".tmp", bin)
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/cairnhq/cairn/api/identity"
 	"github.com/cairnhq/cairn/api/oauth"
 	"github.com/cairnhq/cairn/api/platform/idempotency"
+	"github.com/cairnhq/cairn/api/platform/telemetry"
+	"github.com/cairnhq/cairn/api/sweep"
 )
 
 // sweepBatch bounds one DELETE so a large backlog never holds long locks.
@@ -84,3 +86,43 @@ func (w *SignInFailureSweepWorker) Work(ctx context.Context, _ *river.Job[SignIn
 	_, err := oauth.Sweep(ctx, w.DB, now)
 	return err
 }
+
+// BlobSweepArgs schedules the orphan sweep of artifact storage.
+type BlobSweepArgs struct{}
+
+// Kind implements river.JobArgs.
+func (BlobSweepArgs) Kind() string { return "blob_orphan_sweep" }
+
+// InsertOpts keeps one sweep per period however many workers enqueue it.
+func (BlobSweepArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{UniqueOpts: river.UniqueOpts{ByPeriod: time.Minute}}
+}
+
+// BlobSweepWorker deletes objects no committed row references.
+type BlobSweepWorker struct {
+	river.WorkerDefaults[BlobSweepArgs]
+	Sweep  *sweep.Service
+	Logger *slog.Logger
+}
+
+// Work implements river.Worker.
+func (w *BlobSweepWorker) Work(ctx context.Context, _ *river.Job[BlobSweepArgs]) error {
+	started := time.Now()
+	report, err := w.Sweep.Sweep(ctx)
+	outcome := "ok"
+	if err != nil {
+		outcome = "error"
+	}
+	_ = telemetry.Emit(ctx, w.Logger, telemetry.Event{Name: "blob_sweep_finished", Fields: map[string]telemetry.Value{
+		"outcome":  telemetry.Enum(outcome, "ok", "error"),
+		"duration": telemetry.Duration(time.Since(started)),
+		"listed":   telemetry.Count(int64(report.Listed)),
+		"deleted":  telemetry.Count(int64(report.Deleted)),
+		"kept":     telemetry.Count(int64(report.Kept)),
+		"foreign":  telemetry.Count(int64(report.Foreign)),
+	}})
+	return err
+}
+
+// Timeout lets a sweep of a large bucket finish.
+func (w *BlobSweepWorker) Timeout(*river.Job[BlobSweepArgs]) time.Duration { return time.Hour }

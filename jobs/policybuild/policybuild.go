@@ -285,9 +285,10 @@ type ReconcileWorker struct {
 
 // Work runs one reconciliation tick.
 func (w *ReconcileWorker) Work(ctx context.Context, _ *river.Job[policy.ReconcileArgs]) error {
-	n, err := w.Policies.Reconcile(ctx)
-	if n > 0 {
-		w.Logger.InfoContext(ctx, "redelivered policy publication dispatches", "count", n)
+	report, err := w.Policies.Reconcile(ctx)
+	if report.Claimed > 0 {
+		w.Logger.InfoContext(ctx, "reconciled policy publication dispatches", "claimed", report.Claimed,
+			"redelivered", report.Redelivered, "waiting", report.Waiting, "closed", report.Closed, "failed", report.Failed)
 	}
 	return err
 }

@@ -26,8 +26,11 @@ type Health struct {
 // HealthHandler answers GET /health with the sandbox driver's status: 200
 // when phases can run, 503 with the reason when they cannot. It needs no
 // database, so it answers while PostgreSQL is away.
-func HealthHandler(driver sandbox.Driver) http.Handler {
+func HealthHandler(driver sandbox.Driver, metrics http.Handler) http.Handler {
 	mux := http.NewServeMux()
+	if metrics != nil {
+		mux.Handle("GET /metrics", metrics)
+	}
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) {
 		h := Health{Status: "ok", Process: "worker", Version: buildinfo.Version, Sandbox: driver.Status()}
 		code := http.StatusOK

@@ -30,7 +30,7 @@ func TestHealthSaysWhetherPhasesCanRun(t *testing.T) {
 				t.Fatal(err)
 			}
 			rec := httptest.NewRecorder()
-			HealthHandler(d).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/health", nil))
+			HealthHandler(d, nil).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/health", nil))
 			var h Health
 			if err := json.Unmarshal(rec.Body.Bytes(), &h); err != nil {
 				t.Fatal(err)

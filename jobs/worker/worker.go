@@ -18,6 +18,7 @@ import (
 	"github.com/cairnhq/cairn/api/policy"
 	"github.com/cairnhq/cairn/api/run"
 	"github.com/cairnhq/cairn/api/server"
+	"github.com/cairnhq/cairn/api/sweep"
 	"github.com/cairnhq/cairn/jobs/maintenance"
 	"github.com/cairnhq/cairn/jobs/policybuild"
 	"github.com/cairnhq/cairn/jobs/policyeval"
@@ -65,6 +66,15 @@ func New(cfg config.Config, conn *sqlx.DB, driver sandbox.Driver, logger *slog.L
 	deps, err := server.Assemble(cfg, conn, logger)
 	if err != nil {
 		return nil, err
+	}
+	if deps.Blobs != nil {
+		sweeper := sweep.NewService(conn, deps.Blobs, sweep.Options{MinAge: cfg.BlobSweepMinAge})
+		if err := add(river.AddWorkerSafely(workers, &maintenance.BlobSweepWorker{Sweep: sweeper, Logger: logger})); err != nil {
+			return nil, err
+		}
+		periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(max(time.Second, cfg.BlobSweepInterval)),
+			func() (river.JobArgs, *river.InsertOpts) { return maintenance.BlobSweepArgs{}, nil },
+			&river.PeriodicJobOpts{ID: "blob_orphan_sweep"}))
 	}
 	if runs := deps.Services.Runs; runs != nil {
 		r, err := newRunner(cfg, runs, driver, logger)

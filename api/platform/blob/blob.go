@@ -8,12 +8,19 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"time"
 
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"gocloud.dev/blob"
 	"gocloud.dev/blob/fileblob"
+	"gocloud.dev/blob/s3blob"
 	"gocloud.dev/gcerrors"
 
 	"github.com/cairnhq/cairn/api/platform/seal"
@@ -28,11 +35,15 @@ var (
 
 // Store keeps sealed objects: every byte is encrypted before it leaves the
 // process, bound to the object's identity, and streamed in bounded frames.
-// The default backend is a directory; the bucket interface leaves room for
-// S3-compatible storage.
+// The default backend is a directory; S3-compatible storage serves several
+// nodes.
 type Store struct {
 	bucket *blob.Bucket
 	sealer *seal.StreamSealer
+	// s3 and s3Bucket are set for S3 storage, whose writes go through
+	// multipartWriter rather than the bucket's own uploader.
+	s3       *s3.Client
+	s3Bucket string
 }
 
 // OpenDir opens a store in a local directory (created when missing).
@@ -52,6 +63,101 @@ func OpenDir(dir string, sealer *seal.StreamSealer) (*Store, error) {
 		return nil, fmt.Errorf("opening blob directory: %w", err)
 	}
 	return &Store{bucket: bucket, sealer: sealer}, nil
+}
+
+// S3Credentials are static keys for S3-compatible storage; empty means the
+// standard AWS credential chain (environment, shared files, instance role).
+type S3Credentials struct {
+	AccessKeyID     string
+	SecretAccessKey string
+}
+
+// OpenURL opens the store a URL names: a directory path (or file:// URL)
+// for the embedded default, or
+// s3://bucket?region=…&endpoint=…&use_path_style=true for S3-compatible
+// storage. The bucket must exist and be reachable: a store that cannot be
+// reached fails at start, not at the first upload.
+func OpenURL(ctx context.Context, rawURL string, creds S3Credentials, sealer *seal.StreamSealer) (*Store, error) {
+	if sealer == nil {
+		return nil, seal.ErrNoKey
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, errors.New("blob storage URL: not a URL")
+	}
+	switch u.Scheme {
+	case "", "file":
+		return OpenDir(u.Path, sealer)
+	case s3blob.Scheme:
+	default:
+		return nil, fmt.Errorf("blob storage URL: scheme %q is not file or s3", u.Scheme)
+	}
+	if u.Host == "" {
+		return nil, errors.New("blob storage URL: s3:// needs a bucket name")
+	}
+	client, err := newS3Client(ctx, u.Query(), creds)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := client.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: &u.Host}); err != nil {
+		return nil, fmt.Errorf("reaching S3 bucket %q: %w", u.Host, err)
+	}
+	bucket, err := s3blob.OpenBucket(ctx, client, u.Host, nil)
+	if err != nil {
+		return nil, fmt.Errorf("opening S3 bucket: %w", err)
+	}
+	return &Store{bucket: bucket, sealer: sealer, s3: client, s3Bucket: u.Host}, nil
+}
+
+// newS3Client builds a client from the URL's region, endpoint and
+// use_path_style parameters; any other or repeated parameter is refused so a
+// typo does not silently fall back to a default.
+func newS3Client(ctx context.Context, q url.Values, creds S3Credentials) (*s3.Client, error) {
+	for name, values := range q {
+		if len(values) != 1 {
+			return nil, fmt.Errorf("blob storage URL: parameter %q given %d times", name, len(values))
+		}
+		switch name {
+		case "region", "endpoint", "use_path_style":
+		default:
+			return nil, fmt.Errorf("blob storage URL: unknown parameter %q (region, endpoint, use_path_style)", name)
+		}
+	}
+	region := q.Get("region")
+	if region == "" {
+		region = "us-east-1"
+	}
+	loaders := []func(*awsconfig.LoadOptions) error{awsconfig.WithRegion(region)}
+	if creds.AccessKeyID != "" || creds.SecretAccessKey != "" {
+		if creds.AccessKeyID == "" || creds.SecretAccessKey == "" {
+			return nil, errors.New("S3 credentials: both the access key ID and the secret are needed")
+		}
+		loaders = append(loaders, awsconfig.WithCredentialsProvider(
+			credentials.NewStaticCredentialsProvider(creds.AccessKeyID, creds.SecretAccessKey, "")))
+	}
+	cfg, err := awsconfig.LoadDefaultConfig(ctx, loaders...)
+	if err != nil {
+		return nil, fmt.Errorf("loading S3 configuration: %w", err)
+	}
+	pathStyle := false
+	if v := q.Get("use_path_style"); v != "" {
+		if pathStyle, err = strconv.ParseBool(v); err != nil {
+			return nil, errors.New("blob storage URL: use_path_style is not true or false")
+		}
+	}
+	endpoint := q.Get("endpoint")
+	if endpoint != "" {
+		e, err := url.Parse(endpoint)
+		if err != nil || (e.Scheme != "http" && e.Scheme != "https") || e.Host == "" {
+			return nil, errors.New("blob storage URL: endpoint is not an http(s) URL")
+		}
+	}
+	return s3.NewFromConfig(cfg, func(o *s3.Options) {
+		o.UsePathStyle = pathStyle
+		if endpoint != "" {
+			o.BaseEndpoint = &endpoint
+		}
+	}), nil
 }
 
 // Close releases the bucket.
@@ -82,15 +188,13 @@ func (c *countingHasher) Write(p []byte) (int, error) {
 // ErrTooLarge returned; any failure leaves no object behind (the bucket
 // commits only on a clean close).
 func (s *Store) Put(ctx context.Context, key, identity string, r io.Reader, limit int64) (Digests, error) {
-	writeCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	w, err := s.bucket.NewWriter(writeCtx, key, &blob.WriterOptions{ContentType: "application/octet-stream"})
+	w, err := s.newWriter(ctx, key)
 	if err != nil {
-		return Digests{}, fmt.Errorf("opening object writer: %w", err)
+		return Digests{}, err
 	}
+	defer w.abort()
 	abort := func(cause error) (Digests, error) {
-		cancel()
-		_ = w.Close()
+		w.abort()
 		return Digests{}, cause
 	}
 	sealed, err := s.sealer.NewWriter(w, []byte(identity))
@@ -107,10 +211,49 @@ func (s *Store) Put(ctx context.Context, key, identity string, r io.Reader, limi
 	if err := sealed.Close(); err != nil {
 		return abort(fmt.Errorf("sealing object: %w", err))
 	}
-	if err := w.Close(); err != nil {
+	if err := w.commit(); err != nil {
 		return Digests{}, fmt.Errorf("committing object: %w", err)
 	}
 	return Digests{Size: sum.n, SHA256: sum.sha.Sum(nil), MD5: sum.md.Sum(nil)}, nil
+}
+
+// newWriter opens the ciphertext sink for one object.
+func (s *Store) newWriter(ctx context.Context, key string) (objectWriter, error) {
+	if s.s3 != nil {
+		return newMultipartWriter(ctx, s.s3, s.s3Bucket, key), nil
+	}
+	writeCtx, cancel := context.WithCancel(ctx)
+	w, err := s.bucket.NewWriter(writeCtx, key, &blob.WriterOptions{ContentType: "application/octet-stream"})
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("opening object writer: %w", err)
+	}
+	return &bucketWriter{w: w, cancel: cancel}, nil
+}
+
+// bucketWriter adapts a bucket writer, which commits on a clean Close and
+// discards the object when its context is cancelled first.
+type bucketWriter struct {
+	w      *blob.Writer
+	cancel context.CancelFunc
+	done   bool
+}
+
+func (b *bucketWriter) Write(p []byte) (int, error) { return b.w.Write(p) }
+
+func (b *bucketWriter) commit() error {
+	b.done = true
+	defer b.cancel()
+	return b.w.Close()
+}
+
+func (b *bucketWriter) abort() {
+	if b.done {
+		return
+	}
+	b.done = true
+	b.cancel()
+	_ = b.w.Close()
 }
 
 // Open returns the plaintext of an object. Reading fails at the first frame
@@ -143,6 +286,36 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 		return fmt.Errorf("deleting object: %w", err)
 	}
 	return nil
+}
+
+// ObjectInfo is one stored object as a listing shows it.
+type ObjectInfo struct {
+	Key     string
+	ModTime time.Time
+}
+
+// MaxListPage bounds one listing page.
+const MaxListPage = 1000
+
+// ListPage returns up to size objects (at most MaxListPage) after token,
+// and the token of the next page (nil after the last).
+func (s *Store) ListPage(ctx context.Context, token []byte, size int) ([]ObjectInfo, []byte, error) {
+	size = min(max(size, 1), MaxListPage)
+	if token == nil {
+		token = blob.FirstPageToken
+	}
+	page, next, err := s.bucket.ListPage(ctx, token, size, nil)
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing objects: %w", err)
+	}
+	out := make([]ObjectInfo, 0, len(page))
+	for _, o := range page {
+		if o.IsDir {
+			continue
+		}
+		out = append(out, ObjectInfo{Key: o.Key, ModTime: o.ModTime})
+	}
+	return out, next, nil
 }
 
 // Key joins path segments into an object key, refusing segments that could

@@ -58,8 +58,17 @@ type Config struct {
 	DashboardURL string `env:"CAIRN_DASHBOARD_URL" envDefault:"http://127.0.0.1:8090"`
 	MCPURL       string `env:"CAIRN_MCP_URL" envDefault:"http://127.0.0.1:8070"`
 	DataDir      string `env:"CAIRN_DATA_DIR" envDefault:".data"`
-	TLSCert      string `env:"CAIRN_TLS_CERT"`
-	TLSKey       string `env:"CAIRN_TLS_KEY"`
+	// BlobURL names shared artifact storage (s3://bucket?endpoint=…&region=…&use_path_style=true)
+	// for several nodes; empty keeps blobs under DataDir.
+	BlobURL           string `env:"CAIRN_BLOB_URL"`
+	S3AccessKeyID     string `env:"CAIRN_S3_ACCESS_KEY_ID"`
+	S3SecretAccessKey Secret `env:"CAIRN_S3_SECRET_ACCESS_KEY"`
+	// BlobSweepInterval is how often a worker sweeps orphaned objects;
+	// BlobSweepMinAge is how old an unreferenced object must be to go.
+	BlobSweepInterval time.Duration `env:"CAIRN_BLOB_SWEEP_INTERVAL" envDefault:"24h"`
+	BlobSweepMinAge   time.Duration `env:"CAIRN_BLOB_SWEEP_MIN_AGE" envDefault:"24h"`
+	TLSCert           string        `env:"CAIRN_TLS_CERT"`
+	TLSKey            string        `env:"CAIRN_TLS_KEY"`
 
 	LogLevel  string `env:"CAIRN_LOG_LEVEL" envDefault:"info"`
 	LogFormat string `env:"CAIRN_LOG_FORMAT" envDefault:"json"`

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/md5"
 	"encoding/hex"
@@ -13,9 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
-	"strconv"
-	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/cairnhq/cairn/e2e/devstack"
@@ -23,77 +19,6 @@ import (
 
 // stateBytes is the size of the large state: the 100,000,000-byte limit.
 const stateBytes = 100_000_000
-
-// syntheticState yields a deterministic JSON state of exactly n bytes: a
-// header, one output, and a resources array padded to size.
-func syntheticState(n int) io.Reader {
-	head := `{"version":4,"terraform_version":"1.10.6","serial":1,"lineage":"bench","outputs":{"o":{"value":"v","type":"string"}},"resources":[`
-	tail := `]}`
-	item := `{"mode":"managed","type":"terraform_data","name":"r","instances":[{"attributes":{"input":"` + strings.Repeat("x", 200) + `"}}]}`
-	var b strings.Builder
-	b.WriteString(head)
-	first := true
-	for b.Len()+len(item)+1+len(tail) <= n {
-		if !first {
-			b.WriteByte(',')
-		}
-		b.WriteString(item)
-		first = false
-	}
-	// Pad inside the last string so the document stays valid JSON.
-	s := b.String()
-	pad := n - len(s) - len(tail)
-	s = s[:len(s)-len(`"}}]}`)] + strings.Repeat("y", pad) + `"}}]}`
-	return strings.NewReader(s + tail)
-}
-
-// rssSampler records the peak resident set of a process.
-type rssSampler struct {
-	pid  int
-	peak atomic.Int64
-	stop chan struct{}
-	done chan struct{}
-}
-
-func readRSS(pid int) int64 {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		if rest, ok := strings.CutPrefix(s.Text(), "VmRSS:"); ok {
-			kb, _ := strconv.ParseInt(strings.Fields(rest)[0], 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
-}
-
-func sampleRSS(pid int) *rssSampler {
-	r := &rssSampler{pid: pid, stop: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(r.done)
-		for {
-			if v := readRSS(pid); v > r.peak.Load() {
-				r.peak.Store(v)
-			}
-			select {
-			case <-r.stop:
-				return
-			case <-time.After(10 * time.Millisecond):
-			}
-		}
-	}()
-	return r
-}
-
-func (r *rssSampler) Stop() int64 {
-	close(r.stop)
-	<-r.done
-	return r.peak.Load()
-}
 
 // apiCall makes a JSON:API call with a bearer token and decodes the
 // response into out.
@@ -138,7 +63,7 @@ func benchStateTransfer(api *apiProcess, token, org, baseURL string) error {
 		return fmt.Errorf("locking: %d %v", st, err)
 	}
 	sum := md5.New()
-	_, _ = io.Copy(sum, syntheticState(stateBytes))
+	_, _ = io.Copy(sum, devstack.SyntheticState(stateBytes))
 	var sv svDocument
 	if st, err := apiCall(api.Client, http.MethodPost, api.URL+"/api/v2/workspaces/"+ws.Data.ID+"/state-versions", token,
 		map[string]any{"data": map[string]any{"type": "state-versions", "attributes": map[string]any{
@@ -146,7 +71,7 @@ func benchStateTransfer(api *apiProcess, token, org, baseURL string) error {
 		return fmt.Errorf("creating state version: %d %v", st, err)
 	}
 	put := func(url string) (time.Duration, error) {
-		req, _ := http.NewRequest(http.MethodPut, url, syntheticState(stateBytes))
+		req, _ := http.NewRequest(http.MethodPut, url, devstack.SyntheticState(stateBytes))
 		req.ContentLength = stateBytes
 		start := time.Now()
 		resp, err := api.Client.Do(req)
@@ -164,8 +89,8 @@ func benchStateTransfer(api *apiProcess, token, org, baseURL string) error {
 	if err != nil {
 		return err
 	}
-	before := readRSS(api.PID)
-	sampler := sampleRSS(api.PID)
+	before := devstack.ReadRSS(api.PID)
+	sampler := devstack.SampleRSS(api.PID)
 	upload, err := put(sv.Data.Attributes["hosted-state-upload-url"].(string))
 	peakUp := sampler.Stop()
 	if err != nil {
@@ -176,7 +101,7 @@ func benchStateTransfer(api *apiProcess, token, org, baseURL string) error {
 		return err
 	}
 	downloadURL, _ := read.Data.Attributes["hosted-state-download-url"].(string)
-	sampler = sampleRSS(api.PID)
+	sampler = devstack.SampleRSS(api.PID)
 	req, _ := http.NewRequest(http.MethodGet, downloadURL, nil)
 	req.Header.Set("Authorization", "Bearer "+token)
 	start := time.Now()

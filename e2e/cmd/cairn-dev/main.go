@@ -33,7 +33,8 @@ commands:
   fuzz    run every fuzz target in turn for -fuzztime (FUZZTIME, default 30s)
   bench   run the benchmark harness against a throwaway cluster
   compat  run go-tfe's integration tests against a real cairn-api
-  tools   build the pinned OpenTofu into .tools/toolchains (once)
+  tools   build the pinned OpenTofu into .tools/toolchains and versitygw
+          into .tools/versitygw (once)
   cluster start a throwaway cluster with a migrated template, print the test
           environment and wait (for running single tests by hand)
 `
@@ -60,7 +61,9 @@ func main() {
 	case "compat":
 		err = compat(ctx)
 	case "tools":
-		_, err = devstack.EnsureTofu(ctx, ".", tofuVersion, os.Stdout)
+		if _, err = devstack.EnsureTofu(ctx, ".", tofuVersion, os.Stdout); err == nil {
+			_, err = devstack.EnsureVersity(ctx, ".", os.Stdout)
+		}
 	default:
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)
@@ -143,13 +146,57 @@ func migrate(ctx context.Context, databaseURL string) error {
 	return nil
 }
 
-// testEnv is how tests find the throwaway cluster and the built binaries.
-func testEnv(pg *devstack.Postgres) []string {
-	return []string{
+// throwawayS3 starts a versitygw over a fresh temporary directory: the
+// real S3-compatible store that blob tests and multi-node tests use.
+func throwawayS3(ctx context.Context, logPrefix string) (*devstack.S3Server, func(), error) {
+	bin, err := devstack.EnsureVersity(ctx, ".", os.Stdout)
+	if err != nil {
+		return nil, nil, err
+	}
+	dir, err := os.MkdirTemp("", "cairn-s3-")
+	if err != nil {
+		return nil, nil, err
+	}
+	port, err := devstack.FreePort()
+	if err != nil {
+		return nil, nil, err
+	}
+	var mu sync.Mutex
+	s3 := &devstack.S3Server{
+		Bin:       bin,
+		Dir:       dir,
+		Port:      port,
+		AccessKey: "cairn" + devstack.RandomSecret(8),
+		SecretKey: devstack.RandomSecret(24),
+		Output:    devstack.NewPrefixWriter(&mu, os.Stderr, logPrefix),
+	}
+	cleanup := func() {
+		_ = s3.Stop()
+		_ = os.RemoveAll(dir)
+	}
+	if err := s3.Start(ctx); err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	return s3, cleanup, nil
+}
+
+// testEnv is how tests find the throwaway cluster, the S3 store and the
+// built binaries.
+func testEnv(pg *devstack.Postgres, s3 *devstack.S3Server) []string {
+	env := []string{
 		"CAIRN_TEST_DATABASE_URL=" + pg.URL("postgres"),
 		"CAIRN_TEST_TEMPLATE_DB=" + templateDB,
 		"CAIRN_BIN_DIR=" + binDir(),
 	}
+	if s3 != nil {
+		env = append(env,
+			"CAIRN_TEST_S3_ENDPOINT="+s3.Endpoint(),
+			"CAIRN_TEST_S3_ACCESS_KEY="+s3.AccessKey,
+			"CAIRN_TEST_S3_SECRET_KEY="+s3.SecretKey,
+			"CAIRN_TEST_VERSITYGW="+s3.Bin)
+	}
+	return env
 }
 
 func test(ctx context.Context, args []string) error {
@@ -158,7 +205,12 @@ func test(ctx context.Context, args []string) error {
 		return err
 	}
 	defer cleanup()
-	env := append(os.Environ(), testEnv(pg)...)
+	s3, stopS3, err := throwawayS3(ctx, "s3 | ")
+	if err != nil {
+		return err
+	}
+	defer stopS3()
+	env := append(os.Environ(), testEnv(pg, s3)...)
 	vet := exec.CommandContext(ctx, "go", "vet", "./...")
 	vet.Env, vet.Stdout, vet.Stderr = env, os.Stdout, os.Stderr
 	fmt.Println("==> go vet ./...")
@@ -190,8 +242,13 @@ func bench(ctx context.Context, args []string) error {
 		return err
 	}
 	defer cleanup()
+	s3, stopS3, err := throwawayS3(ctx, "s3 | ")
+	if err != nil {
+		return err
+	}
+	defer stopS3()
 	cmd := exec.CommandContext(ctx, "go", append([]string{"run", "./e2e/cmd/cairn-bench"}, args...)...)
-	cmd.Env = append(os.Environ(), testEnv(pg)...)
+	cmd.Env = append(os.Environ(), testEnv(pg, s3)...)
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	return cmd.Run()
 }
@@ -202,7 +259,12 @@ func cluster(ctx context.Context) error {
 		return err
 	}
 	defer cleanup()
-	for _, kv := range testEnv(pg) {
+	s3, stopS3, err := throwawayS3(ctx, "s3 | ")
+	if err != nil {
+		return err
+	}
+	defer stopS3()
+	for _, kv := range testEnv(pg, s3) {
 		fmt.Println("export " + kv)
 	}
 	<-ctx.Done()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cairnhq/cairn/api/platform/config"
 	"github.com/cairnhq/cairn/api/platform/db"
+	"github.com/cairnhq/cairn/api/platform/telemetry"
 	"github.com/cairnhq/cairn/jobs/policybuild"
 	"github.com/cairnhq/cairn/jobs/policyeval"
 	"github.com/cairnhq/cairn/jobs/worker"
@@ -66,7 +67,7 @@ func run(cfg config.Config) error {
 	// Leftovers of a dead worker go before this one answers or takes work.
 	worker.SweepSandboxes(signals, driver, cfg.SandboxSweepInterval, logger)
 	if cfg.WorkerHealthAddr != "off" {
-		if err := worker.ServeHealth(signals, cfg.WorkerHealthAddr, worker.HealthHandler(driver), logger); err != nil {
+		if err := worker.ServeHealth(signals, cfg.WorkerHealthAddr, worker.HealthHandler(driver, telemetry.NewMetrics(nil).Handler()), logger); err != nil {
 			return fmt.Errorf("serving /health on CAIRN_WORKER_HEALTH_ADDR: %w", err)
 		}
 	}

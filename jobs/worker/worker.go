@@ -11,7 +11,6 @@ import (
 
 	"github.com/jmoiron/sqlx"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
 
 	"github.com/cairnhq/cairn/api/launch"
 	"github.com/cairnhq/cairn/api/platform/config"
@@ -26,9 +25,10 @@ import (
 )
 
 // New builds the River client of cairn-worker with every worker and periodic
-// job registered; run phases and policy builds use driver. The database/sql
-// driver has no LISTEN/NOTIFY, so the client polls every
-// cfg.WorkerPollInterval.
+// job registered; run phases and policy builds use driver. The client
+// listens for the NOTIFY every inserting transaction sends (see
+// listeningDriver), so a committed job starts at once; it also polls every
+// cfg.WorkerPollInterval in case a notification was missed.
 //
 // Stop it with StopAndCancel and a deadline of at least StopWindow(cfg):
 // canceled phase jobs stop their sandboxed commands (an apply with its
@@ -102,12 +102,14 @@ func New(cfg config.Config, conn *sqlx.DB, driver sandbox.Driver, logger *slog.L
 			&river.PeriodicJobOpts{RunOnStart: true, ID: "workflow_dispatch_reconciler"}))
 	}
 
-	client, err := river.NewClient(riverdatabasesql.New(conn.DB), &river.Config{
+	client, err := river.NewClient(newListeningDriver(conn.DB, cfg.DatabaseURL.Reveal()), &river.Config{
 		Logger:            logger,
 		Queues:            queues,
 		Workers:           workers,
 		FetchPollInterval: cfg.WorkerPollInterval,
-		FetchCooldown:     min(cfg.WorkerPollInterval, 100*time.Millisecond),
+		// A notified fetch waits out this cooldown after the previous
+		// fetch (a poll, say): it is what dispatch latency is made of.
+		FetchCooldown: min(cfg.WorkerPollInterval, FetchCooldown),
 		PeriodicJobs:      periodic,
 	})
 	if err != nil {
@@ -115,6 +117,12 @@ func New(cfg config.Config, conn *sqlx.DB, driver sandbox.Driver, logger *slog.L
 	}
 	return client, nil
 }
+
+// FetchCooldown is the shortest time between two job fetches of one queue
+// (and between two insert notifications of one process): short enough that
+// a job committed just after a fetch starts within it, long enough that a
+// burst of inserts does not become a burst of fetch queries.
+const FetchCooldown = 2 * time.Millisecond
 
 // StopWindow is how long a stopping worker waits for its jobs: an
 // interrupted apply's grace, then recording its evidence, with a margin.

@@ -681,3 +681,21 @@ func (s *Service) Capacity(ctx context.Context, organizationID string) (pending,
 	}
 	return pending, running, nil
 }
+
+// WorkspaceRuns summarizes a workspace's runs for the remote-backend
+// protocol: how many there are and the newest one's ID ("" for none).
+func (s *Service) WorkspaceRuns(ctx context.Context, organizationID, workspaceID string) (count int, latestID string, err error) {
+	var row struct {
+		Count  int     `db:"count"`
+		Latest *string `db:"latest"`
+	}
+	if err := s.db.GetContext(ctx, &row, `SELECT count(*) AS count,
+		(array_agg(id ORDER BY created_at DESC, id DESC))[1] AS latest
+		FROM runs WHERE organization_id = $1 AND workspace_id = $2`, organizationID, workspaceID); err != nil {
+		return 0, "", fmt.Errorf("summarizing runs: %w", err)
+	}
+	if row.Latest != nil {
+		latestID = *row.Latest
+	}
+	return row.Count, latestID, nil
+}

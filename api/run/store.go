@@ -393,10 +393,9 @@ func commentsOf(ctx context.Context, q sqlx.QueryerContext, runID string) ([]Com
 	return out, nil
 }
 
-func commentByID(ctx context.Context, q sqlx.QueryerContext, organizationID, commentID string) (Comment, error) {
+func commentByID(ctx context.Context, q sqlx.QueryerContext, commentID string) (Comment, error) {
 	var c Comment
-	err := sqlx.GetContext(ctx, q, &c, `SELECT `+commentColumns+` FROM run_comments WHERE id = $1 AND organization_id = $2`,
-		commentID, organizationID)
+	err := sqlx.GetContext(ctx, q, &c, `SELECT `+commentColumns+` FROM run_comments WHERE id = $1`, commentID)
 	if isNoRows(err) {
 		return Comment{}, fault.ErrNotFound
 	}
@@ -430,10 +429,9 @@ func eventsOf(ctx context.Context, q sqlx.QueryerContext, runID string) ([]Event
 	return out, nil
 }
 
-func eventByID(ctx context.Context, q sqlx.QueryerContext, organizationID, eventID string) (Event, error) {
+func eventByID(ctx context.Context, q sqlx.QueryerContext, eventID string) (Event, error) {
 	var e Event
-	err := sqlx.GetContext(ctx, q, &e, `SELECT `+eventColumns+` FROM run_events WHERE id = $1 AND organization_id = $2`,
-		eventID, organizationID)
+	err := sqlx.GetContext(ctx, q, &e, `SELECT `+eventColumns+` FROM run_events WHERE id = $1`, eventID)
 	if isNoRows(err) {
 		return Event{}, fault.ErrNotFound
 	}

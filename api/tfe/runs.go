@@ -136,7 +136,9 @@ func (s *server) byRunDocument(ctx context.Context, c *fiber.Ctx, p access.Princ
 		WHERE w.id = $1 AND ($2 = '' OR o.id = $2)`, ws.ID)
 }
 
-func (s *server) configurationVersionResource(cv run.ConfigurationVersion) resource {
+// configurationVersionResource renders a version; the upload URL, a
+// capability, is given once, in the answer that created it.
+func (s *server) configurationVersionResource(cv run.ConfigurationVersion, created bool) resource {
 	stamps := map[string]string{"queued-at": timestamp(cv.CreatedAt)}
 	if cv.UploadedAt != nil {
 		stamps["finished-at"] = timestamp(*cv.UploadedAt)
@@ -149,8 +151,7 @@ func (s *server) configurationVersionResource(cv run.ConfigurationVersion) resou
 		"source": "tfe-api", "error": cv.ErrorCode, "error-message": cv.ErrorCode,
 		"status-timestamps": stamps,
 	}
-	// The upload URL is a capability for a pending version only.
-	if cv.Status == run.ConfigurationPending {
+	if created && cv.Status == run.ConfigurationPending {
 		attrs["upload-url"] = s.signedURL(http.MethodPut, "/api/v2/configuration-versions/"+cv.ID+"/upload", uploadURLLifetime)
 	}
 	return resource{ID: cv.ID, Type: "configuration-versions", Attributes: attrs}
@@ -180,7 +181,7 @@ func (s *server) createConfigurationVersion(c *fiber.Ctx, p access.Principal, o 
 	if err != nil {
 		return s.writeError(c, err)
 	}
-	return writeData(c, http.StatusCreated, s.configurationVersionResource(cv))
+	return writeData(c, http.StatusCreated, s.configurationVersionResource(cv, true))
 }
 
 func (s *server) readConfigurationVersion(c *fiber.Ctx, p access.Principal, o owner) error {
@@ -188,7 +189,7 @@ func (s *server) readConfigurationVersion(c *fiber.Ctx, p access.Principal, o ow
 	if err != nil {
 		return s.writeError(c, err)
 	}
-	return writeData(c, http.StatusOK, s.configurationVersionResource(cv))
+	return writeData(c, http.StatusOK, s.configurationVersionResource(cv, false))
 }
 
 func (s *server) listConfigurationVersions(c *fiber.Ctx, p access.Principal, o owner) error {
@@ -199,7 +200,7 @@ func (s *server) listConfigurationVersions(c *fiber.Ctx, p access.Principal, o o
 	}
 	data := make([]resource, len(rows))
 	for i, cv := range rows {
-		data[i] = s.configurationVersionResource(cv)
+		data[i] = s.configurationVersionResource(cv, false)
 	}
 	return writeDocument(c, http.StatusOK, map[string]any{"data": data, "meta": paginate(number, size, total)})
 }
@@ -449,7 +450,7 @@ func (s *server) runIncludes(c *fiber.Ctx, p access.Principal, o owner, r run.Ru
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, s.configurationVersionResource(cv))
+		out = append(out, s.configurationVersionResource(cv, false))
 	}
 	return out, nil
 }

@@ -159,4 +159,14 @@ func TestRunSemanticsClientsRelyOn(t *testing.T) {
 	if r := u.call(t, http.MethodPost, "/api/v2/configuration-versions/"+first+"/actions/archive", nil); r.Status != http.StatusConflict {
 		t.Fatalf("archiving the current version = %d %s", r.Status, r.Body)
 	}
+
+	// A workspace whose run has a history and comments can still be deleted
+	// once the run ended.
+	u.call(t, http.MethodPost, "/api/v2/runs/"+created.ID+"/actions/cancel", nil).MustStatus(t, http.StatusAccepted)
+	if got := readWS(); got["locked-by"] != nil {
+		t.Fatalf("canceled run still holds the lock: %v", got)
+	}
+	if r := u.call(t, http.MethodDelete, "/api/v2/workspaces/"+ws.ID, nil); r.Status != http.StatusNoContent && r.Status != http.StatusOK {
+		t.Fatalf("deleting the workspace = %d %s", r.Status, r.Body)
+	}
 }

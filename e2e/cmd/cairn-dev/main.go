@@ -32,7 +32,7 @@ commands:
           every fuzz target for a few seconds
   fuzz    run every fuzz target in turn for -fuzztime (FUZZTIME, default 30s)
   bench   run the benchmark harness against a throwaway cluster
-  compat  run go-tfe's integration tests against a real cairn-api
+  compat  run go-tfe's integration tests against a real cairn-api and cairn-worker [-run REGEX]
   tools   build the pinned OpenTofu into .tools/toolchains (once)
   cluster start a throwaway cluster with a migrated template, print the test
           environment and wait (for running single tests by hand)
@@ -58,7 +58,7 @@ func main() {
 	case "cluster":
 		err = cluster(ctx)
 	case "compat":
-		err = compat(ctx)
+		err = compat(ctx, os.Args[2:])
 	case "tools":
 		_, err = devstack.EnsureTofu(ctx, ".", tofuVersion, os.Stdout)
 	default:

@@ -39,6 +39,10 @@ type Runner struct {
 	// CAFile is the CA bundle that tofu trusts for APIHost ("" for the
 	// system roots).
 	CAFile string
+	// ProviderMirror, when set, is the only place sandboxed tofu installs
+	// providers from: a filesystem-mirror directory (bound read-only into
+	// each sandbox) or an https:// network mirror.
+	ProviderMirror string
 	// WorkerID names this worker in attempt evidence.
 	WorkerID string
 	// Heartbeat is how often a running attempt proves it is alive and
@@ -292,6 +296,9 @@ func (r *Runner) execute(ctx context.Context, env *attemptEnv) error {
 	if r.CAFile != "" {
 		spec.ReadOnlyFiles = map[string]string{"ca.pem": r.CAFile}
 	}
+	if r.ProviderMirror != "" && !strings.HasPrefix(r.ProviderMirror, "https://") {
+		spec.ReadOnlyDirs = []string{r.ProviderMirror}
+	}
 	if env.sb, err = r.Driver.Create(ctx, spec); err != nil {
 		return fmt.Errorf("creating sandbox: %w", err)
 	}
@@ -379,7 +386,7 @@ func (r *Runner) prepare(ctx context.Context, env *attemptEnv, inputs []workspac
 	}
 	files := map[string][]byte{
 		filepath.Join(configDir, overrideFile): backendOverride(r.APIHost, org, w.CloudName),
-		filepath.Join(privateDir, cliConfig):   fmt.Appendf(nil, "credentials %q {\n  token = %q\n}\n", r.APIHost, token),
+		filepath.Join(privateDir, cliConfig):   cliConfigFile(r.APIHost, token, r.ProviderMirror),
 		filepath.Join(privateDir, varFile):     tfvars(inputs),
 	}
 	for name, body := range files {
@@ -388,6 +395,23 @@ func (r *Runner) prepare(ctx context.Context, env *attemptEnv, inputs []workspac
 		}
 	}
 	return nil
+}
+
+// cliConfigFile is the sandbox's own CLI configuration: the run token for
+// Cairn's host and, with a provider mirror, that mirror as the only
+// provider source (a closed network needs no registry).
+func cliConfigFile(host, token, mirror string) []byte {
+	f := hclwrite.NewEmptyFile()
+	f.Body().AppendNewBlock("credentials", []string{host}).Body().SetAttributeValue("token", cty.StringVal(token))
+	if mirror != "" {
+		install := f.Body().AppendNewBlock("provider_installation", nil).Body()
+		if strings.HasPrefix(mirror, "https://") {
+			install.AppendNewBlock("network_mirror", nil).Body().SetAttributeValue("url", cty.StringVal(strings.TrimSuffix(mirror, "/")+"/"))
+		} else {
+			install.AppendNewBlock("filesystem_mirror", nil).Body().SetAttributeValue("path", cty.StringVal(mirror))
+		}
+	}
+	return f.Bytes()
 }
 
 // backendOverride points the remote backend at this service's workspace.

@@ -110,7 +110,7 @@ func New(cfg config.Config, conn *sqlx.DB, driver sandbox.Driver, logger *slog.L
 		// A notified fetch waits out this cooldown after the previous
 		// fetch (a poll, say): it is what dispatch latency is made of.
 		FetchCooldown: min(cfg.WorkerPollInterval, FetchCooldown),
-		PeriodicJobs:      periodic,
+		PeriodicJobs:  periodic,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating river client: %w", err)
@@ -195,7 +195,7 @@ func newRunner(cfg config.Config, runs *run.Service, driver sandbox.Driver, logg
 	logger.Info("sandbox runner ready", "driver", driver.Name(), "isolation", driver.Status().Profile.Isolation, "api_host", u.Host)
 	return &runner.Runner{
 		Runs: runs, Driver: driver, Tools: sandbox.NewToolCache(mirror, filepath.Join(dataDir, "toolcache")), Logger: logger,
-		APIHost: u.Host, CAFile: caFile, WorkerID: runner.WorkerName(), Heartbeat: 500 * time.Millisecond,
+		APIHost: u.Host, CAFile: caFile, ProviderMirror: cfg.ProviderMirror, WorkerID: runner.WorkerName(), Heartbeat: 500 * time.Millisecond,
 		PhaseTimeout: cfg.PhaseTimeout, ApplyInterruptGrace: cfg.ApplyInterruptGrace, LogFlush: 200 * time.Millisecond,
 		Evaluator: evaluator,
 	}, nil

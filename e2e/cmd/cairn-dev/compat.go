@@ -206,12 +206,10 @@ func summarize(r io.Reader) error {
 		}
 		counts[outcome[name]]++
 		fmt.Printf("  %-4s %s\n", strings.ToUpper(outcome[name]), name)
-		if outcome[name] == "fail" && !strings.Contains(name, "/") {
-			continue
-		}
 		if outcome[name] == "fail" && output[name] != nil {
 			for _, line := range strings.Split(strings.TrimSpace(output[name].String()), "\n") {
-				if strings.Contains(line, "Error") || strings.Contains(line, "expected") || strings.Contains(line, "actual") {
+				if strings.Contains(line, "Error") || strings.Contains(line, "expected") || strings.Contains(line, "actual") ||
+					strings.Contains(line, "panic") || strings.Contains(line, "_test.go:") {
 					fmt.Printf("         %s\n", strings.TrimSpace(line))
 				}
 			}

@@ -292,6 +292,9 @@ func (r *Runner) execute(ctx context.Context, env *attemptEnv) error {
 	start := time.Now()
 	spec := sandbox.Spec{Name: st.SandboxName, Limits: sandbox.Limits{WallClock: r.PhaseTimeout}, Env: map[string]string{
 		"TF_IN_AUTOMATION": "1", "TF_INPUT": "0", "CHECKPOINT_DISABLE": "1", "TF_FORCE_LOCAL_BACKEND": "1",
+		// Provider plugins listen on a Unix socket made in this directory;
+		// the sandbox's own TMPDIR can be longer than a socket path may be.
+		"PLUGIN_UNIX_SOCKET_DIR": "/tmp",
 	}}
 	if r.CAFile != "" {
 		spec.ReadOnlyFiles = map[string]string{"ca.pem": r.CAFile}

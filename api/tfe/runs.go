@@ -318,7 +318,11 @@ func (s *server) createRun(c *fiber.Ctx, p access.Principal, o owner) error {
 	if err != nil {
 		return s.writeError(c, err)
 	}
-	return writeData(c, http.StatusCreated, s.runResource(r, p, []ref{}))
+	res := s.runResource(r, p, []ref{})
+	if err := s.withEvents(ctx, p, &res); err != nil {
+		return s.writeError(c, err)
+	}
+	return writeData(c, http.StatusCreated, res)
 }
 
 // tfeStatus maps a run status to the protocol's vocabulary. A run waiting
@@ -365,6 +369,10 @@ func (s *server) runResource(r run.Run, p access.Principal, checks []ref) resour
 	for k, v := range r.StatusTimestamps {
 		timestamps[stampKey(tfeStatus(run.Status(k)))] = timestamp(v)
 	}
+	// A run may be queued for planning from its creation on.
+	if t, ok := r.StatusTimestamps[string(run.StatusPending)]; ok {
+		timestamps["plan-queueable-at"] = timestamp(t)
+	}
 	hasChanges := r.HasChanges != nil && *r.HasChanges
 	return resource{
 		ID: r.ID, Type: "runs",
@@ -408,7 +416,11 @@ func (s *server) readRun(c *fiber.Ctx, p access.Principal, o owner) error {
 	if err != nil {
 		return s.writeError(c, err)
 	}
-	doc := map[string]any{"data": s.runResource(r, p, checks)}
+	res := s.runResource(r, p, checks)
+	if err := s.withEvents(c.UserContext(), p, &res); err != nil {
+		return s.writeError(c, err)
+	}
+	doc := map[string]any{"data": res}
 	included, err := s.runIncludes(c, p, o, r)
 	if err != nil {
 		return s.writeError(c, err)
@@ -453,6 +465,20 @@ func (s *server) runIncludes(c *fiber.Ctx, p access.Principal, o owner, r run.Ru
 		out = append(out, s.configurationVersionResource(cv, false))
 	}
 	return out, nil
+}
+
+// withEvents names a single run's history in its run-events relationship.
+func (s *server) withEvents(ctx context.Context, p access.Principal, res *resource) error {
+	events, err := s.Runs.Events(ctx, p, res.ID)
+	if err != nil {
+		return err
+	}
+	refs := make([]ref, len(events))
+	for i, e := range events {
+		refs[i] = ref{ID: e.ID, Type: "run-events"}
+	}
+	res.Relationships["run-events"] = relationship{Data: refs}
+	return nil
 }
 
 // stampKey is a status timestamp's key as clients read it: the
@@ -655,16 +681,16 @@ type readCloser struct {
 }
 
 func (s *server) workspaceRuns(c *fiber.Ctx, p access.Principal, o owner) error {
-	return s.listRuns(c, p, run.RunFilter{WorkspaceID: o.WorkspaceID})
+	return s.listRuns(c, p, o, run.RunFilter{WorkspaceID: o.WorkspaceID})
 }
 
 // runQueue lists the organization's runs that are waiting or in progress.
 func (s *server) runQueue(c *fiber.Ctx, p access.Principal, o owner) error {
-	return s.listRuns(c, p, run.RunFilter{Statuses: []string{string(run.StatusPending), string(run.StatusPlanQueued),
+	return s.listRuns(c, p, o, run.RunFilter{Statuses: []string{string(run.StatusPending), string(run.StatusPlanQueued),
 		string(run.StatusPlanning), string(run.StatusApplyQueued), string(run.StatusApplying)}})
 }
 
-func (s *server) listRuns(c *fiber.Ctx, p access.Principal, f run.RunFilter) error {
+func (s *server) listRuns(c *fiber.Ctx, p access.Principal, o owner, f run.RunFilter) error {
 	number, size := pageParams(c)
 	rows, total, err := s.Runs.ListRunsPage(c.UserContext(), p, f, number, size)
 	if err != nil {
@@ -674,7 +700,29 @@ func (s *server) listRuns(c *fiber.Ctx, p access.Principal, f run.RunFilter) err
 	for i, r := range rows {
 		data[i] = s.runResource(r, p, []ref{})
 	}
-	return writeDocument(c, http.StatusOK, map[string]any{"data": data, "meta": paginate(number, size, total)})
+	doc := map[string]any{"data": data, "meta": paginate(number, size, total)}
+	// include=workspace adds each listed run's workspace once.
+	if includes(c, "workspace") {
+		included := []resource{}
+		seen := map[string]bool{}
+		for _, r := range rows {
+			if seen[r.WorkspaceID] {
+				continue
+			}
+			seen[r.WorkspaceID] = true
+			w, err := s.Workspaces.GetWorkspace(c.UserContext(), p, r.WorkspaceID)
+			if err != nil {
+				return s.writeError(c, err)
+			}
+			res, err := s.workspaceResource(c.UserContext(), p, o, w)
+			if err != nil {
+				return s.writeError(c, err)
+			}
+			included = append(included, res)
+		}
+		doc["included"] = included
+	}
+	return writeDocument(c, http.StatusOK, doc)
 }
 
 func (s *server) capacity(c *fiber.Ctx, p access.Principal, o owner) error {

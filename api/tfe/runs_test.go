@@ -69,6 +69,9 @@ func TestRunSemanticsClientsRelyOn(t *testing.T) {
 	if cv := created.Relationships["configuration-version"].Data.(map[string]any); cv["id"] != first {
 		t.Fatalf("run without a version runs %v, want %s", cv, first)
 	}
+	if events, _ := created.Relationships["run-events"].Data.([]any); len(events) == 0 {
+		t.Fatalf("created run names no run events: %v", created.Relationships["run-events"])
+	}
 	if got := readWS(); got["locked-by"] != "runs/"+created.ID || got["latest-run"] != "runs/"+created.ID || got["run-count"] != 1.0 {
 		t.Fatalf("workspace with a run: %v", got)
 	}
@@ -99,6 +102,9 @@ func TestRunSemanticsClientsRelyOn(t *testing.T) {
 		if strings.Contains(key, "_") || !strings.HasSuffix(key, "-at") {
 			t.Fatalf("unreadable status timestamp %q", key)
 		}
+	}
+	if _, ok := full.Data.Attributes.StatusTimestamps["plan-queueable-at"]; !ok {
+		t.Fatalf("no plan-queueable-at: %v", full.Data.Attributes.StatusTimestamps)
 	}
 	if _, ok := full.Data.Attributes.StatusTimestamps["plan-queued-at"]; !ok {
 		t.Fatalf("no plan-queued-at: %v", full.Data.Attributes.StatusTimestamps)

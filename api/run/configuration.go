@@ -26,6 +26,9 @@ const (
 	ConfigurationPending  = "pending"
 	ConfigurationUploaded = "uploaded"
 	ConfigurationErrored  = "errored"
+	// ConfigurationArchived is an uploaded version whose archive was
+	// deleted; its row stays for the runs that used it.
+	ConfigurationArchived = "archived"
 )
 
 // ConfigurationVersion is one uploaded configuration archive.
@@ -48,6 +51,14 @@ type ConfigurationVersion struct {
 	CreatedByID    string     `db:"created_by_id"`
 	CreatedAt      time.Time  `db:"created_at"`
 	UploadedAt     *time.Time `db:"uploaded_at"`
+	// Provisional versions do not become the workspace's current
+	// configuration until a run uses them.
+	Provisional bool `db:"provisional"`
+	// CurrentSince is when the version became the workspace's current
+	// configuration candidate (creation, or a provisional version's first
+	// run); the newest one is current. Nil for an unused provisional one.
+	CurrentSince *time.Time `db:"current_since"`
+	ArchivedAt   *time.Time `db:"archived_at"`
 }
 
 // ConfigurationInput is how a configuration version is created.
@@ -55,6 +66,7 @@ type ConfigurationInput struct {
 	Source        string
 	Speculative   bool
 	AutoQueueRuns bool
+	Provisional   bool
 }
 
 // Sources of runs and configuration versions.
@@ -119,6 +131,7 @@ func (s *Service) CreateUploadedConfiguration(ctx context.Context, tx *sqlx.Tx, 
 		ID: st.ID, OrganizationID: w.OrganizationID, WorkspaceID: w.ID, Status: ConfigurationUploaded, Source: SourceAPI,
 		BlobKey: &key, SizeBytes: &st.Digests.Size, SHA256: st.Digests.SHA256, Entries: &entries,
 		ExpandedBytes: &st.Manifest.ExpandedBytes, CreatedByKind: p.Kind, CreatedByID: p.ID, CreatedAt: now, UploadedAt: &now,
+		CurrentSince: &now,
 	}
 	if st.Manifest.LockFileSHA256 != "" {
 		cv.LockFileSHA256 = decodeHex(st.Manifest.LockFileSHA256)
@@ -153,16 +166,107 @@ func (s *Service) CreateConfigurationVersion(ctx context.Context, tx *sqlx.Tx, p
 	if err != nil {
 		return ConfigurationVersion{}, err
 	}
+	now := s.stamp()
 	cv := ConfigurationVersion{
 		ID: id.New("cfg"), OrganizationID: w.OrganizationID, WorkspaceID: w.ID, Status: ConfigurationPending,
-		Source: in.Source, Speculative: in.Speculative, AutoQueueRuns: in.AutoQueueRuns,
-		CreatedByKind: p.Kind, CreatedByID: p.ID, CreatedAt: s.stamp(),
+		Source: in.Source, Speculative: in.Speculative, AutoQueueRuns: in.AutoQueueRuns, Provisional: in.Provisional,
+		CreatedByKind: p.Kind, CreatedByID: p.ID, CreatedAt: now,
+	}
+	if !in.Provisional {
+		cv.CurrentSince = &now
 	}
 	if err := insertConfigurationVersion(ctx, tx, cv); err != nil {
 		return ConfigurationVersion{}, err
 	}
 	return cv, audit.Record(ctx, tx, p, "configuration_version.created", "configuration_version", cv.ID,
-		map[string]any{"workspace_id": w.ID, "source": in.Source, "speculative": in.Speculative})
+		map[string]any{"workspace_id": w.ID, "source": in.Source, "speculative": in.Speculative, "provisional": in.Provisional})
+}
+
+// ListConfigurationVersions reads a numbered page of a workspace's
+// configuration versions, newest first, with the total.
+func (s *Service) ListConfigurationVersions(ctx context.Context, p access.Principal, workspaceID string, number, size int) ([]ConfigurationVersion, int, error) {
+	if err := p.Require(access.PermRunRead); err != nil {
+		return nil, 0, err
+	}
+	w, err := s.workspaces.GetWorkspace(ctx, p, workspaceID)
+	if err != nil {
+		return nil, 0, err
+	}
+	return listConfigurationVersions(ctx, s.db, w.OrganizationID, w.ID, number, size)
+}
+
+// CurrentConfiguration is the workspace's current configuration version,
+// or nil: the newest that is not provisional or that a run used.
+func (s *Service) CurrentConfiguration(ctx context.Context, organizationID, workspaceID string) (*ConfigurationVersion, error) {
+	return currentConfiguration(ctx, s.db, organizationID, workspaceID)
+}
+
+// ArchiveConfigurationVersion deletes the archive of an uploaded version
+// that is not the workspace's current one and that no unfinished run
+// uses, keeping its row. It returns the object key, which the caller
+// deletes once the transaction committed.
+func (s *Service) ArchiveConfigurationVersion(ctx context.Context, tx *sqlx.Tx, p access.Principal, cvID string) (ConfigurationVersion, string, error) {
+	cv, err := configurationVersionByID(ctx, tx, p.OrganizationID, cvID)
+	if err != nil {
+		return ConfigurationVersion{}, "", err
+	}
+	w, err := s.workspaces.WorkspaceForWrite(ctx, tx, p, cv.WorkspaceID, access.PermRunCreate)
+	if err != nil {
+		return ConfigurationVersion{}, "", err
+	}
+	if cv.Status != ConfigurationUploaded {
+		return ConfigurationVersion{}, "", ErrConfigurationNotArchivable
+	}
+	current, err := currentConfiguration(ctx, tx, w.OrganizationID, w.ID)
+	if err != nil {
+		return ConfigurationVersion{}, "", err
+	}
+	if current != nil && current.ID == cv.ID {
+		return ConfigurationVersion{}, "", ErrConfigurationCurrent
+	}
+	var inUse bool
+	if err := tx.GetContext(ctx, &inUse, `SELECT EXISTS (SELECT 1 FROM runs WHERE configuration_version_id = $1
+		AND status NOT IN (`+terminalList()+`))`, cv.ID); err != nil {
+		return ConfigurationVersion{}, "", fmt.Errorf("checking runs of configuration version: %w", err)
+	}
+	if inUse {
+		return ConfigurationVersion{}, "", ErrConfigurationNotArchivable
+	}
+	key := *cv.BlobKey
+	now := s.stamp()
+	cv.Status, cv.BlobKey, cv.ArchivedAt = ConfigurationArchived, nil, &now
+	if _, err := tx.ExecContext(ctx, `UPDATE configuration_versions SET status = 'archived', blob_key = NULL, archived_at = $2
+		WHERE id = $1 AND status = 'uploaded'`, cv.ID, now); err != nil {
+		return ConfigurationVersion{}, "", fmt.Errorf("archiving configuration version: %w", err)
+	}
+	return cv, key, audit.Record(ctx, tx, p, "configuration_version.archived", "configuration_version", cv.ID,
+		map[string]any{"workspace_id": w.ID})
+}
+
+// DeleteArchiveObject removes an archived version's object after its
+// reference is gone; a failure leaves an orphan for the sweep.
+func (s *Service) DeleteArchiveObject(ctx context.Context, key string) {
+	if s.blobs != nil && key != "" {
+		_ = s.blobs.Delete(context.WithoutCancel(ctx), key)
+	}
+}
+
+// DownloadConfiguration opens the archive of an uploaded version. An
+// archive is the workspace's source code, so reading it takes what
+// uploading one does (run:create).
+func (s *Service) DownloadConfiguration(ctx context.Context, p access.Principal, cvID string) (io.ReadCloser, ConfigurationVersion, error) {
+	if err := p.Require(access.PermRunCreate); err != nil {
+		return nil, ConfigurationVersion{}, err
+	}
+	cv, err := s.GetConfigurationVersion(ctx, p, cvID)
+	if err != nil {
+		return nil, ConfigurationVersion{}, err
+	}
+	if cv.Status != ConfigurationUploaded {
+		return nil, ConfigurationVersion{}, fault.ErrNotFound
+	}
+	rc, err := s.OpenArchive(ctx, cv)
+	return rc, cv, err
 }
 
 // GetConfigurationVersion reads a configuration version the principal may see.

@@ -24,6 +24,12 @@ var (
 	// ErrConfigurationNotReady means the configuration version has no
 	// validated archive yet.
 	ErrConfigurationNotReady = errors.New("configuration version not uploaded")
+	// ErrConfigurationCurrent means an archive request named the
+	// workspace's current configuration version.
+	ErrConfigurationCurrent = errors.New("configuration version is current")
+	// ErrConfigurationNotArchivable means a version that is not uploaded,
+	// or that an unfinished run uses, was asked to be archived.
+	ErrConfigurationNotArchivable = errors.New("configuration version cannot be archived")
 	// ErrConfigurationUploaded means a second upload to a finished version.
 	ErrConfigurationUploaded = errors.New("configuration version already uploaded")
 	// ErrArchiveTooLarge means the archive crossed 100,000,000 bytes.

@@ -105,6 +105,10 @@ type CreateInput struct {
 	Source                 string
 	AutoApply              bool
 	IsDestroy              bool
+	// LatestConfiguration, with no ConfigurationVersionID, runs the
+	// workspace's current configuration version (the remote-backend
+	// protocol's run without a configuration version).
+	LatestConfiguration bool
 }
 
 const maxMessageChars = 2000
@@ -119,7 +123,7 @@ func (in CreateInput) validate() error {
 		return fmt.Errorf("%w: kind must be one of plan_and_apply, plan_only, speculative", ErrInvalid)
 	case len([]rune(in.Message)) > maxMessageChars:
 		return fmt.Errorf("%w: message is over %d characters", ErrInvalid, maxMessageChars)
-	case in.WorkspaceID == "" || in.ConfigurationVersionID == "":
+	case in.WorkspaceID == "" || (in.ConfigurationVersionID == "" && !in.LatestConfiguration):
 		return fmt.Errorf("%w: workspace_id and configuration_version_id are required", ErrInvalid)
 	}
 	return nil
@@ -150,12 +154,9 @@ func (s *Service) CreateRun(ctx context.Context, tx *sqlx.Tx, p access.Principal
 	if err != nil {
 		return Run{}, err
 	}
-	cv, err := configurationVersionByID(ctx, tx, w.OrganizationID, in.ConfigurationVersionID)
-	if err != nil || cv.WorkspaceID != w.ID {
-		return Run{}, fault.ErrNotFound
-	}
-	if cv.Status != ConfigurationUploaded {
-		return Run{}, ErrConfigurationNotReady
+	cv, err := s.runConfiguration(ctx, tx, w, in)
+	if err != nil {
+		return Run{}, err
 	}
 	unfinished, err := countUnfinished(ctx, tx, w.ID)
 	if err != nil {
@@ -197,6 +198,13 @@ func (s *Service) CreateRun(ctx context.Context, tx *sqlx.Tx, p access.Principal
 	if err := insertRun(ctx, tx, r); err != nil {
 		return Run{}, err
 	}
+	// A provisional version becomes the workspace's current configuration
+	// once a run uses it.
+	if cv.CurrentSince == nil {
+		if err := promoteConfiguration(ctx, tx, cv.ID, now); err != nil {
+			return Run{}, err
+		}
+	}
 	// The values themselves are copied too: editing or deleting a variable
 	// later never changes or breaks this run.
 	if err := s.workspaces.PinValues(ctx, tx, r.OrganizationID, r.ID, vars); err != nil {
@@ -228,6 +236,29 @@ func (s *Service) CreateRun(ctx context.Context, tx *sqlx.Tx, p access.Principal
 	})
 }
 
+// runConfiguration is the configuration version a new run evaluates: the
+// one named, or the workspace's current one; it must be uploaded.
+func (s *Service) runConfiguration(ctx context.Context, tx *sqlx.Tx, w workspace.Workspace, in CreateInput) (ConfigurationVersion, error) {
+	if in.ConfigurationVersionID == "" {
+		cv, err := currentConfiguration(ctx, tx, w.OrganizationID, w.ID)
+		if err != nil {
+			return ConfigurationVersion{}, err
+		}
+		if cv == nil || cv.Status != ConfigurationUploaded {
+			return ConfigurationVersion{}, ErrConfigurationNotReady
+		}
+		return *cv, nil
+	}
+	cv, err := configurationVersionByID(ctx, tx, w.OrganizationID, in.ConfigurationVersionID)
+	if err != nil || cv.WorkspaceID != w.ID {
+		return ConfigurationVersion{}, fault.ErrNotFound
+	}
+	if cv.Status != ConfigurationUploaded {
+		return ConfigurationVersion{}, ErrConfigurationNotReady
+	}
+	return cv, nil
+}
+
 // lockDigest is the dependency-lock digest a run binds: the lock file's
 // SHA-256, or the digest of nothing when the archive has no lock file.
 func lockDigest(cv ConfigurationVersion) []byte {
@@ -242,6 +273,14 @@ func lockDigest(cv ConfigurationVersion) []byte {
 func (s *Service) queuePlan(ctx context.Context, tx *sqlx.Tx, r Run, n int) (Run, error) {
 	if err := s.queueAttempt(ctx, tx, r, PhasePlan, n); err != nil {
 		return Run{}, err
+	}
+	// The workspace's active run holds its lock until it ends, as HCP
+	// Terraform clients expect (a free lock only: a user's lock stays, and
+	// the approval then waits for it).
+	if !r.Speculative() {
+		if _, err := workspace.LockForRun(ctx, tx, r.OrganizationID, r.WorkspaceID, r.ID, s.stamp()); err != nil {
+			return Run{}, err
+		}
 	}
 	r = s.transition(r, StatusPlanQueued)
 	return r, saveRun(ctx, tx, r)
@@ -287,11 +326,12 @@ func (s *Service) finish(ctx context.Context, tx *sqlx.Tx, r Run, status Status,
 	if err := workspace.DropPinnedValues(ctx, tx, r.ID); err != nil {
 		return Run{}, err
 	}
-	if r.Speculative() {
-		return r, nil
-	}
+	// Whatever lock the run or its CLI took ends with the run.
 	if err := workspace.ReleaseRunLock(ctx, tx, r.OrganizationID, r.WorkspaceID, r.ID); err != nil {
 		return Run{}, err
+	}
+	if r.Speculative() {
+		return r, nil
 	}
 	if err := revokeRunTokens(ctx, tx, r.ID); err != nil {
 		return Run{}, err
@@ -398,6 +438,15 @@ func (s *Service) Approve(ctx context.Context, tx *sqlx.Tx, p access.Principal, 
 		// The state moved on since the plan: the plan no longer describes
 		// what an apply would do.
 		return Run{}, ErrStaleBinding
+	}
+	// The apply writes state, so the run must hold the workspace lock: a
+	// lock someone else took meanwhile is released before approving.
+	held, err := workspace.LockForRun(ctx, tx, r.OrganizationID, r.WorkspaceID, r.ID, s.stamp())
+	if err != nil {
+		return Run{}, err
+	}
+	if !held {
+		return Run{}, workspace.ErrLocked
 	}
 	r = s.decide(r, p, DecisionApproved)
 	approved := BindingOf(r)
@@ -649,4 +698,22 @@ func (s *Service) Capacity(ctx context.Context, organizationID string) (pending,
 		return 0, 0, fmt.Errorf("counting capacity: %w", err)
 	}
 	return pending, running, nil
+}
+
+// WorkspaceRuns summarizes a workspace's runs for the remote-backend
+// protocol: how many there are and the newest one's ID ("" for none).
+func (s *Service) WorkspaceRuns(ctx context.Context, organizationID, workspaceID string) (count int, latestID string, err error) {
+	var row struct {
+		Count  int     `db:"count"`
+		Latest *string `db:"latest"`
+	}
+	if err := s.db.GetContext(ctx, &row, `SELECT count(*) AS count,
+		(array_agg(id ORDER BY created_at DESC, id DESC))[1] AS latest
+		FROM runs WHERE organization_id = $1 AND workspace_id = $2`, organizationID, workspaceID); err != nil {
+		return 0, "", fmt.Errorf("summarizing runs: %w", err)
+	}
+	if row.Latest != nil {
+		latestID = *row.Latest
+	}
+	return row.Count, latestID, nil
 }

@@ -13,15 +13,18 @@ import (
 	"github.com/cairnhq/cairn/api/launch"
 	"github.com/cairnhq/cairn/api/platform/cursor"
 	"github.com/cairnhq/cairn/api/platform/fault"
+	"github.com/cairnhq/cairn/api/platform/id"
 )
 
 const configurationColumns = `id, organization_id, workspace_id, status, source, speculative, auto_queue_runs, error_code,
-	blob_key, size_bytes, sha256, lock_file_sha256, entries, expanded_bytes, created_by_kind, created_by_id, created_at, uploaded_at`
+	blob_key, size_bytes, sha256, lock_file_sha256, entries, expanded_bytes, created_by_kind, created_by_id, created_at, uploaded_at,
+	provisional, current_since, archived_at`
 
 func insertConfigurationVersion(ctx context.Context, q sqlx.ExtContext, cv ConfigurationVersion) error {
 	_, err := sqlx.NamedExecContext(ctx, q, `INSERT INTO configuration_versions (`+configurationColumns+`) VALUES (
 		:id, :organization_id, :workspace_id, :status, :source, :speculative, :auto_queue_runs, :error_code,
-		:blob_key, :size_bytes, :sha256, :lock_file_sha256, :entries, :expanded_bytes, :created_by_kind, :created_by_id, :created_at, :uploaded_at)`, cv)
+		:blob_key, :size_bytes, :sha256, :lock_file_sha256, :entries, :expanded_bytes, :created_by_kind, :created_by_id, :created_at, :uploaded_at,
+		:provisional, :current_since, :archived_at)`, cv)
 	if err != nil {
 		return fmt.Errorf("inserting configuration version: %w", err)
 	}
@@ -41,6 +44,46 @@ func configurationVersionByID(ctx context.Context, q sqlx.QueryerContext, organi
 		return ConfigurationVersion{}, fmt.Errorf("reading configuration version: %w", err)
 	}
 	return cv, nil
+}
+
+func listConfigurationVersions(ctx context.Context, q sqlx.QueryerContext, organizationID, workspaceID string, number, size int) ([]ConfigurationVersion, int, error) {
+	var total int
+	if err := sqlx.GetContext(ctx, q, &total, `SELECT count(*) FROM configuration_versions
+		WHERE organization_id = $1 AND workspace_id = $2`, organizationID, workspaceID); err != nil {
+		return nil, 0, fmt.Errorf("counting configuration versions: %w", err)
+	}
+	var out []ConfigurationVersion
+	if err := sqlx.SelectContext(ctx, q, &out, `SELECT `+configurationColumns+` FROM configuration_versions
+		WHERE organization_id = $1 AND workspace_id = $2 ORDER BY created_at DESC, id DESC LIMIT $3 OFFSET $4`,
+		organizationID, workspaceID, size, (number-1)*size); err != nil {
+		return nil, 0, fmt.Errorf("listing configuration versions: %w", err)
+	}
+	return out, total, nil
+}
+
+// currentConfiguration is the newest version that became current.
+func currentConfiguration(ctx context.Context, q sqlx.QueryerContext, organizationID, workspaceID string) (*ConfigurationVersion, error) {
+	var cv ConfigurationVersion
+	err := sqlx.GetContext(ctx, q, &cv, `SELECT `+configurationColumns+` FROM configuration_versions
+		WHERE organization_id = $1 AND workspace_id = $2 AND current_since IS NOT NULL
+		ORDER BY current_since DESC, created_at DESC, id DESC LIMIT 1`, organizationID, workspaceID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading current configuration version: %w", err)
+	}
+	return &cv, nil
+}
+
+// promoteConfiguration makes a provisional version current the first time
+// a run uses it.
+func promoteConfiguration(ctx context.Context, q sqlx.ExecerContext, cvID string, now time.Time) error {
+	if _, err := q.ExecContext(ctx, `UPDATE configuration_versions SET current_since = $2
+		WHERE id = $1 AND current_since IS NULL`, cvID, now); err != nil {
+		return fmt.Errorf("promoting configuration version: %w", err)
+	}
+	return nil
 }
 
 // finishConfigurationVersion moves a pending version to its final status;
@@ -326,3 +369,75 @@ func currentState(ctx context.Context, q sqlx.QueryerContext, workspaceID string
 }
 
 func isNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }
+
+func insertComment(ctx context.Context, q sqlx.ExtContext, c Comment) error {
+	if _, err := q.ExecContext(ctx, `INSERT INTO run_comments (id, organization_id, run_id, body, actor_kind, actor_id, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)`, c.ID, c.OrganizationID, c.RunID, c.Body, c.ActorKind, c.ActorID, c.CreatedAt); err != nil {
+		return fmt.Errorf("inserting comment: %w", err)
+	}
+	// The comment is also an entry of the run's history.
+	if _, err := q.ExecContext(ctx, `INSERT INTO run_events (id, organization_id, run_id, action, actor_kind, actor_id, comment_id)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)`, id.New("rev"), c.OrganizationID, c.RunID, EventCommented, c.ActorKind, c.ActorID, c.ID); err != nil {
+		return fmt.Errorf("recording comment event: %w", err)
+	}
+	return nil
+}
+
+const commentColumns = `id, organization_id, run_id, body, actor_kind, actor_id, created_at`
+
+func commentsOf(ctx context.Context, q sqlx.QueryerContext, runID string) ([]Comment, error) {
+	var out []Comment
+	if err := sqlx.SelectContext(ctx, q, &out, `SELECT `+commentColumns+` FROM run_comments WHERE run_id = $1
+		ORDER BY created_at, id LIMIT $2`, runID, maxRunEvents); err != nil {
+		return nil, fmt.Errorf("listing comments: %w", err)
+	}
+	return out, nil
+}
+
+func commentByID(ctx context.Context, q sqlx.QueryerContext, commentID string) (Comment, error) {
+	var c Comment
+	err := sqlx.GetContext(ctx, q, &c, `SELECT `+commentColumns+` FROM run_comments WHERE id = $1`, commentID)
+	if isNoRows(err) {
+		return Comment{}, fault.ErrNotFound
+	}
+	if err != nil {
+		return Comment{}, fmt.Errorf("reading comment: %w", err)
+	}
+	return c, nil
+}
+
+func commentsByID(ctx context.Context, q sqlx.QueryerContext, organizationID string, ids []string) (map[string]Comment, error) {
+	var rows []Comment
+	if err := sqlx.SelectContext(ctx, q, &rows, `SELECT `+commentColumns+` FROM run_comments
+		WHERE organization_id = $1 AND id = ANY($2::text[])`, organizationID, pqStrings(ids)); err != nil {
+		return nil, fmt.Errorf("reading comments: %w", err)
+	}
+	out := make(map[string]Comment, len(rows))
+	for _, c := range rows {
+		out[c.ID] = c
+	}
+	return out, nil
+}
+
+const eventColumns = `id, organization_id, run_id, action, actor_kind, actor_id, comment_id, created_at`
+
+func eventsOf(ctx context.Context, q sqlx.QueryerContext, runID string) ([]Event, error) {
+	var out []Event
+	if err := sqlx.SelectContext(ctx, q, &out, `SELECT `+eventColumns+` FROM run_events WHERE run_id = $1
+		ORDER BY created_at, id LIMIT $2`, runID, maxRunEvents); err != nil {
+		return nil, fmt.Errorf("listing run events: %w", err)
+	}
+	return out, nil
+}
+
+func eventByID(ctx context.Context, q sqlx.QueryerContext, eventID string) (Event, error) {
+	var e Event
+	err := sqlx.GetContext(ctx, q, &e, `SELECT `+eventColumns+` FROM run_events WHERE id = $1`, eventID)
+	if isNoRows(err) {
+		return Event{}, fault.ErrNotFound
+	}
+	if err != nil {
+		return Event{}, fmt.Errorf("reading run event: %w", err)
+	}
+	return e, nil
+}

@@ -31,6 +31,10 @@ import (
 	"github.com/cairnhq/cairn/api/workspace"
 )
 
+// InsertNotifyCooldown is the shortest time between two insert
+// notifications of one queue from one process.
+const InsertNotifyCooldown = 2 * time.Millisecond
+
 // Assemble wires every domain service from configuration. Without a
 // database or AUTH_SECRET the services stay nil, and the surfaces that need
 // them fail closed.
@@ -56,8 +60,11 @@ func Assemble(cfg config.Config, conn *sqlx.DB, logger *slog.Logger) (Deps, erro
 	states := state.NewService(conn, blobs, workspaces)
 	admission := launch.NewService(conn, logger)
 	// An insert-only River client: jobs a mutation implies are inserted in
-	// its transaction; workers poll for them.
-	inserter, err := river.NewClient(riverdatabasesql.New(conn.DB), &river.Config{Logger: logger})
+	// its transaction, with a NOTIFY on their queue that wakes a worker when
+	// it commits. Its FetchCooldown spaces those notifications per queue
+	// (100 ms by default, which would leave every job of a burst but the
+	// first to the workers' poll).
+	inserter, err := river.NewClient(riverdatabasesql.New(conn.DB), &river.Config{Logger: logger, FetchCooldown: InsertNotifyCooldown})
 	if err != nil {
 		return Deps{}, fmt.Errorf("creating job inserter: %w", err)
 	}

@@ -19,7 +19,8 @@ import (
 // and deterministic; what is accepted is one JSON document holding only
 // storable text; a run document passes its options only when it asks for
 // none Cairn refuses (auto-apply, destroy, refresh-only, targets,
-// replacements, variables) and names its configuration version; a state
+// replacements, variables), with or without its configuration version
+// (without one, the run uses the workspace's current version); a state
 // version document yields its input only with a type, serial and MD5, and
 // inline state exactly as standard base64 decodes it.
 func FuzzDecodeDocument(f *testing.F) {
@@ -82,7 +83,7 @@ func requireRunOptions(t *testing.T, d runDocument) {
 	a := d.Data.Attributes
 	refused := (a.AutoApply != nil && *a.AutoApply) || (a.IsDestroy != nil && *a.IsDestroy) ||
 		(a.RefreshOnly != nil && *a.RefreshOnly) || len(a.TargetAddrs) > 0 || len(a.ReplaceAddrs) > 0 ||
-		len(a.Variables) > 0 || d.Data.Relationships.ConfigurationVersion.Data == nil
+		len(a.Variables) > 0
 	err := d.options()
 	if refused != (err != nil) {
 		t.Fatalf("run document %+v: options %v, want refused %v", d, err, refused)

@@ -35,11 +35,18 @@ const (
 
 func (s *server) registerRuns(r fiber.Router) {
 	r.Post("/workspaces/:id/configuration-versions", s.guard(s.byWorkspaceID, s.createConfigurationVersion))
+	r.Get("/workspaces/:id/configuration-versions", s.guard(s.byWorkspaceID, s.listConfigurationVersions))
 	r.Get("/configuration-versions/:id", s.guard(s.byConfigurationVersion, s.readConfigurationVersion))
+	r.Get("/configuration-versions/:id/download", s.guard(s.byConfigurationVersion, s.downloadConfiguration))
+	r.Post("/configuration-versions/:id/actions/archive", s.guard(s.byConfigurationVersion, s.archiveConfiguration))
 	r.Put("/configuration-versions/:id/upload", s.uploadConfiguration)
 	r.Post("/runs", s.guard(s.byRunDocument, s.createRun))
 	r.Get("/runs/:id", s.guard(s.byRun, s.readRun))
 	r.Get("/runs/:id/run-events", s.guard(s.byRun, s.runEvents))
+	r.Get("/run-events/:id", s.guard(s.byRunEvent, s.readRunEvent))
+	r.Get("/runs/:id/comments", s.guard(s.byRun, s.runComments))
+	r.Post("/runs/:id/comments", s.guard(s.byRun, s.commentRun))
+	r.Get("/comments/:id", s.guard(s.byComment, s.readComment))
 	r.Post("/runs/:id/actions/apply", s.guard(s.byRun, s.applyRun))
 	r.Post("/runs/:id/actions/discard", s.guardStop(s.byRun, s.discardRun))
 	r.Post("/runs/:id/actions/cancel", s.guardStop(s.byRun, s.cancelRun))
@@ -129,13 +136,22 @@ func (s *server) byRunDocument(ctx context.Context, c *fiber.Ctx, p access.Princ
 		WHERE w.id = $1 AND ($2 = '' OR o.id = $2)`, ws.ID)
 }
 
-func (s *server) configurationVersionResource(cv run.ConfigurationVersion) resource {
-	attrs := map[string]any{
-		"status": cv.Status, "speculative": cv.Speculative, "auto-queue-runs": cv.AutoQueueRuns, "provisional": false,
-		"source": "tfe-api", "error": cv.ErrorCode, "error-message": cv.ErrorCode,
-		"status-timestamps": map[string]string{},
+// configurationVersionResource renders a version; the upload URL, a
+// capability, is given once, in the answer that created it.
+func (s *server) configurationVersionResource(cv run.ConfigurationVersion, created bool) resource {
+	stamps := map[string]string{"queued-at": timestamp(cv.CreatedAt)}
+	if cv.UploadedAt != nil {
+		stamps["finished-at"] = timestamp(*cv.UploadedAt)
 	}
-	if cv.Status == run.ConfigurationPending {
+	if cv.ArchivedAt != nil {
+		stamps["archived-at"] = timestamp(*cv.ArchivedAt)
+	}
+	attrs := map[string]any{
+		"status": cv.Status, "speculative": cv.Speculative, "auto-queue-runs": cv.AutoQueueRuns, "provisional": cv.Provisional,
+		"source": "tfe-api", "error": cv.ErrorCode, "error-message": cv.ErrorCode,
+		"status-timestamps": stamps,
+	}
+	if created && cv.Status == run.ConfigurationPending {
 		attrs["upload-url"] = s.signedURL(http.MethodPut, "/api/v2/configuration-versions/"+cv.ID+"/upload", uploadURLLifetime)
 	}
 	return resource{ID: cv.ID, Type: "configuration-versions", Attributes: attrs}
@@ -145,7 +161,9 @@ func (s *server) createConfigurationVersion(c *fiber.Ctx, p access.Principal, o 
 	var doc struct {
 		Data struct {
 			Attributes struct {
-				Speculative bool `json:"speculative"`
+				Speculative   bool  `json:"speculative"`
+				Provisional   bool  `json:"provisional"`
+				AutoQueueRuns *bool `json:"auto-queue-runs"`
 			} `json:"attributes"`
 		} `json:"data"`
 	}
@@ -156,14 +174,14 @@ func (s *server) createConfigurationVersion(c *fiber.Ctx, p access.Principal, o 
 	err := db.WithTx(c.UserContext(), s.DB, func(tx *sqlx.Tx) error {
 		var err error
 		cv, err = s.Runs.CreateConfigurationVersion(c.UserContext(), tx, p, o.WorkspaceID, run.ConfigurationInput{
-			Source: run.SourceTFE, Speculative: doc.Data.Attributes.Speculative,
+			Source: run.SourceTFE, Speculative: doc.Data.Attributes.Speculative, Provisional: doc.Data.Attributes.Provisional,
 		})
 		return err
 	})
 	if err != nil {
 		return s.writeError(c, err)
 	}
-	return writeData(c, http.StatusCreated, s.configurationVersionResource(cv))
+	return writeData(c, http.StatusCreated, s.configurationVersionResource(cv, true))
 }
 
 func (s *server) readConfigurationVersion(c *fiber.Ctx, p access.Principal, o owner) error {
@@ -171,7 +189,54 @@ func (s *server) readConfigurationVersion(c *fiber.Ctx, p access.Principal, o ow
 	if err != nil {
 		return s.writeError(c, err)
 	}
-	return writeData(c, http.StatusOK, s.configurationVersionResource(cv))
+	return writeData(c, http.StatusOK, s.configurationVersionResource(cv, false))
+}
+
+func (s *server) listConfigurationVersions(c *fiber.Ctx, p access.Principal, o owner) error {
+	number, size := pageParams(c)
+	rows, total, err := s.Runs.ListConfigurationVersions(c.UserContext(), p, o.WorkspaceID, number, size)
+	if err != nil {
+		return s.writeError(c, err)
+	}
+	data := make([]resource, len(rows))
+	for i, cv := range rows {
+		data[i] = s.configurationVersionResource(cv, false)
+	}
+	return writeDocument(c, http.StatusOK, map[string]any{"data": data, "meta": paginate(number, size, total)})
+}
+
+// downloadConfiguration streams an uploaded version's archive; it is the
+// workspace's source, never cached.
+func (s *server) downloadConfiguration(c *fiber.Ctx, p access.Principal, o owner) error {
+	rc, cv, err := s.Runs.DownloadConfiguration(c.UserContext(), p, c.Params("id"))
+	if err != nil {
+		return s.writeError(c, err)
+	}
+	c.Set(fiber.HeaderContentType, "application/octet-stream")
+	c.Set(fiber.HeaderCacheControl, "private, no-store")
+	c.Status(http.StatusOK)
+	size := -1
+	if cv.SizeBytes != nil {
+		size = int(*cv.SizeBytes)
+	}
+	return c.SendStream(rc, size)
+}
+
+// archiveConfiguration deletes an old version's archive; the object goes
+// once the transaction committed.
+func (s *server) archiveConfiguration(c *fiber.Ctx, p access.Principal, o owner) error {
+	ctx := c.UserContext()
+	var key string
+	err := db.WithTx(ctx, s.DB, func(tx *sqlx.Tx) error {
+		var err error
+		_, key, err = s.Runs.ArchiveConfigurationVersion(ctx, tx, p, c.Params("id"))
+		return err
+	})
+	if err != nil {
+		return s.writeError(c, err)
+	}
+	s.Runs.DeleteArchiveObject(ctx, key)
+	return c.SendStatus(http.StatusAccepted)
 }
 
 // uploadConfiguration receives an archive at its signed capability URL:
@@ -205,7 +270,8 @@ func (s *server) uploadConfiguration(c *fiber.Ctx) error {
 
 // options refuses what a run document may ask for but Cairn never does:
 // applying without approval, destroying, and the run options it does not
-// offer; and a run without its configuration version.
+// offer. A run without a configuration version runs the workspace's
+// current one.
 func (d runDocument) options() error {
 	attrs := d.Data.Attributes
 	switch {
@@ -215,8 +281,6 @@ func (d runDocument) options() error {
 		return run.ErrDestroy
 	case (attrs.RefreshOnly != nil && *attrs.RefreshOnly) || len(attrs.TargetAddrs) > 0 || len(attrs.ReplaceAddrs) > 0 || len(attrs.Variables) > 0:
 		return errUnsupportedRunOption
-	case d.Data.Relationships.ConfigurationVersion.Data == nil:
-		return errInvalidDocument
 	}
 	return nil
 }
@@ -228,7 +292,12 @@ func (s *server) createRun(c *fiber.Ctx, p access.Principal, o owner) error {
 	}
 	attrs := doc.Data.Attributes
 	ctx := c.UserContext()
-	cvID := doc.Data.Relationships.ConfigurationVersion.Data.ID
+	var cvID string
+	if ref := doc.Data.Relationships.ConfigurationVersion.Data; ref != nil {
+		cvID = ref.ID
+	} else if cv, err := s.Runs.CurrentConfiguration(ctx, o.OrganizationID, o.WorkspaceID); err == nil && cv != nil {
+		cvID = cv.ID
+	}
 	kind := run.KindPlanAndApply
 	if cv, err := s.Runs.GetConfigurationVersion(ctx, p, cvID); err == nil && cv.Speculative {
 		kind = run.KindSpeculative
@@ -243,13 +312,17 @@ func (s *server) createRun(c *fiber.Ctx, p access.Principal, o owner) error {
 	err := db.WithTx(ctx, s.DB, func(tx *sqlx.Tx) error {
 		var err error
 		r, err = s.Runs.CreateRun(ctx, tx, p, run.CreateInput{WorkspaceID: o.WorkspaceID, ConfigurationVersionID: cvID,
-			Kind: kind, Message: message, Source: run.SourceTFE})
+			Kind: kind, Message: message, Source: run.SourceTFE, LatestConfiguration: cvID == ""})
 		return err
 	})
 	if err != nil {
 		return s.writeError(c, err)
 	}
-	return writeData(c, http.StatusCreated, s.runResource(r, p, []ref{}))
+	res := s.runResource(r, p, []ref{})
+	if err := s.withEvents(ctx, p, &res); err != nil {
+		return s.writeError(c, err)
+	}
+	return writeData(c, http.StatusCreated, res)
 }
 
 // tfeStatus maps a run status to the protocol's vocabulary. A run waiting
@@ -294,7 +367,11 @@ func (s *server) runResource(r run.Run, p access.Principal, checks []ref) resour
 	has := func(a string) bool { return slices.Contains(actions, a) }
 	timestamps := map[string]string{}
 	for k, v := range r.StatusTimestamps {
-		timestamps[tfeStatus(run.Status(k))+"-at"] = timestamp(v)
+		timestamps[stampKey(tfeStatus(run.Status(k)))] = timestamp(v)
+	}
+	// A run may be queued for planning from its creation on.
+	if t, ok := r.StatusTimestamps[string(run.StatusPending)]; ok {
+		timestamps["plan-queueable-at"] = timestamp(t)
 	}
 	hasChanges := r.HasChanges != nil && *r.HasChanges
 	return resource{
@@ -321,6 +398,7 @@ func (s *server) runResource(r run.Run, p access.Principal, checks []ref) resour
 			"apply":                 toOne(phaseID("apply_", r.ID), "applies"),
 			"workspace":             toOne(r.WorkspaceID, "workspaces"),
 			"configuration-version": toOne(r.ConfigurationVersionID, "configuration-versions"),
+			"created-by":            toOne(r.CreatedByID, "users"),
 			"cost-estimate":         {Data: nil},
 			"policy-checks":         {Data: checks},
 			"task-stages":           {Data: []ref{}},
@@ -338,15 +416,74 @@ func (s *server) readRun(c *fiber.Ctx, p access.Principal, o owner) error {
 	if err != nil {
 		return s.writeError(c, err)
 	}
-	return writeData(c, http.StatusOK, s.runResource(r, p, checks))
-}
-
-func (s *server) runEvents(c *fiber.Ctx, p access.Principal, o owner) error {
-	if _, err := s.Runs.GetRun(c.UserContext(), p, c.Params("id")); err != nil {
+	res := s.runResource(r, p, checks)
+	if err := s.withEvents(c.UserContext(), p, &res); err != nil {
 		return s.writeError(c, err)
 	}
-	return writeDocument(c, http.StatusOK, map[string]any{"data": []any{}})
+	doc := map[string]any{"data": res}
+	included, err := s.runIncludes(c, p, o, r)
+	if err != nil {
+		return s.writeError(c, err)
+	}
+	if len(included) > 0 {
+		doc["included"] = included
+	}
+	return writeDocument(c, http.StatusOK, doc)
 }
+
+// runIncludes are the related resources a run read asked for
+// (include=created_by,workspace,plan,apply,configuration_version); other
+// include values are ignored rather than refused.
+func (s *server) runIncludes(c *fiber.Ctx, p access.Principal, o owner, r run.Run) ([]resource, error) {
+	ctx := c.UserContext()
+	var out []resource
+	if includes(c, "created_by") {
+		out = append(out, s.userResource(ctx, r.CreatedByKind, r.CreatedByID))
+	}
+	if includes(c, "workspace") {
+		w, err := s.Workspaces.GetWorkspace(ctx, p, r.WorkspaceID)
+		if err != nil {
+			return nil, err
+		}
+		res, err := s.workspaceResource(ctx, p, o, w)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, res)
+	}
+	if includes(c, "plan") {
+		out = append(out, s.phaseResource(r, run.PhasePlan))
+	}
+	if includes(c, "apply") {
+		out = append(out, s.phaseResource(r, run.PhaseApply))
+	}
+	if includes(c, "configuration_version") {
+		cv, err := s.Runs.GetConfigurationVersion(ctx, p, r.ConfigurationVersionID)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s.configurationVersionResource(cv, false))
+	}
+	return out, nil
+}
+
+// withEvents names a single run's history in its run-events relationship.
+func (s *server) withEvents(ctx context.Context, p access.Principal, res *resource) error {
+	events, err := s.Runs.Events(ctx, p, res.ID)
+	if err != nil {
+		return err
+	}
+	refs := make([]ref, len(events))
+	for i, e := range events {
+		refs[i] = ref{ID: e.ID, Type: "run-events"}
+	}
+	res.Relationships["run-events"] = relationship{Data: refs}
+	return nil
+}
+
+// stampKey is a status timestamp's key as clients read it: the
+// protocol's status, hyphenated, with -at.
+func stampKey(status string) string { return strings.ReplaceAll(status, "_", "-") + "-at" }
 
 // runAction runs one decision on the run's current review in a transaction
 // and answers 202 as the protocol does.
@@ -388,34 +525,80 @@ func (s *server) cancelRun(c *fiber.Ctx, p access.Principal, o owner) error {
 func (s *server) readPhase(phase string) handler {
 	return func(c *fiber.Ctx, p access.Principal, o owner) error {
 		prefix := "plan_"
-		typ := "plans"
 		if phase == run.PhaseApply {
-			prefix, typ = "apply_", "applies"
+			prefix = "apply_"
 		}
 		r, err := s.Runs.GetRun(c.UserContext(), p, runIDOf(prefix, c.Params("id")))
 		if err != nil {
 			return s.writeError(c, err)
 		}
-		status := phaseStatus(r, r.PlanStatus)
-		if phase == run.PhaseApply {
-			status = phaseStatus(r, r.ApplyStatus)
-		}
-		count := func(n *int) int {
-			if n == nil {
-				return 0
-			}
-			return *n
-		}
-		logPath := "/api/v2/runs/" + r.ID + "/logs/" + phase
-		expires := time.Now().Add(logURLLifetime).Unix()
-		logURL := fmt.Sprintf("%s/%d/%s", s.absolute(logPath), expires, s.Capabilities.Sign(http.MethodGet, logPath, expires))
-		return writeData(c, http.StatusOK, resource{ID: c.Params("id"), Type: typ, Attributes: map[string]any{
-			"status": status, "log-read-url": logURL, "has-changes": r.HasChanges != nil && *r.HasChanges,
-			"resource-additions": count(r.ResourceAdditions), "resource-changes": count(r.ResourceChanges),
-			"resource-destructions": count(r.ResourceDestructions), "resource-imports": 0, "generated-configuration": false,
-			"status-timestamps": map[string]string{},
-		}})
+		return writeData(c, http.StatusOK, s.phaseResource(r, phase))
 	}
+}
+
+// phaseEnds are the run statuses that end each phase well: the first one
+// the run entered after the phase started is when the phase finished.
+var phaseEnds = map[string][]run.Status{
+	run.PhasePlan: {run.StatusAwaitingApproval, run.StatusPolicyOverride, run.StatusPolicySoftFailed, run.StatusPlannedAndFinished,
+		run.StatusApplyQueued},
+	run.PhaseApply: {run.StatusApplied},
+}
+
+// phaseStamps are a phase's status timestamps, read from the run's own.
+func phaseStamps(r run.Run, phase, status string) map[string]string {
+	queued, started := run.StatusPlanQueued, run.StatusPlanning
+	if phase == run.PhaseApply {
+		queued, started = run.StatusApplyQueued, run.StatusApplying
+	}
+	out := map[string]string{}
+	at := func(key string, st run.Status) {
+		if t, ok := r.StatusTimestamps[string(st)]; ok {
+			out[key] = timestamp(t)
+		}
+	}
+	at("queued-at", queued)
+	at("started-at", started)
+	switch status {
+	case run.PhaseFinished:
+		var first *time.Time
+		for _, st := range phaseEnds[phase] {
+			if t, ok := r.StatusTimestamps[string(st)]; ok && (first == nil || t.Before(*first)) {
+				first = &t
+			}
+		}
+		if first != nil {
+			out["finished-at"] = timestamp(*first)
+		}
+	case run.PhaseErrored, run.PhaseInterrupted:
+		at("errored-at", run.StatusErrored)
+	case run.PhaseCanceled:
+		at("canceled-at", run.StatusCanceled)
+	}
+	return out
+}
+
+// phaseResource is a run's plan or apply as the protocol shows it.
+func (s *server) phaseResource(r run.Run, phase string) resource {
+	prefix, typ, raw := "plan_", "plans", r.PlanStatus
+	if phase == run.PhaseApply {
+		prefix, typ, raw = "apply_", "applies", r.ApplyStatus
+	}
+	count := func(n *int) int {
+		if n == nil {
+			return 0
+		}
+		return *n
+	}
+	logPath := "/api/v2/runs/" + r.ID + "/logs/" + phase
+	expires := time.Now().Add(logURLLifetime).Unix()
+	logURL := fmt.Sprintf("%s/%d/%s", s.absolute(logPath), expires, s.Capabilities.Sign(http.MethodGet, logPath, expires))
+	attrs := map[string]any{
+		"status": phaseStatus(r, raw), "log-read-url": logURL, "has-changes": r.HasChanges != nil && *r.HasChanges,
+		"resource-additions": count(r.ResourceAdditions), "resource-changes": count(r.ResourceChanges),
+		"resource-destructions": count(r.ResourceDestructions), "resource-imports": 0, "generated-configuration": false,
+		"status-timestamps": phaseStamps(r, phase, raw),
+	}
+	return resource{ID: phaseID(prefix, r.ID), Type: typ, Attributes: attrs}
 }
 
 // phaseLog serves a phase's sanitized log at its signed URL. The CLI
@@ -498,16 +681,16 @@ type readCloser struct {
 }
 
 func (s *server) workspaceRuns(c *fiber.Ctx, p access.Principal, o owner) error {
-	return s.listRuns(c, p, run.RunFilter{WorkspaceID: o.WorkspaceID})
+	return s.listRuns(c, p, o, run.RunFilter{WorkspaceID: o.WorkspaceID})
 }
 
 // runQueue lists the organization's runs that are waiting or in progress.
 func (s *server) runQueue(c *fiber.Ctx, p access.Principal, o owner) error {
-	return s.listRuns(c, p, run.RunFilter{Statuses: []string{string(run.StatusPending), string(run.StatusPlanQueued),
+	return s.listRuns(c, p, o, run.RunFilter{Statuses: []string{string(run.StatusPending), string(run.StatusPlanQueued),
 		string(run.StatusPlanning), string(run.StatusApplyQueued), string(run.StatusApplying)}})
 }
 
-func (s *server) listRuns(c *fiber.Ctx, p access.Principal, f run.RunFilter) error {
+func (s *server) listRuns(c *fiber.Ctx, p access.Principal, o owner, f run.RunFilter) error {
 	number, size := pageParams(c)
 	rows, total, err := s.Runs.ListRunsPage(c.UserContext(), p, f, number, size)
 	if err != nil {
@@ -517,7 +700,29 @@ func (s *server) listRuns(c *fiber.Ctx, p access.Principal, f run.RunFilter) err
 	for i, r := range rows {
 		data[i] = s.runResource(r, p, []ref{})
 	}
-	return writeDocument(c, http.StatusOK, map[string]any{"data": data, "meta": paginate(number, size, total)})
+	doc := map[string]any{"data": data, "meta": paginate(number, size, total)}
+	// include=workspace adds each listed run's workspace once.
+	if includes(c, "workspace") {
+		included := []resource{}
+		seen := map[string]bool{}
+		for _, r := range rows {
+			if seen[r.WorkspaceID] {
+				continue
+			}
+			seen[r.WorkspaceID] = true
+			w, err := s.Workspaces.GetWorkspace(c.UserContext(), p, r.WorkspaceID)
+			if err != nil {
+				return s.writeError(c, err)
+			}
+			res, err := s.workspaceResource(c.UserContext(), p, o, w)
+			if err != nil {
+				return s.writeError(c, err)
+			}
+			included = append(included, res)
+		}
+		doc["included"] = included
+	}
+	return writeDocument(c, http.StatusOK, doc)
 }
 
 func (s *server) capacity(c *fiber.Ctx, p access.Principal, o owner) error {

@@ -34,16 +34,18 @@ func (s *server) registerWorkspaces(r fiber.Router) {
 func (s *server) workspaceResource(ctx context.Context, p access.Principal, o owner, w workspace.Workspace) (resource, error) {
 	has := p.Permissions.Has
 	var currentSV string
+	var resourceCount int
 	if has(access.PermStateRead) {
 		cur, err := s.State.CurrentOf(ctx, w)
 		if err != nil {
 			return resource{}, err
 		}
 		if cur != nil {
-			currentSV = cur.ID
+			currentSV, resourceCount = cur.ID, cur.ResourceCount
 		}
 	}
-	var currentRun string
+	var currentRun, latestRun, currentCV string
+	var runCount int
 	if has(access.PermRunRead) {
 		cur, err := s.Runs.CurrentRun(ctx, w.OrganizationID, w.ID)
 		if err != nil {
@@ -51,6 +53,16 @@ func (s *server) workspaceResource(ctx context.Context, p access.Principal, o ow
 		}
 		if cur != nil {
 			currentRun = cur.ID
+		}
+		if runCount, latestRun, err = s.Runs.WorkspaceRuns(ctx, w.OrganizationID, w.ID); err != nil {
+			return resource{}, err
+		}
+		cv, err := s.Runs.CurrentConfiguration(ctx, w.OrganizationID, w.ID)
+		if err != nil {
+			return resource{}, err
+		}
+		if cv != nil {
+			currentCV = cv.ID
 		}
 	}
 	lockedBy := relationship{Data: nil}
@@ -84,6 +96,8 @@ func (s *server) workspaceResource(ctx context.Context, p access.Principal, o ow
 			"working-directory":             "",
 			"tag-names":                     []string{},
 			"environment":                   "default",
+			"run-count":                     runCount,
+			"resource-count":                resourceCount,
 			"actions":                       map[string]bool{"is-destroyable": has(access.PermWorkspaceAdmin)},
 			"setting-overwrites":            map[string]bool{"execution-mode": true, "agent-pool": true},
 			"permissions": map[string]bool{
@@ -103,11 +117,13 @@ func (s *server) workspaceResource(ctx context.Context, p access.Principal, o ow
 			},
 		},
 		Relationships: map[string]relationship{
-			"organization":          toOne(o.OrganizationSlug, "organizations"),
-			"project":               toOne(w.ProjectID, "projects"),
-			"locked-by":             lockedBy,
-			"current-state-version": toOne(currentSV, "state-versions"),
-			"current-run":           toOne(currentRun, "runs"),
+			"organization":                  toOne(o.OrganizationSlug, "organizations"),
+			"project":                       toOne(w.ProjectID, "projects"),
+			"locked-by":                     lockedBy,
+			"current-state-version":         toOne(currentSV, "state-versions"),
+			"current-run":                   toOne(currentRun, "runs"),
+			"latest-run":                    toOne(latestRun, "runs"),
+			"current-configuration-version": toOne(currentCV, "configuration-versions"),
 		},
 		Links: map[string]string{"self": self, "self-html": "/app/" + o.OrganizationSlug + "/workspaces/" + w.CloudName},
 	}, nil

@@ -25,6 +25,9 @@ var (
 	// ErrLockedByOther means an unlock came from someone who does not hold
 	// the lock; Holder names the holder's kind for the message.
 	ErrLockedByOther = errors.New("workspace locked by another holder")
+	// ErrLockedByRun means an unlock came for a lock a run holds: it is
+	// released when the run ends (or by force-unlock).
+	ErrLockedByRun = errors.New("workspace locked by a run")
 	// ErrVariableValueRequired means a replace without value changed
 	// sensitivity, which would need the value.
 	ErrVariableValueRequired = errors.New("variable value required")

@@ -490,11 +490,15 @@ func (s *Service) lockedWorkspace(ctx context.Context, tx *sqlx.Tx, p access.Pri
 }
 
 // LockWorkspace takes the state lock for the principal. A held lock is
-// ErrLocked, whoever holds it.
+// ErrLocked, whoever holds it, except that a run's own CLI finds the lock
+// its run holds (a run locks its workspace while it is active).
 func (s *Service) LockWorkspace(ctx context.Context, tx *sqlx.Tx, p access.Principal, workspaceID, reason string) (Workspace, error) {
 	w, err := s.lockedWorkspace(ctx, tx, p, workspaceID, access.PermStateWrite)
 	if err != nil {
 		return Workspace{}, err
+	}
+	if p.Kind == access.KindRun && w.HeldBy(Holder(p)) {
+		return w, nil
 	}
 	if w.Locked() {
 		return Workspace{}, ErrLocked
@@ -522,7 +526,15 @@ func (s *Service) UnlockWorkspace(ctx context.Context, tx *sqlx.Tx, p access.Pri
 	if !w.Locked() {
 		return Workspace{}, ErrNotLocked
 	}
+	if p.Kind == access.KindRun && w.HeldBy(Holder(p)) {
+		// The lock is the run's, not its CLI's: it is released when the run
+		// ends, so the workspace stays locked between plan and apply.
+		return w, nil
+	}
 	if !w.HeldBy(Holder(p)) {
+		if *w.LockedByKind == access.KindRun {
+			return Workspace{}, ErrLockedByRun
+		}
 		return Workspace{}, ErrLockedByOther
 	}
 	return s.release(ctx, tx, p, w, "workspace.unlocked")

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 
@@ -196,8 +197,26 @@ func WorkspaceByID(ctx context.Context, q sqlx.QueryerContext, organizationID, w
 	return workspaceByID(ctx, q, organizationID, workspaceID, forUpdate)
 }
 
-// ReleaseRunLock releases the workspace lock if the run holds it, for a run
-// that ended without its CLI unlocking (a lost worker, a recovery).
+// LockForRun takes the workspace lock for a run when nobody holds it and
+// reports whether the run holds it afterwards.
+func LockForRun(ctx context.Context, tx *sqlx.Tx, organizationID, workspaceID, runID string, now time.Time) (bool, error) {
+	var held bool
+	err := tx.GetContext(ctx, &held, `
+		WITH taken AS (
+			UPDATE workspaces SET locked_by_kind = 'run', locked_by_id = $3, lock_reason = 'Locked by its run', locked_at = $4, updated_at = $4
+			WHERE organization_id = $1 AND id = $2 AND locked_by_id IS NULL
+			RETURNING 1)
+		SELECT EXISTS (SELECT 1 FROM taken) OR EXISTS (SELECT 1 FROM workspaces
+			WHERE organization_id = $1 AND id = $2 AND locked_by_kind = 'run' AND locked_by_id = $3)`,
+		organizationID, workspaceID, runID, now)
+	if err != nil {
+		return false, fmt.Errorf("locking workspace for run: %w", err)
+	}
+	return held, nil
+}
+
+// ReleaseRunLock releases the workspace lock if the run holds it: a run's
+// lock (its own or its CLI's) ends with the run.
 func ReleaseRunLock(ctx context.Context, tx *sqlx.Tx, organizationID, workspaceID, runID string) error {
 	_, err := tx.ExecContext(ctx, `
 		UPDATE workspaces SET locked_by_kind = NULL, locked_by_id = NULL, lock_reason = '', locked_at = NULL, updated_at = now()

@@ -314,6 +314,8 @@ func deleteWorkspaceTree(ctx context.Context, tx *sqlx.Tx, organizationID, works
 		`DELETE FROM run_artifacts WHERE run_id IN ` + runsOf,
 		`DELETE FROM capacity_leases WHERE attempt_id IN (SELECT id FROM run_attempts WHERE run_id IN ` + runsOf + `)`,
 		`DELETE FROM run_attempts WHERE run_id IN ` + runsOf,
+		`DELETE FROM run_events WHERE run_id IN ` + runsOf,
+		`DELETE FROM run_comments WHERE run_id IN ` + runsOf,
 		`DELETE FROM runs WHERE organization_id = $1 AND workspace_id = $2`,
 		`DELETE FROM configuration_versions WHERE organization_id = $1 AND workspace_id = $2`,
 		`DELETE FROM state_version_outputs WHERE state_version_id IN (SELECT id FROM state_versions WHERE organization_id = $1 AND workspace_id = $2)`,

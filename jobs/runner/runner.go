@@ -40,6 +40,10 @@ type Runner struct {
 	// CAFile is the CA bundle that tofu trusts for APIHost ("" for the
 	// system roots).
 	CAFile string
+	// ProviderMirror, when set, is the only place sandboxed tofu installs
+	// providers from: a filesystem-mirror directory (bound read-only into
+	// each sandbox) or an https:// network mirror.
+	ProviderMirror string
 	// WorkerID names this worker in attempt evidence.
 	WorkerID string
 	// Heartbeat is how often a running attempt proves it is alive and
@@ -301,9 +305,15 @@ func (r *Runner) execute(ctx context.Context, env *attemptEnv) error {
 	start := time.Now()
 	spec := sandbox.Spec{Name: st.SandboxName, Limits: sandbox.Limits{WallClock: r.PhaseTimeout}, Env: map[string]string{
 		"TF_IN_AUTOMATION": "1", "TF_INPUT": "0", "CHECKPOINT_DISABLE": "1", "TF_FORCE_LOCAL_BACKEND": "1",
+		// Provider plugins listen on a Unix socket made in this directory;
+		// the sandbox's own TMPDIR can be longer than a socket path may be.
+		"PLUGIN_UNIX_SOCKET_DIR": "/tmp",
 	}}
 	if r.CAFile != "" {
 		spec.ReadOnlyFiles = map[string]string{"ca.pem": r.CAFile}
+	}
+	if r.ProviderMirror != "" && !strings.HasPrefix(r.ProviderMirror, "https://") {
+		spec.ReadOnlyDirs = []string{r.ProviderMirror}
 	}
 	if env.sb, err = r.Driver.Create(ctx, spec); err != nil {
 		return fmt.Errorf("creating sandbox: %w", err)
@@ -400,7 +410,7 @@ func (r *Runner) prepare(ctx context.Context, env *attemptEnv, inputs []workspac
 	}
 	files := map[string][]byte{
 		filepath.Join(configDir, overrideFile): backendOverride(r.APIHost, org, w.CloudName),
-		filepath.Join(privateDir, cliConfig):   fmt.Appendf(nil, "credentials %q {\n  token = %q\n}\n", r.APIHost, token),
+		filepath.Join(privateDir, cliConfig):   cliConfigFile(r.APIHost, token, r.ProviderMirror),
 		filepath.Join(privateDir, varFile):     tfvars(inputs),
 	}
 	for name, body := range files {
@@ -436,6 +446,23 @@ func (r *Runner) redeemCredentials(ctx context.Context, env *attemptEnv) error {
 	}
 	env.credentialEnv = m.Env
 	return nil
+}
+
+// cliConfigFile is the sandbox's own CLI configuration: the run token for
+// Cairn's host and, with a provider mirror, that mirror as the only
+// provider source (a closed network needs no registry).
+func cliConfigFile(host, token, mirror string) []byte {
+	f := hclwrite.NewEmptyFile()
+	f.Body().AppendNewBlock("credentials", []string{host}).Body().SetAttributeValue("token", cty.StringVal(token))
+	if mirror != "" {
+		install := f.Body().AppendNewBlock("provider_installation", nil).Body()
+		if strings.HasPrefix(mirror, "https://") {
+			install.AppendNewBlock("network_mirror", nil).Body().SetAttributeValue("url", cty.StringVal(strings.TrimSuffix(mirror, "/")+"/"))
+		} else {
+			install.AppendNewBlock("filesystem_mirror", nil).Body().SetAttributeValue("path", cty.StringVal(mirror))
+		}
+	}
+	return f.Bytes()
 }
 
 // backendOverride points the remote backend at this service's workspace.

@@ -127,6 +127,13 @@ func (s *localSandbox) bwrapArgs(dir string, argv []string) []string {
 			dirs = append(dirs, p)
 		}
 	}
+	for _, d := range s.roDirs {
+		for _, p := range ancestors(d) {
+			if !slices.Contains(dirs, p) {
+				dirs = append(dirs, p)
+			}
+		}
+	}
 	slices.Sort(dirs)
 	for _, p := range dirs {
 		args = append(args, "--perms", "0711", "--dir", p)
@@ -146,6 +153,9 @@ func (s *localSandbox) bwrapArgs(dir string, argv []string) []string {
 	s.mu.Unlock()
 	for _, f := range slices.Sorted(maps.Keys(s.files)) {
 		args = append(args, "--ro-bind", f, f)
+	}
+	for _, d := range s.roDirs {
+		args = append(args, "--ro-bind", d, d)
 	}
 	// Everything outside the sandbox directory and /tmp is read-only,
 	// including the root tmpfs bwrap builds the mounts on.

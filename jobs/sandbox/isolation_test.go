@@ -588,3 +588,39 @@ func TestSandboxUserIDsAreNobodyElses(t *testing.T) {
 		t.Errorf("the sandbox runs as %q, the user ID of a host process", got)
 	}
 }
+
+// TestReadOnlyDirIsVisibleAndUnwritable shows an operator directory (a
+// provider mirror) to commands at its own path: they read it, and neither
+// write nor remove anything in it; its siblings stay out of sight.
+func TestReadOnlyDirIsVisibleAndUnwritable(t *testing.T) {
+	t.Parallel()
+	requireBwrap(t)
+	parent := t.TempDir()
+	if err := os.Chmod(parent, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mirror := filepath.Join(parent, "mirror")
+	if err := os.MkdirAll(filepath.Join(mirror, "registry.opentofu.org"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(mirror, "registry.opentofu.org", "pkg"), []byte("package"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(parent, "sibling"), []byte("private"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f := setup(t, isolated, sandbox.Spec{ReadOnlyDirs: []string{mirror}}, sandbox.LocalOptions{})
+	if code, out, stderr := run(t, f.sbx, sh(`cat `+mirror+`/registry.opentofu.org/pkg`)); code != 0 || out != "package" {
+		t.Fatalf("reading the mirror: %d %q %q", code, out, stderr)
+	}
+	for _, cmd := range []string{`echo x > ` + mirror + `/planted`, `rm ` + mirror + `/registry.opentofu.org/pkg`,
+		`echo x > ` + mirror + `/registry.opentofu.org/pkg`, `cat ` + parent + `/sibling`} {
+		if code, _, _ := run(t, f.sbx, sh(cmd)); code == 0 {
+			t.Errorf("%s succeeded inside the sandbox", cmd)
+		}
+	}
+	if body, err := os.ReadFile(filepath.Join(mirror, "registry.opentofu.org", "pkg")); err != nil || string(body) != "package" {
+		t.Fatalf("the mirror changed on the host: %q %v", body, err)
+	}
+	alsoAsNobody(t)
+}

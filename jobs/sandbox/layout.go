@@ -41,6 +41,7 @@ type localSandbox struct {
 	limits  Limits
 	profile Profile
 	files   map[string]string // copies bound read-only onto themselves under bwrap
+	roDirs  []string          // host directories bound read-only onto themselves under bwrap
 
 	// lock holds the directory for this process (see cleanup.go).
 	lock *os.File

@@ -343,6 +343,7 @@ func (l *Local) Create(ctx context.Context, spec Spec) (Sandbox, error) {
 		limits:  limits,
 		profile: l.profile(limits),
 		files:   map[string]string{},
+		roDirs:  slices.Clone(spec.ReadOnlyDirs),
 		tools:   map[string]string{},
 		runs:    map[*activeRun]struct{}{},
 	}

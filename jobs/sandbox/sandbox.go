@@ -125,6 +125,11 @@ type Spec struct {
 	// Create (world-readable: a root worker's commands run as another user)
 	// and, under namespaces, bound read-only.
 	ReadOnlyFiles map[string]string
+	// ReadOnlyDirs are absolute host directories commands see at the same
+	// path and can only read, for example an operator's provider mirror.
+	// Under namespaces each is bound read-only; nothing else of the host
+	// becomes visible. They must be world-readable for a root worker.
+	ReadOnlyDirs []string
 }
 
 // Driver creates sandboxes.
@@ -207,6 +212,11 @@ func (s Spec) validate() error {
 	}
 	if err := s.Limits.validate(); err != nil {
 		return err
+	}
+	for _, d := range s.ReadOnlyDirs {
+		if !filepath.IsAbs(d) || d != filepath.Clean(d) || d == "/" {
+			return fmt.Errorf("%w: ReadOnlyDirs entry %q must be a clean absolute path below /", ErrInvalidSpec, d)
+		}
 	}
 	for key, host := range s.ReadOnlyFiles {
 		if !filepath.IsLocal(key) || key != filepath.Clean(key) {

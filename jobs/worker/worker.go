@@ -11,7 +11,6 @@ import (
 
 	"github.com/jmoiron/sqlx"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
 
 	"github.com/cairnhq/cairn/api/launch"
 	"github.com/cairnhq/cairn/api/platform/config"
@@ -27,9 +26,10 @@ import (
 )
 
 // New builds the River client of cairn-worker with every worker and periodic
-// job registered; run phases and policy builds use driver. The database/sql
-// driver has no LISTEN/NOTIFY, so the client polls every
-// cfg.WorkerPollInterval.
+// job registered; run phases and policy builds use driver. The client
+// listens for the NOTIFY every inserting transaction sends (see
+// listeningDriver), so a committed job starts at once; it also polls every
+// cfg.WorkerPollInterval in case a notification was missed.
 //
 // Stop it with StopAndCancel and a deadline of at least StopWindow(cfg):
 // canceled phase jobs stop their sandboxed commands (an apply with its
@@ -112,19 +112,27 @@ func New(cfg config.Config, conn *sqlx.DB, driver sandbox.Driver, logger *slog.L
 			&river.PeriodicJobOpts{RunOnStart: true, ID: "workflow_dispatch_reconciler"}))
 	}
 
-	client, err := river.NewClient(riverdatabasesql.New(conn.DB), &river.Config{
+	client, err := river.NewClient(newListeningDriver(conn.DB, cfg.DatabaseURL.Reveal()), &river.Config{
 		Logger:            logger,
 		Queues:            queues,
 		Workers:           workers,
 		FetchPollInterval: cfg.WorkerPollInterval,
-		FetchCooldown:     min(cfg.WorkerPollInterval, 100*time.Millisecond),
-		PeriodicJobs:      periodic,
+		// A notified fetch waits out this cooldown after the previous
+		// fetch (a poll, say): it is what dispatch latency is made of.
+		FetchCooldown: min(cfg.WorkerPollInterval, FetchCooldown),
+		PeriodicJobs:  periodic,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating river client: %w", err)
 	}
 	return client, nil
 }
+
+// FetchCooldown is the shortest time between two job fetches of one queue
+// (and between two insert notifications of one process): short enough that
+// a job committed just after a fetch starts within it, long enough that a
+// burst of inserts does not become a burst of fetch queries.
+const FetchCooldown = 2 * time.Millisecond
 
 // StopWindow is how long a stopping worker waits for its jobs: an
 // interrupted apply's grace, then recording its evidence, with a margin.
@@ -197,7 +205,7 @@ func newRunner(cfg config.Config, runs *run.Service, driver sandbox.Driver, logg
 	logger.Info("sandbox runner ready", "driver", driver.Name(), "isolation", driver.Status().Profile.Isolation, "api_host", u.Host)
 	return &runner.Runner{
 		Runs: runs, Driver: driver, Tools: sandbox.NewToolCache(mirror, filepath.Join(dataDir, "toolcache")), Logger: logger,
-		APIHost: u.Host, CAFile: caFile, WorkerID: runner.WorkerName(), Heartbeat: 500 * time.Millisecond,
+		APIHost: u.Host, CAFile: caFile, ProviderMirror: cfg.ProviderMirror, WorkerID: runner.WorkerName(), Heartbeat: 500 * time.Millisecond,
 		PhaseTimeout: cfg.PhaseTimeout, ApplyInterruptGrace: cfg.ApplyInterruptGrace, LogFlush: 200 * time.Millisecond,
 		Evaluator: evaluator,
 	}, nil

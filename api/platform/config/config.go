@@ -119,6 +119,11 @@ type Config struct {
 	// ToolchainDir is the checksum-verified toolchain mirror
 	// (<dir>/<tool>/<version>/<tool> plus SHA256SUMS) sandboxes install from.
 	ToolchainDir string `env:"CAIRN_TOOLCHAIN_DIR" envDefault:".tools/toolchains"`
+	// ProviderMirror is where every sandbox's tofu installs providers from,
+	// instead of the public registries: an absolute filesystem-mirror
+	// directory (shown read-only inside sandboxes) or an https:// network
+	// mirror URL. Empty keeps OpenTofu's default installation.
+	ProviderMirror string `env:"CAIRN_PROVIDER_MIRROR"`
 	// SandboxIsolation is "namespaces" (the default): sandboxes run in
 	// Linux namespaces through bubblewrap, and a worker where that does not
 	// work refuses to run phases. "none" runs them without namespaces, next
@@ -269,6 +274,9 @@ func (c Config) validateSandbox() []error {
 	case "namespaces", "none":
 	default:
 		problems = append(problems, errors.New("CAIRN_SANDBOX_ISOLATION must be namespaces or none"))
+	}
+	if m := c.ProviderMirror; m != "" && !strings.HasPrefix(m, "https://") && (!filepath.IsAbs(m) || m != filepath.Clean(m) || m == "/") {
+		problems = append(problems, errors.New("CAIRN_PROVIDER_MIRROR must be an absolute directory or an https:// URL"))
 	}
 	switch {
 	case c.SandboxBwrap == "auto" || c.SandboxBwrap == "always" || c.SandboxBwrap == "never":

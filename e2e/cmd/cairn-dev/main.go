@@ -32,7 +32,7 @@ commands:
           every fuzz target for a few seconds
   fuzz    run every fuzz target in turn for -fuzztime (FUZZTIME, default 30s)
   bench   run the benchmark harness against a throwaway cluster
-  compat  run go-tfe's integration tests against a real cairn-api
+  compat  run go-tfe's integration tests against a real cairn-api and cairn-worker [-run REGEX]
   tools   build the pinned OpenTofu into .tools/toolchains and versitygw
           into .tools/versitygw (once)
   cluster start a throwaway cluster with a migrated template, print the test
@@ -59,7 +59,7 @@ func main() {
 	case "cluster":
 		err = cluster(ctx)
 	case "compat":
-		err = compat(ctx)
+		err = compat(ctx, os.Args[2:])
 	case "tools":
 		if _, err = devstack.EnsureTofu(ctx, ".", tofuVersion, os.Stdout); err == nil {
 			_, err = devstack.EnsureVersity(ctx, ".", os.Stdout)

@@ -1,0 +1,187 @@
+package worker
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/lib/pq"
+	"github.com/riverqueue/river/riverdriver"
+	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
+)
+
+// listeningDriver is River's database/sql driver with a listener: the one
+// River ships has none, so its clients only poll, and a job committed just
+// after a poll waits for the next one. Every River client already sends a
+// pg_notify on the job's queue in the inserting transaction (the driver
+// supports NOTIFY); this listener receives it with lib/pq's Listener, so a
+// worker fetches a committed job at once and polling is only the fallback.
+type listeningDriver struct {
+	*riverdatabasesql.Driver
+	db  *sql.DB
+	dsn string
+}
+
+func newListeningDriver(db *sql.DB, dsn string) *listeningDriver {
+	return &listeningDriver{Driver: riverdatabasesql.New(db), db: db, dsn: dsn}
+}
+
+func (d *listeningDriver) SupportsListener() bool { return true }
+
+func (d *listeningDriver) GetListener(params *riverdriver.GetListenenerParams) riverdriver.Listener {
+	return &pqListener{db: d.db, dsn: d.dsn, schema: params.Schema}
+}
+
+// pqListener adapts lib/pq's Listener to River's listener interface. River
+// names channels "<schema>.<topic>" (the schema is the connection's current
+// one unless configured), as its NOTIFY statements do.
+type pqListener struct {
+	db     *sql.DB
+	dsn    string
+	schema string
+
+	mu       sync.Mutex
+	listener *pq.Listener
+	prefix   string
+}
+
+// listenerReconnect bounds lib/pq's reconnection backoff. Notifications
+// missed while reconnecting are not lost work: the poll finds those jobs.
+const (
+	listenerMinReconnect = 100 * time.Millisecond
+	listenerMaxReconnect = 10 * time.Second
+)
+
+func (l *pqListener) Connect(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.listener != nil {
+		return errors.New("listener already connected")
+	}
+	// The pool answers for the database first: lib/pq's listener connects
+	// in the background and would wait for an unreachable one forever.
+	schema := l.schema
+	if schema == "" {
+		if err := l.db.QueryRowContext(ctx, `SELECT coalesce(current_schema(), '')`).Scan(&schema); err != nil {
+			return fmt.Errorf("reading the listener's schema: %w", err)
+		}
+	}
+	l.prefix = ""
+	if schema != "" {
+		l.prefix = schema + "."
+	}
+	l.listener = pq.NewListener(l.dsn, listenerMinReconnect, listenerMaxReconnect, nil)
+	return nil
+}
+
+func (l *pqListener) current() (*pq.Listener, string, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.listener == nil {
+		return nil, "", errors.New("listener not connected")
+	}
+	return l.listener, l.prefix, nil
+}
+
+// Listen subscribes to a topic. lib/pq's Listen blocks until its
+// connection is up and takes no context, so it runs aside and ctx bounds
+// the wait (Close ends a call left behind).
+func (l *pqListener) Listen(ctx context.Context, topic string) error {
+	pl, prefix, err := l.current()
+	if err != nil {
+		return err
+	}
+	return withContext(ctx, func() error {
+		if err := pl.Listen(prefix + topic); err != nil && !errors.Is(err, pq.ErrChannelAlreadyOpen) {
+			return err
+		}
+		return nil
+	})
+}
+
+func (l *pqListener) Unlisten(ctx context.Context, topic string) error {
+	pl, prefix, err := l.current()
+	if err != nil {
+		return err
+	}
+	return withContext(ctx, func() error {
+		if err := pl.Unlisten(prefix + topic); err != nil && !errors.Is(err, pq.ErrChannelNotOpen) {
+			return err
+		}
+		return nil
+	})
+}
+
+func (l *pqListener) Ping(ctx context.Context) error {
+	pl, _, err := l.current()
+	if err != nil {
+		return err
+	}
+	return withContext(ctx, pl.Ping)
+}
+
+func (l *pqListener) Schema() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.prefix == "" {
+		return l.schema
+	}
+	return l.prefix[:len(l.prefix)-1]
+}
+
+func (l *pqListener) SetAfterConnectExec(string) {}
+
+func (l *pqListener) Close(context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.listener == nil {
+		return nil
+	}
+	err := l.listener.Close()
+	l.listener = nil
+	return err
+}
+
+// WaitForNotification returns the next notification. lib/pq sends nil
+// after it reconnected (and listens again by itself); that carries no
+// topic, so the wait goes on.
+func (l *pqListener) WaitForNotification(ctx context.Context) (*riverdriver.Notification, error) {
+	pl, prefix, err := l.current()
+	if err != nil {
+		return nil, err
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case n, ok := <-pl.NotificationChannel():
+			if !ok {
+				return nil, errors.New("listener closed")
+			}
+			if n == nil {
+				continue
+			}
+			topic := n.Channel
+			if len(topic) > len(prefix) && topic[:len(prefix)] == prefix {
+				topic = topic[len(prefix):]
+			}
+			return &riverdriver.Notification{Topic: topic, Payload: n.Extra}, nil
+		}
+	}
+}
+
+// withContext runs fn aside and returns its error, or ctx's when ctx ends
+// first.
+func withContext(ctx context.Context, fn func() error) error {
+	done := make(chan error, 1)
+	go func() { done <- fn() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -111,9 +111,9 @@ type Config struct {
 	// suspensions). Unset: that API answers 503.
 	OperatorToken Secret `env:"CAIRN_OPERATOR_TOKEN"`
 
-	// WorkerPollInterval is how often an idle worker asks PostgreSQL for jobs;
-	// the database/sql River driver has no LISTEN, so this bounds dispatch
-	// latency.
+	// WorkerPollInterval is how often an idle worker asks PostgreSQL for jobs
+	// besides the insert notifications it listens for: it bounds dispatch
+	// latency only when a notification is lost.
 	WorkerPollInterval time.Duration `env:"CAIRN_WORKER_POLL_INTERVAL" envDefault:"100ms"`
 
 	// ToolchainDir is the checksum-verified toolchain mirror

@@ -77,8 +77,8 @@ var compatProviderDependent = []string{"TestRunsCanceledAt_RunDependent", "TestW
 const compatNeedsProvider = "Failed to resolve provider packages"
 
 // subtestCause explains a failed top-level test by its failed subtests:
-// by design when each of them is, for want of the provider when each has
-// a cause; otherwise it has none.
+// by design when each of them is, explained when each has a cause of its
+// own; otherwise it has none.
 func subtestCause(name string, outcome map[string]string, output map[string]*strings.Builder) (string, bool) {
 	failed, design, explained := 0, 0, 0
 	for sub, o := range outcome {
@@ -102,7 +102,7 @@ func subtestCause(name string, outcome map[string]string, output map[string]*str
 	case design == failed:
 		return "each failed subtest fails by design", true
 	case design+explained == failed:
-		return "each failed subtest fails by design or for want of the fixture provider", false
+		return "each failed subtest fails by design or for a cause named above", false
 	}
 	return "", false
 }

@@ -88,14 +88,26 @@ func binDir() string {
 	return abs
 }
 
+// throwawayPlace makes a fresh temporary directory and picks a free
+// loopback port for one throwaway server; the directory is removed again
+// when no port is free, so a failed start leaves nothing behind.
+func throwawayPlace(pattern string) (string, int, error) {
+	dir, err := os.MkdirTemp("", pattern)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err := devstack.FreePort()
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return "", 0, err
+	}
+	return dir, port, nil
+}
+
 // throwawayCluster starts a cluster in a fresh temporary directory with a
 // migrated template database, and returns a function that removes it all.
 func throwawayCluster(ctx context.Context, logPrefix string) (*devstack.Postgres, func(), error) {
-	dir, err := os.MkdirTemp("", "cairn-pg-")
-	if err != nil {
-		return nil, nil, err
-	}
-	port, err := devstack.FreePort()
+	dir, port, err := throwawayPlace("cairn-pg-")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -153,11 +165,7 @@ func throwawayS3(ctx context.Context, logPrefix string) (*devstack.S3Server, fun
 	if err != nil {
 		return nil, nil, err
 	}
-	dir, err := os.MkdirTemp("", "cairn-s3-")
-	if err != nil {
-		return nil, nil, err
-	}
-	port, err := devstack.FreePort()
+	dir, port, err := throwawayPlace("cairn-s3-")
 	if err != nil {
 		return nil, nil, err
 	}

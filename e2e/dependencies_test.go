@@ -50,6 +50,35 @@ func apiOnly(t *testing.T, databaseURL string, env ...string) *Stack {
 	return s
 }
 
+// databaseDown gives a fresh test database's URL, parsed, and the same URL
+// moved to a closed loopback port, where a process finds no database until
+// databaseBack serves the real one there.
+func databaseDown(t *testing.T) (string, *url.URL, *url.URL) {
+	t.Helper()
+	_, realURL := dbtest.NewURL(t)
+	real, err := url.Parse(realURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed, err := devstack.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := *real
+	down.Host = fmt.Sprintf("127.0.0.1:%d", closed)
+	return realURL, real, &down
+}
+
+// databaseBack brings the database up on down's address.
+func databaseBack(t *testing.T, real, down *url.URL) {
+	t.Helper()
+	ln, err := net.Listen("tcp", down.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forward(t, ln, real.Host)
+}
+
 // forward accepts on ln and pipes every connection to target, like a
 // database host coming back on the address the API was given. Cleanup
 // cuts every piped connection.
@@ -99,17 +128,7 @@ func forward(t *testing.T, ln net.Listener, target string) {
 // the database appears on that address, the same process recovers.
 func TestAPIServesWithTheDatabaseDownAndRecovers(t *testing.T) {
 	t.Parallel()
-	_, realURL := dbtest.NewURL(t)
-	real, err := url.Parse(realURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed, err := devstack.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	down := *real
-	down.Host = fmt.Sprintf("127.0.0.1:%d", closed)
+	_, real, down := databaseDown(t)
 	s := apiOnly(t, down.String())
 
 	if status, body := get(t, s.APIURL+"/health"); status != http.StatusOK || !strings.Contains(string(body), `"database":true`) {
@@ -158,11 +177,7 @@ func TestAPIServesWithTheDatabaseDownAndRecovers(t *testing.T) {
 	check(http.StatusServiceUnavailable)
 
 	// The database comes back on the configured address.
-	ln, err := net.Listen("tcp", down.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	forward(t, ln, real.Host)
+	databaseBack(t, real, down)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		status, _ := get(t, s.APIURL+"/ready")
@@ -243,17 +258,7 @@ func TestMalformedDatabaseURLIsNeverLogged(t *testing.T) {
 // appears on that address the same process serves pages again.
 func TestDashboardServesWithTheDatabaseDownAndRecovers(t *testing.T) {
 	t.Parallel()
-	_, realURL := dbtest.NewURL(t)
-	real, err := url.Parse(realURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed, err := devstack.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	down := *real
-	down.Host = fmt.Sprintf("127.0.0.1:%d", closed)
+	realURL, real, down := databaseDown(t)
 	s := apiOnly(t, realURL)
 	bffPort, err := devstack.FreePort()
 	if err != nil {
@@ -298,11 +303,7 @@ func TestDashboardServesWithTheDatabaseDownAndRecovers(t *testing.T) {
 		}
 	}
 
-	ln, err := net.Listen("tcp", down.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	forward(t, ln, real.Host)
+	databaseBack(t, real, down)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		status, _ := page(http.MethodGet, "/sign-in")

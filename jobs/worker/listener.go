@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -164,11 +165,7 @@ func (l *pqListener) WaitForNotification(ctx context.Context) (*riverdriver.Noti
 			if n == nil {
 				continue
 			}
-			topic := n.Channel
-			if len(topic) > len(prefix) && topic[:len(prefix)] == prefix {
-				topic = topic[len(prefix):]
-			}
-			return &riverdriver.Notification{Topic: topic, Payload: n.Extra}, nil
+			return &riverdriver.Notification{Topic: strings.TrimPrefix(n.Channel, prefix), Payload: n.Extra}, nil
 		}
 	}
 }

@@ -88,14 +88,26 @@ func binDir() string {
 	return abs
 }
 
+// throwawayPlace makes a fresh temporary directory and picks a free
+// loopback port for one throwaway server; the directory is removed again
+// when no port is free, so a failed start leaves nothing behind.
+func throwawayPlace(pattern string) (string, int, error) {
+	dir, err := os.MkdirTemp("", pattern)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err := devstack.FreePort()
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return "", 0, err
+	}
+	return dir, port, nil
+}
+
 // throwawayCluster starts a cluster in a fresh temporary directory with a
 // migrated template database, and returns a function that removes it all.
 func throwawayCluster(ctx context.Context, logPrefix string) (*devstack.Postgres, func(), error) {
-	dir, err := os.MkdirTemp("", "cairn-pg-")
-	if err != nil {
-		return nil, nil, err
-	}
-	port, err := devstack.FreePort()
+	dir, port, err := throwawayPlace("cairn-pg-")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -153,11 +165,7 @@ func throwawayS3(ctx context.Context, logPrefix string) (*devstack.S3Server, fun
 	if err != nil {
 		return nil, nil, err
 	}
-	dir, err := os.MkdirTemp("", "cairn-s3-")
-	if err != nil {
-		return nil, nil, err
-	}
-	port, err := devstack.FreePort()
+	dir, port, err := throwawayPlace("cairn-s3-")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -181,6 +189,21 @@ func throwawayS3(ctx context.Context, logPrefix string) (*devstack.S3Server, fun
 	return s3, cleanup, nil
 }
 
+// throwawayStack starts the throwaway cluster and S3 store that tests and
+// benchmarks run against, and returns a function that removes both.
+func throwawayStack(ctx context.Context) (*devstack.Postgres, *devstack.S3Server, func(), error) {
+	pg, stopPG, err := throwawayCluster(ctx, "postgres | ")
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	s3, stopS3, err := throwawayS3(ctx, "s3 | ")
+	if err != nil {
+		stopPG()
+		return nil, nil, nil, err
+	}
+	return pg, s3, func() { stopS3(); stopPG() }, nil
+}
+
 // testEnv is how tests find the throwaway cluster, the S3 store and the
 // built binaries.
 func testEnv(pg *devstack.Postgres, s3 *devstack.S3Server) []string {
@@ -200,16 +223,11 @@ func testEnv(pg *devstack.Postgres, s3 *devstack.S3Server) []string {
 }
 
 func test(ctx context.Context, args []string) error {
-	pg, cleanup, err := throwawayCluster(ctx, "postgres | ")
+	pg, s3, cleanup, err := throwawayStack(ctx)
 	if err != nil {
 		return err
 	}
 	defer cleanup()
-	s3, stopS3, err := throwawayS3(ctx, "s3 | ")
-	if err != nil {
-		return err
-	}
-	defer stopS3()
 	env := append(os.Environ(), testEnv(pg, s3)...)
 	vet := exec.CommandContext(ctx, "go", "vet", "./...")
 	vet.Env, vet.Stdout, vet.Stderr = env, os.Stdout, os.Stderr
@@ -237,16 +255,11 @@ func test(ctx context.Context, args []string) error {
 }
 
 func bench(ctx context.Context, args []string) error {
-	pg, cleanup, err := throwawayCluster(ctx, "postgres | ")
+	pg, s3, cleanup, err := throwawayStack(ctx)
 	if err != nil {
 		return err
 	}
 	defer cleanup()
-	s3, stopS3, err := throwawayS3(ctx, "s3 | ")
-	if err != nil {
-		return err
-	}
-	defer stopS3()
 	cmd := exec.CommandContext(ctx, "go", append([]string{"run", "./e2e/cmd/cairn-bench"}, args...)...)
 	cmd.Env = append(os.Environ(), testEnv(pg, s3)...)
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
@@ -254,16 +267,11 @@ func bench(ctx context.Context, args []string) error {
 }
 
 func cluster(ctx context.Context) error {
-	pg, cleanup, err := throwawayCluster(ctx, "postgres | ")
+	pg, s3, cleanup, err := throwawayStack(ctx)
 	if err != nil {
 		return err
 	}
 	defer cleanup()
-	s3, stopS3, err := throwawayS3(ctx, "s3 | ")
-	if err != nil {
-		return err
-	}
-	defer stopS3()
 	for _, kv := range testEnv(pg, s3) {
 		fmt.Println("export " + kv)
 	}

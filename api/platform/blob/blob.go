@@ -92,8 +92,16 @@ func OpenURL(ctx context.Context, rawURL string, creds S3Credentials, sealer *se
 	default:
 		return nil, fmt.Errorf("blob storage URL: scheme %q is not file or s3", u.Scheme)
 	}
-	if u.Host == "" {
+	switch {
+	case u.Host == "":
 		return nil, errors.New("blob storage URL: s3:// needs a bucket name")
+	case u.User != nil:
+		// Keys in the URL would be ignored while the secret sits in
+		// CAIRN_BLOB_URL; they belong in CAIRN_S3_* or the AWS chain.
+		return nil, errors.New("blob storage URL: credentials do not belong in the URL; set CAIRN_S3_ACCESS_KEY_ID and CAIRN_S3_SECRET_ACCESS_KEY")
+	case u.Path != "" && u.Path != "/":
+		// A prefix would be ignored and objects written at the bucket's root.
+		return nil, errors.New("blob storage URL: a key prefix is not supported; name the bucket only")
 	}
 	client, err := newS3Client(ctx, u.Query(), creds)
 	if err != nil {

@@ -155,10 +155,16 @@ func TestOpenURLRefusesWhatItCannotUse(t *testing.T) {
 		good + "&endpont=typo",
 		good + "&use_path_style=maybe",
 		strings.Replace(good, name, name+"-missing", 1),
+		strings.Replace(good, "s3://", "s3://AKIDEXAMPLE:secret-in-url@", 1),
+		strings.Replace(good, name+"?", name+"/tenant-a?", 1),
 	} {
-		if s, err := blob.OpenURL(ctx, bad, srv.Creds, sealer); err == nil {
+		s, err := blob.OpenURL(ctx, bad, srv.Creds, sealer)
+		if err == nil {
 			s.Close()
 			t.Fatalf("OpenURL(%q) succeeded", bad)
+		}
+		if strings.Contains(err.Error(), "secret-in-url") {
+			t.Fatalf("OpenURL's error repeats the URL's secret: %v", err)
 		}
 	}
 	if _, err := blob.OpenURL(ctx, good, blob.S3Credentials{AccessKeyID: srv.Creds.AccessKeyID, SecretAccessKey: "wrong"}, sealer); err == nil {

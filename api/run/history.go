@@ -100,6 +100,12 @@ func (s *Service) Events(ctx context.Context, p access.Principal, runID string) 
 	if err != nil {
 		return nil, err
 	}
+	return s.EventsOf(ctx, r)
+}
+
+// EventsOf lists the history of a run the caller has already read for
+// the principal, as Attempts does.
+func (s *Service) EventsOf(ctx context.Context, r Run) ([]Event, error) {
 	return eventsOf(ctx, s.db, r.ID)
 }
 

@@ -59,16 +59,6 @@ func (s *Service) CommentRun(ctx context.Context, tx *sqlx.Tx, p access.Principa
 	return s.comment(ctx, tx, p, r, body)
 }
 
-// CommentDecision adds the comment given with a decision on the run (an
-// approval, rejection or cancellation), which the decision authorized.
-func (s *Service) CommentDecision(ctx context.Context, tx *sqlx.Tx, p access.Principal, runID, body string) (Comment, error) {
-	r, err := visibleRun(ctx, tx, p, runID, access.PermRunRead, false)
-	if err != nil {
-		return Comment{}, err
-	}
-	return s.comment(ctx, tx, p, r, body)
-}
-
 func (s *Service) comment(ctx context.Context, tx *sqlx.Tx, p access.Principal, r Run, body string) (Comment, error) {
 	body = strings.TrimSpace(body)
 	if body == "" || !utf8.ValidString(body) || utf8.RuneCountInString(body) > MaxCommentChars || strings.ContainsRune(body, 0) {
@@ -110,6 +100,12 @@ func (s *Service) Events(ctx context.Context, p access.Principal, runID string) 
 	if err != nil {
 		return nil, err
 	}
+	return s.EventsOf(ctx, r)
+}
+
+// EventsOf lists the history of a run the caller has already read for
+// the principal, as Attempts does.
+func (s *Service) EventsOf(ctx context.Context, r Run) ([]Event, error) {
 	return eventsOf(ctx, s.db, r.ID)
 }
 

@@ -11,23 +11,15 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/cairnhq/cairn/api/access"
+	"github.com/cairnhq/cairn/api/platform/db"
 	"github.com/cairnhq/cairn/api/run"
 	"github.com/cairnhq/cairn/api/workspace"
 	"github.com/cairnhq/cairn/e2e/devstack"
 )
 
-// inTx runs fn in one committed transaction.
+// inTx runs fn in one committed transaction, as the handlers do.
 func (h *harness) inTx(fn func(tx *sqlx.Tx) error) error {
-	h.t.Helper()
-	tx, err := h.env.DB.BeginTxx(h.ctx, nil)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	if err := fn(tx); err != nil {
-		_ = tx.Rollback()
-		return err
-	}
-	return tx.Commit()
+	return db.WithTx(h.ctx, h.env.DB, fn)
 }
 
 func (h *harness) ownerPrincipal() access.Principal {

@@ -707,9 +707,13 @@ func (s *Service) WorkspaceRuns(ctx context.Context, organizationID, workspaceID
 		Count  int     `db:"count"`
 		Latest *string `db:"latest"`
 	}
-	if err := s.db.GetContext(ctx, &row, `SELECT count(*) AS count,
-		(array_agg(id ORDER BY created_at DESC, id DESC))[1] AS latest
-		FROM runs WHERE organization_id = $1 AND workspace_id = $2`, organizationID, workspaceID); err != nil {
+	// The newest run is one step down the workspace's newest-first index;
+	// aggregating every run's ID to pick the first would sort them all on
+	// each workspace read.
+	if err := s.db.GetContext(ctx, &row, `SELECT
+		(SELECT count(*) FROM runs WHERE organization_id = $1 AND workspace_id = $2) AS count,
+		(SELECT id FROM runs WHERE organization_id = $1 AND workspace_id = $2
+			ORDER BY created_at DESC, id DESC LIMIT 1) AS latest`, organizationID, workspaceID); err != nil {
 		return 0, "", fmt.Errorf("summarizing runs: %w", err)
 	}
 	if row.Latest != nil {

@@ -46,7 +46,7 @@ var eventDescriptions = map[string]string{
 	"discarded": "Run discarded", "policy_override": "Policy override required",
 }
 
-func (s *server) eventResource(ctx context.Context, e run.Event) resource {
+func eventResource(e run.Event) resource {
 	action := e.Action
 	if action != run.EventCommented {
 		action = tfeStatus(run.Status(action))
@@ -77,7 +77,7 @@ func (s *server) eventDocument(c *fiber.Ctx, events []run.Event, single bool) (m
 	seen := map[string]bool{}
 	var commentIDs []string
 	for i, e := range events {
-		data[i] = s.eventResource(ctx, e)
+		data[i] = eventResource(e)
 		if includes(c, "actor") && e.ActorKind != nil && e.ActorID != nil && !seen[*e.ActorID] {
 			seen[*e.ActorID] = true
 			included = append(included, s.userResource(ctx, *e.ActorKind, *e.ActorID))

@@ -319,7 +319,7 @@ func (s *server) createRun(c *fiber.Ctx, p access.Principal, o owner) error {
 		return s.writeError(c, err)
 	}
 	res := s.runResource(r, p, []ref{})
-	if err := s.withEvents(ctx, p, &res); err != nil {
+	if err := s.withEvents(ctx, r, &res); err != nil {
 		return s.writeError(c, err)
 	}
 	return writeData(c, http.StatusCreated, res)
@@ -417,7 +417,7 @@ func (s *server) readRun(c *fiber.Ctx, p access.Principal, o owner) error {
 		return s.writeError(c, err)
 	}
 	res := s.runResource(r, p, checks)
-	if err := s.withEvents(c.UserContext(), p, &res); err != nil {
+	if err := s.withEvents(c.UserContext(), r, &res); err != nil {
 		return s.writeError(c, err)
 	}
 	doc := map[string]any{"data": res}
@@ -467,9 +467,10 @@ func (s *server) runIncludes(c *fiber.Ctx, p access.Principal, o owner, r run.Ru
 	return out, nil
 }
 
-// withEvents names a single run's history in its run-events relationship.
-func (s *server) withEvents(ctx context.Context, p access.Principal, res *resource) error {
-	events, err := s.Runs.Events(ctx, p, res.ID)
+// withEvents names a single run's history in its run-events relationship;
+// r is the run res renders, already read for the principal.
+func (s *server) withEvents(ctx context.Context, r run.Run, res *resource) error {
+	events, err := s.Runs.EventsOf(ctx, r)
 	if err != nil {
 		return err
 	}

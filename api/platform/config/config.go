@@ -268,6 +268,15 @@ func (c Config) validate() error {
 	return errors.Join(problems...)
 }
 
+// overlaps reports whether one of two clean absolute paths is the other or
+// lies inside it.
+func overlaps(a, b string) bool {
+	within := func(inner, outer string) bool {
+		return inner == outer || strings.HasPrefix(inner, strings.TrimSuffix(outer, "/")+"/")
+	}
+	return within(a, b) || within(b, a)
+}
+
 func (c Config) validateSandbox() []error {
 	var problems []error
 	switch c.SandboxIsolation {
@@ -275,8 +284,16 @@ func (c Config) validateSandbox() []error {
 	default:
 		problems = append(problems, errors.New("CAIRN_SANDBOX_ISOLATION must be namespaces or none"))
 	}
-	if m := c.ProviderMirror; m != "" && !strings.HasPrefix(m, "https://") && (!filepath.IsAbs(m) || m != filepath.Clean(m) || m == "/") {
-		problems = append(problems, errors.New("CAIRN_PROVIDER_MIRROR must be an absolute directory or an https:// URL"))
+	if m := c.ProviderMirror; m != "" && !strings.HasPrefix(m, "https://") {
+		data, err := filepath.Abs(c.DataDir)
+		switch {
+		case !filepath.IsAbs(m) || m != filepath.Clean(m) || m == "/":
+			problems = append(problems, errors.New("CAIRN_PROVIDER_MIRROR must be an absolute directory or an https:// URL"))
+		case err != nil || overlaps(m, data):
+			// The mirror is bound into every sandbox: over the data
+			// directory it would show one tenant's sandboxes to another.
+			problems = append(problems, errors.New("CAIRN_PROVIDER_MIRROR must lie outside CAIRN_DATA_DIR and not contain it"))
+		}
 	}
 	switch {
 	case c.SandboxBwrap == "auto" || c.SandboxBwrap == "always" || c.SandboxBwrap == "never":

@@ -30,6 +30,8 @@ func TestSandboxSettings(t *testing.T) {
 		"health without a port": {map[string]string{"CAIRN_WORKER_HEALTH_ADDR": "localhost"}, "HEALTH_ADDR"},
 		"hasty sweeps":          {map[string]string{"CAIRN_SANDBOX_SWEEP_INTERVAL": "1s"}, "SWEEP_INTERVAL"},
 		"no phase timeout":      {map[string]string{"CAIRN_PHASE_TIMEOUT": "0s"}, "CAIRN_PHASE_TIMEOUT"},
+		"mirror over the data":  {map[string]string{"CAIRN_DATA_DIR": "/srv/cairn/data", "CAIRN_PROVIDER_MIRROR": "/srv/cairn"}, "outside CAIRN_DATA_DIR"},
+		"mirror in the data":    {map[string]string{"CAIRN_DATA_DIR": "/srv/cairn/data", "CAIRN_PROVIDER_MIRROR": "/srv/cairn/data/mirror"}, "outside CAIRN_DATA_DIR"},
 	} {
 		if _, err := LoadFrom(tc.env); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want an error naming %s", name, err, tc.want)
@@ -39,6 +41,7 @@ func TestSandboxSettings(t *testing.T) {
 		{"CAIRN_SANDBOX_ISOLATION": "none"},
 		{"CAIRN_SANDBOX_BWRAP": "/usr/local/bin/bwrap", "CAIRN_SANDBOX_CGROUP": "/sys/fs/cgroup/cairn.slice"},
 		{"CAIRN_WORKER_HEALTH_ADDR": "off", "CAIRN_SANDBOX_CGROUP": "off"},
+		{"CAIRN_DATA_DIR": "/srv/cairn/data", "CAIRN_PROVIDER_MIRROR": "/srv/cairn/data-mirror"},
 	} {
 		if _, err := LoadFrom(env); err != nil {
 			t.Errorf("%v: %v", env, err)

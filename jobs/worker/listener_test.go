@@ -63,29 +63,40 @@ func TestCommittedJobWakesIdleWorker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The listener subscribes shortly after Start; a job inserted before
-	// that waits for the poll, so insert until one is delivered, well
-	// inside the poll interval.
-	deadline := time.Now().Add(30 * time.Second)
-	for i := 0; time.Now().Before(deadline); i++ {
-		var committed time.Time
+	insert := func(i int) time.Time {
 		err := db.WithTx(ctx, conn, func(tx *sqlx.Tx) error {
 			_, err := inserter.InsertTx(ctx, tx.Tx, wakeArgs{Sequence: i}, nil)
 			return err
 		})
-		committed = time.Now()
 		if err != nil {
 			t.Fatal(err)
 		}
+		return time.Now()
+	}
+	// The listener subscribes shortly after Start, and River fetches once
+	// as it starts, so a first job proves nothing: insert until one is
+	// delivered, then time another, which only a notification can start
+	// before the poll a minute away.
+	delivered := false
+	for i, deadline := 0, time.Now().Add(30*time.Second); !delivered && time.Now().Before(deadline); i++ {
+		insert(i)
 		select {
-		case started := <-w.started:
-			// Generous for a busy machine; a poll would take a minute.
-			if d := started.Sub(committed); d > 5*time.Second {
-				t.Fatalf("job started %s after its commit", d)
-			}
-			return
+		case <-w.started:
+			delivered = true
 		case <-time.After(2 * time.Second):
 		}
 	}
-	t.Fatal("no committed job reached the idle worker before its poll")
+	if !delivered {
+		t.Fatal("no committed job reached the idle worker before its poll")
+	}
+	committed := insert(-1)
+	select {
+	case started := <-w.started:
+		// Generous for a busy machine; a poll would take a minute.
+		if d := started.Sub(committed); d > 5*time.Second {
+			t.Fatalf("job started %s after its commit", d)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a job committed to an idle worker waited for its poll")
+	}
 }

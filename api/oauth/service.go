@@ -493,9 +493,7 @@ func (s *Service) exchangeCode(ctx context.Context, c Client, in TokenInput) (To
 		if err := markCodeUsed(ctx, tx, codeHash, now); err != nil {
 			return err
 		}
-		if _, err := membershipRole(ctx, tx, g.OrganizationID, g.UserID); errors.Is(err, fault.ErrNotFound) {
-			return describe(ErrInvalidGrant, "the person is no longer a member of the organization")
-		} else if err != nil {
+		if err := requireMember(ctx, tx, g); err != nil {
 			return err
 		}
 		out, err = s.issue(ctx, tx, c, g, g.Scopes, now)
@@ -553,9 +551,7 @@ func (s *Service) refresh(ctx context.Context, c Client, in TokenInput) (TokenRe
 		if _, err := s.resourceOf(in.Resources); err != nil {
 			return err
 		}
-		if _, err := membershipRole(ctx, tx, g.OrganizationID, g.UserID); errors.Is(err, fault.ErrNotFound) {
-			return describe(ErrInvalidGrant, "the person is no longer a member of the organization")
-		} else if err != nil {
+		if err := requireMember(ctx, tx, g); err != nil {
 			return err
 		}
 		if err := markRefreshUsed(ctx, tx, rt.ID, now); err != nil {
@@ -568,6 +564,16 @@ func (s *Service) refresh(ctx context.Context, c Client, in TokenInput) (TokenRe
 		return TokenResponse{}, errRefreshInvalid
 	}
 	return out, err
+}
+
+// requireMember refuses to issue tokens for a grant whose person is no
+// longer a member of its organization (or is banned).
+func requireMember(ctx context.Context, tx *sqlx.Tx, g Grant) error {
+	_, err := membershipRole(ctx, tx, g.OrganizationID, g.UserID)
+	if errors.Is(err, fault.ErrNotFound) {
+		return describe(ErrInvalidGrant, "the person is no longer a member of the organization")
+	}
+	return err
 }
 
 // issue signs an access token for the grant (and a refresh token when the

@@ -204,25 +204,29 @@ func (s *Service) Authorize(ctx context.Context, in AuthorizeInput) (string, err
 	if err := ValidateState(in.State); err != nil {
 		return "", err
 	}
-	fail := func(e *Error) (string, error) {
+	// fail reports a protocol error at the redirect URI; anything else
+	// (none of the checks below returns one) is not redirected.
+	fail := func(err error) (string, error) {
+		var e *Error
+		if !errors.As(err, &e) {
+			return "", err
+		}
 		return "", &RedirectError{Err: e, RedirectURI: in.RedirectURI, State: in.State}
 	}
 	if in.ResponseType != ResponseTypeCode {
 		return fail(describe(ErrUnsupportedResponse, "response_type must be code"))
 	}
 	if err := ValidateChallenge(in.CodeChallenge, in.CodeChallengeMethod); err != nil {
-		var pe *Error
-		errors.As(err, &pe)
-		return fail(pe)
+		return fail(err)
 	}
 	resource, err := s.resourceOf(in.Resources)
 	if err != nil {
-		return fail(err.(*Error))
+		return fail(err)
 	}
 	scopes := c.Scopes
 	if in.Scope != "" {
 		if scopes, err = ParseScope(in.Scope); err != nil {
-			return fail(err.(*Error))
+			return fail(err)
 		}
 	}
 	if !subset(scopes, c.Scopes) {

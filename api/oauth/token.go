@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -41,9 +40,6 @@ type Claims struct {
 
 // Scopes returns the token's scopes.
 func (c Claims) Scopes() []string { return strings.Fields(c.Scope) }
-
-// HasScope reports whether the token carries scope.
-func (c Claims) HasScope(scope string) bool { return slices.Contains(c.Scopes(), scope) }
 
 // Signer signs access tokens with one Ed25519 key.
 type Signer struct {

@@ -3,12 +3,10 @@ package authserver
 import (
 	"encoding/base64"
 	"errors"
-	"math"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -16,6 +14,7 @@ import (
 	"github.com/cairnhq/cairn/api/identity"
 	"github.com/cairnhq/cairn/api/oauth"
 	"github.com/cairnhq/cairn/api/platform/httpx"
+	"github.com/cairnhq/cairn/api/problem"
 )
 
 // The authorization server's endpoints, under /api/auth.
@@ -128,7 +127,8 @@ func (s *server) oauthError(c *fiber.Ctx, err error) error {
 		if !errors.As(err, &limited) {
 			return s.fail(c, err)
 		}
-		c.Set(fiber.HeaderRetryAfter, retrySeconds(limited.RetryAfter))
+		// The wait is rounded as the problem table rounds every throttle.
+		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(problem.Of(c.UserContext(), s.Logger, limited).RetryAfter))
 		pe = &oauth.Error{Code: "slow_down", Description: "too many registrations from this address", Status: http.StatusTooManyRequests}
 	}
 	c.Set(fiber.HeaderCacheControl, "no-store")
@@ -140,11 +140,6 @@ func (s *server) oauthError(c *fiber.Ctx, err error) error {
 		body["error_description"] = pe.Description
 	}
 	return c.Status(pe.Status).JSON(body)
-}
-
-// retrySeconds is a wait as Retry-After seconds, rounded up.
-func retrySeconds(d time.Duration) string {
-	return strconv.Itoa(int(math.Ceil(max(d, time.Second).Seconds())))
 }
 
 // register is RFC 7591 registration, open to anyone and limited per

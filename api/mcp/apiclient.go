@@ -98,14 +98,13 @@ func (a *apiClient) do(ctx context.Context, token string, c call) (map[string]an
 		return nil, fmt.Errorf("cairn's answer is larger than %d bytes", responseLimit)
 	}
 	if resp.StatusCode >= 300 {
+		// The error object of /v1's httpx.ErrorBody (not imported: it
+		// would link fiber into this binary); meta repeats its request ID.
 		var problem struct {
 			Error struct {
 				Code      string `json:"code"`
 				RequestID string `json:"request_id"`
 			} `json:"error"`
-			Meta struct {
-				RequestID string `json:"request_id"`
-			} `json:"meta"`
 		}
 		_ = json.Unmarshal(raw, &problem)
 		e := &apiError{Status: resp.StatusCode, Code: problem.Error.Code, Message: hint(resp.StatusCode), RequestID: problem.Error.RequestID}

@@ -56,6 +56,10 @@ type (
 	runInput struct {
 		RunID string `json:"run_id" jsonschema:"the run ID"`
 	}
+	// keyInput is the idempotency key of a mutation.
+	keyInput struct {
+		IdempotencyKey string `json:"idempotency_key,omitempty" jsonschema:"repeat a call safely"`
+	}
 	stateVersionsInput struct {
 		listInput
 		WorkspaceID string `json:"workspace_id" jsonschema:"the workspace ID"`
@@ -70,11 +74,11 @@ type (
 		ConfigurationVersionID string `json:"configuration_version_id" jsonschema:"from upload_configuration"`
 		Kind                   string `json:"kind" jsonschema:"plan_only (plan and policy, never applied) or plan_and_apply (applied only after a person approves)"`
 		Message                string `json:"message,omitempty" jsonschema:"why the run was started, shown to the approver"`
-		IdempotencyKey         string `json:"idempotency_key,omitempty" jsonschema:"repeat a call safely"`
+		keyInput
 	}
 	cancelInput struct {
-		RunID          string `json:"run_id" jsonschema:"the run ID"`
-		IdempotencyKey string `json:"idempotency_key,omitempty" jsonschema:"repeat a call safely"`
+		runInput
+		keyInput
 	}
 	rejectInput struct {
 		RunID                     string  `json:"run_id" jsonschema:"the run ID"`
@@ -82,7 +86,7 @@ type (
 		PolicyResultDigest        string  `json:"policy_result_digest" jsonschema:"the policy result digest as reviewed (get_run)"`
 		PredecessorStateVersionID *string `json:"predecessor_state_version_id" jsonschema:"the state the plan was made against (get_run); null before the first state"`
 		DependencyLockDigest      string  `json:"dependency_lock_digest" jsonschema:"the dependency lock digest as reviewed (get_run)"`
-		IdempotencyKey            string  `json:"idempotency_key,omitempty" jsonschema:"repeat a call safely"`
+		keyInput
 	}
 )
 

@@ -204,25 +204,29 @@ func (s *Service) Authorize(ctx context.Context, in AuthorizeInput) (string, err
 	if err := ValidateState(in.State); err != nil {
 		return "", err
 	}
-	fail := func(e *Error) (string, error) {
+	// fail reports a protocol error at the redirect URI; anything else
+	// (none of the checks below returns one) is not redirected.
+	fail := func(err error) (string, error) {
+		var e *Error
+		if !errors.As(err, &e) {
+			return "", err
+		}
 		return "", &RedirectError{Err: e, RedirectURI: in.RedirectURI, State: in.State}
 	}
 	if in.ResponseType != ResponseTypeCode {
 		return fail(describe(ErrUnsupportedResponse, "response_type must be code"))
 	}
 	if err := ValidateChallenge(in.CodeChallenge, in.CodeChallengeMethod); err != nil {
-		var pe *Error
-		errors.As(err, &pe)
-		return fail(pe)
+		return fail(err)
 	}
 	resource, err := s.resourceOf(in.Resources)
 	if err != nil {
-		return fail(err.(*Error))
+		return fail(err)
 	}
 	scopes := c.Scopes
 	if in.Scope != "" {
 		if scopes, err = ParseScope(in.Scope); err != nil {
-			return fail(err.(*Error))
+			return fail(err)
 		}
 	}
 	if !subset(scopes, c.Scopes) {
@@ -493,9 +497,7 @@ func (s *Service) exchangeCode(ctx context.Context, c Client, in TokenInput) (To
 		if err := markCodeUsed(ctx, tx, codeHash, now); err != nil {
 			return err
 		}
-		if _, err := membershipRole(ctx, tx, g.OrganizationID, g.UserID); errors.Is(err, fault.ErrNotFound) {
-			return describe(ErrInvalidGrant, "the person is no longer a member of the organization")
-		} else if err != nil {
+		if err := requireMember(ctx, tx, g); err != nil {
 			return err
 		}
 		out, err = s.issue(ctx, tx, c, g, g.Scopes, now)
@@ -553,9 +555,7 @@ func (s *Service) refresh(ctx context.Context, c Client, in TokenInput) (TokenRe
 		if _, err := s.resourceOf(in.Resources); err != nil {
 			return err
 		}
-		if _, err := membershipRole(ctx, tx, g.OrganizationID, g.UserID); errors.Is(err, fault.ErrNotFound) {
-			return describe(ErrInvalidGrant, "the person is no longer a member of the organization")
-		} else if err != nil {
+		if err := requireMember(ctx, tx, g); err != nil {
 			return err
 		}
 		if err := markRefreshUsed(ctx, tx, rt.ID, now); err != nil {
@@ -568,6 +568,16 @@ func (s *Service) refresh(ctx context.Context, c Client, in TokenInput) (TokenRe
 		return TokenResponse{}, errRefreshInvalid
 	}
 	return out, err
+}
+
+// requireMember refuses to issue tokens for a grant whose person is no
+// longer a member of its organization (or is banned).
+func requireMember(ctx context.Context, tx *sqlx.Tx, g Grant) error {
+	_, err := membershipRole(ctx, tx, g.OrganizationID, g.UserID)
+	if errors.Is(err, fault.ErrNotFound) {
+		return describe(ErrInvalidGrant, "the person is no longer a member of the organization")
+	}
+	return err
 }
 
 // issue signs an access token for the grant (and a refresh token when the

@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -42,13 +41,11 @@ type Claims struct {
 // Scopes returns the token's scopes.
 func (c Claims) Scopes() []string { return strings.Fields(c.Scope) }
 
-// HasScope reports whether the token carries scope.
-func (c Claims) HasScope(scope string) bool { return slices.Contains(c.Scopes(), scope) }
-
 // Signer signs access tokens with one Ed25519 key.
 type Signer struct {
-	key    ed25519.PrivateKey
-	kid    string
+	// keys is the public key set, built once: /v1 verifies every bearer
+	// against it.
+	keys   jose.JSONWebKeySet
 	signer jose.Signer
 }
 
@@ -63,13 +60,13 @@ func NewSigner(seed []byte) (*Signer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("oauth: key thumbprint: %w", err)
 	}
-	kid := base64.RawURLEncoding.EncodeToString(thumb)
+	public.KeyID = base64.RawURLEncoding.EncodeToString(thumb)
 	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: SigningAlgorithm, Key: key},
-		(&jose.SignerOptions{}).WithType(AccessTokenType).WithHeader("kid", kid))
+		(&jose.SignerOptions{}).WithType(AccessTokenType).WithHeader("kid", public.KeyID))
 	if err != nil {
 		return nil, fmt.Errorf("oauth: creating signer: %w", err)
 	}
-	return &Signer{key: key, kid: kid, signer: signer}, nil
+	return &Signer{keys: jose.JSONWebKeySet{Keys: []jose.JSONWebKey{public}}, signer: signer}, nil
 }
 
 // Sign returns the compact JWT of claims.
@@ -82,11 +79,7 @@ func (s *Signer) Sign(c Claims) (string, error) {
 }
 
 // KeySet is the public JSON Web Key Set that verifies the signer's tokens.
-func (s *Signer) KeySet() jose.JSONWebKeySet {
-	return jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{
-		Key: s.key.Public(), KeyID: s.kid, Algorithm: string(SigningAlgorithm), Use: "sig",
-	}}}
-}
+func (s *Signer) KeySet() jose.JSONWebKeySet { return s.keys }
 
 // maxTokenBytes bounds what is parsed at all.
 const maxTokenBytes = 4096

@@ -6,8 +6,10 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 )
@@ -20,6 +22,7 @@ const responseLimit = 8 << 20
 type apiClient struct {
 	base   string
 	client *http.Client
+	logger *slog.Logger
 }
 
 // call is one /v1 request. body is JSON unless contentType says otherwise
@@ -87,7 +90,10 @@ func (a *apiClient) do(ctx context.Context, token string, c call) (map[string]an
 	}
 	resp, err := a.client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("cairn is unreachable: %w", err)
+		// The cause names the API's internal address; the agent sees only
+		// that the call did not get through.
+		a.logger.WarnContext(ctx, "calling cairn-api failed", "method", c.method, "path", c.path, "error", err)
+		return nil, errors.New("cairn is unreachable; try again later")
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, responseLimit+1))

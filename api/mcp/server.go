@@ -65,7 +65,7 @@ func New(opts Options) *Server {
 		opts:     opts,
 		resource: strings.TrimRight(opts.MCPURL, "/") + EndpointPath,
 		keys:     &keySet{url: apiURL + "/api/auth/jwks", client: opts.Client},
-		api:      &apiClient{base: apiURL, client: opts.Client},
+		api:      &apiClient{base: apiURL, client: opts.Client, logger: opts.Logger},
 	}
 }
 

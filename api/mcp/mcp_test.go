@@ -277,9 +277,10 @@ func TestEndpointRefusals(t *testing.T) {
 			t.Fatalf("%s: %d", name, r.StatusCode)
 		}
 	}
-	// A well-formed token the API never issued passes cairn-mcp's
-	// signature check (it is forged with the real key) but /v1 resolves
-	// every token against its record.
+	// A well-formed token the API never issued passes cairn-mcp's own
+	// checks (it is forged with the real key); /v1 then refuses it, since
+	// it resolves every token against its record (the "unknown" case of
+	// api/authserver.s TestAgentTokenRefusals).
 	r := post(forge(s.mcp.URL+"/mcp", now.Add(time.Hour)))
 	if r.StatusCode != http.StatusOK {
 		t.Fatalf("initialize with a signed token: %d", r.StatusCode)

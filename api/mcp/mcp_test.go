@@ -280,7 +280,7 @@ func TestEndpointRefusals(t *testing.T) {
 	// A well-formed token the API never issued passes cairn-mcp's own
 	// checks (it is forged with the real key); /v1 then refuses it, since
 	// it resolves every token against its record (the "unknown" case of
-	// api/authserver.s TestAgentTokenRefusals).
+	// api/authserver's TestAgentTokenRefusals).
 	r := post(forge(s.mcp.URL+"/mcp", now.Add(time.Hour)))
 	if r.StatusCode != http.StatusOK {
 		t.Fatalf("initialize with a signed token: %d", r.StatusCode)

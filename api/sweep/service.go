@@ -2,6 +2,7 @@ package sweep
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -53,7 +54,9 @@ func (s *Service) WithClock(now func() time.Time) *Service {
 func (s *Service) Sweep(ctx context.Context) (Report, error) {
 	var report Report
 	if s.blobs == nil {
-		return report, nil
+		// Not an empty sweep: a worker without storage never registers
+		// this job, so reaching here is a wiring fault to surface.
+		return report, errors.New("sweeping orphaned blobs: no blob store")
 	}
 	cutoff := s.now().Add(-s.opts.MinAge)
 	var token []byte

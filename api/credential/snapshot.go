@@ -128,12 +128,8 @@ func Select(candidates []Candidate, speculative bool) ([]Ref, string) {
 }
 
 func refOf(v Version) Ref {
-	names := []string(v.EnvironmentNames)
-	if Federated(v.Provider) {
-		names = providerEnvironmentNames(v.Provider, v.Configuration)
-	}
 	return Ref{ProfileID: v.ProfileID, VersionID: v.ID, Number: v.Number, Provider: v.Provider, Phase: v.Phase,
-		EnvironmentNames: slices.Clone(names)}
+		EnvironmentNames: VersionEnvironmentNames(v)}
 }
 
 // Manifest is what one attempt's handle is issued for: the attempt, the

@@ -166,17 +166,11 @@ func (s *Service) GetProfile(ctx context.Context, p access.Principal, profileID 
 	if err != nil {
 		return Detail{}, err
 	}
-	return s.withCurrent(ctx, d)
-}
-
-func (s *Service) withCurrent(ctx context.Context, d Detail) (Detail, error) {
-	current, err := currentVersions(ctx, s.db, d.OrganizationID, []Profile{d.Profile})
+	cs, err := withCurrentVersions(ctx, s.db, d.OrganizationID, []Profile{d.Profile})
 	if err != nil {
 		return Detail{}, err
 	}
-	if v, ok := current[d.ID]; ok {
-		d.Current = &v
-	}
+	d.Current = cs[0].Current
 	return d, nil
 }
 
@@ -190,17 +184,13 @@ func (s *Service) ListProfiles(ctx context.Context, p access.Principal, workspac
 	if err != nil {
 		return nil, err
 	}
-	current, err := currentVersions(ctx, s.db, w.OrganizationID, profiles)
+	cs, err := withCurrentVersions(ctx, s.db, w.OrganizationID, profiles)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Detail, 0, len(profiles))
-	for _, prof := range profiles {
-		d := Detail{Profile: prof, ProjectID: w.ProjectID}
-		if v, ok := current[prof.ID]; ok {
-			d.Current = &v
-		}
-		out = append(out, d)
+	out := make([]Detail, 0, len(cs))
+	for _, c := range cs {
+		out = append(out, Detail{Profile: c.Profile, ProjectID: w.ProjectID, Current: c.Current})
 	}
 	return out, nil
 }

@@ -69,8 +69,8 @@ type Ref struct {
 	EnvironmentNames []string `json:"environment_names"`
 }
 
-// Candidate is a workspace profile that is not archived, with its current
-// version (nil when it has none).
+// Candidate is a profile with its current version (nil when it has
+// none).
 type Candidate struct {
 	Profile Profile
 	Current *Version

@@ -336,23 +336,21 @@ func (s *Service) openEnvironment(v Version) (map[string]string, error) {
 
 // GetVersion reads one version of a visible profile; a version of another
 // profile is not found.
-func (s *Service) GetVersion(ctx context.Context, p access.Principal, profileID, versionID string) (Detail, Version, error) {
-	d, err := s.GetProfile(ctx, p, profileID)
+func (s *Service) GetVersion(ctx context.Context, p access.Principal, profileID, versionID string) (Version, error) {
+	d, err := s.visibleProfile(ctx, s.db, p, profileID, access.PermWorkspaceRead, nil)
 	if err != nil {
-		return Detail{}, Version{}, err
+		return Version{}, err
 	}
-	v, err := versionByID(ctx, s.db, d.OrganizationID, d.ID, versionID, false)
-	return d, v, err
+	return versionByID(ctx, s.db, d.OrganizationID, d.ID, versionID, false)
 }
 
 // ListVersions reads a page of a profile's versions, newest first.
-func (s *Service) ListVersions(ctx context.Context, p access.Principal, profileID string, page cursor.Page) (Detail, []Version, error) {
-	d, err := s.GetProfile(ctx, p, profileID)
+func (s *Service) ListVersions(ctx context.Context, p access.Principal, profileID string, page cursor.Page) ([]Version, error) {
+	d, err := s.visibleProfile(ctx, s.db, p, profileID, access.PermWorkspaceRead, nil)
 	if err != nil {
-		return Detail{}, nil, err
+		return nil, err
 	}
-	vs, err := listVersions(ctx, s.db, d.OrganizationID, d.ID, page)
-	return d, vs, err
+	return listVersions(ctx, s.db, d.OrganizationID, d.ID, page)
 }
 
 // Verify has the broker open and validate a version's stored envelope (a

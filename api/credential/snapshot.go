@@ -37,13 +37,13 @@ const (
 	ReasonIssuerUnavailable = "credential_issuer_unavailable"
 )
 
-// UnavailableError is ErrUnavailable with its reason.
+// UnavailableError means a run's pinned credentials cannot be issued or
+// redeemed now (a version was revoked, a profile archived, a provider
+// switched off), for Reason; callers read it with ReasonOf. A plan then
+// ends plan_credentials_required.
 type UnavailableError struct{ Reason string }
 
 func (e UnavailableError) Error() string { return "credentials unavailable: " + e.Reason }
-
-// Is makes every UnavailableError an ErrUnavailable.
-func (e UnavailableError) Is(target error) bool { return target == ErrUnavailable }
 
 // ReasonOf returns the reason of an unavailability, or "".
 func ReasonOf(err error) string {

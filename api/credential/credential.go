@@ -13,6 +13,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/lib/pq"
+
+	"github.com/cairnhq/cairn/api/platform/jsondoc"
 )
 
 // Providers a profile can have: three cloud federations and the generic
@@ -241,7 +243,7 @@ var (
 // exactly the provider's fields, each in its cloud's shape.
 func ParseFederation(provider string, raw json.RawMessage) (FederationConfig, error) {
 	var cfg FederationConfig
-	if err := decodeStrict(raw, &cfg); err != nil {
+	if err := jsondoc.DecodeStrict(raw, &cfg); err != nil {
 		return FederationConfig{}, fmt.Errorf("%w: configuration must be an object of the provider's fields", ErrConfigurationInvalid)
 	}
 	bad := func(format string, args ...any) (FederationConfig, error) {
@@ -422,20 +424,6 @@ func ValidateEnvironmentName(name string) error {
 	}
 	if owned {
 		return fmt.Errorf("%w: %s is set by the runner", ErrConfigurationInvalid, name)
-	}
-	return nil
-}
-
-// decodeStrict decodes exactly one JSON object into v, refusing unknown
-// fields.
-func decodeStrict(raw json.RawMessage, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return errors.New("data after the configuration")
 	}
 	return nil
 }

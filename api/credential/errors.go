@@ -27,10 +27,6 @@ var (
 	// ErrHMACKeyUnavailable means IDEMPOTENCY_HMAC_KEY is missing or weak:
 	// a generic secret is neither sealed nor stored (503).
 	ErrHMACKeyUnavailable = errors.New("idempotency HMAC key missing or weak")
-	// ErrUnavailable means a run's pinned credentials cannot be issued or
-	// redeemed now: a version was revoked, a profile archived, a provider
-	// switched off. A plan then ends plan_credentials_required.
-	ErrUnavailable = errors.New("credentials unavailable")
 	// ErrHandleInvalid is a handle that is unknown, expired, already
 	// redeemed, or presented with another attempt, manifest or nonce.
 	ErrHandleInvalid = errors.New("credential handle invalid")

@@ -10,7 +10,6 @@ import (
 	"database/sql"
 	"encoding/base32"
 	"encoding/base64"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -153,7 +152,7 @@ func (i *Issuer) Rotate(ctx context.Context) error {
 	}
 	now := i.now().UTC().Truncate(time.Microsecond)
 	return db.WithTx(ctx, i.db, func(tx *sqlx.Tx) error {
-		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, keyLockID); err != nil {
+		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('cairn/oidc-signing-keys', 0))`); err != nil {
 			return fmt.Errorf("locking signing keys: %w", err)
 		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM oidc_signing_keys WHERE publish_until <= $1`, now); err != nil {
@@ -176,14 +175,6 @@ func (i *Issuer) Rotate(ctx context.Context) error {
 		}
 		return nil
 	})
-}
-
-// keyLockID serializes key rotation across processes.
-var keyLockID = lockID("cairn/oidc-signing-keys")
-
-func lockID(name string) int64 {
-	sum := sha256.Sum256([]byte(name))
-	return int64(binary.BigEndian.Uint64(sum[:8]))
 }
 
 func (i *Issuer) insertKey(ctx context.Context, tx *sqlx.Tx, notBefore, retireAfter time.Time) error {

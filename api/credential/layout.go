@@ -2,6 +2,7 @@ package credential
 
 import (
 	"encoding/json"
+	"maps"
 	"path/filepath"
 	"slices"
 )
@@ -67,12 +68,8 @@ func (m *Materials) merge(env map[string]string, files map[string][]byte, secret
 	if m.Env == nil {
 		m.Env, m.Files = map[string]string{}, map[string][]byte{}
 	}
-	for k, v := range env {
-		m.Env[k] = v
-	}
-	for k, v := range files {
-		m.Files[k] = v
-	}
+	maps.Copy(m.Env, env)
+	maps.Copy(m.Files, files)
 	m.Secrets = append(m.Secrets, secrets...)
 }
 

@@ -166,17 +166,11 @@ func (s *Service) GetProfile(ctx context.Context, p access.Principal, profileID 
 	if err != nil {
 		return Detail{}, err
 	}
-	return s.withCurrent(ctx, d)
-}
-
-func (s *Service) withCurrent(ctx context.Context, d Detail) (Detail, error) {
-	current, err := currentVersions(ctx, s.db, d.OrganizationID, []Profile{d.Profile})
+	cs, err := withCurrentVersions(ctx, s.db, d.OrganizationID, []Profile{d.Profile})
 	if err != nil {
 		return Detail{}, err
 	}
-	if v, ok := current[d.ID]; ok {
-		d.Current = &v
-	}
+	d.Current = cs[0].Current
 	return d, nil
 }
 
@@ -190,17 +184,13 @@ func (s *Service) ListProfiles(ctx context.Context, p access.Principal, workspac
 	if err != nil {
 		return nil, err
 	}
-	current, err := currentVersions(ctx, s.db, w.OrganizationID, profiles)
+	cs, err := withCurrentVersions(ctx, s.db, w.OrganizationID, profiles)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Detail, 0, len(profiles))
-	for _, prof := range profiles {
-		d := Detail{Profile: prof, ProjectID: w.ProjectID}
-		if v, ok := current[prof.ID]; ok {
-			d.Current = &v
-		}
-		out = append(out, d)
+	out := make([]Detail, 0, len(cs))
+	for _, c := range cs {
+		out = append(out, Detail{Profile: c.Profile, ProjectID: w.ProjectID, Current: c.Current})
 	}
 	return out, nil
 }
@@ -346,23 +336,21 @@ func (s *Service) openEnvironment(v Version) (map[string]string, error) {
 
 // GetVersion reads one version of a visible profile; a version of another
 // profile is not found.
-func (s *Service) GetVersion(ctx context.Context, p access.Principal, profileID, versionID string) (Detail, Version, error) {
-	d, err := s.GetProfile(ctx, p, profileID)
+func (s *Service) GetVersion(ctx context.Context, p access.Principal, profileID, versionID string) (Version, error) {
+	d, err := s.visibleProfile(ctx, s.db, p, profileID, access.PermWorkspaceRead, nil)
 	if err != nil {
-		return Detail{}, Version{}, err
+		return Version{}, err
 	}
-	v, err := versionByID(ctx, s.db, d.OrganizationID, d.ID, versionID, false)
-	return d, v, err
+	return versionByID(ctx, s.db, d.OrganizationID, d.ID, versionID, false)
 }
 
 // ListVersions reads a page of a profile's versions, newest first.
-func (s *Service) ListVersions(ctx context.Context, p access.Principal, profileID string, page cursor.Page) (Detail, []Version, error) {
-	d, err := s.GetProfile(ctx, p, profileID)
+func (s *Service) ListVersions(ctx context.Context, p access.Principal, profileID string, page cursor.Page) ([]Version, error) {
+	d, err := s.visibleProfile(ctx, s.db, p, profileID, access.PermWorkspaceRead, nil)
 	if err != nil {
-		return Detail{}, nil, err
+		return nil, err
 	}
-	vs, err := listVersions(ctx, s.db, d.OrganizationID, d.ID, page)
-	return d, vs, err
+	return listVersions(ctx, s.db, d.OrganizationID, d.ID, page)
 }
 
 // Verify has the broker open and validate a version's stored envelope (a

@@ -37,13 +37,13 @@ const (
 	ReasonIssuerUnavailable = "credential_issuer_unavailable"
 )
 
-// UnavailableError is ErrUnavailable with its reason.
+// UnavailableError means a run's pinned credentials cannot be issued or
+// redeemed now (a version was revoked, a profile archived, a provider
+// switched off), for Reason; callers read it with ReasonOf. A plan then
+// ends plan_credentials_required.
 type UnavailableError struct{ Reason string }
 
 func (e UnavailableError) Error() string { return "credentials unavailable: " + e.Reason }
-
-// Is makes every UnavailableError an ErrUnavailable.
-func (e UnavailableError) Is(target error) bool { return target == ErrUnavailable }
 
 // ReasonOf returns the reason of an unavailability, or "".
 func ReasonOf(err error) string {
@@ -69,8 +69,8 @@ type Ref struct {
 	EnvironmentNames []string `json:"environment_names"`
 }
 
-// Candidate is a workspace profile that is not archived, with its current
-// version (nil when it has none).
+// Candidate is a profile with its current version (nil when it has
+// none).
 type Candidate struct {
 	Profile Profile
 	Current *Version
@@ -128,12 +128,8 @@ func Select(candidates []Candidate, speculative bool) ([]Ref, string) {
 }
 
 func refOf(v Version) Ref {
-	names := []string(v.EnvironmentNames)
-	if Federated(v.Provider) {
-		names = providerEnvironmentNames(v.Provider, v.Configuration)
-	}
 	return Ref{ProfileID: v.ProfileID, VersionID: v.ID, Number: v.Number, Provider: v.Provider, Phase: v.Phase,
-		EnvironmentNames: slices.Clone(names)}
+		EnvironmentNames: VersionEnvironmentNames(v)}
 }
 
 // Manifest is what one attempt's handle is issued for: the attempt, the

@@ -136,25 +136,33 @@ func listVersions(ctx context.Context, q sqlx.QueryerContext, organizationID, pr
 	return out, nil
 }
 
-// currentVersions reads the current versions of the given profiles.
-func currentVersions(ctx context.Context, q sqlx.QueryerContext, organizationID string, profiles []Profile) (map[string]Version, error) {
+// withCurrentVersions pairs profiles with their current versions, read
+// in one query.
+func withCurrentVersions(ctx context.Context, q sqlx.QueryerContext, organizationID string, profiles []Profile) ([]Candidate, error) {
 	var ids []string
 	for _, p := range profiles {
 		if p.CurrentVersionID != nil {
 			ids = append(ids, *p.CurrentVersionID)
 		}
 	}
-	out := map[string]Version{}
-	if len(ids) == 0 {
-		return out, nil
+	current := map[string]Version{}
+	if len(ids) > 0 {
+		var rows []Version
+		if err := sqlx.SelectContext(ctx, q, &rows, `SELECT `+versionColumns+` FROM credential_profile_versions
+			WHERE organization_id = $1 AND id = ANY($2)`, organizationID, pq.StringArray(ids)); err != nil {
+			return nil, fmt.Errorf("reading current versions: %w", err)
+		}
+		for _, v := range rows {
+			current[v.ProfileID] = v
+		}
 	}
-	var rows []Version
-	if err := sqlx.SelectContext(ctx, q, &rows, `SELECT `+versionColumns+` FROM credential_profile_versions
-		WHERE organization_id = $1 AND id = ANY($2)`, organizationID, pq.StringArray(ids)); err != nil {
-		return nil, fmt.Errorf("reading current versions: %w", err)
-	}
-	for _, v := range rows {
-		out[v.ProfileID] = v
+	out := make([]Candidate, 0, len(profiles))
+	for _, p := range profiles {
+		c := Candidate{Profile: p}
+		if v, ok := current[p.ID]; ok {
+			c.Current = &v
+		}
+		out = append(out, c)
 	}
 	return out, nil
 }
@@ -168,19 +176,7 @@ func candidates(ctx context.Context, q sqlx.QueryerContext, organizationID, work
 		organizationID, workspaceID); err != nil {
 		return nil, fmt.Errorf("reading credential profiles: %w", err)
 	}
-	current, err := currentVersions(ctx, q, organizationID, profiles)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]Candidate, 0, len(profiles))
-	for _, p := range profiles {
-		c := Candidate{Profile: p}
-		if v, ok := current[p.ID]; ok {
-			c.Current = &v
-		}
-		out = append(out, c)
-	}
-	return out, nil
+	return withCurrentVersions(ctx, q, organizationID, profiles)
 }
 
 // pinnedRow is a pinned version as issuance and redemption recheck it.

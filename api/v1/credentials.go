@@ -221,7 +221,7 @@ func (a *API) registerCredentials() {
 		Summary: "List a credential profile's versions, newest first", Tags: tags,
 	}, operationOptions{}, func(ctx context.Context, in *credentialListInput) (*Listed[CredentialVersionView], error) {
 		return listOf(ctx, a, credentialVersionList, in.ID, in.ListParams, func(p access.Principal, page cursor.Page) ([]CredentialVersionView, error) {
-			_, rows, err := creds().ListVersions(ctx, p, in.ID, page)
+			rows, err := creds().ListVersions(ctx, p, in.ID, page)
 			return mapSlice(rows, credentialVersionView), err
 		}, func(v CredentialVersionView) cursor.Position {
 			return cursor.Position{CreatedAt: v.CreatedAt, ID: v.ID}
@@ -234,7 +234,7 @@ func (a *API) registerCredentials() {
 		Description: "A version of another profile is 404, like a missing one.",
 	}, operationOptions{}, func(ctx context.Context, in *CredentialVersionPath) (*Single[CredentialVersionView], error) {
 		return single(ctx, a, func(p access.Principal) (CredentialVersionView, error) {
-			_, v, err := creds().GetVersion(ctx, p, in.ID, in.VersionID)
+			v, err := creds().GetVersion(ctx, p, in.ID, in.VersionID)
 			return credentialVersionView(v), err
 		})
 	})

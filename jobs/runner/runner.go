@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -497,18 +498,12 @@ func (r *Runner) tofu(ctx context.Context, env *attemptEnv, step string, stdout 
 
 func (r *Runner) tofuCommand(env *attemptEnv, stdout io.Writer, args ...string) sandbox.Command {
 	cmdEnv := map[string]string{}
-	for k, v := range env.credentialEnv {
-		cmdEnv[k] = v
-	}
+	maps.Copy(cmdEnv, env.credentialEnv)
 	// The runner's own variables are set last: a credential never
 	// replaces them (the names are refused when a version is written).
-	for k, v := range map[string]string{
-		"TF_CLI_CONFIG_FILE": filepath.Join(env.sb.WorkDir(), privateDir, cliConfig),
-		// Links the state version the CLI publishes to this run.
-		"TFE_RUN_ID": env.st.Run.ID,
-	} {
-		cmdEnv[k] = v
-	}
+	cmdEnv["TF_CLI_CONFIG_FILE"] = filepath.Join(env.sb.WorkDir(), privateDir, cliConfig)
+	// Links the state version the CLI publishes to this run.
+	cmdEnv["TFE_RUN_ID"] = env.st.Run.ID
 	if r.CAFile != "" {
 		cmdEnv["SSL_CERT_FILE"] = env.sb.FilePath("ca.pem")
 	}

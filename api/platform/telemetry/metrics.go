@@ -56,9 +56,12 @@ func NewMetrics(conn *sqlx.DB) *Metrics {
 	return m
 }
 
-// Handler serves the registry in the Prometheus text format.
+// Handler serves the registry in the Prometheus text format. It sets no
+// promhttp Timeout: the database collector bounds its own queries (5 s),
+// and http.TimeoutHandler would derive a context from fasthttp's request
+// context under cairn-api's adaptor, which races with server shutdown.
 func (m *Metrics) Handler() http.Handler {
-	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Timeout: 10 * time.Second})
+	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{})
 }
 
 // methods bounds the method label; anything else is "other".

@@ -82,7 +82,9 @@ func (c Codec) Decode(endpoint, filters, token string) (Position, error) {
 	}
 	micros := int64(binary.BigEndian.Uint64(body[1:9]))
 	idLen := int(body[9])
-	if len(body) != 10+idLen || idLen == 0 {
+	// Encode never writes an ID longer than maxIDBytes, so a longer one is
+	// not a cursor even under a valid MAC (a rotated or shared key).
+	if len(body) != 10+idLen || idLen == 0 || idLen > maxIDBytes {
 		return Position{}, ErrInvalid
 	}
 	return Position{CreatedAt: time.UnixMicro(micros).UTC(), ID: string(body[10:])}, nil

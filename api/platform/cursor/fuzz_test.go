@@ -28,7 +28,7 @@ func FuzzDecode(f *testing.F) {
 
 		signed := base64.RawURLEncoding.EncodeToString(append(body[:len(body):len(body)], c.mac(endpoint, filters, body)...))
 		pos := requireCanonical(t, c, endpoint, filters, signed)
-		wellFormed := len(body) >= 10 && body[0] == formatVersion && body[9] > 0 && len(body) == 10+int(body[9])
+		wellFormed := len(body) >= 10 && body[0] == formatVersion && body[9] > 0 && body[9] <= maxIDBytes && len(body) == 10+int(body[9])
 		if wellFormed != (pos != nil) {
 			t.Fatalf("signed body %x: decoded %v, want decoded %v", body, pos, wellFormed)
 		}

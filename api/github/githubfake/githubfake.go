@@ -40,7 +40,7 @@ type Server struct {
 	mu            sync.Mutex
 	installations map[int64]*Installation
 	repos         map[int64]*Repository
-	commits       map[string]*Commit // by SHA
+	commits       map[string]*Commit  // by SHA
 	pulls         map[string][]string // "repoID#number" → changed paths
 	tokens        map[string]token
 	faults        map[string][]Fault
@@ -294,7 +294,9 @@ func (s *Server) SetPullFiles(repoID int64, number int, paths []string) {
 	s.pulls[pullKey(repoID, number)] = append([]string(nil), paths...)
 }
 
-func pullKey(repoID int64, number int) string { return strconv.FormatInt(repoID, 10) + "#" + strconv.Itoa(number) }
+func pullKey(repoID int64, number int) string {
+	return strconv.FormatInt(repoID, 10) + "#" + strconv.Itoa(number)
+}
 
 // TokensIssued counts installation tokens issued so far.
 func (s *Server) TokensIssued() int {

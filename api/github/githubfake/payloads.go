@@ -153,7 +153,7 @@ func (s *Server) Push(t testing.TB, installationID, repoID int64, o PushOptions)
 		commits = append(commits, map[string]any{
 			"id": fmt.Sprintf("%040x", i+1), "tree_id": fmt.Sprintf("%040x", i+1), "distinct": true,
 			"message": "change", "timestamp": "2026-01-01T00:00:00Z", "url": "https://github.com/" + repo.FullName(),
-			"author":   map[string]any{"name": "Octo Cat", "email": "octocat@example.com", "username": "octocat"},
+			"author":    map[string]any{"name": "Octo Cat", "email": "octocat@example.com", "username": "octocat"},
 			"committer": map[string]any{"name": "Octo Cat", "email": "octocat@example.com", "username": "octocat"},
 			"added":     []string{}, "removed": []string{}, "modified": paths,
 		})

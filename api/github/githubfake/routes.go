@@ -120,7 +120,7 @@ func (s *Server) repositoryJSON(repo Repository) map[string]any {
 	return map[string]any{
 		"id": repo.ID, "node_id": "R_" + strconv.FormatInt(repo.ID, 10), "name": repo.Name, "full_name": repo.FullName(),
 		"private": repo.Private, "default_branch": repo.DefaultBranch, "fork": false,
-		"owner": map[string]any{"login": repo.Owner, "id": repo.OwnerID, "type": "Organization"},
+		"owner":    map[string]any{"login": repo.Owner, "id": repo.OwnerID, "type": "Organization"},
 		"html_url": "https://github.com/" + repo.FullName(),
 		"url":      s.URL + "/repos/" + repo.FullName(),
 	}

@@ -88,8 +88,8 @@ type WorkspaceSourceView struct {
 type SourceSettingsRequest struct {
 	RepositoryID                   int64    `json:"repository_id" minimum:"1" doc:"A repository selected in the organization's installation."`
 	TrackedBranch                  string   `json:"tracked_branch" minLength:"1" maxLength:"255"`
-	WorkingDirectory               string   `json:"working_directory" maxLength:"1024" doc:"Repository-relative directory; empty for the root."`
-	TriggerPaths                   []string `json:"trigger_paths" maxItems:"100" doc:"Globs with *, ** and ?; empty matches every change."`
+	WorkingDirectory               string   `json:"working_directory,omitempty" maxLength:"1024" doc:"Repository-relative directory; empty for the root."`
+	TriggerPaths                   []string `json:"trigger_paths,omitempty" maxItems:"100" doc:"Globs with *, ** and ?; empty matches every change."`
 	SpeculativeCredentialVersionID *string  `json:"speculative_credential_version_id,omitempty" maxLength:"64" doc:"A verified, enabled speculative_plan federation version of this workspace, for same-repository pull requests."`
 }
 
@@ -265,9 +265,10 @@ func (a *API) registerGitHub() {
 		Description: "No session and no Idempotency-Key: X-Hub-Signature-256 over the raw body (at most 10,000,000 bytes) " +
 			"authenticates it before it is parsed, and X-GitHub-Delivery is its global replay identity. An exact replay " +
 			"returns the recorded answer and dispatches nothing; the same ID with other content is 409.",
-		RequestBody: &huma.RequestBody{Required: true, Content: map[string]*huma.MediaType{
-			"application/json": {Schema: &huma.Schema{Type: "string", Format: "binary"}},
-		}},
+		// No schema: huma must not read or parse the body, which is
+		// verified as raw bytes first.
+		RequestBody: &huma.RequestBody{Required: true, Description: "The provider's signed JSON payload, verified as raw bytes.",
+			Content: map[string]*huma.MediaType{"application/json": {}}},
 	}, operationOptions{public: true, signedDelivery: true, admit: notAdmitted, bodyLimit: WebhookBodyLimit},
 		func(ctx context.Context, in *webhookInput) (*Single[DeliveryView], error) {
 			svc, err := a.github()

@@ -346,6 +346,39 @@ func TestInstallationCallbackFence(t *testing.T) {
 		t.Fatalf("forged state: %d", res.Status)
 	}
 
+	// Repository additions and removals reconcile the complete current
+	// set, keeping the deselected row as history.
+	repos := func() []int64 {
+		var ids []int64
+		if err := s.env.DB.Select(&ids, `SELECT repository_id FROM github_repositories WHERE selected ORDER BY 1`); err != nil {
+			t.Fatal(err)
+		}
+		return ids
+	}
+	s.fake.AddRepository(githubfake.Repository{ID: 7002, Owner: "acme", Name: "more"})
+	s.fake.UpdateInstallation(601, func(in *githubfake.Installation) { in.Repositories = []int64{7001, 7002} })
+	s.deliver(t, githubfake.NewDelivery("installation_repositories", s.fake.RepositoriesEvent(t, 601, "added", 7002))).
+		MustStatus(t, http.StatusOK)
+	if got := repos(); !slices.Equal(got, []int64{7001, 7002}) {
+		t.Fatalf("after added: %v", got)
+	}
+	s.fake.UpdateInstallation(601, func(in *githubfake.Installation) { in.Repositories = []int64{7002} })
+	s.deliver(t, githubfake.NewDelivery("installation_repositories", s.fake.RepositoriesEvent(t, 601, "removed", 7001))).
+		MustStatus(t, http.StatusOK)
+	if got := repos(); !slices.Equal(got, []int64{7002}) || s.count(t, `SELECT count(*) FROM github_repositories`) != 2 {
+		t.Fatalf("after removed: %v", got)
+	}
+	// Another organization's installation granting the same repository
+	// does not move it.
+	other := s.env.WithOrganization("other")
+	s.fake.AddInstallation(githubfake.Installation{ID: 602, AccountLogin: "other", Repositories: []int64{7002}})
+	if res := s.callback(t, other, s.startState(t, other), 602); res.Status != http.StatusSeeOther {
+		t.Fatalf("other callback: %d %s", res.Status, res.Body)
+	}
+	if n := s.count(t, `SELECT count(*) FROM github_repositories WHERE repository_id = 7002 AND installation_id = 601`); n != 1 {
+		t.Fatal("a repository moved between organizations")
+	}
+
 	// Suspension is reconciled from the provider; the callback never
 	// reactivates it.
 	s.fake.UpdateInstallation(601, func(in *githubfake.Installation) { in.Suspended = true })

@@ -519,9 +519,18 @@ func TestIngestionCreatesRuns(t *testing.T) {
 	var push deliveryDoc
 	s.deliver(t, githubfake.NewDelivery("push", s.fake.Push(t, 801, 6001, githubfake.PushOptions{Branch: "main",
 		Before: strings.Repeat("2", 40), After: sha, Paths: [][]string{{"infra/main.tf"}}}))).MustStatus(t, http.StatusOK).Data(t, &push)
+	// A lost token exchange and a temporary provider failure fail the
+	// attempt (River retries it) and change nothing.
+	s.fake.Inject(githubfake.RouteAccessToken, githubfake.Fault{Lose: true})
+	if err := gh.Ingest(ctx, push.IngestionIDs[0]); err == nil {
+		t.Fatal("a lost token exchange did not fail the attempt")
+	}
 	s.fake.Inject(githubfake.RouteCommit, githubfake.Fault{Status: http.StatusBadGateway})
 	if err := gh.Ingest(ctx, push.IngestionIDs[0]); err == nil {
 		t.Fatal("a provider 502 did not fail the attempt")
+	}
+	if n := s.count(t, `SELECT count(*) FROM source_ingestions WHERE id = $1 AND status = 'pending'`, push.IngestionIDs[0]); n != 1 {
+		t.Fatal("a failed attempt settled the ingestion")
 	}
 	if err := gh.Ingest(ctx, push.IngestionIDs[0]); err != nil {
 		t.Fatalf("ingest: %v", err)

@@ -115,6 +115,19 @@ func TestPushPlansWaitsAndApplies(t *testing.T) {
 	if r.Status != "awaiting_approval" || r.Kind != "plan_and_apply" {
 		t.Fatalf("tracked run: %+v\n%s", r, c.logsOf(t, c.m, r.ID))
 	}
+	var review struct {
+		Source     string `json:"source"`
+		Provenance *struct {
+			CommitSHA     string `json:"commit_sha"`
+			CommitMessage string `json:"commit_message"`
+			Repository    string `json:"repository"`
+		} `json:"source_provenance"`
+	}
+	c.apiJSON(t, http.MethodGet, "/v1/runs/"+r.ID, nil, &review, c.m.cookie()...)
+	if review.Source != "vcs" || review.Provenance == nil || review.Provenance.CommitSHA != sha ||
+		review.Provenance.CommitMessage != "Greet from a push" || review.Provenance.Repository != "acme/infra" {
+		t.Fatalf("review of the tracked run: %+v", review)
+	}
 	if st := c.apiJSON(t, http.MethodPost, "/v1/runs/"+r.ID+"/actions/approve", r.binding(), nil, c.m.mutate(uniqueKey("approve"))...); st != http.StatusOK {
 		t.Fatalf("approve: %d", st)
 	}

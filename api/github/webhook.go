@@ -13,7 +13,6 @@ import (
 
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
-	"github.com/riverqueue/river"
 
 	"github.com/cairnhq/cairn/api/audit"
 	"github.com/cairnhq/cairn/api/platform/db"
@@ -260,7 +259,7 @@ type candidate struct {
 // accept is the acceptance transaction of a source delivery: record it,
 // create or reuse each workspace's ingestion, associate them, dispatch
 // each new one exactly once, and write the audit evidence.
-func (s *Service) accept(ctx context.Context, d Delivery, repo *Repository, cands []candidate, outcomeIfNone string) (DeliveryResult, error) {
+func (s *Service) accept(ctx context.Context, d Delivery, cands []candidate, outcomeIfNone string) (DeliveryResult, error) {
 	now := s.stamp()
 	d.ReceivedAt, d.SettledAt = now, now
 	d.Result, d.Outcome = ResultAccepted, "ingested"
@@ -327,10 +326,6 @@ func (s *Service) accept(ctx context.Context, d Delivery, repo *Repository, cand
 
 var errLostRace = errors.New("delivery recorded concurrently")
 
-// InsertOptsFor is River's unique insert for a dispatch (exported for
-// tests that inspect the queue).
-func InsertOptsFor(args IngestArgs) river.InsertOpts { return args.InsertOpts() }
-
 func (s *Service) receivePush(ctx context.Context, d Delivery, body []byte) (DeliveryResult, error) {
 	var p pushPayload
 	if err := json.Unmarshal(body, &p); err != nil {
@@ -390,7 +385,7 @@ func (s *Service) receivePush(ctx context.Context, d Delivery, body []byte) (Del
 	if tracked > 0 && filtered == tracked {
 		none = "no_trigger_path_matched"
 	}
-	return s.accept(ctx, d, repo, cands, none)
+	return s.accept(ctx, d, cands, none)
 }
 
 // boundPaths keeps at most 5,000 distinct paths of a push for the record.
@@ -459,5 +454,5 @@ func (s *Service) receivePull(ctx context.Context, d Delivery, body []byte) (Del
 			Ref: fmt.Sprintf("refs/pull/%d/head", number), HeadSHA: p.PullRequest.Head.SHA, PullNumber: &number,
 			BaseRef: &base, HeadRef: &head, Fork: fork}})
 	}
-	return s.accept(ctx, d, repo, cands, "no_tracking_workspace")
+	return s.accept(ctx, d, cands, "no_tracking_workspace")
 }

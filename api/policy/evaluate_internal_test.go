@@ -53,3 +53,26 @@ func readAll(r io.Reader, size int) ([]byte, error) {
 		}
 	}
 }
+
+// TestCodeHostRunInput: a tracked or speculative run's input names the
+// provider repository and the real commit, and passes the input checks;
+// a manual run keeps its configuration version as repository.
+func TestCodeHostRunInput(t *testing.T) {
+	t.Parallel()
+	s := &Service{}
+	sha := strings.Repeat("ab", 20)
+	for _, kind := range []string{"tracked", "speculative"} {
+		meta := s.inputMeta(RunFacts{RunID: "run_x", Kind: kind, CommitSHA: &sha, ConfigurationVersionID: "cfg_1",
+			RepositoryID: "9001", WorkingDirectory: "infra", WorkspaceID: "ws_1"})
+		if meta.RepositoryID != "9001" || *meta.CommitSHA != sha || meta.WorkingDirectory != "infra" {
+			t.Fatalf("%s meta: %+v", kind, meta)
+		}
+		plan := `{"format_version":"1.2","resource_changes":[]}`
+		if _, err := rego.BuildInput(t.Context(), strings.NewReader(plan), meta); err != nil {
+			t.Fatalf("%s input refused: %v", kind, err)
+		}
+	}
+	if meta := s.inputMeta(RunFacts{Kind: "manual", ConfigurationVersionID: "cfg_1"}); meta.RepositoryID != "cfg_1" {
+		t.Fatalf("manual meta: %+v", meta)
+	}
+}

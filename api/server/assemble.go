@@ -15,6 +15,7 @@ import (
 
 	"github.com/cairnhq/cairn/api/audit"
 	"github.com/cairnhq/cairn/api/credential"
+	"github.com/cairnhq/cairn/api/github"
 	"github.com/cairnhq/cairn/api/identity"
 	"github.com/cairnhq/cairn/api/launch"
 	"github.com/cairnhq/cairn/api/oauth"
@@ -83,6 +84,15 @@ func Assemble(cfg config.Config, conn *sqlx.DB, logger *slog.Logger) (Deps, erro
 		HandleKey:     secret.Derive(cfg.AuthSecret, "credential-handle"),
 		TokenLifetime: cfg.PhaseTimeout,
 	})
+	app, err := github.NewApp(cfg)
+	if err != nil {
+		return Deps{}, err
+	}
+	runs := run.NewService(conn, blobs, workspaces, states, admission, policies, creds, inserter, logger, run.Options{
+		ApprovalTimeout: cfg.ApprovalTimeout,
+		TokenKey:        secret.Derive(cfg.AuthSecret, "run-token"),
+		PlanMaxAttempts: cfg.PlanMaxAttempts,
+	})
 	deps.Services = v1.Services{
 		Audit:           audit.NewService(conn),
 		Identity:        ident,
@@ -92,11 +102,9 @@ func Assemble(cfg config.Config, conn *sqlx.DB, logger *slog.Logger) (Deps, erro
 		State:           states,
 		Policies:        policies,
 		Credentials:     creds,
-		Runs: run.NewService(conn, blobs, workspaces, states, admission, policies, creds, inserter, logger, run.Options{
-			ApprovalTimeout: cfg.ApprovalTimeout,
-			TokenKey:        secret.Derive(cfg.AuthSecret, "run-token"),
-			PlanMaxAttempts: cfg.PlanMaxAttempts,
-		}),
+		Runs:            runs,
+		GitHub: github.NewService(conn, app, workspaces, runs, inserter,
+			secret.Derive(cfg.AuthSecret, "github-installation-state"), logger),
 	}
 	return deps, nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/riverqueue/river"
 
+	"github.com/cairnhq/cairn/api/github"
 	"github.com/cairnhq/cairn/api/launch"
 	"github.com/cairnhq/cairn/api/platform/config"
 	"github.com/cairnhq/cairn/api/policy"
@@ -23,6 +24,7 @@ import (
 	"github.com/cairnhq/cairn/jobs/policyeval"
 	"github.com/cairnhq/cairn/jobs/runner"
 	"github.com/cairnhq/cairn/jobs/sandbox"
+	"github.com/cairnhq/cairn/jobs/sourceingest"
 )
 
 // New builds the River client of cairn-worker with every worker and periodic
@@ -93,6 +95,12 @@ func New(cfg config.Config, conn *sqlx.DB, driver sandbox.Driver, logger *slog.L
 		periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(max(time.Second, cfg.AttemptHeartbeatTimeout/3)),
 			func() (river.JobArgs, *river.InsertOpts) { return run.ReapArgs{}, nil },
 			&river.PeriodicJobOpts{RunOnStart: true, ID: "run_attempt_reaper"}))
+	}
+	if gh := deps.Services.GitHub; gh != nil {
+		if err := add(river.AddWorkerSafely(workers, &sourceingest.Worker{GitHub: gh})); err != nil {
+			return nil, err
+		}
+		queues[github.QueueSources] = river.QueueConfig{MaxWorkers: 4}
 	}
 	if policies := deps.Services.Policies; policies != nil {
 		program, err := os.Executable()

@@ -46,6 +46,15 @@ type Options struct {
 	// PlanMaxAttempts bounds the attempts of a plan whose worker dies or
 	// stops under it; the run then errors (plan_attempts_exhausted).
 	PlanMaxAttempts int
+	// Observer, when set, sees every run write inside its transaction
+	// (the code-host check runs follow the run this way).
+	Observer Observer
+}
+
+// Observer learns of every write of a run, inside the writing transaction,
+// so the side effects it implies commit or roll back with it.
+type Observer interface {
+	RunSaved(ctx context.Context, tx *sqlx.Tx, r Run) error
 }
 
 // DefaultPlanMaxAttempts is how many attempts a plan gets when workers die
@@ -218,7 +227,7 @@ func (s *Service) CreateRun(ctx context.Context, tx *sqlx.Tx, p access.Principal
 	}
 	if snapshotErr != "" {
 		r.PolicySnapshotError = &snapshotErr
-		if err := saveRun(ctx, tx, r); err != nil {
+		if err := s.save(ctx, tx, r); err != nil {
 			return Run{}, err
 		}
 	}
@@ -283,7 +292,7 @@ func (s *Service) queuePlan(ctx context.Context, tx *sqlx.Tx, r Run, n int) (Run
 		}
 	}
 	r = s.transition(r, StatusPlanQueued)
-	return r, saveRun(ctx, tx, r)
+	return r, s.save(ctx, tx, r)
 }
 
 func (s *Service) queueAttempt(ctx context.Context, tx *sqlx.Tx, r Run, phase string, n int) error {
@@ -314,13 +323,24 @@ func (s *Service) transition(r Run, status Status) Run {
 	return r
 }
 
+// save writes r and tells the observer, in the caller's transaction.
+func (s *Service) save(ctx context.Context, tx *sqlx.Tx, r Run) error {
+	if err := saveRun(ctx, tx, r); err != nil {
+		return err
+	}
+	if s.opts.Observer == nil {
+		return nil
+	}
+	return s.opts.Observer.RunSaved(ctx, tx, r)
+}
+
 // finish ends a run and hands the workspace queue to the next pending run.
 func (s *Service) finish(ctx context.Context, tx *sqlx.Tx, r Run, status Status, reason string) (Run, error) {
 	r = s.transition(r, status)
 	if reason != "" {
 		r.TerminalReason = &reason
 	}
-	if err := saveRun(ctx, tx, r); err != nil {
+	if err := s.save(ctx, tx, r); err != nil {
 		return Run{}, err
 	}
 	if err := workspace.DropPinnedValues(ctx, tx, r.ID); err != nil {
@@ -455,7 +475,7 @@ func (s *Service) Approve(ctx context.Context, tx *sqlx.Tx, p access.Principal, 
 		return Run{}, err
 	}
 	r = s.transition(r, StatusApplyQueued)
-	if err := saveRun(ctx, tx, r); err != nil {
+	if err := s.save(ctx, tx, r); err != nil {
 		return Run{}, err
 	}
 	return r, audit.Record(ctx, tx, p, "run.approved", "run", r.ID, bindingEvidence(r))
@@ -536,7 +556,7 @@ func (s *Service) Cancel(ctx context.Context, tx *sqlx.Tx, p access.Principal, r
 	switch r.Status {
 	case StatusApplying:
 		r.UpdatedAt = s.stamp()
-		if err = saveRun(ctx, tx, r); err == nil {
+		if err = s.save(ctx, tx, r); err == nil {
 			err = revokeRunTokens(ctx, tx, r.ID)
 		}
 	default:

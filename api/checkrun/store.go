@@ -60,7 +60,7 @@ func insertPublication(ctx context.Context, tx *sqlx.Tx, p publication) (bool, e
 		repository_id, repository_owner, repository_name, head_sha, check_name, desired, desired_digest, pending)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, true) ON CONFLICT (run_id) DO NOTHING`,
 		p.RunID, p.OrganizationID, p.InstallationID, p.RepositoryID, p.RepositoryOwner, p.RepositoryName, p.HeadSHA,
-		p.CheckName, p.Desired, p.DesiredDigest)
+		p.CheckName, string(p.Desired), p.DesiredDigest)
 	if err != nil {
 		return false, fmt.Errorf("reserving check run publication: %w", err)
 	}
@@ -71,7 +71,7 @@ func insertPublication(ctx context.Context, tx *sqlx.Tx, p publication) (bool, e
 func setDesired(ctx context.Context, tx *sqlx.Tx, runID string, desired, digest []byte) (pending bool, err error) {
 	err = tx.GetContext(ctx, &pending, `UPDATE check_run_publications SET desired = $2, desired_digest = $3,
 		pending = published_digest IS DISTINCT FROM $3, updated_at = now() WHERE run_id = $1 RETURNING pending`,
-		runID, desired, digest)
+		runID, string(desired), digest)
 	if err != nil {
 		return false, fmt.Errorf("updating check run payload: %w", err)
 	}
@@ -124,7 +124,7 @@ func duePublications(ctx context.Context, conn *sqlx.DB, backoffSeconds float64,
 	var ids []string
 	err := conn.SelectContext(ctx, &ids, `SELECT run_id FROM check_run_publications
 		WHERE pending AND (lease_expires_at IS NULL OR lease_expires_at < now())
-		AND updated_at <= now() - make_interval(secs => least(failures, 10) * $1)
+		AND updated_at <= now() - make_interval(secs => least(failures, 10) * $1::double precision)
 		ORDER BY updated_at LIMIT $2`, backoffSeconds, limit)
 	if err != nil {
 		return nil, fmt.Errorf("listing pending check runs: %w", err)

@@ -14,6 +14,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
 
 	"github.com/cairnhq/cairn/api/audit"
+	"github.com/cairnhq/cairn/api/checkrun"
 	"github.com/cairnhq/cairn/api/credential"
 	"github.com/cairnhq/cairn/api/identity"
 	"github.com/cairnhq/cairn/api/launch"
@@ -83,6 +84,8 @@ func Assemble(cfg config.Config, conn *sqlx.DB, logger *slog.Logger) (Deps, erro
 		HandleKey:     secret.Derive(cfg.AuthSecret, "credential-handle"),
 		TokenLifetime: cfg.PhaseTimeout,
 	})
+	checks := checkrun.NewService(conn, inserter, logger, checkrun.Options{DashboardURL: cfg.DashboardURL})
+	deps.Checks = checks
 	deps.Services = v1.Services{
 		Audit:           audit.NewService(conn),
 		Identity:        ident,
@@ -96,6 +99,7 @@ func Assemble(cfg config.Config, conn *sqlx.DB, logger *slog.Logger) (Deps, erro
 			ApprovalTimeout: cfg.ApprovalTimeout,
 			TokenKey:        secret.Derive(cfg.AuthSecret, "run-token"),
 			PlanMaxAttempts: cfg.PlanMaxAttempts,
+			Observer:        checks,
 		}),
 	}
 	return deps, nil

@@ -366,4 +366,3 @@ func TestTrackRefusesAnotherTarget(t *testing.T) {
 		t.Fatalf("a symbolic ref as head SHA: %v", err)
 	}
 }
-

@@ -12,6 +12,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/riverqueue/river"
 
+	"github.com/cairnhq/cairn/api/checkrun"
 	"github.com/cairnhq/cairn/api/launch"
 	"github.com/cairnhq/cairn/api/platform/config"
 	"github.com/cairnhq/cairn/api/policy"
@@ -93,6 +94,21 @@ func New(cfg config.Config, conn *sqlx.DB, driver sandbox.Driver, logger *slog.L
 		periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(max(time.Second, cfg.AttemptHeartbeatTimeout/3)),
 			func() (river.JobArgs, *river.InsertOpts) { return run.ReapArgs{}, nil },
 			&river.PeriodicJobOpts{RunOnStart: true, ID: "run_attempt_reaper"}))
+	}
+	if deps.Checks != nil {
+		// Check runs publish through the code-host app's installation
+		// clients; without an app, a sync fails closed and its
+		// publication stays pending.
+		checks := deps.Checks
+		if err := add(river.AddWorkerSafely(workers, &checkrun.SyncWorker{Checks: checks})); err != nil {
+			return nil, err
+		}
+		if err := add(river.AddWorkerSafely(workers, &checkrun.ReconcileWorker{Checks: checks})); err != nil {
+			return nil, err
+		}
+		periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(checkrun.ReconcileInterval),
+			func() (river.JobArgs, *river.InsertOpts) { return checkrun.ReconcileArgs{}, nil },
+			&river.PeriodicJobOpts{RunOnStart: true, ID: "check_run_reconciler"}))
 	}
 	if policies := deps.Services.Policies; policies != nil {
 		program, err := os.Executable()

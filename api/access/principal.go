@@ -97,7 +97,18 @@ const (
 	// KindRun is a managed run's own sandboxed CLI, holding a short-lived
 	// run token bound to one run phase and its workspace.
 	KindRun = "run"
+	// KindCodeHost is the code-host app acting on a verified delivery:
+	// it creates a workspace's runs from its source settings and nothing
+	// else.
+	KindCodeHost = "code_host"
 )
+
+// CodeHost is the principal a verified code-host delivery acts as in one
+// organization.
+func CodeHost(organizationID string) Principal {
+	return Principal{Kind: KindCodeHost, ID: "github-app", Name: "GitHub app", OrganizationID: organizationID,
+		Permissions: NewPermissionSet(PermWorkspaceRead, PermRunRead, PermRunCreate)}
+}
 
 // Require returns fault.ErrForbidden unless the principal holds p.
 func (p Principal) Require(perm Permission) error {

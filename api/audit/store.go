@@ -62,6 +62,8 @@ func ActorOf(p access.Principal) Actor {
 		return Actor{Type: ActorOperator, ID: p.ID}
 	case access.KindRun:
 		return Actor{Type: ActorRun, ID: p.ID}
+	case access.KindCodeHost:
+		return Actor{Type: ActorSystem, ID: p.ID}
 	}
 	return Actor{Type: ActorUser, ID: p.ID}
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -631,4 +632,48 @@ func (s *Service) materialize(ctx context.Context, g Grant, f runFacts, rows map
 		m.merge(env, files, token)
 	}
 	return m, nil
+}
+
+// SpeculativeVersion checks that versionID is a verified, enabled
+// speculative_plan federation version of a profile of the workspace: the
+// only kind a code-host source may name for same-repository pull requests.
+// Anything else, including another workspace's version, is not found.
+func SpeculativeVersion(ctx context.Context, q sqlx.QueryerContext, organizationID, workspaceID, versionID string) (Version, error) {
+	var profileID string
+	err := sqlx.GetContext(ctx, q, &profileID, `SELECT v.profile_id FROM credential_profile_versions v
+		JOIN credential_profiles p ON p.id = v.profile_id
+		WHERE v.id = $1 AND v.organization_id = $2 AND p.workspace_id = $3 AND p.archived_at IS NULL`,
+		versionID, organizationID, workspaceID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Version{}, notFound
+	}
+	if err != nil {
+		return Version{}, fmt.Errorf("reading credential profile version: %w", err)
+	}
+	v, err := versionByID(ctx, q, organizationID, profileID, versionID, false)
+	if err != nil {
+		return Version{}, err
+	}
+	if !v.Usable() || !v.Permits(RunPhaseSpeculativePlan) {
+		return Version{}, notFound
+	}
+	return v, nil
+}
+
+// SnapshotSpeculativeVersion is what a code-host speculative run pins: the
+// source's explicit speculative_plan version and nothing else, or nothing
+// at all (forks, and sources naming none). A named version that stopped
+// being usable fails the snapshot instead of being dropped silently.
+func SnapshotSpeculativeVersion(ctx context.Context, tx *sqlx.Tx, organizationID, workspaceID, versionID string) ([]Ref, string, error) {
+	if versionID == "" {
+		return nil, "", nil
+	}
+	v, err := SpeculativeVersion(ctx, tx, organizationID, workspaceID, versionID)
+	if errors.Is(err, notFound) {
+		return nil, ReasonVersionUnavailable, nil
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	return []Ref{refOf(v)}, "", nil
 }

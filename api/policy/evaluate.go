@@ -46,11 +46,14 @@ type RunFacts struct {
 	Kind                   string // manual, tracked or speculative
 	CommitSHA              *string
 	ConfigurationVersionID string
-	WorkingDirectory       string
-	WorkspaceID            string
-	WorkspaceName          string
-	PlanDigest             []byte
-	SnapshotError          *string
+	// RepositoryID is the code-host repository of tracked and speculative
+	// runs; manual runs name their configuration version instead.
+	RepositoryID     string
+	WorkingDirectory string
+	WorkspaceID      string
+	WorkspaceName    string
+	PlanDigest       []byte
+	SnapshotError    *string
 }
 
 // CheckID is the deterministic ID of a run's policy check: a run has
@@ -193,8 +196,12 @@ func (s *Service) evaluateEntries(ctx context.Context, facts RunFacts, entries [
 }
 
 func (s *Service) inputMeta(facts RunFacts) rego.InputMeta {
+	repositoryID := facts.ConfigurationVersionID
+	if facts.RepositoryID != "" {
+		repositoryID = facts.RepositoryID
+	}
 	return rego.InputMeta{
-		RunID: facts.RunID, Kind: facts.Kind, CommitSHA: facts.CommitSHA, RepositoryID: facts.ConfigurationVersionID,
+		RunID: facts.RunID, Kind: facts.Kind, CommitSHA: facts.CommitSHA, RepositoryID: repositoryID,
 		WorkingDirectory: facts.WorkingDirectory, WorkspaceID: facts.WorkspaceID,
 		WorkspaceMetadata: map[string]any{"name": facts.WorkspaceName, "project_id": facts.ProjectID, "organization_id": facts.OrganizationID},
 	}

@@ -118,6 +118,13 @@ func (s *Service) DiscardStaged(ctx context.Context, st StagedArchive) {
 // CreateUploadedConfiguration writes the configuration version of a staged
 // archive in the caller's transaction.
 func (s *Service) CreateUploadedConfiguration(ctx context.Context, tx *sqlx.Tx, p access.Principal, workspaceID string, st StagedArchive) (ConfigurationVersion, error) {
+	return s.CreateStagedConfiguration(ctx, tx, p, workspaceID, st, SourceAPI)
+}
+
+// CreateStagedConfiguration writes the configuration version of a staged
+// archive from a source (an upload, or the code host) in the caller's
+// transaction.
+func (s *Service) CreateStagedConfiguration(ctx context.Context, tx *sqlx.Tx, p access.Principal, workspaceID string, st StagedArchive, source string) (ConfigurationVersion, error) {
 	w, err := s.workspaces.WorkspaceForWrite(ctx, tx, p, workspaceID, access.PermRunCreate)
 	if err != nil {
 		return ConfigurationVersion{}, err
@@ -128,7 +135,7 @@ func (s *Service) CreateUploadedConfiguration(ctx context.Context, tx *sqlx.Tx, 
 	now := s.stamp()
 	entries, key := st.Manifest.Entries, st.Key
 	cv := ConfigurationVersion{
-		ID: st.ID, OrganizationID: w.OrganizationID, WorkspaceID: w.ID, Status: ConfigurationUploaded, Source: SourceAPI,
+		ID: st.ID, OrganizationID: w.OrganizationID, WorkspaceID: w.ID, Status: ConfigurationUploaded, Source: source,
 		BlobKey: &key, SizeBytes: &st.Digests.Size, SHA256: st.Digests.SHA256, Entries: &entries,
 		ExpandedBytes: &st.Manifest.ExpandedBytes, CreatedByKind: p.Kind, CreatedByID: p.ID, CreatedAt: now, UploadedAt: &now,
 		CurrentSince: &now,
@@ -140,7 +147,7 @@ func (s *Service) CreateUploadedConfiguration(ctx context.Context, tx *sqlx.Tx, 
 		return ConfigurationVersion{}, err
 	}
 	return cv, audit.Record(ctx, tx, p, "configuration_version.uploaded", "configuration_version", cv.ID,
-		map[string]any{"workspace_id": w.ID, "size_bytes": st.Digests.Size, "entries": entries})
+		map[string]any{"workspace_id": w.ID, "size_bytes": st.Digests.Size, "entries": entries, "source": source})
 }
 
 // ReadyToUpload checks, before any byte is read, that the principal may

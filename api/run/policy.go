@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -57,11 +58,26 @@ func (s *Service) EvaluatePolicy(ctx context.Context, st Started, planDigest []b
 		// does not allow: the stage's outcome is error, so no apply.
 		snapshotErr = &d.Reason
 	}
-	return s.policies.Evaluate(ctx, policy.RunFacts{
+	facts := policy.RunFacts{
 		OrganizationID: r.OrganizationID, ProjectID: r.ProjectID, RunID: r.ID, AttemptID: st.Attempt.ID, Kind: policyRunKind,
 		ConfigurationVersionID: r.ConfigurationVersionID, WorkspaceID: r.WorkspaceID, WorkspaceName: w.Name,
 		PlanDigest: planDigest, SnapshotError: snapshotErr,
-	}, planJSON, secrets, ev)
+	}
+	if src := codeHostSourceOf(r); src != nil {
+		// A code-host run is tracked (a push) or speculative (a pull
+		// request), with the exact commit it evaluated.
+		facts.Kind = "tracked"
+		if r.Speculative() {
+			facts.Kind = "speculative"
+		}
+		sha := src.CommitSHA
+		facts.CommitSHA, facts.RepositoryID, facts.WorkingDirectory = &sha, strconv.FormatInt(src.RepositoryID, 10), src.WorkingDirectory
+	} else if r.Source == SourceVCS {
+		// A code-host run whose source cannot be read fails closed.
+		reason := "source_provenance_unavailable"
+		facts.SnapshotError = &reason
+	}
+	return s.policies.Evaluate(ctx, facts, planJSON, secrets, ev)
 }
 
 // PolicyBundleGrant resolves a presented bundle grant: its signature and

@@ -118,6 +118,9 @@ type CreateInput struct {
 	// workspace's current configuration version (the remote-backend
 	// protocol's run without a configuration version).
 	LatestConfiguration bool
+	// CodeHost, set for runs a code-host event creates, pins their source
+	// and their credential rule, and fixes the run's identity.
+	CodeHost *CodeHostSource
 }
 
 const maxMessageChars = 2000
@@ -150,6 +153,7 @@ type inputSnapshot struct {
 	Platform        string                  `json:"platform"`
 	Variables       []workspace.VariableRef `json:"variables"`
 	Credentials     []credential.Ref        `json:"credentials,omitempty"`
+	Source          *CodeHostSource         `json:"source,omitempty"`
 }
 
 // CreateRun creates a run and, when the workspace's queue is free, makes
@@ -182,18 +186,22 @@ func (s *Service) CreateRun(ctx context.Context, tx *sqlx.Tx, p access.Principal
 	// The current verified versions of the workspace's credential profiles
 	// are pinned now; a profile runs need that has none usable fails the
 	// snapshot, and the plan ends plan_credentials_required.
-	creds, credErr, err := s.creds.SnapshotRun(ctx, tx, w.OrganizationID, w.ID, in.Kind == KindSpeculative)
+	creds, credErr, err := s.snapshotCredentials(ctx, tx, w, in)
 	if err != nil {
 		return Run{}, err
 	}
 	snapshot, err := json.Marshal(inputSnapshot{SettingsVersion: w.SettingsVersion, ToolVersion: w.ToolVersion,
-		Region: w.Region, Platform: w.Platform, Variables: vars.Refs(), Credentials: creds})
+		Region: w.Region, Platform: w.Platform, Variables: vars.Refs(), Credentials: creds, Source: in.CodeHost})
 	if err != nil {
 		return Run{}, fmt.Errorf("encoding input snapshot: %w", err)
 	}
 	now := s.stamp()
+	runID := id.New("run")
+	if in.CodeHost != nil {
+		runID = in.CodeHost.RunID()
+	}
 	r := Run{
-		ID: id.New("run"), OrganizationID: w.OrganizationID, ProjectID: w.ProjectID, WorkspaceID: w.ID, Kind: in.Kind,
+		ID: runID, OrganizationID: w.OrganizationID, ProjectID: w.ProjectID, WorkspaceID: w.ID, Kind: in.Kind,
 		Status: StatusPending, Message: in.Message, Source: in.Source, ConfigurationVersionID: cv.ID,
 		ConfigurationDigest: cv.SHA256, DependencyLockDigest: lockDigest(cv), InputSnapshot: snapshot,
 		InputSnapshotDigest: Digest(snapshot), SettingsVersion: w.SettingsVersion, ToolVersion: w.ToolVersion,

@@ -177,6 +177,16 @@ type Config struct {
 	// policy_build_limit_exceeded.
 	PolicyBuildMemoryMiB  uint64 `env:"CAIRN_POLICY_BUILD_MEMORY_MIB" envDefault:"4096"`
 	PolicyBuildCPUSeconds uint64 `env:"CAIRN_POLICY_BUILD_CPU_SECONDS" envDefault:"300"`
+
+	// The code-host app. Without the app ID, private key and webhook
+	// secret every code-host surface fails closed. GitHubAPIURL selects
+	// GitHub Enterprise Server (https://HOST/api/v3) instead of GitHub.com.
+	GitHubAppID          int64  `env:"CAIRN_GITHUB_APP_ID"`
+	GitHubAppSlug        string `env:"CAIRN_GITHUB_APP_SLUG"`
+	GitHubPrivateKey     Secret `env:"CAIRN_GITHUB_PRIVATE_KEY"`
+	GitHubPrivateKeyFile string `env:"CAIRN_GITHUB_PRIVATE_KEY_FILE"`
+	GitHubWebhookSecret  Secret `env:"CAIRN_GITHUB_WEBHOOK_SECRET"`
+	GitHubAPIURL         string `env:"CAIRN_GITHUB_API_URL" envDefault:"https://api.github.com"`
 }
 
 // Load reads the environment and validates what can be checked without I/O.

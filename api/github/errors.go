@@ -1,0 +1,32 @@
+package github
+
+import (
+	"errors"
+
+	"github.com/cairnhq/cairn/api/platform/fault"
+)
+
+var (
+	// ErrUnconfigured: the app's ID, key or webhook secret is missing, so
+	// every code-host surface fails closed.
+	ErrUnconfigured = errors.New("code-host app is not configured")
+	// ErrSignature: a delivery's X-Hub-Signature-256 is missing or wrong.
+	ErrSignature = errors.New("delivery signature is missing or invalid")
+	// ErrDeliveryConflict: a delivery ID reused with another digest, event,
+	// action, provider identity or delivery kind.
+	ErrDeliveryConflict = errors.New("delivery ID reused with different content")
+	// ErrFenceRace: the installation changed under three consecutive
+	// reads; nothing was acknowledged and the caller may retry.
+	ErrFenceRace = errors.New("installation changed while it was being read")
+	// ErrSettingsConflict: two writers allocated the same source settings
+	// version.
+	ErrSettingsConflict = errors.New("source settings version was allocated concurrently")
+	// ErrStateInvalid: an installation state that is forged, expired,
+	// already used, or bound to another organization or principal.
+	ErrStateInvalid = errors.New("installation state is invalid")
+	// ErrInstallationInactive: the installation is suspended or revoked
+	// and is never reactivated by the callback.
+	ErrInstallationInactive = errors.New("installation is suspended or revoked")
+	// ErrInvalid is malformed source settings.
+	ErrInvalid = fault.ErrValidation
+)

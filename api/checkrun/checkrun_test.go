@@ -19,7 +19,9 @@ import (
 
 	"github.com/cairnhq/cairn/api/apitest"
 	"github.com/cairnhq/cairn/api/checkrun"
+	cairngithub "github.com/cairnhq/cairn/api/github"
 	"github.com/cairnhq/cairn/api/github/githubfake"
+	"github.com/cairnhq/cairn/api/platform/config"
 	"github.com/cairnhq/cairn/api/platform/db"
 	"github.com/cairnhq/cairn/api/run"
 	"github.com/cairnhq/cairn/e2e/devstack"
@@ -93,10 +95,14 @@ func newHarness(t *testing.T) *harness {
 	fake.AddRepository(githubfake.Repository{ID: 501, Owner: "acme", Name: "infra"})
 	fake.AddInstallation(githubfake.Installation{ID: 77, AccountLogin: "acme", Repositories: []int64{501}})
 	sha := fake.Commit(501, "main", "network: widen the subnet", map[string]string{"main.tf": "# test\n"})
-	clients, err := checkrun.AppClients(checkrun.App{ID: fake.AppID, PrivateKey: fake.KeyPEM, BaseURL: fake.URL})
-	if err != nil {
-		t.Fatal(err)
+	cfg := apitest.TestConfig()
+	cfg.GitHubAppID, cfg.GitHubPrivateKey, cfg.GitHubAPIURL = fake.AppID, config.Secret(fake.KeyPEM), fake.URL
+	cfg.GitHubWebhookSecret = "test-webhook-secret-0123456789"
+	app, err := cairngithub.NewApp(cfg)
+	if err != nil || app == nil {
+		t.Fatalf("code-host app: %v", err)
 	}
+	clients := app.CheckClients()
 	inserter, err := river.NewClient(riverdatabasesql.New(env.DB.DB), &river.Config{})
 	if err != nil {
 		t.Fatal(err)

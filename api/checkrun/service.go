@@ -120,13 +120,31 @@ func (s *Service) Track(ctx context.Context, tx *sqlx.Tx, r run.Run, t Target) e
 	return s.enqueue(ctx, tx, r.ID)
 }
 
-// RunSaved implements run.Observer: a write of a tracked run that changes
-// what its check should say marks the publication pending and queues a
-// sync, in the run's transaction. Untracked runs cost one indexed read.
+// RunSaved implements run.Observer: the first write of a code-host run
+// reserves its publication (Track); a later write that changes what its
+// check should say marks the publication pending and queues a sync, in the
+// run's transaction. Other runs cost one indexed read.
 func (s *Service) RunSaved(ctx context.Context, tx *sqlx.Tx, r run.Run) error {
 	p, err := publicationForUpdate(ctx, tx, r.ID)
-	if err != nil || p == nil {
+	if err != nil {
 		return err
+	}
+	if p == nil {
+		// A code-host run carries its commit in its input snapshot: its
+		// first write reserves the publication.
+		src := run.CodeHostSourceOf(r)
+		if src == nil {
+			return nil
+		}
+		t := Target{InstallationID: src.InstallationID, RepositoryID: src.RepositoryID,
+			RepositoryOwner: src.Owner, RepositoryName: src.Name, HeadSHA: src.CommitSHA}
+		if err := t.validate(); err != nil {
+			// The check is a side effect: a source it cannot name never
+			// stops the run itself.
+			s.logger.WarnContext(ctx, "code-host run without a publishable check target", "run_id", r.ID, "error", err)
+			return nil
+		}
+		return s.Track(ctx, tx, r, t)
 	}
 	desired, digest, err := payloadOf(r, p.CheckName, s.detailsURL(r.ID)).digest()
 	if err != nil {

@@ -248,6 +248,10 @@ func (s *Service) CreateRun(ctx context.Context, tx *sqlx.Tx, p access.Principal
 			return Run{}, err
 		}
 	}
+	// A run that waits behind another was not saved since its insert.
+	if err := s.observe(ctx, tx, r); err != nil {
+		return Run{}, err
+	}
 	return r, audit.Record(ctx, tx, p, "run.created", "run", r.ID, map[string]any{
 		"workspace_id": w.ID, "kind": string(r.Kind), "configuration_version_id": cv.ID, "source": in.Source,
 	})
@@ -336,6 +340,10 @@ func (s *Service) save(ctx context.Context, tx *sqlx.Tx, r Run) error {
 	if err := saveRun(ctx, tx, r); err != nil {
 		return err
 	}
+	return s.observe(ctx, tx, r)
+}
+
+func (s *Service) observe(ctx context.Context, tx *sqlx.Tx, r Run) error {
 	if s.opts.Observer == nil {
 		return nil
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/cairnhq/cairn/api/checkrun"
+	"github.com/cairnhq/cairn/api/github"
 	"github.com/cairnhq/cairn/api/launch"
 	"github.com/cairnhq/cairn/api/platform/config"
 	"github.com/cairnhq/cairn/api/policy"
@@ -99,7 +100,11 @@ func New(cfg config.Config, conn *sqlx.DB, driver sandbox.Driver, logger *slog.L
 		// Check runs publish through the code-host app's installation
 		// clients; without an app, a sync fails closed and its
 		// publication stays pending.
-		checks := deps.Checks
+		app, err := github.NewApp(cfg)
+		if err != nil {
+			return nil, err
+		}
+		checks := deps.Checks.WithClients(app.CheckClients())
 		if err := add(river.AddWorkerSafely(workers, &checkrun.SyncWorker{Checks: checks})); err != nil {
 			return nil, err
 		}

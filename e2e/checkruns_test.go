@@ -1,0 +1,119 @@
+package e2e
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
+
+	"github.com/cairnhq/cairn/api/checkrun"
+	"github.com/cairnhq/cairn/api/github/githubfake"
+	"github.com/cairnhq/cairn/api/platform/db"
+	"github.com/cairnhq/cairn/api/run"
+)
+
+// TestCheckRunFollowsARealRun: a run of the real stack, tracked on a
+// commit of the fake code host, plans in a sandbox, waits for approval and
+// applies, and cairn-worker publishes its one check run queued, then in
+// progress, then success, linking to the run's dashboard page.
+func TestCheckRunFollowsARealRun(t *testing.T) {
+	t.Parallel()
+	fake := githubfake.Start(t)
+	checks := githubfake.AttachChecks(fake)
+	fake.AddRepository(githubfake.Repository{ID: 901, Owner: "acme", Name: "network"})
+	fake.AddInstallation(githubfake.Installation{ID: 91, AccountLogin: "acme", Repositories: []int64{901}})
+	sha := fake.Commit(901, "main", "network: three items", map[string]string{"main.tf": threeItemsConfig})
+	keyFile := filepath.Join(t.TempDir(), "app.pem")
+	if err := os.WriteFile(keyFile, fake.KeyPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := runsStack(t, "CAIRN_GITHUB_APP_ID=4242", "CAIRN_GITHUB_PRIVATE_KEY_FILE="+keyFile,
+		"CAIRN_GITHUB_WEBHOOK_SECRET=e2e-webhook-secret-0123456789", "CAIRN_GITHUB_API_URL="+fake.URL, "CAIRN_GITHUB_APP_SLUG=cairn-e2e")
+	m := s.newMember(t, "checks")
+	ws := s.createWorkspace(t, m, "network", "us")
+	cfg := s.uploadConfiguration(t, m, ws, map[string]string{"main.tf": threeItemsConfig})
+
+	// The first run holds the workspace's queue at approval, so the second
+	// waits pending and is tracked before anything moves it.
+	_, first := s.createRun(t, m, ws, cfg, "plan_and_apply")
+	first = s.waitRun(t, m, first.ID, 3*time.Minute, status("awaiting_approval"))
+	_, second := s.createRun(t, m, ws, cfg, "plan_and_apply")
+	if second.Status != "pending" {
+		t.Fatalf("second run %s, want pending behind the first", second.Status)
+	}
+	conn, err := sqlx.Open("postgres", s.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	inserter, err := river.NewClient(riverdatabasesql.New(conn.DB), &river.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tracker := checkrun.NewService(conn, inserter, slog.New(slog.NewTextHandler(io.Discard, nil)), checkrun.Options{DashboardURL: s.DashboardURL})
+	ctx := context.Background()
+	if err := db.WithTx(ctx, conn, func(tx *sqlx.Tx) error {
+		var r run.Run
+		if err := tx.GetContext(ctx, &r, `SELECT id, organization_id, workspace_id, kind, status, status_timestamps, updated_at
+			FROM runs WHERE id = $1 FOR UPDATE`, second.ID); err != nil {
+			return err
+		}
+		return tracker.Track(ctx, tx, r, checkrun.Target{InstallationID: 91, RepositoryID: 901, RepositoryOwner: "acme",
+			RepositoryName: "network", HeadSHA: sha})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	check := waitCheck(t, checks, sha, second.ID, func(c githubfake.CheckRun) bool { return c.Status == "queued" })
+	if check.DetailsURL != s.DashboardURL+"/runs/"+second.ID {
+		t.Fatalf("details URL %q", check.DetailsURL)
+	}
+
+	// Discarding the first run starts the second.
+	if st, body := call(t, s.Client, http.MethodPost, s.APIURL+"/v1/runs/"+first.ID+"/actions/reject", mustJSON(first.binding()),
+		m.mutate(uniqueKey("reject"))...); st != http.StatusOK {
+		t.Fatalf("rejecting the first run: %d %s", st, body)
+	}
+	second = s.waitRun(t, m, second.ID, 3*time.Minute, status("awaiting_approval"))
+	waitCheck(t, checks, sha, second.ID, func(c githubfake.CheckRun) bool {
+		return c.Status == "in_progress" && strings.Contains(c.Title, "3 to add")
+	})
+	if st, body := s.approve(t, m, second); st != http.StatusOK {
+		t.Fatalf("approving: %d %s", st, body)
+	}
+	s.waitRun(t, m, second.ID, 3*time.Minute, status("applied"))
+	check = waitCheck(t, checks, sha, second.ID, func(c githubfake.CheckRun) bool { return c.Status == "completed" })
+	if check.Conclusion != "success" || strings.Join(check.History, ",") != "queued,in_progress,completed/success" {
+		t.Fatalf("check after the apply: %s %s, history %v", check.Status, check.Conclusion, check.History)
+	}
+	if n := len(checks.Runs(sha)); n != 1 {
+		t.Fatalf("%d check runs on the commit, want one", n)
+	}
+	t.Logf("check run %d: %d provider writes for history %v", check.ID, check.Writes, check.History)
+}
+
+// waitCheck waits until the commit's check for runID satisfies done.
+func waitCheck(t *testing.T, checks *githubfake.Checks, sha, runID string, done func(githubfake.CheckRun) bool) githubfake.CheckRun {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	var last []githubfake.CheckRun
+	for time.Now().Before(deadline) {
+		last = checks.Runs(sha)
+		for _, c := range last {
+			if c.ExternalID == runID && done(c) {
+				return c
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("check for %s never reached the expected state: %+v", runID, last)
+	return githubfake.CheckRun{}
+}

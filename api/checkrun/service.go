@@ -341,11 +341,3 @@ func newToken() string {
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
 }
-
-// WithClients returns a copy of the service that publishes through
-// clients (cairn-worker's; the API only marks publications pending).
-func (s *Service) WithClients(clients Clients) *Service {
-	c := *s
-	c.opts.Clients = clients
-	return &c
-}

@@ -12,6 +12,7 @@ import (
 	"github.com/cairnhq/cairn/api/access"
 	"github.com/cairnhq/cairn/api/audit"
 	"github.com/cairnhq/cairn/api/credential"
+	"github.com/cairnhq/cairn/api/github"
 	"github.com/cairnhq/cairn/api/identity"
 	"github.com/cairnhq/cairn/api/launch"
 	"github.com/cairnhq/cairn/api/oauth"
@@ -112,6 +113,13 @@ var table = []struct {
 	{credential.ErrVersionDisabled, httpx.Problem{Status: http.StatusConflict, Code: "CREDENTIAL_PROFILE_VERSION_DISABLED"}},
 	{credential.ErrTooManyProfiles, httpx.Problem{Status: http.StatusConflict, Code: "CREDENTIAL_PROFILE_LIMIT_REACHED"}},
 	{credential.ErrHMACKeyUnavailable, httpx.Problem{Status: http.StatusServiceUnavailable, Code: httpx.CodeUnavailable}},
+	{github.ErrSignature, httpx.Problem{Status: http.StatusUnauthorized, Code: "WEBHOOK_SIGNATURE_INVALID"}},
+	{github.ErrUnconfigured, httpx.Problem{Status: http.StatusServiceUnavailable, Code: httpx.CodeUnavailable}},
+	{github.ErrDeliveryConflict, httpx.Problem{Status: http.StatusConflict, Code: "WEBHOOK_DELIVERY_CONFLICT"}},
+	{github.ErrFenceRace, httpx.Problem{Status: http.StatusConflict, Code: "GITHUB_INSTALLATION_CHANGED", RetryAfter: 1}},
+	{github.ErrSettingsConflict, httpx.Problem{Status: http.StatusConflict, Code: "WORKSPACE_SOURCE_SETTINGS_CONFLICT"}},
+	{github.ErrStateInvalid, httpx.Problem{Status: http.StatusBadRequest, Code: "GITHUB_INSTALLATION_STATE_INVALID"}},
+	{github.ErrInstallationInactive, httpx.Problem{Status: http.StatusConflict, Code: "GITHUB_INSTALLATION_INACTIVE"}},
 	{fault.ErrNotFound, httpx.Problem{Status: http.StatusNotFound, Code: httpx.CodeNotFound}},
 	{fault.ErrUnauthenticated, httpx.Problem{Status: http.StatusUnauthorized, Code: httpx.CodeUnauthenticated}},
 	{fault.ErrForbidden, httpx.Problem{Status: http.StatusForbidden, Code: httpx.CodeForbidden}},

@@ -16,6 +16,7 @@ import (
 	"github.com/cairnhq/cairn/api/audit"
 	"github.com/cairnhq/cairn/api/checkrun"
 	"github.com/cairnhq/cairn/api/credential"
+	"github.com/cairnhq/cairn/api/github"
 	"github.com/cairnhq/cairn/api/identity"
 	"github.com/cairnhq/cairn/api/launch"
 	"github.com/cairnhq/cairn/api/oauth"
@@ -84,8 +85,21 @@ func Assemble(cfg config.Config, conn *sqlx.DB, logger *slog.Logger) (Deps, erro
 		HandleKey:     secret.Derive(cfg.AuthSecret, "credential-handle"),
 		TokenLifetime: cfg.PhaseTimeout,
 	})
-	checks := checkrun.NewService(conn, inserter, logger, checkrun.Options{DashboardURL: cfg.DashboardURL})
+	app, err := github.NewApp(cfg)
+	if err != nil {
+		return Deps{}, err
+	}
+	// Every run write passes the check-run observer; only cairn-worker
+	// publishes (through the app's installation clients).
+	checks := checkrun.NewService(conn, inserter, logger, checkrun.Options{DashboardURL: cfg.DashboardURL,
+		Clients: app.CheckClients()})
 	deps.Checks = checks
+	runs := run.NewService(conn, blobs, workspaces, states, admission, policies, creds, inserter, logger, run.Options{
+		ApprovalTimeout: cfg.ApprovalTimeout,
+		TokenKey:        secret.Derive(cfg.AuthSecret, "run-token"),
+		PlanMaxAttempts: cfg.PlanMaxAttempts,
+		Observer:        checks,
+	})
 	deps.Services = v1.Services{
 		Audit:           audit.NewService(conn),
 		Identity:        ident,
@@ -95,12 +109,9 @@ func Assemble(cfg config.Config, conn *sqlx.DB, logger *slog.Logger) (Deps, erro
 		State:           states,
 		Policies:        policies,
 		Credentials:     creds,
-		Runs: run.NewService(conn, blobs, workspaces, states, admission, policies, creds, inserter, logger, run.Options{
-			ApprovalTimeout: cfg.ApprovalTimeout,
-			TokenKey:        secret.Derive(cfg.AuthSecret, "run-token"),
-			PlanMaxAttempts: cfg.PlanMaxAttempts,
-			Observer:        checks,
-		}),
+		Runs:            runs,
+		GitHub: github.NewService(conn, app, workspaces, runs, inserter,
+			secret.Derive(cfg.AuthSecret, "github-installation-state"), logger),
 	}
 	return deps, nil
 }

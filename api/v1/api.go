@@ -332,6 +332,10 @@ type operationOptions struct {
 	// admit is how launch control admits a mutation; every mutation
 	// names one.
 	admit admission
+	// signedDelivery is a public POST authenticated by its own signature
+	// (the code-host webhook): it takes no Idempotency-Key, because the
+	// provider's delivery ID is its replay identity.
+	signedDelivery bool
 }
 
 // isMutation reports whether an operation changes state: every method but
@@ -359,6 +363,12 @@ func register[I, O any](a *API, op huma.Operation, o operationOptions, handler f
 	// Every state-changing method is a mutation and needs a key, and no
 	// safe one is: an operation that says otherwise never starts.
 	mutating := isMutation(op.Method)
+	if o.signedDelivery {
+		if !o.public || o.mutation || op.Method != http.MethodPost {
+			panic("v1: signed delivery " + op.OperationID + " must be a public POST registered without mutation")
+		}
+		mutating = false
+	}
 	if o.mutation != mutating {
 		panic("v1: " + op.OperationID + ": " + op.Method + " must be registered with mutation " + strconv.FormatBool(mutating))
 	}

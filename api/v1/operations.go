@@ -5,6 +5,7 @@ import (
 
 	"github.com/cairnhq/cairn/api/audit"
 	"github.com/cairnhq/cairn/api/credential"
+	"github.com/cairnhq/cairn/api/github"
 	"github.com/cairnhq/cairn/api/identity"
 	"github.com/cairnhq/cairn/api/launch"
 	"github.com/cairnhq/cairn/api/policy"
@@ -27,6 +28,8 @@ type Services struct {
 	State           *state.Service
 	Policies        *policy.Service
 	Credentials     *credential.Service
+	// GitHub is the code-host app; nil without a database.
+	GitHub *github.Service
 }
 
 // registerOperations registers every /v1 operation, grouped by domain.
@@ -43,6 +46,7 @@ func (a *API) registerOperations() {
 	a.registerRuns()
 	a.registerPolicies()
 	a.registerCredentials()
+	a.registerGitHub()
 	a.checkAgentOperations()
 }
 

@@ -25,6 +25,7 @@ import (
 	"github.com/cairnhq/cairn/jobs/policyeval"
 	"github.com/cairnhq/cairn/jobs/runner"
 	"github.com/cairnhq/cairn/jobs/sandbox"
+	"github.com/cairnhq/cairn/jobs/sourceingest"
 )
 
 // New builds the River client of cairn-worker with every worker and periodic
@@ -96,15 +97,10 @@ func New(cfg config.Config, conn *sqlx.DB, driver sandbox.Driver, logger *slog.L
 			func() (river.JobArgs, *river.InsertOpts) { return run.ReapArgs{}, nil },
 			&river.PeriodicJobOpts{RunOnStart: true, ID: "run_attempt_reaper"}))
 	}
-	if deps.Checks != nil {
+	if checks := deps.Checks; checks != nil {
 		// Check runs publish through the code-host app's installation
 		// clients; without an app, a sync fails closed and its
 		// publication stays pending.
-		app, err := github.NewApp(cfg)
-		if err != nil {
-			return nil, err
-		}
-		checks := deps.Checks.WithClients(app.CheckClients())
 		if err := add(river.AddWorkerSafely(workers, &checkrun.SyncWorker{Checks: checks})); err != nil {
 			return nil, err
 		}
@@ -114,6 +110,12 @@ func New(cfg config.Config, conn *sqlx.DB, driver sandbox.Driver, logger *slog.L
 		periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(checkrun.ReconcileInterval),
 			func() (river.JobArgs, *river.InsertOpts) { return checkrun.ReconcileArgs{}, nil },
 			&river.PeriodicJobOpts{RunOnStart: true, ID: "check_run_reconciler"}))
+	}
+	if gh := deps.Services.GitHub; gh != nil {
+		if err := add(river.AddWorkerSafely(workers, &sourceingest.Worker{GitHub: gh})); err != nil {
+			return nil, err
+		}
+		queues[github.QueueSources] = river.QueueConfig{MaxWorkers: 4}
 	}
 	if policies := deps.Services.Policies; policies != nil {
 		program, err := os.Executable()

@@ -204,7 +204,7 @@ type runReview struct {
 	} `json:"decision"`
 	TerminalReason *string `json:"terminal_reason"`
 	// Source is the code-host provenance; nil for uploaded runs.
-	Source   *runSource `json:"source"`
+	Source   *runSource `json:"source_provenance"`
 	Evidence struct {
 		Attempts []struct {
 			Phase      string     `json:"phase"`

@@ -290,7 +290,8 @@ func installRefusal(err error) string {
 }
 
 // runSource is a code-host run's source provenance as its review reports
-// it (SPEC §2): the commit, ref and working directory the run evaluated.
+// it under source_provenance (SPEC §2): the commit, ref and working
+// directory the run evaluated. Absent for uploaded runs.
 type runSource struct {
 	Provider         string  `json:"provider"`
 	CommitSHA        string  `json:"commit_sha"`

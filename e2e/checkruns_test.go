@@ -5,8 +5,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -32,12 +30,7 @@ func TestCheckRunFollowsARealRun(t *testing.T) {
 	fake.AddRepository(githubfake.Repository{ID: 901, Owner: "acme", Name: "network"})
 	fake.AddInstallation(githubfake.Installation{ID: 91, AccountLogin: "acme", Repositories: []int64{901}})
 	sha := fake.Commit(901, "main", "network: three items", map[string]string{"main.tf": threeItemsConfig})
-	keyFile := filepath.Join(t.TempDir(), "app.pem")
-	if err := os.WriteFile(keyFile, fake.KeyPEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	s := runsStack(t, "CAIRN_GITHUB_APP_ID=4242", "CAIRN_GITHUB_PRIVATE_KEY_FILE="+keyFile,
-		"CAIRN_GITHUB_WEBHOOK_SECRET=e2e-webhook-secret-0123456789", "CAIRN_GITHUB_API_URL="+fake.URL, "CAIRN_GITHUB_APP_SLUG=cairn-e2e")
+	s := runsStack(t, codeHostEnv(t, fake)...)
 	m := s.newMember(t, "checks")
 	ws := s.createWorkspace(t, m, "network", "us")
 	cfg := s.uploadConfiguration(t, m, ws, map[string]string{"main.tf": threeItemsConfig})
@@ -116,4 +109,58 @@ func waitCheck(t *testing.T, checks *githubfake.Checks, sha, runID string, done 
 	}
 	t.Fatalf("check for %s never reached the expected state: %+v", runID, last)
 	return githubfake.CheckRun{}
+}
+
+// TestPushPublishesItsCheckRun: a signed push to the tracked branch
+// creates a code-host run, which reserves its own check from the commit it
+// pins; the run plans, waits for approval and applies, and the commit's one
+// check ends success after being in progress.
+func TestPushPublishesItsCheckRun(t *testing.T) {
+	t.Parallel()
+	fake := githubfake.Start(t)
+	checks := githubfake.AttachChecks(fake)
+	fake.AddRepository(githubfake.Repository{ID: 902, Owner: "acme", Name: "edge"})
+	fake.AddInstallation(githubfake.Installation{ID: 92, AccountLogin: "acme", Repositories: []int64{902}})
+	before := fake.Commit(902, "main", "start", map[string]string{"README.md": "edge\n"})
+	s := runsStack(t, codeHostEnv(t, fake)...)
+	m := s.newMember(t, "pushcheck")
+	ws := s.createWorkspace(t, m, "edge", "us")
+	s.installApp(t, m, 92)
+	if st := s.apiJSON(t, http.MethodPut, "/v1/workspaces/"+ws+"/source", map[string]any{"repository_id": 902,
+		"tracked_branch": "main", "working_directory": "", "trigger_paths": []string{}}, nil, m.mutate(uniqueKey("source"))...); st != http.StatusCreated {
+		t.Fatalf("source settings: %d", st)
+	}
+	sha := fake.Commit(902, "main", "edge: three items", map[string]string{"README.md": "edge\n", "main.tf": threeItemsConfig})
+	d := githubfake.NewDelivery("push", fake.Push(t, 92, 902, githubfake.PushOptions{Branch: "main", Before: before, After: sha,
+		Paths: [][]string{{"main.tf"}}}))
+	req, err := d.Request(context.Background(), s.APIURL+"/v1/github/webhooks", e2eWebhookSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := s.Client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		t.Fatalf("push delivery: %d %s", resp.StatusCode, body)
+	}
+	r := s.newestRun(t, m, ws, 3*time.Minute, status("awaiting_approval"))
+	waitCheck(t, checks, sha, r.ID, func(c githubfake.CheckRun) bool {
+		return c.Status == "in_progress" && strings.Contains(c.Title, "3 to add")
+	})
+	if st, body := s.approve(t, m, r); st != http.StatusOK {
+		t.Fatalf("approving: %d %s", st, body)
+	}
+	s.waitRun(t, m, r.ID, 3*time.Minute, status("applied"))
+	check := waitCheck(t, checks, sha, r.ID, func(c githubfake.CheckRun) bool { return c.Status == "completed" })
+	history := strings.Join(check.History, ",")
+	if check.Conclusion != "success" || (history != "queued,in_progress,completed/success" && history != "in_progress,completed/success") {
+		t.Fatalf("check after the apply: %s %s, history %v", check.Status, check.Conclusion, check.History)
+	}
+	if n := len(checks.Runs(sha)); n != 1 {
+		t.Fatalf("%d check runs on the commit, want one", n)
+	}
+	t.Logf("push check run: history %v in %d provider writes", check.History, check.Writes)
 }

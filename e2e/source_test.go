@@ -14,15 +14,24 @@ import (
 	"github.com/cairnhq/cairn/api/github/githubfake"
 )
 
-// codeHostStack is a stack whose code-host app is the fake's.
-func codeHostStack(t *testing.T, fake *githubfake.Server) *Stack {
+// e2eWebhookSecret is the fake app's webhook secret in these stacks.
+const e2eWebhookSecret = "e2e-webhook-secret-0123456789"
+
+// codeHostEnv configures the stack's code-host app as the fake's.
+func codeHostEnv(t *testing.T, fake *githubfake.Server) []string {
 	t.Helper()
 	keyFile := filepath.Join(t.TempDir(), "app.pem")
 	if err := os.WriteFile(keyFile, fake.KeyPEM, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return StartStack(t, WithEnv(fmt.Sprintf("CAIRN_GITHUB_APP_ID=%d", fake.AppID), "CAIRN_GITHUB_PRIVATE_KEY_FILE="+keyFile,
-		"CAIRN_GITHUB_WEBHOOK_SECRET=e2e-webhook-secret-0123456789", "CAIRN_GITHUB_API_URL="+fake.URL, "CAIRN_GITHUB_APP_SLUG=cairn-e2e"))
+	return []string{fmt.Sprintf("CAIRN_GITHUB_APP_ID=%d", fake.AppID), "CAIRN_GITHUB_PRIVATE_KEY_FILE=" + keyFile,
+		"CAIRN_GITHUB_WEBHOOK_SECRET=" + e2eWebhookSecret, "CAIRN_GITHUB_API_URL=" + fake.URL, "CAIRN_GITHUB_APP_SLUG=cairn-e2e"}
+}
+
+// codeHostStack is a stack whose code-host app is the fake's.
+func codeHostStack(t *testing.T, fake *githubfake.Server) *Stack {
+	t.Helper()
+	return StartStack(t, WithEnv(codeHostEnv(t, fake)...))
 }
 
 // installApp binds a fake installation to m's organization through the

@@ -29,8 +29,8 @@ type Options struct {
 	// Clients reaches the code host; nil leaves every sync failing closed
 	// with ErrNoProvider (the publication stays pending).
 	Clients Clients
-	// Lease bounds how long one sync owns a publication; it must outlast
-	// the provider calls of one sync (each bounded by the client timeout).
+	// Lease bounds how long one sync owns a publication; the sync's
+	// provider calls get two thirds of it.
 	Lease time.Duration
 	// Backoff is how much longer the reconciler waits per consecutive
 	// failure of a publication (at most ten steps).
@@ -190,7 +190,11 @@ func (s *Service) Sync(ctx context.Context, runID string) error {
 	if err != nil || p == nil || !p.Pending {
 		return err
 	}
-	id, err := s.publish(ctx, *p)
+	// Every provider call ends well inside the lease, so no other sync can
+	// take the publication while a create of this one is in flight.
+	pctx, cancel := context.WithTimeout(ctx, s.opts.Lease*2/3)
+	id, err := s.publish(pctx, *p)
+	cancel()
 	if err != nil {
 		code := failureCode(err)
 		s.logger.WarnContext(ctx, "check run publication failed", "run_id", runID, "error_code", code, "error", err)

@@ -163,4 +163,29 @@ func TestPushPublishesItsCheckRun(t *testing.T) {
 		t.Fatalf("%d check runs on the commit, want one", n)
 	}
 	t.Logf("push check run: history %v in %d provider writes", check.History, check.Writes)
+
+	// A same-repository pull request gets a speculative run; its check
+	// ends success with the policy outcome in the summary and the plan's
+	// counts against the applied state (a fourth item to add).
+	head := fake.Commit(902, "feature", "edge: four items", map[string]string{"README.md": "edge\n",
+		"main.tf": strings.Replace(threeItemsConfig, "count = 3", "count = 4", 1)})
+	fake.SetPullFiles(902, 7, []string{"main.tf"})
+	pr := githubfake.NewDelivery("pull_request", fake.PullRequest(t, 92, 902, githubfake.PullOptions{Action: "opened", Number: 7,
+		Base: "main", HeadRef: "feature", HeadSHA: head}))
+	if req, err = pr.Request(context.Background(), s.APIURL+"/v1/github/webhooks", e2eWebhookSecret); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err = s.Client.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		t.Fatalf("pull request delivery: %d %s", resp.StatusCode, body)
+	}
+	spec := s.newestRun(t, m, ws, 3*time.Minute, func(r runView) bool { return r.Kind == "speculative" && r.Status == "planned_and_finished" })
+	check = waitCheck(t, checks, head, spec.ID, func(c githubfake.CheckRun) bool { return c.Status == "completed" })
+	if check.Conclusion != "success" || !strings.Contains(check.Summary, "Policy: `pass`") || !strings.Contains(check.Title, "1 to add") {
+		t.Fatalf("pull request check: %s %s %q %q", check.Status, check.Conclusion, check.Title, check.Summary)
+	}
 }

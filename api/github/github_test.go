@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -509,12 +510,23 @@ func TestIngestionCreatesRuns(t *testing.T) {
 		t.Fatalf("ingestion: %+v", ing)
 	}
 	var r struct {
-		Kind   string `json:"kind"`
-		Source string `json:"source"`
+		Kind       string `json:"kind"`
+		Source     string `json:"source"`
+		Provenance *struct {
+			CommitSHA         string `json:"commit_sha"`
+			CommitMessage     string `json:"commit_message"`
+			SourceIngestionID string `json:"source_ingestion_id"`
+			WorkflowID        string `json:"workflow_id"`
+			DeliveryID        string `json:"delivery_id"`
+			ArchiveSHA256     string `json:"archive_sha256"`
+			WorkingDirectory  string `json:"working_directory"`
+		} `json:"source_provenance"`
 	}
 	s.owner.Get("/v1/runs/"+*ing.RunID).MustStatus(t, http.StatusOK).Data(t, &r)
-	if r.Kind != "plan_and_apply" {
-		t.Fatalf("run: %+v", r)
+	if r.Kind != "plan_and_apply" || r.Source != "vcs" || r.Provenance == nil || r.Provenance.CommitSHA != sha ||
+		r.Provenance.SourceIngestionID != push.IngestionIDs[0] || r.Provenance.WorkflowID != "source-ingestion-"+push.IngestionIDs[0] ||
+		r.Provenance.WorkingDirectory != "infra" || !strings.HasPrefix(r.Provenance.CommitMessage, "Add the thing") {
+		t.Fatalf("run review: %s", s.owner.Get("/v1/runs/"+*ing.RunID).Body)
 	}
 	if n := s.count(t, `SELECT count(*) FROM runs WHERE workspace_id = $1`, wsID); n != 1 {
 		t.Fatalf("%d runs", n)
@@ -530,6 +542,21 @@ func TestIngestionCreatesRuns(t *testing.T) {
 		snap.Source.WorkingDirectory != "infra" || snap.Source.DeliveryID == "" || snap.Source.ArchiveSHA256 == "" {
 		t.Fatalf("pinned source: %v %+v", err, snap.Source)
 	}
+	// A chain whose digest no longer agrees is not shown as provenance.
+	defer func() {
+		if _, err := s.env.DB.Exec(`UPDATE source_ingestions SET archive_sha256 = sha256('other') WHERE id = $1`,
+			push.IngestionIDs[0]); err != nil {
+			t.Fatal(err)
+		}
+		var broken struct {
+			Provenance  any      `json:"source_provenance"`
+			NotRecorded []string `json:"not_recorded"`
+		}
+		s.owner.Get("/v1/runs/"+*ing.RunID).MustStatus(t, http.StatusOK).Data(t, &broken)
+		if broken.Provenance != nil || !slices.Contains(broken.NotRecorded, "source_provenance") {
+			t.Fatalf("broken chain shown: %+v", broken)
+		}
+	}()
 	target, err := github.CheckTargetOf(ctx, s.env.DB, *ing.RunID)
 	if err != nil || target == nil || target.HeadSHA != sha || target.InstallationID != 801 || target.Owner != "acme" {
 		t.Fatalf("check target: %v %+v", err, target)

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"database/sql"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -375,4 +376,78 @@ func CheckTargetOf(ctx context.Context, q sqlx.QueryerContext, runID string) (*C
 		return nil, fmt.Errorf("reading check target: %w", err)
 	}
 	return &t, nil
+}
+
+// Provenance is the source chain of a code-host run (SPEC §2): delivery →
+// ingestion → configuration version → normalized archive → run.
+type Provenance struct {
+	Provider               string
+	CommitSHA              string
+	CommitMessage          string
+	Ref                    string
+	RepositoryOwner        string
+	RepositoryName         string
+	WorkingDirectory       string
+	IngestionID            string
+	IngestionStatus        string
+	WorkflowID             string
+	DeliveryID             string
+	ConfigurationVersionID string
+	ArchiveSHA256          string
+	ConfigurationArtifact  string
+	PullNumber             *int
+}
+
+// ProvenanceOf reads and cross-checks the chain of a run whose pinned
+// source is src. Every link must agree with the run's pinned facts; an
+// incomplete or ambiguous chain is (nil, nil): the review then reports no
+// provenance at all rather than a partial one.
+func ProvenanceOf(ctx context.Context, q sqlx.QueryerContext, runID, configurationVersionID string, configurationDigest []byte,
+	src *run.CodeHostSource) (*Provenance, error) {
+	if src == nil {
+		return nil, nil
+	}
+	var rows []struct {
+		Ingestion
+		BlobKey *string `db:"blob_key"`
+	}
+	err := sqlx.SelectContext(ctx, q, &rows, `SELECT `+prefixed("i.", ingestionColumns)+`, c.blob_key
+		FROM source_ingestions i JOIN configuration_versions c ON c.id = i.configuration_version_id
+		WHERE i.run_id = $1`, runID)
+	if err != nil {
+		return nil, fmt.Errorf("reading source provenance: %w", err)
+	}
+	if len(rows) != 1 {
+		return nil, nil
+	}
+	in := rows[0]
+	var delivered int
+	if err := sqlx.GetContext(ctx, q, &delivered, `SELECT count(*) FROM source_ingestion_deliveries
+		WHERE ingestion_id = $1 AND delivery_id = $2`, in.ID, src.DeliveryID); err != nil {
+		return nil, fmt.Errorf("reading source provenance: %w", err)
+	}
+	digest := hex.EncodeToString(in.ArchiveSHA256)
+	if in.Status != IngestionReady || in.CommitSHA == nil || *in.CommitSHA != src.CommitSHA || in.ID != src.IngestionID ||
+		in.ConfigurationVersionID == nil || *in.ConfigurationVersionID != configurationVersionID ||
+		src.ConfigurationVersionID != configurationVersionID || digest != hex.EncodeToString(configurationDigest) ||
+		digest != src.ArchiveSHA256 || delivered != 1 || in.BlobKey == nil {
+		return nil, nil
+	}
+	msg := ""
+	if in.CommitMessage != nil {
+		msg = *in.CommitMessage
+	}
+	return &Provenance{Provider: src.Provider, CommitSHA: src.CommitSHA, CommitMessage: msg, Ref: src.Ref,
+		RepositoryOwner: src.Owner, RepositoryName: src.Name, WorkingDirectory: src.WorkingDirectory, IngestionID: in.ID,
+		IngestionStatus: in.Status, WorkflowID: WorkflowIDOf(in.ID), DeliveryID: src.DeliveryID,
+		ConfigurationVersionID: configurationVersionID, ArchiveSHA256: digest,
+		ConfigurationArtifact: path.Base(*in.BlobKey), PullNumber: src.PullNumber}, nil
+}
+
+func prefixed(prefix, columns string) string {
+	parts := strings.Split(columns, ",")
+	for i, c := range parts {
+		parts[i] = prefix + strings.TrimSpace(c)
+	}
+	return strings.Join(parts, ", ")
 }

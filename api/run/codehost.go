@@ -63,7 +63,9 @@ func (s *Service) snapshotCredentials(ctx context.Context, tx *sqlx.Tx, w worksp
 	return s.creds.SnapshotRun(ctx, tx, w.OrganizationID, w.ID, in.Kind == KindSpeculative)
 }
 
-// codeHostSourceOf reads the source a run pinned, nil for uploaded runs.
+// CodeHostSourceOf reads the source a run pinned, nil for uploaded runs.
+func CodeHostSourceOf(r Run) *CodeHostSource { return codeHostSourceOf(r) }
+
 func codeHostSourceOf(r Run) *CodeHostSource {
 	var snap inputSnapshot
 	if r.Source != SourceVCS || json.Unmarshal(r.InputSnapshot, &snap) != nil {

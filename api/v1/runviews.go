@@ -8,6 +8,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/cairnhq/cairn/api/access"
+	"github.com/cairnhq/cairn/api/github"
 	"github.com/cairnhq/cairn/api/run"
 )
 
@@ -169,11 +170,30 @@ type EvidenceView struct {
 	Attempts           []AttemptView `json:"attempts"`
 }
 
+// SourceProvenanceView is the source chain of a code-host run.
+type SourceProvenanceView struct {
+	Provider               string `json:"provider" enum:"github"`
+	CommitSHA              string `json:"commit_sha"`
+	CommitMessage          string `json:"commit_message"`
+	Ref                    string `json:"ref"`
+	Repository             string `json:"repository" doc:"owner/name"`
+	PullRequestNumber      *int   `json:"pull_request_number"`
+	WorkingDirectory       string `json:"working_directory"`
+	SourceIngestionID      string `json:"source_ingestion_id"`
+	SourceIngestionStatus  string `json:"source_ingestion_status"`
+	WorkflowID             string `json:"workflow_id"`
+	DeliveryID             string `json:"delivery_id"`
+	ConfigurationVersionID string `json:"configuration_version_id"`
+	ArchiveSHA256          string `json:"archive_sha256" doc:"SHA-256 of the normalized archive."`
+	ConfigurationArtifact  string `json:"configuration_artifact_id"`
+}
+
 // RunView is a run's whole review.
 type RunView struct {
 	RunSummaryView
 	ProjectID             string                  `json:"project_id"`
-	Source                string                  `json:"source" enum:"api,tfe"`
+	Source                string                  `json:"source" enum:"api,tfe,vcs"`
+	SourceProvenance      *SourceProvenanceView   `json:"source_provenance" doc:"Code-host runs only: the verified chain from delivery to configuration. Null for uploaded runs, and for a code-host run whose chain is incomplete or ambiguous (then listed in not_recorded)."`
 	AutoApply             bool                    `json:"auto_apply" doc:"Always false."`
 	IsDestroy             bool                    `json:"is_destroy" doc:"Always false."`
 	CreatedBy             StateVersionCreatorView `json:"created_by"`
@@ -265,6 +285,22 @@ func (a *API) runView(ctx context.Context, q sqlx.QueryerContext, p access.Princ
 	if r.Status == run.StatusRecoveryRequired {
 		v.Recovery = &RecoveryView{CurrentStateVersionID: evidence.CurrentStateVersionID,
 			CurrentStateDigest: run.HexDigest(evidence.CurrentStateDigest), EmergencyStateDigest: v.Apply.EmergencyStateDigest}
+	}
+	if src := run.CodeHostSourceOf(r); src != nil || r.Source == run.SourceVCS {
+		pr, err := github.ProvenanceOf(ctx, q, r.ID, r.ConfigurationVersionID, r.ConfigurationDigest, src)
+		if err != nil {
+			return RunView{}, err
+		}
+		if pr == nil {
+			v.NotRecorded = append(v.NotRecorded, "source_provenance")
+		} else {
+			v.SourceProvenance = &SourceProvenanceView{Provider: pr.Provider, CommitSHA: pr.CommitSHA,
+				CommitMessage: pr.CommitMessage, Ref: pr.Ref, Repository: pr.RepositoryOwner + "/" + pr.RepositoryName,
+				PullRequestNumber: pr.PullNumber, WorkingDirectory: pr.WorkingDirectory, SourceIngestionID: pr.IngestionID,
+				SourceIngestionStatus: pr.IngestionStatus, WorkflowID: pr.WorkflowID, DeliveryID: pr.DeliveryID,
+				ConfigurationVersionID: pr.ConfigurationVersionID, ArchiveSHA256: pr.ArchiveSHA256,
+				ConfigurationArtifact: pr.ConfigurationArtifact}
+		}
 	}
 	for name, missing := range map[string]bool{
 		"plan.has_changes": r.HasChanges == nil, "plan.plan_digest": len(r.PlanDigest) == 0,

@@ -971,3 +971,32 @@ func TestRouteMatching(t *testing.T) {
 		})
 	}
 }
+
+// TestInstallationCallbackStreamsThrough: the code host sends the browser
+// to the setup URL under the dashboard as a cross-site top-level GET; the
+// proxy forwards it with its query and the rewritten API session, and the
+// API's redirect back to the dashboard reaches the browser. The webhook
+// receiver is not reachable through the dashboard at all.
+func TestInstallationCallbackStreamsThrough(t *testing.T) {
+	t.Parallel()
+	f := setup(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Location", testOrigin+"/settings/github?installation=connected")
+		w.WriteHeader(http.StatusSeeOther)
+	})
+	req := f.browserRequest(t, http.MethodGet, Prefix+"/v1/github/installations/callback?state=ghs_x.sig&installation_id=42&setup_action=install", nil)
+	req.Header.Set("Sec-Fetch-Site", "cross-site")
+	resp, _ := f.do(t, req)
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != testOrigin+"/settings/github?installation=connected" {
+		t.Fatalf("callback: %d %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	got := f.received()
+	if len(got) != 1 || got[0].path != "/v1/github/installations/callback" ||
+		got[0].rawQuery != "state=ghs_x.sig&installation_id=42&setup_action=install" ||
+		!strings.Contains(got[0].header.Get("Cookie"), sessionCookie+"="+testAPIToken) {
+		t.Fatalf("upstream saw %+v", got)
+	}
+	post := f.browserRequest(t, http.MethodPost, Prefix+"/v1/github/webhooks", strings.NewReader("{}"))
+	if resp, _ := f.do(t, post); resp.StatusCode < 400 || len(f.received()) != 1 {
+		t.Fatalf("webhook through the dashboard: %d", resp.StatusCode)
+	}
+}

@@ -98,12 +98,34 @@ type Fault struct {
 	Lose bool
 }
 
+// T is what the payload helpers need of a test: testing.TB satisfies it,
+// and the benchmark harness passes one that panics.
+type T interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+}
+
 // Start starts a fake code host for the test and stops it at cleanup.
 func Start(t testing.TB) *Server {
 	t.Helper()
+	s, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// Close stops the server.
+func (s *Server) Close() { s.srv.Close() }
+
+// New starts a fake code host outside a test (the benchmark harness);
+// the caller closes it.
+func New() (*Server, error) {
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
-		t.Fatalf("generating app key: %v", err)
+		return nil, fmt.Errorf("generating app key: %w", err)
 	}
 	s := &Server{
 		AppID:         4242,
@@ -122,8 +144,7 @@ func Start(t testing.TB) *Server {
 	s.routes()
 	s.srv = httptest.NewServer(s.mux)
 	s.URL = s.srv.URL
-	t.Cleanup(s.srv.Close)
-	return s
+	return s, nil
 }
 
 // Handle registers an extra route (a Go ServeMux pattern such as

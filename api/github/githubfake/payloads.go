@@ -15,7 +15,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
-	"testing"
 )
 
 // Example is one real webhook payload from @octokit/webhooks-examples.
@@ -34,7 +33,7 @@ var examples struct {
 // Examples returns every example payload of an event from the pinned
 // @octokit/webhooks-examples, installing it (npm ci from the lock file)
 // the first time a test needs it.
-func Examples(t testing.TB, event string) []Example {
+func Examples(t T, event string) []Example {
 	t.Helper()
 	examples.Do(func() { examples.byEvent, examples.err = loadExamples() })
 	if examples.err != nil {
@@ -83,7 +82,7 @@ func loadExamples() (map[string][]Example, error) {
 }
 
 // first is an example of the event with the action, as a mutable map.
-func first(t testing.TB, event, action string) map[string]any {
+func first(t T, event, action string) map[string]any {
 	t.Helper()
 	for _, e := range Examples(t, event) {
 		if e.Action == action {
@@ -98,7 +97,7 @@ func first(t testing.TB, event, action string) map[string]any {
 	return nil
 }
 
-func (s *Server) repoFor(t testing.TB, repoID int64) Repository {
+func (s *Server) repoFor(t T, repoID int64) Repository {
 	t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -136,7 +135,7 @@ type PushOptions struct {
 }
 
 // Push is a real push payload retargeted at a repository of the fake.
-func (s *Server) Push(t testing.TB, installationID, repoID int64, o PushOptions) []byte {
+func (s *Server) Push(t T, installationID, repoID int64, o PushOptions) []byte {
 	t.Helper()
 	repo := s.repoFor(t, repoID)
 	m := first(t, "push", "")
@@ -183,7 +182,7 @@ type PullOptions struct {
 
 // PullRequest is a real pull_request payload retargeted at a repository
 // of the fake.
-func (s *Server) PullRequest(t testing.TB, installationID, repoID int64, o PullOptions) []byte {
+func (s *Server) PullRequest(t T, installationID, repoID int64, o PullOptions) []byte {
 	t.Helper()
 	repo := s.repoFor(t, repoID)
 	action := o.Action
@@ -210,7 +209,7 @@ func (s *Server) PullRequest(t testing.TB, installationID, repoID int64, o PullO
 
 // InstallationEvent is a real installation payload for one of the fake's
 // installations.
-func (s *Server) InstallationEvent(t testing.TB, installationID int64, action string) []byte {
+func (s *Server) InstallationEvent(t T, installationID int64, action string) []byte {
 	t.Helper()
 	m := first(t, "installation", action)
 	s.mu.Lock()
@@ -228,7 +227,7 @@ func (s *Server) InstallationEvent(t testing.TB, installationID int64, action st
 }
 
 // RepositoriesEvent is a real installation_repositories payload.
-func (s *Server) RepositoriesEvent(t testing.TB, installationID int64, action string, repoIDs ...int64) []byte {
+func (s *Server) RepositoriesEvent(t T, installationID int64, action string, repoIDs ...int64) []byte {
 	t.Helper()
 	m := first(t, "installation_repositories", action)
 	s.mu.Lock()
@@ -251,7 +250,7 @@ func (s *Server) RepositoriesEvent(t testing.TB, installationID int64, action st
 	return mustJSON(t, m)
 }
 
-func mustJSON(t testing.TB, v any) []byte {
+func mustJSON(t T, v any) []byte {
 	t.Helper()
 	b, err := json.Marshal(v)
 	if err != nil {

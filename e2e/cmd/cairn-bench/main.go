@@ -35,7 +35,7 @@ import (
 var (
 	duration    = flag.Duration("duration", 5*time.Second, "how long each load phase runs")
 	concurrency = flag.Int("concurrency", 32, "concurrent clients")
-	only        = flag.String("only", "", "run only these phases (comma-separated: health,mutation,replay,list,agents,state,tofu,runs,credentials,policy,dashboard,signin)")
+	only        = flag.String("only", "", "run only these phases (comma-separated: health,mutation,replay,list,agents,state,tofu,runs,credentials,policy,dashboard,signin,codehost)")
 	rounds      = flag.Int("rounds", 5, "rounds of each tofu command (medians are reported)")
 )
 
@@ -249,7 +249,7 @@ func run() error {
 		}
 	}
 
-	if enabled("state") || enabled("tofu") || enabled("runs") || enabled("credentials") || enabled("policy") || enabled("dashboard") {
+	if enabled("state") || enabled("tofu") || enabled("runs") || enabled("codehost") || enabled("credentials") || enabled("policy") || enabled("dashboard") {
 		var userToken struct {
 			Data struct {
 				Token string `json:"token"`
@@ -273,6 +273,11 @@ func run() error {
 		}
 		if enabled("runs") {
 			if err := benchRuns(dbURL, *rounds); err != nil {
+				return err
+			}
+		}
+		if enabled("codehost") {
+			if err := benchCodeHost(dbURL, *rounds); err != nil {
 				return err
 			}
 		}
@@ -450,7 +455,7 @@ const benchOperatorToken = "bench-operator-token-0123456789abcdef0123456"
 // startAPI runs the real cairn-api with production settings (argon2id
 // defaults included) and waits for /health. With tlsFiles it serves HTTPS
 // at localhost, as the OpenTofu CLI requires.
-func startAPI(dbURL string, tlsFiles *devstack.TLSFiles) (*apiProcess, error) {
+func startAPI(dbURL string, tlsFiles *devstack.TLSFiles, extraEnv ...string) (*apiProcess, error) {
 	port, err := devstack.FreePort()
 	if err != nil {
 		return nil, err
@@ -486,6 +491,7 @@ func startAPI(dbURL string, tlsFiles *devstack.TLSFiles) (*apiProcess, error) {
 		env = append(env, "CAIRN_TLS_CERT="+tlsFiles.Cert, "CAIRN_TLS_KEY="+tlsFiles.Key)
 	}
 	env = append(env, "CAIRN_PUBLIC_URL="+a.URL)
+	env = append(env, extraEnv...)
 	cmd := exec.Command(filepath.Join(bin, "cairn-api"), "serve")
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
@@ -517,7 +523,7 @@ func startAPI(dbURL string, tlsFiles *devstack.TLSFiles) (*apiProcess, error) {
 
 // startTLSAPI runs cairn-api over HTTPS with a fresh CA, as the OpenTofu
 // CLI requires; stop also removes the CA.
-func startTLSAPI(dbURL string) (*apiProcess, devstack.TLSFiles, func(), error) {
+func startTLSAPI(dbURL string, extraEnv ...string) (*apiProcess, devstack.TLSFiles, func(), error) {
 	tlsDir, err := os.MkdirTemp("", "cairn-bench-tls-")
 	if err != nil {
 		return nil, devstack.TLSFiles{}, nil, err
@@ -527,7 +533,7 @@ func startTLSAPI(dbURL string) (*apiProcess, devstack.TLSFiles, func(), error) {
 		os.RemoveAll(tlsDir)
 		return nil, devstack.TLSFiles{}, nil, err
 	}
-	api, err := startAPI(dbURL, &files)
+	api, err := startAPI(dbURL, &files, extraEnv...)
 	if err != nil {
 		os.RemoveAll(tlsDir)
 		return nil, devstack.TLSFiles{}, nil, err

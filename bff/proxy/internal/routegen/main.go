@@ -24,9 +24,14 @@ import (
 // The match is a plain string prefix, not a segment prefix, so a future
 // path such as /v1/user-tokens-usage is hidden too; hiding one path too many
 // is safer than exposing one.
+//
+// The code-host webhook is excluded for another reason: the provider posts
+// it to the API itself, and nothing in a browser has any business sending
+// one.
 var excludedPrefixes = []string{
 	"/v1/user-tokens",
 	"/v1/service-accounts",
+	"/v1/github/webhooks",
 }
 
 // includedPrefix is the part of the API the dashboard may call at all.

@@ -28,8 +28,8 @@ func codeHostEnv(t *testing.T, fake *githubfake.Server) []string {
 		"CAIRN_GITHUB_WEBHOOK_SECRET=" + e2eWebhookSecret, "CAIRN_GITHUB_API_URL=" + fake.URL, "CAIRN_GITHUB_APP_SLUG=cairn-e2e"}
 }
 
-// codeHostStack is a stack whose code-host app is the fake's.
-func codeHostStack(t *testing.T, fake *githubfake.Server) *Stack {
+// fakeAppStack is a stack whose code-host app is the fake's.
+func fakeAppStack(t *testing.T, fake *githubfake.Server) *Stack {
 	t.Helper()
 	return StartStack(t, WithEnv(codeHostEnv(t, fake)...))
 }
@@ -64,7 +64,7 @@ func TestDashboardSourceSettings(t *testing.T) {
 	fake := githubfake.Start(t)
 	fake.AddRepository(githubfake.Repository{ID: 801, Owner: "acme", Name: "platform"})
 	fake.AddInstallation(githubfake.Installation{ID: 81, AccountLogin: "acme", Repositories: []int64{801}})
-	s := codeHostStack(t, fake)
+	s := fakeAppStack(t, fake)
 	owner := s.newMember(t, "srcadmin")
 	ws := s.createWorkspace(t, owner, "platform", "us")
 	s.installApp(t, owner, 81)

@@ -164,6 +164,15 @@ func TestPushPublishesItsCheckRun(t *testing.T) {
 	}
 	t.Logf("push check run: history %v in %d provider writes", check.History, check.Writes)
 
+	// The run page's header names the commit from the source provenance.
+	page := signInToDashboard(t, s, m.email).page(t, "/runs/"+r.ID)
+	for _, want := range []string{`id="commit-message">edge: three items<`, `href="` + fake.URL + `/acme/edge/commit/` + sha + `"`,
+		`<code id="source-ref">refs/heads/main</code>`, `<code id="working-directory">/</code>`} {
+		if !strings.Contains(page, want) {
+			t.Fatalf("run page lacks %s:\n%s", want, page)
+		}
+	}
+
 	// A same-repository pull request gets a speculative run; its check
 	// ends success with the policy outcome in the summary and the plan's
 	// counts against the applied state (a fourth item to add).

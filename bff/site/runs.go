@@ -273,6 +273,9 @@ func (s *Site) renderRun(w http.ResponseWriter, r *http.Request, token, notice s
 		s.unavailable(w, r, f, err)
 		return
 	}
+	if review.Source != nil {
+		review.Source.web = s.opts.CodeHostWebURL
+	}
 	page := runPage{Run: review, Can: map[string]bool{}, Notice: notice}
 	for _, a := range review.AvailableActions {
 		page.Can[a] = true

@@ -40,6 +40,9 @@ type Options struct {
 	// VouchKey vouches to the API for the browser's address on sign-in
 	// and sign-up (clientaddr.VouchKey).
 	VouchKey []byte
+	// CodeHostWebURL is the code host's web origin, for commit links
+	// (CodeHostWebURL derives it from the API URL).
+	CodeHostWebURL string
 }
 
 // Site is the dashboard's HTTP handler.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -293,14 +294,15 @@ func installRefusal(err error) string {
 // it under source_provenance (SPEC §2): the commit, ref and working
 // directory the run evaluated. Absent for uploaded runs.
 type runSource struct {
-	Provider         string  `json:"provider"`
-	CommitSHA        string  `json:"commit_sha"`
-	CommitMessage    *string `json:"commit_message"`
-	CommitURL        *string `json:"commit_url"`
-	Ref              *string `json:"ref"`
-	WorkingDirectory string  `json:"working_directory"`
-	RepositoryOwner  string  `json:"repository_owner"`
-	RepositoryName   string  `json:"repository_name"`
+	Provider          string `json:"provider"`
+	CommitSHA         string `json:"commit_sha"`
+	CommitMessage     string `json:"commit_message"`
+	Ref               string `json:"ref"`
+	Repository        string `json:"repository"`
+	PullRequestNumber *int   `json:"pull_request_number"`
+	WorkingDirectory  string `json:"working_directory"`
+	// web is the code host's web origin, set by the dashboard.
+	web string
 }
 
 // ShortSHA is the commit's first twelve characters.
@@ -309,4 +311,32 @@ func (s runSource) ShortSHA() string {
 		return s.CommitSHA[:12]
 	}
 	return s.CommitSHA
+}
+
+// CommitURL is the commit's page on the code host, or "" when unknown.
+func (s runSource) CommitURL() string {
+	if s.web == "" || s.Repository == "" || !shaPattern.MatchString(s.CommitSHA) {
+		return ""
+	}
+	owner, name, ok := strings.Cut(s.Repository, "/")
+	if !ok {
+		return ""
+	}
+	return s.web + "/" + url.PathEscape(owner) + "/" + url.PathEscape(name) + "/commit/" + s.CommitSHA
+}
+
+var shaPattern = regexp.MustCompile(`^[0-9a-f]{40}$`)
+
+// CodeHostWebURL is the web origin of the code host whose REST API is at
+// apiURL: github.com for api.github.com, the host itself for Enterprise
+// Server (https://HOST/api/v3) or any other API root.
+func CodeHostWebURL(apiURL string) string {
+	u, err := url.Parse(apiURL)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return ""
+	}
+	if u.Host == "api.github.com" {
+		return "https://github.com"
+	}
+	return u.Scheme + "://" + u.Host
 }

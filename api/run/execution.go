@@ -127,7 +127,7 @@ func (s *Service) StartAttempt(ctx context.Context, attemptID, workerID, driver 
 			r.ApplyStatus = PhaseRunning
 			r = s.transition(r, StatusApplying)
 		}
-		if err := saveRun(ctx, tx, r); err != nil {
+		if err := s.save(ctx, tx, r); err != nil {
 			return err
 		}
 		cv, err := configurationVersionByID(ctx, tx, r.OrganizationID, r.ConfigurationVersionID)
@@ -267,7 +267,7 @@ func (s *Service) CommitPlan(ctx context.Context, attemptID string, ev PlanEvide
 			deadline := s.stamp().Add(s.opts.ApprovalTimeout)
 			r.ApprovalDeadline = &deadline
 			r = s.transition(r, next)
-			if err := saveRun(ctx, tx, r); err != nil {
+			if err := s.save(ctx, tx, r); err != nil {
 				return err
 			}
 			if _, err := s.jobs.InsertTx(ctx, tx.Tx, ExpiryArgs{RunID: r.ID}, &river.InsertOpts{ScheduledAt: deadline}); err != nil {
@@ -353,7 +353,7 @@ func (s *Service) CommitApply(ctx context.Context, attemptID string, o ApplyOutc
 			}
 		}
 		if r.Status == StatusRecoveryRequired {
-			if err := saveRun(ctx, tx, r); err != nil {
+			if err := s.save(ctx, tx, r); err != nil {
 				return err
 			}
 		}
@@ -465,12 +465,12 @@ func (s *Service) failAttempt(ctx context.Context, attemptID, classification str
 			}
 		case Interruption(classification):
 			r = s.toRecovery(r, PhaseInterrupted, "apply_"+classification)
-			if err := saveRun(ctx, tx, r); err != nil {
+			if err := s.save(ctx, tx, r); err != nil {
 				return err
 			}
 		default:
 			r = s.toRecovery(r, PhaseErrored, classification)
-			if err := saveRun(ctx, tx, r); err != nil {
+			if err := s.save(ctx, tx, r); err != nil {
 				return err
 			}
 		}
@@ -578,7 +578,7 @@ func (s *Service) ReapLostAttempts(ctx context.Context, timeout time.Duration) (
 			case a.Phase == PhaseApply && r.Status == StatusApplying:
 				r.ApplyStatus = PhaseInterrupted
 				r = s.toRecovery(r, PhaseInterrupted, "worker_lost")
-				if err := saveRun(ctx, tx, r); err != nil {
+				if err := s.save(ctx, tx, r); err != nil {
 					return err
 				}
 			}

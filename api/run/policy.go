@@ -238,7 +238,7 @@ func (s *Service) reopenGate(ctx context.Context, tx *sqlx.Tx, r Run, results []
 		r = s.transition(r, StatusAwaitingApproval)
 	}
 	r.UpdatedAt = now
-	return r, saveRun(ctx, tx, r)
+	return r, s.save(ctx, tx, r)
 }
 
 // PolicyReview is a run's persisted, sanitized policy evidence.

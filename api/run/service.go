@@ -46,6 +46,15 @@ type Options struct {
 	// PlanMaxAttempts bounds the attempts of a plan whose worker dies or
 	// stops under it; the run then errors (plan_attempts_exhausted).
 	PlanMaxAttempts int
+	// Observer, when set, sees every run write inside its transaction
+	// (the code-host check runs follow the run this way).
+	Observer Observer
+}
+
+// Observer learns of every write of a run, inside the writing transaction,
+// so the side effects it implies commit or roll back with it.
+type Observer interface {
+	RunSaved(ctx context.Context, tx *sqlx.Tx, r Run) error
 }
 
 // DefaultPlanMaxAttempts is how many attempts a plan gets when workers die
@@ -226,7 +235,7 @@ func (s *Service) CreateRun(ctx context.Context, tx *sqlx.Tx, p access.Principal
 	}
 	if snapshotErr != "" {
 		r.PolicySnapshotError = &snapshotErr
-		if err := saveRun(ctx, tx, r); err != nil {
+		if err := s.save(ctx, tx, r); err != nil {
 			return Run{}, err
 		}
 	}
@@ -238,6 +247,10 @@ func (s *Service) CreateRun(ctx context.Context, tx *sqlx.Tx, p access.Principal
 		if r, err = s.queuePlan(ctx, tx, r, 1); err != nil {
 			return Run{}, err
 		}
+	}
+	// A run that waits behind another was not saved since its insert.
+	if err := s.observe(ctx, tx, r); err != nil {
+		return Run{}, err
 	}
 	return r, audit.Record(ctx, tx, p, "run.created", "run", r.ID, map[string]any{
 		"workspace_id": w.ID, "kind": string(r.Kind), "configuration_version_id": cv.ID, "source": in.Source,
@@ -291,7 +304,7 @@ func (s *Service) queuePlan(ctx context.Context, tx *sqlx.Tx, r Run, n int) (Run
 		}
 	}
 	r = s.transition(r, StatusPlanQueued)
-	return r, saveRun(ctx, tx, r)
+	return r, s.save(ctx, tx, r)
 }
 
 func (s *Service) queueAttempt(ctx context.Context, tx *sqlx.Tx, r Run, phase string, n int) error {
@@ -322,13 +335,28 @@ func (s *Service) transition(r Run, status Status) Run {
 	return r
 }
 
+// save writes r and tells the observer, in the caller's transaction.
+func (s *Service) save(ctx context.Context, tx *sqlx.Tx, r Run) error {
+	if err := saveRun(ctx, tx, r); err != nil {
+		return err
+	}
+	return s.observe(ctx, tx, r)
+}
+
+func (s *Service) observe(ctx context.Context, tx *sqlx.Tx, r Run) error {
+	if s.opts.Observer == nil {
+		return nil
+	}
+	return s.opts.Observer.RunSaved(ctx, tx, r)
+}
+
 // finish ends a run and hands the workspace queue to the next pending run.
 func (s *Service) finish(ctx context.Context, tx *sqlx.Tx, r Run, status Status, reason string) (Run, error) {
 	r = s.transition(r, status)
 	if reason != "" {
 		r.TerminalReason = &reason
 	}
-	if err := saveRun(ctx, tx, r); err != nil {
+	if err := s.save(ctx, tx, r); err != nil {
 		return Run{}, err
 	}
 	if err := workspace.DropPinnedValues(ctx, tx, r.ID); err != nil {
@@ -463,7 +491,7 @@ func (s *Service) Approve(ctx context.Context, tx *sqlx.Tx, p access.Principal, 
 		return Run{}, err
 	}
 	r = s.transition(r, StatusApplyQueued)
-	if err := saveRun(ctx, tx, r); err != nil {
+	if err := s.save(ctx, tx, r); err != nil {
 		return Run{}, err
 	}
 	return r, audit.Record(ctx, tx, p, "run.approved", "run", r.ID, bindingEvidence(r))
@@ -544,7 +572,7 @@ func (s *Service) Cancel(ctx context.Context, tx *sqlx.Tx, p access.Principal, r
 	switch r.Status {
 	case StatusApplying:
 		r.UpdatedAt = s.stamp()
-		if err = saveRun(ctx, tx, r); err == nil {
+		if err = s.save(ctx, tx, r); err == nil {
 			err = revokeRunTokens(ctx, tx, r.ID)
 		}
 	default:

@@ -14,6 +14,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
 
 	"github.com/cairnhq/cairn/api/audit"
+	"github.com/cairnhq/cairn/api/checkrun"
 	"github.com/cairnhq/cairn/api/credential"
 	"github.com/cairnhq/cairn/api/github"
 	"github.com/cairnhq/cairn/api/identity"
@@ -88,10 +89,16 @@ func Assemble(cfg config.Config, conn *sqlx.DB, logger *slog.Logger) (Deps, erro
 	if err != nil {
 		return Deps{}, err
 	}
+	// Every run write passes the check-run observer; only cairn-worker
+	// publishes (through the app's installation clients).
+	checks := checkrun.NewService(conn, inserter, logger, checkrun.Options{DashboardURL: cfg.DashboardURL,
+		Clients: app.CheckClients()})
+	deps.Checks = checks
 	runs := run.NewService(conn, blobs, workspaces, states, admission, policies, creds, inserter, logger, run.Options{
 		ApprovalTimeout: cfg.ApprovalTimeout,
 		TokenKey:        secret.Derive(cfg.AuthSecret, "run-token"),
 		PlanMaxAttempts: cfg.PlanMaxAttempts,
+		Observer:        checks,
 	})
 	deps.Services = v1.Services{
 		Audit:           audit.NewService(conn),

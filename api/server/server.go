@@ -13,6 +13,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/cairnhq/cairn/api/authserver"
+	"github.com/cairnhq/cairn/api/checkrun"
 	"github.com/cairnhq/cairn/api/credential"
 	"github.com/cairnhq/cairn/api/identity"
 	"github.com/cairnhq/cairn/api/oauth"
@@ -41,6 +42,10 @@ type Deps struct {
 	Services v1.Services
 	// Blobs is the sealed artifact store (nil without a master key).
 	Blobs *blob.Store
+	// Checks follows code-host runs with check runs; it observes every
+	// run write. It publishes nothing until given the app's clients
+	// (cairn-worker does that).
+	Checks *checkrun.Service
 }
 
 // Server is the assembled Fiber application of cairn-api.

@@ -203,7 +203,9 @@ type runReview struct {
 		DecidedAt time.Time `json:"decided_at"`
 	} `json:"decision"`
 	TerminalReason *string `json:"terminal_reason"`
-	Evidence       struct {
+	// Source is the code-host provenance; nil for uploaded runs.
+	Source   *runSource `json:"source_provenance"`
+	Evidence struct {
 		Attempts []struct {
 			Phase      string     `json:"phase"`
 			Status     string     `json:"status"`
@@ -270,6 +272,9 @@ func (s *Site) renderRun(w http.ResponseWriter, r *http.Request, token, notice s
 	if err := s.api.Call(r.Context(), token, http.MethodGet, "/v1/runs/"+url.PathEscape(id), nil, &review); err != nil {
 		s.unavailable(w, r, f, err)
 		return
+	}
+	if review.Source != nil {
+		review.Source.web = s.opts.CodeHostWebURL
 	}
 	page := runPage{Run: review, Can: map[string]bool{}, Notice: notice}
 	for _, a := range review.AvailableActions {
@@ -395,7 +400,7 @@ func reasonSentence(status, reason string) string {
 		"policy_soft_failed":              "A soft-mandatory policy failed on a run that cannot apply.",
 		"rejected":                        "The plan was discarded.",
 		"canceled":                        "The run was canceled.",
-		"approval_deadline_passed":        "Nobody decided before the approval deadline.",
+		"approval_deadline_passed":        "Nobody decided before the approval deadline; a new run starts from a push to the tracked branch or from the CLI.",
 		"apply_failed":                    "The apply failed without changing state.",
 		"plan_failed":                     "The plan failed.",
 		"state_publication_unverified":    "The apply finished but its state could not be verified.",

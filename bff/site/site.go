@@ -40,6 +40,9 @@ type Options struct {
 	// VouchKey vouches to the API for the browser's address on sign-in
 	// and sign-up (clientaddr.VouchKey).
 	VouchKey []byte
+	// CodeHostWebURL is the code host's web origin, for commit links
+	// (CodeHostWebURL derives it from the API URL).
+	CodeHostWebURL string
 }
 
 // Site is the dashboard's HTTP handler.
@@ -130,6 +133,9 @@ func (s *Site) Handler() http.Handler {
 	mux.HandleFunc("POST /workspaces/{id}/settings/cloud-access/profiles/{profileId}/versions/{versionId}/revoke", s.form(s.signedIn(s.credentialAction("revoke"))))
 	mux.HandleFunc("POST /workspaces/{id}/settings/cloud-access/profiles/{profileId}/archive", s.form(s.signedIn(s.credentialAction("archive"))))
 	mux.HandleFunc("POST /workspaces/{id}/policy-attachments/{attachmentId}/detach", s.form(s.signedIn(s.detachPolicy)))
+	mux.HandleFunc("GET /workspaces/{id}/settings/source", s.signedIn(s.sourceSettings))
+	mux.HandleFunc("POST /workspaces/{id}/settings/source", s.form(s.signedIn(s.saveSource)))
+	mux.HandleFunc("POST /workspaces/{id}/settings/source/install", s.form(s.signedIn(s.startInstallation)))
 	// scs's LoadAndSave buffers the whole response to set its cookie first,
 	// which would hold proxied bodies in memory and cannot hijack a
 	// connection for the live socket. These two only read the session.

@@ -12,6 +12,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/riverqueue/river"
 
+	"github.com/cairnhq/cairn/api/checkrun"
 	"github.com/cairnhq/cairn/api/github"
 	"github.com/cairnhq/cairn/api/launch"
 	"github.com/cairnhq/cairn/api/platform/config"
@@ -95,6 +96,20 @@ func New(cfg config.Config, conn *sqlx.DB, driver sandbox.Driver, logger *slog.L
 		periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(max(time.Second, cfg.AttemptHeartbeatTimeout/3)),
 			func() (river.JobArgs, *river.InsertOpts) { return run.ReapArgs{}, nil },
 			&river.PeriodicJobOpts{RunOnStart: true, ID: "run_attempt_reaper"}))
+	}
+	if checks := deps.Checks; checks != nil {
+		// Check runs publish through the code-host app's installation
+		// clients; without an app, a sync fails closed and its
+		// publication stays pending.
+		if err := add(river.AddWorkerSafely(workers, &checkrun.SyncWorker{Checks: checks})); err != nil {
+			return nil, err
+		}
+		if err := add(river.AddWorkerSafely(workers, &checkrun.ReconcileWorker{Checks: checks})); err != nil {
+			return nil, err
+		}
+		periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(checkrun.ReconcileInterval),
+			func() (river.JobArgs, *river.InsertOpts) { return checkrun.ReconcileArgs{}, nil },
+			&river.PeriodicJobOpts{RunOnStart: true, ID: "check_run_reconciler"}))
 	}
 	if gh := deps.Services.GitHub; gh != nil {
 		if err := add(river.AddWorkerSafely(workers, &sourceingest.Worker{GitHub: gh})); err != nil {

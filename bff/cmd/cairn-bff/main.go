@@ -88,7 +88,8 @@ func run(cfg config.Config) error {
 		return err
 	}
 	s, err := site.New(site.Options{APIURL: apiURL, APIClient: apiClient, Origin: origin, Sessions: sessions,
-		Proxy: controlPlane, Logger: logger, TrustedProxies: cfg.TrustedProxyPrefixes(), VouchKey: clientaddr.VouchKey(cfg)})
+		Proxy: controlPlane, Logger: logger, TrustedProxies: cfg.TrustedProxyPrefixes(), VouchKey: clientaddr.VouchKey(cfg),
+		CodeHostWebURL: site.CodeHostWebURL(cfg.GitHubAPIURL)})
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,18 @@
+// Package checkrun publishes one code-host check run per managed run of a
+// tracked or pull-request source (SPEC §6 "Outbound effects").
+//
+// The run's transaction decides what the check should say: every write of a
+// tracked run passes through Service.RunSaved, which derives the check
+// payload from the run, and when it differs from the last one stored marks
+// the publication pending and inserts a sync job in that same transaction.
+// Nothing talks to the code host inside a run transaction: a cancel or a
+// rejection commits first, and a provider that is down only delays the
+// check.
+//
+// The sync (Service.Sync, from SyncWorker and the periodic ReconcileWorker)
+// takes a short lease on the publication, writes to the provider outside
+// any transaction, and records the outcome only under the lease it holds.
+// A create whose answer was lost is found again by listing the commit's
+// check runs and matching external_id, the run ID; an identical payload is
+// never sent twice.
+package checkrun

@@ -42,6 +42,7 @@ func (a *API) registerOperations() {
 	a.registerUserTokens()
 	a.registerState()
 	a.registerRuns()
+	a.registerDownloads()
 	a.registerPolicies()
 	a.registerCredentials()
 	a.checkAgentOperations()

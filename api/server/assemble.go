@@ -23,6 +23,7 @@ import (
 	"github.com/cairnhq/cairn/api/platform/blob"
 	"github.com/cairnhq/cairn/api/platform/capability"
 	"github.com/cairnhq/cairn/api/platform/config"
+	"github.com/cairnhq/cairn/api/platform/notify"
 	"github.com/cairnhq/cairn/api/platform/seal"
 	"github.com/cairnhq/cairn/api/platform/secret"
 	"github.com/cairnhq/cairn/api/policy"
@@ -112,6 +113,7 @@ func Assemble(cfg config.Config, conn *sqlx.DB, logger *slog.Logger) (Deps, erro
 		Runs:            runs,
 		GitHub: github.NewService(conn, app, workspaces, runs, inserter,
 			secret.Derive(cfg.AuthSecret, "github-installation-state"), logger),
+		RunEvents: notify.New(cfg.DatabaseURL.Reveal(), v1.RunEventsChannel, logger),
 	}
 	return deps, nil
 }

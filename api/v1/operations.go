@@ -1,6 +1,7 @@
 package v1
 
 import (
+	"github.com/cairnhq/cairn/api/platform/notify"
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/cairnhq/cairn/api/audit"
@@ -30,12 +31,15 @@ type Services struct {
 	Credentials     *credential.Service
 	// GitHub is the code-host app; nil without a database.
 	GitHub *github.Service
+	// RunEvents wakes live run streams when a run's log or status changes.
+	RunEvents *notify.Hub
 }
 
 // registerOperations registers every /v1 operation, grouped by domain.
 func (a *API) registerOperations() {
 	a.registerSpec()
 	a.registerLaunchAccess()
+	a.registerOrganization()
 	a.registerProjects()
 	a.registerWorkspaces()
 	a.registerVariables()
@@ -44,6 +48,8 @@ func (a *API) registerOperations() {
 	a.registerUserTokens()
 	a.registerState()
 	a.registerRuns()
+	a.registerDownloads()
+	a.registerLive()
 	a.registerPolicies()
 	a.registerCredentials()
 	a.registerGitHub()

@@ -41,6 +41,9 @@ type Deps struct {
 	Services v1.Services
 	// Blobs is the sealed artifact store (nil without a master key).
 	Blobs *blob.Store
+	// Tracing exports request spans (nil: none); the process owns it and
+	// shuts it down after the server.
+	Tracing *telemetry.Tracing
 }
 
 // Server is the assembled Fiber application of cairn-api.
@@ -90,6 +93,7 @@ func New(deps Deps) (*Server, error) {
 		// IDs; anything else is replaced.
 		KeepClientID: func(c *fiber.Ctx) bool { return strings.HasPrefix(c.Path(), "/api/v2/") },
 	}))
+	app.Use(deps.Tracing.Middleware(app))
 	metrics := telemetry.NewMetrics(deps.DB)
 	app.Use(metrics.Middleware())
 	app.Get("/health", s.health)

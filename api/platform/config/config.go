@@ -70,6 +70,10 @@ type Config struct {
 	TLSCert           string        `env:"CAIRN_TLS_CERT"`
 	TLSKey            string        `env:"CAIRN_TLS_KEY"`
 
+	// OTLPEndpoint is the standard OpenTelemetry exporter endpoint (a base
+	// URL; traces go to /v1/traces over OTLP/HTTP). Unset: no tracing.
+	OTLPEndpoint string `env:"OTEL_EXPORTER_OTLP_ENDPOINT"`
+
 	LogLevel  string `env:"CAIRN_LOG_LEVEL" envDefault:"info"`
 	LogFormat string `env:"CAIRN_LOG_FORMAT" envDefault:"json"`
 

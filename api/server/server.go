@@ -60,6 +60,9 @@ type Server struct {
 // policy build completion).
 func (s *Server) Services() v1.Services { return s.deps.Services }
 
+// Tracing returns the span exporter the server was built with (nil: none).
+func (s *Server) Tracing() *telemetry.Tracing { return s.deps.Tracing }
+
 // Blobs returns the sealed artifact store (nil without a master key).
 func (s *Server) Blobs() *blob.Store { return s.deps.Blobs }
 

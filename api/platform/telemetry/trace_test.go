@@ -91,7 +91,7 @@ func TestRequestSpansCrossTheBoundaryOnly(t *testing.T) {
 	owner.Mutate(http.MethodPost, "/v1/workspaces", map[string]any{"project_id": p.ID, "name": "github.com-acme-secret-repo",
 		"execution_settings": map[string]string{"tool_version": "1.10.6", "region": "us", "platform": "linux_amd64"}}).
 		MustStatus(t, http.StatusCreated).Data(t, &w)
-	owner.Get("/v1/workspaces/" + w.ID).MustStatus(t, http.StatusOK)
+	owner.Get("/v1/workspaces/"+w.ID).MustStatus(t, http.StatusOK)
 	owner.Get("/v1/runs/run_aaaaaaaaaaaaaaaaaaaaaaaaaa").MustStatus(t, http.StatusNotFound)
 	env.Anonymous().Get("/no/such/path?email=alice@example.com")
 

@@ -153,7 +153,7 @@ func (s *Stack) retrying(method, path string, body []byte, out any, header ...st
 // driveRun uploads a configuration, creates a plan_and_apply run, approves
 // its plan and waits for it to end; it returns the run ID and its final
 // status.
-func (s *Stack) driveRun(m member, wsID string, n int) (string, string, error) {
+func (s *Stack) driveRun(m member, wsID string, n int, logf func(string, ...any)) (string, string, error) {
 	config := fmt.Sprintf(`resource "terraform_data" "item" {
   count = 40
   input = { generation = %d, index = count.index }
@@ -171,10 +171,15 @@ func (s *Stack) driveRun(m member, wsID string, n int) (string, string, error) {
 		return "", "", fmt.Errorf("run: %d %v", st, err)
 	}
 	approved := false
+	seen := ""
 	deadline := time.Now().Add(10 * time.Minute)
 	for time.Now().Before(deadline) {
 		if st, err := s.retrying(http.MethodGet, "/v1/runs/"+r.ID, nil, &r, m.cookie()...); err != nil || st != http.StatusOK {
 			return r.ID, "", fmt.Errorf("reading run %s: %d %v", r.ID, st, err)
+		}
+		if r.Status != seen {
+			seen = r.Status
+			logf("run %s: %s", r.ID, r.Status)
 		}
 		switch r.Status {
 		case "awaiting_approval":
@@ -275,7 +280,7 @@ func TestScaleOutSurvivesKilledNodes(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for n := range perWorkspace {
-				runID, st, err := s.driveRun(m, wsID, i*100+n)
+				runID, st, err := s.driveRun(m, wsID, i*100+n, t.Logf)
 				if err != nil {
 					t.Errorf("workspace %d run %d (%s): %v", i, n, runID, err)
 					return

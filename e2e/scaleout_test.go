@@ -17,6 +17,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -203,6 +204,7 @@ func (s *Stack) driveRun(m member, wsID string, n int, logf func(string, ...any)
 // one PostgreSQL and a real S3 server (versitygw). Runs across several
 // workspaces go through the load balancer; meanwhile the worker running a
 // plan and then an API replica are killed with SIGKILL and restarted.
+// A remote plan from the tofu CLI goes through the load balancer too.
 // Every run must end as the spec says (a killed plan is retried by another
 // worker; an apply is never run twice), the runs spread over the workers,
 // every current state's digest matches its object, active capacity leases
@@ -330,6 +332,25 @@ func TestScaleOutSurvivesKilledNodes(t *testing.T) {
 	time.Sleep(3 * time.Second)
 	s.startProcess(t, "api", "cairn-api")
 	waitFor(t, s.Client, "https://"+api1+"/health")
+
+	// The CLI through the load balancer too: a remote plan streams its log
+	// back from whichever replica answers each poll.
+	tf := newTofuDir(t, s, m)
+	if err := os.WriteFile(filepath.Join(tf.dir, "main.tf"), []byte(fmt.Sprintf(remoteConfig, s.APIHost, m.slug)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tf.run(t, "init")
+	var remote struct{ ID string }
+	if st, err := s.retrying(http.MethodPatch, "/api/v2/organizations/"+m.slug+"/workspaces/remote",
+		[]byte(`{"data":{"type":"workspaces","attributes":{"execution-mode":"remote"}}}`), &remote,
+		"Authorization", "Bearer "+m.token, "Content-Type", "application/vnd.api+json"); err != nil || st != http.StatusOK {
+		t.Fatalf("switching to remote execution: %d %v", st, err)
+	}
+	s.setVariable(t, m, remote.ID, "n", "2", false, true)
+	s.setVariable(t, m, remote.ID, "api_key", canary, true, false)
+	if out := tf.run(t, "plan"); !strings.Contains(out, "Plan: 3 to add, 0 to change, 0 to destroy.") || strings.Contains(out, canary) {
+		t.Errorf("remote plan through the load balancer:\n%s", out)
+	}
 
 	wg.Wait()
 	stopSampling()

@@ -402,12 +402,24 @@ func TestScaleOutSurvivesKilledNodes(t *testing.T) {
 		t.Errorf("%d active leases in a region, over its ceiling %d", maxLeases.Load(), ceiling)
 	}
 
-	// Every current state matches its recorded digest.
+	// Every state version's object matches its recorded digest.
+	versions := 0
 	for _, wsID := range ids {
-		_, digest, body := s.currentState(t, m, wsID)
-		sum := sha256.Sum256([]byte(body))
-		if body == "" || (hex.EncodeToString(sum[:]) != digest && base64.StdEncoding.EncodeToString(sum[:]) != digest) {
-			t.Errorf("workspace %s: state digest %s does not match its object", wsID, digest)
+		var shown []struct {
+			ID     string `json:"id"`
+			SHA256 string `json:"sha256"`
+		}
+		s.apiJSON(t, http.MethodGet, "/v1/workspaces/"+wsID+"/state-versions?limit=100", nil, &shown, m.cookie()...)
+		if len(shown) < perWorkspace {
+			t.Errorf("workspace %s has %d state versions after %d applies", wsID, len(shown), perWorkspace)
+		}
+		for _, v := range shown {
+			st, raw := call(t, s.Client, http.MethodGet, s.APIURL+"/api/v2/state-versions/"+v.ID+"/download", nil, "Authorization", "Bearer "+m.token)
+			sum := sha256.Sum256(raw)
+			if st != http.StatusOK || (hex.EncodeToString(sum[:]) != v.SHA256 && base64.StdEncoding.EncodeToString(sum[:]) != v.SHA256) {
+				t.Errorf("state version %s: %d, digest %s does not match its object", v.ID, st, v.SHA256)
+			}
+			versions++
 		}
 	}
 
@@ -433,6 +445,6 @@ func TestScaleOutSurvivesKilledNodes(t *testing.T) {
 	if err != nil || second.Deleted != 0 || second.Kept != second.Listed-second.Foreign {
 		t.Errorf("after the sweep: %+v %v", second, err)
 	}
-	t.Logf("%d runs over %d workspaces; requests per replica %v; max active leases %d; sweep removed %d of %d objects",
-		len(outcomes), workspaces, served, maxLeases.Load(), first.Deleted, first.Listed)
+	t.Logf("%d runs over %d workspaces, %d state versions verified; requests per replica %v; max active leases %d; sweep removed %d of %d objects",
+		len(outcomes), workspaces, versions, served, maxLeases.Load(), first.Deleted, first.Listed)
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/cairnhq/cairn/api/launch"
 	"github.com/cairnhq/cairn/api/platform/config"
 	"github.com/cairnhq/cairn/api/platform/dbtest"
+	"github.com/cairnhq/cairn/api/platform/telemetry"
 	"github.com/cairnhq/cairn/api/server"
 )
 
@@ -113,6 +114,9 @@ func Start(t testing.TB, conn *sqlx.DB, dbURL string, opts ...Option) *Env {
 			t.Fatalf("opening the launch gate: %v", err)
 		}
 	}
+	if deps.Tracing, err = telemetry.StartTracing(context.Background(), cfg.OTLPEndpoint, "cairn_api"); err != nil {
+		t.Fatalf("starting tracing: %v", err)
+	}
 	srv, err := server.New(deps)
 	if err != nil {
 		t.Fatalf("creating server: %v", err)
@@ -121,7 +125,10 @@ func Start(t testing.TB, conn *sqlx.DB, dbURL string, opts ...Option) *Env {
 		ln = settings.WrapListener(ln)
 	}
 	go func() { _ = srv.App.Listener(ln) }()
-	t.Cleanup(func() { _ = srv.App.ShutdownWithTimeout(5 * time.Second) })
+	t.Cleanup(func() {
+		_ = srv.App.ShutdownWithTimeout(5 * time.Second)
+		_ = deps.Tracing.Shutdown(context.Background())
+	})
 	return &Env{T: t, DB: conn, DBURL: dbURL, Server: srv, URL: "http://" + ln.Addr().String(), Config: cfg, Logs: logs}
 }
 

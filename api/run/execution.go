@@ -589,7 +589,51 @@ func (s *Service) ReapLostAttempts(ctx context.Context, timeout time.Duration) (
 			return reaped, err
 		}
 	}
-	return reaped, nil
+	redelivered, err := s.redeliverStrandedPhases(ctx, timeout)
+	return reaped + redelivered, err
+}
+
+// redeliverStrandedPhases queues a fresh job for each queued attempt whose
+// job a worker took but never started, for longer than timeout: the worker
+// died between River's fetch and the attempt's start, and River would give
+// the job back only after its own rescue delay (an hour). The start is
+// fenced on the attempt still being queued, so if the first worker was only
+// slow, exactly one of the two jobs starts the attempt.
+func (s *Service) redeliverStrandedPhases(ctx context.Context, timeout time.Duration) (int, error) {
+	var stranded []struct {
+		ID    string `db:"id"`
+		RunID string `db:"run_id"`
+		Phase string `db:"phase"`
+	}
+	if err := s.db.SelectContext(ctx, &stranded, `SELECT a.id, a.run_id, a.phase FROM run_attempts a
+		WHERE a.status = 'queued'
+		AND EXISTS (SELECT 1 FROM river_job j WHERE j.kind = 'run_phase' AND j.args->>'attempt_id' = a.id
+			AND j.state = 'running' AND j.attempted_at < now() - make_interval(secs => $1))
+		AND NOT EXISTS (SELECT 1 FROM river_job j WHERE j.kind = 'run_phase' AND j.args->>'attempt_id' = a.id
+			AND (j.state IN ('available', 'scheduled', 'retryable', 'pending')
+				OR (j.state = 'running' AND j.attempted_at >= now() - make_interval(secs => $1))))
+		ORDER BY a.queued_at LIMIT 100`, timeout.Seconds()); err != nil {
+		return 0, fmt.Errorf("finding stranded phase jobs: %w", err)
+	}
+	n := 0
+	for _, a := range stranded {
+		err := db.WithTx(ctx, s.db, func(tx *sqlx.Tx) error {
+			r, att, err := lockAttempt(ctx, tx, a.ID)
+			if err != nil || att.Status != AttemptQueued {
+				return err
+			}
+			opts := &river.InsertOpts{Queue: s.launch.Queue(ctx, tx, launch.WorkflowRun)}
+			if _, err := s.jobs.InsertTx(ctx, tx.Tx, PhaseArgs{RunID: a.RunID, AttemptID: a.ID, Phase: a.Phase}, opts); err != nil {
+				return fmt.Errorf("redelivering %s job: %w", a.Phase, err)
+			}
+			n++
+			return s.systemEvent(ctx, tx, r, "run.attempt_redelivered", map[string]any{"attempt_id": a.ID, "phase": a.Phase})
+		})
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }
 
 func (s *Service) systemEvent(ctx context.Context, tx *sqlx.Tx, r Run, action string, evidence map[string]any) error {

@@ -675,3 +675,52 @@ func TestApplyCanceledBeforeTofuStartedIsCanceled(t *testing.T) {
 		t.Fatalf("apply canceled before tofu started: %s, apply %s, reason %v", got.Status, got.ApplyStatus, got.TerminalReason)
 	}
 }
+
+// TestStrandedPhaseJobIsRedelivered: a worker takes a plan's job and dies
+// before starting the attempt, leaving River's job running (River would
+// rescue it only after an hour). The reaper queues a fresh job for the
+// still-queued attempt once, and the attempt starts exactly once.
+func TestStrandedPhaseJobIsRedelivered(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	r := h.createRun(h.workspace("stranded"))
+	a := h.queued(r, run.PhasePlan)
+	jobs := func(state string) int {
+		t.Helper()
+		var n int
+		if err := h.env.DB.Get(&n, `SELECT count(*) FROM river_job WHERE kind = 'run_phase' AND args->>'attempt_id' = $1 AND state = $2`,
+			a.ID, state); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if jobs("available") != 1 {
+		t.Fatal("the plan's job is not available")
+	}
+	// Taken a second ago: a live worker may still be starting it.
+	if _, err := h.env.DB.Exec(`UPDATE river_job SET state = 'running', attempt = 1, attempted_at = now() - interval '1 second',
+		attempted_by = '{dead-worker}' WHERE kind = 'run_phase' AND args->>'attempt_id' = $1`, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := h.runs.ReapLostAttempts(h.ctx, time.Minute); err != nil || n != 0 {
+		t.Fatalf("a job taken a second ago was redelivered: %d %v", n, err)
+	}
+	if _, err := h.env.DB.Exec(`UPDATE river_job SET attempted_at = now() - interval '1 hour'
+		WHERE kind = 'run_phase' AND args->>'attempt_id' = $1`, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []int{1, 0} {
+		if n, err := h.runs.ReapLostAttempts(h.ctx, time.Minute); err != nil || n != want {
+			t.Fatalf("reap %d: redelivered %d, want %d (%v)", i, n, want, err)
+		}
+	}
+	if jobs("available") != 1 || jobs("running") != 1 {
+		t.Fatalf("jobs after redelivery: %d available, %d running", jobs("available"), jobs("running"))
+	}
+	if _, err := h.runs.StartAttempt(h.ctx, a.ID, "worker-b", "local"); err != nil {
+		t.Fatalf("the redelivered job cannot start the attempt: %v", err)
+	}
+	if _, err := h.runs.StartAttempt(h.ctx, a.ID, "worker-a", "local"); !errors.Is(err, run.ErrAttemptNotCurrent) {
+		t.Fatalf("the stranded job started the attempt a second time: %v", err)
+	}
+}

@@ -3,12 +3,17 @@ package run
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"math"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/jmoiron/sqlx"
 
 	"github.com/cairnhq/cairn/api/access"
 	"github.com/cairnhq/cairn/api/platform/mask"
@@ -54,7 +59,8 @@ func (q LogQuery) Validate() error {
 	return nil
 }
 
-// Logs reads a run's sanitized log chunks.
+// Logs reads a run's sanitized log chunks, from table rows and sealed
+// segments alike, in sequence order.
 func (s *Service) Logs(ctx context.Context, p access.Principal, runID string, q LogQuery) ([]LogChunk, error) {
 	if err := q.Validate(); err != nil {
 		return nil, err
@@ -63,34 +69,284 @@ func (s *Service) Logs(ctx context.Context, p access.Principal, runID string, q 
 	if err != nil {
 		return nil, err
 	}
-	var out []LogChunk
 	if q.Tail > 0 {
-		err = s.db.SelectContext(ctx, &out, `SELECT sequence, phase, body, created_at FROM (
-			SELECT sequence, phase, body, created_at FROM run_log_chunks WHERE run_id = $1 ORDER BY sequence DESC LIMIT $2
-		) t ORDER BY sequence`, r.ID, q.Tail)
-	} else {
-		limit := q.Limit
-		if limit == 0 {
-			limit = MaxLogPage
-		}
-		err = s.db.SelectContext(ctx, &out, `SELECT sequence, phase, body, created_at FROM run_log_chunks
-			WHERE run_id = $1 AND sequence > $2 ORDER BY sequence LIMIT $3`, r.ID, q.After, limit)
+		return s.logTail(ctx, r.ID, q.Tail)
 	}
+	limit := q.Limit
+	if limit == 0 {
+		limit = MaxLogPage
+	}
+	var segs []logSegment
+	var rows []LogChunk
+	err = s.inLogSnapshot(ctx, func(tx *sqlx.Tx) error {
+		if err := tx.SelectContext(ctx, &segs, `SELECT `+segmentColumns+` FROM run_log_segments
+			WHERE run_id = $1 AND last_sequence > $2 ORDER BY first_sequence LIMIT $3`, r.ID, q.After, limit); err != nil {
+			return fmt.Errorf("reading log segments: %w", err)
+		}
+		if err := tx.SelectContext(ctx, &rows, `SELECT sequence, phase, body, created_at FROM run_log_chunks
+			WHERE run_id = $1 AND sequence > $2 ORDER BY sequence LIMIT $3`, r.ID, q.After, limit); err != nil {
+			return fmt.Errorf("reading logs: %w", err)
+		}
+		return nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("reading logs: %w", err)
+		return nil, err
+	}
+	// Segments and rows cover disjoint sequence ranges that interleave
+	// (a phase's short tail stays in rows while the next phase is sealed).
+	out := make([]LogChunk, 0, min(limit, len(rows)+len(segs)))
+	for _, seg := range segs {
+		for len(rows) > 0 && rows[0].Sequence < seg.FirstSequence && len(out) < limit {
+			out, rows = append(out, rows[0]), rows[1:]
+		}
+		if len(out) == limit {
+			return out, nil
+		}
+		if out, err = s.appendSegment(ctx, out, seg, q.After, limit); err != nil {
+			return nil, err
+		}
+	}
+	for len(rows) > 0 && len(out) < limit {
+		out, rows = append(out, rows[0]), rows[1:]
 	}
 	return out, nil
 }
 
-// PhaseLog returns the whole sanitized log of one phase, for the
-// remote-backend log URL, and whether the phase has finished writing.
-func (s *Service) PhaseLog(ctx context.Context, r Run, phase string) (string, error) {
-	var bodies []string
-	if err := s.db.SelectContext(ctx, &bodies, `SELECT body FROM run_log_chunks WHERE run_id = $1 AND phase = $2 ORDER BY sequence`,
-		r.ID, phase); err != nil {
-		return "", fmt.Errorf("reading phase log: %w", err)
+// appendSegment appends the segment's chunks after sequence after to out,
+// until out holds limit.
+func (s *Service) appendSegment(ctx context.Context, out []LogChunk, seg logSegment, after int64, limit int) ([]LogChunk, error) {
+	sr, err := s.openSegment(ctx, seg)
+	if err != nil {
+		return nil, err
 	}
-	return strings.Join(bodies, ""), nil
+	defer sr.Close()
+	for len(out) < limit {
+		c, err := sr.next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading log segment: %w", err)
+		}
+		if c.Sequence > after {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+// logTail returns the newest n chunks in ascending order. It walks back
+// from the newest: table rows, then whole segments, of which only the last
+// chunks still needed are kept.
+func (s *Service) logTail(ctx context.Context, runID string, n int) ([]LogChunk, error) {
+	var segs []logSegment
+	var rows []LogChunk
+	err := s.inLogSnapshot(ctx, func(tx *sqlx.Tx) error {
+		if err := tx.SelectContext(ctx, &segs, `SELECT `+segmentColumns+` FROM run_log_segments
+			WHERE run_id = $1 ORDER BY first_sequence DESC LIMIT $2`, runID, n); err != nil {
+			return fmt.Errorf("reading log segments: %w", err)
+		}
+		if err := tx.SelectContext(ctx, &rows, `SELECT sequence, phase, body, created_at FROM run_log_chunks
+			WHERE run_id = $1 ORDER BY sequence DESC LIMIT $2`, runID, n); err != nil {
+			return fmt.Errorf("reading logs: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	var newestFirst []LogChunk
+	for len(newestFirst) < n && (len(rows) > 0 || len(segs) > 0) {
+		if len(rows) > 0 && (len(segs) == 0 || rows[0].Sequence > segs[0].LastSequence) {
+			newestFirst, rows = append(newestFirst, rows[0]), rows[1:]
+			continue
+		}
+		last, err := s.segmentTail(ctx, segs[0], n-len(newestFirst))
+		if err != nil {
+			return nil, err
+		}
+		newestFirst, segs = append(newestFirst, last...), segs[1:]
+	}
+	slices.Reverse(newestFirst)
+	return newestFirst, nil
+}
+
+// segmentTail returns a segment's last k chunks, newest first.
+func (s *Service) segmentTail(ctx context.Context, seg logSegment, k int) ([]LogChunk, error) {
+	sr, err := s.openSegment(ctx, seg)
+	if err != nil {
+		return nil, err
+	}
+	defer sr.Close()
+	ring := make([]LogChunk, 0, k)
+	count := 0
+	for ; ; count++ {
+		c, err := sr.next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading log segment: %w", err)
+		}
+		if len(ring) < k {
+			ring = append(ring, c)
+		} else {
+			ring[count%k] = c
+		}
+	}
+	// Once the ring wrapped, the oldest chunk kept is at count % k.
+	out := make([]LogChunk, 0, len(ring))
+	start := 0
+	if count > k {
+		start = count % k
+	}
+	for i := range ring {
+		out = append(out, ring[(start+i)%len(ring)])
+	}
+	slices.Reverse(out)
+	return out, nil
+}
+
+// PhaseLogRange is a byte range of one phase's log.
+type PhaseLogRange struct {
+	io.ReadCloser
+	// Total is the phase log's length when it was read; the reader yields
+	// the bytes of the range that lie before it.
+	Total int64
+	// Size is how many bytes the reader yields.
+	Size int64
+}
+
+// OpenPhaseLog returns bytes from to (exclusive; a negative to means the
+// end) of one phase's sanitized log, for the remote-backend log URL. It
+// reads only what the range covers: the table rows it overlaps and the
+// sealed segments it overlaps, streamed one record at a time.
+func (s *Service) OpenPhaseLog(ctx context.Context, r Run, phase string, from, to int64) (PhaseLogRange, error) {
+	var segs []logSegment
+	var tableBytes int64
+	var rows []struct {
+		Body   string `db:"body"`
+		Offset int64  `db:"offset"`
+	}
+	from = max(from, 0)
+	err := s.inLogSnapshot(ctx, func(tx *sqlx.Tx) error {
+		if err := tx.SelectContext(ctx, &segs, `SELECT `+segmentColumns+` FROM run_log_segments
+			WHERE run_id = $1 AND phase = $2 ORDER BY first_sequence`, r.ID, phase); err != nil {
+			return fmt.Errorf("reading log segments: %w", err)
+		}
+		if err := tx.GetContext(ctx, &tableBytes, `SELECT coalesce(sum(octet_length(body)), 0) FROM run_log_chunks
+			WHERE run_id = $1 AND phase = $2`, r.ID, phase); err != nil {
+			return fmt.Errorf("measuring log: %w", err)
+		}
+		var base int64
+		for _, seg := range segs {
+			base += seg.TextBytes
+		}
+		hi := int64(math.MaxInt64)
+		if to >= 0 {
+			hi = to - base
+		}
+		// Rows are numbered by their running offset; only those that
+		// overlap the range leave the database.
+		if err := tx.SelectContext(ctx, &rows, `SELECT body, "offset" FROM (
+				SELECT body, sum(octet_length(body)) OVER (ORDER BY sequence) - octet_length(body) AS "offset"
+				FROM run_log_chunks WHERE run_id = $1 AND phase = $2) t
+			WHERE "offset" + octet_length(body) > $3 AND "offset" < $4 ORDER BY "offset"`,
+			r.ID, phase, from-base, hi); err != nil {
+			return fmt.Errorf("reading logs: %w", err)
+		}
+		for i := range rows {
+			rows[i].Offset += base
+		}
+		return nil
+	})
+	if err != nil {
+		return PhaseLogRange{}, err
+	}
+	total := tableBytes
+	for _, seg := range segs {
+		total += seg.TextBytes
+	}
+	if to < 0 || to > total {
+		to = total
+	}
+	pr := &phaseLogReader{ctx: ctx, s: s}
+	for _, seg := range segs {
+		if seg.PhaseOffset+seg.TextBytes <= from || seg.PhaseOffset >= to {
+			continue
+		}
+		pr.segments = append(pr.segments, segmentPiece{seg: seg,
+			skip: max(from-seg.PhaseOffset, 0), take: min(to, seg.PhaseOffset+seg.TextBytes) - max(from, seg.PhaseOffset)})
+	}
+	var table strings.Builder
+	for _, row := range rows {
+		lo, hi := max(from-row.Offset, 0), min(to-row.Offset, int64(len(row.Body)))
+		if lo < hi {
+			table.WriteString(row.Body[lo:hi])
+		}
+	}
+	pr.table = strings.NewReader(table.String())
+	return PhaseLogRange{ReadCloser: pr, Total: total, Size: max(to-from, 0)}, nil
+}
+
+// segmentPiece is the part of one segment a range covers.
+type segmentPiece struct {
+	seg        logSegment
+	skip, take int64
+}
+
+// phaseLogReader yields a range: the segments it covers, opened one at a
+// time as reading reaches them, then the table rows' text.
+type phaseLogReader struct {
+	ctx      context.Context
+	s        *Service
+	segments []segmentPiece
+	open     *segmentReader
+	cur      io.Reader
+	table    io.Reader
+}
+
+func (p *phaseLogReader) Read(b []byte) (int, error) {
+	for {
+		if p.cur == nil {
+			if len(p.segments) == 0 {
+				return p.table.Read(b)
+			}
+			piece := p.segments[0]
+			p.segments = p.segments[1:]
+			sr, err := p.s.openSegment(p.ctx, piece.seg)
+			if err != nil {
+				return 0, err
+			}
+			p.open = sr
+			text := &segmentText{sr: sr}
+			if _, err := io.CopyN(io.Discard, text, piece.skip); err != nil {
+				return 0, fmt.Errorf("reading log segment: %w", err)
+			}
+			p.cur = io.LimitReader(text, piece.take)
+		}
+		n, err := p.cur.Read(b)
+		if errors.Is(err, io.EOF) {
+			p.closeSegment()
+			if n > 0 {
+				return n, nil
+			}
+			continue
+		}
+		return n, err
+	}
+}
+
+func (p *phaseLogReader) closeSegment() {
+	if p.open != nil {
+		p.open.Close()
+	}
+	p.open, p.cur = nil, nil
+}
+
+func (p *phaseLogReader) Close() error {
+	p.closeSegment()
+	return nil
 }
 
 // MaxPhaseLogBytes bounds the output one phase's commands may add to its
@@ -113,10 +369,14 @@ type LogSink struct {
 	mu       sync.Mutex
 	buf      logBuffer
 	next     int64
-	// taken counts the command output accepted, toward MaxPhaseLogBytes;
-	// cut is set once output was dropped.
-	taken int64
-	cut   bool
+	// taken counts the command output accepted, toward budget (the lower
+	// of MaxPhaseLogBytes and what the run's cap leaves); cut is set once
+	// output was dropped, and marked once the run records it.
+	taken  int64
+	budget int64
+	runCap bool
+	cut    bool
+	marked bool
 }
 
 // LastLogSequence is the sequence of a visible run's newest chunk (0
@@ -131,7 +391,10 @@ func (s *Service) LastLogSequence(ctx context.Context, p access.Principal, runID
 
 func (s *Service) lastSequence(ctx context.Context, runID string) (int64, error) {
 	var last int64
-	if err := s.db.GetContext(ctx, &last, `SELECT coalesce(max(sequence), 0) FROM run_log_chunks WHERE run_id = $1`, runID); err != nil {
+	// Sealed segments keep their sequences: a live reader resumes after them.
+	if err := s.db.GetContext(ctx, &last, `SELECT greatest(
+		(SELECT coalesce(max(sequence), 0) FROM run_log_chunks WHERE run_id = $1),
+		(SELECT coalesce(max(last_sequence), 0) FROM run_log_segments WHERE run_id = $1))`, runID); err != nil {
 		return 0, fmt.Errorf("reading log position: %w", err)
 	}
 	return last, nil
@@ -140,11 +403,24 @@ func (s *Service) lastSequence(ctx context.Context, runID string) (int64, error)
 // NewLogSink opens a sink that appends after the run's newest chunk.
 // secrets are masked in every form the CLI may print them.
 func (s *Service) NewLogSink(ctx context.Context, runID, phase string, secrets []string) (*LogSink, error) {
-	last, err := s.lastSequence(ctx, runID)
-	if err != nil {
-		return nil, err
+	var pos struct {
+		Last  int64 `db:"last"`
+		Bytes int64 `db:"bytes"`
 	}
-	return &LogSink{s: s, runID: runID, phase: phase, buf: newLogBuffer(secrets), next: last + 1}, nil
+	// Sealed segments count: their sequences are never reused, and their
+	// text toward the run's cap.
+	if err := s.db.GetContext(ctx, &pos, `SELECT
+		greatest((SELECT coalesce(max(sequence), 0) FROM run_log_chunks WHERE run_id = $1),
+			(SELECT coalesce(max(last_sequence), 0) FROM run_log_segments WHERE run_id = $1)) AS last,
+		(SELECT coalesce(sum(octet_length(body)), 0) FROM run_log_chunks WHERE run_id = $1)
+			+ (SELECT coalesce(sum(text_bytes), 0) FROM run_log_segments WHERE run_id = $1) AS bytes`, runID); err != nil {
+		return nil, fmt.Errorf("reading log position: %w", err)
+	}
+	l := &LogSink{s: s, runID: runID, phase: phase, buf: newLogBuffer(secrets), next: pos.Last + 1, budget: MaxPhaseLogBytes}
+	if left := max(s.opts.RunLogMaxBytes-pos.Bytes, 0); left < l.budget {
+		l.budget, l.runCap = left, true
+	}
+	return l, nil
 }
 
 // Write buffers command output; complete lines are masked immediately.
@@ -157,27 +433,47 @@ func (l *LogSink) Write(p []byte) (int, error) {
 		return len(p), nil
 	}
 	take := p
-	if left := MaxPhaseLogBytes - l.taken; int64(len(p)) > left {
+	if left := l.budget - l.taken; int64(len(p)) > left {
 		take, l.cut = p[:left], true
 	}
 	l.taken += int64(len(take))
 	l.buf.write(take)
 	if l.cut {
 		l.buf.dropUnfinished()
-		l.buf.write(fmt.Appendf(nil, "\n(Cairn: this phase's output passed %d MiB; the rest of it is not kept.)\n", MaxPhaseLogBytes>>20))
+		l.buf.write([]byte(l.truncationMarker()))
 	}
 	return len(p), nil
 }
 
+// truncationMarker is the line a reader of the log finds where output was
+// dropped, naming the cap that dropped it.
+func (l *LogSink) truncationMarker() string {
+	if l.runCap {
+		return fmt.Sprintf("\n(Cairn: this run's log passed %d MiB; the rest of this output is not kept.)\n", l.s.opts.RunLogMaxBytes>>20)
+	}
+	return fmt.Sprintf("\n(Cairn: this phase's output passed %d MiB; the rest of it is not kept.)\n", MaxPhaseLogBytes>>20)
+}
+
 // Flush stores buffered complete lines; final also stores the unfinished
-// last line. What fails to store stays buffered for the next flush.
+// last line. What fails to store stays buffered for the next flush. Once
+// the phase's rows pass the segment threshold they move into a sealed
+// segment; a failure there keeps them in the table for the next flush.
 func (l *LogSink) Flush(ctx context.Context, final bool) error {
 	l.flushing.Lock()
 	defer l.flushing.Unlock()
 	l.mu.Lock()
 	body := l.buf.take(final)
 	seq := l.next
+	mark := l.cut && !l.marked
 	l.mu.Unlock()
+	if mark {
+		if _, err := l.s.db.ExecContext(ctx, `UPDATE runs SET log_truncated = true WHERE id = $1`, l.runID); err != nil {
+			return fmt.Errorf("marking log truncated: %w", err)
+		}
+		l.mu.Lock()
+		l.marked = true
+		l.mu.Unlock()
+	}
 	var err error
 	for _, chunk := range logChunks(body) {
 		if _, err = l.s.db.ExecContext(ctx, `INSERT INTO run_log_chunks (run_id, sequence, phase, body) VALUES ($1, $2, $3, $4)`,
@@ -192,7 +488,13 @@ func (l *LogSink) Flush(ctx context.Context, final bool) error {
 	l.next = seq
 	l.buf.putBack(body)
 	l.mu.Unlock()
-	return err
+	if err != nil {
+		return err
+	}
+	if err := l.s.sealLogs(ctx, l.runID, l.phase); err != nil {
+		l.s.logger.WarnContext(ctx, "log segment not sealed; the chunks stay in the table", "run_id", l.runID, "error", err)
+	}
+	return nil
 }
 
 // logBuffer is what a LogSink does without the database: it masks

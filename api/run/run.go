@@ -181,8 +181,10 @@ type Run struct {
 	TerminalReason   *string    `db:"terminal_reason"`
 	StateVersionID   *string    `db:"state_version_id"`
 	StatusTimestamps Timestamps `db:"status_timestamps"`
-	CreatedAt        time.Time  `db:"created_at"`
-	UpdatedAt        time.Time  `db:"updated_at"`
+	// LogTruncated is set once output was dropped at a log cap.
+	LogTruncated bool      `db:"log_truncated"`
+	CreatedAt    time.Time `db:"created_at"`
+	UpdatedAt    time.Time `db:"updated_at"`
 
 	// ApprovedBinding is the review an approval named; starting the apply
 	// checks the run still has exactly that review.

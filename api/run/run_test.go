@@ -130,7 +130,7 @@ func TestLogQueryBounds(t *testing.T) {
 // the runner's own lines still get through.
 func TestLogSinkKeepsABoundedPhaseLog(t *testing.T) {
 	t.Parallel()
-	l := &LogSink{buf: newLogBuffer([]string{"hunter2-secret"})}
+	l := &LogSink{buf: newLogBuffer([]string{"hunter2-secret"}), budget: MaxPhaseLogBytes}
 	line := []byte(strings.Repeat("y", 99) + "\n")
 	chunk := bytes.Repeat(line, 10_000)
 	for range (MaxPhaseLogBytes + 8<<20) / len(chunk) {

@@ -47,6 +47,13 @@ type Options struct {
 	// PlanMaxAttempts bounds the attempts of a plan whose worker dies or
 	// stops under it; the run then errors (plan_attempts_exhausted).
 	PlanMaxAttempts int
+	// LogSegmentBytes is how much of a phase's log stays in table rows
+	// before it is sealed into a blob segment (DefaultLogSegmentBytes when
+	// zero).
+	LogSegmentBytes int64
+	// RunLogMaxBytes caps the command output one run keeps, across phases
+	// and attempts (DefaultRunLogMaxBytes when zero).
+	RunLogMaxBytes int64
 	// Observer, when set, sees every run write inside its transaction
 	// (the code-host check runs follow the run this way).
 	Observer Observer
@@ -88,6 +95,12 @@ func NewService(conn *sqlx.DB, blobs *blob.Store, workspaces *workspace.Service,
 	}
 	if opts.TokenTTL <= 0 {
 		opts.TokenTTL = 2 * time.Hour
+	}
+	if opts.LogSegmentBytes <= 0 {
+		opts.LogSegmentBytes = DefaultLogSegmentBytes
+	}
+	if opts.RunLogMaxBytes <= 0 {
+		opts.RunLogMaxBytes = DefaultRunLogMaxBytes
 	}
 	if opts.PlanMaxAttempts <= 0 {
 		opts.PlanMaxAttempts = DefaultPlanMaxAttempts

@@ -108,7 +108,7 @@ const runColumns = `id, organization_id, project_id, workspace_id, kind, status,
 	apply_status, has_changes, resource_additions, resource_changes, resource_destructions, plan_digest,
 	predecessor_state_version_id, policy_outcome, policy_result_digest, policy_gate_until, policy_snapshot_error, credential_snapshot_error, approval_deadline, approved_binding, decision_action,
 	decision_actor_kind, decision_actor_id, decided_at, decision_reason, terminal_reason, state_version_id, status_timestamps,
-	created_at, updated_at`
+	log_truncated, created_at, updated_at`
 
 func insertRun(ctx context.Context, q sqlx.ExtContext, r Run) error {
 	_, err := q.ExecContext(ctx, `INSERT INTO runs (id, organization_id, project_id, workspace_id, kind, status, message,

@@ -99,6 +99,8 @@ func Assemble(cfg config.Config, conn *sqlx.DB, logger *slog.Logger) (Deps, erro
 		ApprovalTimeout: cfg.ApprovalTimeout,
 		TokenKey:        secret.Derive(cfg.AuthSecret, "run-token"),
 		PlanMaxAttempts: cfg.PlanMaxAttempts,
+		LogSegmentBytes: cfg.LogSegmentBytes,
+		RunLogMaxBytes:  cfg.RunLogMaxBytes,
 		Observer:        checks,
 	})
 	deps.Services = v1.Services{

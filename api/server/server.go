@@ -46,6 +46,9 @@ type Deps struct {
 	// run write. It publishes nothing until given the app's clients
 	// (cairn-worker does that).
 	Checks *checkrun.Service
+	// Tracing exports request spans (nil: none); the process owns it and
+	// shuts it down after the server.
+	Tracing *telemetry.Tracing
 }
 
 // Server is the assembled Fiber application of cairn-api.
@@ -61,6 +64,9 @@ type Server struct {
 // tests that drive a service path no HTTP surface exposes (the trusted
 // policy build completion).
 func (s *Server) Services() v1.Services { return s.deps.Services }
+
+// Tracing returns the span exporter the server was built with (nil: none).
+func (s *Server) Tracing() *telemetry.Tracing { return s.deps.Tracing }
 
 // Blobs returns the sealed artifact store (nil without a master key).
 func (s *Server) Blobs() *blob.Store { return s.deps.Blobs }
@@ -95,6 +101,7 @@ func New(deps Deps) (*Server, error) {
 		// IDs; anything else is replaced.
 		KeepClientID: func(c *fiber.Ctx) bool { return strings.HasPrefix(c.Path(), "/api/v2/") },
 	}))
+	app.Use(deps.Tracing.Middleware(app))
 	metrics := telemetry.NewMetrics(deps.DB)
 	app.Use(metrics.Middleware())
 	app.Get("/health", s.health)

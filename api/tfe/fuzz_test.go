@@ -120,6 +120,28 @@ func requireStateInput(t *testing.T, d stateVersionDocument) {
 	}
 }
 
+// windowOf applies a log window to a whole log the way phaseLog does with
+// the range the run service reads.
+func windowOf(body string, ended bool, offset, limit string) []byte {
+	w := newLogWindow(offset, limit)
+	total := int64(len(body))
+	from, to := min(w.logFrom, total), total
+	if w.logTo >= 0 {
+		to = min(w.logTo, total)
+	}
+	to = max(to, from)
+	withSTX, withETX := w.frame(to-from, total, ended)
+	var out []byte
+	if withSTX {
+		out = append(out, stx)
+	}
+	out = append(out, body[from:to]...)
+	if withETX {
+		out = append(out, etx)
+	}
+	return out
+}
+
 // FuzzLogWindow checks the remote-backend log framing the CLI polls with
 // offset and limit: any query gives a window of the framed log (STX, the
 // log, ETX once ended), starting at the clamped offset and no longer than
@@ -135,7 +157,7 @@ func FuzzLogWindow(f *testing.F) {
 		if ended {
 			framed += "\x03"
 		}
-		got := string(logWindow(body, ended, offset, limit))
+		got := string(windowOf(body, ended, offset, limit))
 		from, _ := strconv.Atoi(offset)
 		from = min(max(from, 0), len(framed))
 		if !strings.HasPrefix(framed[from:], got) {

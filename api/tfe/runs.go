@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -637,35 +638,69 @@ func (s *server) phaseLog(c *fiber.Ctx) error {
 		status = r.ApplyStatus
 	}
 	ended := status != run.PhasePending && status != run.PhaseRunning || r.Status.Terminal()
-	body, err := s.Runs.PhaseLog(ctx, r, phase)
+	w := newLogWindow(c.Query("offset"), c.Query("limit"))
+	rng, err := s.Runs.OpenPhaseLog(ctx, r, phase, w.logFrom, w.logTo)
 	if err != nil {
 		return s.writeError(c, err)
 	}
+	withSTX, withETX := w.frame(rng.Size, rng.Total, ended)
+	var head, tail []byte
+	if withSTX {
+		head = []byte{stx}
+	}
+	if withETX {
+		tail = []byte{etx}
+	}
 	c.Set(fiber.HeaderContentType, "text/plain")
 	c.Set(fiber.HeaderCacheControl, "private, no-store")
-	return c.Status(http.StatusOK).Send(logWindow(body, ended, c.Query("offset"), c.Query("limit")))
+	c.Status(http.StatusOK)
+	body := io.MultiReader(bytes.NewReader(head), rng, bytes.NewReader(tail))
+	return c.SendStream(readCloser{body, rng}, len(head)+int(rng.Size)+len(tail))
 }
 
-// logWindow frames a phase log (STX, the log, and ETX once the phase has
-// ended) and returns the part the CLI asked for: limit bytes from offset,
-// both clamped to the framed log; a missing or non-positive limit means
-// the rest.
-func logWindow(body string, ended bool, offset, limit string) []byte {
-	framed := make([]byte, 0, len(body)+2)
-	framed = append(framed, stx)
-	framed = append(framed, body...)
-	if ended {
-		framed = append(framed, etx)
+// logWindow is the part of a framed phase log (STX, the log, and ETX once
+// the phase has ended) the CLI asked for: limit bytes from offset, both
+// clamped to the framed log; a missing or non-positive limit means the
+// rest. The log's length is not known up front, so the window is first
+// turned into a range of the log itself, and framed once that is read.
+type logWindow struct {
+	offset, limit  int64 // limit < 0: to the end
+	logFrom, logTo int64 // logTo < 0: to the end
+}
+
+func newLogWindow(offset, limit string) logWindow {
+	w := logWindow{limit: -1}
+	w.offset, _ = strconv.ParseInt(offset, 10, 64)
+	w.offset = max(w.offset, 0)
+	if n, err := strconv.ParseInt(limit, 10, 64); err == nil && n > 0 {
+		w.limit = n
 	}
-	from, _ := strconv.Atoi(offset)
-	from = min(max(from, 0), len(framed))
-	n, err := strconv.Atoi(limit)
-	// Compared with what is left rather than added to from, which a
-	// huge limit would overflow.
-	if err != nil || n <= 0 || n > len(framed)-from {
-		n = len(framed) - from
+	// Framed byte i > 0 is log byte i-1.
+	w.logFrom, w.logTo = max(w.offset-1, 0), -1
+	if w.limit >= 0 {
+		// Compared with what is left rather than added, which a huge limit
+		// would overflow.
+		want := w.limit
+		if w.offset == 0 {
+			want--
+		}
+		if want <= math.MaxInt64-w.logFrom {
+			w.logTo = w.logFrom + want
+		}
 	}
-	return framed[from : from+n]
+	return w
+}
+
+// frame says whether STX and ETX belong to the window, given how many log
+// bytes it got of a log total bytes long.
+func (w logWindow) frame(got, total int64, ended bool) (withSTX, withETX bool) {
+	withSTX = w.offset == 0
+	used := got
+	if withSTX {
+		used++
+	}
+	withETX = ended && w.offset <= 1+total && w.logFrom+got >= total && (w.limit < 0 || used < w.limit)
+	return withSTX, withETX
 }
 
 // planJSON streams the machine-readable plan. It holds sensitive values in

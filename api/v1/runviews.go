@@ -205,6 +205,7 @@ type RunView struct {
 	Apply                 ApplyPhaseView          `json:"apply"`
 	Decision              *DecisionView           `json:"decision"`
 	TerminalReason        *string                 `json:"terminal_reason"`
+	LogTruncated          bool                    `json:"log_truncated" doc:"Some output was dropped at a log cap; the log says where."`
 	LeaseExpiresAt        *time.Time              `json:"lease_expires_at" doc:"Set only while a prepared recovery lease is active."`
 	LeaseRemainingSeconds *int                    `json:"lease_remaining_seconds" doc:"0–900, from the database clock."`
 	Recovery              *RecoveryView           `json:"recovery" doc:"Set while the run waits for recovery: the evidence a recover request names."`
@@ -231,6 +232,7 @@ func (a *API) runView(ctx context.Context, q sqlx.QueryerContext, p access.Princ
 		ApprovalDeadline: r.ApprovalDeadline,
 		Apply:            ApplyPhaseView{Status: r.ApplyStatus, StateVersionID: r.StateVersionID},
 		TerminalReason:   r.TerminalReason,
+		LogTruncated:     r.LogTruncated,
 		Overrides:        OverridesView{Records: []PolicyOverrideView{}},
 		Evidence: EvidenceView{WorkflowID: "run-" + r.ID, ToolVersion: r.ToolVersion, RunnerRelease: r.RunnerRelease,
 			Protocol: "tfe-remote-backend", PolicyEngine: "opa-1.18.2", Attempts: []AttemptView{}},

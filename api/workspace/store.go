@@ -297,7 +297,9 @@ func deleteWorkspaceTree(ctx context.Context, tx *sqlx.Tx, organizationID, works
 		UNION ALL
 		SELECT blob_key FROM configuration_versions WHERE organization_id = $1 AND workspace_id = $2 AND blob_key IS NOT NULL
 		UNION ALL
-		SELECT a.blob_key FROM run_artifacts a JOIN runs r ON r.id = a.run_id WHERE r.organization_id = $1 AND r.workspace_id = $2`, organizationID, workspaceID); err != nil {
+		SELECT a.blob_key FROM run_artifacts a JOIN runs r ON r.id = a.run_id WHERE r.organization_id = $1 AND r.workspace_id = $2
+		UNION ALL
+		SELECT g.blob_key FROM run_log_segments g JOIN runs r ON r.id = g.run_id WHERE r.organization_id = $1 AND r.workspace_id = $2`, organizationID, workspaceID); err != nil {
 		return nil, fmt.Errorf("listing workspace artifacts: %w", err)
 	}
 	runsOf := `(SELECT id FROM runs WHERE organization_id = $1 AND workspace_id = $2)`
@@ -311,6 +313,7 @@ func deleteWorkspaceTree(ctx context.Context, tx *sqlx.Tx, organizationID, works
 		`DELETE FROM run_tokens WHERE run_id IN ` + runsOf,
 		`DELETE FROM run_recoveries WHERE run_id IN ` + runsOf,
 		`DELETE FROM run_log_chunks WHERE run_id IN ` + runsOf,
+		`DELETE FROM run_log_segments WHERE run_id IN ` + runsOf,
 		`DELETE FROM run_artifacts WHERE run_id IN ` + runsOf,
 		`DELETE FROM capacity_leases WHERE attempt_id IN (SELECT id FROM run_attempts WHERE run_id IN ` + runsOf + `)`,
 		`DELETE FROM run_attempts WHERE run_id IN ` + runsOf,

@@ -22,6 +22,7 @@ import (
 	"github.com/cairnhq/cairn/api/archive"
 	"github.com/cairnhq/cairn/api/credential"
 	"github.com/cairnhq/cairn/api/plandiff"
+	"github.com/cairnhq/cairn/api/platform/telemetry"
 	"github.com/cairnhq/cairn/api/policy"
 	"github.com/cairnhq/cairn/api/run"
 	"github.com/cairnhq/cairn/api/state"
@@ -33,8 +34,10 @@ import (
 type Runner struct {
 	Runs   *run.Service
 	Driver sandbox.Driver
-	Tools  *sandbox.ToolCache
-	Logger *slog.Logger
+	// Tracing traces each phase attempt as a sandbox_phase span (nil: none).
+	Tracing *telemetry.Tracing
+	Tools   *sandbox.ToolCache
+	Logger  *slog.Logger
 	// APIHost is host[:port] of Cairn's HTTPS API as sandboxed tofu
 	// reaches it.
 	APIHost string
@@ -158,6 +161,7 @@ func (e *attemptEnv) snapshot() run.Timings {
 // grace), its evidence recorded, and a plan left to be retried.
 func (r *Runner) Execute(ctx context.Context, st run.Started) error {
 	log := r.Logger.With("run_id", st.Run.ID, "attempt_id", st.Attempt.ID, "phase", st.Attempt.Phase)
+	started := time.Now()
 	life, endLife := context.WithCancel(context.WithoutCancel(ctx))
 	defer endLife()
 	// PhaseTimeout bounds the whole phase, its commands together: each
@@ -178,7 +182,14 @@ func (r *Runner) Execute(ctx context.Context, st run.Started) error {
 		defer close(beating)
 		r.heartbeat(life, st.Attempt.ID, func() { env.halted.Store(true); stopPhase() })
 	}()
-	err := r.execute(phaseCtx, env)
+	spanCtx, span := r.Tracing.Start(phaseCtx, "sandbox_phase", map[string]telemetry.Value{
+		"run_id": telemetry.ID(st.Run.ID), "attempt_id": telemetry.ID(st.Attempt.ID),
+		"phase":   telemetry.Enum(st.Attempt.Phase, run.PhasePlan, run.PhaseApply),
+		"attempt": telemetry.Count(int64(st.Attempt.Number)),
+	})
+	err := r.execute(spanCtx, env)
+	span.Set(map[string]telemetry.Value{"duration": telemetry.Duration(time.Since(started))})
+	span.End(err)
 	stopPhase()
 	endLife()
 	<-beating

@@ -11,11 +11,13 @@ import (
 
 	"github.com/jmoiron/sqlx"
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 
 	"github.com/cairnhq/cairn/api/checkrun"
 	"github.com/cairnhq/cairn/api/github"
 	"github.com/cairnhq/cairn/api/launch"
 	"github.com/cairnhq/cairn/api/platform/config"
+	"github.com/cairnhq/cairn/api/platform/telemetry"
 	"github.com/cairnhq/cairn/api/policy"
 	"github.com/cairnhq/cairn/api/run"
 	"github.com/cairnhq/cairn/api/server"
@@ -37,7 +39,9 @@ import (
 // Stop it with StopAndCancel and a deadline of at least StopWindow(cfg):
 // canceled phase jobs stop their sandboxed commands (an apply with its
 // interrupt and grace), record what the attempt left, and only then return.
-func New(cfg config.Config, conn *sqlx.DB, driver sandbox.Driver, logger *slog.Logger) (*river.Client[*sql.Tx], error) {
+//
+// tracing (nil: none) traces every job and every sandboxed phase.
+func New(cfg config.Config, conn *sqlx.DB, driver sandbox.Driver, logger *slog.Logger, tracing *telemetry.Tracing) (*river.Client[*sql.Tx], error) {
 	workers := river.NewWorkers()
 	add := func(err error) error {
 		if err != nil {
@@ -84,6 +88,7 @@ func New(cfg config.Config, conn *sqlx.DB, driver sandbox.Driver, logger *slog.L
 		if err != nil {
 			return nil, err
 		}
+		r.Tracing = tracing
 		if err := add(river.AddWorkerSafely(workers, &runner.PhaseWorker{Runner: r, CapacityRetry: 250 * time.Millisecond})); err != nil {
 			return nil, err
 		}
@@ -144,11 +149,19 @@ func New(cfg config.Config, conn *sqlx.DB, driver sandbox.Driver, logger *slog.L
 		// fetch (a poll, say): it is what dispatch latency is made of.
 		FetchCooldown: min(cfg.WorkerPollInterval, FetchCooldown),
 		PeriodicJobs:  periodic,
+		Middleware:    []rivertype.Middleware{tracing.JobMiddleware(JobKinds)},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating river client: %w", err)
 	}
 	return client, nil
+}
+
+// JobKinds are the job kinds a river_job span may name.
+var JobKinds = []string{
+	maintenance.IdempotencySweepArgs{}.Kind(), maintenance.SignInFailureSweepArgs{}.Kind(), maintenance.BlobSweepArgs{}.Kind(),
+	run.PhaseArgs{}.Kind(), run.ExpiryArgs{}.Kind(), run.ReapArgs{}.Kind(),
+	policy.PublicationArgs{}.Kind(), policy.ReconcileArgs{}.Kind(),
 }
 
 // FetchCooldown is the shortest time between two job fetches of one queue

@@ -18,6 +18,7 @@ import (
 
 	"github.com/cairnhq/cairn/api/platform/config"
 	"github.com/cairnhq/cairn/api/platform/db"
+	"github.com/cairnhq/cairn/api/platform/telemetry"
 	"github.com/cairnhq/cairn/api/server"
 )
 
@@ -102,6 +103,15 @@ func serve(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	if deps.Tracing, err = telemetry.StartTracing(ctx, cfg.OTLPEndpoint, "cairn_api"); err != nil {
+		return err
+	}
+	defer func() {
+		// Spans still buffered leave after the last request.
+		flushCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = deps.Tracing.Shutdown(flushCtx)
+	}()
 	srv, err := server.New(deps)
 	if err != nil {
 		return err

@@ -70,6 +70,10 @@ type Config struct {
 	TLSCert           string        `env:"CAIRN_TLS_CERT"`
 	TLSKey            string        `env:"CAIRN_TLS_KEY"`
 
+	// OTLPEndpoint is the standard OpenTelemetry exporter endpoint (a base
+	// URL; traces go to /v1/traces over OTLP/HTTP). Unset: no tracing.
+	OTLPEndpoint string `env:"OTEL_EXPORTER_OTLP_ENDPOINT"`
+
 	LogLevel  string `env:"CAIRN_LOG_LEVEL" envDefault:"info"`
 	LogFormat string `env:"CAIRN_LOG_FORMAT" envDefault:"json"`
 
@@ -164,6 +168,11 @@ type Config struct {
 	// PlanMaxAttempts bounds the attempts of a plan whose worker dies or
 	// stops under it.
 	PlanMaxAttempts int `env:"CAIRN_PLAN_MAX_ATTEMPTS" envDefault:"3"`
+	// LogSegmentBytes is how much of one phase's log stays in table rows
+	// before it moves into a sealed blob; RunLogMaxBytes caps the command
+	// output one run keeps (a line in the log marks the cut).
+	LogSegmentBytes int64 `env:"CAIRN_LOG_SEGMENT_BYTES" envDefault:"1048576"`
+	RunLogMaxBytes  int64 `env:"CAIRN_RUN_LOG_MAX_BYTES" envDefault:"67108864"`
 	// PolicyEvaluationTimeout bounds one attachment's evaluation; a
 	// timeout is an error result, which blocks apply.
 	PolicyEvaluationTimeout time.Duration `env:"CAIRN_POLICY_EVALUATION_TIMEOUT" envDefault:"10s"`
@@ -273,6 +282,12 @@ func (c Config) validate() error {
 	}
 	if c.PlanMaxAttempts < 1 || c.PlanMaxAttempts > 20 {
 		problems = append(problems, errors.New("CAIRN_PLAN_MAX_ATTEMPTS must be between 1 and 20"))
+	}
+	if c.LogSegmentBytes < 64<<10 || c.LogSegmentBytes > 64<<20 {
+		problems = append(problems, errors.New("CAIRN_LOG_SEGMENT_BYTES must be between 65536 and 67108864"))
+	}
+	if c.RunLogMaxBytes < 1<<20 || c.RunLogMaxBytes > 1<<30 {
+		problems = append(problems, errors.New("CAIRN_RUN_LOG_MAX_BYTES must be between 1048576 and 1073741824"))
 	}
 	problems = append(problems, c.validateSandbox()...)
 	return errors.Join(problems...)

@@ -106,6 +106,10 @@ func (v Value) check() error {
 		if !enumPattern.MatchString(v.str) || !slices.Contains(v.allowed, v.str) {
 			return errors.New("not one of its enum's values")
 		}
+	case "route":
+		if len(v.str) == 0 || len(v.str) > 200 || (v.str[0] != '/' && v.str != "unmatched") || !slices.Contains(v.allowed, v.str) {
+			return errors.New("not one of the application's route templates")
+		}
 	case "duration":
 		if v.num < 0 || v.num > int64(maxDuration) {
 			return errors.New("duration out of range")
@@ -125,7 +129,7 @@ func (e Event) Attrs() []any {
 	out := make([]any, 0, 2*len(e.Fields))
 	for name, v := range e.Fields {
 		switch v.kind {
-		case "id", "enum":
+		case "id", "enum", "route":
 			out = append(out, name, v.str)
 		case "duration":
 			out = append(out, name+"_ms", time.Duration(v.num).Milliseconds())

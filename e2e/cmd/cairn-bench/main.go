@@ -35,7 +35,8 @@ import (
 var (
 	duration    = flag.Duration("duration", 5*time.Second, "how long each load phase runs")
 	concurrency = flag.Int("concurrency", 32, "concurrent clients")
-	only        = flag.String("only", "", "run only these phases (comma-separated: health,mutation,replay,list,agents,state,tofu,runs,credentials,policy,dashboard,live,signin,codehost)")
+	only        = flag.String("only", "", "run only these phases (comma-separated: health,mutation,replay,list,agents,state,tofu,runs,credentials,policy,dashboard,live,signin,codehost,replicas,logs)")
+	logMiB      = flag.Int("log-mib", 24, "size of the large run log the logs phase reads")
 	rounds      = flag.Int("rounds", 5, "rounds of each tofu command (medians are reported)")
 )
 
@@ -176,12 +177,15 @@ func run() error {
 		map[string]any{"Idempotency-Key": "bench-project"}, &projectID); status != http.StatusCreated {
 		return fmt.Errorf("creating project: %d", status)
 	}
+	var workspaceIDs []string
 	for i := range 50 {
+		var wsID string
 		if status := call(client, http.MethodPost, apiURL+"/v1/workspaces", token, map[string]any{"project_id": projectID,
 			"name": fmt.Sprintf("ws-%d", i), "execution_settings": map[string]string{"tool_version": "1.10.6", "region": "us", "platform": "linux_amd64"}},
-			map[string]any{"Idempotency-Key": fmt.Sprintf("bench-ws-%d", i)}, nil); status != http.StatusCreated {
+			map[string]any{"Idempotency-Key": fmt.Sprintf("bench-ws-%d", i)}, &wsID); status != http.StatusCreated {
 			return fmt.Errorf("creating workspace: %d", status)
 		}
+		workspaceIDs = append(workspaceIDs, wsID)
 	}
 
 	if enabled("mutation") || enabled("replay") {
@@ -261,7 +265,13 @@ func run() error {
 		}
 	}
 
-	if enabled("state") || enabled("tofu") || enabled("runs") || enabled("codehost") || enabled("credentials") || enabled("policy") || enabled("dashboard") {
+	if enabled("replicas") {
+		if err := benchReplicas(client, api, dbURL, token, workspaceIDs[:40]); err != nil {
+			return err
+		}
+	}
+
+	if enabled("state") || enabled("tofu") || enabled("runs") || enabled("codehost") || enabled("credentials") || enabled("policy") || enabled("dashboard") || enabled("logs") {
 		var userToken struct {
 			Data struct {
 				Token string `json:"token"`
@@ -278,6 +288,11 @@ func run() error {
 		}
 		_ = json.NewDecoder(resp.Body).Decode(&userToken)
 		resp.Body.Close()
+		if enabled("logs") {
+			if err := benchLogReads(client, api, dbURL, token, userToken.Data.Token, workspaceIDs[40:], *logMiB<<20); err != nil {
+				return err
+			}
+		}
 		if enabled("state") {
 			if err := benchStateTransfer(api, userToken.Data.Token, "bench", baseURL); err != nil {
 				return err

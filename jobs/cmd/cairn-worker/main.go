@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/cairnhq/cairn/api/platform/config"
 	"github.com/cairnhq/cairn/api/platform/db"
@@ -76,7 +77,16 @@ func run(cfg config.Config) error {
 		return err
 	}
 	defer conn.Close()
-	client, err := worker.New(cfg, conn, driver, logger)
+	tracing, err := telemetry.StartTracing(signals, cfg.OTLPEndpoint, "cairn_worker")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		flushCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = tracing.Shutdown(flushCtx)
+	}()
+	client, err := worker.New(cfg, conn, driver, logger, tracing)
 	if err != nil {
 		return err
 	}

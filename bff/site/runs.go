@@ -1,11 +1,9 @@
 package site
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -436,64 +434,6 @@ func (s *Site) finalLog(ctx context.Context, token, runID string) []string {
 		lines = lines[len(lines)-8:]
 	}
 	return lines
-}
-
-type changedResource struct {
-	Address        string          `json:"address"`
-	Provider       string          `json:"provider"`
-	Action         string          `json:"action"`
-	Before         json.RawMessage `json:"before"`
-	After          json.RawMessage `json:"after"`
-	Detail         string          `json:"detail"`
-	WithheldReason string          `json:"withheld_reason"`
-}
-
-// BeforeText and AfterText are the redacted values as indented JSON.
-func (c changedResource) BeforeText() string { return indent(c.Before) }
-func (c changedResource) AfterText() string  { return indent(c.After) }
-
-func indent(raw json.RawMessage) string {
-	if len(raw) == 0 || string(raw) == "null" {
-		return ""
-	}
-	var out bytes.Buffer
-	if json.Indent(&out, raw, "", "  ") != nil {
-		return string(raw)
-	}
-	return out.String()
-}
-
-type changesPage struct {
-	RunID    string
-	Artifact struct {
-		Resources []changedResource `json:"resources"`
-		Truncated bool              `json:"truncated"`
-		Counts    struct {
-			Add, Change, Destroy int
-		} `json:"counts"`
-	}
-	Error string
-}
-
-// runChanges renders the plan stage's Changes tab from the plan-diff
-// artifact: no-op and read-only resources are left out.
-func (s *Site) runChanges(w http.ResponseWriter, r *http.Request, token string) {
-	id := r.PathValue("id")
-	f := s.frame(r, "Changes")
-	page := changesPage{RunID: id}
-	// The view embeds the cairn.plan-diff/v1 artifact's fields.
-	if err := s.api.Call(r.Context(), token, http.MethodGet, "/v1/runs/"+url.PathEscape(id)+"/plan-changes", nil, &page.Artifact); err != nil {
-		page.Error = "Changes are unavailable right now."
-	}
-	kept := page.Artifact.Resources[:0]
-	for _, res := range page.Artifact.Resources {
-		if res.Action != "no-op" && res.Action != "read" {
-			kept = append(kept, res)
-		}
-	}
-	page.Artifact.Resources = kept
-	f.Page = page
-	s.render(w, r, http.StatusOK, "changes.html", f)
 }
 
 func newKey() string {

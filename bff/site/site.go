@@ -117,6 +117,7 @@ func (s *Site) Handler() http.Handler {
 	mux.HandleFunc("POST /runs/{id}/approve", s.form(s.signedIn(s.approve)))
 	mux.HandleFunc("POST /runs/{id}/discard", s.form(s.signedIn(s.discard)))
 	mux.HandleFunc("POST /runs/{id}/override", s.form(s.signedIn(s.override)))
+	s.routeRuns(mux)
 	mux.HandleFunc("GET /workspaces", s.signedIn(s.workspaces))
 	mux.HandleFunc("POST /workspaces", s.form(s.signedIn(s.createWorkspace)))
 	mux.HandleFunc("GET /workspaces/{id}", s.signedIn(s.workspace))

@@ -1,0 +1,11 @@
+package site
+
+import "net/http"
+
+// routeRuns adds the run actions, downloads and the first-run pages.
+func (s *Site) routeRuns(mux *http.ServeMux) {
+	mux.HandleFunc("POST /runs/{id}/cancel", s.form(s.signedIn(s.cancel)))
+	mux.HandleFunc("POST /runs/{id}/recover", s.form(s.signedIn(s.recoverRun)))
+	mux.HandleFunc("GET /runs/{id}/downloads/redacted-plan", s.signedIn(s.redactedPlan))
+	mux.HandleFunc("POST /runs/{id}/downloads/{kind}", s.form(s.signedIn(s.restricted)))
+}

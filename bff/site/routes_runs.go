@@ -8,4 +8,10 @@ func (s *Site) routeRuns(mux *http.ServeMux) {
 	mux.HandleFunc("POST /runs/{id}/recover", s.form(s.signedIn(s.recoverRun)))
 	mux.HandleFunc("GET /runs/{id}/downloads/redacted-plan", s.signedIn(s.redactedPlan))
 	mux.HandleFunc("POST /runs/{id}/downloads/{kind}", s.form(s.signedIn(s.restricted)))
+	mux.HandleFunc("GET /welcome", s.signedIn(s.welcome))
+	mux.HandleFunc("GET /workspaces/{id}/start", s.signedIn(s.workspaceStart))
+	mux.HandleFunc("POST /workspaces/{id}/cli-token", s.form(s.signedIn(s.mintCLIToken)))
+	// Multipart: the archive streams through; the handler checks origin and
+	// CSRF itself.
+	mux.HandleFunc("POST /workspaces/{id}/runs", s.newRun)
 }

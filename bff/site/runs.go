@@ -91,7 +91,7 @@ func (s *Site) runs(w http.ResponseWriter, r *http.Request, token string) {
 	f := s.frame(r, "Runs")
 	if err := s.probe(r.Context(), token, ""); err != nil {
 		if s.withoutOrganization(r, token, err) {
-			http.Redirect(w, r, "/welcome", http.StatusSeeOther)
+			http.Redirect(w, r, "/organizations", http.StatusSeeOther)
 			return
 		}
 		s.unavailable(w, r, f, err)

@@ -100,8 +100,14 @@ func TestDashboardFirstRunWalk(t *testing.T) {
 		t.Fatalf("the page showed no CLI token: %q", token)
 	}
 	screenshot(t, ctx, "first-run-connect-cli")
-	// Reloading never shows it again.
-	browse(t, ctx, "reloading", chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS("#mint-token")))
+	loc, _ := chromedp.Run(ctx, chromedp.Location())
+	ws := regexp.MustCompile(`ws_[a-z0-9]+`).FindString(loc)
+	if ws == "" {
+		t.Fatalf("no workspace in %s", loc)
+	}
+	start := s.DashboardURL + "/workspaces/" + ws + "/start"
+	// Coming back never shows it again.
+	browse(t, ctx, "opening the page again", chromedp.Navigate(start), chromedp.WaitVisible(chromedp.CSS("#mint-token")))
 	if html := evalString(t, ctx, "document.body.innerHTML"); strings.Contains(html, token) {
 		t.Fatal("the CLI token is shown again after a reload")
 	}
@@ -124,7 +130,7 @@ func TestDashboardFirstRunWalk(t *testing.T) {
 
 	// New run from the page: the newest configuration, the CLI's.
 	browse(t, ctx, "starting a run",
-		chromedp.Reload(),
+		chromedp.Navigate(start),
 		chromedp.WaitVisible(chromedp.CSS("#start-run")),
 		chromedp.SendKeys(chromedp.CSS("#run-message"), "First apply from the dashboard"),
 		chromedp.Click(chromedp.CSS("#start-run")),
@@ -160,7 +166,7 @@ func TestDashboardFirstRunWalk(t *testing.T) {
 	}
 	browse(t, ctx, "downloads", chromedp.WaitVisible(chromedp.CSS("#downloads #download-redacted")))
 	screenshot(t, ctx, "run-applied-downloads")
-	if loc, _ := chromedp.Run(ctx, chromedp.Location()); !regexp.MustCompile(`/runs/run_`).MatchString(loc) {
+	if loc, _ = chromedp.Run(ctx, chromedp.Location()); !regexp.MustCompile(`/runs/run_`).MatchString(loc) {
 		t.Errorf("not on a run page: %s", loc)
 	}
 }

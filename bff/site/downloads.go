@@ -47,18 +47,18 @@ type downloads struct {
 // role the identity server lists for the active organization. It only
 // shapes what the page offers; the API decides.
 func (s *Site) callerPermissions(ctx context.Context, token string) (access.PermissionSet, error) {
-	var orgs []organization
-	if err := s.api.Call(ctx, token, http.MethodGet, "/api/auth/organization/list", nil, &orgs); err != nil {
+	org, ok, err := s.activeOrganization(ctx, token)
+	if err != nil {
 		return access.PermissionSet{}, err
 	}
-	for _, o := range orgs {
-		if o.Active {
-			if role, err := access.ParseRole(o.Role); err == nil {
-				return access.PermissionsOf(role), nil
-			}
-		}
+	if !ok {
+		return access.PermissionSet{}, errors.New("no active organization")
 	}
-	return access.PermissionSet{}, errors.New("no active organization role")
+	role, err := access.ParseRole(org.Role)
+	if err != nil {
+		return access.PermissionSet{}, err
+	}
+	return access.PermissionsOf(role), nil
 }
 
 // downloadsOf decides the downloads section: nil when nothing is

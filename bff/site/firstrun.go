@@ -36,12 +36,23 @@ type welcomePage struct {
 // activeOrganization returns the session's active organization, or false
 // when it has none.
 func (s *Site) activeOrganization(ctx context.Context, token string) (organization, bool, error) {
+	var current struct {
+		Session struct {
+			ActiveOrganizationID *string `json:"active_organization_id"`
+		} `json:"session"`
+	}
+	if err := s.api.Call(ctx, token, http.MethodGet, "/api/auth/get-session", nil, &current); err != nil {
+		return organization{}, false, err
+	}
+	if current.Session.ActiveOrganizationID == nil {
+		return organization{}, false, nil
+	}
 	var orgs []organization
 	if err := s.api.Call(ctx, token, http.MethodGet, "/api/auth/organization/list", nil, &orgs); err != nil {
 		return organization{}, false, err
 	}
 	for _, o := range orgs {
-		if o.Active {
+		if o.ID == *current.Session.ActiveOrganizationID {
 			return o, true, nil
 		}
 	}

@@ -14,7 +14,7 @@ func text(d resourceDiff) string {
 		if sign == "" {
 			sign = " "
 		}
-		b.WriteString(strings.TrimRight(sign+" "+l.Indent()+l.Key+map[bool]string{true: " ", false: ""}[l.Key != ""]+l.Value+l.Note, " "))
+		b.WriteString(strings.TrimRight(l.Indent()+sign+" "+l.Key+map[bool]string{true: " ", false: ""}[l.Key != ""]+l.Value+l.Note, " "))
 		b.WriteString("\n")
 	}
 	return b.String()
@@ -34,12 +34,12 @@ func TestChangesReadLikeATofuPlan(t *testing.T) {
 				After: json.RawMessage(`{"id":{"cairn:unknown":true},"input":{"index":0,"tags":{"env":"prod","owner":"team-a"}},"output":{"cairn:unknown":true},"triggers_replace":null,"token":{"cairn:redacted":"sensitive"}}`)},
 			want: []string{
 				`+ resource "terraform_data" "item" {`,
-				`+     id     = (known after apply)`,
-				`+     input  = {`,
-				`+         index = 0`,
-				`+         tags  = {`,
-				`+             env   = "prod"`,
-				`+     token  = (sensitive value)`,
+				`    + id     = (known after apply)`,
+				`    + input  = {`,
+				`        + index = 0`,
+				`        + tags  = {`,
+				`            + env   = "prod"`,
+				`    + token  = (sensitive value)`,
 			},
 			not: []string{"triggers_replace", "cairn:", "{\"", "null"},
 		},
@@ -50,11 +50,11 @@ func TestChangesReadLikeATofuPlan(t *testing.T) {
 				After:  json.RawMessage(`{"id":"abc","input":{"size":2,"zone":"a"},"list":[1,2]}`)},
 			want: []string{
 				`~ resource "terraform_data" "cache" {`,
-				`~     input = {`,
-				`~         size = 1 -> 2`,
+				`    ~ input = {`,
+				`        ~ size = 1 -> 2`,
 				`          # (1 unchanged attribute hidden)`,
-				`~     list  = [`,
-				`-         3`,
+				`    ~ list  = [`,
+				`        - 3`,
 				`          # (2 unchanged elements hidden)`,
 				`      # (1 unchanged attribute hidden)`,
 			},
@@ -64,12 +64,12 @@ func TestChangesReadLikeATofuPlan(t *testing.T) {
 			name: "replace is marked and an unknown after is not equal",
 			res: changedResource{Address: "module.net.terraform_data.x", Action: "replace",
 				Before: json.RawMessage(`{"id":"old","input":"a"}`), After: json.RawMessage(`{"id":{"cairn:unknown":true},"input":"b"}`)},
-			want: []string{`-/+ resource "terraform_data" "x" {`, `~     id    = "old" -> (known after apply)`, `~     input = "a" -> "b"`},
+			want: []string{`-/+ resource "terraform_data" "x" {`, `    ~ id    = "old" -> (known after apply)`, `    ~ input = "a" -> "b"`},
 		},
 		{
 			name: "delete names what goes",
 			res:  changedResource{Address: "terraform_data.gone", Action: "delete", Before: json.RawMessage(`{"id":"x","secret":{"cairn:redacted":"sensitive"}}`)},
-			want: []string{`- resource "terraform_data" "gone" {`, `-     id     = "x" -> null`, `-     secret = (sensitive value) -> null`},
+			want: []string{`- resource "terraform_data" "gone" {`, `    - id     = "x" -> null`, `    - secret = (sensitive value) -> null`},
 		},
 		{
 			name: "withheld detail shows no values",

@@ -43,6 +43,7 @@ func (a *API) registerOperations() {
 	a.registerState()
 	a.registerStateOutputs()
 	a.registerRuns()
+	a.registerDownloads()
 	a.registerPolicies()
 	a.registerCredentials()
 	a.checkAgentOperations()

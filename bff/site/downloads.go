@@ -27,12 +27,13 @@ type restrictedDownload struct {
 }
 
 // restrictedKinds maps the dashboard's download kinds to the API's
-// restricted download operations (relative to /v1/runs/{id}).
+// restricted download operations on the run ("state" is the state version
+// the run published, downloaded through its own operation).
 var restrictedKinds = map[string]string{
 	"plan":            "/downloads/plan",
 	"plan-json":       "/downloads/plan-json",
-	"state":           "/downloads/state",
 	"emergency-state": "/downloads/emergency-state",
+	"state":           "",
 }
 
 // downloads is the run page's downloads section.
@@ -135,9 +136,17 @@ func (s *Site) restricted(w http.ResponseWriter, r *http.Request, token string) 
 		s.renderRunPage(w, r, token, runPage{Notice: stepUpRefusal(err)})
 		return
 	}
+	path := "/v1/runs/" + url.PathEscape(id) + suffix
+	if kind == "state" {
+		var review runReview
+		if err := s.api.Call(r.Context(), token, http.MethodGet, "/v1/runs/"+url.PathEscape(id), nil, &review); err != nil || review.Apply.StateVersionID == nil {
+			s.renderRunPage(w, r, token, runPage{Notice: "That artifact is not available."})
+			return
+		}
+		path = "/v1/state-versions/" + url.PathEscape(*review.Apply.StateVersionID) + "/download"
+	}
 	form := url.Values{"reason": {reason}}.Encode()
-	resp, err := s.api.Stream(r.Context(), token, http.MethodPost, "/v1/runs/"+url.PathEscape(id)+suffix,
-		"application/x-www-form-urlencoded", strings.NewReader(form))
+	resp, err := s.api.Stream(r.Context(), token, http.MethodPost, path, "application/x-www-form-urlencoded", strings.NewReader(form))
 	if err != nil {
 		s.renderRunPage(w, r, token, runPage{Notice: downloadRefusal(err)})
 		return

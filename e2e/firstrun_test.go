@@ -170,3 +170,37 @@ func TestDashboardFirstRunWalk(t *testing.T) {
 		t.Errorf("not on a run page: %s", loc)
 	}
 }
+
+// TestDashboardFirstRunBehindAClosedGate: on an installation whose launch
+// gate was never opened, a new account still creates its organization in
+// the browser, and /welcome then says the organization is not admitted and
+// how an operator admits it, with the refusal's 503 and Retry-After,
+// instead of a bare "Unavailable"; admission itself stays closed.
+func TestDashboardFirstRunBehindAClosedGate(t *testing.T) {
+	t.Parallel()
+	s := StartStack(t, WithoutLaunchControl())
+	ctx := newBrowser(t)
+	suffix := time.Now().UnixNano() % 1_000_000_000
+	browse(t, ctx, "signing up",
+		chromedp.Navigate(s.DashboardURL+"/sign-up"),
+		chromedp.WaitVisible(chromedp.CSS("#email")),
+		chromedp.SendKeys(chromedp.CSS("#name"), "Grace"),
+		chromedp.SendKeys(chromedp.CSS("#email"), fmt.Sprintf("closed-%d@example.com", suffix)),
+		chromedp.SendKeys(chromedp.CSS("#password"), "correct horse battery staple"),
+		chromedp.Click(chromedp.CSS("form button[type=submit]")),
+		chromedp.WaitVisible(chromedp.CSS("#create-organization")),
+		chromedp.SendKeys(chromedp.CSS("#org-name"), "Closed"),
+		chromedp.SendKeys(chromedp.CSS("#org-slug"), fmt.Sprintf("closed-%d", suffix)),
+		chromedp.Click(chromedp.CSS("#create-organization button[type=submit]")),
+		chromedp.WaitVisible(chromedp.CSS("#welcome[data-step=closed]")),
+	)
+	waitText(t, ctx, "#welcome", "cairn-api launch open-gate")
+	if nav := evalString(t, ctx, "String(document.querySelectorAll('nav[aria-label=Main]').length)"); nav != "0" {
+		t.Error("the closed-gate page offers organization navigation")
+	}
+	status, err := chromedp.Run(ctx, chromedp.Evaluate[int](`(async () => (await fetch('/welcome')).status)()`, chromedp.EvalAwaitPromise))
+	if err != nil || status != 503 {
+		t.Errorf("/welcome behind a closed gate answered %d (%v), want 503", status, err)
+	}
+	screenshot(t, ctx, "first-run-closed-gate")
+}

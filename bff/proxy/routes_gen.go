@@ -40,6 +40,7 @@ var routes = []route{
 	{method: "POST", pattern: "/v1/runs/{id}/downloads/emergency-state"},
 	{method: "POST", pattern: "/v1/runs/{id}/downloads/plan"},
 	{method: "POST", pattern: "/v1/runs/{id}/downloads/plan-json"},
+	{method: "GET", pattern: "/v1/runs/{id}/events"},
 	{method: "GET", pattern: "/v1/runs/{id}/logs"},
 	{method: "GET", pattern: "/v1/runs/{id}/plan-changes"},
 	{method: "GET", pattern: "/v1/runs/{id}/policy"},

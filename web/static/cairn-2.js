@@ -68,8 +68,8 @@
     });
   }
   RunChannel.prototype.route = function (chunk) {
-    // The socket and the HTTP route may both deliver a chunk (Refresh log
-    // racing the feed): each sequence is shown once.
+    // Refresh log and the socket may both deliver a chunk while they
+    // race: its sequence says whether it is already shown.
     if (chunk.sequence <= this.last) return;
     var c = this.consoles[chunk.phase];
     if (c) c.append(chunk.body);
@@ -114,7 +114,6 @@
       // Counted for the browser tests: chunks that arrived over the socket.
       try { sessionStorage.setItem("cairn.liveEvents", String(Number(sessionStorage.getItem("cairn.liveEvents") || 0) + 1)); } catch (err) { /* storage off */ }
       if (ev.type === "log") {
-        if (ev.sequence <= self.last) return;
         if (ev.sequence !== self.last + 1 && self.last !== 0) {
           // A gap: the HTTP route fills it; the socket carries on.
           self.fetchLogs();

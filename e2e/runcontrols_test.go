@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -10,6 +12,8 @@ import (
 
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
+
+	"github.com/cairnhq/cairn/e2e/devstack"
 )
 
 // socketCounter counts the live sockets a page opens for one run.
@@ -148,4 +152,22 @@ func TestDashboardRunControls(t *testing.T) {
 	if first := evalString(t, ctx, "document.querySelector('#stage-Plan .console').textContent"); strings.Contains(first, "line-0-0-") {
 		t.Errorf("the console kept the oldest lines of a %d-byte log", len(s.logsOf(t, m, bigRun.ID)))
 	}
+
+	// New run from an uploaded archive, streamed through the dashboard.
+	uploaded := s.createWorkspace(t, m, "uploaded", "us")
+	archive := filepath.Join(t.TempDir(), "config.tar.gz")
+	if err := os.WriteFile(archive, devstack.TarGz(map[string]string{"main.tf": `resource "terraform_data" "from_upload" { input = 1 }`}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	browse(t, ctx, "starting a run from an upload",
+		chromedp.Navigate(s.DashboardURL+"/workspaces/"+uploaded+"/start"),
+		chromedp.WaitVisible(chromedp.CSS("#start-run")),
+		chromedp.SetValue(chromedp.CSS("#run-kind"), "plan_only"),
+		chromedp.SendKeys(chromedp.CSS("#run-message"), "Plan of an uploaded archive"),
+		chromedp.SetUploadFiles(chromedp.CSS("#run-archive"), []string{archive}),
+		chromedp.Click(chromedp.CSS("#start-run")),
+		chromedp.WaitVisible(chromedp.CSS("#stage-Plan")),
+	)
+	waitText(t, ctx, "h1", "Plan of an uploaded archive")
+	waitText(t, ctx, "#run-status", "planned and finished")
 }

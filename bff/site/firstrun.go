@@ -219,7 +219,11 @@ func (s *Site) newRun(w http.ResponseWriter, r *http.Request) {
 	}
 	fields := map[string]string{}
 	var cfgID string
-	for {
+	for n := 0; ; n++ {
+		if n > 16 {
+			refuse()
+			return
+		}
 		part, err := parts.NextPart()
 		if err == io.EOF {
 			break

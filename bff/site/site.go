@@ -132,6 +132,7 @@ func (s *Site) Handler() http.Handler {
 	// connection for the live socket. These two only read the session.
 	outer := http.NewServeMux()
 	outer.Handle("/", s.sessions.LoadAndSave(mux))
+	s.routeStreams(outer)
 	outer.Handle("GET /live/runs/{id}", s.sessions.ReadOnly(http.HandlerFunc(s.live)))
 	if s.opts.Proxy != nil {
 		outer.Handle("/api/control-plane/", s.sessions.ReadOnly(s.opts.Proxy))

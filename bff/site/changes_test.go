@@ -119,3 +119,12 @@ func TestNoOpAndReadsAreLeftOut(t *testing.T) {
 		t.Errorf("resources %+v, want only the create", v.Resources)
 	}
 }
+
+func TestDiffMarkupEscapesValues(t *testing.T) {
+	t.Parallel()
+	d := diffResource(changedResource{Address: "a.b", Action: "create", After: json.RawMessage(`{"html":"<script>alert(1)</script>"}`)})
+	body := string(d.Body())
+	if strings.Contains(body, "<script>") || !strings.Contains(body, "&lt;script&gt;") {
+		t.Errorf("diff markup does not escape a value:\n%s", body)
+	}
+}

@@ -3,8 +3,10 @@ package e2e
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -102,5 +104,43 @@ func TestLiveChannelIsPushed(t *testing.T) {
 	_, resp, err := websocket.Dial(ctx, liveURL, &websocket.DialOptions{HTTPClient: d.client, HTTPHeader: http.Header{"Origin": {s.DashboardURL}}})
 	if err == nil || resp == nil || resp.StatusCode != http.StatusGone {
 		t.Fatalf("socket for a finished run: %v %v", errors.Unwrap(err), resp)
+	}
+}
+
+// TestRestrictedDownloadThroughTheDashboardProxy: the dashboard posts a
+// restricted download as a form carrying its CSRF token; the proxy admits
+// the route and the API answers it (a query string is refused, a run
+// without an emergency state is not found).
+func TestRestrictedDownloadThroughTheDashboardProxy(t *testing.T) {
+	t.Parallel()
+	s := StartStack(t)
+	s.KillWorker(t)
+	m := s.newMember(t, "downloads")
+	ws := s.createWorkspace(t, m, "downloads", "us")
+	cfg := s.uploadConfiguration(t, m, ws, map[string]string{"main.tf": `resource "terraform_data" "x" {}`})
+	_, r := s.createRun(t, m, ws, cfg, "plan_only")
+	d := signInToDashboard(t, s, m.email)
+	post := func(path string) (int, string) {
+		form := url.Values{"csrf_token": {d.csrf}, "reason": {"incident review"}}
+		req, _ := http.NewRequest(http.MethodPost, s.DashboardURL+"/api/control-plane"+path, strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", s.DashboardURL)
+		resp, err := d.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var env struct {
+			Error struct{ Code string } `json:"error"`
+		}
+		_ = json.NewDecoder(resp.Body).Decode(&env)
+		return resp.StatusCode, env.Error.Code
+	}
+	base := "/v1/runs/" + r.ID + "/downloads/emergency-state"
+	if st, code := post(base + "?reason=x"); st != http.StatusBadRequest || code != "QUERY_STRING_REFUSED" {
+		t.Fatalf("query string through the proxy: %d %s", st, code)
+	}
+	if st, code := post(base); st != http.StatusNotFound || code != "NOT_FOUND" {
+		t.Fatalf("missing emergency state through the proxy: %d %s", st, code)
 	}
 }

@@ -2,6 +2,8 @@ package run_test
 
 import (
 	"bufio"
+	"bytes"
+	"crypto/md5"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -12,8 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/cairnhq/cairn/api/apitest"
 	"github.com/cairnhq/cairn/api/authserver"
+	"github.com/cairnhq/cairn/api/state"
 )
 
 func downloadAs(u *apitest.User, path string, body string, header map[string]string) *apitest.Response {
@@ -165,5 +170,47 @@ func TestRestrictedDownloadAuditsBeforeTheFirstByte(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	if n := h.downloadEvents(r.ID); n != 1 {
 		t.Fatalf("after the client left: %d audit records, want 1", n)
+	}
+}
+
+// TestRawStateDownloadStreamsTheStoredState: a published state version's
+// raw bytes come back exactly, audited against the version, for a
+// principal with state:read, artifact:read_sensitive and a recent step-up.
+func TestRawStateDownloadStreamsTheStoredState(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	ws := h.workspace("raw-state")
+	raw := []byte(`{"version":4,"terraform_version":"1.10.6","serial":1,"lineage":"4a1b2c3d-0000-4000-8000-000000000001",` +
+		`"outputs":{"password":{"value":"hunter2","type":"string","sensitive":true}},"resources":[],"check_results":null}`)
+	sum := md5.Sum(raw)
+	owner := h.ownerPrincipal()
+	states, workspaces := h.env.Server.Services().State, h.env.Server.Services().Workspaces
+	var versionID string
+	if err := h.inTx(func(tx *sqlx.Tx) error {
+		if _, err := workspaces.LockWorkspace(h.ctx, tx, owner, ws, "publishing"); err != nil {
+			return err
+		}
+		v, err := states.Create(h.ctx, tx, owner, ws, state.CreateInput{Serial: 1, MD5: hex.EncodeToString(sum[:]),
+			Lineage: "4a1b2c3d-0000-4000-8000-000000000001"})
+		versionID = v.ID
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := states.Upload(h.ctx, versionID, bytes.NewReader(raw)); err != nil {
+		t.Fatal(err)
+	}
+	path := "/v1/state-versions/" + versionID + "/download"
+	writer := h.env.SignUp("writer")
+	h.env.Join(h.owner, writer, "writer")
+	if resp := downloadAs(writer, path, reasonForm("audit"), nil); resp.Status != http.StatusForbidden {
+		t.Fatalf("writer: %d %s", resp.Status, resp.Body)
+	}
+	resp := downloadAs(h.owner, path, reasonForm("state audit"), nil).MustStatus(t, http.StatusOK)
+	if !bytes.Equal(resp.Body, raw) || resp.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("raw state: %q %v", resp.Body, resp.Header)
+	}
+	if n := h.downloadEvents(versionID); n != 1 {
+		t.Fatalf("%d audit records for the state version, want 1", n)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/cairnhq/cairn/api/apitest"
 	"github.com/cairnhq/cairn/api/authserver"
 	"github.com/cairnhq/cairn/api/run"
 )
@@ -152,5 +153,37 @@ func TestRunEventsArePushed(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusNotFound {
 		t.Fatalf("another organization's stream = %d", resp.StatusCode)
+	}
+}
+
+// TestRunEventsEndWithTheSession: a stream re-resolves its session on each
+// change, so signing out ends it before it relays anything more.
+func TestRunEventsEndWithTheSession(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	r := h.createRun(h.workspace("signed-out"))
+	h.start(r, run.PhasePlan)
+	ctx, cancel := context.WithCancel(h.ctx)
+	defer cancel()
+	events := h.openEvents(ctx, r.ID, "")
+	if ev := next(t, events); ev.Name != "ready" {
+		t.Fatalf("first event %+v", ev)
+	}
+	h.owner.Do(apitest.Request{Method: http.MethodPost, Path: "/api/auth/sign-out"}).MustStatus(t, http.StatusOK)
+	sink, err := h.runs.NewLogSink(h.ctx, r.ID, run.PhasePlan, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = sink.Write([]byte("after sign-out\n"))
+	if err := sink.Flush(h.ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ev, open := <-events:
+		if open {
+			t.Fatalf("a signed-out stream relayed %+v", ev)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stream outlived its session")
 	}
 }

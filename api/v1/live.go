@@ -33,6 +33,10 @@ const (
 type runEventsInput struct {
 	IDPath
 	After string `query:"after" maxLength:"20" pattern:"^[0-9]*$" doc:"Send chunks after this sequence; omitted, only what comes next."`
+	// Session is the cookie the request authenticated with: a stream
+	// re-resolves it on every change it relays, so a signed-out session or
+	// a lost membership ends the stream at once, as it would a request.
+	Session string `cookie:"__Secure-identity.session_token" hidden:"true"`
 }
 
 // liveEvent is one server-sent event of a run stream.
@@ -81,7 +85,13 @@ func (a *API) registerLive() {
 			sub.Close()
 			return nil, a.fail(ctx, err)
 		}
-		stream := liveStream{runs: runs, p: p, runID: r.ID, after: after, status: string(r.Status)}
+		stream := liveStream{runs: runs, p: p, runID: r.ID, after: after, status: string(r.Status),
+			reauthenticate: func(ctx context.Context) (access.Principal, error) {
+				if in.Session == "" {
+					return access.Principal{}, fault.ErrUnauthenticated
+				}
+				return a.deps.Sessions.AuthenticateSession(ctx, in.Session)
+			}}
 		return &huma.StreamResponse{Body: func(hctx huma.Context) {
 			fc := humafiber.UnwrapV2(hctx)
 			fc.Set("Content-Type", "text/event-stream")
@@ -102,11 +112,12 @@ func (a *API) registerLive() {
 
 // liveStream relays one run to one client.
 type liveStream struct {
-	runs   *run.Service
-	p      access.Principal
-	runID  string
-	after  int64
-	status string
+	runs           *run.Service
+	p              access.Principal
+	reauthenticate func(context.Context) (access.Principal, error)
+	runID          string
+	after          int64
+	status         string
 }
 
 func (s *liveStream) run(ctx context.Context, w *bufio.Writer, wake <-chan struct{}) {
@@ -135,6 +146,15 @@ func (s *liveStream) run(ctx context.Context, w *bufio.Writer, wake <-chan struc
 // catchUp sends every chunk after the last one sent and a status change;
 // done once the run is terminal and its log is drained.
 func (s *liveStream) catchUp(ctx context.Context, w *bufio.Writer) (bool, error) {
+	p, err := s.reauthenticate(ctx)
+	if err != nil {
+		return false, err
+	}
+	if p.OrganizationID != s.p.OrganizationID {
+		// The session switched organizations: this run is not its own now.
+		return false, fault.ErrNotFound
+	}
+	s.p = p
 	// The status is read before the log: every chunk a run wrote before it
 	// ended is then visible to the reads below, so end never skips one.
 	r, err := s.runs.GetRun(ctx, s.p, s.runID)

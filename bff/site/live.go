@@ -27,6 +27,10 @@ type liveEvent struct {
 	CreatedAt *time.Time `json:"created_at,omitempty"`
 }
 
+// liveRecheck is how long a socket relays on the authorization it was
+// opened with before its session and launch access are checked again.
+const liveRecheck = time.Minute
+
 // live is wss://{dashboard}/live/runs/{id}: authenticated by the dashboard
 // session cookie with a strict Origin check and the run's launch-access
 // probe, per socket. It relays the run's new log chunks and status changes
@@ -109,6 +113,7 @@ func (s *Site) live(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	checked := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -119,6 +124,16 @@ func (s *Site) live(w http.ResponseWriter, r *http.Request) {
 				// end event: the browser resumes from the HTTP route.
 				_ = conn.Close(websocket.StatusTryAgainLater, "live feed interrupted")
 				return
+			}
+			// The feed may stream with another viewer's session: this
+			// socket's own is checked again before it is sent more, at
+			// most once a minute and only when there is something to send.
+			if time.Since(checked) > liveRecheck {
+				if err := s.probe(ctx, token, "/runs/"+url.PathEscape(id)); err != nil {
+					_ = conn.Close(websocket.StatusPolicyViolation, "run unavailable")
+					return
+				}
+				checked = time.Now()
 			}
 			switch ev.Type {
 			case "log":

@@ -46,9 +46,10 @@ type liveFeed struct {
 // (its channel closes) and its browser falls back to the HTTP log route.
 type liveSub struct {
 	events chan liveEvent
+	// token is the subscriber's API session; the feed streams with one of
+	// its subscribers' sessions and drops a subscriber the API refuses.
+	token string
 }
-
-var errStreamEnded = errors.New("upstream stream ended")
 
 // subscriberQueue bounds what a slow socket may fall behind by.
 const subscriberQueue = 1024
@@ -67,24 +68,45 @@ func newLiveFeeds(api *url.URL, client *http.Client, logger *slog.Logger) *liveF
 	return &liveFeeds{api: api, client: streaming, logger: logger, feeds: map[string]*liveFeed{}}
 }
 
-// join subscribes to a run's feed, opening the upstream stream with this
-// caller's session when none is open. The caller has already been
-// authorized for the run; leave ends the subscription.
+// join subscribes to a run's feed, opening the upstream stream when none
+// is open. The caller has already been authorized for the run; leave ends
+// the subscription.
 func (f *liveFeeds) join(runID, token string) (*liveFeed, *liveSub) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	sub := &liveSub{events: make(chan liveEvent, subscriberQueue), token: token}
 	feed := f.feeds[runID]
 	if feed == nil {
 		ctx, cancel := context.WithCancel(context.Background())
-		feed = &liveFeed{feeds: f, runID: runID, cancel: cancel, ready: make(chan struct{}), subs: map[*liveSub]struct{}{}}
+		feed = &liveFeed{feeds: f, runID: runID, cancel: cancel, ready: make(chan struct{}), subs: map[*liveSub]struct{}{sub: {}}}
 		f.feeds[runID] = feed
-		go feed.relay(ctx, token)
+		go feed.relay(ctx)
+		return feed, sub
 	}
-	sub := &liveSub{events: make(chan liveEvent, subscriberQueue)}
 	feed.mu.Lock()
 	feed.subs[sub] = struct{}{}
 	feed.mu.Unlock()
 	return feed, sub
+}
+
+// anySub is a current subscriber, nil when none is left.
+func (feed *liveFeed) anySub() *liveSub {
+	feed.mu.Lock()
+	defer feed.mu.Unlock()
+	for sub := range feed.subs {
+		return sub
+	}
+	return nil
+}
+
+// drop ends one subscription: its socket closes and its browser asks again.
+func (feed *liveFeed) drop(sub *liveSub) {
+	feed.mu.Lock()
+	defer feed.mu.Unlock()
+	if _, ok := feed.subs[sub]; ok {
+		close(sub.events)
+		delete(feed.subs, sub)
+	}
 }
 
 // leave ends a subscription; the last one out stops the upstream stream.
@@ -137,25 +159,32 @@ func (feed *liveFeed) broadcast(ev liveEvent) {
 
 // relay reads the API's event stream and broadcasts it, resuming after
 // the last sequence when the API ends a stream (they are bounded) until the
-// run ends or nobody watches.
-func (feed *liveFeed) relay(ctx context.Context, token string) {
+// run ends or nobody watches. It streams with a subscriber's session; one
+// the API refuses (signed out, no longer a member) is dropped and another
+// subscriber's is tried.
+func (feed *liveFeed) relay(ctx context.Context) {
 	defer feed.close()
 	after, opened := "", false
 	for attempt := 0; ; attempt++ {
-		ended, err := feed.stream(ctx, token, &after, &opened)
+		sub := feed.anySub()
+		if sub == nil {
+			return
+		}
+		ended, err := feed.stream(ctx, sub.token, &after, &opened)
 		if ended || ctx.Err() != nil {
 			return
 		}
-		if err == nil {
-			// The API ended a bounded stream: resume shortly.
-			err, attempt = errStreamEnded, -1
-		}
 		var apiErr *apiclient.Error
-		if errors.As(err, &apiErr) && apiErr.Status < 500 {
-			// Denied or gone: the sockets close and their browsers ask again.
-			return
-		}
-		if attempt >= 5 {
+		switch {
+		case errors.As(err, &apiErr) && apiErr.Status < 500:
+			feed.drop(sub)
+			attempt = -1
+			continue
+		case err == nil:
+			// The API ended a bounded stream (or the session it used):
+			// resume shortly.
+			attempt = -1
+		case attempt >= 5:
 			feed.feeds.logger.Warn("live feed gave up", "run_id", feed.runID, "error", err)
 			return
 		}

@@ -7,11 +7,12 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/lib/pq"
 	"github.com/riverqueue/river/riverdriver"
 	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
+
+	"github.com/cairnhq/cairn/api/platform/notify"
 )
 
 // listeningDriver is River's database/sql driver with a listener: the one
@@ -49,13 +50,6 @@ type pqListener struct {
 	prefix   string
 }
 
-// listenerReconnect bounds lib/pq's reconnection backoff. Notifications
-// missed while reconnecting are not lost work: the poll finds those jobs.
-const (
-	listenerMinReconnect = 100 * time.Millisecond
-	listenerMaxReconnect = 10 * time.Second
-)
-
 func (l *pqListener) Connect(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -74,7 +68,9 @@ func (l *pqListener) Connect(ctx context.Context) error {
 	if schema != "" {
 		l.prefix = schema + "."
 	}
-	l.listener = pq.NewListener(l.dsn, listenerMinReconnect, listenerMaxReconnect, nil)
+	// Notifications missed while it reconnects are not lost work: the poll
+	// finds those jobs.
+	l.listener = notify.NewListener(l.dsn, "jobs", nil)
 	return nil
 }
 
@@ -95,7 +91,7 @@ func (l *pqListener) Listen(ctx context.Context, topic string) error {
 	if err != nil {
 		return err
 	}
-	return withContext(ctx, func() error {
+	return notify.Await(ctx, func() error {
 		if err := pl.Listen(prefix + topic); err != nil && !errors.Is(err, pq.ErrChannelAlreadyOpen) {
 			return err
 		}
@@ -108,7 +104,7 @@ func (l *pqListener) Unlisten(ctx context.Context, topic string) error {
 	if err != nil {
 		return err
 	}
-	return withContext(ctx, func() error {
+	return notify.Await(ctx, func() error {
 		if err := pl.Unlisten(prefix + topic); err != nil && !errors.Is(err, pq.ErrChannelNotOpen) {
 			return err
 		}
@@ -121,7 +117,7 @@ func (l *pqListener) Ping(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return withContext(ctx, pl.Ping)
+	return notify.Await(ctx, pl.Ping)
 }
 
 func (l *pqListener) Schema() string {
@@ -167,18 +163,5 @@ func (l *pqListener) WaitForNotification(ctx context.Context) (*riverdriver.Noti
 			}
 			return &riverdriver.Notification{Topic: strings.TrimPrefix(n.Channel, prefix), Payload: n.Extra}, nil
 		}
-	}
-}
-
-// withContext runs fn aside and returns its error, or ctx's when ctx ends
-// first.
-func withContext(ctx context.Context, fn func() error) error {
-	done := make(chan error, 1)
-	go func() { done <- fn() }()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }

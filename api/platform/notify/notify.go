@@ -11,11 +11,38 @@ import (
 	"github.com/lib/pq"
 )
 
-// Reconnection backoff of the listener connection, as the worker's.
+// Reconnection backoff of a listener connection. Notifications missed
+// while it reconnects are not lost work: listeners wake everyone (or poll)
+// after a reconnection.
 const (
 	minReconnect = 100 * time.Millisecond
 	maxReconnect = 10 * time.Second
 )
+
+// NewListener opens a lib/pq listener connection with Cairn's backoff; the
+// worker's job wake-up and the hub share it. Connection problems are
+// logged under name.
+func NewListener(dsn, name string, logger *slog.Logger) *pq.Listener {
+	return pq.NewListener(dsn, minReconnect, maxReconnect, func(ev pq.ListenerEventType, err error) {
+		if err != nil && logger != nil {
+			logger.Warn("notification listener", "listener", name, "event", int(ev), "error", err)
+		}
+	})
+}
+
+// Await runs fn aside and returns its error, or ctx's when ctx ends first:
+// lib/pq's Listen, Unlisten and Ping block on the connection and take no
+// context.
+func Await(ctx context.Context, fn func() error) error {
+	done := make(chan error, 1)
+	go func() { done <- fn() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
 
 // Hub is one process's listener on one channel. It connects on the first
 // subscription, so a process that never subscribes holds no connection.
@@ -78,28 +105,16 @@ func (h *Hub) connect(ctx context.Context) error {
 	h.mu.Lock()
 	l := h.listener
 	if l == nil {
-		l = pq.NewListener(h.dsn, minReconnect, maxReconnect, func(ev pq.ListenerEventType, err error) {
-			if err != nil {
-				h.logger.Warn("notification listener", "channel", h.channel, "event", int(ev), "error", err)
-			}
-		})
+		l = NewListener(h.dsn, h.channel, h.logger)
 		h.listener, h.stop = l, make(chan struct{})
 		go h.dispatch(l, h.stop)
 	}
 	h.mu.Unlock()
-	// lib/pq's Listen blocks until the connection is up and takes no
-	// context: it runs aside and ctx bounds the wait.
-	done := make(chan error, 1)
-	go func() { done <- l.Listen(h.channel) }()
-	select {
-	case err := <-done:
-		if err != nil && !errors.Is(err, pq.ErrChannelAlreadyOpen) {
-			return fmt.Errorf("listening on %s: %w", h.channel, err)
-		}
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+	err := Await(ctx, func() error { return l.Listen(h.channel) })
+	if err != nil && !errors.Is(err, pq.ErrChannelAlreadyOpen) {
+		return fmt.Errorf("listening on %s: %w", h.channel, err)
 	}
+	return nil
 }
 
 // dispatch wakes the subscribers of each notified key; a nil notification

@@ -108,9 +108,9 @@ func TestDashboardDrivesARunThroughPolicyAndApproval(t *testing.T) {
 	browse(t, ctx, "opening Changes",
 		chromedp.Click(chromedp.CSS("#stage-Plan > summary")),
 		chromedp.Click(chromedp.CSS("details.changes > summary")),
-		chromedp.WaitVisible(chromedp.CSS("table.changes-table")),
+		chromedp.WaitVisible(chromedp.CSS("#changes .resource-diff")),
 	)
-	waitText(t, ctx, "table.changes-table", "terraform_data.item[0]")
+	waitText(t, ctx, "#changes", "terraform_data.item[0] will be created")
 	screenshot(t, ctx, "run-awaiting-approval")
 	// Nothing is destroyed: approval is one click.
 	browse(t, ctx, "approving", chromedp.Click(chromedp.CSS("#approve")))

@@ -47,6 +47,7 @@ func (a *API) registerOperations() {
 	a.registerAudit()
 	a.registerUserTokens()
 	a.registerState()
+	a.registerStateOutputs()
 	a.registerRuns()
 	a.registerDownloads()
 	a.registerLive()

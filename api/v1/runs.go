@@ -59,7 +59,7 @@ type uploadConfigurationInput struct {
 // CreateRunRequest is the body of POST /v1/runs.
 type CreateRunRequest struct {
 	WorkspaceID            string `json:"workspace_id" maxLength:"64"`
-	ConfigurationVersionID string `json:"configuration_version_id" maxLength:"64"`
+	ConfigurationVersionID string `json:"configuration_version_id,omitempty" maxLength:"64" doc:"Omitted: the workspace's current configuration version (the newest upload a run may use)."`
 	Kind                   string `json:"kind" enum:"plan_and_apply,plan_only,speculative"`
 	Message                string `json:"message,omitempty" maxLength:"2000"`
 	AutoApply              *bool  `json:"auto_apply,omitempty" doc:"Rejected: Cairn never applies without an approval."`
@@ -186,7 +186,7 @@ func (a *API) registerRuns() {
 			func(ctx context.Context, tx *sqlx.Tx, p access.Principal) (RunView, error) {
 				r, err := a.deps.Services.Runs.CreateRun(ctx, tx, p, run.CreateInput{
 					WorkspaceID: in.Body.WorkspaceID, ConfigurationVersionID: in.Body.ConfigurationVersionID,
-					Kind: run.Kind(in.Body.Kind), Message: in.Body.Message, Source: run.SourceAPI,
+					Kind: run.Kind(in.Body.Kind), Message: in.Body.Message, Source: run.SourceAPI, LatestConfiguration: in.Body.ConfigurationVersionID == "",
 					AutoApply: in.Body.AutoApply != nil && *in.Body.AutoApply, IsDestroy: in.Body.IsDestroy != nil && *in.Body.IsDestroy,
 				})
 				if err != nil {

@@ -97,7 +97,12 @@ func (s *Site) finishSignIn(w http.ResponseWriter, r *http.Request, page, title,
 		s.unavailable(w, r, s.frame(r, title), err)
 		return
 	}
-	http.Redirect(w, r, nextAfterSignIn(r.PostFormValue("next")), http.StatusSeeOther)
+	next := nextAfterSignIn(r.PostFormValue("next"))
+	if page == "sign-up.html" && next == "/runs" {
+		// A new account's next step is its organization.
+		next = "/welcome"
+	}
+	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
 func (s *Site) signOut(w http.ResponseWriter, r *http.Request) {

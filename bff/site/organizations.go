@@ -148,7 +148,7 @@ func (s *Site) createOrganization(w http.ResponseWriter, r *http.Request, token 
 		s.renderOrganizations(w, r, token, organizationsPage{Error: message})
 		return
 	}
-	http.Redirect(w, r, "/runs", http.StatusSeeOther)
+	http.Redirect(w, r, "/welcome", http.StatusSeeOther)
 }
 
 func (s *Site) setActiveOrganization(w http.ResponseWriter, r *http.Request, token string) {

@@ -1,11 +1,9 @@
 package site
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -193,26 +191,40 @@ type runReview struct {
 		Attachments []policyResult `json:"attachments"`
 	} `json:"policy"`
 	Apply struct {
-		Status         string  `json:"status"`
-		StateVersionID *string `json:"state_version_id"`
+		Status               string  `json:"status"`
+		StateVersionID       *string `json:"state_version_id"`
+		EmergencyStateDigest *string `json:"emergency_state_digest"`
 	} `json:"apply"`
 	Decision *struct {
 		Action    string    `json:"action"`
 		ActorID   string    `json:"actor_id"`
 		ActorName *string   `json:"actor_name"`
 		DecidedAt time.Time `json:"decided_at"`
+		// Reason is the discard reason, when one was given.
+		Reason *string `json:"reason"`
 	} `json:"decision"`
-	TerminalReason *string `json:"terminal_reason"`
+	TerminalReason        *string    `json:"terminal_reason"`
+	LeaseExpiresAt        *time.Time `json:"lease_expires_at"`
+	LeaseRemainingSeconds *int       `json:"lease_remaining_seconds"`
+	Recovery              *struct {
+		CurrentStateVersionID *string `json:"current_state_version_id"`
+		CurrentStateDigest    string  `json:"current_state_digest"`
+		EmergencyStateDigest  *string `json:"emergency_state_digest"`
+	} `json:"recovery"`
 	// Source is the code-host provenance; nil for uploaded runs.
 	Source   *runSource `json:"source_provenance"`
 	Evidence struct {
-		Attempts []struct {
-			Phase      string     `json:"phase"`
-			Status     string     `json:"status"`
-			StartedAt  *time.Time `json:"started_at"`
-			FinishedAt *time.Time `json:"finished_at"`
-		} `json:"attempts"`
+		Attempts []attempt `json:"attempts"`
 	} `json:"evidence"`
+}
+
+// attempt is one phase attempt's timing, as the review records it.
+type attempt struct {
+	Phase      string     `json:"phase"`
+	Status     string     `json:"status"`
+	QueuedAt   time.Time  `json:"queued_at"`
+	StartedAt  *time.Time `json:"started_at"`
+	FinishedAt *time.Time `json:"finished_at"`
 }
 
 type policyResult struct {
@@ -250,10 +262,21 @@ type runPage struct {
 	// for an inline confirmation restating the counts.
 	Destroys bool
 	Reason   string
-	FinalLog []string
-	Notice   string
-	// State is the state version the apply published, when recorded.
-	State *stateVersion
+	// FinalLog is at most the last eight lines of the failed phase's log,
+	// FailedPhase that phase.
+	FinalLog    []string
+	FailedPhase string
+	Notice      string
+	// State is the state version the apply published, when recorded;
+	// StateUnavailable says it could not be read.
+	State            *stateVersion
+	StateUnavailable bool
+	Outputs          []stateOutput
+	// Downloads is the downloads section; nil renders none.
+	Downloads *downloads
+	// TakeoverHint is set after a refusal because another principal holds
+	// the recovery lease.
+	TakeoverHint bool
 }
 
 func (s *Site) run(w http.ResponseWriter, r *http.Request, token string) {
@@ -261,10 +284,15 @@ func (s *Site) run(w http.ResponseWriter, r *http.Request, token string) {
 }
 
 func (s *Site) renderRun(w http.ResponseWriter, r *http.Request, token, notice string) {
+	s.renderRunPage(w, r, token, runPage{Notice: notice})
+}
+
+// renderRunPage renders the run page around what the caller already
+// decided to say.
+func (s *Site) renderRunPage(w http.ResponseWriter, r *http.Request, token string, page runPage) {
 	id := r.PathValue("id")
 	f := s.frame(r, "Run "+id)
-	if err := s.probe(r.Context(), token, "/runs/"+url.PathEscape(id)); err != nil {
-		f.Nav = false
+	if err := s.exactSurface(r.Context(), token, "/runs/"+url.PathEscape(id), &f); err != nil {
 		s.unavailable(w, r, f, err)
 		return
 	}
@@ -276,7 +304,7 @@ func (s *Site) renderRun(w http.ResponseWriter, r *http.Request, token, notice s
 	if review.Source != nil {
 		review.Source.web = s.opts.CodeHostWebURL
 	}
-	page := runPage{Run: review, Can: map[string]bool{}, Notice: notice}
+	page.Run, page.Can = review, map[string]bool{}
 	for _, a := range review.AvailableActions {
 		page.Can[a] = true
 	}
@@ -288,16 +316,41 @@ func (s *Site) renderRun(w http.ResponseWriter, r *http.Request, token, notice s
 	}
 	if review.Apply.StateVersionID != nil {
 		var sv stateVersion
-		if err := s.api.Call(r.Context(), token, http.MethodGet, "/v1/state-versions/"+url.PathEscape(*review.Apply.StateVersionID), nil, &sv); err == nil {
+		esc := url.PathEscape(*review.Apply.StateVersionID)
+		if err := s.api.Call(r.Context(), token, http.MethodGet, "/v1/state-versions/"+esc, nil, &sv); err == nil {
 			page.State = &sv
+			if err := s.api.Call(r.Context(), token, http.MethodGet, "/v1/state-versions/"+esc+"/outputs", nil, &page.Outputs); err != nil {
+				page.Outputs = nil
+			}
+		} else {
+			page.StateUnavailable = true
 		}
 	}
 	if review.TerminalReason != nil && review.Status != "applied" && review.Status != "planned_and_finished" {
 		page.Reason = reasonSentence(review.Status, *review.TerminalReason)
-		page.FinalLog = s.finalLog(r.Context(), token, id)
+		if phase := failedPhase(review); phase != "" {
+			page.FailedPhase, page.FinalLog = phase, s.finalLog(r.Context(), token, id, phase)
+		}
 	}
+	page.Downloads = s.downloadsOf(r.Context(), token, review)
 	f.Title, f.Page = titleOf(review), page
 	s.render(w, r, http.StatusOK, "run.html", f)
+}
+
+// failedPhase is the phase whose failure ended the run, or "" when the run
+// ended otherwise (discarded, canceled, expired, a policy failure): only a
+// plan or apply failure shows its log's last lines.
+func failedPhase(r runReview) string {
+	if r.Status == "canceled" || r.Status == "rejected" || (r.Decision != nil && r.Decision.Action != "approved") {
+		return ""
+	}
+	switch {
+	case r.Apply.Status == "errored" || r.Apply.Status == "interrupted":
+		return "apply"
+	case r.Plan.Status == "errored":
+		return "plan"
+	}
+	return ""
 }
 
 func titleOf(r runReview) string {
@@ -308,25 +361,35 @@ func titleOf(r runReview) string {
 }
 
 // stagesOf derives the plan, policy, approval and apply stages from the
-// review's recorded facts.
+// review's recorded facts. Durations come from the phase attempts' own
+// start and finish times where recorded, else from the status timestamps;
+// an unfinished stage counts up to now.
 func stagesOf(r runReview) []stage {
+	now := time.Now()
 	at := func(status string) time.Time { return r.StatusTimestamps[status] }
-	span := func(from, to string) time.Duration {
-		a, b := at(from), at(to)
-		if a.IsZero() {
+	span := func(from, to time.Time) time.Duration {
+		if from.IsZero() {
 			return 0
 		}
-		if b.IsZero() {
-			b = time.Now()
+		if to.IsZero() {
+			if terminal(r.Status) {
+				return 0
+			}
+			to = now
 		}
-		return b.Sub(a)
+		return to.Sub(from)
 	}
-	plan := stage{Name: "Plan", Phase: "plan", State: phaseState(r.Plan.Status)}
-	plan.Duration = span("planning", firstSet(r.StatusTimestamps, "awaiting_approval", "policy_override", "planned_and_finished", "errored", "canceled", "policy_soft_failed"))
+	planStart, planEnd := phaseSpan(r.Evidence.Attempts, "plan")
+	if planStart.IsZero() {
+		planStart, planEnd = at("planning"), at(firstSet(r.StatusTimestamps, "awaiting_approval", "policy_override", "planned_and_finished", "errored", "canceled", "policy_soft_failed"))
+	}
+	plan := stage{Name: "Plan", Phase: "plan", State: phaseState(r.Plan.Status), Duration: span(planStart, planEnd)}
 	policy := stage{Name: "Policy", State: "pending"}
 	switch {
-	case r.Policy.Outcome == nil && r.Plan.Status == "finished":
+	case r.Policy.Outcome == nil && r.Plan.Status == "finished" && terminal(r.Status):
 		policy.State = "failed"
+	case r.Policy.Outcome == nil && r.Plan.Status == "finished":
+		policy.State = "running"
 	case r.Policy.Outcome == nil && terminal(r.Status):
 		policy.State = "skipped"
 	case r.Policy.Outcome == nil:
@@ -338,35 +401,75 @@ func stagesOf(r runReview) []stage {
 	default:
 		policy.State = "failed"
 	}
+	if r.Plan.Status == "finished" && !planEnd.IsZero() {
+		// Policy runs between the plan's end and the status it decided.
+		policy.Duration = span(planEnd, at(firstSet(r.StatusTimestamps, "policy_override", "awaiting_approval", "planned_and_finished", "policy_soft_failed", "errored")))
+	}
 	policy.Open = r.Policy.Outcome != nil && *r.Policy.Outcome != "pass"
 	approval := stage{Name: "Approval", State: "pending"}
+	waitingSince := at(firstSet(r.StatusTimestamps, "policy_override", "awaiting_approval"))
+	decided := time.Time{}
+	if r.Decision != nil {
+		decided = r.Decision.DecidedAt
+	}
 	switch {
 	case r.Kind != "plan_and_apply" || (r.Plan.HasChanges != nil && !*r.Plan.HasChanges):
 		approval.State = "skipped"
 	case r.Decision != nil && r.Decision.Action == "approved":
 		approval.State = "succeeded"
-		approval.Duration = span("awaiting_approval", "apply_queued")
+		approval.Duration = span(waitingSince, decided)
 	case r.Decision != nil:
 		approval.State = "failed"
+		approval.Duration = span(waitingSince, decided)
 	case r.Status == "awaiting_approval" || r.Status == "policy_override":
 		approval.State = "waiting"
-		approval.Duration = span("awaiting_approval", "")
+		approval.Duration = span(waitingSince, time.Time{})
 	case terminal(r.Status):
 		approval.State = "skipped"
+		approval.Duration = span(waitingSince, r.UpdatedAt)
 	}
 	apply := stage{Name: "Apply", Phase: "apply", State: phaseState(r.Apply.Status)}
 	if approval.State == "skipped" || (terminal(r.Status) && r.Apply.Status == "pending") {
 		apply.State, apply.Phase = "skipped", ""
 	}
-	apply.Duration = span("applying", firstSet(r.StatusTimestamps, "applied", "errored", "recovery_required", "canceled"))
+	applyStart, applyEnd := phaseSpan(r.Evidence.Attempts, "apply")
+	if applyStart.IsZero() {
+		applyStart, applyEnd = at("applying"), at(firstSet(r.StatusTimestamps, "applied", "errored", "recovery_required", "canceled"))
+	}
+	apply.Duration = span(applyStart, applyEnd)
 	stages := []stage{plan, policy, approval, apply}
 	for i := range stages {
 		stages[i].Open = stages[i].Open || stages[i].State == "running"
+		if stages[i].State == "skipped" {
+			stages[i].Duration = 0
+		}
 	}
 	if r.Status == "applied" {
 		stages[3].Open = true
 	}
 	return stages
+}
+
+// phaseSpan is when a phase's first attempt started and its last one
+// finished (zero while one still runs).
+func phaseSpan(attempts []attempt, phase string) (time.Time, time.Time) {
+	var start, end time.Time
+	for _, a := range attempts {
+		if a.Phase != phase || a.StartedAt == nil {
+			continue
+		}
+		if start.IsZero() || a.StartedAt.Before(start) {
+			start = *a.StartedAt
+		}
+		if a.FinishedAt == nil {
+			end = time.Time{}
+			continue
+		}
+		if a.FinishedAt.After(end) {
+			end = *a.FinishedAt
+		}
+	}
+	return start, end
 }
 
 func firstSet(ts map[string]time.Time, names ...string) string {
@@ -425,80 +528,28 @@ func reasonSentence(status, reason string) string {
 	return "The run ended as " + strings.ReplaceAll(status, "_", " ") + "."
 }
 
-// finalLog is at most the last eight log lines, read server-side.
-func (s *Site) finalLog(ctx context.Context, token, runID string) []string {
-	var chunks []struct {
-		Body string `json:"body"`
-	}
-	if err := s.api.Call(ctx, token, http.MethodGet, "/v1/runs/"+url.PathEscape(runID)+"/logs?tail=8", nil, &chunks); err != nil {
+// finalLog is at most the last eight lines of one phase's log, read
+// server-side. The failed phase is the last to write, so its end is in the
+// newest hundred chunks.
+func (s *Site) finalLog(ctx context.Context, token, runID, phase string) []string {
+	var chunks []logChunk
+	if err := s.api.Call(ctx, token, http.MethodGet, "/v1/runs/"+url.PathEscape(runID)+"/logs?tail=100", nil, &chunks); err != nil {
 		return nil
 	}
-	var lines []string
+	var text strings.Builder
 	for _, c := range chunks {
-		lines = append(lines, strings.Split(strings.TrimRight(c.Body, "\n"), "\n")...)
+		if c.Phase == phase {
+			text.WriteString(c.Body)
+		}
 	}
+	lines := strings.Split(strings.TrimRight(text.String(), "\n"), "\n")
 	if len(lines) > 8 {
 		lines = lines[len(lines)-8:]
 	}
+	if len(lines) == 1 && lines[0] == "" {
+		return nil
+	}
 	return lines
-}
-
-type changedResource struct {
-	Address        string          `json:"address"`
-	Provider       string          `json:"provider"`
-	Action         string          `json:"action"`
-	Before         json.RawMessage `json:"before"`
-	After          json.RawMessage `json:"after"`
-	Detail         string          `json:"detail"`
-	WithheldReason string          `json:"withheld_reason"`
-}
-
-// BeforeText and AfterText are the redacted values as indented JSON.
-func (c changedResource) BeforeText() string { return indent(c.Before) }
-func (c changedResource) AfterText() string  { return indent(c.After) }
-
-func indent(raw json.RawMessage) string {
-	if len(raw) == 0 || string(raw) == "null" {
-		return ""
-	}
-	var out bytes.Buffer
-	if json.Indent(&out, raw, "", "  ") != nil {
-		return string(raw)
-	}
-	return out.String()
-}
-
-type changesPage struct {
-	RunID    string
-	Artifact struct {
-		Resources []changedResource `json:"resources"`
-		Truncated bool              `json:"truncated"`
-		Counts    struct {
-			Add, Change, Destroy int
-		} `json:"counts"`
-	}
-	Error string
-}
-
-// runChanges renders the plan stage's Changes tab from the plan-diff
-// artifact: no-op and read-only resources are left out.
-func (s *Site) runChanges(w http.ResponseWriter, r *http.Request, token string) {
-	id := r.PathValue("id")
-	f := s.frame(r, "Changes")
-	page := changesPage{RunID: id}
-	// The view embeds the cairn.plan-diff/v1 artifact's fields.
-	if err := s.api.Call(r.Context(), token, http.MethodGet, "/v1/runs/"+url.PathEscape(id)+"/plan-changes", nil, &page.Artifact); err != nil {
-		page.Error = "Changes are unavailable right now."
-	}
-	kept := page.Artifact.Resources[:0]
-	for _, res := range page.Artifact.Resources {
-		if res.Action != "no-op" && res.Action != "read" {
-			kept = append(kept, res)
-		}
-	}
-	page.Artifact.Resources = kept
-	f.Page = page
-	s.render(w, r, http.StatusOK, "changes.html", f)
 }
 
 func newKey() string {
@@ -517,6 +568,9 @@ func (s *Site) decide(w http.ResponseWriter, r *http.Request, token, action stri
 	}
 	binding := map[string]any{"plan_digest": r.PostFormValue("plan_digest"), "policy_result_digest": r.PostFormValue("policy_result_digest"),
 		"predecessor_state_version_id": predecessor, "dependency_lock_digest": r.PostFormValue("dependency_lock_digest")}
+	if action == "reject" {
+		binding["reason"] = strings.TrimSpace(r.PostFormValue("reason"))
+	}
 	err := s.api.Mutate(r.Context(), token, http.MethodPost, "/v1/runs/"+url.PathEscape(id)+"/actions/"+action, newKey(), binding, nil)
 	s.afterAction(w, r, token, id, err, map[string]string{"approve": "Plan approved.", "reject": "Run discarded."}[action])
 }
@@ -525,12 +579,65 @@ func (s *Site) approve(w http.ResponseWriter, r *http.Request, token string) {
 	s.decide(w, r, token, "approve")
 }
 
+// discard rejects the run with the reason the inline confirmation asked
+// for; the API records it with the decision.
 func (s *Site) discard(w http.ResponseWriter, r *http.Request, token string) {
-	if strings.TrimSpace(r.PostFormValue("reason")) == "" {
-		s.renderRun(w, r, token, "Give a reason to discard the run.")
+	reason := strings.TrimSpace(r.PostFormValue("reason"))
+	if n := len([]rune(reason)); n < 1 || n > 500 {
+		s.renderRun(w, r, token, "Give a reason of 1–500 characters to discard the run.")
 		return
 	}
 	s.decide(w, r, token, "reject")
+}
+
+// cancel stops a run that has not finished; the API records who did.
+func (s *Site) cancel(w http.ResponseWriter, r *http.Request, token string) {
+	id := r.PathValue("id")
+	err := s.api.Mutate(r.Context(), token, http.MethodPost, "/v1/runs/"+url.PathEscape(id)+"/actions/cancel", newKey(), nil, nil)
+	s.afterAction(w, r, token, id, err, "Run canceled.")
+}
+
+// recoverRun resolves an uncertain apply with the evidence the page showed,
+// after a step-up with the password the form carried.
+func (s *Site) recoverRun(w http.ResponseWriter, r *http.Request, token string) {
+	id := r.PathValue("id")
+	resolution := r.PostFormValue("resolution")
+	reason := strings.TrimSpace(r.PostFormValue("reason"))
+	switch {
+	case resolution != "current_state_verified" && resolution != "import_emergency_state":
+		s.renderRun(w, r, token, "Choose how to resolve the recovery.")
+		return
+	case len([]rune(reason)) < 1 || len([]rune(reason)) > 500:
+		s.renderRun(w, r, token, "Give a reason of 1–500 characters for the recovery.")
+		return
+	case r.PostFormValue("confirm_fence_advance") != "on":
+		s.renderRun(w, r, token, "Confirm that the workspace's state moves past the uncertain apply.")
+		return
+	}
+	if err := s.stepUp(r, token); err != nil {
+		s.renderRun(w, r, token, stepUpRefusal(err))
+		return
+	}
+	var current *string
+	if c := r.PostFormValue("current_state_version_id"); c != "" {
+		current = &c
+	}
+	body := map[string]any{"resolution": resolution, "current_state_version_id": current,
+		"current_state_digest": r.PostFormValue("current_state_digest"), "reason": reason, "confirm_fence_advance": true}
+	if resolution == "import_emergency_state" {
+		body["emergency_state_digest"] = r.PostFormValue("emergency_state_digest")
+	}
+	if r.PostFormValue("confirm_takeover") == "on" {
+		body["confirm_takeover"] = true
+	}
+	err := s.api.Mutate(r.Context(), token, http.MethodPost, "/v1/runs/"+url.PathEscape(id)+"/actions/recover", newKey(), body, nil)
+	if apiclient.CodeOf(err) == "RUN_RECOVERY_LEASE_HELD" {
+		s.renderRunPage(w, r, token, runPage{TakeoverHint: true,
+			Notice: "Another administrator holds this recovery. Once their 15-minute lease has expired, you may take it over."})
+		return
+	}
+	s.afterAction(w, r, token, id, err, map[string]string{"current_state_verified": "Recovered: the current state was confirmed.",
+		"import_emergency_state": "Recovered: the emergency state is now the workspace's current state."}[resolution])
 }
 
 func (s *Site) override(w http.ResponseWriter, r *http.Request, token string) {
@@ -573,7 +680,11 @@ func refusal(err error) string {
 	case "POLICY_RESULT_STALE":
 		return "That policy result is no longer current."
 	case "VALIDATION_FAILED":
-		return "Check the justification (1–2,000 characters)."
+		return "Check the form: a justification of 1–2,000 characters, a reason of 1–500."
+	case "RUN_RECOVERY_EVIDENCE_MISMATCH":
+		return "The workspace's state changed since this page was loaded; review the evidence again."
+	case "REAUTHENTICATION_REQUIRED":
+		return "Confirm your password again: this needs a sign-in from the last 15 minutes."
 	}
 	if apiErr.Status == http.StatusForbidden {
 		return "You do not have permission for that action."

@@ -116,6 +116,7 @@ func (s *Site) Handler() http.Handler {
 	mux.HandleFunc("POST /runs/{id}/approve", s.form(s.signedIn(s.approve)))
 	mux.HandleFunc("POST /runs/{id}/discard", s.form(s.signedIn(s.discard)))
 	mux.HandleFunc("POST /runs/{id}/override", s.form(s.signedIn(s.override)))
+	s.routeRuns(mux)
 	mux.HandleFunc("GET /workspaces", s.signedIn(s.workspaces))
 	mux.HandleFunc("POST /workspaces", s.form(s.signedIn(s.createWorkspace)))
 	mux.HandleFunc("GET /workspaces/{id}", s.signedIn(s.workspace))
@@ -137,6 +138,7 @@ func (s *Site) Handler() http.Handler {
 	// connection for the live socket. These two only read the session.
 	outer := http.NewServeMux()
 	outer.Handle("/", s.sessions.LoadAndSave(mux))
+	s.routeStreams(outer)
 	outer.Handle("GET /live/runs/{id}", s.sessions.ReadOnly(http.HandlerFunc(s.live)))
 	if s.opts.Proxy != nil {
 		outer.Handle("/api/control-plane/", s.sessions.ReadOnly(s.opts.Proxy))

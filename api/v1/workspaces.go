@@ -39,6 +39,7 @@ type createWorkspaceInput struct {
 type UpdateWorkspaceRequest struct {
 	ExecutionSettings ExecutionSettingsRequest `json:"execution_settings" doc:"The complete execution settings; a change records a new settings version."`
 	Name              *string                  `json:"name,omitempty" minLength:"1" maxLength:"200" doc:"New display name; slug and cloud_name never change."`
+	ExecutionMode     *string                  `json:"execution_mode,omitempty" enum:"local,remote" doc:"How the remote-backend CLI runs operations; omit to keep it."`
 }
 
 type updateWorkspaceInput struct {
@@ -95,7 +96,7 @@ func (a *API) registerWorkspaces() {
 		return mutation(ctx, a, in.IdempotencyKey, in.Body, http.StatusOK,
 			func(ctx context.Context, tx *sqlx.Tx, p access.Principal) (WorkspaceView, error) {
 				w, err := a.deps.Services.Workspaces.UpdateWorkspace(ctx, tx, p, in.ID, workspace.UpdateWorkspaceInput{
-					Settings: in.Body.ExecutionSettings.settings(), Name: in.Body.Name,
+					Settings: in.Body.ExecutionSettings.settings(), Name: in.Body.Name, ExecutionMode: in.Body.ExecutionMode,
 				})
 				return workspaceView(w), err
 			})

@@ -40,6 +40,7 @@ var routes = []route{
 	{method: "GET", pattern: "/v1/runs/{id}/policy"},
 	{method: "POST", pattern: "/v1/runs/{id}/policy-overrides"},
 	{method: "GET", pattern: "/v1/state-versions/{id}"},
+	{method: "GET", pattern: "/v1/state-versions/{id}/outputs"},
 	{method: "DELETE", pattern: "/v1/workspace-variables/{id}"},
 	{method: "PUT", pattern: "/v1/workspace-variables/{id}"},
 	{method: "GET", pattern: "/v1/workspaces"},

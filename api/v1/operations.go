@@ -40,6 +40,7 @@ func (a *API) registerOperations() {
 	a.registerAudit()
 	a.registerUserTokens()
 	a.registerState()
+	a.registerStateOutputs()
 	a.registerRuns()
 	a.registerPolicies()
 	a.registerCredentials()

@@ -3,7 +3,6 @@ package v1
 import (
 	"context"
 	"encoding/hex"
-	"encoding/json"
 	"net/http"
 	"time"
 
@@ -59,23 +58,6 @@ func stateVersionView(v state.Version) StateVersionView {
 	return out
 }
 
-// StateOutputView is one output of a state version. A sensitive output's
-// value is never stored, so it is always null.
-type StateOutputView struct {
-	Name      string          `json:"name"`
-	Sensitive bool            `json:"sensitive"`
-	Type      json.RawMessage `json:"type" doc:"The output's type as OpenTofu writes it, e.g. \"string\" or [\"list\",\"number\"]."`
-	Value     json.RawMessage `json:"value" doc:"The JSON value; null when sensitive."`
-}
-
-func stateOutputView(o state.Output) StateOutputView {
-	v := StateOutputView{Name: o.Name, Sensitive: o.Sensitive, Type: json.RawMessage(o.TypeJSON), Value: json.RawMessage("null")}
-	if o.ValueJSON != nil && !o.Sensitive {
-		v.Value = json.RawMessage(*o.ValueJSON)
-	}
-	return v
-}
-
 type workspaceStateInput struct {
 	IDPath
 	ListParams
@@ -92,15 +74,6 @@ func (a *API) registerState() {
 			rows, err := a.deps.Services.State.History(ctx, p, in.ID, page)
 			return mapSlice(rows, stateVersionView), err
 		}, func(v StateVersionView) cursor.Position { return cursor.Position{CreatedAt: v.CreatedAt, ID: v.ID} })
-	})
-	register(a, huma.Operation{
-		OperationID: "list-state-version-outputs", Method: http.MethodGet, Path: "/v1/state-versions/{id}/outputs",
-		Summary: "One state version's outputs by name; sensitive values are null", Tags: []string{"State"},
-	}, operationOptions{}, func(ctx context.Context, in *IDPath) (*Single[[]StateOutputView], error) {
-		return single(ctx, a, func(p access.Principal) ([]StateOutputView, error) {
-			rows, err := a.deps.Services.State.Outputs(ctx, p, in.ID)
-			return mapSlice(rows, stateOutputView), err
-		})
 	})
 	register(a, huma.Operation{
 		OperationID: "get-state-version", Method: http.MethodGet, Path: "/v1/state-versions/{id}",

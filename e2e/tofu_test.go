@@ -205,6 +205,13 @@ func TestTofuCloudBlockKeepsStateInCairn(t *testing.T) {
 		_ = json.Unmarshal(body, &doc)
 		ws.ID = doc.Data.ID
 	}
+	// Workspaces the CLI creates run remotely by default (the
+	// organization's default_execution_mode); this test keeps execution
+	// local and only the state in Cairn.
+	if st, body := call(t, s.Client, http.MethodPatch, s.APIURL+"/api/v2/organizations/"+m.slug+"/workspaces/demo",
+		[]byte(`{"data":{"type":"workspaces","attributes":{"execution-mode":"local"}}}`), append(auth, "Content-Type", "application/vnd.api+json")...); st != http.StatusOK {
+		t.Fatalf("switching to local execution: %d %s", st, body)
+	}
 
 	tf.run(t, "apply", "-auto-approve")
 	tf.run(t, "apply", "-auto-approve", "-var", "n=3")

@@ -35,6 +35,9 @@ type Organization struct {
 	Name      string    `db:"name" json:"name"`
 	Slug      string    `db:"slug" json:"slug"`
 	CreatedAt time.Time `db:"created_at" json:"created_at"`
+	// DefaultExecutionMode is the execution mode of a workspace created
+	// without one (local or remote); read only where settings are shown.
+	DefaultExecutionMode string `db:"default_execution_mode" json:"-"`
 }
 
 // OrganizationMembership is an organization seen by one of its members.

@@ -519,6 +519,43 @@ func (s *Service) CreateOrganizationAsOperator(ctx context.Context, name, slug s
 	return org, err
 }
 
+// Organization reads the principal's own organization.
+func (s *Service) Organization(ctx context.Context, p access.Principal) (Organization, error) {
+	if err := p.Require(access.PermOrganizationRead); err != nil {
+		return Organization{}, err
+	}
+	return organizationByID(ctx, s.db, p.OrganizationID)
+}
+
+// SetDefaultExecutionMode changes the execution mode a workspace created
+// without one takes; existing workspaces keep theirs. Organization admins
+// only.
+func (s *Service) SetDefaultExecutionMode(ctx context.Context, tx *sqlx.Tx, p access.Principal, mode string) (Organization, error) {
+	if err := p.Require(access.PermMemberManage); err != nil {
+		return Organization{}, err
+	}
+	if mode != "local" && mode != "remote" {
+		return Organization{}, fmt.Errorf("%w: default execution mode must be local or remote", fault.ErrValidation)
+	}
+	before, err := organizationByID(ctx, tx, p.OrganizationID)
+	if err != nil {
+		return Organization{}, err
+	}
+	if before.DefaultExecutionMode == mode {
+		return before, nil
+	}
+	if err := updateDefaultExecutionMode(ctx, tx, p.OrganizationID, mode); err != nil {
+		return Organization{}, err
+	}
+	if err := audit.Record(ctx, tx, p, "organization.settings_updated", "organization", p.OrganizationID,
+		map[string]any{"default_execution_mode": mode, "previous_default_execution_mode": before.DefaultExecutionMode}); err != nil {
+		return Organization{}, err
+	}
+	after := before
+	after.DefaultExecutionMode = mode
+	return after, nil
+}
+
 // OrganizationByID reads an organization.
 func (s *Service) OrganizationByID(ctx context.Context, organizationID string) (Organization, error) {
 	return organizationByID(ctx, s.db, organizationID)

@@ -433,7 +433,7 @@ func SweepThrottles(ctx context.Context, q sqlx.ExecerContext, olderThan time.Ti
 
 func organizationByID(ctx context.Context, q sqlx.QueryerContext, organizationID string) (Organization, error) {
 	var o Organization
-	err := sqlx.GetContext(ctx, q, &o, `SELECT id, name, slug, created_at FROM organizations WHERE id = $1`, organizationID)
+	err := sqlx.GetContext(ctx, q, &o, `SELECT id, name, slug, created_at, default_execution_mode FROM organizations WHERE id = $1`, organizationID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return o, fault.ErrNotFound
 	}
@@ -463,6 +463,17 @@ func deleteOrganizationTree(ctx context.Context, tx *sqlx.Tx, organizationID str
 		if _, err := tx.ExecContext(ctx, stmt, organizationID); err != nil {
 			return fmt.Errorf("deleting organization: %w", err)
 		}
+	}
+	return nil
+}
+
+func updateDefaultExecutionMode(ctx context.Context, q sqlx.ExtContext, organizationID, mode string) error {
+	res, err := q.ExecContext(ctx, `UPDATE organizations SET default_execution_mode = $2 WHERE id = $1`, organizationID, mode)
+	if err != nil {
+		return fmt.Errorf("writing organization settings: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return fault.ErrNotFound
 	}
 	return nil
 }

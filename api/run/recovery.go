@@ -60,12 +60,11 @@ type Recovery struct {
 }
 
 func (in RecoverInput) validate() error {
-	reason := strings.TrimSpace(in.Reason)
-	switch {
+	switch _, reasonErr := ReasonOf(in.Reason); {
 	case in.Resolution != ResolutionCurrentStateVerified && in.Resolution != ResolutionImportEmergencyState:
 		return fmt.Errorf("%w: resolution must be current_state_verified or import_emergency_state", ErrInvalid)
-	case reason == "" || len([]rune(reason)) > 500:
-		return fmt.Errorf("%w: reason must be 1..500 characters", ErrInvalid)
+	case reasonErr != nil:
+		return reasonErr
 	case !in.ConfirmFenceAdvance:
 		return ErrRecoveryConfirmation
 	case in.Resolution == ResolutionImportEmergencyState && in.EmergencyStateDigest == "":

@@ -5,8 +5,11 @@ import (
 	"database/sql/driver"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"slices"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/cairnhq/cairn/api/access"
 	"github.com/cairnhq/cairn/api/policy"
@@ -173,11 +176,13 @@ type Run struct {
 	DecisionActorKind       *string    `db:"decision_actor_kind"`
 	DecisionActorID         *string    `db:"decision_actor_id"`
 	DecidedAt               *time.Time `db:"decided_at"`
-	TerminalReason          *string    `db:"terminal_reason"`
-	StateVersionID          *string    `db:"state_version_id"`
-	StatusTimestamps        Timestamps `db:"status_timestamps"`
-	CreatedAt               time.Time  `db:"created_at"`
-	UpdatedAt               time.Time  `db:"updated_at"`
+	// DecisionReason is the reason given with a discard, if any.
+	DecisionReason   *string    `db:"decision_reason"`
+	TerminalReason   *string    `db:"terminal_reason"`
+	StateVersionID   *string    `db:"state_version_id"`
+	StatusTimestamps Timestamps `db:"status_timestamps"`
+	CreatedAt        time.Time  `db:"created_at"`
+	UpdatedAt        time.Time  `db:"updated_at"`
 
 	// ApprovedBinding is the review an approval named; starting the apply
 	// checks the run still has exactly that review.
@@ -336,4 +341,40 @@ func Cancelable(s Status) bool { return !s.Terminal() && s != StatusRecoveryRequ
 func Digest(b []byte) []byte {
 	sum := sha256.Sum256(b)
 	return sum[:]
+}
+
+// MaxReasonChars bounds the reason a person gives for a recovery, a
+// discard or a restricted download, counted in characters after trimming.
+const MaxReasonChars = 500
+
+// ReasonOf trims a person's reason and checks it holds 1..MaxReasonChars
+// characters of valid UTF-8.
+func ReasonOf(raw string) (string, error) {
+	reason := strings.TrimSpace(raw)
+	if reason == "" || !utf8.ValidString(reason) || utf8.RuneCountInString(reason) > MaxReasonChars {
+		return "", fmt.Errorf("%w: reason must be 1..%d characters", ErrInvalid, MaxReasonChars)
+	}
+	return reason, nil
+}
+
+// auditReasonBytes is what one audit evidence string holds.
+const auditReasonBytes = 512
+
+// withReason adds a reason to audit evidence: whole when it fits an
+// evidence string, otherwise cut at a character boundary and marked, with
+// the SHA-256 of the whole reason (kept on the record it explains) either
+// way.
+func withReason(evidence map[string]any, reason string) map[string]any {
+	sum := sha256.Sum256([]byte(reason))
+	evidence["reason_sha256"] = hex.EncodeToString(sum[:])
+	if len(reason) <= auditReasonBytes {
+		evidence["reason"] = reason
+		return evidence
+	}
+	cut := auditReasonBytes
+	for cut > 0 && !utf8.RuneStart(reason[cut]) {
+		cut--
+	}
+	evidence["reason"], evidence["reason_truncated"] = reason[:cut], true
+	return evidence
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -461,17 +462,32 @@ func (s *Service) Approve(ctx context.Context, tx *sqlx.Tx, p access.Principal, 
 	return r, audit.Record(ctx, tx, p, "run.approved", "run", r.ID, bindingEvidence(r))
 }
 
-// Reject records a rejection of exactly the bound review; the run ends.
-func (s *Service) Reject(ctx context.Context, tx *sqlx.Tx, p access.Principal, runID string, b Binding) (Run, error) {
+// Reject records a rejection (a discard) of exactly the bound review; the
+// run ends. reason is optional (the CLI gives none); when given it is
+// trimmed, bounded like every reason, kept on the run and audited.
+func (s *Service) Reject(ctx context.Context, tx *sqlx.Tx, p access.Principal, runID string, b Binding, reason string) (Run, error) {
+	var kept *string
+	if strings.TrimSpace(reason) != "" {
+		valid, err := ReasonOf(reason)
+		if err != nil {
+			return Run{}, err
+		}
+		kept = &valid
+	}
 	r, err := s.decidable(ctx, tx, p, runID, b)
 	if err != nil {
 		return Run{}, err
 	}
 	r = s.decide(r, p, DecisionRejected)
+	r.DecisionReason = kept
 	if r, err = s.finish(ctx, tx, r, StatusRejected, "rejected"); err != nil {
 		return Run{}, err
 	}
-	return r, audit.Record(ctx, tx, p, "run.rejected", "run", r.ID, bindingEvidence(r))
+	evidence := bindingEvidence(r)
+	if kept != nil {
+		evidence = withReason(evidence, *kept)
+	}
+	return r, audit.Record(ctx, tx, p, "run.rejected", "run", r.ID, evidence)
 }
 
 func (s *Service) decidable(ctx context.Context, tx *sqlx.Tx, p access.Principal, runID string, b Binding) (Run, error) {

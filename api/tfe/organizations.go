@@ -4,9 +4,11 @@ import (
 	"net/http"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/jmoiron/sqlx"
 
 	"github.com/cairnhq/cairn/api/access"
 	"github.com/cairnhq/cairn/api/identity"
+	"github.com/cairnhq/cairn/api/platform/db"
 	"github.com/cairnhq/cairn/api/platform/fault"
 	"github.com/cairnhq/cairn/api/platform/httpx"
 )
@@ -14,6 +16,7 @@ import (
 func (s *server) registerOrganizations(r fiber.Router) {
 	r.Post("/organizations", s.createOrganization)
 	r.Get("/organizations/:org", s.guard(s.byOrganization, s.readOrganization))
+	r.Patch("/organizations/:org", s.guard(s.byOrganization, s.updateOrganization))
 	r.Delete("/organizations/:org", s.guardStop(s.byOrganization, s.deleteOrganization))
 	r.Get("/organizations/:org/entitlement-set", s.guard(s.byOrganization, s.entitlements))
 }
@@ -29,6 +32,9 @@ func organizationResource(p access.Principal, o identity.Organization) resource 
 			"external-id": o.ID,
 			"created-at":  timestamp(o.CreatedAt),
 			"email":       "",
+			// A workspace the CLI creates takes this mode: remote runs
+			// managed plans, as HCP Terraform does.
+			"default-execution-mode": o.DefaultExecutionMode,
 			"permissions": map[string]bool{
 				"can-create-workspace": p.Permissions.Has(access.PermWorkspaceWrite),
 				"can-update":           p.Permissions.Has(access.PermMemberManage),
@@ -44,6 +50,46 @@ func (s *server) readOrganization(c *fiber.Ctx, p access.Principal, o owner) err
 		return s.writeError(c, err)
 	}
 	org, err := s.Identity.OrganizationByID(c.UserContext(), o.OrganizationID)
+	if err != nil {
+		return s.writeError(c, err)
+	}
+	return writeData(c, http.StatusOK, organizationResource(p, org))
+}
+
+// updateOrganization changes the organization's default execution mode,
+// the one setting Cairn keeps; the name (the slug) never changes.
+func (s *server) updateOrganization(c *fiber.Ctx, p access.Principal, o owner) error {
+	var doc struct {
+		Data struct {
+			Type       string `json:"type"`
+			Attributes struct {
+				Name                 *string `json:"name"`
+				DefaultExecutionMode *string `json:"default-execution-mode"`
+			} `json:"attributes"`
+		} `json:"data"`
+	}
+	if err := decodeDocument(c, &doc); err != nil {
+		return s.writeError(c, err)
+	}
+	a := doc.Data.Attributes
+	if doc.Data.Type != "organizations" || (a.Name != nil && *a.Name != o.OrganizationSlug) {
+		return s.writeError(c, errInvalidDocument)
+	}
+	ctx := c.UserContext()
+	var org identity.Organization
+	err := db.WithTx(ctx, s.DB, func(tx *sqlx.Tx) error {
+		if a.DefaultExecutionMode == nil {
+			if err := p.Require(access.PermMemberManage); err != nil {
+				return err
+			}
+			var err error
+			org, err = s.Identity.OrganizationByID(ctx, o.OrganizationID)
+			return err
+		}
+		var err error
+		org, err = s.Identity.SetDefaultExecutionMode(ctx, tx, p, *a.DefaultExecutionMode)
+		return err
+	})
 	if err != nil {
 		return s.writeError(c, err)
 	}

@@ -509,9 +509,19 @@ func (s *server) applyRun(c *fiber.Ctx, p access.Principal, o owner) error {
 	})
 }
 
+// discardRun takes the optional comment go-tfe sends as the discard
+// reason.
 func (s *server) discardRun(c *fiber.Ctx, p access.Principal, o owner) error {
+	var body struct {
+		Comment string `json:"comment"`
+	}
+	if len(c.Body()) > 0 {
+		if err := decodeDocument(c, &body); err != nil {
+			return s.writeError(c, err)
+		}
+	}
 	return s.runAction(c, p, func(tx *sqlx.Tx, r run.Run) error {
-		_, err := s.Runs.Reject(c.UserContext(), tx, p, r.ID, run.BindingOf(r))
+		_, err := s.Runs.Reject(c.UserContext(), tx, p, r.ID, run.BindingOf(r), body.Comment)
 		return err
 	})
 }

@@ -178,7 +178,7 @@ func TestStateLifecycleThroughTheProtocol(t *testing.T) {
 	created := u.call(t, http.MethodPost, base+"/workspaces", map[string]any{"data": map[string]any{"type": "workspaces", "attributes": map[string]any{"name": "demo"}}}).
 		MustStatus(t, http.StatusCreated)
 	ws := decode(t, created).Data
-	if ws.Type != "workspaces" || ws.Attributes["name"] != "demo" || ws.Attributes["execution-mode"] != "local" {
+	if ws.Type != "workspaces" || ws.Attributes["name"] != "demo" || ws.Attributes["execution-mode"] != "remote" {
 		t.Fatalf("created %s", created.Body)
 	}
 	if perms := ws.Attributes["permissions"].(map[string]any); perms["can-queue-destroy"] != false || ws.Attributes["allow-destroy-plan"] != false {

@@ -33,6 +33,7 @@ type Services struct {
 func (a *API) registerOperations() {
 	a.registerSpec()
 	a.registerLaunchAccess()
+	a.registerOrganization()
 	a.registerProjects()
 	a.registerWorkspaces()
 	a.registerVariables()

@@ -85,6 +85,18 @@ type decideInput struct {
 	Body BindingBody
 }
 
+// RejectRequest is the reviewed binding plus the discard reason.
+type RejectRequest struct {
+	BindingBody
+	Reason string `json:"reason,omitempty" maxLength:"2000" doc:"Why the run is discarded: trimmed, at most 500 characters; kept on the run and audited."`
+}
+
+type rejectInput struct {
+	IdempotencyHeader
+	IDPath
+	Body RejectRequest
+}
+
 type cancelInput struct {
 	IdempotencyHeader
 	IDPath
@@ -250,29 +262,38 @@ func (a *API) registerRuns() {
 		})
 	})
 
-	type decision func(*run.Service, context.Context, *sqlx.Tx, access.Principal, string, run.Binding) (run.Run, error)
 	// Approving is a protected mutation (the service also rechecks the
 	// apply gate); rejecting discards the run, which like cancellation a
 	// suspension does not stop.
-	decide := func(action string, fn decision, admit admission) {
-		register(a, huma.Operation{
-			OperationID: action + "-run", Method: http.MethodPost, Path: "/v1/runs/{id}/actions/" + action,
-			Summary: "Record " + action + " of the exact review", Tags: tags,
-			Description: "The body must name the run's current plan digest, policy result digest, predecessor state version and " +
-				"dependency lock digest; any other binding is stale and rejected with 409 RUN_REVIEW_STALE.",
-		}, operationOptions{mutation: true, admit: admit}, func(ctx context.Context, in *decideInput) (*Mutated[RunView], error) {
-			return mutation(ctx, a, in.IdempotencyKey, in.Body, http.StatusOK,
-				func(ctx context.Context, tx *sqlx.Tx, p access.Principal) (RunView, error) {
-					r, err := fn(a.deps.Services.Runs, ctx, tx, p, in.ID, run.Binding(in.Body))
-					if err != nil {
-						return RunView{}, err
-					}
-					return a.runView(ctx, tx, p, r)
-				})
-		})
-	}
-	decide("approve", (*run.Service).Approve, admitRun)
-	decide("reject", (*run.Service).Reject, notAdmitted)
+	bindingDescription := "The body must name the run's current plan digest, policy result digest, predecessor state version and " +
+		"dependency lock digest; any other binding is stale and rejected with 409 RUN_REVIEW_STALE."
+	register(a, huma.Operation{
+		OperationID: "approve-run", Method: http.MethodPost, Path: "/v1/runs/{id}/actions/approve",
+		Summary: "Record approve of the exact review", Tags: tags, Description: bindingDescription,
+	}, operationOptions{mutation: true, admit: admitRun}, func(ctx context.Context, in *decideInput) (*Mutated[RunView], error) {
+		return mutation(ctx, a, in.IdempotencyKey, in.Body, http.StatusOK,
+			func(ctx context.Context, tx *sqlx.Tx, p access.Principal) (RunView, error) {
+				r, err := a.deps.Services.Runs.Approve(ctx, tx, p, in.ID, run.Binding(in.Body))
+				if err != nil {
+					return RunView{}, err
+				}
+				return a.runView(ctx, tx, p, r)
+			})
+	})
+	register(a, huma.Operation{
+		OperationID: "reject-run", Method: http.MethodPost, Path: "/v1/runs/{id}/actions/reject",
+		Summary: "Record reject of the exact review", Tags: tags,
+		Description: bindingDescription + " An optional reason (trimmed, 1–500 characters) is kept as decision.reason.",
+	}, operationOptions{mutation: true, admit: notAdmitted}, func(ctx context.Context, in *rejectInput) (*Mutated[RunView], error) {
+		return mutation(ctx, a, in.IdempotencyKey, in.Body, http.StatusOK,
+			func(ctx context.Context, tx *sqlx.Tx, p access.Principal) (RunView, error) {
+				r, err := a.deps.Services.Runs.Reject(ctx, tx, p, in.ID, run.Binding(in.Body.BindingBody), in.Body.Reason)
+				if err != nil {
+					return RunView{}, err
+				}
+				return a.runView(ctx, tx, p, r)
+			})
+	})
 
 	register(a, huma.Operation{
 		OperationID: "cancel-run", Method: http.MethodPost, Path: "/v1/runs/{id}/actions/cancel",

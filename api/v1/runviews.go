@@ -99,6 +99,7 @@ type DecisionView struct {
 	ActorID   string    `json:"actor_id"`
 	ActorName *string   `json:"actor_name" doc:"Null when the principal no longer resolves."`
 	DecidedAt time.Time `json:"decided_at"`
+	Reason    *string   `json:"reason" doc:"The reason given with a discard; null when none was given."`
 }
 
 // SandboxCeilingView is one resource ceiling as the sandbox applied it.
@@ -221,7 +222,8 @@ func (a *API) runView(ctx context.Context, q sqlx.QueryerContext, p access.Princ
 			kind = *r.DecisionActorKind
 		}
 		v.Decision = &DecisionView{Action: *r.DecisionAction, ActorID: *r.DecisionActorID,
-			ActorName: runs.ActorName(ctx, q, kind, *r.DecisionActorID), DecidedAt: *r.DecidedAt}
+			ActorName: runs.ActorName(ctx, q, kind, *r.DecisionActorID), DecidedAt: *r.DecidedAt,
+			Reason: r.DecisionReason}
 	}
 	review, err := runs.PolicyOf(ctx, q, r)
 	if err != nil {

@@ -28,6 +28,7 @@ type CreateWorkspaceRequest struct {
 	ProjectID         string                   `json:"project_id" maxLength:"64"`
 	Name              string                   `json:"name" minLength:"1" maxLength:"200"`
 	ExecutionSettings ExecutionSettingsRequest `json:"execution_settings"`
+	ExecutionMode     string                   `json:"execution_mode,omitempty" enum:"local,remote" doc:"Omitted: the organization's default_execution_mode."`
 }
 
 type createWorkspaceInput struct {
@@ -39,7 +40,7 @@ type createWorkspaceInput struct {
 type UpdateWorkspaceRequest struct {
 	ExecutionSettings ExecutionSettingsRequest `json:"execution_settings" doc:"The complete execution settings; a change records a new settings version."`
 	Name              *string                  `json:"name,omitempty" minLength:"1" maxLength:"200" doc:"New display name; slug and cloud_name never change."`
-	ExecutionMode     *string                  `json:"execution_mode,omitempty" enum:"local,remote" doc:"How the remote-backend CLI runs operations; omit to keep it."`
+	ExecutionMode     *string                  `json:"execution_mode,omitempty" enum:"local,remote" doc:"Omitted: unchanged."`
 }
 
 type updateWorkspaceInput struct {
@@ -64,6 +65,7 @@ func (a *API) registerWorkspaces() {
 			func(ctx context.Context, tx *sqlx.Tx, p access.Principal) (WorkspaceView, error) {
 				w, err := a.deps.Services.Workspaces.CreateWorkspace(ctx, tx, p, workspace.CreateWorkspaceInput{
 					ProjectID: in.Body.ProjectID, Name: in.Body.Name, Settings: in.Body.ExecutionSettings.settings(),
+					ExecutionMode: in.Body.ExecutionMode,
 				})
 				return workspaceView(w), err
 			})

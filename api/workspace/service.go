@@ -81,7 +81,7 @@ type CreateWorkspaceInput struct {
 	// CloudName, when set, asks for this exact remote-backend selector (the
 	// remote-backend API creates workspaces by that name).
 	CloudName string
-	// ExecutionMode defaults to local.
+	// ExecutionMode defaults to the organization's default execution mode.
 	ExecutionMode string
 }
 
@@ -126,7 +126,9 @@ func (s *Service) CreateWorkspace(ctx context.Context, tx *sqlx.Tx, p access.Pri
 	}
 	mode := in.ExecutionMode
 	if mode == "" {
-		mode = ExecutionLocal
+		if mode, err = organizationExecutionMode(ctx, tx, p.OrganizationID); err != nil {
+			return Workspace{}, err
+		}
 	}
 	if mode != ExecutionLocal && mode != ExecutionRemote {
 		return Workspace{}, fmt.Errorf("%w: execution mode must be local or remote", ErrInvalid)

@@ -331,3 +331,17 @@ func deleteWorkspaceTree(ctx context.Context, tx *sqlx.Tx, organizationID, works
 	}
 	return keys, nil
 }
+
+// organizationExecutionMode is the mode a workspace created without one
+// takes.
+func organizationExecutionMode(ctx context.Context, q sqlx.QueryerContext, organizationID string) (string, error) {
+	var mode string
+	err := sqlx.GetContext(ctx, q, &mode, `SELECT default_execution_mode FROM organizations WHERE id = $1`, organizationID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", fault.ErrNotFound
+	}
+	if err != nil {
+		return "", fmt.Errorf("reading the organization's default execution mode: %w", err)
+	}
+	return mode, nil
+}

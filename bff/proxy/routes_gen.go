@@ -17,6 +17,8 @@ var routes = []route{
 	{method: "GET", pattern: "/v1/launch-access/runs/{runId}"},
 	{method: "GET", pattern: "/v1/launch-access/workspaces/{workspaceId}"},
 	{method: "GET", pattern: "/v1/openapi.json"},
+	{method: "GET", pattern: "/v1/organization"},
+	{method: "PATCH", pattern: "/v1/organization"},
 	{method: "GET", pattern: "/v1/policy-sets"},
 	{method: "POST", pattern: "/v1/policy-sets"},
 	{method: "GET", pattern: "/v1/policy-sets/{id}"},

@@ -56,6 +56,7 @@ var funcs = template.FuncMap{
 	"utc":      func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
 	"duration": humanDuration,
 	"label":    func(s string) string { return strings.ReplaceAll(s, "_", " ") },
+	"sub":      func(a, b int) int { return a - b },
 	"short":    func(s string) string { return shortDigest(s) },
 	"deref": func(s *string) string {
 		if s == nil {

@@ -111,7 +111,20 @@ func (s *Site) refused(w http.ResponseWriter, r *http.Request, token, tab string
 		s.unavailable(w, r, s.frame(r, "Workspace"), err)
 		return
 	}
-	s.showWorkspaceTab(w, r, token, tab, load, status, refusal(err))
+	message := refusal(err)
+	switch apiclient.CodeOf(err) {
+	case "VALIDATION_FAILED":
+		message = "Check what you entered: the API refused it as invalid."
+	case "WORKSPACE_NAME_TAKEN":
+		message = "Another workspace already has that name."
+	case "WORKSPACE_VARIABLE_KEY_TAKEN":
+		message = "This workspace already has a variable with that key."
+	case "WORKSPACE_VARIABLE_VALUE_REQUIRED":
+		message = "Changing whether a variable is sensitive needs a new value."
+	case "WORKSPACE_VARIABLE_HCL_INVALID":
+		message = "That value is not a valid HCL expression."
+	}
+	s.showWorkspaceTab(w, r, token, tab, load, status, message)
 }
 
 // backTo redirects to a workspace tab with a notice code.

@@ -308,7 +308,9 @@ func signInToDashboard(t *testing.T, s *Stack, email string) dashboardSession {
 			d.cookie = c.Value
 		}
 	}
-	page = d.page(t, "/runs")
+	// The organizations page renders for every signed-in account, with or
+	// without an active organization.
+	page = d.page(t, "/organizations")
 	meta := regexp.MustCompile(`name="csrf-token" content="([0-9a-f]+)"`).FindStringSubmatch(page)
 	if d.cookie == "" || meta == nil {
 		t.Fatalf("not signed in to the dashboard (cookie %v):\n%s", d.cookie != "", page)

@@ -23,6 +23,16 @@ func TestDashboardReaderSeesNoMutatingControls(t *testing.T) {
 
 	ctx := newBrowser(t)
 	signInAs(t, ctx, s, reader.email)
+	// A new session starts in the reader's own organization: switch with
+	// the navigation's organization switcher.
+	browse(t, ctx, "switching organization",
+		chromedp.Navigate(s.DashboardURL+"/organizations"),
+		chromedp.WaitVisible(chromedp.CSS("#switch-org")),
+		chromedp.SetValue(chromedp.CSS("#switch-org"), owner.orgID),
+		chromedp.Submit(chromedp.CSS("#switch-org")),
+		chromedp.WaitVisible(chromedp.CSS("#main-nav")),
+	)
+	waitText(t, ctx, "#main-nav [aria-current=page]", "Runs")
 	mutating := "main form[method=post], main button[type=submit]:not([disabled] *), main input[type=file]"
 	for _, path := range []string{"", "/runs", "/states", "/variables", "/policies", "/settings"} {
 		browse(t, ctx, "opening "+path, chromedp.Navigate(s.DashboardURL+"/workspaces/"+ws+path), chromedp.WaitVisible(chromedp.CSS("#workspace-tabs")))
@@ -40,13 +50,16 @@ func TestDashboardReaderSeesNoMutatingControls(t *testing.T) {
 			html, _ := chromedp.Run(ctx, chromedp.Evaluate[string]("document.querySelector('main').innerHTML"))
 			t.Fatalf("a reader sees %d mutating controls on %q:\n%s", n, path, html)
 		}
+		if path == "/variables" {
+			waitText(t, ctx, "#variables", "eu-central")
+			waitText(t, ctx, "main", "read-only for your role")
+			screenshot(t, ctx, "workspace-variables-reader")
+		}
 	}
-	waitText(t, ctx, "#variables", "eu-central")
-	waitText(t, ctx, "main", "read-only for your role")
 	for _, path := range []string{"/organizations", "/organization/projects", "/organization/service-accounts"} {
 		browse(t, ctx, "opening "+path, chromedp.Navigate(s.DashboardURL+path), chromedp.WaitVisible(chromedp.CSS("#org-tabs")))
-		// The organizations page keeps only "create your own organization".
-		if n := count(t, ctx, "main form[method=post]:not([action='/organizations'])"); n != 0 {
+		// The organizations page keeps only creating and switching to one's own.
+		if n := count(t, ctx, "main form[method=post]:not([action='/organizations']):not([action='/organizations/active'])"); n != 0 {
 			t.Fatalf("a reader sees %d mutating forms on %s", n, path)
 		}
 	}
@@ -56,6 +69,9 @@ func TestDashboardReaderSeesNoMutatingControls(t *testing.T) {
 	}
 	// A post the page never offered is refused by the API all the same.
 	d := signInToDashboard(t, s, reader.email)
+	if st, _ := d.form(t, "/organizations/active", map[string]string{"organization_id": owner.orgID}); st != http.StatusSeeOther {
+		t.Fatalf("switching organization: %d", st)
+	}
 	st, body := d.form(t, "/workspaces/"+ws+"/variables", map[string]string{"key": "sneaky", "value": "x"})
 	if st != http.StatusForbidden || !strings.Contains(string(body), "permission") {
 		t.Fatalf("a reader's variable post: %d", st)
@@ -85,7 +101,7 @@ func TestDashboardDarkCanaryShowsOnlyItsWorkspace(t *testing.T) {
 
 	ctx := newBrowser(t)
 	signInAs(t, ctx, s, m.email)
-	for _, path := range []string{"", "/variables", "/settings"} {
+	for _, path := range []string{"", "/settings", "/variables"} {
 		browse(t, ctx, "canary "+path, chromedp.Navigate(s.DashboardURL+"/workspaces/"+canary+path), chromedp.WaitVisible(chromedp.CSS("#workspace-tabs")))
 		for _, sel := range []string{"#main-nav", "#org-switcher", "a[href='/workspaces']", "a[href='/runs']", "a[href^='/organization']", "a[href*='/settings/cloud-access']"} {
 			if n := count(t, ctx, sel); n != 0 {
@@ -167,7 +183,7 @@ func TestDashboardTokensServiceAccountsAndAuditLog(t *testing.T) {
 		t.Fatalf("minted token %q", plaintext)
 	}
 	bearer := []string{"Authorization", "Bearer " + plaintext}
-	if st, _ := call(t, s.Client, http.MethodGet, s.APIURL+"/api/v2/organizations/"+m.slug+"/workspaces", nil, bearer...); st != http.StatusOK {
+	if st, _ := call(t, s.Client, http.MethodGet, s.APIURL+"/api/v2/workspaces/"+ws, nil, bearer...); st != http.StatusOK {
 		t.Fatalf("the minted token against the remote-backend API: %d", st)
 	}
 	// Shown once: the list never has it again.
@@ -178,7 +194,7 @@ func TestDashboardTokensServiceAccountsAndAuditLog(t *testing.T) {
 	screenshot(t, ctx, "organization-tokens")
 	browse(t, ctx, "revoking", chromedp.Click(chromedp.CSS("#user-tokens tr:first-child form[action$='/revoke'] button")))
 	waitText(t, ctx, ".notice", "Token revoked")
-	if st, _ := call(t, s.Client, http.MethodGet, s.APIURL+"/api/v2/organizations/"+m.slug+"/workspaces", nil, bearer...); st != http.StatusUnauthorized {
+	if st, _ := call(t, s.Client, http.MethodGet, s.APIURL+"/api/v2/workspaces/"+ws, nil, bearer...); st != http.StatusUnauthorized {
 		t.Fatalf("the revoked token: %d", st)
 	}
 

@@ -80,21 +80,28 @@ func TestDashboardWorkspaceTabs(t *testing.T) {
 	s.setVariable(t, m, ws, "api_key", "sealed-secret-5b1c", true, false)
 	s.setVariable(t, m, ws, "obsolete", "x", false, false)
 
-	// Runs of three outcomes for the chart: planned, errored, and one
-	// still waiting for approval.
+	// Runs of two outcomes for the chart, one of them applied after
+	// approval so the overview shows its state and outputs.
 	good := s.uploadConfiguration(t, m, ws, map[string]string{"main.tf": `resource "terraform_data" "net" { input = "a" }
 output "cidr" { value = "10.0.0.0/16" }
 `})
 	bad := s.uploadConfiguration(t, m, ws, map[string]string{"main.tf": `resource "terraform_data" "net" { input = var.missing }`})
 	var runs []string
-	for _, c := range []struct{ cfg, kind string }{{good, "plan_only"}, {bad, "plan_only"}, {good, "plan_only"}, {good, "plan_and_apply"}} {
+	for _, c := range []struct{ cfg, kind string }{{good, "plan_only"}, {bad, "plan_only"}, {good, "plan_only"},
+		{good, "plan_and_apply"}, {bad, "plan_only"}, {good, "plan_only"}} {
 		st, r := s.createRun(t, m, ws, c.cfg, c.kind)
 		if st != http.StatusCreated {
 			t.Fatalf("run: %d", st)
 		}
-		s.waitRun(t, m, r.ID, 3*time.Minute, func(r runView) bool {
+		r = s.waitRun(t, m, r.ID, 3*time.Minute, func(r runView) bool {
 			return r.Status == "planned_and_finished" || r.Status == "errored" || r.Status == "awaiting_approval"
 		})
+		if r.Status == "awaiting_approval" {
+			if st, body := s.approve(t, m, r); st != http.StatusOK {
+				t.Fatalf("approve: %d %s", st, body)
+			}
+			s.waitRun(t, m, r.ID, 3*time.Minute, func(r runView) bool { return r.Status == "applied" })
+		}
 		runs = append(runs, r.ID)
 	}
 
@@ -104,12 +111,13 @@ output "cidr" { value = "10.0.0.0/16" }
 	if n := count(t, ctx, "#run-chart rect"); n != len(runs) {
 		t.Fatalf("chart draws %d bars for %d runs", n, len(runs))
 	}
-	for class, want := range map[string]int{"bar-ok": 2, "bar-bad": 1, "bar-live": 1} {
+	for class, want := range map[string]int{"bar-ok": 4, "bar-bad": 2, "bar-live": 0} {
 		if n := count(t, ctx, "#run-chart rect."+class); n != want {
 			t.Errorf("chart has %d %s bars, want %d", n, class, want)
 		}
 	}
-	waitText(t, ctx, "#run-chart desc", "2 succeeded, 1 failed, 1 in progress")
+	waitText(t, ctx, "#run-chart desc", "4 succeeded, 2 failed, 0 in progress")
+	waitText(t, ctx, "#state-outputs", "10.0.0.0/16")
 	if n := count(t, ctx, "script[src*=chart], canvas"); n != 0 {
 		t.Fatal("the chart needs a script")
 	}
@@ -188,6 +196,11 @@ output "cidr" { value = "10.0.0.0/16" }
 	if w.Name != "network-core" || w.ExecutionMode != "local" {
 		t.Fatalf("workspace after settings: %+v", w)
 	}
+
+	// The states tab names the run that wrote the version and its outputs.
+	browse(t, ctx, "states tab", chromedp.Navigate(s.DashboardURL+"/workspaces/"+ws+"/states"), chromedp.WaitVisible(chromedp.CSS("#state-versions")))
+	waitText(t, ctx, "#state-versions", runs[3])
+	waitText(t, ctx, "#state-outputs", "10.0.0.0/16")
 
 	// The runs tab lists every run with a copyable ID.
 	browse(t, ctx, "runs tab", chromedp.Navigate(s.DashboardURL+"/workspaces/"+ws+"/runs"), chromedp.WaitVisible(chromedp.CSS("#workspace-runs")))

@@ -31,6 +31,9 @@ type chartBar struct {
 }
 
 const (
+	// chartSlots is how many bars fit: a workspace with fewer runs draws
+	// them at the same width from the left, so bars always mean the same.
+	chartSlots   = 30
 	chartWidth   = 640
 	chartHeight  = 160
 	chartPadding = 20
@@ -51,14 +54,15 @@ func outcomeClass(status string) string {
 	return "bar-other"
 }
 
-// chartOf draws runs (as the API lists them, newest first). Heights use a
-// square-root scale so one slow run does not flatten every other bar.
+// chartOf draws runs (as the API lists them, newest first; at most
+// chartSlots are drawn). Heights use a square-root scale so one slow run
+// does not flatten every other bar.
 func chartOf(runs []runSummary) runChart {
 	c := runChart{Width: chartWidth, Height: chartHeight, Baseline: chartHeight - chartPadding}
 	if len(runs) == 0 {
 		return c
 	}
-	ordered := slices.Clone(runs)
+	ordered := slices.Clone(runs[:min(len(runs), chartSlots)])
 	slices.Reverse(ordered)
 	var longest time.Duration
 	for _, r := range ordered {
@@ -66,7 +70,7 @@ func chartOf(runs []runSummary) runChart {
 	}
 	c.MaxLabel = humanDuration(longest)
 	plot := chartHeight - 2*chartPadding
-	slot := (chartWidth - 2*chartPadding) / len(ordered)
+	slot := (chartWidth - 2*chartPadding) / max(len(ordered), chartSlots)
 	barWidth := max(slot-chartGap, 2)
 	for i, r := range ordered {
 		h := 2

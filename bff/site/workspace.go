@@ -148,7 +148,7 @@ type overviewPage struct {
 }
 
 // overviewRuns is how many recent runs the chart draws.
-const overviewRuns = 30
+const overviewRuns = chartSlots
 
 func (s *Site) loadOverview(ctx context.Context, r *http.Request, token string, sh *workspaceShell) (any, error) {
 	page := overviewPage{workspaceShell: sh}

@@ -207,6 +207,9 @@ output "cidr" { value = "10.0.0.0/16" }
 	if n := count(t, ctx, "#workspace-runs button.copy[data-copy^=run_]"); n != len(runs) {
 		t.Fatalf("runs tab shows %d copyable run IDs, want %d", n, len(runs))
 	}
+	// Who started a run is a name, not an ID.
+	waitText(t, ctx, "#workspace-runs tbody tr", "tabs")
+	waitText(t, ctx, "#workspace-runs tbody tr", "API or dashboard")
 	expectNoExceptions(t, ctx)
 }
 

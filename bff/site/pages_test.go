@@ -27,7 +27,7 @@ func TestPagesRenderForEveryRole(t *testing.T) {
 		runs := []runSummary{{ID: "run_1", Status: "applied", CreatedAt: now.Add(-time.Hour), UpdatedAt: now}, {ID: "run_2", Status: "planning", CreatedAt: now}}
 		pages := map[string]any{
 			"workspace-overview.html":   overviewPage{workspaceShell: sh, Chart: chartOf(runs), Recent: runs, Current: &sv, Outputs: outputs},
-			"workspace-runs.html":       workspaceRunsPage{workspaceShell: sh, Runs: runs, MoreURL: "/x?cursor=a", Paged: true},
+			"workspace-runs.html":       workspaceRunsPage{workspaceShell: sh, Runs: []workspaceRun{{runSummary: runs[0], Source: "tfe", Author: "Ada"}}, MoreURL: "/x?cursor=a", Paged: true},
 			"workspace-states.html":     statesPage{workspaceShell: sh, Versions: []stateVersion{sv}, Selected: &sv, Outputs: outputs},
 			"workspace-variables.html":  variablesPage{workspaceShell: sh, Variables: []variable{{ID: "var_1", Key: "region", Value: &value}, {ID: "var_2", Key: "secret", Sensitive: true}}, ConfirmDelete: "var_2"},
 			"workspace-policies.html":   policiesPage{workspaceShell: sh, Attachments: []attachmentView{{ID: "pa_1", Scope: "workspace"}}, Sets: []policySet{{ID: "ps_1"}}, Published: []publishedVersion{{ID: "pv_1"}}, Modes: []string{"advisory"}},

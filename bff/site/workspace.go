@@ -171,10 +171,33 @@ func (s *Site) loadOverview(ctx context.Context, r *http.Request, token string, 
 	return page, nil
 }
 
+// workspaceRun is a listed run with who started it and from where.
+type workspaceRun struct {
+	runSummary
+	Source    string `json:"source"`
+	CreatedBy struct {
+		Kind string `json:"kind"`
+		ID   string `json:"id"`
+	} `json:"created_by"`
+	// Author is CreatedBy by name where the dashboard can tell.
+	Author string `json:"-"`
+}
+
+// SourceLabel says where the run came from in a user's words.
+func (r workspaceRun) SourceLabel() string {
+	switch r.Source {
+	case "tfe":
+		return "CLI (remote backend)"
+	case "api":
+		return "API or dashboard"
+	}
+	return r.Source
+}
+
 // workspaceRunsPage is the runs tab: one cursor page at a time.
 type workspaceRunsPage struct {
 	*workspaceShell
-	Runs     []runSummary
+	Runs     []workspaceRun
 	MoreURL  string
 	Paged    bool
 	FirstURL string
@@ -187,9 +210,13 @@ func (s *Site) loadWorkspaceRuns(ctx context.Context, r *http.Request, token str
 		path += "&cursor=" + url.QueryEscape(c)
 		page.Paged = true
 	}
-	list, err := apiclient.List[runSummary](ctx, s.api, token, path)
+	list, err := apiclient.List[workspaceRun](ctx, s.api, token, path)
 	if err != nil {
 		return nil, err
+	}
+	names := s.actorNames(ctx, token)
+	for i := range list.Data {
+		list.Data[i].Author = names.of(list.Data[i].CreatedBy.Kind, list.Data[i].CreatedBy.ID)
 	}
 	page.Runs = list.Data
 	if list.NextCursor != "" {

@@ -94,6 +94,8 @@ func TestDashboardDarkCanaryShowsOnlyItsWorkspace(t *testing.T) {
 	canary := s.createWorkspace(t, m, "canary", "us")
 	other := s.createWorkspace(t, m, "other", "us")
 	s.setVariable(t, m, canary, "region_name", "eu-central", false, false)
+	cfg := s.uploadConfiguration(t, m, other, map[string]string{"main.tf": `resource "terraform_data" "x" {}`})
+	_, otherRun := s.createRun(t, m, other, cfg, "plan_only")
 	rewriteControl(t, s, "dashboard canary", func(doc map[string]any) {
 		doc["public_gate"] = false
 		doc["canary_allowlist"] = []map[string]string{{"organization_id": m.orgID, "workspace_id": canary}}
@@ -128,6 +130,23 @@ func TestDashboardDarkCanaryShowsOnlyItsWorkspace(t *testing.T) {
 	if len(s.variables(t, m, other)) != 0 {
 		t.Fatal("the refused post wrote a variable")
 	}
+	// The other workspace's run: its page, Changes view, decision posts and
+	// live socket all run the run's probe and are refused alike.
+	for what, do := range map[string]func() *http.Response{
+		"run page": func() *http.Response { return d.get(t, "/runs/"+otherRun.ID, nil) },
+		"changes":  func() *http.Response { return d.get(t, "/runs/"+otherRun.ID+"/changes", nil) },
+		"approve":  func() *http.Response { return d.formResponse(t, "/runs/"+otherRun.ID+"/approve", nil) },
+		"live socket": func() *http.Response {
+			return d.get(t, "/live/runs/"+otherRun.ID, map[string]string{"Origin": d.base, "Connection": "Upgrade",
+				"Upgrade": "websocket", "Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="})
+		},
+	} {
+		resp := do()
+		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || resp.Header.Get("X-Request-Id") == "" {
+			t.Errorf("%s of the other workspace's run: %d, Retry-After %q, request %q", what, resp.StatusCode,
+				resp.Header.Get("Retry-After"), resp.Header.Get("X-Request-Id"))
+		}
+	}
 	expectNoExceptions(t, ctx)
 }
 
@@ -142,6 +161,21 @@ func (d dashboardSession) formResponse(t *testing.T, path string, fields map[str
 	req, _ := http.NewRequest(http.MethodPost, d.base+path, strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Origin", d.base)
+	resp, err := d.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+// get reads a dashboard path with extra headers.
+func (d dashboardSession) get(t *testing.T, path string, header map[string]string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, d.base+path, nil)
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
 	resp, err := d.client.Do(req)
 	if err != nil {
 		t.Fatal(err)

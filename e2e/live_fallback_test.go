@@ -50,7 +50,7 @@ func TestLiveConsoleFallsBackToPollingWhenTheSocketFails(t *testing.T) {
 	waitText(t, ctx, "#stage-Plan .console", "Cairn plan phase")
 	logReads := func() int {
 		n, err := chromedp.Run(ctx, chromedp.Evaluate[int](
-			`performance.getEntriesByType("resource").filter(e => e.name.includes("/runs/` + r.ID + `/logs")).length`))
+			`performance.getEntriesByType("resource").filter(e => e.name.includes("/runs/`+r.ID+`/logs")).length`))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -12,6 +12,33 @@ ALTER TABLE organizations
 ALTER TABLE runs
     ADD COLUMN decision_reason text CHECK (char_length(decision_reason) BETWEEN 1 AND 500);
 
+-- The live run channel is pushed, not polled: a new log chunk or a run
+-- status change notifies cairn_run_events with the run ID when its
+-- transaction commits (PostgreSQL folds repeats of one payload in one
+-- transaction), whichever code path wrote it.
+-- +goose StatementBegin
+CREATE FUNCTION notify_run_event() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    -- Each branch is planned only when it runs: a runs row has no run_id.
+    IF TG_TABLE_NAME = 'runs' THEN
+        PERFORM pg_notify('cairn_run_events', NEW.id);
+    ELSE
+        PERFORM pg_notify('cairn_run_events', NEW.run_id);
+    END IF;
+    RETURN NULL;
+END;
+$$;
+-- +goose StatementEnd
+CREATE TRIGGER run_log_chunks_notify AFTER INSERT ON run_log_chunks
+    FOR EACH ROW EXECUTE FUNCTION notify_run_event();
+CREATE TRIGGER runs_status_notify AFTER UPDATE OF status, plan_status, apply_status ON runs
+    FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status OR OLD.plan_status IS DISTINCT FROM NEW.plan_status
+        OR OLD.apply_status IS DISTINCT FROM NEW.apply_status)
+    EXECUTE FUNCTION notify_run_event();
+
 -- +goose Down
+DROP TRIGGER runs_status_notify ON runs;
+DROP TRIGGER run_log_chunks_notify ON run_log_chunks;
+DROP FUNCTION notify_run_event();
 ALTER TABLE runs DROP COLUMN decision_reason;
 ALTER TABLE organizations DROP COLUMN default_execution_mode;

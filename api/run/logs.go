@@ -30,8 +30,10 @@ type LogQuery struct {
 	Tail  int
 }
 
+// MaxLogPage is the most chunks one log read returns.
+const MaxLogPage = 100
+
 const (
-	maxLogPage   = 100
 	maxChunkSize = 32 << 10
 	// redacted replaces every secret occurrence in a log line.
 	redacted = "(sensitive value)"
@@ -42,10 +44,10 @@ func (q LogQuery) Validate() error {
 	switch {
 	case q.Tail != 0 && (q.After != 0 || q.Limit != 0):
 		return fmt.Errorf("%w: tail is mutually exclusive with after and limit", ErrInvalid)
-	case q.Tail < 0 || q.Tail > maxLogPage:
-		return fmt.Errorf("%w: tail must be 1..%d", ErrInvalid, maxLogPage)
-	case q.Limit < 0 || q.Limit > maxLogPage:
-		return fmt.Errorf("%w: limit must be 1..%d", ErrInvalid, maxLogPage)
+	case q.Tail < 0 || q.Tail > MaxLogPage:
+		return fmt.Errorf("%w: tail must be 1..%d", ErrInvalid, MaxLogPage)
+	case q.Limit < 0 || q.Limit > MaxLogPage:
+		return fmt.Errorf("%w: limit must be 1..%d", ErrInvalid, MaxLogPage)
 	case q.After < 0:
 		return fmt.Errorf("%w: after must not be negative", ErrInvalid)
 	}
@@ -69,7 +71,7 @@ func (s *Service) Logs(ctx context.Context, p access.Principal, runID string, q 
 	} else {
 		limit := q.Limit
 		if limit == 0 {
-			limit = maxLogPage
+			limit = MaxLogPage
 		}
 		err = s.db.SelectContext(ctx, &out, `SELECT sequence, phase, body, created_at FROM run_log_chunks
 			WHERE run_id = $1 AND sequence > $2 ORDER BY sequence LIMIT $3`, r.ID, q.After, limit)
@@ -117,12 +119,30 @@ type LogSink struct {
 	cut   bool
 }
 
+// LastLogSequence is the sequence of a visible run's newest chunk (0
+// before the first).
+func (s *Service) LastLogSequence(ctx context.Context, p access.Principal, runID string) (int64, error) {
+	r, err := s.GetRun(ctx, p, runID)
+	if err != nil {
+		return 0, err
+	}
+	return s.lastSequence(ctx, r.ID)
+}
+
+func (s *Service) lastSequence(ctx context.Context, runID string) (int64, error) {
+	var last int64
+	if err := s.db.GetContext(ctx, &last, `SELECT coalesce(max(sequence), 0) FROM run_log_chunks WHERE run_id = $1`, runID); err != nil {
+		return 0, fmt.Errorf("reading log position: %w", err)
+	}
+	return last, nil
+}
+
 // NewLogSink opens a sink that appends after the run's newest chunk.
 // secrets are masked in every form the CLI may print them.
 func (s *Service) NewLogSink(ctx context.Context, runID, phase string, secrets []string) (*LogSink, error) {
-	var last int64
-	if err := s.db.GetContext(ctx, &last, `SELECT coalesce(max(sequence), 0) FROM run_log_chunks WHERE run_id = $1`, runID); err != nil {
-		return nil, fmt.Errorf("reading log position: %w", err)
+	last, err := s.lastSequence(ctx, runID)
+	if err != nil {
+		return nil, err
 	}
 	return &LogSink{s: s, runID: runID, phase: phase, buf: newLogBuffer(secrets), next: last + 1}, nil
 }

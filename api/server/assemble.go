@@ -21,6 +21,7 @@ import (
 	"github.com/cairnhq/cairn/api/platform/blob"
 	"github.com/cairnhq/cairn/api/platform/capability"
 	"github.com/cairnhq/cairn/api/platform/config"
+	"github.com/cairnhq/cairn/api/platform/notify"
 	"github.com/cairnhq/cairn/api/platform/seal"
 	"github.com/cairnhq/cairn/api/platform/secret"
 	"github.com/cairnhq/cairn/api/policy"
@@ -92,6 +93,7 @@ func Assemble(cfg config.Config, conn *sqlx.DB, logger *slog.Logger) (Deps, erro
 		State:           states,
 		Policies:        policies,
 		Credentials:     creds,
+		RunEvents:       notify.New(cfg.DatabaseURL.Reveal(), v1.RunEventsChannel, logger),
 		Runs: run.NewService(conn, blobs, workspaces, states, admission, policies, creds, inserter, logger, run.Options{
 			ApprovalTimeout: cfg.ApprovalTimeout,
 			TokenKey:        secret.Derive(cfg.AuthSecret, "run-token"),

@@ -26,6 +26,7 @@ import (
 	"github.com/cairnhq/cairn/api/platform/reqid"
 	"github.com/cairnhq/cairn/api/platform/seal"
 	"github.com/cairnhq/cairn/api/platform/secret"
+	"github.com/cairnhq/cairn/api/run"
 )
 
 const (
@@ -161,7 +162,7 @@ type bodyStreamKey struct{}
 // template, the resolved path (the resource IDs the handler acts on) and
 // the canonical query. All of it is part of every idempotency
 // fingerprint, so one key never stands for two resources.
-type route struct{ method, template, path, query string }
+type route struct{ method, template, path, query, rawQuery, contentType string }
 
 // routeOf resolves the operation's path template with the path parameters
 // exactly as the handler receives them, and canonicalizes the query
@@ -178,7 +179,9 @@ func routeOf(ctx huma.Context) route {
 	humafiber.UnwrapV2(ctx).Request().URI().QueryArgs().VisitAll(func(k, v []byte) {
 		query.Add(string(k), string(v))
 	})
-	return route{method: op.Method, template: op.Path, path: path, query: query.Encode()}
+	req := humafiber.UnwrapV2(ctx).Request()
+	return route{method: op.Method, template: op.Path, path: path, query: query.Encode(),
+		rawQuery: string(req.URI().QueryString()), contentType: string(req.Header.ContentType())}
 }
 
 func routeFrom(ctx context.Context) route {
@@ -323,9 +326,12 @@ func (a *API) writeProblem(ctx huma.Context, p httpx.Problem) {
 
 // operationOptions are Cairn's per-operation settings, kept in huma metadata.
 type operationOptions struct {
-	public    bool
-	mutation  bool
-	bodyLimit int64
+	public   bool
+	mutation bool
+	// restrictedDownload marks a POST that releases raw bytes: a form body
+	// of at most 4 KiB, no idempotency key, no query string.
+	restrictedDownload bool
+	bodyLimit          int64
 	// nulProblem, when set, answers a body with a NUL character instead
 	// of the generic validation failure.
 	nulProblem *httpx.Problem
@@ -357,8 +363,17 @@ func register[I, O any](a *API, op huma.Operation, o operationOptions, handler f
 		limit = JSONBodyLimit
 	}
 	// Every state-changing method is a mutation and needs a key, and no
-	// safe one is: an operation that says otherwise never starts.
+	// safe one is: an operation that says otherwise never starts. The one
+	// exception is a restricted download, a POST that changes nothing but
+	// the audit log and takes no key (SPEC §4 rule 3).
 	mutating := isMutation(op.Method)
+	if o.restrictedDownload {
+		if op.Method != http.MethodPost || o.mutation {
+			panic("v1: restricted download " + op.OperationID + " must be a POST registered without mutation")
+		}
+		mutating = false
+		limit = run.MaxDownloadFormBytes
+	}
 	if o.mutation != mutating {
 		panic("v1: " + op.OperationID + ": " + op.Method + " must be registered with mutation " + strconv.FormatBool(mutating))
 	}

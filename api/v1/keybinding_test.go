@@ -341,12 +341,17 @@ func fiberPath(template string) string {
 // state-changing one declares a required Idempotency-Key and refuses a
 // request without one before doing anything. A route added without the
 // key fails here. The code host's webhook receiver (SPEC §6: its replay
-// identity is the signed delivery ID) will be the one exception.
+// identity is the signed delivery ID) and the restricted downloads are the
+// exceptions.
 func TestEveryMutationRequiresAKey(t *testing.T) {
 	t.Parallel()
 	env := apitest.New(t)
 	u := env.WithOrganization("Enumerator")
-	exempt := map[string]bool{"POST /v1/github/webhooks": true}
+	// Restricted downloads change nothing but the audit log and take no
+	// key (SPEC §4 rule 3); their refusals are tested in api/run.
+	exempt := map[string]bool{"POST /v1/github/webhooks": true,
+		"POST /v1/runs/{id}/downloads/plan": true, "POST /v1/runs/{id}/downloads/plan-json": true,
+		"POST /v1/runs/{id}/downloads/emergency-state": true, "POST /v1/state-versions/{id}/download": true}
 
 	doc := env.Server.V1.Huma().OpenAPI()
 	mutations := 0

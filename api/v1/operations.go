@@ -1,6 +1,7 @@
 package v1
 
 import (
+	"github.com/cairnhq/cairn/api/platform/notify"
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/cairnhq/cairn/api/audit"
@@ -27,6 +28,8 @@ type Services struct {
 	State           *state.Service
 	Policies        *policy.Service
 	Credentials     *credential.Service
+	// RunEvents wakes live run streams when a run's log or status changes.
+	RunEvents *notify.Hub
 }
 
 // registerOperations registers every /v1 operation, grouped by domain.
@@ -43,6 +46,8 @@ func (a *API) registerOperations() {
 	a.registerState()
 	a.registerStateOutputs()
 	a.registerRuns()
+	a.registerDownloads()
+	a.registerLive()
 	a.registerPolicies()
 	a.registerCredentials()
 	a.checkAgentOperations()

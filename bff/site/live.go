@@ -9,6 +9,7 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/coder/websocket/wsjson"
+
 )
 
 // liveEvent is one message of the live run channel: a log chunk in
@@ -25,11 +26,18 @@ type liveEvent struct {
 	CreatedAt *time.Time `json:"created_at,omitempty"`
 }
 
+// liveRecheck is how long a socket relays on the authorization it was
+// opened with before its session and launch access are checked again.
+const liveRecheck = time.Minute
+
 // live is wss://{dashboard}/live/runs/{id}: authenticated by the dashboard
-// session cookie with a strict Origin check. It relays the run's new log
-// chunks and status changes until the run is terminal; a terminal run gets
-// no socket. The HTTP log route stays authoritative: the browser falls back
-// to it on any gap or disconnect.
+// session cookie with a strict Origin check and the run's launch-access
+// probe, per socket. It relays the run's new log chunks and status changes
+// until the run is terminal; a terminal run gets no socket. Events come
+// from the run's shared feed (one API stream for every viewer), so an idle
+// run costs no requests. The HTTP log route stays authoritative: the
+// socket starts from it, and the browser falls back to it on any gap or
+// disconnect.
 func (s *Site) live(w http.ResponseWriter, r *http.Request) {
 	token, ok := s.sessions.APIToken(r.Context())
 	if !ok {
@@ -42,6 +50,10 @@ func (s *Site) live(w http.ResponseWriter, r *http.Request) {
 	}
 	id := r.PathValue("id")
 	after, _ := strconv.ParseInt(r.URL.Query().Get("after"), 10, 64)
+	if err := s.probe(r.Context(), token, "/runs/"+url.PathEscape(id)); err != nil {
+		writeRefusal(w, err) // the upstream status, request ID and Retry-After
+		return
+	}
 	var run runSummary
 	if err := s.api.Call(r.Context(), token, http.MethodGet, "/v1/runs/"+url.PathEscape(id), nil, &run); err != nil {
 		http.Error(w, "run unavailable", http.StatusNotFound)
@@ -60,14 +72,24 @@ func (s *Site) live(w http.ResponseWriter, r *http.Request) {
 	// frames flowing and ends ctx when the page goes away.
 	ctx := conn.CloseRead(r.Context())
 	// Changes are relative to the status the page shows, which may be older
-	// than the run's when the socket opens; the first check then tells it.
+	// than the run's when the socket opens.
 	status := r.URL.Query().Get("status")
 	if status == "" {
 		status = run.Status
 	}
-	lastStatusCheck := time.Time{}
-	ticker := time.NewTicker(s.opts.LivePoll)
-	defer ticker.Stop()
+	feed, sub := s.feeds.join(id, token)
+	defer s.feeds.leave(feed, sub)
+	select {
+	case <-feed.ready:
+	case <-ctx.Done():
+		return
+	case <-time.After(10 * time.Second):
+		_ = conn.Close(websocket.StatusTryAgainLater, "live feed unavailable")
+		return
+	}
+	send := func(ev liveEvent) bool { return wsjson.Write(ctx, conn, ev) == nil }
+	// The backlog since the page's last chunk comes from the log route;
+	// the feed carries everything newer. Sequences drop what both deliver.
 	for {
 		chunks, err := s.chunksAfter(ctx, token, id, after)
 		if err != nil {
@@ -75,34 +97,62 @@ func (s *Site) live(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		for _, c := range chunks {
-			if err := wsjson.Write(ctx, conn, liveEvent{Type: "log", Sequence: c.Sequence, Phase: c.Phase, Body: c.Body, CreatedAt: &c.CreatedAt}); err != nil {
+			if !send(liveEvent{Type: "log", Sequence: c.Sequence, Phase: c.Phase, Body: c.Body, CreatedAt: &c.CreatedAt}) {
 				return
 			}
 			after = c.Sequence
 		}
-		if time.Since(lastStatusCheck) >= time.Second || len(chunks) == 0 {
-			lastStatusCheck = time.Now()
-			var now runSummary
-			if err := s.api.Call(ctx, token, http.MethodGet, "/v1/runs/"+url.PathEscape(id), nil, &now); err != nil {
-				_ = conn.Close(websocket.StatusTryAgainLater, "run unavailable")
-				return
-			}
-			if now.Status != status {
-				status = now.Status
-				if err := wsjson.Write(ctx, conn, liveEvent{Type: "status", Status: status}); err != nil {
-					return
-				}
-			}
-			if now.Terminal() && len(chunks) == 0 {
-				_ = wsjson.Write(ctx, conn, liveEvent{Type: "end", Status: status})
-				_ = conn.Close(websocket.StatusNormalClosure, "run finished")
-				return
-			}
+		if len(chunks) < 100 {
+			break
 		}
+	}
+	if run.Status != status {
+		status = run.Status
+		if !send(liveEvent{Type: "status", Status: status}) {
+			return
+		}
+	}
+	checked := time.Now()
+	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-ticker.C:
+		case ev, open := <-sub.events:
+			if !open {
+				// Dropped for falling behind, or the feed ended without an
+				// end event: the browser resumes from the HTTP route.
+				_ = conn.Close(websocket.StatusTryAgainLater, "live feed interrupted")
+				return
+			}
+			// The feed may stream with another viewer's session: this
+			// socket's own is checked again before it is sent more, at
+			// most once a minute and only when there is something to send.
+			if time.Since(checked) > liveRecheck {
+				if err := s.probe(ctx, token, "/runs/"+url.PathEscape(id)); err != nil {
+					_ = conn.Close(websocket.StatusPolicyViolation, "run unavailable")
+					return
+				}
+				checked = time.Now()
+			}
+			switch ev.Type {
+			case "log":
+				if ev.Sequence <= after {
+					continue
+				}
+				after = ev.Sequence
+			case "status":
+				if ev.Status == status {
+					continue
+				}
+				status = ev.Status
+			}
+			if !send(ev) {
+				return
+			}
+			if ev.Type == "end" {
+				_ = conn.Close(websocket.StatusNormalClosure, "run finished")
+				return
+			}
 		}
 	}
 }

@@ -31,8 +31,6 @@ type Options struct {
 	// Proxy serves /api/control-plane/...
 	Proxy  http.Handler
 	Logger *slog.Logger
-	// LivePoll is how often a live channel reads new log chunks.
-	LivePoll time.Duration
 	// TrustedProxies may name the browser's address in forwarding headers
 	// (CAIRN_TRUSTED_PROXIES); the dashboard passes that address on when it
 	// signs someone in or up.
@@ -49,6 +47,7 @@ type Site struct {
 	sessions *session.Manager
 	pages    *template.Template
 	logger   *slog.Logger
+	feeds    *liveFeeds
 }
 
 var funcs = template.FuncMap{
@@ -78,11 +77,8 @@ func New(opts Options) (*Site, error) {
 	if err != nil {
 		return nil, err
 	}
-	if opts.LivePoll <= 0 {
-		opts.LivePoll = 200 * time.Millisecond
-	}
 	return &Site{opts: opts, api: apiclient.New(opts.APIURL, opts.APIClient, opts.VouchKey), sessions: opts.Sessions, pages: pages,
-		logger: opts.Logger}, nil
+		logger: opts.Logger, feeds: newLiveFeeds(opts.APIURL, opts.APIClient, opts.Logger)}, nil
 }
 
 // Handler routes the dashboard.
@@ -168,7 +164,7 @@ func (s *Site) Handler() http.Handler {
 	// connection for the live socket. These two only read the session.
 	outer := http.NewServeMux()
 	outer.Handle("/", s.sessions.LoadAndSave(mux))
-	outer.Handle("GET /live/runs/{id}", s.sessions.ReadOnly(s.admittedSocket(s.live)))
+	outer.Handle("GET /live/runs/{id}", s.sessions.ReadOnly(http.HandlerFunc(s.live)))
 	if s.opts.Proxy != nil {
 		outer.Handle("/api/control-plane/", s.sessions.ReadOnly(s.opts.Proxy))
 	}

@@ -69,23 +69,6 @@ func (s *Site) admitted(sc scope, h func(http.ResponseWriter, *http.Request, str
 	}
 }
 
-// admittedSocket is admitted for the live channel: a refusal answers the
-// upgrade request with the upstream status and its headers, never a page.
-func (s *Site) admittedSocket(h http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		token, ok := s.sessions.APIToken(r.Context())
-		if !ok {
-			h(w, r) // the handler refuses a request without a session
-			return
-		}
-		if _, err := s.admission(r.Context(), token, scopeRun, r); err != nil {
-			writeRefusal(w, err)
-			return
-		}
-		h(w, r)
-	}
-}
-
 // writeRefusal answers a non-page request with a refusal's status and the
 // headers the dashboard boundary preserves.
 func writeRefusal(w http.ResponseWriter, err error) {

@@ -68,6 +68,9 @@
     });
   }
   RunChannel.prototype.route = function (chunk) {
+    // Refresh log and the socket may both deliver a chunk while they
+    // race: its sequence says whether it is already shown.
+    if (chunk.sequence <= this.last) return;
     var c = this.consoles[chunk.phase];
     if (c) c.append(chunk.body);
     this.last = chunk.sequence;

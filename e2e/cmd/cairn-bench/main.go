@@ -35,7 +35,7 @@ import (
 var (
 	duration    = flag.Duration("duration", 5*time.Second, "how long each load phase runs")
 	concurrency = flag.Int("concurrency", 32, "concurrent clients")
-	only        = flag.String("only", "", "run only these phases (comma-separated: health,mutation,replay,list,agents,state,tofu,runs,credentials,policy,dashboard,signin)")
+	only        = flag.String("only", "", "run only these phases (comma-separated: health,mutation,replay,list,agents,state,tofu,runs,credentials,policy,dashboard,live,signin)")
 	rounds      = flag.Int("rounds", 5, "rounds of each tofu command (medians are reported)")
 )
 
@@ -245,6 +245,18 @@ func run() error {
 	}
 	if enabled("agents") {
 		if err := benchAgents(client, apiURL, token, sessionList); err != nil {
+			return err
+		}
+	}
+
+	if enabled("live") {
+		var workspaceID string
+		if status := call(client, http.MethodPost, apiURL+"/v1/workspaces", token, map[string]any{"project_id": projectID,
+			"name": "live", "execution_settings": map[string]string{"tool_version": "1.10.6", "region": "us", "platform": "linux_amd64"}},
+			map[string]any{"Idempotency-Key": "bench-ws-live"}, &workspaceID); status != http.StatusCreated {
+			return fmt.Errorf("creating the live workspace: %d", status)
+		}
+		if err := benchLive(api, dbURL, token, workspaceID); err != nil {
 			return err
 		}
 	}

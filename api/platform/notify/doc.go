@@ -1,0 +1,7 @@
+// Package notify fans PostgreSQL notifications out to in-process
+// subscribers. One lib/pq listener connection per process listens on one
+// channel whose payload names a key (a run ID); each subscriber of that key
+// gets a coalescing wake-up and re-reads what changed from the database,
+// which stays the source of truth. After the listener reconnects every
+// subscriber is woken, since notifications sent meanwhile are lost.
+package notify

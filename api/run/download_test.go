@@ -1,0 +1,169 @@
+package run_test
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cairnhq/cairn/api/apitest"
+	"github.com/cairnhq/cairn/api/authserver"
+)
+
+func downloadAs(u *apitest.User, path string, body string, header map[string]string) *apitest.Response {
+	h := map[string]string{"Content-Type": "application/x-www-form-urlencoded"}
+	for k, v := range header {
+		h[k] = v
+	}
+	return u.Do(apitest.Request{Method: http.MethodPost, Path: path, Body: []byte(body), Header: h})
+}
+
+func reasonForm(reason string) string { return url.Values{"reason": {reason}}.Encode() }
+
+// downloadEvents counts the audit records of restricted downloads of a
+// target.
+func (h *harness) downloadEvents(targetID string) int {
+	h.t.Helper()
+	var n int
+	if err := h.env.DB.Get(&n, `SELECT count(*) FROM audit_events WHERE action = 'artifact.sensitive_downloaded' AND target_id = $1`, targetID); err != nil {
+		h.t.Fatal(err)
+	}
+	return n
+}
+
+// TestRestrictedDownloadRefusals: every refusal of SPEC §4 rule 3 happens
+// before a byte is released or an audit record written: a query string, a
+// missing, empty or oversized reason, a form over 4 KiB, a JSON body, a
+// missing permission, a stale step-up, another organization's run.
+func TestRestrictedDownloadRefusals(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	ws := h.workspace("refusals")
+	r := h.plan(h.read(h.createRun(ws).ID), planJSON(t))
+	path := "/v1/runs/" + r.ID + "/downloads/plan"
+
+	writer := h.env.SignUp("writer")
+	h.env.Join(h.owner, writer, "writer")
+	stranger := h.env.WithOrganization("stranger")
+
+	for _, c := range []struct {
+		name   string
+		u      *apitest.User
+		path   string
+		body   string
+		header map[string]string
+		status int
+		code   string
+	}{
+		{"query string", h.owner, path + "?x=1", reasonForm("audit"), nil, http.StatusBadRequest, "QUERY_STRING_REFUSED"},
+		{"empty query string key", h.owner, path + "?a", reasonForm("audit"), nil, http.StatusBadRequest, "QUERY_STRING_REFUSED"},
+		{"no reason", h.owner, path, "other=1", nil, http.StatusBadRequest, "VALIDATION_FAILED"},
+		{"blank reason", h.owner, path, reasonForm(" \t "), nil, http.StatusBadRequest, "VALIDATION_FAILED"},
+		{"two reasons", h.owner, path, "reason=a&reason=b", nil, http.StatusBadRequest, "VALIDATION_FAILED"},
+		{"501 characters", h.owner, path, reasonForm(strings.Repeat("x", 501)), nil, http.StatusBadRequest, "VALIDATION_FAILED"},
+		{"body over 4 KiB", h.owner, path, reasonForm("a") + "&pad=" + strings.Repeat("p", 4096), nil, http.StatusRequestEntityTooLarge, "PAYLOAD_TOO_LARGE"},
+		{"JSON body", h.owner, path, `{"reason":"audit"}`, map[string]string{"Content-Type": "application/json"}, http.StatusUnsupportedMediaType, "UNSUPPORTED_MEDIA_TYPE"},
+		{"writer lacks artifact:read_sensitive", writer, path, reasonForm("audit"), nil, http.StatusForbidden, "FORBIDDEN"},
+		{"other organization", stranger, path, reasonForm("audit"), nil, http.StatusNotFound, "NOT_FOUND"},
+		{"no emergency state recorded", h.owner, "/v1/runs/" + r.ID + "/downloads/emergency-state", reasonForm("audit"), nil, http.StatusNotFound, "NOT_FOUND"},
+	} {
+		resp := downloadAs(c.u, c.path, c.body, c.header)
+		if resp.Status != c.status || resp.Code() != c.code {
+			t.Errorf("%s: %d %s, want %d %s", c.name, resp.Status, resp.Body, c.status, c.code)
+		}
+	}
+	if n := h.downloadEvents(r.ID); n != 0 {
+		t.Fatalf("refused downloads wrote %d audit records", n)
+	}
+
+	// A step-up older than 15 minutes is refused until the password is
+	// entered again.
+	if _, err := h.env.DB.Exec(`UPDATE sessions SET reauthenticated_at = now() - interval '16 minutes' WHERE user_id = $1`, h.owner.ID); err != nil {
+		t.Fatal(err)
+	}
+	if resp := downloadAs(h.owner, path, reasonForm("audit"), nil); resp.Status != http.StatusForbidden || resp.Code() != "REAUTHENTICATION_REQUIRED" {
+		t.Fatalf("stale step-up: %d %s", resp.Status, resp.Body)
+	}
+	h.owner.Do(apitest.Request{Method: http.MethodPost, Path: "/api/auth/reauthenticate",
+		Body: map[string]string{"password": h.owner.Password}}).MustStatus(t, http.StatusOK)
+	downloadAs(h.owner, path, reasonForm("audit"), nil).MustStatus(t, http.StatusOK)
+	if n := h.downloadEvents(r.ID); n != 1 {
+		t.Fatalf("after step-up: %d audit records, want 1", n)
+	}
+}
+
+// TestRestrictedDownloadStreamsTheStoredBytes: the saved plan and the JSON
+// plan come back byte for byte, never cached, with their digest, and each
+// leaves an audit record naming the trimmed reason.
+func TestRestrictedDownloadStreamsTheStoredBytes(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	ws := h.workspace("streams")
+	plan := planJSON(t)
+	r := h.plan(h.read(h.createRun(ws).ID), plan)
+
+	for kind, want := range map[string][]byte{"plan": []byte("saved plan of " + r.ID), "plan-json": plan} {
+		resp := downloadAs(h.owner, "/v1/runs/"+r.ID+"/downloads/"+kind, reasonForm("  incident 42  ")+"&csrf_token=ignored", nil).
+			MustStatus(t, http.StatusOK)
+		sum := sha256.Sum256(want)
+		if string(resp.Body) != string(want) || resp.Header.Get("X-Cairn-Content-SHA256") != hex.EncodeToString(sum[:]) ||
+			resp.Header.Get("Cache-Control") != "private, no-store" || !strings.HasPrefix(resp.Header.Get("Content-Disposition"), "attachment") {
+			t.Fatalf("%s: %d bytes, headers %v", kind, len(resp.Body), resp.Header)
+		}
+	}
+	var reasons []string
+	if err := h.env.DB.Select(&reasons, `SELECT evidence->>'reason' FROM audit_events
+		WHERE action = 'artifact.sensitive_downloaded' AND target_id = $1 AND actor_id = $2`, r.ID, h.owner.ID); err != nil {
+		t.Fatal(err)
+	}
+	if len(reasons) != 2 || reasons[0] != "incident 42" || reasons[1] != "incident 42" {
+		t.Fatalf("audit reasons %q", reasons)
+	}
+}
+
+// TestRestrictedDownloadAuditsBeforeTheFirstByte reads the response up to
+// its first body byte, checks the audit record is already committed, then
+// drops the connection: the record stays.
+func TestRestrictedDownloadAuditsBeforeTheFirstByte(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	ws := h.workspace("first-byte")
+	r := h.plan(h.read(h.createRun(ws).ID), planJSON(t))
+
+	conn, err := net.DialTimeout("tcp", strings.TrimPrefix(h.env.URL, "http://"), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	form := reasonForm("first byte")
+	fmt.Fprintf(conn, "POST /v1/runs/%s/downloads/plan-json HTTP/1.1\r\nHost: api\r\nCookie: %s=%s\r\n"+
+		"Content-Type: application/x-www-form-urlencoded\r\nContent-Length: %d\r\n\r\n%s",
+		r.ID, authserver.SessionCookie, h.owner.Token, len(form), form)
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	first := make([]byte, 1)
+	if _, err := resp.Body.Read(first); err != nil {
+		t.Fatal(err)
+	}
+	if n := h.downloadEvents(r.ID); n != 1 {
+		t.Fatalf("at the first byte: %d audit records, want 1", n)
+	}
+	conn.Close()
+	time.Sleep(100 * time.Millisecond)
+	if n := h.downloadEvents(r.ID); n != 1 {
+		t.Fatalf("after the client left: %d audit records, want 1", n)
+	}
+}

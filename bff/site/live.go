@@ -9,7 +9,6 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/coder/websocket/wsjson"
-
 )
 
 // liveEvent is one message of the live run channel: a log chunk in

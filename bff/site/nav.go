@@ -10,6 +10,9 @@ import (
 type switcher struct {
 	Organizations []organization
 	ActiveID      string
+	// role is the session's role in the active organization, read with
+	// it, so a page need not ask again.
+	role *string
 }
 
 // Active is the active organization's name, or "" when none is active.
@@ -31,6 +34,7 @@ func (s *Site) switcher(ctx context.Context, token string) *switcher {
 		return nil
 	}
 	var current struct {
+		Role    *string `json:"role"`
 		Session struct {
 			ActiveOrganizationID *string `json:"active_organization_id"`
 		} `json:"session"`
@@ -38,6 +42,7 @@ func (s *Site) switcher(ctx context.Context, token string) *switcher {
 	if err := s.api.Call(ctx, token, http.MethodGet, "/api/auth/get-session", nil, &current); err != nil {
 		return nil
 	}
+	sw.role = current.Role
 	if current.Session.ActiveOrganizationID != nil {
 		sw.ActiveID = *current.Session.ActiveOrganizationID
 	}

@@ -374,7 +374,7 @@ func (s *Site) projects(w http.ResponseWriter, r *http.Request, token string) {
 func (s *Site) renderProjects(w http.ResponseWriter, r *http.Request, token string, status int, message string) {
 	f := s.frame(r, "Projects")
 	page := projectsPage{Tab: "projects", Error: message, Counts: map[string]int{}}
-	c, err := s.caller(r.Context(), token)
+	c, err := s.callerFor(r.Context(), token, f)
 	if err != nil {
 		s.unavailable(w, r, f, err)
 		return

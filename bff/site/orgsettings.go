@@ -36,7 +36,7 @@ func (s *Site) renderOrganizationSettings(w http.ResponseWriter, r *http.Request
 		s.unavailable(w, r, f, err)
 		return
 	}
-	c, err := s.caller(r.Context(), token)
+	c, err := s.callerFor(r.Context(), token, f)
 	if err != nil {
 		s.unavailable(w, r, f, err)
 		return

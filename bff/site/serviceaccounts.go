@@ -46,7 +46,7 @@ func (s *Site) serviceAccounts(w http.ResponseWriter, r *http.Request, token str
 func (s *Site) renderServiceAccounts(w http.ResponseWriter, r *http.Request, token string, status int, message string) {
 	f := s.frame(r, "Service accounts")
 	page := serviceAccountsPage{Tab: "service-accounts", Error: message}
-	c, err := s.caller(r.Context(), token)
+	c, err := s.callerFor(r.Context(), token, f)
 	if err != nil {
 		s.unavailable(w, r, f, err)
 		return
@@ -153,7 +153,7 @@ func (s *Site) renderServiceAccount(w http.ResponseWriter, r *http.Request, toke
 	if tokens.NextCursor != "" {
 		page.MoreURL = "/organization/service-accounts/" + url.PathEscape(id) + "?cursor=" + url.QueryEscape(tokens.NextCursor)
 	}
-	c, err := s.caller(ctx, token)
+	c, err := s.callerFor(ctx, token, f)
 	if err != nil {
 		fail(err)
 		return

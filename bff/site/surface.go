@@ -116,12 +116,27 @@ func (s *Site) caller(ctx context.Context, token string) (caller, error) {
 	if err := s.api.Call(ctx, token, http.MethodGet, "/api/auth/get-session", nil, &current); err != nil {
 		return caller{}, err
 	}
-	if current.Role == nil {
-		return caller{perms: access.NewPermissionSet()}, nil
+	return callerOf(current.Role), nil
+}
+
+// callerFor is caller, reusing the role the page's navigation already read
+// in this request.
+func (s *Site) callerFor(ctx context.Context, token string, f frame) (caller, error) {
+	if f.Switcher != nil {
+		return callerOf(f.Switcher.role), nil
 	}
-	role, err := access.ParseRole(*current.Role)
+	return s.caller(ctx, token)
+}
+
+// callerOf maps a role to what it may do; no role or an unknown one may do
+// nothing.
+func callerOf(name *string) caller {
+	if name == nil {
+		return caller{perms: access.NewPermissionSet()}
+	}
+	role, err := access.ParseRole(*name)
 	if err != nil {
-		return caller{perms: access.NewPermissionSet()}, nil
+		return caller{perms: access.NewPermissionSet()}
 	}
-	return caller{Role: string(role), perms: access.PermissionsOf(role)}, nil
+	return caller{Role: string(role), perms: access.PermissionsOf(role)}
 }

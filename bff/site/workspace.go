@@ -88,7 +88,7 @@ func (s *Site) showWorkspaceTab(w http.ResponseWriter, r *http.Request, token, t
 		return
 	}
 	var err error
-	if sh.Caller, err = s.caller(ctx, token); err != nil {
+	if sh.Caller, err = s.callerFor(ctx, token, f); err != nil {
 		s.unavailable(w, r, f, err)
 		return
 	}

@@ -79,7 +79,7 @@ func TestDashboardDrivesARunThroughPolicyAndApproval(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS("#ws-name")),
 		chromedp.SendKeys(chromedp.CSS("#ws-name"), "dashboard"),
 		chromedp.Submit(chromedp.CSS("#ws-name")),
-		chromedp.WaitVisible(chromedp.CSS("#ws-policy")),
+		chromedp.WaitVisible(chromedp.CSS("#workspace-tabs")),
 	)
 	loc, _ := chromedp.Run(ctx, chromedp.Location())
 	ws := regexp.MustCompile(`ws_[a-z0-9]+`).FindString(loc)
@@ -308,7 +308,9 @@ func signInToDashboard(t *testing.T, s *Stack, email string) dashboardSession {
 			d.cookie = c.Value
 		}
 	}
-	page = d.page(t, "/runs")
+	// The organizations page renders for every signed-in account, with or
+	// without an active organization.
+	page = d.page(t, "/organizations")
 	meta := regexp.MustCompile(`name="csrf-token" content="([0-9a-f]+)"`).FindStringSubmatch(page)
 	if d.cookie == "" || meta == nil {
 		t.Fatalf("not signed in to the dashboard (cookie %v):\n%s", d.cookie != "", page)
@@ -371,7 +373,7 @@ func TestDashboardWorkspacePolicyAndVariables(t *testing.T) {
 	ctx := newBrowser(t)
 	signInThroughTheDashboard(t, ctx, s, m)
 	browse(t, ctx, "creating a policy set",
-		chromedp.Navigate(s.DashboardURL+"/workspaces/"+ws),
+		chromedp.Navigate(s.DashboardURL+"/workspaces/"+ws+"/policies"),
 		chromedp.WaitVisible(chromedp.CSS("#set-name")),
 		chromedp.SendKeys(chromedp.CSS("#set-name"), "require-tags"),
 		chromedp.Submit(chromedp.CSS("#set-name")),
@@ -402,6 +404,8 @@ func TestDashboardWorkspacePolicyAndVariables(t *testing.T) {
 		t.Fatalf("attachments after detaching: %+v", attachments)
 	}
 	browse(t, ctx, "adding a variable",
+		chromedp.Navigate(s.DashboardURL+"/workspaces/"+ws+"/variables"),
+		chromedp.WaitVisible(chromedp.CSS("#var-key")),
 		chromedp.SendKeys(chromedp.CSS("#var-key"), "region_name"),
 		chromedp.SendKeys(chromedp.CSS("#var-value"), "eu-central"),
 		chromedp.Submit(chromedp.CSS("#var-key")),

@@ -37,14 +37,23 @@ func Append(ctx context.Context, tx sqlx.ExtContext, e Entry) (string, error) {
 // An operator's launch-control events belong in the tenant's trail, but
 // the operator's reason does not: events recorded before suspensions were
 // versioned carried it, so it is left out when read.
-func listEvents(ctx context.Context, q sqlx.QueryerContext, organizationID string, page cursor.Page) ([]Event, error) {
+func listEvents(ctx context.Context, q sqlx.QueryerContext, organizationID string, filter Filter, page cursor.Page) ([]Event, error) {
 	query := `
 		SELECT id, organization_id, action, actor_type, actor_id, target_type, target_id, request_id,
 		       CASE WHEN actor_type = 'operator' AND action LIKE 'launch.%' THEN evidence - 'reason' ELSE evidence END AS evidence,
 		       created_at
 		FROM audit_events
 		WHERE organization_id = $1`
-	keyset, args := page.Keyset([]any{organizationID}, "created_at", "id")
+	args := []any{organizationID}
+	if filter.Action != "" {
+		args = append(args, filter.Action)
+		query += fmt.Sprintf(" AND action = $%d", len(args))
+	}
+	if filter.ActorID != "" {
+		args = append(args, filter.ActorID)
+		query += fmt.Sprintf(" AND actor_id = $%d", len(args))
+	}
+	keyset, args := page.Keyset(args, "created_at", "id")
 	query += keyset + page.OrderLimit("created_at", "id")
 	var events []Event
 	if err := sqlx.SelectContext(ctx, q, &events, query, args...); err != nil {

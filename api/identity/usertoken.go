@@ -16,6 +16,7 @@ import (
 
 	"github.com/cairnhq/cairn/api/access"
 	"github.com/cairnhq/cairn/api/audit"
+	"github.com/cairnhq/cairn/api/platform/cursor"
 	"github.com/cairnhq/cairn/api/platform/fault"
 	"github.com/cairnhq/cairn/api/platform/id"
 )
@@ -75,6 +76,23 @@ func (s *Service) CreateUserToken(ctx context.Context, tx *sqlx.Tx, p access.Pri
 		return UserToken{}, "", fmt.Errorf("inserting user token: %w", err)
 	}
 	return t, plaintext, audit.Record(ctx, tx, p, "user_token.created", "user_token", t.ID, nil)
+}
+
+// ListUserTokens reads one page of the caller's own tokens in the active
+// organization, revoked ones included, newest first, one row beyond the
+// page. Nobody lists another member's tokens.
+func (s *Service) ListUserTokens(ctx context.Context, p access.Principal, page cursor.Page) ([]UserToken, error) {
+	if p.Kind != access.KindUser {
+		return nil, fmt.Errorf("only people hold user tokens: %w", fault.ErrForbidden)
+	}
+	query := `SELECT id, organization_id, user_id, description, expires_at, created_at, revoked_at
+		FROM user_tokens WHERE user_id = $1 AND organization_id = $2`
+	keyset, args := page.Keyset([]any{p.ID, p.OrganizationID}, "created_at", "id")
+	var out []UserToken
+	if err := sqlx.SelectContext(ctx, s.db, &out, query+keyset+page.OrderLimit("created_at", "id"), args...); err != nil {
+		return nil, fmt.Errorf("listing user tokens: %w", err)
+	}
+	return out, nil
 }
 
 // RevokeUserToken revokes one of the caller's own tokens at once.

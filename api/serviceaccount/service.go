@@ -16,6 +16,7 @@ import (
 
 	"github.com/cairnhq/cairn/api/access"
 	"github.com/cairnhq/cairn/api/audit"
+	"github.com/cairnhq/cairn/api/platform/cursor"
 	"github.com/cairnhq/cairn/api/platform/fault"
 	"github.com/cairnhq/cairn/api/platform/id"
 )
@@ -58,6 +59,26 @@ func (s *Service) Create(ctx context.Context, tx *sqlx.Tx, p access.Principal, n
 		return ServiceAccount{}, err
 	}
 	return a, audit.Record(ctx, tx, p, "service_account.created", "service_account", a.ID, map[string]any{"name": a.Name})
+}
+
+// List reads one page of the organization's service accounts.
+func (s *Service) List(ctx context.Context, p access.Principal, page cursor.Page) ([]ServiceAccount, error) {
+	if err := p.Require(access.PermServiceAccountManage); err != nil {
+		return nil, err
+	}
+	return listServiceAccounts(ctx, s.db, p.OrganizationID, page)
+}
+
+// ListTokens reads one page of an account's tokens, without plaintexts
+// (only their keyed hashes are stored).
+func (s *Service) ListTokens(ctx context.Context, p access.Principal, accountID string, page cursor.Page) ([]Token, error) {
+	if err := p.Require(access.PermServiceAccountManage); err != nil {
+		return nil, err
+	}
+	if _, err := serviceAccountByID(ctx, s.db, p.OrganizationID, accountID); err != nil {
+		return nil, err
+	}
+	return listTokens(ctx, s.db, p.OrganizationID, accountID, page)
 }
 
 // Issued is a new token and its plaintext, which exists only in this value.

@@ -9,6 +9,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
+	"github.com/cairnhq/cairn/api/platform/cursor"
 	"github.com/cairnhq/cairn/api/platform/db"
 	"github.com/cairnhq/cairn/api/platform/fault"
 )
@@ -100,4 +101,34 @@ func revokeToken(ctx context.Context, q sqlx.ExtContext, tokenID string) error {
 		return fmt.Errorf("revoking token: %w", err)
 	}
 	return nil
+}
+
+// listServiceAccounts reads one page of an organization's accounts, newest
+// first, one row beyond the page.
+func listServiceAccounts(ctx context.Context, q sqlx.QueryerContext, organizationID string, page cursor.Page) ([]ServiceAccount, error) {
+	query := `SELECT id, organization_id, name, description, created_by, created_at FROM service_accounts
+		WHERE organization_id = $1`
+	keyset, args := page.Keyset([]any{organizationID}, "created_at", "id")
+	var out []ServiceAccount
+	if err := sqlx.SelectContext(ctx, q, &out, query+keyset+page.OrderLimit("created_at", "id"), args...); err != nil {
+		return nil, fmt.Errorf("listing service accounts: %w", err)
+	}
+	return out, nil
+}
+
+// listTokens reads one page of an account's tokens, revoked ones included,
+// newest first, one row beyond the page.
+func listTokens(ctx context.Context, q sqlx.QueryerContext, organizationID, accountID string, page cursor.Page) ([]Token, error) {
+	query := `SELECT ` + tokenColumns + ` FROM service_account_tokens
+		WHERE organization_id = $1 AND service_account_id = $2`
+	keyset, args := page.Keyset([]any{organizationID, accountID}, "created_at", "id")
+	var rows []tokenRow
+	if err := sqlx.SelectContext(ctx, q, &rows, query+keyset+page.OrderLimit("created_at", "id"), args...); err != nil {
+		return nil, fmt.Errorf("listing tokens: %w", err)
+	}
+	out := make([]Token, len(rows))
+	for i, r := range rows {
+		out[i] = r.token()
+	}
+	return out, nil
 }

@@ -14,18 +14,20 @@ import (
 
 // RunSummaryView is a run in a list.
 type RunSummaryView struct {
-	ID               string            `json:"id" doc:"Run ID (run_…)."`
-	Object           string            `json:"object" enum:"run"`
-	WorkspaceID      string            `json:"workspace_id"`
-	Kind             string            `json:"kind" enum:"plan_and_apply,plan_only,speculative"`
-	Status           string            `json:"status"`
-	Message          string            `json:"message"`
-	PlanStatus       string            `json:"plan_status" enum:"pending,running,finished,errored,canceled"`
-	ApplyStatus      string            `json:"apply_status" enum:"pending,running,finished,errored,canceled,interrupted"`
-	AvailableActions []string          `json:"available_actions"`
-	CreatedAt        time.Time         `json:"created_at"`
-	UpdatedAt        time.Time         `json:"updated_at"`
-	StatusTimestamps map[string]string `json:"status_timestamps" doc:"When each status was entered (RFC 3339)."`
+	ID               string                  `json:"id" doc:"Run ID (run_…)."`
+	Object           string                  `json:"object" enum:"run"`
+	WorkspaceID      string                  `json:"workspace_id"`
+	Kind             string                  `json:"kind" enum:"plan_and_apply,plan_only,speculative"`
+	Status           string                  `json:"status"`
+	Message          string                  `json:"message"`
+	PlanStatus       string                  `json:"plan_status" enum:"pending,running,finished,errored,canceled"`
+	ApplyStatus      string                  `json:"apply_status" enum:"pending,running,finished,errored,canceled,interrupted"`
+	AvailableActions []string                `json:"available_actions"`
+	CreatedAt        time.Time               `json:"created_at"`
+	UpdatedAt        time.Time               `json:"updated_at"`
+	StatusTimestamps map[string]string       `json:"status_timestamps" doc:"When each status was entered (RFC 3339)."`
+	Source           string                  `json:"source" enum:"api,tfe,vcs" doc:"Where the run was created: the native API (or dashboard), the remote-backend CLI, or a code-host event."`
+	CreatedBy        StateVersionCreatorView `json:"created_by"`
 }
 
 func runSummary(r run.Run, p access.Principal) RunSummaryView {
@@ -35,7 +37,8 @@ func runSummary(r run.Run, p access.Principal) RunSummaryView {
 	}
 	return RunSummaryView{ID: r.ID, Object: "run", WorkspaceID: r.WorkspaceID, Kind: string(r.Kind), Status: string(r.Status),
 		Message: r.Message, PlanStatus: r.PlanStatus, ApplyStatus: r.ApplyStatus, AvailableActions: run.AvailableActions(r, p, time.Now()),
-		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, StatusTimestamps: ts}
+		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, StatusTimestamps: ts,
+		Source: r.Source, CreatedBy: StateVersionCreatorView{Kind: r.CreatedByKind, ID: r.CreatedByID}}
 }
 
 // PinnedView is what a run pinned at creation.
@@ -192,26 +195,24 @@ type SourceProvenanceView struct {
 // RunView is a run's whole review.
 type RunView struct {
 	RunSummaryView
-	ProjectID             string                  `json:"project_id"`
-	Source                string                  `json:"source" enum:"api,tfe,vcs"`
-	SourceProvenance      *SourceProvenanceView   `json:"source_provenance" doc:"Code-host runs only: the verified chain from delivery to configuration. Null for uploaded runs, and for a code-host run whose chain is incomplete or ambiguous (then listed in not_recorded)."`
-	AutoApply             bool                    `json:"auto_apply" doc:"Always false."`
-	IsDestroy             bool                    `json:"is_destroy" doc:"Always false."`
-	CreatedBy             StateVersionCreatorView `json:"created_by"`
-	Pinned                PinnedView              `json:"pinned"`
-	Plan                  PlanPhaseView           `json:"plan"`
-	Policy                PolicyStageView         `json:"policy"`
-	ApprovalDeadline      *time.Time              `json:"approval_deadline"`
-	Apply                 ApplyPhaseView          `json:"apply"`
-	Decision              *DecisionView           `json:"decision"`
-	TerminalReason        *string                 `json:"terminal_reason"`
-	LogTruncated          bool                    `json:"log_truncated" doc:"Some output was dropped at a log cap; the log says where."`
-	LeaseExpiresAt        *time.Time              `json:"lease_expires_at" doc:"Set only while a prepared recovery lease is active."`
-	LeaseRemainingSeconds *int                    `json:"lease_remaining_seconds" doc:"0–900, from the database clock."`
-	Recovery              *RecoveryView           `json:"recovery" doc:"Set while the run waits for recovery: the evidence a recover request names."`
-	Overrides             OverridesView           `json:"overrides"`
-	Evidence              EvidenceView            `json:"evidence"`
-	NotRecorded           []string                `json:"not_recorded" doc:"Review fields with no recorded value yet."`
+	ProjectID             string                `json:"project_id"`
+	SourceProvenance      *SourceProvenanceView `json:"source_provenance" doc:"Code-host runs only: the verified chain from delivery to configuration. Null for uploaded runs, and for a code-host run whose chain is incomplete or ambiguous (then listed in not_recorded)."`
+	AutoApply             bool                  `json:"auto_apply" doc:"Always false."`
+	IsDestroy             bool                  `json:"is_destroy" doc:"Always false."`
+	Pinned                PinnedView            `json:"pinned"`
+	Plan                  PlanPhaseView         `json:"plan"`
+	Policy                PolicyStageView       `json:"policy"`
+	ApprovalDeadline      *time.Time            `json:"approval_deadline"`
+	Apply                 ApplyPhaseView        `json:"apply"`
+	Decision              *DecisionView         `json:"decision"`
+	TerminalReason        *string               `json:"terminal_reason"`
+	LogTruncated          bool                  `json:"log_truncated" doc:"Some output was dropped at a log cap; the log says where."`
+	LeaseExpiresAt        *time.Time            `json:"lease_expires_at" doc:"Set only while a prepared recovery lease is active."`
+	LeaseRemainingSeconds *int                  `json:"lease_remaining_seconds" doc:"0–900, from the database clock."`
+	Recovery              *RecoveryView         `json:"recovery" doc:"Set while the run waits for recovery: the evidence a recover request names."`
+	Overrides             OverridesView         `json:"overrides"`
+	Evidence              EvidenceView          `json:"evidence"`
+	NotRecorded           []string              `json:"not_recorded" doc:"Review fields with no recorded value yet."`
 }
 
 // runView is a run's review, read through q: inside a mutation's
@@ -219,8 +220,7 @@ type RunView struct {
 func (a *API) runView(ctx context.Context, q sqlx.QueryerContext, p access.Principal, r run.Run) (RunView, error) {
 	runs := a.deps.Services.Runs
 	v := RunView{
-		RunSummaryView: runSummary(r, p), ProjectID: r.ProjectID, Source: r.Source, AutoApply: r.AutoApply, IsDestroy: r.IsDestroy,
-		CreatedBy: StateVersionCreatorView{Kind: r.CreatedByKind, ID: r.CreatedByID},
+		RunSummaryView: runSummary(r, p), ProjectID: r.ProjectID, AutoApply: r.AutoApply, IsDestroy: r.IsDestroy,
 		Pinned: PinnedView{ConfigurationVersionID: r.ConfigurationVersionID, ConfigurationDigest: run.HexDigest(r.ConfigurationDigest),
 			InputSnapshotDigest: run.HexDigest(r.InputSnapshotDigest), DependencyLockDigest: run.HexDigest(r.DependencyLockDigest),
 			SettingsVersion: r.SettingsVersion, ToolVersion: r.ToolVersion, Region: r.Region, Platform: r.Platform,

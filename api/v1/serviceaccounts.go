@@ -9,6 +9,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/cairnhq/cairn/api/access"
+	"github.com/cairnhq/cairn/api/platform/cursor"
 	"github.com/cairnhq/cairn/api/serviceaccount"
 )
 
@@ -43,7 +44,37 @@ type revokeTokenInput struct {
 	TokenID string `path:"tokenId" maxLength:"64"`
 }
 
+type listTokensInput struct {
+	IDPath
+	ListParams
+}
+
+var (
+	serviceAccountList = listSpec{endpoint: "service-accounts", invalidCode: "SERVICE_ACCOUNT_LIST_CURSOR_INVALID"}
+	tokenList          = listSpec{endpoint: "service-account-tokens", invalidCode: "SERVICE_ACCOUNT_TOKEN_LIST_CURSOR_INVALID"}
+)
+
 func (a *API) registerServiceAccounts() {
+	register(a, huma.Operation{
+		OperationID: "list-service-accounts", Method: http.MethodGet, Path: "/v1/service-accounts",
+		Summary: "List service accounts, newest first", Tags: []string{"Service accounts"},
+	}, operationOptions{}, func(ctx context.Context, in *ListParams) (*Listed[ServiceAccountView], error) {
+		return listOf(ctx, a, serviceAccountList, "", *in, func(p access.Principal, page cursor.Page) ([]ServiceAccountView, error) {
+			rows, err := a.deps.Services.ServiceAccounts.List(ctx, p, page)
+			return mapSlice(rows, serviceAccountView), err
+		}, func(v ServiceAccountView) cursor.Position { return cursor.Position{CreatedAt: v.CreatedAt, ID: v.ID} })
+	})
+
+	register(a, huma.Operation{
+		OperationID: "list-service-account-tokens", Method: http.MethodGet, Path: "/v1/service-accounts/{id}/tokens",
+		Summary: "List an account's tokens, revoked ones included, newest first (never their plaintext)", Tags: []string{"Service accounts"},
+	}, operationOptions{}, func(ctx context.Context, in *listTokensInput) (*Listed[TokenView], error) {
+		return listOf(ctx, a, tokenList, "account="+in.ID, in.ListParams, func(p access.Principal, page cursor.Page) ([]TokenView, error) {
+			rows, err := a.deps.Services.ServiceAccounts.ListTokens(ctx, p, in.ID, page)
+			return mapSlice(rows, tokenView), err
+		}, func(v TokenView) cursor.Position { return cursor.Position{CreatedAt: v.CreatedAt, ID: v.ID} })
+	})
+
 	register(a, huma.Operation{
 		OperationID: "create-service-account", Method: http.MethodPost, Path: "/v1/service-accounts",
 		Summary: "Create a service account", Tags: []string{"Service accounts"}, DefaultStatus: http.StatusCreated,

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cairnhq/cairn/api/access"
 	"github.com/cairnhq/cairn/api/identity"
+	"github.com/cairnhq/cairn/api/platform/cursor"
 )
 
 // UserTokenView is a user API token without its plaintext.
@@ -51,7 +52,18 @@ type revokeUserTokenInput struct {
 	IDPath
 }
 
+var userTokenList = listSpec{endpoint: "user-tokens", invalidCode: "USER_TOKEN_LIST_CURSOR_INVALID"}
+
 func (a *API) registerUserTokens() {
+	register(a, huma.Operation{
+		OperationID: "list-user-tokens", Method: http.MethodGet, Path: "/v1/user-tokens",
+		Summary: "List your own API tokens in the active organization, newest first", Tags: []string{"User tokens"},
+	}, operationOptions{}, func(ctx context.Context, in *ListParams) (*Listed[UserTokenView], error) {
+		return listOf(ctx, a, userTokenList, "", *in, func(p access.Principal, page cursor.Page) ([]UserTokenView, error) {
+			rows, err := a.deps.Services.Identity.ListUserTokens(ctx, p, page)
+			return mapSlice(rows, userTokenView), err
+		}, func(v UserTokenView) cursor.Position { return cursor.Position{CreatedAt: v.CreatedAt, ID: v.ID} })
+	})
 	register(a, huma.Operation{
 		OperationID: "create-user-token", Method: http.MethodPost, Path: "/v1/user-tokens",
 		Summary: "Create an API token for the remote-backend protocol", Tags: []string{"User tokens"},

@@ -435,10 +435,6 @@ type changedResource struct {
 func (s *Site) runChanges(w http.ResponseWriter, r *http.Request, token string) {
 	id := r.PathValue("id")
 	f := s.frame(r, "Changes")
-	if err := s.exactSurface(r.Context(), token, "/runs/"+url.PathEscape(id), &f); err != nil {
-		s.unavailable(w, r, f, err)
-		return
-	}
 	var artifact planChanges
 	if err := s.api.Call(r.Context(), token, http.MethodGet, "/v1/runs/"+url.PathEscape(id)+"/plan-changes", nil, &artifact); err != nil {
 		f.Page = changesView{RunID: id, Error: "Changes are unavailable right now."}

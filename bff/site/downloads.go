@@ -2,7 +2,6 @@ package site
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -208,20 +207,4 @@ func safeFile(id string) string {
 		}
 		return -1
 	}, id)
-}
-
-// stateOutput is one output of a state version; sensitive values never
-// reach the dashboard.
-type stateOutput struct {
-	Name      string          `json:"name"`
-	Sensitive bool            `json:"sensitive"`
-	Value     json.RawMessage `json:"value"`
-}
-
-// Text is the value as tofu prints an output.
-func (o stateOutput) Text() string {
-	if o.Sensitive {
-		return "(sensitive value)"
-	}
-	return scalar(decode(o.Value))
 }

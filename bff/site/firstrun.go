@@ -142,10 +142,6 @@ func (s *Site) workspaceStart(w http.ResponseWriter, r *http.Request, token stri
 func (s *Site) renderStart(w http.ResponseWriter, r *http.Request, token string, page startPage) {
 	id := r.PathValue("id")
 	f := s.frame(r, "Connect and run")
-	if err := s.exactSurface(r.Context(), token, "/workspaces/"+url.PathEscape(id), &f); err != nil {
-		s.unavailable(w, r, f, err)
-		return
-	}
 	if err := s.api.Call(r.Context(), token, http.MethodGet, "/v1/workspaces/"+url.PathEscape(id), nil, &page.Workspace); err != nil {
 		s.unavailable(w, r, f, err)
 		return

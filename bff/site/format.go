@@ -50,3 +50,6 @@ func shortDigest(s string) string {
 	}
 	return s
 }
+
+// itoaBytes is a byte count in words: "1 byte", "2048 bytes".
+func itoaBytes(n int) string { return plural(n, "byte") }

@@ -9,8 +9,6 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/coder/websocket/wsjson"
-
-	"github.com/cairnhq/cairn/bff/apiclient"
 )
 
 // liveEvent is one message of the live run channel: a log chunk in
@@ -52,7 +50,7 @@ func (s *Site) live(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	after, _ := strconv.ParseInt(r.URL.Query().Get("after"), 10, 64)
 	if err := s.probe(r.Context(), token, "/runs/"+url.PathEscape(id)); err != nil {
-		http.Error(w, "run unavailable", apiclient.StatusOf(err))
+		writeRefusal(w, err) // the upstream status, request ID and Retry-After
 		return
 	}
 	var run runSummary

@@ -3,6 +3,7 @@ package site
 import (
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -18,9 +19,10 @@ type organization struct {
 }
 
 type orgMember struct {
-	Email string `json:"email"`
-	Name  string `json:"name"`
-	Role  string `json:"role"`
+	UserID string `json:"user_id"`
+	Email  string `json:"email"`
+	Name   string `json:"name"`
+	Role   string `json:"role"`
 }
 
 // invitation is an invitation as the identity server lists it.
@@ -58,6 +60,13 @@ type organizationsPage struct {
 	Pending            []invitation
 	PendingUnavailable bool
 	Created            *createdInvitation
+	// MembersUnavailable says the member list could not be read; Self is
+	// the signed-in user, whose own row offers no role change or removal.
+	MembersUnavailable bool
+	Self               string
+	Tab                string
+	// ConfirmRemove names the member whose removal awaits confirmation.
+	ConfirmRemove string
 }
 
 // doneNotices are the notices an action redirects back with; the query
@@ -66,6 +75,8 @@ var doneNotices = map[string]string{
 	"accepted": "Invitation accepted: the organization is now active.",
 	"declined": "Invitation declined.",
 	"revoked":  "Invitation revoked.",
+	"role":     "Role changed. It applies from the member's next request.",
+	"removed":  "Member removed. Their sessions and tokens in this organization stop working.",
 }
 
 func (s *Site) organizations(w http.ResponseWriter, r *http.Request, token string) {
@@ -97,17 +108,26 @@ func (s *Site) renderOrganizations(w http.ResponseWriter, r *http.Request, token
 		return
 	}
 	var current struct {
+		User struct {
+			ID string `json:"id"`
+		} `json:"user"`
 		Session struct {
 			ActiveOrganizationID *string `json:"active_organization_id"`
 		} `json:"session"`
 	}
-	_ = s.api.Call(r.Context(), token, http.MethodGet, "/api/auth/get-session", nil, &current)
+	if err := s.api.Call(r.Context(), token, http.MethodGet, "/api/auth/get-session", nil, &current); err != nil {
+		s.unavailable(w, r, f, err)
+		return
+	}
+	page.Self, page.Tab = current.User.ID, "general"
 	if err := s.api.Call(r.Context(), token, http.MethodGet, "/api/auth/organization/list-user-invitations", nil, &page.ForYou); err != nil {
 		page.ForYouUnavailable = true
 	}
 	if current.Session.ActiveOrganizationID != nil {
 		page.ActiveID = *current.Session.ActiveOrganizationID
-		_ = s.api.Call(r.Context(), token, http.MethodGet, "/api/auth/organization/list-members", nil, &page.Members)
+		if err := s.api.Call(r.Context(), token, http.MethodGet, "/api/auth/organization/list-members", nil, &page.Members); err != nil {
+			page.MembersUnavailable = true
+		}
 		for _, o := range page.Organizations {
 			if o.ID == page.ActiveID {
 				page.InviteRoles = inviteRoles(o.Role)
@@ -294,4 +314,112 @@ func (s *Site) declineInvitation(w http.ResponseWriter, r *http.Request, token s
 		return
 	}
 	http.Redirect(w, r, "/organizations?done=declined", http.StatusSeeOther)
+}
+
+// changeMemberRole changes a member's role; the identity server decides
+// who may grant what (only owners grant or take the owner role).
+func (s *Site) changeMemberRole(w http.ResponseWriter, r *http.Request, token string) {
+	err := s.api.Call(r.Context(), token, http.MethodPost, "/api/auth/organization/update-member-role",
+		map[string]string{"user_id": r.PathValue("userId"), "role": r.PostFormValue("role")}, nil)
+	if err != nil {
+		s.renderOrganizations(w, r, token, organizationsPage{Error: memberRefusal(err, "The role could not be changed.")})
+		return
+	}
+	http.Redirect(w, r, "/organizations?done=role", http.StatusSeeOther)
+}
+
+// removeMember needs a second, explicit confirmation.
+func (s *Site) removeMember(w http.ResponseWriter, r *http.Request, token string) {
+	if r.PostFormValue("confirm") != "yes" {
+		s.renderOrganizations(w, r, token, organizationsPage{ConfirmRemove: r.PathValue("userId")})
+		return
+	}
+	err := s.api.Call(r.Context(), token, http.MethodPost, "/api/auth/organization/remove-member",
+		map[string]string{"user_id": r.PathValue("userId")}, nil)
+	if err != nil {
+		s.renderOrganizations(w, r, token, organizationsPage{Error: memberRefusal(err, "The member could not be removed.")})
+		return
+	}
+	http.Redirect(w, r, "/organizations?done=removed", http.StatusSeeOther)
+}
+
+func memberRefusal(err error, fallback string) string {
+	switch apiclient.StatusOf(err) {
+	case http.StatusForbidden:
+		return "Your role cannot make that change (only owners grant, change or remove the owner role)."
+	case http.StatusConflict:
+		return "That would leave the organization without an owner."
+	case http.StatusNotFound:
+		return "That member is no longer in the organization."
+	}
+	return fallback
+}
+
+// projectsPage lists the organization's projects.
+type projectsPage struct {
+	Tab      string
+	Projects []project
+	MoreURL  string
+	Error    string
+	CanWrite bool
+	// Counts are workspaces per project among the first page of
+	// workspaces.
+	Counts map[string]int
+}
+
+func (s *Site) projects(w http.ResponseWriter, r *http.Request, token string) {
+	s.renderProjects(w, r, token, http.StatusOK, "")
+}
+
+func (s *Site) renderProjects(w http.ResponseWriter, r *http.Request, token string, status int, message string) {
+	f := s.frame(r, "Projects")
+	page := projectsPage{Tab: "projects", Error: message, Counts: map[string]int{}}
+	c, err := s.callerFor(r.Context(), token, f)
+	if err != nil {
+		s.unavailable(w, r, f, err)
+		return
+	}
+	page.CanWrite = c.Can("project:write")
+	path := "/v1/projects?limit=100"
+	if cur := r.URL.Query().Get("cursor"); cur != "" {
+		path += "&cursor=" + url.QueryEscape(cur)
+	}
+	list, err := apiclient.List[project](r.Context(), s.api, token, path)
+	if err != nil {
+		s.unavailable(w, r, f, err)
+		return
+	}
+	page.Projects = list.Data
+	if list.NextCursor != "" {
+		page.MoreURL = "/organization/projects?cursor=" + url.QueryEscape(list.NextCursor)
+	}
+	_, workspaces, err := s.workspaceNames(r.Context(), token)
+	if err != nil {
+		s.unavailable(w, r, f, err)
+		return
+	}
+	for _, ws := range workspaces {
+		page.Counts[ws.ProjectID]++
+	}
+	f.Page = page
+	s.render(w, r, status, "org-projects.html", f)
+}
+
+func (s *Site) createProject(w http.ResponseWriter, r *http.Request, token string) {
+	err := s.api.Mutate(r.Context(), token, http.MethodPost, "/v1/projects", newKey(),
+		map[string]string{"name": strings.TrimSpace(r.PostFormValue("name"))}, nil)
+	if err != nil {
+		message := refusal(err)
+		if apiclient.StatusOf(err) == http.StatusConflict {
+			message = "A project with that name already exists."
+		}
+		s.renderProjects(w, r, token, refusedStatus(err), message)
+		return
+	}
+	http.Redirect(w, r, "/organization/projects", http.StatusSeeOther)
+}
+
+// sortChoices orders filter choices by name.
+func sortChoices(c []actorChoice) {
+	slices.SortFunc(c, func(a, b actorChoice) int { return strings.Compare(strings.ToLower(a.Name), strings.ToLower(b.Name)) })
 }

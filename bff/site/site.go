@@ -58,6 +58,7 @@ var funcs = template.FuncMap{
 	"utc":      func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
 	"duration": humanDuration,
 	"label":    func(s string) string { return strings.ReplaceAll(s, "_", " ") },
+	"sub":      func(a, b int) int { return a - b },
 	"short":    func(s string) string { return shortDigest(s) },
 	"deref": func(s *string) string {
 		if s == nil {
@@ -75,7 +76,7 @@ var funcs = template.FuncMap{
 
 // New parses the embedded templates and returns the dashboard handler.
 func New(opts Options) (*Site, error) {
-	pages, err := template.New("").Funcs(funcs).ParseFS(web.Templates, "templates/layout.html")
+	pages, err := template.New("").Funcs(funcs).ParseFS(web.Templates, "templates/layout.html", "templates/partials.html")
 	if err != nil {
 		return nil, err
 	}
@@ -111,28 +112,60 @@ func (s *Site) Handler() http.Handler {
 	mux.HandleFunc("GET /agents", s.signedIn(s.agents))
 	mux.HandleFunc("POST /agents/{id}/revoke", s.form(s.signedIn(s.revokeAgent)))
 	mux.HandleFunc("GET /runs", s.signedIn(s.runs))
-	mux.HandleFunc("GET /runs/{id}", s.signedIn(s.run))
-	mux.HandleFunc("GET /runs/{id}/changes", s.signedIn(s.runChanges))
-	mux.HandleFunc("POST /runs/{id}/approve", s.form(s.signedIn(s.approve)))
-	mux.HandleFunc("POST /runs/{id}/discard", s.form(s.signedIn(s.discard)))
-	mux.HandleFunc("POST /runs/{id}/override", s.form(s.signedIn(s.override)))
-	s.routeRuns(mux)
+	run := func(h func(http.ResponseWriter, *http.Request, string)) http.HandlerFunc {
+		return s.signedIn(s.admitted(scopeRun, h))
+	}
+	mux.HandleFunc("GET /runs/{id}", run(s.run))
+	mux.HandleFunc("GET /runs/{id}/changes", run(s.runChanges))
+	mux.HandleFunc("POST /runs/{id}/approve", s.form(run(s.approve)))
+	mux.HandleFunc("POST /runs/{id}/discard", s.form(run(s.discard)))
+	mux.HandleFunc("POST /runs/{id}/override", s.form(run(s.override)))
 	mux.HandleFunc("GET /workspaces", s.signedIn(s.workspaces))
 	mux.HandleFunc("POST /workspaces", s.form(s.signedIn(s.createWorkspace)))
-	mux.HandleFunc("GET /workspaces/{id}", s.signedIn(s.workspace))
-	mux.HandleFunc("POST /workspaces/{id}/policy-attachments", s.form(s.signedIn(s.attachPolicy)))
-	mux.HandleFunc("POST /workspaces/{id}/policy-sets", s.form(s.signedIn(s.createPolicySet)))
-	mux.HandleFunc("POST /workspaces/{id}/variables", s.form(s.signedIn(s.createVariable)))
-	mux.HandleFunc("GET /workspaces/{id}/settings/cloud-access", s.signedIn(s.cloudAccess))
-	mux.HandleFunc("POST /workspaces/{id}/settings/cloud-access/profiles", s.form(s.signedIn(s.createCredentialProfile)))
-	mux.HandleFunc("POST /workspaces/{id}/settings/cloud-access/profiles/{profileId}/versions", s.form(s.signedIn(s.createCredentialVersion)))
-	mux.HandleFunc("POST /workspaces/{id}/settings/cloud-access/profiles/{profileId}/versions/{versionId}/verify", s.form(s.signedIn(s.credentialAction("verify"))))
-	mux.HandleFunc("POST /workspaces/{id}/settings/cloud-access/profiles/{profileId}/versions/{versionId}/revoke", s.form(s.signedIn(s.credentialAction("revoke"))))
-	mux.HandleFunc("POST /workspaces/{id}/settings/cloud-access/profiles/{profileId}/archive", s.form(s.signedIn(s.credentialAction("archive"))))
-	mux.HandleFunc("POST /workspaces/{id}/policy-attachments/{attachmentId}/detach", s.form(s.signedIn(s.detachPolicy)))
-	mux.HandleFunc("GET /workspaces/{id}/settings/source", s.signedIn(s.sourceSettings))
-	mux.HandleFunc("POST /workspaces/{id}/settings/source", s.form(s.signedIn(s.saveSource)))
-	mux.HandleFunc("POST /workspaces/{id}/settings/source/install", s.form(s.signedIn(s.startInstallation)))
+	ws := func(h func(http.ResponseWriter, *http.Request, string)) http.HandlerFunc {
+		return s.signedIn(s.admitted(scopeWorkspace, h))
+	}
+	mux.HandleFunc("GET /workspaces/{id}", ws(s.workspaceTab("overview", s.loadOverview)))
+	mux.HandleFunc("GET /workspaces/{id}/runs", ws(s.workspaceTab("runs", s.loadWorkspaceRuns)))
+	mux.HandleFunc("GET /workspaces/{id}/states", ws(s.workspaceTab("states", s.loadStates)))
+	mux.HandleFunc("GET /workspaces/{id}/variables", ws(s.workspaceTab("variables", s.loadVariables)))
+	mux.HandleFunc("GET /workspaces/{id}/policies", ws(s.workspaceTab("policies", s.loadPolicies)))
+	mux.HandleFunc("GET /workspaces/{id}/settings", ws(s.workspaceTab("settings", s.loadSettings)))
+	mux.HandleFunc("POST /workspaces/{id}/settings", s.form(ws(s.updateWorkspaceSettings)))
+	mux.HandleFunc("POST /workspaces/{id}/policy-attachments", s.form(ws(s.attachPolicy)))
+	mux.HandleFunc("POST /workspaces/{id}/policy-sets", s.form(ws(s.createPolicySet)))
+	mux.HandleFunc("POST /workspaces/{id}/variables", s.form(ws(s.createVariable)))
+	mux.HandleFunc("POST /workspaces/{id}/variables/{variableId}", s.form(ws(s.updateVariable)))
+	mux.HandleFunc("POST /workspaces/{id}/variables/{variableId}/delete", s.form(ws(s.deleteVariable)))
+	mux.HandleFunc("GET /workspaces/{id}/settings/cloud-access", ws(s.cloudAccess))
+	mux.HandleFunc("POST /workspaces/{id}/settings/cloud-access/profiles", s.form(ws(s.createCredentialProfile)))
+	mux.HandleFunc("POST /workspaces/{id}/settings/cloud-access/profiles/{profileId}/versions", s.form(ws(s.createCredentialVersion)))
+	mux.HandleFunc("POST /workspaces/{id}/settings/cloud-access/profiles/{profileId}/versions/{versionId}/verify", s.form(ws(s.credentialAction("verify"))))
+	mux.HandleFunc("POST /workspaces/{id}/settings/cloud-access/profiles/{profileId}/versions/{versionId}/revoke", s.form(ws(s.credentialAction("revoke"))))
+	mux.HandleFunc("POST /workspaces/{id}/settings/cloud-access/profiles/{profileId}/archive", s.form(ws(s.credentialAction("archive"))))
+	mux.HandleFunc("POST /workspaces/{id}/policy-attachments/{attachmentId}/detach", s.form(ws(s.detachPolicy)))
+	mux.HandleFunc("GET /workspaces/{id}/settings/source", ws(s.sourceSettings))
+	mux.HandleFunc("POST /workspaces/{id}/settings/source", s.form(ws(s.saveSource)))
+	mux.HandleFunc("POST /workspaces/{id}/settings/source/install", s.form(ws(s.startInstallation)))
+	s.routeRuns(mux)
+	org := func(h func(http.ResponseWriter, *http.Request, string)) http.HandlerFunc {
+		return s.signedIn(s.admitted(scopeOrganization, h))
+	}
+	mux.HandleFunc("GET /organization/audit", org(s.auditLog))
+	mux.HandleFunc("GET /organization/projects", org(s.projects))
+	mux.HandleFunc("POST /organization/projects", s.form(org(s.createProject)))
+	mux.HandleFunc("GET /organization/tokens", org(s.userTokens))
+	mux.HandleFunc("POST /organization/tokens", s.form(org(s.createUserToken)))
+	mux.HandleFunc("POST /organization/tokens/{tokenId}/revoke", s.form(org(s.revokeUserToken)))
+	mux.HandleFunc("GET /organization/service-accounts", org(s.serviceAccounts))
+	mux.HandleFunc("POST /organization/service-accounts", s.form(org(s.createServiceAccount)))
+	mux.HandleFunc("GET /organization/service-accounts/{accountId}", org(s.serviceAccountPage))
+	mux.HandleFunc("POST /organization/service-accounts/{accountId}/tokens", s.form(org(s.issueServiceAccountToken)))
+	mux.HandleFunc("POST /organization/service-accounts/{accountId}/tokens/{tokenId}/revoke", s.form(org(s.revokeServiceAccountToken)))
+	mux.HandleFunc("GET /organization/settings", org(s.organizationSettings))
+	mux.HandleFunc("POST /organization/settings", s.form(org(s.updateOrganizationSettings)))
+	mux.HandleFunc("POST /organizations/members/{userId}/role", s.form(s.signedIn(s.changeMemberRole)))
+	mux.HandleFunc("POST /organizations/members/{userId}/remove", s.form(s.signedIn(s.removeMember)))
 	// scs's LoadAndSave buffers the whole response to set its cookie first,
 	// which would hold proxied bodies in memory and cannot hijack a
 	// connection for the live socket. These two only read the session.
@@ -172,12 +205,23 @@ type frame struct {
 	Page    any
 	// Canary marks a dark-canary admission: only this exact surface.
 	Canary bool
+	// Section is the main navigation entry the page belongs to.
+	Section string
+	// Switcher is the organization switcher, nil when it could not load.
+	Switcher *switcher
 }
 
 func (s *Site) frame(r *http.Request, title string) frame {
-	f := frame{Title: title, CSRF: s.sessions.CSRF(r.Context())}
-	if _, ok := s.sessions.APIToken(r.Context()); ok {
+	f := frame{Title: title, CSRF: s.sessions.CSRF(r.Context()), Section: sectionOf(r.URL.Path)}
+	token, ok := s.sessions.APIToken(r.Context())
+	if ok {
 		f.User, f.Nav = s.sessions.UserName(r.Context()), true
+	}
+	if canaryOnly(r.Context()) {
+		f.Nav, f.Canary = false, true
+	}
+	if f.Nav {
+		f.Switcher = s.switcher(r.Context(), token)
 	}
 	return f
 }
@@ -273,20 +317,6 @@ func (s *Site) sameOrigin(r *http.Request) bool {
 func (s *Site) probe(ctx context.Context, token, path string) error {
 	var out json.RawMessage
 	return s.api.Call(ctx, token, http.MethodGet, "/v1/launch-access"+path, nil, &out)
-}
-
-// exactSurface probes an exact workspace or run surface. When the
-// organization-wide probe is refused but the exact one admits (a dark
-// canary), the page renders without organization navigation.
-func (s *Site) exactSurface(ctx context.Context, token, path string, f *frame) error {
-	if err := s.probe(ctx, token, path); err != nil {
-		f.Nav = false
-		return err
-	}
-	if s.probe(ctx, token, "") != nil {
-		f.Nav, f.Canary = false, true
-	}
-	return nil
 }
 
 func (s *Site) root(w http.ResponseWriter, r *http.Request) {

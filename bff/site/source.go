@@ -115,10 +115,6 @@ func (s *Site) renderSource(w http.ResponseWriter, r *http.Request, token, notic
 	id := r.PathValue("id")
 	f := s.frame(r, "Source")
 	ctx := r.Context()
-	if err := s.exactSurface(ctx, token, "/workspaces/"+url.PathEscape(id), &f); err != nil {
-		s.unavailable(w, r, f, err)
-		return
-	}
 	esc := url.PathEscape(id)
 	page := sourcePage{Notice: notice}
 	if err := s.api.Call(ctx, token, http.MethodGet, "/v1/workspaces/"+esc, nil, &page.Workspace); err != nil {

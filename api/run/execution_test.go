@@ -492,8 +492,8 @@ func TestCanceledApplyKeepsItsEvidence(t *testing.T) {
 	if _, err := h.runs.AuthenticateToken(h.ctx, token); !errors.Is(err, run.ErrInvalidToken) {
 		t.Fatalf("the apply's token after cancel: %v, want ErrInvalidToken", err)
 	}
-	if stop, err := h.runs.Heartbeat(h.ctx, st.Attempt.ID); err != nil || !stop {
-		t.Fatalf("heartbeat after cancel: stop %v, %v", stop, err)
+	if halt, err := h.runs.Heartbeat(h.ctx, st.Attempt.ID); err != nil || halt != run.HaltStop {
+		t.Fatalf("heartbeat after cancel: halt %v, %v", halt, err)
 	}
 	if again := h.owner.Mutate(http.MethodPost, "/v1/runs/"+r.ID+"/actions/cancel", nil); again.Status != http.StatusConflict {
 		t.Fatalf("second cancel: %d %s", again.Status, again.Body)

@@ -50,6 +50,7 @@ func (s *server) registerRuns(r fiber.Router) {
 	r.Post("/runs/:id/actions/apply", s.guard(s.byRun, s.applyRun))
 	r.Post("/runs/:id/actions/discard", s.guardStop(s.byRun, s.discardRun))
 	r.Post("/runs/:id/actions/cancel", s.guardStop(s.byRun, s.cancelRun))
+	r.Post("/runs/:id/actions/force-cancel", s.guardStop(s.byRun, s.forceCancelRun))
 	r.Get("/plans/:id", s.guard(s.byPhase("plan_"), s.readPhase(run.PhasePlan)))
 	r.Get("/plans/:id/json-output", s.guard(s.byPhase("plan_"), s.planJSON))
 	r.Get("/applies/:id", s.guard(s.byPhase("apply_"), s.readPhase(run.PhaseApply)))
@@ -57,6 +58,7 @@ func (s *server) registerRuns(r fiber.Router) {
 	r.Get("/run-attempts/:id/policy-bundle", s.policyBundle)
 	r.Get("/workspaces/:id/runs", s.guard(s.byWorkspaceID, s.workspaceRuns))
 	r.Get("/organizations/:org/runs/queue", s.guard(s.byOrganization, s.runQueue))
+	r.Get("/organizations/:org/runs", s.guard(s.byOrganization, s.organizationRuns))
 	r.Get("/organizations/:org/capacity", s.guard(s.byOrganization, s.capacity))
 	s.registerPolicyChecks(r)
 }
@@ -373,26 +375,33 @@ func (s *server) runResource(r run.Run, p access.Principal, checks []ref) resour
 	if t, ok := r.StatusTimestamps[string(run.StatusPending)]; ok {
 		timestamps["plan-queueable-at"] = timestamp(t)
 	}
+	if r.ForceCanceledAt != nil {
+		timestamps["force-canceled-at"] = timestamp(*r.ForceCanceledAt)
+	}
 	hasChanges := r.HasChanges != nil && *r.HasChanges
-	return resource{
-		ID: r.ID, Type: "runs",
-		Attributes: map[string]any{
-			"status": runStatus(r, now), "has-changes": hasChanges, "created-at": timestamp(r.CreatedAt),
-			"message": r.Message, "source": "tfe-api", "auto-apply": false, "is-destroy": false, "refresh": true,
-			"refresh-only": false, "plan-only": r.Kind != run.KindPlanAndApply, "position-in-queue": 0,
-			"status-timestamps": timestamps,
-			"actions": map[string]bool{
-				// A plan waiting for approval is discarded, not canceled.
-				"is-cancelable":       has(run.ActionCancel) && r.Status != run.StatusAwaitingApproval && r.Status != run.StatusPolicyOverride,
-				"is-confirmable":      has(run.ActionApprove),
-				"is-discardable":      has(run.ActionReject),
-				"is-force-cancelable": false,
-			},
-			"permissions": map[string]bool{
-				"can-apply": p.Permissions.Has(access.PermRunApprove), "can-cancel": p.Permissions.Has(access.PermRunCancel),
-				"can-discard": p.Permissions.Has(access.PermRunApprove), "can-force-cancel": false, "can-force-execute": false,
-			},
+	canCancel := p.Permissions.Has(access.PermRunCancel)
+	attrs := map[string]any{
+		"status": runStatus(r, now), "has-changes": hasChanges, "created-at": timestamp(r.CreatedAt),
+		"message": r.Message, "source": "tfe-api", "auto-apply": false, "is-destroy": false, "refresh": true,
+		"refresh-only": false, "plan-only": r.Kind != run.KindPlanAndApply, "position-in-queue": 0,
+		"status-timestamps": timestamps,
+		"actions": map[string]bool{
+			// A plan waiting for approval is discarded, not canceled.
+			"is-cancelable":       has(run.ActionCancel) && r.Status != run.StatusAwaitingApproval && r.Status != run.StatusPolicyOverride,
+			"is-confirmable":      has(run.ActionApprove),
+			"is-discardable":      has(run.ActionReject),
+			"is-force-cancelable": canCancel && r.ForceCancelable(now),
 		},
+		"permissions": map[string]bool{
+			"can-apply": p.Permissions.Has(access.PermRunApprove), "can-cancel": canCancel,
+			"can-discard": p.Permissions.Has(access.PermRunApprove), "can-force-cancel": canCancel, "can-force-execute": false,
+		},
+	}
+	if at := r.ForceCancelAvailableAt(); at != nil {
+		attrs["force-cancel-available-at"] = timestamp(*at)
+	}
+	return resource{
+		ID: r.ID, Type: "runs", Attributes: attrs,
 		Relationships: map[string]relationship{
 			"plan":                  toOne(phaseID("plan_", r.ID), "plans"),
 			"apply":                 toOne(phaseID("apply_", r.ID), "applies"),
@@ -519,6 +528,17 @@ func (s *server) discardRun(c *fiber.Ctx, p access.Principal, o owner) error {
 func (s *server) cancelRun(c *fiber.Ctx, p access.Principal, o owner) error {
 	return s.runAction(c, p, func(tx *sqlx.Tx, r run.Run) error {
 		_, err := s.Runs.Cancel(c.UserContext(), tx, p, r.ID)
+		return err
+	})
+}
+
+// forceCancelRun kills a run's sandbox without the interrupt grace once a
+// cancel has not taken effect within the cool-off
+// (force-cancel-available-at); before that, or without a cancel, it is
+// not allowed.
+func (s *server) forceCancelRun(c *fiber.Ctx, p access.Principal, o owner) error {
+	return s.runAction(c, p, func(tx *sqlx.Tx, r run.Run) error {
+		_, err := s.Runs.ForceCancel(c.UserContext(), tx, p, r.ID)
 		return err
 	})
 }
@@ -689,6 +709,80 @@ func (s *server) workspaceRuns(c *fiber.Ctx, p access.Principal, o owner) error 
 func (s *server) runQueue(c *fiber.Ctx, p access.Principal, o owner) error {
 	return s.listRuns(c, p, o, run.RunFilter{Statuses: []string{string(run.StatusPending), string(run.StatusPlanQueued),
 		string(run.StatusPlanning), string(run.StatusApplyQueued), string(run.StatusApplying)}})
+}
+
+// organizationRuns lists the organization's runs, newest first, with the
+// filters go-tfe's ListForOrganization sends: filter[status] (protocol
+// statuses), filter[operation], filter[source] and
+// filter[workspace_names], each a comma-separated list. Filters on what
+// Cairn does not model (agent pools, commits, users, timeframes) are
+// ignored rather than refused.
+func (s *server) organizationRuns(c *fiber.Ctx, p access.Principal, o owner) error {
+	f := run.RunFilter{WorkspaceNames: queryList(c, "filter[workspace_names]")}
+	for _, st := range queryList(c, "filter[status]") {
+		f.Statuses = append(f.Statuses, internalStatuses(st)...)
+	}
+	if ops := queryList(c, "filter[operation]"); len(ops) > 0 {
+		for _, op := range ops {
+			f.Kinds = append(f.Kinds, operationKinds[op]...)
+		}
+		f.Nothing = len(f.Kinds) == 0
+	}
+	if sources := queryList(c, "filter[source]"); len(sources) > 0 && !slices.Contains(sources, runSource) {
+		f.Nothing = true
+	}
+	if len(f.Statuses) == 0 && len(queryList(c, "filter[status]")) > 0 {
+		f.Nothing = true
+	}
+	return s.listRuns(c, p, o, f)
+}
+
+// runSource is the source every run shows: runs come through the API.
+const runSource = "tfe-api"
+
+// operationKinds maps a protocol run operation to the run kinds that are
+// it; operations Cairn does not offer (destroy, refresh-only, saved plans,
+// empty applies) have none.
+var operationKinds = map[string][]string{
+	"plan_and_apply": {string(run.KindPlanAndApply)},
+	"plan_only":      {string(run.KindPlanOnly), string(run.KindSpeculative)},
+}
+
+// internalStatuses are the run statuses shown as a protocol status (the
+// inverse of tfeStatus); an unknown name has none.
+func internalStatuses(protocol string) []string {
+	switch protocol {
+	case "planned":
+		return []string{string(run.StatusAwaitingApproval)}
+	case "errored":
+		return []string{string(run.StatusErrored), string(run.StatusRecoveryRequired), string(run.StatusRecovered),
+			string(run.StatusCredentialsRequired)}
+	case "discarded":
+		return []string{string(run.StatusRejected), string(run.StatusExpired)}
+	}
+	for _, st := range []run.Status{run.StatusPending, run.StatusPlanQueued, run.StatusPlanning, run.StatusPolicyOverride,
+		run.StatusApplyQueued, run.StatusApplying, run.StatusApplied, run.StatusPlannedAndFinished, run.StatusCanceled,
+		run.StatusPolicySoftFailed} {
+		if string(st) == protocol {
+			return []string{protocol}
+		}
+	}
+	return nil
+}
+
+// maxQueryList bounds a comma-separated filter: more values than this are
+// not looked at.
+const maxQueryList = 50
+
+// queryList is a comma-separated query parameter's non-empty values.
+func queryList(c *fiber.Ctx, name string) []string {
+	var out []string
+	for _, v := range strings.Split(c.Query(name), ",") {
+		if v = strings.TrimSpace(v); v != "" && len(out) < maxQueryList {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 func (s *server) listRuns(c *fiber.Ctx, p access.Principal, o owner, f run.RunFilter) error {

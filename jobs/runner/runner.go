@@ -112,6 +112,9 @@ type attemptEnv struct {
 	// halted is set when the run was canceled and the heartbeat stopped
 	// the attempt.
 	halted atomic.Bool
+	// forced is set when the run was force-canceled and the heartbeat
+	// killed the sandbox.
+	forced atomic.Bool
 	// shuttingDown reports whether the job's context ended: the worker is
 	// stopping.
 	shuttingDown func() bool
@@ -133,6 +136,14 @@ func (e *attemptEnv) interruption(err error) string {
 		return run.InterruptShutdown
 	}
 	return ""
+}
+
+// sandbox is the attempt's sandbox once created, for the heartbeat's
+// goroutine.
+func (e *attemptEnv) sandbox() sandbox.Sandbox {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.sb
 }
 
 func (e *attemptEnv) timed(step string, since time.Time) {
@@ -176,7 +187,17 @@ func (r *Runner) Execute(ctx context.Context, st run.Started) error {
 	beating := make(chan struct{})
 	go func() {
 		defer close(beating)
-		r.heartbeat(life, st.Attempt.ID, func() { env.halted.Store(true); stopPhase() })
+		r.heartbeat(life, st.Attempt.ID, func() { env.halted.Store(true); stopPhase() }, func() {
+			// A force-cancel: the sandbox dies now, its command with it.
+			env.halted.Store(true)
+			env.forced.Store(true)
+			stopPhase()
+			if sb := env.sandbox(); sb != nil {
+				if err := sb.Destroy(life); err != nil {
+					log.Warn("killing the force-canceled sandbox failed", "error", err)
+				}
+			}
+		})
 	}()
 	err := r.execute(phaseCtx, env)
 	stopPhase()
@@ -216,20 +237,26 @@ func (r *Runner) Execute(ctx context.Context, st run.Started) error {
 }
 
 // heartbeat proves liveness until ctx ends and stops the attempt once when
-// its run is canceled. It keeps beating after that: an interrupted command
-// may use its grace period, and the attempt must not look lost meanwhile.
-func (r *Runner) heartbeat(ctx context.Context, attemptID string, stop func()) {
+// its run is canceled, and kills it once when it is force-canceled. It
+// keeps beating after a stop: an interrupted command may use its grace
+// period, and the attempt must not look lost meanwhile.
+func (r *Runner) heartbeat(ctx context.Context, attemptID string, stop, kill func()) {
 	t := time.NewTicker(r.Heartbeat)
 	defer t.Stop()
-	var once sync.Once
+	var stopOnce, killOnce sync.Once
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 			halt, err := r.Runs.Heartbeat(ctx, attemptID)
-			if err == nil && halt {
-				once.Do(stop)
+			switch {
+			case err != nil:
+			case halt == run.HaltKill:
+				stopOnce.Do(func() {})
+				killOnce.Do(kill)
+			case halt == run.HaltStop:
+				stopOnce.Do(stop)
 			}
 		}
 	}
@@ -316,9 +343,13 @@ func (r *Runner) execute(ctx context.Context, env *attemptEnv) error {
 	if r.ProviderMirror != "" && !strings.HasPrefix(r.ProviderMirror, "https://") {
 		spec.ReadOnlyDirs = []string{r.ProviderMirror}
 	}
-	if env.sb, err = r.Driver.Create(ctx, spec); err != nil {
+	sb, err := r.Driver.Create(ctx, spec)
+	if err != nil {
 		return fmt.Errorf("creating sandbox: %w", err)
 	}
+	env.mu.Lock()
+	env.sb = sb
+	env.mu.Unlock()
 	env.timed("sandbox_create", start)
 	profile := evidenceProfile(env.sb.Profile())
 	env.profile = &profile

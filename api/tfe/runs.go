@@ -397,6 +397,9 @@ func (s *server) runResource(r run.Run, p access.Principal, checks []ref) resour
 			"can-discard": p.Permissions.Has(access.PermRunApprove), "can-force-cancel": canCancel, "can-force-execute": false,
 		},
 	}
+	if t, ok := r.StatusTimestamps[string(run.StatusCanceled)]; ok {
+		attrs["canceled-at"] = timestamp(t)
+	}
 	if at := r.ForceCancelAvailableAt(); at != nil {
 		attrs["force-cancel-available-at"] = timestamp(*at)
 	}

@@ -66,14 +66,9 @@ var compatUnmodelled = map[string]string{
 // reports them without failing.
 var compatGaps = map[string]string{}
 
-// compatProviderDependent fail because the run they start fails for want
-// of go-tfe's fixture provider before the test observes it (the run that
-// should hold the lock, or be canceled, has already errored), which their
-// own output does not show.
-var compatProviderDependent = []string{"TestRunsCanceledAt_RunDependent", "TestWorkspacesUnlock_RunDependent/when_a_workspace_is_locked_by_a_run"}
-
 // compatNeedsProvider marks a failure whose run could not install go-tfe's
-// fixture provider (hashicorp/null): CAIRN_PROVIDER_MIRROR must hold it.
+// fixture provider (hashicorp/null), which `make tools` builds into the
+// provider mirror the harness hands to sandboxes.
 const compatNeedsProvider = "Failed to resolve provider packages"
 
 // subtestCause explains a failed top-level test by its failed subtests:
@@ -123,13 +118,8 @@ func compatCause(name, output string) (cause string, byDesign bool) {
 			return "gap: " + what, false
 		}
 	}
-	for _, test := range compatProviderDependent {
-		if within(test) {
-			return "its run fails installing hashicorp/null, go-tfe's fixture provider, before the test can observe it", false
-		}
-	}
 	if strings.Contains(output, compatNeedsProvider) {
-		return "its run could not install hashicorp/null, go-tfe's fixture provider: set CAIRN_PROVIDER_MIRROR to a mirror holding it", false
+		return "its run could not install hashicorp/null, go-tfe's fixture provider, from the mirror `make tools` builds", false
 	}
 	return "", false
 }
@@ -325,7 +315,7 @@ func summarize(r io.Reader) error {
 		}
 	}
 	unexplained := counts["fail"] - counts["explained"]
-	fmt.Printf("go-tfe %s: %d tests fail by design, %d for a named cause (the fixture provider this machine cannot build, or a gap), %d with none (listed above)\n",
+	fmt.Printf("go-tfe %s: %d tests fail by design, %d for a named cause (a gap, or the fixture provider missing from the mirror), %d with none (listed above)\n",
 		goTFEVersion, counts["deviation"], counts["explained"], unexplained)
 	fmt.Printf("compat: %d passed, %d failed, %d skipped\n", counts["pass"], counts["fail"], counts["skip"])
 	// A failure without a named cause is a regression; the named ones are

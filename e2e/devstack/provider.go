@@ -4,12 +4,15 @@ import (
 	"archive/zip"
 	"context"
 	_ "embed"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+
+	"golang.org/x/mod/sumdb/dirhash"
 )
 
 // NullProvider is the provider go-tfe's run fixtures use (hashicorp/null).
@@ -47,10 +50,14 @@ func EnsureProviderMirror(ctx context.Context, root string, log io.Writer) (stri
 	}
 	mirror := ProviderMirrorDir(absRoot)
 	platform := runtime.GOOS + "_" + runtime.GOARCH
-	pkg := filepath.Join(mirror, filepath.FromSlash(NullProviderSource),
-		fmt.Sprintf("terraform-provider-null_%s_%s.zip", NullProviderVersion, platform))
-	if _, err := os.Stat(pkg); err == nil {
+	zipName := fmt.Sprintf("terraform-provider-null_%s_%s.zip", NullProviderVersion, platform)
+	pkg := filepath.Join(mirror, filepath.FromSlash(NullProviderSource), zipName)
+	index := filepath.Join(filepath.Dir(pkg), NullProviderVersion+".json")
+	if _, err := os.Stat(index); err == nil {
 		return mirror, nil
+	}
+	if _, err := os.Stat(pkg); err == nil {
+		return mirror, writeVersionIndex(pkg, index, platform)
 	}
 	fmt.Fprintf(log, "==> building provider hashicorp/null %s from its Go module (a few minutes the first time)\n", NullProviderVersion)
 	tmp, err := os.MkdirTemp("", "cairn-provider-")
@@ -78,7 +85,38 @@ func EnsureProviderMirror(ctx context.Context, root string, log io.Writer) (stri
 	if err := zipExecutable(filepath.Join(tmp, exe), pkg+".tmp"); err != nil {
 		return "", err
 	}
-	return mirror, os.Rename(pkg+".tmp", pkg)
+	if err := os.Rename(pkg+".tmp", pkg); err != nil {
+		return "", err
+	}
+	return mirror, writeVersionIndex(pkg, index, platform)
+}
+
+// writeVersionIndex publishes the package's checksums as `tofu providers
+// mirror` does: <version>.json naming the platform's zip with its h1:
+// (contents) and zh: (zip) hashes, and index.json listing the version.
+func writeVersionIndex(pkg, index, platform string) error {
+	h1, err := dirhash.HashZip(pkg, dirhash.Hash1)
+	if err != nil {
+		return err
+	}
+	zh, err := FileSHA256(pkg)
+	if err != nil {
+		return err
+	}
+	doc := map[string]any{"archives": map[string]any{platform: map[string]any{
+		"url": filepath.Base(pkg), "hashes": []string{h1, "zh:" + zh}}}}
+	body, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		return err
+	}
+	versions, err := json.Marshal(map[string]any{"versions": map[string]any{NullProviderVersion: map[string]any{}}})
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(filepath.Dir(index), "index.json"), versions, 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(index, body, 0o644)
 }
 
 // zipExecutable packs one executable as a provider package: a zip holding

@@ -26,6 +26,7 @@ import (
 	"github.com/cairnhq/cairn/api/run"
 	"github.com/cairnhq/cairn/api/state"
 	"github.com/cairnhq/cairn/api/workspace"
+	"github.com/cairnhq/cairn/jobs/providercache"
 	"github.com/cairnhq/cairn/jobs/sandbox"
 )
 
@@ -45,6 +46,10 @@ type Runner struct {
 	// providers from: a filesystem-mirror directory (bound read-only into
 	// each sandbox) or an https:// network mirror.
 	ProviderMirror string
+	// Providers, when set, is the worker's verified provider cache filled
+	// from a filesystem ProviderMirror: sandboxes install from it (read-only)
+	// instead of from the mirror itself.
+	Providers *providercache.Cache
 	// WorkerID names this worker in attempt evidence.
 	WorkerID string
 	// Heartbeat is how often a running attempt proves it is alive and
@@ -96,6 +101,9 @@ type attemptEnv struct {
 	// secrets are the values masked in logs and redacted from the plan
 	// diff: the run token, every sensitive input and every credential.
 	secrets []string
+	// mirror is where this attempt's tofu installs providers from: the
+	// verified cache, the operator's mirror, or "" for the registries.
+	mirror string
 	// credentialEnv is the environment the redeemed credentials set for
 	// every tofu command.
 	credentialEnv map[string]string
@@ -300,6 +308,8 @@ func classify(err error, env *attemptEnv) string {
 		return "configuration_invalid"
 	case errors.Is(err, sandbox.ErrChecksumMismatch):
 		return "toolchain_checksum_mismatch"
+	case errors.Is(err, providercache.ErrTampered):
+		return "provider_cache_checksum_mismatch"
 	}
 	return "runner_error"
 }
@@ -340,8 +350,19 @@ func (r *Runner) execute(ctx context.Context, env *attemptEnv) error {
 	if r.CAFile != "" {
 		spec.ReadOnlyFiles = map[string]string{"ca.pem": r.CAFile}
 	}
-	if r.ProviderMirror != "" && !strings.HasPrefix(r.ProviderMirror, "https://") {
-		spec.ReadOnlyDirs = []string{r.ProviderMirror}
+	mirror := r.ProviderMirror
+	if r.Providers != nil {
+		// Verified before any sandbox sees it: a tampered package fails
+		// the attempt before anything ran.
+		if mirror, err = r.Providers.Prepare(ctx); err != nil {
+			return fmt.Errorf("preparing the provider cache: %w", err)
+		}
+		env.timed("provider_cache", start)
+		start = time.Now()
+	}
+	env.mirror = mirror
+	if mirror != "" && !strings.HasPrefix(mirror, "https://") {
+		spec.ReadOnlyDirs = []string{mirror}
 	}
 	sb, err := r.Driver.Create(ctx, spec)
 	if err != nil {
@@ -442,7 +463,7 @@ func (r *Runner) prepare(ctx context.Context, env *attemptEnv, inputs []workspac
 	}
 	files := map[string][]byte{
 		filepath.Join(configDir, overrideFile): backendOverride(r.APIHost, org, w.CloudName),
-		filepath.Join(privateDir, cliConfig):   cliConfigFile(r.APIHost, token, r.ProviderMirror),
+		filepath.Join(privateDir, cliConfig):   cliConfigFile(r.APIHost, token, env.mirror),
 		filepath.Join(privateDir, varFile):     tfvars(inputs),
 	}
 	for name, body := range files {

@@ -18,6 +18,7 @@ import (
 	"github.com/cairnhq/cairn/api/launch"
 	"github.com/cairnhq/cairn/api/platform/db"
 	"github.com/cairnhq/cairn/api/platform/fault"
+	"github.com/cairnhq/cairn/api/platform/httpx"
 	"github.com/cairnhq/cairn/api/run"
 	"github.com/cairnhq/cairn/api/state"
 )
@@ -415,8 +416,18 @@ func (s *server) runResource(r run.Run, p access.Principal, checks []ref) resour
 			"policy-checks":         {Data: checks},
 			"task-stages":           {Data: []ref{}},
 			"run-events":            {Data: []ref{}},
+			"comments":              {Data: []ref{}},
+			"confirmed-by":          confirmedBy(r),
 		},
 	}
+}
+
+// confirmedBy names who approved the run, once someone has.
+func confirmedBy(r run.Run) relationship {
+	if r.DecisionAction == nil || *r.DecisionAction != run.DecisionApproved || r.DecisionActorID == nil {
+		return relationship{Data: nil}
+	}
+	return toOne(*r.DecisionActorID, "users")
 }
 
 func (s *server) readRun(c *fiber.Ctx, p access.Principal, o owner) error {
@@ -491,6 +502,13 @@ func (s *server) withEvents(ctx context.Context, r run.Run, res *resource) error
 		refs[i] = ref{ID: e.ID, Type: "run-events"}
 	}
 	res.Relationships["run-events"] = relationship{Data: refs}
+	comments := []ref{}
+	for _, e := range events {
+		if e.Action == run.EventCommented && e.CommentID != nil {
+			comments = append(comments, ref{ID: *e.CommentID, Type: "comments"})
+		}
+	}
+	res.Relationships["comments"] = relationship{Data: comments}
 	return nil
 }
 
@@ -499,14 +517,36 @@ func (s *server) withEvents(ctx context.Context, r run.Run, res *resource) error
 func stampKey(status string) string { return strings.ReplaceAll(status, "_", "-") + "-at" }
 
 // runAction runs one decision on the run's current review in a transaction
-// and answers 202 as the protocol does.
-func (s *server) runAction(c *fiber.Ctx, p access.Principal, act func(tx *sqlx.Tx, r run.Run) error) error {
+// and answers 202 as the protocol does. The decision's optional comment
+// ({"comment": "..."}, as go-tfe sends it) is added in the same
+// transaction.
+func (s *server) runAction(c *fiber.Ctx, p access.Principal, act func(tx *sqlx.Tx, r run.Run) (run.Run, error)) error {
 	ctx := c.UserContext()
+	var opts struct {
+		Comment *string `json:"comment"`
+	}
+	body, err := httpx.ReadBody(c, documentLimit)
+	if err != nil {
+		return s.writeError(c, err)
+	}
+	if len(bytes.TrimSpace(body)) > 0 {
+		if err := decodeBody(body, &opts); err != nil {
+			return s.writeError(c, err)
+		}
+	}
 	r, err := s.Runs.GetRun(ctx, p, c.Params("id"))
 	if err != nil {
 		return s.writeError(c, err)
 	}
-	if err := db.WithTx(ctx, s.DB, func(tx *sqlx.Tx) error { return act(tx, r) }); err != nil {
+	err = db.WithTx(ctx, s.DB, func(tx *sqlx.Tx) error {
+		decided, err := act(tx, r)
+		if err != nil || opts.Comment == nil || strings.TrimSpace(*opts.Comment) == "" {
+			return err
+		}
+		_, err = s.Runs.CommentDecision(ctx, tx, p, decided, *opts.Comment)
+		return err
+	})
+	if err != nil {
 		return s.writeError(c, err)
 	}
 	return c.SendStatus(http.StatusAccepted)
@@ -515,23 +555,20 @@ func (s *server) runAction(c *fiber.Ctx, p access.Principal, act func(tx *sqlx.T
 // applyRun is the CLI's "yes": an approval bound to the review the run has
 // now, exactly what the prompt showed.
 func (s *server) applyRun(c *fiber.Ctx, p access.Principal, o owner) error {
-	return s.runAction(c, p, func(tx *sqlx.Tx, r run.Run) error {
-		_, err := s.Runs.Approve(c.UserContext(), tx, p, r.ID, run.BindingOf(r))
-		return err
+	return s.runAction(c, p, func(tx *sqlx.Tx, r run.Run) (run.Run, error) {
+		return s.Runs.Approve(c.UserContext(), tx, p, r.ID, run.BindingOf(r))
 	})
 }
 
 func (s *server) discardRun(c *fiber.Ctx, p access.Principal, o owner) error {
-	return s.runAction(c, p, func(tx *sqlx.Tx, r run.Run) error {
-		_, err := s.Runs.Reject(c.UserContext(), tx, p, r.ID, run.BindingOf(r))
-		return err
+	return s.runAction(c, p, func(tx *sqlx.Tx, r run.Run) (run.Run, error) {
+		return s.Runs.Reject(c.UserContext(), tx, p, r.ID, run.BindingOf(r))
 	})
 }
 
 func (s *server) cancelRun(c *fiber.Ctx, p access.Principal, o owner) error {
-	return s.runAction(c, p, func(tx *sqlx.Tx, r run.Run) error {
-		_, err := s.Runs.Cancel(c.UserContext(), tx, p, r.ID)
-		return err
+	return s.runAction(c, p, func(tx *sqlx.Tx, r run.Run) (run.Run, error) {
+		return s.Runs.Cancel(c.UserContext(), tx, p, r.ID)
 	})
 }
 
@@ -540,9 +577,8 @@ func (s *server) cancelRun(c *fiber.Ctx, p access.Principal, o owner) error {
 // (force-cancel-available-at); before that, or without a cancel, it is
 // not allowed.
 func (s *server) forceCancelRun(c *fiber.Ctx, p access.Principal, o owner) error {
-	return s.runAction(c, p, func(tx *sqlx.Tx, r run.Run) error {
-		_, err := s.Runs.ForceCancel(c.UserContext(), tx, p, r.ID)
-		return err
+	return s.runAction(c, p, func(tx *sqlx.Tx, r run.Run) (run.Run, error) {
+		return s.Runs.ForceCancel(c.UserContext(), tx, p, r.ID)
 	})
 }
 
@@ -705,7 +741,9 @@ type readCloser struct {
 }
 
 func (s *server) workspaceRuns(c *fiber.Ctx, p access.Principal, o owner) error {
-	return s.listRuns(c, p, o, run.RunFilter{WorkspaceID: o.WorkspaceID})
+	f := runFilter(c)
+	f.WorkspaceID = o.WorkspaceID
+	return s.listRuns(c, p, o, f)
 }
 
 // runQueue lists the organization's runs that are waiting or in progress.
@@ -715,29 +753,40 @@ func (s *server) runQueue(c *fiber.Ctx, p access.Principal, o owner) error {
 }
 
 // organizationRuns lists the organization's runs, newest first, with the
-// filters go-tfe's ListForOrganization sends: filter[status] (protocol
-// statuses), filter[operation], filter[source] and
-// filter[workspace_names], each a comma-separated list. Filters on what
-// Cairn does not model (agent pools, commits, users, timeframes) are
-// ignored rather than refused.
+// filters go-tfe's ListForOrganization sends (see runFilter), and
+// filter[workspace_names].
 func (s *server) organizationRuns(c *fiber.Ctx, p access.Principal, o owner) error {
-	f := run.RunFilter{WorkspaceNames: queryList(c, "filter[workspace_names]")}
-	for _, st := range queryList(c, "filter[status]") {
-		f.Statuses = append(f.Statuses, internalStatuses(st)...)
+	f := runFilter(c)
+	f.WorkspaceNames = queryList(c, "filter[workspace_names]")
+	return s.listRuns(c, p, o, f)
+}
+
+// runFilter reads the run-list filters both run lists take, each a
+// comma-separated list: filter[status] (protocol statuses),
+// filter[operation] and filter[source]; search[commit] matches nothing,
+// as no run has a commit. Filters on what Cairn does not model (agent
+// pools, users, timeframes) are ignored rather than refused.
+func runFilter(c *fiber.Ctx) run.RunFilter {
+	var f run.RunFilter
+	if statuses := queryList(c, "filter[status]"); len(statuses) > 0 {
+		for _, st := range statuses {
+			f.Statuses = append(f.Statuses, internalStatuses(st)...)
+		}
+		f.Nothing = len(f.Statuses) == 0
 	}
 	if ops := queryList(c, "filter[operation]"); len(ops) > 0 {
 		for _, op := range ops {
 			f.Kinds = append(f.Kinds, operationKinds[op]...)
 		}
-		f.Nothing = len(f.Kinds) == 0
+		f.Nothing = f.Nothing || len(f.Kinds) == 0
 	}
 	if sources := queryList(c, "filter[source]"); len(sources) > 0 && !slices.Contains(sources, runSource) {
 		f.Nothing = true
 	}
-	if len(f.Statuses) == 0 && len(queryList(c, "filter[status]")) > 0 {
+	if c.Query("search[commit]") != "" {
 		f.Nothing = true
 	}
-	return s.listRuns(c, p, o, f)
+	return f
 }
 
 // runSource is the source every run shows: runs come through the API.

@@ -35,7 +35,7 @@ import (
 var (
 	duration    = flag.Duration("duration", 5*time.Second, "how long each load phase runs")
 	concurrency = flag.Int("concurrency", 32, "concurrent clients")
-	only        = flag.String("only", "", "run only these phases (comma-separated: health,mutation,replay,list,agents,state,tofu,runs,credentials,policy,dashboard,signin)")
+	only        = flag.String("only", "", "run only these phases (comma-separated: health,mutation,replay,list,agents,state,tofu,runs,providers,credentials,policy,dashboard,signin)")
 	rounds      = flag.Int("rounds", 5, "rounds of each tofu command (medians are reported)")
 )
 
@@ -273,6 +273,11 @@ func run() error {
 		}
 		if enabled("runs") {
 			if err := benchRuns(dbURL, *rounds); err != nil {
+				return err
+			}
+		}
+		if enabled("providers") {
+			if err := benchProviderInit(dbURL, *rounds); err != nil {
 				return err
 			}
 		}

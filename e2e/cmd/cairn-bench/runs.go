@@ -92,7 +92,7 @@ func jsonBody(v any) []byte { b, _ := json.Marshal(v); return b }
 
 // startWorker runs the real cairn-worker beside a bench API, sharing its
 // data directory (sealed artifacts) and trusting its CA.
-func startWorker(dbURL string, api *apiProcess, files devstack.TLSFiles) (func(), error) {
+func startWorker(dbURL string, api *apiProcess, files devstack.TLSFiles, extraEnv ...string) (func(), error) {
 	bin := envOr("CAIRN_BIN_DIR", "bin")
 	mirror, err := filepath.Abs(filepath.Dir(filepath.Dir(devstack.ToolchainDir(".", "tofu", "1.10.6"))))
 	if err != nil {
@@ -106,6 +106,7 @@ func startWorker(dbURL string, api *apiProcess, files devstack.TLSFiles) (func()
 		"CAIRN_TOOLCHAIN_DIR="+mirror, "CAIRN_LOG_LEVEL="+envOr("CAIRN_BENCH_API_LOG", "warn"),
 		// Beside a `make run` stack, whose worker holds the default address.
 		"CAIRN_WORKER_HEALTH_ADDR=off")
+	cmd.Env = append(cmd.Env, extraEnv...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -141,12 +142,12 @@ type managedStack struct {
 	stop      func()
 }
 
-func startManagedStack(dbURL, name string) (*managedStack, error) {
+func startManagedStack(dbURL, name string, workerEnv ...string) (*managedStack, error) {
 	api, files, stopAPI, err := startTLSAPI(dbURL)
 	if err != nil {
 		return nil, err
 	}
-	stopWorker, err := startWorker(dbURL, api, files)
+	stopWorker, err := startWorker(dbURL, api, files, workerEnv...)
 	if err != nil {
 		stopAPI()
 		return nil, err

@@ -33,6 +33,10 @@ func TestForceCancelAndOrganizationRuns(t *testing.T) {
 	// The second run waits behind the first, which holds the workspace.
 	pending := newRun()
 
+	byName := decode(t, u.call(t, http.MethodGet, "/api/v2/organizations/"+u.org+"/workspaces/forced", nil).MustStatus(t, http.StatusOK)).Data
+	if byName.Attributes["run-count"] != 2.0 {
+		t.Fatalf("workspace read by name: run-count %v", byName.Attributes["run-count"])
+	}
 	list := func(u *cloudUser, query string) (int, []string) {
 		t.Helper()
 		var d struct {

@@ -249,7 +249,7 @@ func run() error {
 		}
 	}
 
-	if enabled("state") || enabled("tofu") || enabled("runs") || enabled("credentials") || enabled("policy") || enabled("dashboard") {
+	if enabled("state") || enabled("tofu") || enabled("runs") || enabled("providers") || enabled("credentials") || enabled("policy") || enabled("dashboard") {
 		var userToken struct {
 			Data struct {
 				Token string `json:"token"`

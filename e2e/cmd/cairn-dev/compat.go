@@ -68,7 +68,7 @@ var compatUnmodelled = map[string]string{
 // reports them without failing.
 var compatGaps = map[string]string{
 	"TestWorkspacesReadWithHistory_RunDependent": "resource-count is not computed yet: state versions record no resource count (the bounded state parser stops after the outputs)",
-	"TestRunsForceExecute_RunDependent": "force-execute (starting a pending run ahead of the workspace's queue) is not offered",
+	"TestRunsForceExecute_RunDependent":          "force-execute (starting a pending run ahead of the workspace's queue) is not offered",
 }
 
 // compatNeedsProvider marks a failure whose run could not install go-tfe's

@@ -117,4 +117,21 @@ func TestRemoteRunsUseTheVerifiedProviderCache(t *testing.T) {
 	if out := tf.run(t, "plan"); !strings.Contains(out, "No changes.") {
 		t.Fatalf("plan after the tampered package was refused:\n%s", out)
 	}
+
+	// A lock file pins what tofu accepts: a package whose hash it does not
+	// list fails the run with its own classification.
+	cfg := s.uploadConfiguration(t, m, wsID, map[string]string{"main.tf": `resource "null_resource" "a" {}`,
+		".terraform.lock.hcl": `provider "registry.opentofu.org/hashicorp/null" {
+  version = "1.0.0"
+  hashes  = ["h1:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="]
+}
+`})
+	st, pinned := s.createRun(t, m, wsID, cfg, "plan_only")
+	if st != http.StatusCreated && st != http.StatusOK {
+		t.Fatalf("creating the run with a lock file: %d", st)
+	}
+	pinned = s.waitRun(t, m, pinned.ID, 60*time.Second, status("errored"))
+	if a := pinned.Evidence.Attempts; len(a) != 1 || a[0].TerminalClassification == nil || *a[0].TerminalClassification != "provider_checksum_mismatch" {
+		t.Fatalf("run whose lock file pins other hashes: %+v", pinned.Evidence.Attempts)
+	}
 }

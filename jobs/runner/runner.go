@@ -298,6 +298,8 @@ func classify(err error, env *attemptEnv) string {
 		return run.InterruptTimedOut
 	case errors.Is(err, sandbox.ErrCanceled) || env.shuttingDown():
 		return run.InterruptShutdown
+	case errors.Is(err, errProviderChecksum):
+		return "provider_checksum_mismatch"
 	case errors.As(err, &ee):
 		return ee.step + "_failed"
 	case errors.Is(err, errStateMoved):
@@ -582,16 +584,47 @@ func (e *attemptEnv) private(name string) string {
 // sandbox's Open and Create.
 func privatePath(name string) string { return filepath.Join(privateDir, name) }
 
+// lockMismatch is how tofu init says a provider package does not match
+// the hashes the configuration's lock file pins.
+const lockMismatch = "checksums previously recorded in the dependency lock file"
+
+// errProviderChecksum means tofu init refused a provider package whose
+// hashes the configuration's lock file does not list.
+var errProviderChecksum = errors.New("a provider package does not match the dependency lock file")
+
 func (r *Runner) init(ctx context.Context, env *attemptEnv) error {
-	code, err := r.tofu(ctx, env, "init", nil, "init", "-input=false", "-no-color")
+	cmd := r.tofuCommand(env, nil, "init", "-input=false", "-no-color")
+	// The error is read from what tofu says, which also goes to the log.
+	said := &tailBuffer{limit: 64 << 10}
+	cmd.Stderr = io.MultiWriter(cmd.Stderr, said)
+	code, err := r.runTofu(ctx, env, "init", cmd)
 	if err != nil {
 		return err
 	}
 	if code != 0 {
+		if strings.Contains(strings.Join(strings.Fields(said.String()), " "), lockMismatch) {
+			return fmt.Errorf("%w: %w", errProviderChecksum, exitError{step: "init", code: code})
+		}
 		return exitError{step: "init", code: code}
 	}
 	return nil
 }
+
+// tailBuffer keeps the last limit bytes written to it.
+type tailBuffer struct {
+	limit int
+	buf   []byte
+}
+
+func (b *tailBuffer) Write(p []byte) (int, error) {
+	b.buf = append(b.buf, p...)
+	if over := len(b.buf) - b.limit; over > 0 {
+		b.buf = append(b.buf[:0], b.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+func (b *tailBuffer) String() string { return string(b.buf) }
 
 // plan runs init, plan -out and show -json, seals the evidence and commits.
 func (r *Runner) plan(ctx context.Context, env *attemptEnv) error {

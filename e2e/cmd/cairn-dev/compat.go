@@ -67,7 +67,6 @@ var compatUnmodelled = map[string]string{
 // the spec requires); each is named with what is missing, and `make test`
 // reports them without failing.
 var compatGaps = map[string]string{
-	"TestWorkspacesReadWithHistory_RunDependent": "resource-count is not computed yet: state versions record no resource count (the bounded state parser stops after the outputs)",
 	"TestRunsForceExecute_RunDependent":          "force-execute (starting a pending run ahead of the workspace's queue) is not offered",
 }
 

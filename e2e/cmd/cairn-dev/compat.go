@@ -67,7 +67,7 @@ var compatUnmodelled = map[string]string{
 // the spec requires); each is named with what is missing, and `make test`
 // reports them without failing.
 var compatGaps = map[string]string{
-	"TestRunsForceExecute_RunDependent":          "force-execute (starting a pending run ahead of the workspace's queue) is not offered",
+	"TestRunsForceExecute_RunDependent": "force-execute (starting a pending run ahead of the workspace's queue) is not offered",
 }
 
 // compatNeedsProvider marks a failure whose run could not install go-tfe's

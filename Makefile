@@ -21,7 +21,7 @@ test: deps build tools
 	./bin/cairn-dev compat
 
 ## test-compat: go-tfe v1.103.0's own integration tests (workspaces, locks, state versions) against cairn-api
-test-compat: deps build
+test-compat: deps build tools
 	./bin/cairn-dev compat
 
 ## bench: the benchmark harness against a throwaway cluster

@@ -214,7 +214,15 @@ func StartStack(t *testing.T, opts ...StackOption) *Stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dataDir := t.TempDir()
+	// A short data directory, as an operator's would be: providers built
+	// with older plugin libraries listen on a Unix socket in the sandbox's
+	// TMPDIR, whose path (at most 108 bytes) a test's long temporary
+	// directory would overflow.
+	dataDir, err := os.MkdirTemp("", "cairn-e2e-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dataDir) })
 	s := &Stack{
 		APIURL:          fmt.Sprintf("http://127.0.0.1:%d", apiPort),
 		APIHost:         fmt.Sprintf("localhost:%d", apiPort),

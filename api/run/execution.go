@@ -147,24 +147,43 @@ func (s *Service) StartAttempt(ctx context.Context, attemptID, workerID, driver 
 	return out, err
 }
 
-// Heartbeat proves the attempt's worker is alive. It reports stop when the
+// Heartbeat proves the attempt's worker is alive. It says stop when the
 // attempt is no longer running or its run was canceled, so the worker
-// kills the sandbox.
-func (s *Service) Heartbeat(ctx context.Context, attemptID string) (stop bool, err error) {
+// stops the command, and kill once the run was force-canceled.
+func (s *Service) Heartbeat(ctx context.Context, attemptID string) (Halt, error) {
 	var decision *string
 	var runStatus string
-	err = s.db.QueryRowxContext(ctx, `UPDATE run_attempts a SET heartbeat_at = now() FROM runs r
+	var forced *time.Time
+	err := s.db.QueryRowxContext(ctx, `UPDATE run_attempts a SET heartbeat_at = now() FROM runs r
 		WHERE a.id = $1 AND a.status = 'running' AND r.id = a.run_id
-		RETURNING r.status, r.decision_action`, attemptID).Scan(&runStatus, &decision)
+		RETURNING r.status, r.decision_action, r.force_canceled_at`, attemptID).Scan(&runStatus, &decision, &forced)
 	if errors.Is(err, sql.ErrNoRows) {
-		return true, nil
+		return HaltStop, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("heartbeat: %w", err)
+		return HaltNone, fmt.Errorf("heartbeat: %w", err)
 	}
 	canceled := decision != nil && *decision == DecisionCanceled
-	return canceled || Status(runStatus).Terminal(), nil
+	switch {
+	case forced != nil:
+		return HaltKill, nil
+	case canceled || Status(runStatus).Terminal():
+		return HaltStop, nil
+	}
+	return HaltNone, nil
 }
+
+// Halt is what a heartbeat tells the attempt's worker to do.
+type Halt int
+
+const (
+	// HaltNone: go on.
+	HaltNone Halt = iota
+	// HaltStop: stop the command with its interrupt and grace.
+	HaltStop
+	// HaltKill: the run was force-canceled; kill the sandbox at once.
+	HaltKill
+)
 
 // RunInputs returns the variable values the run pinned at creation,
 // unsealed, for the sandbox only.

@@ -492,11 +492,39 @@ func TestCanceledApplyKeepsItsEvidence(t *testing.T) {
 	if _, err := h.runs.AuthenticateToken(h.ctx, token); !errors.Is(err, run.ErrInvalidToken) {
 		t.Fatalf("the apply's token after cancel: %v, want ErrInvalidToken", err)
 	}
-	if stop, err := h.runs.Heartbeat(h.ctx, st.Attempt.ID); err != nil || !stop {
-		t.Fatalf("heartbeat after cancel: stop %v, %v", stop, err)
+	if halt, err := h.runs.Heartbeat(h.ctx, st.Attempt.ID); err != nil || halt != run.HaltStop {
+		t.Fatalf("heartbeat after cancel: halt %v, %v", halt, err)
 	}
 	if again := h.owner.Mutate(http.MethodPost, "/v1/runs/"+r.ID+"/actions/cancel", nil); again.Status != http.StatusConflict {
 		t.Fatalf("second cancel: %d %s", again.Status, again.Body)
+	}
+	// A force-cancel waits out the cool-off the cancel's interrupt gets;
+	// then the heartbeat tells the worker to kill the sandbox at once.
+	p := access.Principal{Kind: access.KindUser, ID: h.owner.ID, OrganizationID: h.owner.OrganizationID, Role: access.RoleOwner,
+		Permissions: access.PermissionsOf(access.RoleOwner)}
+	force := func() error {
+		tx, err := h.env.DB.BeginTxx(h.ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback()
+		if _, err := h.runs.ForceCancel(h.ctx, tx, p, r.ID); err != nil {
+			return err
+		}
+		return tx.Commit()
+	}
+	if err := force(); !errors.Is(err, run.ErrActionNotAllowed) {
+		t.Fatalf("force-cancel within the cool-off: %v, want ErrActionNotAllowed", err)
+	}
+	h.advance(run.ForceCancelCoolOff)
+	if err := force(); err != nil {
+		t.Fatalf("force-cancel after the cool-off: %v", err)
+	}
+	if halt, err := h.runs.Heartbeat(h.ctx, st.Attempt.ID); err != nil || halt != run.HaltKill {
+		t.Fatalf("heartbeat after force-cancel: halt %v, %v", halt, err)
+	}
+	if err := force(); !errors.Is(err, run.ErrActionNotAllowed) {
+		t.Fatalf("second force-cancel: %v, want ErrActionNotAllowed", err)
 	}
 	// The upload URL the CLI got before does not outlive its revoked token.
 	upload := h.env.Anonymous().Do(apitest.Request{Method: http.MethodPut, Path: strings.TrimPrefix(uploadURL, h.env.URL),

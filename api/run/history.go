@@ -59,6 +59,12 @@ func (s *Service) CommentRun(ctx context.Context, tx *sqlx.Tx, p access.Principa
 	return s.comment(ctx, tx, p, r, body)
 }
 
+// CommentDecision adds the comment a decision on r carried (apply,
+// discard, cancel); the decision itself was authorized, on r, in tx.
+func (s *Service) CommentDecision(ctx context.Context, tx *sqlx.Tx, p access.Principal, r Run, body string) (Comment, error) {
+	return s.comment(ctx, tx, p, r, body)
+}
+
 func (s *Service) comment(ctx context.Context, tx *sqlx.Tx, p access.Principal, r Run, body string) (Comment, error) {
 	body = strings.TrimSpace(body)
 	if body == "" || !utf8.ValidString(body) || utf8.RuneCountInString(body) > MaxCommentChars || strings.ContainsRune(body, 0) {

@@ -189,10 +189,37 @@ type Run struct {
 	// ApprovedBinding is the review an approval named; starting the apply
 	// checks the run still has exactly that review.
 	ApprovedBinding *Binding `db:"approved_binding"`
+	// ForceCanceledAt is when a force-cancel was requested: the attempt's
+	// sandbox is killed without the interrupt grace.
+	ForceCanceledAt *time.Time `db:"force_canceled_at"`
 }
 
 // Speculative reports whether the run can never write state.
 func (r Run) Speculative() bool { return r.Kind == KindSpeculative }
+
+// ForceCancelCoolOff is how long after a cancel request a force-cancel
+// becomes available: a cancel first gives tofu its interrupt and the time
+// to stop and save what it did.
+const ForceCancelCoolOff = 10 * time.Second
+
+// ForceCancelAvailableAt is when a force-cancel becomes available, or nil
+// when no cancel was requested.
+func (r Run) ForceCancelAvailableAt() *time.Time {
+	if !r.CancelRequested() || r.DecidedAt == nil {
+		return nil
+	}
+	at := r.DecidedAt.Add(ForceCancelCoolOff)
+	return &at
+}
+
+// ForceCancelable reports whether a force-cancel may be requested at now:
+// a cancel was requested at least ForceCancelCoolOff ago, the run has not
+// ended (an applying run waits for its interrupted apply) and it was not
+// force-canceled already.
+func (r Run) ForceCancelable(now time.Time) bool {
+	at := r.ForceCancelAvailableAt()
+	return at != nil && !now.Before(*at) && !r.Status.Terminal() && r.ForceCanceledAt == nil
+}
 
 // CancelRequested reports whether the run was canceled. An applying run
 // stays applying until its interrupted apply has recorded what it left.

@@ -166,3 +166,32 @@ func TestLogBufferMasksASecretSpanningLinesWrittenLineByLine(t *testing.T) {
 		t.Fatalf("stored %q", got)
 	}
 }
+
+func TestForceCancelNeedsACancelAndItsCoolOff(t *testing.T) {
+	t.Parallel()
+	canceled, approved := DecisionCanceled, DecisionApproved
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	before, after := at.Add(ForceCancelCoolOff-time.Second), at.Add(ForceCancelCoolOff)
+	forced := after
+	for _, tc := range []struct {
+		name string
+		run  Run
+		now  time.Time
+		want bool
+	}{
+		{"no cancel", Run{Status: StatusApplying}, after, false},
+		{"another decision", Run{Status: StatusApplying, DecisionAction: &approved, DecidedAt: &at}, after, false},
+		{"within the cool-off", Run{Status: StatusApplying, DecisionAction: &canceled, DecidedAt: &at}, before, false},
+		{"after the cool-off", Run{Status: StatusApplying, DecisionAction: &canceled, DecidedAt: &at}, after, true},
+		{"already ended", Run{Status: StatusCanceled, DecisionAction: &canceled, DecidedAt: &at}, after, false},
+		{"already forced", Run{Status: StatusApplying, DecisionAction: &canceled, DecidedAt: &at, ForceCanceledAt: &forced}, after, false},
+	} {
+		if got := tc.run.ForceCancelable(tc.now); got != tc.want {
+			t.Errorf("%s: ForceCancelable = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	r := Run{DecisionAction: &canceled, DecidedAt: &at}
+	if got := r.ForceCancelAvailableAt(); got == nil || !got.Equal(after) {
+		t.Fatalf("ForceCancelAvailableAt = %v, want %v", got, after)
+	}
+}

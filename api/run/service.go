@@ -619,6 +619,26 @@ func (s *Service) Cancel(ctx context.Context, tx *sqlx.Tx, p access.Principal, r
 	return r, audit.Record(ctx, tx, p, "run.canceled", "run", r.ID, map[string]any{"workspace_id": r.WorkspaceID, "status": string(r.Status)})
 }
 
+// ForceCancel ends a run whose cancel has not taken effect within
+// ForceCancelCoolOff: the worker holding its attempt kills the sandbox at
+// once, without the interrupt grace. An apply killed so still ends in
+// recovery, never in a guess at what it changed.
+func (s *Service) ForceCancel(ctx context.Context, tx *sqlx.Tx, p access.Principal, runID string) (Run, error) {
+	r, err := visibleRun(ctx, tx, p, runID, access.PermRunCancel, true)
+	if err != nil {
+		return Run{}, err
+	}
+	now := s.stamp()
+	if !r.ForceCancelable(now) {
+		return Run{}, ErrActionNotAllowed
+	}
+	r.ForceCanceledAt, r.UpdatedAt = &now, now
+	if err := saveRun(ctx, tx, r); err != nil {
+		return Run{}, err
+	}
+	return r, audit.Record(ctx, tx, p, "run.force_canceled", "run", r.ID, map[string]any{"workspace_id": r.WorkspaceID, "status": string(r.Status)})
+}
+
 // revokeRunTokens ends every run token of the run at once.
 func revokeRunTokens(ctx context.Context, tx *sqlx.Tx, runID string) error {
 	if _, err := tx.ExecContext(ctx, `UPDATE run_tokens SET revoked_at = now() WHERE run_id = $1 AND revoked_at IS NULL`, runID); err != nil {
@@ -737,16 +757,26 @@ func (s *Service) ListRunsPage(ctx context.Context, p access.Principal, f RunFil
 	if err := p.Require(access.PermRunRead); err != nil {
 		return nil, 0, err
 	}
+	if f.Nothing {
+		return []Run{}, 0, nil
+	}
 	b := boundaryOf(p)
+	names := make([]string, len(f.WorkspaceNames))
+	for i, n := range f.WorkspaceNames {
+		names[i] = strings.ToLower(n)
+	}
 	where := ` FROM runs WHERE organization_id = $1 AND ($2 = '' OR workspace_id = $2) AND ($3 = '' OR project_id = $3)
-		AND ($4 = '' OR workspace_id = $4) AND (cardinality($5::text[]) = 0 OR status = ANY($5::text[]))`
-	args := []any{p.OrganizationID, f.WorkspaceID, b.projectID, b.workspaceID, pqStrings(f.Statuses)}
+		AND ($4 = '' OR workspace_id = $4) AND (cardinality($5::text[]) = 0 OR status = ANY($5::text[]))
+		AND (cardinality($6::text[]) = 0 OR kind = ANY($6::text[]))
+		AND (cardinality($7::text[]) = 0 OR workspace_id IN (SELECT w.id FROM workspaces w
+			WHERE w.organization_id = $1 AND lower(w.cloud_name) = ANY($7::text[])))`
+	args := []any{p.OrganizationID, f.WorkspaceID, b.projectID, b.workspaceID, pqStrings(f.Statuses), pqStrings(f.Kinds), pqStrings(names)}
 	var total int
 	if err := s.db.GetContext(ctx, &total, `SELECT count(*)`+where, args...); err != nil {
 		return nil, 0, fmt.Errorf("counting runs: %w", err)
 	}
 	var out []Run
-	if err := s.db.SelectContext(ctx, &out, `SELECT `+runColumns+where+` ORDER BY created_at DESC, id DESC LIMIT $6 OFFSET $7`,
+	if err := s.db.SelectContext(ctx, &out, `SELECT `+runColumns+where+` ORDER BY created_at DESC, id DESC LIMIT $8 OFFSET $9`,
 		append(args, size, (number-1)*size)...); err != nil {
 		return nil, 0, fmt.Errorf("listing runs: %w", err)
 	}

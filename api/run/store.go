@@ -108,7 +108,7 @@ const runColumns = `id, organization_id, project_id, workspace_id, kind, status,
 	apply_status, has_changes, resource_additions, resource_changes, resource_destructions, plan_digest,
 	predecessor_state_version_id, policy_outcome, policy_result_digest, policy_gate_until, policy_snapshot_error, credential_snapshot_error, approval_deadline, approved_binding, decision_action,
 	decision_actor_kind, decision_actor_id, decided_at, decision_reason, terminal_reason, state_version_id, status_timestamps,
-	log_truncated, created_at, updated_at`
+	log_truncated, created_at, updated_at, force_canceled_at`
 
 func insertRun(ctx context.Context, q sqlx.ExtContext, r Run) error {
 	_, err := q.ExecContext(ctx, `INSERT INTO runs (id, organization_id, project_id, workspace_id, kind, status, message,
@@ -151,12 +151,12 @@ func saveRun(ctx context.Context, q sqlx.ExtContext, r Run) error {
 		predecessor_state_version_id = $10, policy_outcome = $11, policy_result_digest = $12, approval_deadline = $13,
 		decision_action = $14, decision_actor_kind = $15, decision_actor_id = $16, decided_at = $17, terminal_reason = $18,
 		state_version_id = $19, status_timestamps = $20, updated_at = $21, policy_gate_until = $22, policy_snapshot_error = $23,
-		approved_binding = $24, decision_reason = $25 WHERE id = $1`,
+		approved_binding = $24, decision_reason = $25, force_canceled_at = $26 WHERE id = $1`,
 		r.ID, r.Status, r.PlanStatus, r.ApplyStatus, r.HasChanges, r.ResourceAdditions, r.ResourceChanges,
 		r.ResourceDestructions, r.PlanDigest, r.PredecessorStateVersionID, r.PolicyOutcome, r.PolicyResultDigest,
 		r.ApprovalDeadline, r.DecisionAction, r.DecisionActorKind, r.DecisionActorID, r.DecidedAt, r.TerminalReason,
 		r.StateVersionID, r.StatusTimestamps, r.UpdatedAt, r.PolicyGateUntil, r.PolicySnapshotError, r.ApprovedBinding,
-		r.DecisionReason)
+		r.DecisionReason, r.ForceCanceledAt)
 	if err != nil {
 		return fmt.Errorf("writing run: %w", err)
 	}
@@ -168,6 +168,13 @@ type RunFilter struct {
 	WorkspaceID string
 	// Statuses, when set, keeps runs in one of these statuses.
 	Statuses []string
+	// WorkspaceNames, when set, keeps runs of workspaces with one of these
+	// remote-backend names (compared case-insensitively).
+	WorkspaceNames []string
+	// Kinds, when set, keeps runs of one of these kinds.
+	Kinds []string
+	// Nothing matches: a filter named only values no run can have.
+	Nothing bool
 }
 
 func listRuns(ctx context.Context, q sqlx.QueryerContext, organizationID string, f RunFilter, boundary boundary, page cursor.Page) ([]Run, error) {

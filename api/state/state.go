@@ -107,6 +107,9 @@ type Parsed struct {
 	Serial      int64
 	Lineage     string
 	Outputs     map[string]ParsedOutput
+	// ResourceCount is how many managed resource instances the state
+	// holds (data sources are not counted).
+	ResourceCount int
 }
 
 // ParsedOutput is one root output as the state file records it.
@@ -152,11 +155,10 @@ func (b *budget) Read(p []byte) (int, error) {
 // column can hold (invalid UTF-8 or NUL); OpenTofu never writes one.
 var errUnstorableOutputs = errors.New("state outputs are not UTF-8 text without NUL")
 
-// ParseState reads the header and outputs of a state from r with bounded
-// memory. It walks the top-level object token by token, decodes only the
-// small fields and the outputs block, and stops as soon as it has them:
-// OpenTofu writes outputs before resources, so the resources are never
-// parsed at all. A state that is not a plain JSON state (for example an
+// ParseState reads the header, the outputs and the resource count of a
+// state from r with bounded memory. It walks the top-level object token by
+// token, decodes only the small fields and the outputs block, and counts
+// the managed resource instances without holding them. A state that is not a plain JSON state (for example an
 // encrypted one) yields no outputs and no error. What is returned can be
 // stored as is: a tool version or lineage that could not be is left empty,
 // and outputs that could not be are an error.
@@ -211,7 +213,11 @@ func parseState(r io.Reader) (Parsed, error) {
 				p.Outputs = nil
 				return p, fmt.Errorf("reading state outputs: %w", err)
 			}
-			return p, nil
+		case "resources":
+			// Counted token by token: the resources are never held.
+			if p.ResourceCount, err = countInstances(dec); err != nil {
+				p.ResourceCount = 0
+			}
 		default:
 			err = skipValue(dec)
 		}
@@ -220,6 +226,60 @@ func parseState(r io.Reader) (Parsed, error) {
 		}
 	}
 	return p, nil
+}
+
+// countInstances consumes the state's resources array and counts the
+// instances of its managed resources, never holding more than one token.
+func countInstances(dec *json.Decoder) (int, error) {
+	if t, err := dec.Token(); err != nil || t != json.Delim('[') {
+		return 0, errors.New("resources is not an array")
+	}
+	n := 0
+	for dec.More() {
+		if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+			return 0, errors.New("a resource is not an object")
+		}
+		managed, instances := false, 0
+		for dec.More() {
+			t, err := dec.Token()
+			if err != nil {
+				return 0, err
+			}
+			switch t {
+			case "mode":
+				var mode string
+				if err := dec.Decode(&mode); err != nil {
+					return 0, err
+				}
+				managed = mode == "managed"
+			case "instances":
+				if t, err := dec.Token(); err != nil || t != json.Delim('[') {
+					return 0, errors.New("instances is not an array")
+				}
+				for dec.More() {
+					if err := skipValue(dec); err != nil {
+						return 0, err
+					}
+					instances++
+				}
+				if _, err := dec.Token(); err != nil {
+					return 0, err
+				}
+			default:
+				if err := skipValue(dec); err != nil {
+					return 0, err
+				}
+			}
+		}
+		if _, err := dec.Token(); err != nil {
+			return 0, err
+		}
+		if managed {
+			n += instances
+		}
+	}
+	_, err := dec.Token()
+	return n, err
 }
 
 // skipValue consumes one JSON value token by token, never holding more

@@ -19,6 +19,7 @@ import (
 	"github.com/cairnhq/cairn/api/launch"
 	"github.com/cairnhq/cairn/api/platform/db"
 	"github.com/cairnhq/cairn/api/platform/fault"
+	"github.com/cairnhq/cairn/api/platform/httpx"
 	"github.com/cairnhq/cairn/api/run"
 	"github.com/cairnhq/cairn/api/state"
 )
@@ -51,6 +52,7 @@ func (s *server) registerRuns(r fiber.Router) {
 	r.Post("/runs/:id/actions/apply", s.guard(s.byRun, s.applyRun))
 	r.Post("/runs/:id/actions/discard", s.guardStop(s.byRun, s.discardRun))
 	r.Post("/runs/:id/actions/cancel", s.guardStop(s.byRun, s.cancelRun))
+	r.Post("/runs/:id/actions/force-cancel", s.guardStop(s.byRun, s.forceCancelRun))
 	r.Get("/plans/:id", s.guard(s.byPhase("plan_"), s.readPhase(run.PhasePlan)))
 	r.Get("/plans/:id/json-output", s.guard(s.byPhase("plan_"), s.planJSON))
 	r.Get("/applies/:id", s.guard(s.byPhase("apply_"), s.readPhase(run.PhaseApply)))
@@ -58,6 +60,7 @@ func (s *server) registerRuns(r fiber.Router) {
 	r.Get("/run-attempts/:id/policy-bundle", s.policyBundle)
 	r.Get("/workspaces/:id/runs", s.guard(s.byWorkspaceID, s.workspaceRuns))
 	r.Get("/organizations/:org/runs/queue", s.guard(s.byOrganization, s.runQueue))
+	r.Get("/organizations/:org/runs", s.guard(s.byOrganization, s.organizationRuns))
 	r.Get("/organizations/:org/capacity", s.guard(s.byOrganization, s.capacity))
 	s.registerPolicyChecks(r)
 }
@@ -374,26 +377,36 @@ func (s *server) runResource(r run.Run, p access.Principal, checks []ref) resour
 	if t, ok := r.StatusTimestamps[string(run.StatusPending)]; ok {
 		timestamps["plan-queueable-at"] = timestamp(t)
 	}
+	if r.ForceCanceledAt != nil {
+		timestamps["force-canceled-at"] = timestamp(*r.ForceCanceledAt)
+	}
 	hasChanges := r.HasChanges != nil && *r.HasChanges
-	return resource{
-		ID: r.ID, Type: "runs",
-		Attributes: map[string]any{
-			"status": runStatus(r, now), "has-changes": hasChanges, "created-at": timestamp(r.CreatedAt),
-			"message": r.Message, "source": "tfe-api", "auto-apply": false, "is-destroy": false, "refresh": true,
-			"refresh-only": false, "plan-only": r.Kind != run.KindPlanAndApply, "position-in-queue": 0,
-			"status-timestamps": timestamps,
-			"actions": map[string]bool{
-				// A plan waiting for approval is discarded, not canceled.
-				"is-cancelable":       has(run.ActionCancel) && r.Status != run.StatusAwaitingApproval && r.Status != run.StatusPolicyOverride,
-				"is-confirmable":      has(run.ActionApprove),
-				"is-discardable":      has(run.ActionReject),
-				"is-force-cancelable": false,
-			},
-			"permissions": map[string]bool{
-				"can-apply": p.Permissions.Has(access.PermRunApprove), "can-cancel": p.Permissions.Has(access.PermRunCancel),
-				"can-discard": p.Permissions.Has(access.PermRunApprove), "can-force-cancel": false, "can-force-execute": false,
-			},
+	canCancel := p.Permissions.Has(access.PermRunCancel)
+	attrs := map[string]any{
+		"status": runStatus(r, now), "has-changes": hasChanges, "created-at": timestamp(r.CreatedAt),
+		"message": r.Message, "source": "tfe-api", "auto-apply": false, "is-destroy": false, "refresh": true,
+		"refresh-only": false, "plan-only": r.Kind != run.KindPlanAndApply, "position-in-queue": 0,
+		"status-timestamps": timestamps,
+		"actions": map[string]bool{
+			// A plan waiting for approval is discarded, not canceled.
+			"is-cancelable":       has(run.ActionCancel) && r.Status != run.StatusAwaitingApproval && r.Status != run.StatusPolicyOverride,
+			"is-confirmable":      has(run.ActionApprove),
+			"is-discardable":      has(run.ActionReject),
+			"is-force-cancelable": canCancel && r.ForceCancelable(now),
 		},
+		"permissions": map[string]bool{
+			"can-apply": p.Permissions.Has(access.PermRunApprove), "can-cancel": canCancel,
+			"can-discard": p.Permissions.Has(access.PermRunApprove), "can-force-cancel": canCancel, "can-force-execute": false,
+		},
+	}
+	if t, ok := r.StatusTimestamps[string(run.StatusCanceled)]; ok {
+		attrs["canceled-at"] = timestamp(t)
+	}
+	if at := r.ForceCancelAvailableAt(); at != nil {
+		attrs["force-cancel-available-at"] = timestamp(*at)
+	}
+	return resource{
+		ID: r.ID, Type: "runs", Attributes: attrs,
 		Relationships: map[string]relationship{
 			"plan":                  toOne(phaseID("plan_", r.ID), "plans"),
 			"apply":                 toOne(phaseID("apply_", r.ID), "applies"),
@@ -404,8 +417,18 @@ func (s *server) runResource(r run.Run, p access.Principal, checks []ref) resour
 			"policy-checks":         {Data: checks},
 			"task-stages":           {Data: []ref{}},
 			"run-events":            {Data: []ref{}},
+			"comments":              {Data: []ref{}},
+			"confirmed-by":          confirmedBy(r),
 		},
 	}
+}
+
+// confirmedBy names who approved the run, once someone has.
+func confirmedBy(r run.Run) relationship {
+	if r.DecisionAction == nil || *r.DecisionAction != run.DecisionApproved || r.DecisionActorID == nil {
+		return relationship{Data: nil}
+	}
+	return toOne(*r.DecisionActorID, "users")
 }
 
 func (s *server) readRun(c *fiber.Ctx, p access.Principal, o owner) error {
@@ -480,6 +503,13 @@ func (s *server) withEvents(ctx context.Context, r run.Run, res *resource) error
 		refs[i] = ref{ID: e.ID, Type: "run-events"}
 	}
 	res.Relationships["run-events"] = relationship{Data: refs}
+	comments := []ref{}
+	for _, e := range events {
+		if e.Action == run.EventCommented && e.CommentID != nil {
+			comments = append(comments, ref{ID: *e.CommentID, Type: "comments"})
+		}
+	}
+	res.Relationships["comments"] = relationship{Data: comments}
 	return nil
 }
 
@@ -488,14 +518,40 @@ func (s *server) withEvents(ctx context.Context, r run.Run, res *resource) error
 func stampKey(status string) string { return strings.ReplaceAll(status, "_", "-") + "-at" }
 
 // runAction runs one decision on the run's current review in a transaction
-// and answers 202 as the protocol does.
-func (s *server) runAction(c *fiber.Ctx, p access.Principal, act func(tx *sqlx.Tx, r run.Run) error) error {
+// and answers 202 as the protocol does. The decision's optional comment
+// ({"comment": "..."}, as go-tfe sends it) is added in the same
+// transaction.
+func (s *server) runAction(c *fiber.Ctx, p access.Principal, act func(tx *sqlx.Tx, r run.Run, comment string) (run.Run, error)) error {
 	ctx := c.UserContext()
+	var opts struct {
+		Comment *string `json:"comment"`
+	}
+	body, err := httpx.ReadBody(c, documentLimit)
+	if err != nil {
+		return s.writeError(c, err)
+	}
+	if len(bytes.TrimSpace(body)) > 0 {
+		if err := decodeBody(body, &opts); err != nil {
+			return s.writeError(c, err)
+		}
+	}
 	r, err := s.Runs.GetRun(ctx, p, c.Params("id"))
 	if err != nil {
 		return s.writeError(c, err)
 	}
-	if err := db.WithTx(ctx, s.DB, func(tx *sqlx.Tx) error { return act(tx, r) }); err != nil {
+	err = db.WithTx(ctx, s.DB, func(tx *sqlx.Tx) error {
+		comment := ""
+		if opts.Comment != nil {
+			comment = *opts.Comment
+		}
+		decided, err := act(tx, r, comment)
+		if err != nil || opts.Comment == nil || strings.TrimSpace(*opts.Comment) == "" {
+			return err
+		}
+		_, err = s.Runs.CommentDecision(ctx, tx, p, decided, *opts.Comment)
+		return err
+	})
+	if err != nil {
 		return s.writeError(c, err)
 	}
 	return c.SendStatus(http.StatusAccepted)
@@ -504,33 +560,33 @@ func (s *server) runAction(c *fiber.Ctx, p access.Principal, act func(tx *sqlx.T
 // applyRun is the CLI's "yes": an approval bound to the review the run has
 // now, exactly what the prompt showed.
 func (s *server) applyRun(c *fiber.Ctx, p access.Principal, o owner) error {
-	return s.runAction(c, p, func(tx *sqlx.Tx, r run.Run) error {
-		_, err := s.Runs.Approve(c.UserContext(), tx, p, r.ID, run.BindingOf(r))
-		return err
+	return s.runAction(c, p, func(tx *sqlx.Tx, r run.Run, _ string) (run.Run, error) {
+		return s.Runs.Approve(c.UserContext(), tx, p, r.ID, run.BindingOf(r))
 	})
 }
 
 // discardRun takes the optional comment go-tfe sends as the discard
 // reason.
 func (s *server) discardRun(c *fiber.Ctx, p access.Principal, o owner) error {
-	var body struct {
-		Comment string `json:"comment"`
-	}
-	if len(c.Body()) > 0 {
-		if err := decodeDocument(c, &body); err != nil {
-			return s.writeError(c, err)
-		}
-	}
-	return s.runAction(c, p, func(tx *sqlx.Tx, r run.Run) error {
-		_, err := s.Runs.Reject(c.UserContext(), tx, p, r.ID, run.BindingOf(r), body.Comment)
-		return err
+	return s.runAction(c, p, func(tx *sqlx.Tx, r run.Run, comment string) (run.Run, error) {
+		// go-tfe's discard comment is also the discard reason the run shows.
+		return s.Runs.Reject(c.UserContext(), tx, p, r.ID, run.BindingOf(r), comment)
 	})
 }
 
 func (s *server) cancelRun(c *fiber.Ctx, p access.Principal, o owner) error {
-	return s.runAction(c, p, func(tx *sqlx.Tx, r run.Run) error {
-		_, err := s.Runs.Cancel(c.UserContext(), tx, p, r.ID)
-		return err
+	return s.runAction(c, p, func(tx *sqlx.Tx, r run.Run, _ string) (run.Run, error) {
+		return s.Runs.Cancel(c.UserContext(), tx, p, r.ID)
+	})
+}
+
+// forceCancelRun kills a run's sandbox without the interrupt grace once a
+// cancel has not taken effect within the cool-off
+// (force-cancel-available-at); before that, or without a cancel, it is
+// not allowed.
+func (s *server) forceCancelRun(c *fiber.Ctx, p access.Principal, o owner) error {
+	return s.runAction(c, p, func(tx *sqlx.Tx, r run.Run, _ string) (run.Run, error) {
+		return s.Runs.ForceCancel(c.UserContext(), tx, p, r.ID)
 	})
 }
 
@@ -727,13 +783,100 @@ type readCloser struct {
 }
 
 func (s *server) workspaceRuns(c *fiber.Ctx, p access.Principal, o owner) error {
-	return s.listRuns(c, p, o, run.RunFilter{WorkspaceID: o.WorkspaceID})
+	f := runFilter(c)
+	f.WorkspaceID = o.WorkspaceID
+	return s.listRuns(c, p, o, f)
 }
 
 // runQueue lists the organization's runs that are waiting or in progress.
 func (s *server) runQueue(c *fiber.Ctx, p access.Principal, o owner) error {
 	return s.listRuns(c, p, o, run.RunFilter{Statuses: []string{string(run.StatusPending), string(run.StatusPlanQueued),
 		string(run.StatusPlanning), string(run.StatusApplyQueued), string(run.StatusApplying)}})
+}
+
+// organizationRuns lists the organization's runs, newest first, with the
+// filters go-tfe's ListForOrganization sends (see runFilter), and
+// filter[workspace_names].
+func (s *server) organizationRuns(c *fiber.Ctx, p access.Principal, o owner) error {
+	f := runFilter(c)
+	f.WorkspaceNames = queryList(c, "filter[workspace_names]")
+	return s.listRuns(c, p, o, f)
+}
+
+// runFilter reads the run-list filters both run lists take, each a
+// comma-separated list: filter[status] (protocol statuses),
+// filter[operation] and filter[source]; search[commit] matches nothing,
+// as no run has a commit. Filters on what Cairn does not model (agent
+// pools, users, timeframes) are ignored rather than refused.
+func runFilter(c *fiber.Ctx) run.RunFilter {
+	var f run.RunFilter
+	if statuses := queryList(c, "filter[status]"); len(statuses) > 0 {
+		for _, st := range statuses {
+			f.Statuses = append(f.Statuses, internalStatuses(st)...)
+		}
+		f.Nothing = len(f.Statuses) == 0
+	}
+	if ops := queryList(c, "filter[operation]"); len(ops) > 0 {
+		for _, op := range ops {
+			f.Kinds = append(f.Kinds, operationKinds[op]...)
+		}
+		f.Nothing = f.Nothing || len(f.Kinds) == 0
+	}
+	if sources := queryList(c, "filter[source]"); len(sources) > 0 && !slices.Contains(sources, runSource) {
+		f.Nothing = true
+	}
+	if c.Query("search[commit]") != "" {
+		f.Nothing = true
+	}
+	return f
+}
+
+// runSource is the source every run shows: runs come through the API.
+const runSource = "tfe-api"
+
+// operationKinds maps a protocol run operation to the run kinds that are
+// it; operations Cairn does not offer (destroy, refresh-only, saved plans,
+// empty applies) have none.
+var operationKinds = map[string][]string{
+	"plan_and_apply": {string(run.KindPlanAndApply)},
+	"plan_only":      {string(run.KindPlanOnly), string(run.KindSpeculative)},
+}
+
+// internalStatuses are the run statuses shown as a protocol status (the
+// inverse of tfeStatus); an unknown name has none.
+func internalStatuses(protocol string) []string {
+	switch protocol {
+	case "planned":
+		return []string{string(run.StatusAwaitingApproval)}
+	case "errored":
+		return []string{string(run.StatusErrored), string(run.StatusRecoveryRequired), string(run.StatusRecovered),
+			string(run.StatusCredentialsRequired)}
+	case "discarded":
+		return []string{string(run.StatusRejected), string(run.StatusExpired)}
+	}
+	for _, st := range []run.Status{run.StatusPending, run.StatusPlanQueued, run.StatusPlanning, run.StatusPolicyOverride,
+		run.StatusApplyQueued, run.StatusApplying, run.StatusApplied, run.StatusPlannedAndFinished, run.StatusCanceled,
+		run.StatusPolicySoftFailed} {
+		if string(st) == protocol {
+			return []string{protocol}
+		}
+	}
+	return nil
+}
+
+// maxQueryList bounds a comma-separated filter: more values than this are
+// not looked at.
+const maxQueryList = 50
+
+// queryList is a comma-separated query parameter's non-empty values.
+func queryList(c *fiber.Ctx, name string) []string {
+	var out []string
+	for _, v := range strings.Split(c.Query(name), ",") {
+		if v = strings.TrimSpace(v); v != "" && len(out) < maxQueryList {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 func (s *server) listRuns(c *fiber.Ctx, p access.Principal, o owner, f run.RunFilter) error {

@@ -97,9 +97,11 @@ func (s *server) workspaceResource(ctx context.Context, p access.Principal, o ow
 			"tag-names":                     []string{},
 			"environment":                   "default",
 			"run-count":                     runCount,
-			"resource-count":                resourceCount,
-			"actions":                       map[string]bool{"is-destroyable": has(access.PermWorkspaceAdmin)},
-			"setting-overwrites":            map[string]bool{"execution-mode": true, "agent-pool": true},
+			// go-tfe reads the run count under this name.
+			"workspace-kpis-runs-count": runCount,
+			"resource-count":            resourceCount,
+			"actions":                   map[string]bool{"is-destroyable": has(access.PermWorkspaceAdmin)},
+			"setting-overwrites":        map[string]bool{"execution-mode": true, "agent-pool": true},
 			"permissions": map[string]bool{
 				"can-update":                has(access.PermWorkspaceWrite),
 				"can-destroy":               has(access.PermWorkspaceAdmin),

@@ -27,6 +27,7 @@ import (
 	"github.com/cairnhq/cairn/api/run"
 	"github.com/cairnhq/cairn/api/state"
 	"github.com/cairnhq/cairn/api/workspace"
+	"github.com/cairnhq/cairn/jobs/providercache"
 	"github.com/cairnhq/cairn/jobs/sandbox"
 )
 
@@ -48,6 +49,10 @@ type Runner struct {
 	// providers from: a filesystem-mirror directory (bound read-only into
 	// each sandbox) or an https:// network mirror.
 	ProviderMirror string
+	// Providers, when set, is the worker's verified provider cache filled
+	// from a filesystem ProviderMirror: sandboxes install from it (read-only)
+	// instead of from the mirror itself.
+	Providers *providercache.Cache
 	// WorkerID names this worker in attempt evidence.
 	WorkerID string
 	// Heartbeat is how often a running attempt proves it is alive and
@@ -99,6 +104,9 @@ type attemptEnv struct {
 	// secrets are the values masked in logs and redacted from the plan
 	// diff: the run token, every sensitive input and every credential.
 	secrets []string
+	// mirror is where this attempt's tofu installs providers from: the
+	// verified cache, the operator's mirror, or "" for the registries.
+	mirror string
 	// credentialEnv is the environment the redeemed credentials set for
 	// every tofu command.
 	credentialEnv map[string]string
@@ -115,6 +123,9 @@ type attemptEnv struct {
 	// halted is set when the run was canceled and the heartbeat stopped
 	// the attempt.
 	halted atomic.Bool
+	// forced is set when the run was force-canceled and the heartbeat
+	// killed the sandbox.
+	forced atomic.Bool
 	// shuttingDown reports whether the job's context ended: the worker is
 	// stopping.
 	shuttingDown func() bool
@@ -136,6 +147,14 @@ func (e *attemptEnv) interruption(err error) string {
 		return run.InterruptShutdown
 	}
 	return ""
+}
+
+// sandbox is the attempt's sandbox once created, for the heartbeat's
+// goroutine.
+func (e *attemptEnv) sandbox() sandbox.Sandbox {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.sb
 }
 
 func (e *attemptEnv) timed(step string, since time.Time) {
@@ -180,7 +199,17 @@ func (r *Runner) Execute(ctx context.Context, st run.Started) error {
 	beating := make(chan struct{})
 	go func() {
 		defer close(beating)
-		r.heartbeat(life, st.Attempt.ID, func() { env.halted.Store(true); stopPhase() })
+		r.heartbeat(life, st.Attempt.ID, func() { env.halted.Store(true); stopPhase() }, func() {
+			// A force-cancel: the sandbox dies now, its command with it.
+			env.halted.Store(true)
+			env.forced.Store(true)
+			stopPhase()
+			if sb := env.sandbox(); sb != nil {
+				if err := sb.Destroy(life); err != nil {
+					log.Warn("killing the force-canceled sandbox failed", "error", err)
+				}
+			}
+		})
 	}()
 	spanCtx, span := r.Tracing.Start(phaseCtx, "sandbox_phase", map[string]telemetry.Value{
 		"run_id": telemetry.ID(st.Run.ID), "attempt_id": telemetry.ID(st.Attempt.ID),
@@ -227,20 +256,26 @@ func (r *Runner) Execute(ctx context.Context, st run.Started) error {
 }
 
 // heartbeat proves liveness until ctx ends and stops the attempt once when
-// its run is canceled. It keeps beating after that: an interrupted command
-// may use its grace period, and the attempt must not look lost meanwhile.
-func (r *Runner) heartbeat(ctx context.Context, attemptID string, stop func()) {
+// its run is canceled, and kills it once when it is force-canceled. It
+// keeps beating after a stop: an interrupted command may use its grace
+// period, and the attempt must not look lost meanwhile.
+func (r *Runner) heartbeat(ctx context.Context, attemptID string, stop, kill func()) {
 	t := time.NewTicker(r.Heartbeat)
 	defer t.Stop()
-	var once sync.Once
+	var stopOnce, killOnce sync.Once
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 			halt, err := r.Runs.Heartbeat(ctx, attemptID)
-			if err == nil && halt {
-				once.Do(stop)
+			switch {
+			case err != nil:
+			case halt == run.HaltKill:
+				stopOnce.Do(func() {})
+				killOnce.Do(kill)
+			case halt == run.HaltStop:
+				stopOnce.Do(stop)
 			}
 		}
 	}
@@ -274,6 +309,8 @@ func classify(err error, env *attemptEnv) string {
 		return run.InterruptTimedOut
 	case errors.Is(err, sandbox.ErrCanceled) || env.shuttingDown():
 		return run.InterruptShutdown
+	case errors.Is(err, errProviderChecksum):
+		return "provider_checksum_mismatch"
 	case errors.As(err, &ee):
 		return ee.step + "_failed"
 	case errors.Is(err, errStateMoved):
@@ -284,6 +321,8 @@ func classify(err error, env *attemptEnv) string {
 		return "configuration_invalid"
 	case errors.Is(err, sandbox.ErrChecksumMismatch):
 		return "toolchain_checksum_mismatch"
+	case errors.Is(err, providercache.ErrTampered):
+		return "provider_cache_checksum_mismatch"
 	}
 	return "runner_error"
 }
@@ -324,12 +363,27 @@ func (r *Runner) execute(ctx context.Context, env *attemptEnv) error {
 	if r.CAFile != "" {
 		spec.ReadOnlyFiles = map[string]string{"ca.pem": r.CAFile}
 	}
-	if r.ProviderMirror != "" && !strings.HasPrefix(r.ProviderMirror, "https://") {
-		spec.ReadOnlyDirs = []string{r.ProviderMirror}
+	mirror := r.ProviderMirror
+	if r.Providers != nil {
+		// Verified before any sandbox sees it: a tampered package fails
+		// the attempt before anything ran.
+		if mirror, err = r.Providers.Prepare(ctx); err != nil {
+			return fmt.Errorf("preparing the provider cache: %w", err)
+		}
+		env.timed("provider_cache", start)
+		start = time.Now()
 	}
-	if env.sb, err = r.Driver.Create(ctx, spec); err != nil {
+	env.mirror = mirror
+	if mirror != "" && !strings.HasPrefix(mirror, "https://") {
+		spec.ReadOnlyDirs = []string{mirror}
+	}
+	sb, err := r.Driver.Create(ctx, spec)
+	if err != nil {
 		return fmt.Errorf("creating sandbox: %w", err)
 	}
+	env.mu.Lock()
+	env.sb = sb
+	env.mu.Unlock()
 	env.timed("sandbox_create", start)
 	profile := evidenceProfile(env.sb.Profile())
 	env.profile = &profile
@@ -422,7 +476,7 @@ func (r *Runner) prepare(ctx context.Context, env *attemptEnv, inputs []workspac
 	}
 	files := map[string][]byte{
 		filepath.Join(configDir, overrideFile): backendOverride(r.APIHost, org, w.CloudName),
-		filepath.Join(privateDir, cliConfig):   cliConfigFile(r.APIHost, token, r.ProviderMirror),
+		filepath.Join(privateDir, cliConfig):   cliConfigFile(r.APIHost, token, env.mirror),
 		filepath.Join(privateDir, varFile):     tfvars(inputs),
 	}
 	for name, body := range files {
@@ -541,16 +595,47 @@ func (e *attemptEnv) private(name string) string {
 // sandbox's Open and Create.
 func privatePath(name string) string { return filepath.Join(privateDir, name) }
 
+// lockMismatch is how tofu init says a provider package does not match
+// the hashes the configuration's lock file pins.
+const lockMismatch = "checksums previously recorded in the dependency lock file"
+
+// errProviderChecksum means tofu init refused a provider package whose
+// hashes the configuration's lock file does not list.
+var errProviderChecksum = errors.New("a provider package does not match the dependency lock file")
+
 func (r *Runner) init(ctx context.Context, env *attemptEnv) error {
-	code, err := r.tofu(ctx, env, "init", nil, "init", "-input=false", "-no-color")
+	cmd := r.tofuCommand(env, nil, "init", "-input=false", "-no-color")
+	// The error is read from what tofu says, which also goes to the log.
+	said := &tailBuffer{limit: 64 << 10}
+	cmd.Stderr = io.MultiWriter(cmd.Stderr, said)
+	code, err := r.runTofu(ctx, env, "init", cmd)
 	if err != nil {
 		return err
 	}
 	if code != 0 {
+		if strings.Contains(strings.Join(strings.Fields(said.String()), " "), lockMismatch) {
+			return fmt.Errorf("%w: %w", errProviderChecksum, exitError{step: "init", code: code})
+		}
 		return exitError{step: "init", code: code}
 	}
 	return nil
 }
+
+// tailBuffer keeps the last limit bytes written to it.
+type tailBuffer struct {
+	limit int
+	buf   []byte
+}
+
+func (b *tailBuffer) Write(p []byte) (int, error) {
+	b.buf = append(b.buf, p...)
+	if over := len(b.buf) - b.limit; over > 0 {
+		b.buf = append(b.buf[:0], b.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+func (b *tailBuffer) String() string { return string(b.buf) }
 
 // plan runs init, plan -out and show -json, seals the evidence and commits.
 func (r *Runner) plan(ctx context.Context, env *attemptEnv) error {

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -25,6 +26,7 @@ import (
 	"github.com/cairnhq/cairn/jobs/maintenance"
 	"github.com/cairnhq/cairn/jobs/policybuild"
 	"github.com/cairnhq/cairn/jobs/policyeval"
+	"github.com/cairnhq/cairn/jobs/providercache"
 	"github.com/cairnhq/cairn/jobs/runner"
 	"github.com/cairnhq/cairn/jobs/sandbox"
 	"github.com/cairnhq/cairn/jobs/sourceingest"
@@ -238,10 +240,14 @@ func newRunner(cfg config.Config, runs *run.Service, driver sandbox.Driver, logg
 	if err != nil {
 		return nil, err
 	}
+	var providers *providercache.Cache
+	if m := cfg.ProviderMirror; m != "" && !strings.HasPrefix(m, "https://") {
+		providers = providercache.New(filepath.Join(dataDir, "providercache"), m, logger)
+	}
 	logger.Info("sandbox runner ready", "driver", driver.Name(), "isolation", driver.Status().Profile.Isolation, "api_host", u.Host)
 	return &runner.Runner{
 		Runs: runs, Driver: driver, Tools: sandbox.NewToolCache(mirror, filepath.Join(dataDir, "toolcache")), Logger: logger,
-		APIHost: u.Host, CAFile: caFile, ProviderMirror: cfg.ProviderMirror, WorkerID: runner.WorkerName(), Heartbeat: 500 * time.Millisecond,
+		APIHost: u.Host, CAFile: caFile, ProviderMirror: cfg.ProviderMirror, Providers: providers, WorkerID: runner.WorkerName(), Heartbeat: 500 * time.Millisecond,
 		PhaseTimeout: cfg.PhaseTimeout, ApplyInterruptGrace: cfg.ApplyInterruptGrace, LogFlush: 200 * time.Millisecond,
 		Evaluator: evaluator,
 	}, nil

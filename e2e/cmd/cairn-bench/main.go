@@ -35,7 +35,7 @@ import (
 var (
 	duration    = flag.Duration("duration", 5*time.Second, "how long each load phase runs")
 	concurrency = flag.Int("concurrency", 32, "concurrent clients")
-	only        = flag.String("only", "", "run only these phases (comma-separated: health,mutation,replay,list,agents,state,tofu,runs,credentials,policy,dashboard,live,signin,codehost,replicas,logs)")
+	only        = flag.String("only", "", "run only these phases (comma-separated: health,mutation,replay,list,agents,state,tofu,runs,providers,credentials,policy,dashboard,live,signin,codehost,replicas,logs)")
 	logMiB      = flag.Int("log-mib", 24, "size of the large run log the logs phase reads")
 	rounds      = flag.Int("rounds", 5, "rounds of each tofu command (medians are reported)")
 )
@@ -271,7 +271,7 @@ func run() error {
 		}
 	}
 
-	if enabled("state") || enabled("tofu") || enabled("runs") || enabled("codehost") || enabled("credentials") || enabled("policy") || enabled("dashboard") || enabled("logs") {
+	if enabled("state") || enabled("tofu") || enabled("runs") || enabled("providers") || enabled("codehost") || enabled("credentials") || enabled("policy") || enabled("dashboard") || enabled("logs") {
 		var userToken struct {
 			Data struct {
 				Token string `json:"token"`
@@ -300,6 +300,11 @@ func run() error {
 		}
 		if enabled("runs") {
 			if err := benchRuns(dbURL, *rounds); err != nil {
+				return err
+			}
+		}
+		if enabled("providers") {
+			if err := benchProviderInit(dbURL, *rounds); err != nil {
 				return err
 			}
 		}

@@ -33,8 +33,9 @@ commands:
   fuzz    run every fuzz target in turn for -fuzztime (FUZZTIME, default 30s)
   bench   run the benchmark harness against a throwaway cluster
   compat  run go-tfe's integration tests against a real cairn-api and cairn-worker [-run REGEX]
-  tools   build the pinned OpenTofu into .tools/toolchains and versitygw
-          into .tools/versitygw (once)
+  tools   build the pinned OpenTofu into .tools/toolchains, versitygw
+          into .tools/versitygw and hashicorp/null into the provider
+          mirror .tools/providers (once)
   cluster start a throwaway cluster with a migrated template, print the test
           environment and wait (for running single tests by hand)
 `
@@ -63,6 +64,9 @@ func main() {
 	case "tools":
 		if _, err = devstack.EnsureTofu(ctx, ".", tofuVersion, os.Stdout); err == nil {
 			_, err = devstack.EnsureVersity(ctx, ".", os.Stdout)
+		}
+		if err == nil {
+			_, err = devstack.EnsureProviderMirror(ctx, ".", os.Stdout)
 		}
 	default:
 		fmt.Fprint(os.Stderr, usage)

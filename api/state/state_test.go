@@ -1,0 +1,35 @@
+package state_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/cairnhq/cairn/api/state"
+)
+
+func TestParseStateCountsManagedResourceInstances(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		state string
+		want  int
+	}{
+		"none":  {`{"version":4,"serial":1,"lineage":"l","outputs":{},"resources":[]}`, 0},
+		"one":   {`{"version":4,"outputs":{},"resources":[{"mode":"managed","type":"null_resource","name":"foo","instances":[{"attributes":{"id":"1"}}]}]}`, 1},
+		"count": {`{"version":4,"outputs":{},"resources":[{"mode":"managed","type":"t","name":"a","instances":[{},{},{}]},{"mode":"data","type":"d","name":"b","instances":[{}]}]}`, 3},
+		// Keys in any order, resources before outputs.
+		"order": {`{"resources":[{"instances":[{"x":[1,{"y":2}]}],"mode":"managed"}],"outputs":{"o":{"value":"v","type":"string"}}}`, 1},
+		"bad":   {`{"version":4,"outputs":{},"resources":[{"mode":{"x":1},"instances":[{}]}]}`, 0},
+	} {
+		p, err := state.ParseState(strings.NewReader(tc.state))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if p.ResourceCount != tc.want {
+			t.Errorf("%s: ResourceCount = %d, want %d", name, p.ResourceCount, tc.want)
+		}
+	}
+	p, err := state.ParseState(strings.NewReader(`{"resources":[{"mode":"managed","instances":[{}]}],"outputs":{"o":{"value":"v","type":"string"}}}`))
+	if err != nil || p.Outputs["o"].Value == nil {
+		t.Fatalf("outputs after resources: %+v, %v", p.Outputs, err)
+	}
+}

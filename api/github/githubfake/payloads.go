@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
+	"syscall"
 )
 
 // Example is one real webhook payload from @octokit/webhooks-examples.
@@ -50,12 +51,8 @@ func loadExamples() (map[string][]Example, error) {
 	_, file, _, _ := runtime.Caller(0)
 	dir := filepath.Join(filepath.Dir(file), "testdata", "octokit")
 	index := filepath.Join(dir, "node_modules", "@octokit", "webhooks-examples", "api.github.com", "index.json")
-	if _, err := os.Stat(index); err != nil {
-		cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund")
-		cmd.Dir = dir
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("npm ci (Node.js and npm are required): %v\n%s", err, out)
-		}
+	if err := installExamples(dir, index); err != nil {
+		return nil, err
 	}
 	raw, err := os.ReadFile(index)
 	if err != nil {
@@ -293,4 +290,30 @@ func (d Delivery) Request(ctx context.Context, url, secret string) (*http.Reques
 	req.Header.Set("X-GitHub-Hook-ID", "1")
 	req.Header.Set("X-Hub-Signature-256", Sign(secret, d.Body))
 	return req, nil
+}
+
+// installExamples runs npm ci once for every test process on the machine:
+// `go test ./...` runs several packages that read the examples at the same
+// time, and npm ci deletes node_modules before it fills it again, so an
+// unlocked second install would pull the files from under the first
+// reader.
+func installExamples(dir, index string) error {
+	lock, err := os.OpenFile(filepath.Join(dir, ".install.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return fmt.Errorf("opening the examples install lock: %w", err)
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return fmt.Errorf("taking the examples install lock: %w", err)
+	}
+	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
+	if _, err := os.Stat(index); err == nil {
+		return nil
+	}
+	cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund")
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("npm ci (Node.js and npm are required): %v\n%s", err, out)
+	}
+	return nil
 }

@@ -103,24 +103,33 @@ func MatchAny(globs, paths []string) bool {
 
 // matchSegments matches path segments against glob segments, where "**"
 // stands for zero or more whole segments and path.Match handles `*` and
-// `?` within one.
+// `?` within one. It fills a table of suffix matches (glob[i:] against
+// parts[j:]) from the end, so a glob of many "**" against a deep path costs
+// len(glob)*len(parts) steps instead of backtracking exponentially: the
+// receiver matches pushed paths synchronously.
 func matchSegments(glob, parts []string) bool {
-	if len(glob) == 0 {
-		return len(parts) == 0
-	}
-	if glob[0] == "**" {
-		for i := 0; i <= len(parts); i++ {
-			if matchSegments(glob[1:], parts[i:]) {
-				return true
+	n := len(parts)
+	// next is glob[i+1:] against every parts[j:]; cur is glob[i:].
+	next := make([]bool, n+1)
+	next[n] = true
+	cur := make([]bool, n+1)
+	for i := len(glob) - 1; i >= 0; i-- {
+		if glob[i] == "**" {
+			// Zero segments (next[j]) or one more (cur[j+1]).
+			cur[n] = next[n]
+			for j := n - 1; j >= 0; j-- {
+				cur[j] = next[j] || cur[j+1]
+			}
+		} else {
+			cur[n] = false
+			for j := n - 1; j >= 0; j-- {
+				ok, err := path.Match(glob[i], parts[j])
+				cur[j] = err == nil && ok && next[j+1]
 			}
 		}
-		return false
+		next, cur = cur, next
 	}
-	if len(parts) == 0 {
-		return false
-	}
-	ok, err := path.Match(glob[0], parts[0])
-	return err == nil && ok && matchSegments(glob[1:], parts[1:])
+	return next[0]
 }
 
 func truncate(s string, n int) string {

@@ -1,6 +1,10 @@
 package github
 
-import "testing"
+import (
+	"strings"
+	"testing"
+	"time"
+)
 
 func TestTriggerPathGlobs(t *testing.T) {
 	t.Parallel()
@@ -34,5 +38,33 @@ func TestTriggerPathGlobs(t *testing.T) {
 	}
 	if err := ValidateTriggerPaths([]string{"infra/**", "**/*.tf", "a?/b*"}); err != nil {
 		t.Error(err)
+	}
+}
+
+// A saved glob of many ** segments against a deep pushed path must not
+// backtrack exponentially: the receiver matches synchronously, so one
+// tenant's glob and push could otherwise pin the API's CPU for everyone.
+func TestTriggerPathGlobDoesNotBacktrackExponentially(t *testing.T) {
+	t.Parallel()
+	glob := strings.Repeat("**/*/", 30) + "z"
+	deep := strings.Repeat("a/", 400) + "b"
+	if len(glob) > maxTriggerPathBytes || ValidateTriggerPaths([]string{glob}) != nil {
+		t.Fatalf("the glob must be one a workspace admin can save")
+	}
+	done := make(chan bool, 1)
+	go func() { done <- MatchAny([]string{glob}, []string{deep}) }()
+	select {
+	case got := <-done:
+		if got {
+			t.Fatal("matched a path without z")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("MatchAny did not finish within 5s")
+	}
+	if !MatchAny([]string{glob}, []string{strings.Repeat("a/", 60) + "z"}) {
+		t.Fatal("did not match a deep enough path ending in z")
+	}
+	if MatchAny([]string{glob}, []string{strings.Repeat("a/", 29) + "z"}) {
+		t.Fatal("matched a path too shallow for 30 * segments")
 	}
 }

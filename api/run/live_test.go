@@ -187,3 +187,21 @@ func TestRunEventsEndWithTheSession(t *testing.T) {
 		t.Fatal("the stream outlived its session")
 	}
 }
+
+// TestRunEventsRefuseAnOverflowingAfter: after is bounded input; a value
+// past int64 is a validation error, not a server error.
+func TestRunEventsRefuseAnOverflowingAfter(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	r := h.createRun(h.workspace("overflow"))
+	req, _ := http.NewRequest(http.MethodGet, h.env.URL+"/v1/runs/"+r.ID+"/events?after=99999999999999999999", nil)
+	req.Header.Set("Cookie", authserver.SessionCookie+"="+h.owner.Token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnprocessableEntity && resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("after past int64 = %d, want a validation error", resp.StatusCode)
+	}
+}

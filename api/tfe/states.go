@@ -337,8 +337,12 @@ func (s *server) listStateVersions(c *fiber.Ctx, p access.Principal, o owner) er
 	return writeDocument(c, http.StatusOK, map[string]any{"data": data, "meta": paginate(number, size, total)})
 }
 
+// maxPageNumber bounds page[number] so its row offset cannot overflow; a
+// page this far out is empty anyway.
+const maxPageNumber = 1_000_000
+
 // pageParams reads page[number] and page[size] (defaults 1 and 20, size at
-// most 100).
+// most 100, number at most maxPageNumber).
 func pageParams(c *fiber.Ctx) (int, int) {
 	number, _ := strconv.Atoi(c.Query("page[number]"))
 	size, _ := strconv.Atoi(c.Query("page[size]"))
@@ -348,5 +352,5 @@ func pageParams(c *fiber.Ctx) (int, int) {
 	if size < 1 {
 		size = 20
 	}
-	return number, min(size, 100)
+	return min(number, maxPageNumber), min(size, 100)
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cairnhq/cairn/api/access"
 	"github.com/cairnhq/cairn/api/platform/fault"
+	"github.com/cairnhq/cairn/api/platform/httpx"
 	"github.com/cairnhq/cairn/api/run"
 )
 
@@ -80,6 +81,10 @@ func (a *API) registerLive() {
 		after, err := strconv.ParseInt(in.After, 10, 64)
 		if in.After == "" {
 			after, err = runs.LastLogSequence(ctx, p, r.ID)
+		} else if err != nil {
+			// Digits past int64 pass the schema; they are still bad input.
+			sub.Close()
+			return nil, httpx.NewErrorBody(httpx.Problem{Status: http.StatusBadRequest, Code: httpx.CodeValidationFailed})
 		}
 		if err != nil {
 			sub.Close()

@@ -64,7 +64,8 @@ func startLoadBalancer(t *testing.T, files *devstack.TLSFiles, port int, backend
 			n, _ := lb.served.LoadOrStore(backend, &atomic.Int64{})
 			n.(*atomic.Int64).Add(1)
 		},
-		Transport:     &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "localhost"}, MaxIdleConnsPerHost: 64},
+		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "localhost"}, MaxIdleConnsPerHost: 64,
+			DialContext: lb.dial},
 		FlushInterval: -1,
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
@@ -89,6 +90,28 @@ func (lb *loadBalancer) pick() string {
 		}
 	}
 	return lb.backends[start%uint64(len(lb.backends))]
+}
+
+// dial connects to the chosen backend and, when it refuses, to the next
+// one that accepts: a replica can die between pick's check and the
+// request's own connection, and a load balancer redispatches a request
+// that never reached a server (nginx's proxy_next_upstream error, HAProxy's
+// redispatch). A request cut off after it reached a replica is not retried.
+func (lb *loadBalancer) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, network, addr)
+	if err == nil {
+		return c, nil
+	}
+	for _, b := range lb.backends {
+		if b == addr {
+			continue
+		}
+		if c, other := d.DialContext(ctx, network, b); other == nil {
+			return c, nil
+		}
+	}
+	return nil, err
 }
 
 // killProcess SIGKILLs one of the stack's processes with its process group

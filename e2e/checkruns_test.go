@@ -125,7 +125,7 @@ func TestPushPublishesItsCheckRun(t *testing.T) {
 	s := runsStack(t, codeHostEnv(t, fake)...)
 	m := s.newMember(t, "pushcheck")
 	ws := s.createWorkspace(t, m, "edge", "us")
-	s.installApp(t, m, 92)
+	s.installApp(t, m, fake, 92)
 	if st := s.apiJSON(t, http.MethodPut, "/v1/workspaces/"+ws+"/source", map[string]any{"repository_id": 902,
 		"tracked_branch": "main", "working_directory": "", "trigger_paths": []string{}}, nil, m.mutate(uniqueKey("source"))...); st != http.StatusCreated {
 		t.Fatalf("source settings: %d", st)

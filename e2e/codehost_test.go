@@ -30,7 +30,8 @@ func startCodeHost(t *testing.T) *codeHostStack {
 	t.Helper()
 	fake := githubfake.Start(t)
 	s := runsStack(t, "CAIRN_GITHUB_APP_ID="+fmt.Sprint(fake.AppID), "CAIRN_GITHUB_PRIVATE_KEY="+string(fake.KeyPEM),
-		"CAIRN_GITHUB_WEBHOOK_SECRET="+codeHostSecret, "CAIRN_GITHUB_API_URL="+fake.URL, "CAIRN_GITHUB_APP_SLUG=cairn-e2e")
+		"CAIRN_GITHUB_WEBHOOK_SECRET="+codeHostSecret, "CAIRN_GITHUB_API_URL="+fake.URL, "CAIRN_GITHUB_APP_SLUG=cairn-e2e",
+		"CAIRN_GITHUB_CLIENT_ID="+githubfake.ClientID, "CAIRN_GITHUB_CLIENT_SECRET="+githubfake.ClientSecret)
 	c := &codeHostStack{Stack: s, fake: fake, m: s.newMember(t, "codehost")}
 	fake.AddRepository(githubfake.Repository{ID: codeHostRepo, Owner: "acme", Name: "infra"})
 	fake.AddInstallation(githubfake.Installation{ID: codeHostInstallation, AccountLogin: "acme", Repositories: []int64{codeHostRepo}})
@@ -45,7 +46,8 @@ func startCodeHost(t *testing.T) *codeHostStack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q := url.Values{"state": {u.Query().Get("state")}, "installation_id": {fmt.Sprint(codeHostInstallation)}, "setup_action": {"install"}}
+	q := url.Values{"state": {u.Query().Get("state")}, "installation_id": {fmt.Sprint(codeHostInstallation)}, "setup_action": {"install"},
+		"code": {fake.InstallerCode(codeHostInstallation)}}
 	req, _ := http.NewRequest(http.MethodGet, s.APIURL+"/v1/github/installations/callback?"+q.Encode(), nil)
 	cookie := c.m.cookie()
 	req.Header.Set(cookie[0], cookie[1])

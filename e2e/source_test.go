@@ -25,7 +25,8 @@ func codeHostEnv(t *testing.T, fake *githubfake.Server) []string {
 		t.Fatal(err)
 	}
 	return []string{fmt.Sprintf("CAIRN_GITHUB_APP_ID=%d", fake.AppID), "CAIRN_GITHUB_PRIVATE_KEY_FILE=" + keyFile,
-		"CAIRN_GITHUB_WEBHOOK_SECRET=" + e2eWebhookSecret, "CAIRN_GITHUB_API_URL=" + fake.URL, "CAIRN_GITHUB_APP_SLUG=cairn-e2e"}
+		"CAIRN_GITHUB_WEBHOOK_SECRET=" + e2eWebhookSecret, "CAIRN_GITHUB_API_URL=" + fake.URL, "CAIRN_GITHUB_APP_SLUG=cairn-e2e",
+		"CAIRN_GITHUB_CLIENT_ID=" + githubfake.ClientID, "CAIRN_GITHUB_CLIENT_SECRET=" + githubfake.ClientSecret}
 }
 
 // fakeAppStack is a stack whose code-host app is the fake's.
@@ -35,8 +36,9 @@ func fakeAppStack(t *testing.T, fake *githubfake.Server) *Stack {
 }
 
 // installApp binds a fake installation to m's organization through the
-// start and callback operations, as the provider's redirect would.
-func (s *Stack) installApp(t *testing.T, m member, installationID int64) {
+// start and callback operations, as the provider's redirect would, with
+// the installer's authorization code the fake issues for that installation.
+func (s *Stack) installApp(t *testing.T, m member, fake *githubfake.Server, installationID int64) {
 	t.Helper()
 	var start struct {
 		InstallURL string `json:"install_url"`
@@ -48,7 +50,8 @@ func (s *Stack) installApp(t *testing.T, m member, installationID int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q := url.Values{"state": {u.Query().Get("state")}, "installation_id": {fmt.Sprint(installationID)}, "setup_action": {"install"}}
+	q := url.Values{"state": {u.Query().Get("state")}, "installation_id": {fmt.Sprint(installationID)}, "setup_action": {"install"},
+		"code": {fake.InstallerCode(installationID)}}
 	client := *s.Client
 	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	if st, body := call(t, &client, http.MethodGet, s.APIURL+"/v1/github/installations/callback?"+q.Encode(), nil, m.cookie()...); st != http.StatusSeeOther {
@@ -67,7 +70,7 @@ func TestDashboardSourceSettings(t *testing.T) {
 	s := fakeAppStack(t, fake)
 	owner := s.newMember(t, "srcadmin")
 	ws := s.createWorkspace(t, owner, "platform", "us")
-	s.installApp(t, owner, 81)
+	s.installApp(t, owner, fake, 81)
 
 	// A reader: an account whose only organization is the owner's.
 	readerEmail := fmt.Sprintf("src-reader-%d@example.com", time.Now().UnixNano())

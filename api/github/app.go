@@ -29,6 +29,10 @@ type App struct {
 	apiURL        string
 	apps          *ghinstallation.AppsTransport
 	transport     http.RoundTripper
+	// clientID and clientSecret authorize the installer (user
+	// authorization during installation); empty refuses the flow.
+	clientID     string
+	clientSecret string
 }
 
 // NewApp reads the app's settings. Without an app ID, a private key and a
@@ -66,7 +70,7 @@ func NewAppWithTransport(cfg config.Config, transport http.RoundTripper) (*App, 
 	}
 	apps.BaseURL = apiURL
 	return &App{id: cfg.GitHubAppID, slug: cfg.GitHubAppSlug, webhookSecret: []byte(secret), apiURL: apiURL,
-		apps: apps, transport: transport}, nil
+		apps: apps, transport: transport, clientID: cfg.GitHubClientID, clientSecret: cfg.GitHubClientSecret.Reveal()}, nil
 }
 
 // Ready reports whether the app is configured.
@@ -96,16 +100,27 @@ func (a *App) VerifySignature(header string, body []byte) error {
 
 // InstallURL is where a person installs the app, carrying the state.
 // GitHub.com serves it under /apps, Enterprise Server under /github-apps.
+// An installation cannot be bound without the user-authorization
+// credentials, so the flow does not start without them either.
 func (a *App) InstallURL(state string) (string, error) {
-	if a == nil || a.slug == "" {
+	if a == nil || a.slug == "" || a.clientID == "" || a.clientSecret == "" {
 		return "", ErrUnconfigured
 	}
-	u, _ := url.Parse(a.apiURL)
-	base := u.Scheme + "://" + u.Host + "/github-apps/"
-	if u.Host == "api.github.com" {
+	base := a.webURL() + "/github-apps/"
+	if a.webURL() == "https://github.com" {
 		base = "https://github.com/apps/"
 	}
 	return base + url.PathEscape(a.slug) + "/installations/new?state=" + url.QueryEscape(state), nil
+}
+
+// webURL is the code host's web origin: github.com for GitHub.com's API,
+// the API's own origin for Enterprise Server.
+func (a *App) webURL() string {
+	u, _ := url.Parse(a.apiURL)
+	if u.Host == "api.github.com" {
+		return "https://github.com"
+	}
+	return u.Scheme + "://" + u.Host
 }
 
 func (a *App) client(rt http.RoundTripper) *gh.Client {

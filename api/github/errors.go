@@ -30,3 +30,10 @@ var (
 	// ErrInvalid is malformed source settings.
 	ErrInvalid = fault.ErrValidation
 )
+
+// ErrInstallerUnverified: the person completing the callback could not be
+// shown to see the installation named in it. The setup URL's installation
+// ID is chosen by whoever sends the browser there, so without this check an
+// administrator of one organization could claim another account's fresh,
+// not yet bound installation.
+var ErrInstallerUnverified = errors.New("the installer cannot be shown to see this installation")

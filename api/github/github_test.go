@@ -39,6 +39,8 @@ func withApp(fake *githubfake.Server) apitest.Option {
 		s.Config.GitHubWebhookSecret = webhookSecret
 		s.Config.GitHubAPIURL = fake.URL
 		s.Config.GitHubAppSlug = "cairn-test"
+		s.Config.GitHubClientID = githubfake.ClientID
+		s.Config.GitHubClientSecret = config.Secret(githubfake.ClientSecret)
 	}
 }
 
@@ -112,7 +114,13 @@ func (s *stack) startState(t *testing.T, u *apitest.User) string {
 
 func (s *stack) callback(t *testing.T, u *apitest.User, state string, installationID int64) *apitest.Response {
 	t.Helper()
-	q := url.Values{"state": {state}, "installation_id": {fmt.Sprint(installationID)}, "setup_action": {"install"}}
+	return s.callbackAs(t, u, state, installationID, s.fake.InstallerCode(installationID))
+}
+
+// callbackAs completes the callback with the given installer's code.
+func (s *stack) callbackAs(t *testing.T, u *apitest.User, state string, installationID int64, code string) *apitest.Response {
+	t.Helper()
+	q := url.Values{"state": {state}, "installation_id": {fmt.Sprint(installationID)}, "setup_action": {"install"}, "code": {code}}
 	req, _ := http.NewRequest(http.MethodGet, s.env.URL+"/v1/github/installations/callback?"+q.Encode(), nil)
 	req.Header.Set("Cookie", "__Secure-identity.session_token="+u.Token)
 	return do(t, req)
@@ -302,6 +310,51 @@ func TestEveryExamplePayloadIsAcceptedOrIgnored(t *testing.T) {
 				t.Fatalf("%s #%d not replayed", event, i)
 			}
 		}
+	}
+}
+
+// TestInstallationCallbackNeedsTheInstaller: an administrator of another
+// organization who completes their own valid state with the ID of someone
+// else's fresh, unbound installation gets 403 and binds nothing: their
+// authorization code shows they cannot see it. A missing, reused or
+// foreign code is refused the same way, and the state stays usable for
+// the real installer.
+func TestInstallationCallbackNeedsTheInstaller(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	s.fake.AddRepository(githubfake.Repository{ID: 7101, Owner: "victim", Name: "infra"})
+	s.fake.AddInstallation(githubfake.Installation{ID: 611, AccountLogin: "victim", Repositories: []int64{7101}})
+	s.fake.AddInstallation(githubfake.Installation{ID: 612, AccountLogin: "attacker"})
+	attacker := s.env.WithOrganization("attacker")
+	state := s.startState(t, attacker)
+
+	for name, code := range map[string]string{
+		"the attacker's own code":    s.fake.InstallerCode(612),
+		"no code":                    "",
+		"a code the host never made": "not-a-code",
+	} {
+		if res := s.callbackAs(t, attacker, state, 611, code); res.Status != http.StatusForbidden || res.Code() != "GITHUB_INSTALLER_UNVERIFIED" {
+			t.Fatalf("%s: %d %s", name, res.Status, res.Body)
+		}
+	}
+	used := s.fake.InstallerCode(611)
+	if res := s.callbackAs(t, s.owner, s.startState(t, s.owner), 611, used); res.Status != http.StatusSeeOther {
+		t.Fatalf("the real installer: %d %s", res.Status, res.Body)
+	}
+	var st struct {
+		Status string `json:"status"`
+	}
+	attacker.Get("/v1/github/installation").MustStatus(t, http.StatusOK).Data(t, &st)
+	if st.Status != "not_installed" {
+		t.Fatalf("the attacker's organization reads %q", st.Status)
+	}
+	// A spent code does not work twice, and the attacker's state is still
+	// good for an installation the attacker really made.
+	if res := s.callbackAs(t, attacker, state, 612, used); res.Code() != "GITHUB_INSTALLER_UNVERIFIED" {
+		t.Fatalf("reused code: %d %s", res.Status, res.Body)
+	}
+	if res := s.callbackAs(t, attacker, state, 612, s.fake.InstallerCode(612)); res.Status != http.StatusSeeOther {
+		t.Fatalf("the attacker's own installation: %d %s", res.Status, res.Body)
 	}
 }
 

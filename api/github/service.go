@@ -109,8 +109,11 @@ func (s *Service) verifyState(state string) (string, bool) {
 // state, then binds the installation under the fence — read the fence,
 // fetch the installation and its repositories from the provider, and
 // commit only if the fence did not move meanwhile. A persistent race is
-// ErrFenceRace with the state left unconsumed.
-func (s *Service) CompleteInstallation(ctx context.Context, p access.Principal, state string, installationID int64) (Installation, error) {
+// ErrFenceRace with the state left unconsumed. Before any of that, the
+// installer's authorization code must show that the person completing the
+// callback can see the installation: the ID in the setup URL alone proves
+// nothing.
+func (s *Service) CompleteInstallation(ctx context.Context, p access.Principal, state, code string, installationID int64) (Installation, error) {
 	if !s.app.Ready() {
 		return Installation{}, fmt.Errorf("%w: %w", fault.ErrUnavailable, ErrUnconfigured)
 	}
@@ -123,6 +126,12 @@ func (s *Service) CompleteInstallation(ctx context.Context, p access.Principal, 
 	}
 	if err := s.checkState(ctx, s.db, p, stateID, false); err != nil {
 		return Installation{}, err
+	}
+	if err := s.app.InstallerSees(ctx, code, installationID); err != nil {
+		if errors.Is(err, ErrInstallerUnverified) {
+			return Installation{}, err
+		}
+		return Installation{}, fmt.Errorf("%w: %w", fault.ErrUnavailable, err)
 	}
 	for range FenceRetries {
 		fence, err := readFence(ctx, s.db, installationID)

@@ -119,6 +119,7 @@ var table = []struct {
 	{github.ErrFenceRace, httpx.Problem{Status: http.StatusConflict, Code: "GITHUB_INSTALLATION_CHANGED", RetryAfter: 1}},
 	{github.ErrSettingsConflict, httpx.Problem{Status: http.StatusConflict, Code: "WORKSPACE_SOURCE_SETTINGS_CONFLICT"}},
 	{github.ErrStateInvalid, httpx.Problem{Status: http.StatusBadRequest, Code: "GITHUB_INSTALLATION_STATE_INVALID"}},
+	{github.ErrInstallerUnverified, httpx.Problem{Status: http.StatusForbidden, Code: "GITHUB_INSTALLER_UNVERIFIED"}},
 	{github.ErrInstallationInactive, httpx.Problem{Status: http.StatusConflict, Code: "GITHUB_INSTALLATION_INACTIVE"}},
 	{fault.ErrNotFound, httpx.Problem{Status: http.StatusNotFound, Code: httpx.CodeNotFound}},
 	{fault.ErrUnauthenticated, httpx.Problem{Status: http.StatusUnauthorized, Code: httpx.CodeUnauthenticated}},

@@ -107,6 +107,9 @@ type installationCallbackInput struct {
 	State          string `query:"state" maxLength:"200"`
 	InstallationID int64  `query:"installation_id"`
 	SetupAction    string `query:"setup_action" maxLength:"32"`
+	// Code is the installer's authorization code, present when the app
+	// requests user authorization during installation (required here).
+	Code string `query:"code" maxLength:"256"`
 }
 
 // Redirect answers with 303 See Other to Location.
@@ -198,7 +201,8 @@ func (a *API) registerGitHub() {
 		OperationID: "complete-github-installation", Method: http.MethodGet, Path: "/v1/github/installations/callback",
 		Summary: "The provider's installation callback", Tags: tags, DefaultStatus: http.StatusSeeOther,
 		Description: "A provider-mandated state-changing GET, reached through the dashboard. Verifies the signed state " +
-			"(single use, ten minutes, this organization and caller), then binds the installation under its fence: a " +
+			"(single use, ten minutes, this organization and caller) and the installer's authorization code (the person must " +
+			"be able to see the installation, else 403 GITHUB_INSTALLER_UNVERIFIED), then binds the installation under its fence: a " +
 			"persistent race is a retryable 409 that leaves the state unconsumed. A suspended or revoked installation is " +
 			"never reactivated. Success redirects to the dashboard.",
 	}, operationOptions{}, func(ctx context.Context, in *installationCallbackInput) (*Redirect, error) {
@@ -210,7 +214,7 @@ func (a *API) registerGitHub() {
 		if err != nil {
 			return nil, a.fail(ctx, err)
 		}
-		if _, err := svc.CompleteInstallation(ctx, p, in.State, in.InstallationID); err != nil {
+		if _, err := svc.CompleteInstallation(ctx, p, in.State, in.Code, in.InstallationID); err != nil {
 			return nil, a.fail(ctx, err)
 		}
 		target := strings.TrimRight(a.deps.Config.DashboardURL, "/") + "/settings/github?" +

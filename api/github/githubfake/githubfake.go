@@ -46,6 +46,8 @@ type Server struct {
 	faults        map[string][]Fault
 	hooks         map[string]func(*http.Request)
 	calls         map[string]int
+	codes         map[string]installer // authorization code → person
+	users         map[string]installer // user token → person
 }
 
 // Installation is an app installation as the provider reports it.
@@ -140,6 +142,8 @@ func New() (*Server, error) {
 		faults:        map[string][]Fault{},
 		hooks:         map[string]func(*http.Request){},
 		calls:         map[string]int{},
+		codes:         map[string]installer{},
+		users:         map[string]installer{},
 	}
 	s.routes()
 	s.srv = httptest.NewServer(s.mux)

@@ -35,6 +35,8 @@ func (s *Server) routes() {
 	s.Handle(RouteTarball, s.tarball)
 	s.Handle(RouteCodeload, s.codeload)
 	s.Handle(RoutePullFiles, s.pullFiles)
+	s.Handle(RouteOAuthToken, s.oauthToken)
+	s.Handle(RouteUserInstallations, s.userInstallations)
 }
 
 func (s *Server) appInstallation(w http.ResponseWriter, r *http.Request) (*Installation, bool) {

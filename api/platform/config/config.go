@@ -196,6 +196,13 @@ type Config struct {
 	GitHubPrivateKeyFile string `env:"CAIRN_GITHUB_PRIVATE_KEY_FILE"`
 	GitHubWebhookSecret  Secret `env:"CAIRN_GITHUB_WEBHOOK_SECRET"`
 	GitHubAPIURL         string `env:"CAIRN_GITHUB_API_URL" envDefault:"https://api.github.com"`
+	// The app's user-authorization credentials. The installation callback
+	// exchanges the installer's code with them and binds an installation
+	// only when that person can see it: the installation ID in the setup
+	// URL is the browser's to choose. Without them installation start is
+	// refused.
+	GitHubClientID     string `env:"CAIRN_GITHUB_CLIENT_ID"`
+	GitHubClientSecret Secret `env:"CAIRN_GITHUB_CLIENT_SECRET"`
 }
 
 // Load reads the environment and validates what can be checked without I/O.

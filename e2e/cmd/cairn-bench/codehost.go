@@ -39,7 +39,8 @@ func benchCodeHost(dbURL string, rounds int) error {
 	fake.AddInstallation(githubfake.Installation{ID: installation, AccountLogin: "acme", Repositories: []int64{repo}})
 	m, err := startManagedStack(dbURL, "codehost", fmt.Sprintf("CAIRN_GITHUB_APP_ID=%d", fake.AppID),
 		"CAIRN_GITHUB_PRIVATE_KEY="+string(fake.KeyPEM), "CAIRN_GITHUB_WEBHOOK_SECRET="+benchWebhookSecret,
-		"CAIRN_GITHUB_API_URL="+fake.URL, "CAIRN_GITHUB_APP_SLUG=cairn-bench")
+		"CAIRN_GITHUB_API_URL="+fake.URL, "CAIRN_GITHUB_APP_SLUG=cairn-bench",
+		"CAIRN_GITHUB_CLIENT_ID="+githubfake.ClientID, "CAIRN_GITHUB_CLIENT_SECRET="+githubfake.ClientSecret)
 	if err != nil {
 		return err
 	}
@@ -55,7 +56,8 @@ func benchCodeHost(dbURL string, rounds int) error {
 	if err != nil {
 		return err
 	}
-	q := url.Values{"state": {u.Query().Get("state")}, "installation_id": {fmt.Sprint(installation)}}
+	q := url.Values{"state": {u.Query().Get("state")}, "installation_id": {fmt.Sprint(installation)},
+		"code": {fake.InstallerCode(installation)}}
 	req, _ := http.NewRequest(http.MethodGet, api.URL+"/v1/github/installations/callback?"+q.Encode(), nil)
 	req.Header.Set("Cookie", "__Secure-identity.session_token="+session)
 	noFollow := &http.Client{Transport: c.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}

@@ -43,28 +43,11 @@ type downloads struct {
 	Restricted []restrictedDownload
 }
 
-// callerPermissions derives the signed-in member's permissions from the
-// role the identity server lists for the active organization. It only
-// shapes what the page offers; the API decides.
-func (s *Site) callerPermissions(ctx context.Context, token string) (access.PermissionSet, error) {
-	org, ok, err := s.activeOrganization(ctx, token)
-	if err != nil {
-		return access.PermissionSet{}, err
-	}
-	if !ok {
-		return access.PermissionSet{}, errors.New("no active organization")
-	}
-	role, err := access.ParseRole(org.Role)
-	if err != nil {
-		return access.PermissionSet{}, err
-	}
-	return access.PermissionsOf(role), nil
-}
-
 // downloadsOf decides the downloads section: nil when nothing is
 // downloadable.
 func (s *Site) downloadsOf(ctx context.Context, token string, r runReview) *downloads {
-	perms, err := s.callerPermissions(ctx, token)
+	c, err := s.caller(ctx, token)
+	perms := c.perms
 	if err != nil || !perms.Has(access.PermRunRead) {
 		return nil
 	}

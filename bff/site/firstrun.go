@@ -159,8 +159,8 @@ func (s *Site) renderStart(w http.ResponseWriter, r *http.Request, token string,
 	}
 	page.HasConfiguration = len(runs.Data) > 0
 	page.Can = map[string]bool{}
-	if perms, err := s.callerPermissions(r.Context(), token); err == nil {
-		page.Can["run"] = perms.Has(access.PermRunCreate)
+	if c, err := s.caller(r.Context(), token); err == nil {
+		page.Can["run"] = c.perms.Has(access.PermRunCreate)
 	}
 	f.Title, f.Page = "Connect and run · "+page.Workspace.Name, page
 	s.render(w, r, http.StatusOK, "workspace-start.html", f)

@@ -195,26 +195,11 @@ func (s *Site) speculativeChoices(r *http.Request, token, workspaceEsc string) (
 // permissions are what the caller's role in the active organization
 // grants, from the one role table; unknown means none.
 func (s *Site) permissions(r *http.Request, token string) access.PermissionSet {
-	var current struct {
-		Session struct {
-			ActiveOrganizationID *string `json:"active_organization_id"`
-		} `json:"session"`
-	}
-	var orgs []struct {
-		ID   string `json:"id"`
-		Role string `json:"role"`
-	}
-	ctx := r.Context()
-	if s.api.Call(ctx, token, http.MethodGet, "/api/auth/get-session", nil, &current) != nil || current.Session.ActiveOrganizationID == nil ||
-		s.api.Call(ctx, token, http.MethodGet, "/api/auth/organization/list", nil, &orgs) != nil {
+	c, err := s.caller(r.Context(), token)
+	if err != nil {
 		return access.NewPermissionSet()
 	}
-	for _, o := range orgs {
-		if o.ID == *current.Session.ActiveOrganizationID {
-			return access.PermissionsOf(access.Role(o.Role))
-		}
-	}
-	return access.NewPermissionSet()
+	return c.perms
 }
 
 // saveSource writes a new source settings version from the form.

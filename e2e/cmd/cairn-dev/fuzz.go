@@ -107,7 +107,17 @@ func runFuzzTargets(ctx context.Context, targets []fuzzTarget, fuzzTime, minimiz
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		results = append(results, fuzzOne(ctx, t, fuzzTime, minimize, parallel))
+		r := fuzzOne(ctx, t, fuzzTime, minimize, parallel)
+		if r.failure == "(see output)" && ctx.Err() == nil {
+			// A run that failed without writing a failing input (Go's
+			// fuzzer sometimes stops a worker at its deadline with
+			// "context deadline exceeded") gets one more try; a real
+			// finding writes its input, which the retry replays and
+			// fails on again.
+			fmt.Printf("==> %s failed without a failing input; running it once more\n", t.name)
+			r = fuzzOne(ctx, t, fuzzTime, minimize, parallel)
+		}
+		results = append(results, r)
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TARGET\tPACKAGE\tEXECS\tNEW INTERESTING\tTIME\tRESULT")

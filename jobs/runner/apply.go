@@ -31,7 +31,10 @@ func (r *Runner) apply(ctx context.Context, env *attemptEnv) error {
 	if err != nil {
 		return err
 	}
-	if err := r.init(ctx, env); err != nil {
+	// A saved plan carries its backend's configuration, which apply uses:
+	// initializing the backend here too would only repeat the plan's
+	// round trips to the API.
+	if err := r.init(ctx, env, "-backend=false"); err != nil {
 		return err
 	}
 	cmd := r.tofuCommand(env, nil, "apply", "-input=false", "-no-color", env.private(planFile))

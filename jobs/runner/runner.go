@@ -11,6 +11,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -66,6 +67,12 @@ type Runner struct {
 	ApplyInterruptGrace time.Duration
 	// LogFlush is how often buffered log lines are stored.
 	LogFlush time.Duration
+	// GoGC and GoMemLimit tune the Go runtime of every sandboxed command
+	// (GOGC, GOMEMLIMIT in bytes; zero leaves Go's defaults): tofu and its
+	// providers are short-lived, and the sandbox's ceiling, not Go's
+	// default heap growth, is what should bound their memory.
+	GoGC       int
+	GoMemLimit uint64
 	// Evaluator runs the policy stage's evaluations (jobs/policyeval: each
 	// in its own sandboxed process). Without one every result is an error.
 	Evaluator policy.Evaluator
@@ -360,6 +367,12 @@ func (r *Runner) execute(ctx context.Context, env *attemptEnv) error {
 		// the sandbox's own TMPDIR can be longer than a socket path may be.
 		"PLUGIN_UNIX_SOCKET_DIR": "/tmp",
 	}}
+	if r.GoGC > 0 {
+		spec.Env["GOGC"] = strconv.Itoa(r.GoGC)
+	}
+	if r.GoMemLimit > 0 {
+		spec.Env["GOMEMLIMIT"] = strconv.FormatUint(r.GoMemLimit, 10)
+	}
 	if r.CAFile != "" {
 		spec.ReadOnlyFiles = map[string]string{"ca.pem": r.CAFile}
 	}
@@ -603,8 +616,9 @@ const lockMismatch = "checksums previously recorded in the dependency lock file"
 // hashes the configuration's lock file does not list.
 var errProviderChecksum = errors.New("a provider package does not match the dependency lock file")
 
-func (r *Runner) init(ctx context.Context, env *attemptEnv) error {
-	cmd := r.tofuCommand(env, nil, "init", "-input=false", "-no-color")
+// init runs `tofu init` with the given extra arguments.
+func (r *Runner) init(ctx context.Context, env *attemptEnv, extra ...string) error {
+	cmd := r.tofuCommand(env, nil, append([]string{"init", "-input=false", "-no-color"}, extra...)...)
 	// The error is read from what tofu says, which also goes to the log.
 	said := &tailBuffer{limit: 64 << 10}
 	cmd.Stderr = io.MultiWriter(cmd.Stderr, said)

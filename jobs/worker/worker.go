@@ -250,5 +250,8 @@ func newRunner(cfg config.Config, runs *run.Service, driver sandbox.Driver, logg
 		APIHost: u.Host, CAFile: caFile, ProviderMirror: cfg.ProviderMirror, Providers: providers, WorkerID: runner.WorkerName(), Heartbeat: 500 * time.Millisecond,
 		PhaseTimeout: cfg.PhaseTimeout, ApplyInterruptGrace: cfg.ApplyInterruptGrace, LogFlush: 200 * time.Millisecond,
 		Evaluator: evaluator,
+		// GC runs when the heap grows by GoGC %, or as it nears half the
+		// sandbox's ceiling, whichever comes first.
+		GoGC: cfg.SandboxGoGC, GoMemLimit: cfg.SandboxMemoryMiB << 20 / 2,
 	}, nil
 }

@@ -25,6 +25,7 @@ func TestSandboxSettings(t *testing.T) {
 		"unknown isolation":     {map[string]string{"CAIRN_SANDBOX_ISOLATION": "auto"}, "namespaces or none"},
 		"tiny memory":           {map[string]string{"CAIRN_SANDBOX_MEMORY_MIB": "8"}, "MEMORY_MIB"},
 		"tiny process ceiling":  {map[string]string{"CAIRN_SANDBOX_MAX_PROCESSES": "2"}, "MAX_PROCESSES"},
+		"GOGC too low":          {map[string]string{"CAIRN_SANDBOX_GOGC": "10"}, "CAIRN_SANDBOX_GOGC"},
 		"relative cgroup":       {map[string]string{"CAIRN_SANDBOX_CGROUP": "cairn"}, "CAIRN_SANDBOX_CGROUP"},
 		"root's user IDs":       {map[string]string{"CAIRN_SANDBOX_UID_BASE": "0"}, "UID_BASE"},
 		"health without a port": {map[string]string{"CAIRN_WORKER_HEALTH_ADDR": "localhost"}, "HEALTH_ADDR"},

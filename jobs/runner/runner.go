@@ -11,6 +11,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -652,6 +653,9 @@ func (b *tailBuffer) Write(p []byte) (int, error) {
 func (b *tailBuffer) String() string { return string(b.buf) }
 
 // plan runs init, plan -out and show -json, seals the evidence and commits.
+// Sealing overlaps the commands and the policy stage that only read what
+// it seals: the plan file while show renders it, the plan JSON and the
+// redacted diff while policy evaluates the same JSON.
 func (r *Runner) plan(ctx context.Context, env *attemptEnv) error {
 	predecessor, err := r.Runs.CurrentStateVersionID(ctx, env.st.Run)
 	if err != nil {
@@ -669,19 +673,13 @@ func (r *Runner) plan(ctx context.Context, env *attemptEnv) error {
 		return exitError{step: "plan", code: code}
 	}
 	hasChanges := code == 2
-	// The plan ran the configuration's code, which may have left links
-	// in the work directory: files there are opened through the sandbox.
-	jsonOut, err := env.sb.Create(privatePath(planJSON))
-	if err != nil {
+	ev := &planSeal{}
+	defer func() { r.Runs.DiscardArtifacts(context.WithoutCancel(ctx), ev.uncommitted()) }()
+	planSealed := ev.seal(func() (run.Artifact, error) {
+		return r.storeSandboxFile(ctx, env, run.ArtifactPlanFile, planFile)
+	})
+	if err := r.showPlanJSON(ctx, env); err != nil {
 		return err
-	}
-	code, err = r.tofu(ctx, env, "show", jsonOut, "show", "-json", "-no-color", env.private(planFile))
-	jsonOut.Close()
-	if err != nil {
-		return err
-	}
-	if code != 0 {
-		return exitError{step: "show", code: code}
 	}
 	after, err := r.Runs.CurrentStateVersionID(ctx, env.st.Run)
 	if err != nil {
@@ -692,46 +690,133 @@ func (r *Runner) plan(ctx context.Context, env *attemptEnv) error {
 	}
 
 	start := time.Now()
-	arts, diff, err := r.planEvidence(ctx, env)
+	jsonSealed := ev.seal(func() (run.Artifact, error) {
+		return r.storeSandboxFile(ctx, env, run.ArtifactPlanJSON, planJSON)
+	})
+	var diff plandiff.Artifact
+	diffSealed := ev.seal(func() (run.Artifact, error) {
+		var err error
+		diff, err = r.planDiff(ctx, env)
+		if err != nil {
+			return run.Artifact{}, err
+		}
+		body, err := json.Marshal(diff)
+		if err != nil {
+			return run.Artifact{}, err
+		}
+		return r.Runs.StoreArtifact(ctx, env.st, run.ArtifactPlanDiff, bytes.NewReader(body), state.MaxStateBytes)
+	})
+	planArtifact, err := planSealed()
 	if err != nil {
-		r.Runs.DiscardArtifacts(ctx, arts)
+		return err
+	}
+	policyStart := time.Now()
+	evaluation, err := r.evaluatePolicy(ctx, env, planArtifact.SHA256)
+	if err != nil {
+		return err
+	}
+	env.timed("policy", policyStart)
+	if _, err := jsonSealed(); err != nil {
+		return err
+	}
+	if _, err := diffSealed(); err != nil {
 		return err
 	}
 	env.timed("evidence", start)
-
-	start = time.Now()
-	evaluation, err := r.evaluatePolicy(ctx, env, arts)
-	if err != nil {
-		r.Runs.DiscardArtifacts(ctx, arts)
-		return err
-	}
-	env.timed("policy", start)
 	_ = env.logs.Flush(ctx, true)
 	_, err = r.Runs.CommitPlan(ctx, env.st.Attempt.ID, run.PlanEvidence{
-		Artifacts: arts, HasChanges: hasChanges, Additions: diff.Counts.Add, Changes: diff.Counts.Change,
+		Artifacts: ev.artifacts(), HasChanges: hasChanges, Additions: diff.Counts.Add, Changes: diff.Counts.Change,
 		Destructions: diff.Counts.Destroy, PredecessorStateVersionID: predecessor, Timings: env.snapshot(),
 		Policy: evaluation,
 	})
 	if err != nil {
 		// A run canceled while the plan finished: the attempt is closed as
 		// canceled by the caller.
-		r.Runs.DiscardArtifacts(ctx, arts)
 		return err
 	}
+	ev.committed()
 	return nil
+}
+
+// showPlanJSON writes the saved plan's JSON rendering into the private
+// directory. The plan ran the configuration's code, which may have left
+// links in the work directory: files there are opened through the sandbox.
+func (r *Runner) showPlanJSON(ctx context.Context, env *attemptEnv) error {
+	jsonOut, err := env.sb.Create(privatePath(planJSON))
+	if err != nil {
+		return err
+	}
+	code, err := r.tofu(ctx, env, "show", jsonOut, "show", "-json", "-no-color", env.private(planFile))
+	jsonOut.Close()
+	if err != nil {
+		return err
+	}
+	if code != 0 {
+		return exitError{step: "show", code: code}
+	}
+	return nil
+}
+
+// planSeal collects the artifacts a plan attempt seals concurrently, so
+// whatever was stored is deleted again unless the commit took it.
+type planSeal struct {
+	running sync.WaitGroup
+	mu      sync.Mutex
+	stored  []run.Artifact
+	done    bool
+}
+
+// seal starts store and returns a function that waits for its artifact.
+func (p *planSeal) seal(store func() (run.Artifact, error)) func() (run.Artifact, error) {
+	var a run.Artifact
+	var err error
+	finished := make(chan struct{})
+	p.running.Add(1)
+	go func() {
+		defer p.running.Done()
+		defer close(finished)
+		if a, err = store(); err == nil {
+			p.mu.Lock()
+			p.stored = append(p.stored, a)
+			p.mu.Unlock()
+		}
+	}()
+	return func() (run.Artifact, error) {
+		<-finished
+		return a, err
+	}
+}
+
+func (p *planSeal) artifacts() []run.Artifact {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.stored)
+}
+
+func (p *planSeal) committed() {
+	p.mu.Lock()
+	p.done = true
+	p.mu.Unlock()
+}
+
+// uncommitted are the artifacts to delete: none once committed. It waits
+// for sealing still under way when the attempt gave up, so nothing stored
+// is missed.
+func (p *planSeal) uncommitted() []run.Artifact {
+	p.running.Wait()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.done {
+		return nil
+	}
+	return p.stored
 }
 
 // evaluatePolicy runs the policy stage on the plan JSON the sandbox wrote:
 // the run's snapshotted attachments against the sanitized input, with the
 // run's secrets as canaries. It logs a one-line summary per attachment;
 // findings themselves are in the policy check.
-func (r *Runner) evaluatePolicy(ctx context.Context, env *attemptEnv, arts []run.Artifact) (policy.Evaluation, error) {
-	var planDigest []byte
-	for _, a := range arts {
-		if a.Kind == run.ArtifactPlanFile {
-			planDigest = a.SHA256
-		}
-	}
+func (r *Runner) evaluatePolicy(ctx context.Context, env *attemptEnv, planDigest []byte) (policy.Evaluation, error) {
 	f, err := env.sb.Open(privatePath(planJSON))
 	if err != nil {
 		return policy.Evaluation{}, err
@@ -755,47 +840,29 @@ func (r *Runner) evaluatePolicy(ctx context.Context, env *attemptEnv, arts []run
 	return ev, nil
 }
 
-// planEvidence seals the plan file, the plan JSON and the redacted diff.
-func (r *Runner) planEvidence(ctx context.Context, env *attemptEnv) ([]run.Artifact, plandiff.Artifact, error) {
-	var arts []run.Artifact
-	store := func(kind string, open func() (io.ReadCloser, error)) error {
-		rc, err := open()
-		if err != nil {
-			return err
-		}
-		defer rc.Close()
-		a, err := r.Runs.StoreArtifact(ctx, env.st, kind, rc, state.MaxStateBytes)
-		if err != nil {
-			return err
-		}
-		arts = append(arts, a)
-		return nil
+// storeSandboxFile seals a file of the private directory as an artifact.
+func (r *Runner) storeSandboxFile(ctx context.Context, env *attemptEnv, kind, name string) (run.Artifact, error) {
+	f, err := env.sb.Open(privatePath(name))
+	if err != nil {
+		return run.Artifact{}, err
 	}
-	fileOpener := func(name string) func() (io.ReadCloser, error) {
-		return func() (io.ReadCloser, error) { return env.sb.Open(privatePath(name)) }
-	}
-	if err := store(run.ArtifactPlanFile, fileOpener(planFile)); err != nil {
-		return arts, plandiff.Artifact{}, err
-	}
-	if err := store(run.ArtifactPlanJSON, fileOpener(planJSON)); err != nil {
-		return arts, plandiff.Artifact{}, err
-	}
+	defer f.Close()
+	return r.Runs.StoreArtifact(ctx, env.st, kind, f, state.MaxStateBytes)
+}
+
+// planDiff builds the redacted diff from the plan JSON.
+func (r *Runner) planDiff(ctx context.Context, env *attemptEnv) (plandiff.Artifact, error) {
 	f, err := env.sb.Open(privatePath(planJSON))
 	if err != nil {
-		return arts, plandiff.Artifact{}, err
+		return plandiff.Artifact{}, err
 	}
 	diff, err := plandiff.Build(ctx, f)
 	f.Close()
 	if err != nil {
-		return arts, plandiff.Artifact{}, fmt.Errorf("building plan diff: %w", err)
+		return plandiff.Artifact{}, fmt.Errorf("building plan diff: %w", err)
 	}
 	diff.RedactSecrets(env.secrets)
-	body, err := json.Marshal(diff)
-	if err != nil {
-		return arts, plandiff.Artifact{}, err
-	}
-	err = store(run.ArtifactPlanDiff, func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil })
-	return arts, diff, err
+	return diff, nil
 }
 
 func sameID(a, b *string) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }

@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/mod/sumdb/dirhash"
 	"golang.org/x/sys/unix"
@@ -62,7 +63,30 @@ type Entry struct {
 	H1 string `json:"h1"`
 	// ZH is the SHA-256 of the mirror's zip it came from (zh: scheme).
 	ZH string `json:"zh"`
+	// Stamps are what the kernel said of each file and directory of the
+	// unpacked package when it was last hashed; VerifiedAt is when.
+	Stamps     []FileStamp `json:"stamps,omitempty"`
+	VerifiedAt time.Time   `json:"verified_at,omitzero"`
 }
+
+// FileStamp is one file or directory of an installed package as stat
+// reports it. Writing, truncating, renaming, replacing or chmod-ing a file,
+// or adding one to a directory, changes its change time (ctime), which no
+// process but a privileged one can set back; so while every stamp matches,
+// the package is the one that was hashed.
+type FileStamp struct {
+	Path  string `json:"path"`
+	Mode  uint32 `json:"mode"`
+	Size  int64  `json:"size"`
+	Inode uint64 `json:"inode"`
+	MTime int64  `json:"mtime_ns"`
+	CTime int64  `json:"ctime_ns"`
+}
+
+// rehashAfter is how long a package whose stamps all match goes without
+// being hashed again: the stamps catch any change made through the file
+// system, a periodic hash what a disk did behind its back.
+const rehashAfter = 24 * time.Hour
 
 func (e Entry) key() string { return e.Source + " " + e.Version + " " + e.Platform }
 
@@ -78,10 +102,12 @@ func (c *Cache) PackagesDir() string { return filepath.Join(c.Root, "packages") 
 func (c *Cache) manifestPath() string { return filepath.Join(c.Root, "manifest.json") }
 
 // Prepare makes the cache ready for one sandbox: it installs each mirror
-// package the cache lacks, after verifying it, and verifies every cached
-// entry against the manifest. It returns the directory to show to the
-// sandbox read-only. A tampered entry is removed and reported as
-// ErrTampered: the attempt fails, the next one installs it again.
+// package the cache lacks, after verifying it, and checks every cached
+// entry against the manifest: by the stamps of its files, and by its h1
+// hash when a stamp differs or the last hash is older than rehashAfter. It
+// returns the directory to show to the sandbox read-only. A tampered entry
+// is removed and reported as ErrTampered: the attempt fails, the next one
+// installs it again.
 func (c *Cache) Prepare(ctx context.Context) (string, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -99,18 +125,31 @@ func (c *Cache) Prepare(ctx context.Context) (string, error) {
 		return "", err
 	}
 	var tampered []string
+	changed := false
 	for key, e := range manifest {
 		if err := ctx.Err(); err != nil {
 			return "", err
 		}
-		h1, err := dirhash.HashDir(filepath.Join(c.PackagesDir(), e.dir()), "", dirhash.Hash1)
+		dir := filepath.Join(c.PackagesDir(), e.dir())
+		stamps, err := stampTree(dir)
+		if err == nil && slices.Equal(stamps, e.Stamps) && time.Since(e.VerifiedAt) < rehashAfter {
+			continue
+		}
+		h1, err := dirhash.HashDir(dir, "", dirhash.Hash1)
 		if err == nil && h1 == e.H1 {
+			// Unchanged after all (a restore, a touched file): hashed now.
+			if e.Stamps, err = stampTree(dir); err != nil {
+				return "", err
+			}
+			e.VerifiedAt = time.Now().UTC()
+			manifest[key] = e
+			changed = true
 			continue
 		}
 		tampered = append(tampered, e.key())
 		c.Logger.Error("cached provider package changed since it was installed; removing it", "source", e.Source,
 			"version", e.Version, "platform", e.Platform, "want_h1", e.H1, "got_h1", h1, "error", err)
-		if err := os.RemoveAll(filepath.Join(c.PackagesDir(), e.dir())); err != nil {
+		if err := os.RemoveAll(dir); err != nil {
 			return "", fmt.Errorf("removing a tampered provider package: %w", err)
 		}
 		delete(manifest, key)
@@ -126,7 +165,6 @@ func (c *Cache) Prepare(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	changed := false
 	for _, p := range found {
 		if _, ok := manifest[p.entry.key()]; ok {
 			continue
@@ -278,6 +316,10 @@ func (c *Cache) install(ctx context.Context, p mirrorPackage) (Entry, error) {
 	if err := os.Chmod(dest, 0o755); err != nil {
 		return Entry{}, err
 	}
+	if e.Stamps, err = stampTree(dest); err != nil {
+		return Entry{}, err
+	}
+	e.VerifiedAt = time.Now().UTC()
 	c.Logger.Info("provider package installed into the cache", "source", e.Source, "version", e.Version, "platform", e.Platform, "h1", e.H1)
 	return e, nil
 }
@@ -390,6 +432,29 @@ func lockDir(dir string) (func(), error) {
 		return nil, fmt.Errorf("locking the provider cache: %w", err)
 	}
 	return func() { f.Close() }, nil
+}
+
+// stampTree stats every file and directory under dir, the root included,
+// without following links, in lexical order.
+func stampTree(dir string) ([]FileStamp, error) {
+	var out []FileStamp
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		var st unix.Stat_t
+		if err := unix.Lstat(path, &st); err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, path)
+		if err != nil {
+			return err
+		}
+		out = append(out, FileStamp{Path: filepath.ToSlash(rel), Mode: st.Mode, Size: st.Size, Inode: st.Ino,
+			MTime: st.Mtim.Nano(), CTime: st.Ctim.Nano()})
+		return nil
+	})
+	return out, err
 }
 
 func fileSHA256(path string) (string, error) {

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"testing"
+	"time"
 
 	"golang.org/x/mod/sumdb/dirhash"
 
@@ -177,5 +178,80 @@ func TestPrepareDetectsATamperedEntryAndReinstallsIt(t *testing.T) {
 	}
 	if _, err := c.Prepare(context.Background()); !errors.Is(err, providercache.ErrTampered) {
 		t.Fatalf("prepare over an entry with an added file: %v, want ErrTampered", err)
+	}
+}
+
+func TestPrepareCatchesATamperThatKeepsSizeAndModTime(t *testing.T) {
+	t.Parallel()
+	m, _ := mirror(t, map[string]string{"terraform-provider-thing_v1.2.3": "#!/bin/sh\necho good\n"}, nil)
+	c := newCache(t, m)
+	dir, err := c.Prepare(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.Stat(binary(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Same length, and the modification time put back: only the change
+	// time, which no unprivileged process can set, still tells.
+	if err := os.WriteFile(binary(dir), []byte("#!/bin/sh\necho evil\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(binary(dir), before.ModTime(), before.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Prepare(context.Background()); !errors.Is(err, providercache.ErrTampered) {
+		t.Fatalf("prepare over a same-size, same-mtime tamper: %v, want ErrTampered", err)
+	}
+}
+
+func TestPrepareHashesOnlyWhenStampsChangeOrTheHashIsOld(t *testing.T) {
+	t.Parallel()
+	m, _ := mirror(t, map[string]string{"terraform-provider-thing_v1.2.3": "#!/bin/sh\necho good\n"}, nil)
+	c := newCache(t, m)
+	dir, err := c.Prepare(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifestPath := filepath.Join(c.Root, "manifest.json")
+	rewrite := func(edit func(*providercache.Entry)) {
+		t.Helper()
+		body, err := os.ReadFile(manifestPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var entries []providercache.Entry
+		if err := json.Unmarshal(body, &entries); err != nil || len(entries) != 1 {
+			t.Fatalf("manifest: %v, %d entries", err, len(entries))
+		}
+		edit(&entries[0])
+		body, _ = json.Marshal(entries)
+		if err := os.WriteFile(manifestPath, body, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The recorded hash no longer matches the files, but nothing about
+	// the files changed and they were hashed recently: no hash is taken.
+	rewrite(func(e *providercache.Entry) { e.H1 = "h1:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=" })
+	if _, err := c.Prepare(context.Background()); err != nil {
+		t.Fatalf("prepare with matching stamps hashed the package: %v", err)
+	}
+	// A day later the package is hashed again, and the mismatch found.
+	rewrite(func(e *providercache.Entry) { e.VerifiedAt = time.Now().Add(-25 * time.Hour) })
+	if _, err := c.Prepare(context.Background()); !errors.Is(err, providercache.ErrTampered) {
+		t.Fatalf("prepare after a day: %v, want ErrTampered", err)
+	}
+	// A touched but unchanged file is hashed, found intact and stamped
+	// afresh.
+	if _, err := c.Prepare(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	if err := os.Chtimes(binary(dir), now, now); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Prepare(context.Background()); err != nil {
+		t.Fatalf("prepare after a touch: %v", err)
 	}
 }

@@ -63,13 +63,6 @@ var compatUnmodelled = map[string]string{
 	"TestRunsRead_CostEstimate": "cost estimates",
 }
 
-// compatGaps fail for a feature Cairn does not offer yet (not a refusal
-// the spec requires); each is named with what is missing, and `make test`
-// reports them without failing.
-var compatGaps = map[string]string{
-	"TestRunsForceExecute_RunDependent": "force-execute (starting a pending run ahead of the workspace's queue) is not offered",
-}
-
 // compatNeedsProvider marks a failure whose run could not install go-tfe's
 // fixture provider (hashicorp/null), which `make tools` builds into the
 // provider mirror the harness hands to sandboxes.
@@ -114,12 +107,6 @@ func compatCause(name, output string) (cause string, byDesign bool) {
 	for prefix, what := range compatUnmodelled {
 		if strings.HasPrefix(name, prefix) {
 			return what + " are a resource Cairn does not model", true
-		}
-	}
-	within := func(test string) bool { return name == test || strings.HasPrefix(name, test+"/") }
-	for test, what := range compatGaps {
-		if within(test) {
-			return "gap: " + what, false
 		}
 	}
 	if strings.Contains(output, compatNeedsProvider) {
@@ -319,7 +306,7 @@ func summarize(r io.Reader) error {
 		}
 	}
 	unexplained := counts["fail"] - counts["explained"]
-	fmt.Printf("go-tfe %s: %d tests fail by design, %d for a named cause (a gap, or the fixture provider missing from the mirror), %d with none (listed above)\n",
+	fmt.Printf("go-tfe %s: %d tests fail by design, %d for a named cause (the fixture provider missing from the mirror), %d with none (listed above)\n",
 		goTFEVersion, counts["deviation"], counts["explained"], unexplained)
 	fmt.Printf("compat: %d passed, %d failed, %d skipped\n", counts["pass"], counts["fail"], counts["skip"])
 	// A failure without a named cause is a regression; the named ones are

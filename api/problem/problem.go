@@ -82,6 +82,7 @@ var table = []struct {
 
 	{run.ErrStaleBinding, httpx.Problem{Status: http.StatusConflict, Code: "RUN_REVIEW_STALE"}},
 	{run.ErrActionNotAllowed, httpx.Problem{Status: http.StatusConflict, Code: "RUN_ACTION_NOT_ALLOWED"}},
+	{run.ErrQueueNotDiscardable, httpx.Problem{Status: http.StatusConflict, Code: "RUN_QUEUE_NOT_DISCARDABLE"}},
 	{run.ErrConfigurationNotReady, httpx.Problem{Status: http.StatusConflict, Code: "CONFIGURATION_VERSION_NOT_UPLOADED"}},
 	{run.ErrConfigurationUploaded, httpx.Problem{Status: http.StatusConflict, Code: "CONFIGURATION_VERSION_ALREADY_UPLOADED"}},
 	{run.ErrConfigurationCurrent, httpx.Problem{Status: http.StatusConflict, Code: "CONFIGURATION_VERSION_CURRENT"}},

@@ -35,11 +35,7 @@ func reasonForm(reason string) string { return url.Values{"reason": {reason}}.En
 // target.
 func (h *harness) downloadEvents(targetID string) int {
 	h.t.Helper()
-	var n int
-	if err := h.env.DB.Get(&n, `SELECT count(*) FROM audit_events WHERE action = 'artifact.sensitive_downloaded' AND target_id = $1`, targetID); err != nil {
-		h.t.Fatal(err)
-	}
-	return n
+	return len(h.auditEvidence("artifact.sensitive_downloaded", targetID))
 }
 
 // TestRestrictedDownloadRefusals: every refusal of SPEC §4 rule 3 happens

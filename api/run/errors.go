@@ -21,6 +21,10 @@ var (
 	// ErrActionNotAllowed means the run is not in a status where the action
 	// applies (approve after apply, cancel of a finished run, ...).
 	ErrActionNotAllowed = errors.New("action not allowed in the run's status")
+	// ErrQueueNotDiscardable means a force-execute found a run ahead of
+	// its target that cannot be discarded: it is planning, applying,
+	// approved or in recovery.
+	ErrQueueNotDiscardable = errors.New("a run ahead in the workspace's queue cannot be discarded")
 	// ErrConfigurationNotReady means the configuration version has no
 	// validated archive yet.
 	ErrConfigurationNotReady = errors.New("configuration version not uploaded")

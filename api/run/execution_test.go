@@ -22,6 +22,7 @@ import (
 	"github.com/cairnhq/cairn/api/policy"
 	"github.com/cairnhq/cairn/api/policy/rego"
 	"github.com/cairnhq/cairn/api/run"
+	"github.com/cairnhq/cairn/api/run/runtest"
 	"github.com/cairnhq/cairn/api/workspace"
 	"github.com/cairnhq/cairn/e2e/devstack"
 )
@@ -122,31 +123,7 @@ func (h *harness) start(r run.Run, phase string) run.Started {
 // planJSON: it seals the evidence, evaluates the policy stage and commits.
 func (h *harness) plan(r run.Run, planJSON []byte) run.Run {
 	h.t.Helper()
-	st := h.start(r, run.PhasePlan)
-	var arts []run.Artifact
-	for kind, body := range map[string][]byte{run.ArtifactPlanFile: []byte("saved plan of " + r.ID), run.ArtifactPlanJSON: planJSON,
-		run.ArtifactPlanDiff: []byte(`{"resources":[]}`)} {
-		a, err := h.runs.StoreArtifact(h.ctx, st, kind, bytes.NewReader(body), 1<<20)
-		if err != nil {
-			h.t.Fatal(err)
-		}
-		arts = append(arts, a)
-	}
-	var planDigest []byte
-	for _, a := range arts {
-		if a.Kind == run.ArtifactPlanFile {
-			planDigest = a.SHA256
-		}
-	}
-	ev, err := h.runs.EvaluatePolicy(h.ctx, st, planDigest, bytes.NewReader(planJSON), nil, h.env.Server.Services().Policies.InProcessEvaluator())
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	out, err := h.runs.CommitPlan(h.ctx, st.Attempt.ID, run.PlanEvidence{Artifacts: arts, HasChanges: true, Additions: 1, Policy: ev})
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return out
+	return runtest.Plan(h.t, h.env, h.runs, r, planJSON)
 }
 
 func planJSON(t *testing.T) []byte {

@@ -125,6 +125,10 @@ const (
 	ActionRecover = "recover"
 	// ActionOverridePolicy waives the run's current soft policy failures.
 	ActionOverridePolicy = "override_policy"
+	// ActionForceExecute starts a pending run at once, discarding every
+	// run ahead of it in its workspace's queue (HCP Terraform's "Run this
+	// plan now").
+	ActionForceExecute = "force_execute"
 )
 
 // Run is one managed run with everything it pinned at creation.
@@ -336,9 +340,11 @@ func (r Run) Overridable(now time.Time) bool {
 	return waiting && r.PolicyOutcome != nil && *r.PolicyOutcome == PolicySoftFailed && !r.GateOpen(now)
 }
 
-// AvailableActions lists what the principal may do to the run now. A closed
-// policy gate may offer rejection but never approval.
-func AvailableActions(r Run, p access.Principal, now time.Time) []string {
+// AvailableActions lists what the principal may do to the run now; ahead
+// is what stands ahead of a pending run in its workspace's queue (see
+// Ahead), nil for any other run. A closed policy gate may offer rejection
+// but never approval.
+func AvailableActions(r Run, ahead []Run, p access.Principal, now time.Time) []string {
 	actions := []string{}
 	waiting := r.Status == StatusAwaitingApproval || r.Status == StatusPolicyOverride
 	// An agent may reject or cancel; approving, overriding and recovering
@@ -359,7 +365,66 @@ func AvailableActions(r Run, p access.Principal, now time.Time) []string {
 	if r.Status == StatusRecoveryRequired && p.Permissions.Has(access.PermRunRecover) && p.Permissions.Has(access.PermStateRecover) && human {
 		actions = append(actions, ActionRecover)
 	}
+	if ForceExecutePermitted(p) && ForceExecutable(r, ahead) == nil {
+		actions = append(actions, ActionForceExecute)
+	}
 	return actions
+}
+
+// ForceExecutePermitted reports whether p may force-execute runs: it
+// discards the runs ahead (what rejecting needs) and starts a plan (what
+// creating a run needs).
+func ForceExecutePermitted(p access.Principal) bool {
+	return p.Permissions.Has(access.PermRunApprove) && p.Permissions.Has(access.PermRunCreate)
+}
+
+// Ahead is what stands ahead of target in its workspace's queue, oldest
+// first, out of unfinished (the workspace's unfinished non-speculative
+// runs, oldest first): every other run created before it, and a run that
+// holds the queue (is no longer pending) whenever it was created.
+func Ahead(target Run, unfinished []Run) []Run {
+	var ahead []Run
+	for _, r := range unfinished {
+		if r.ID == target.ID || r.Speculative() || r.Status.Terminal() {
+			continue
+		}
+		earlier := r.CreatedAt.Before(target.CreatedAt) || (r.CreatedAt.Equal(target.CreatedAt) && r.ID < target.ID)
+		if earlier || r.Status != StatusPending {
+			ahead = append(ahead, r)
+		}
+	}
+	return ahead
+}
+
+// QueueDiscardable reports whether a run in status s may be discarded so
+// a later one can start: it waits for a decision (approval or a policy
+// override) or for its turn, and nothing of it runs. A queued, running or
+// approved phase cannot be skipped.
+func QueueDiscardable(s Status) bool {
+	return s == StatusPending || s == StatusAwaitingApproval || s == StatusPolicyOverride
+}
+
+// ForceExecutable decides whether target may start now by discarding
+// ahead (Ahead's answer): nil, ErrActionNotAllowed when target is not a
+// pending run waiting behind another (a speculative run never waits), or
+// ErrQueueNotDiscardable when a run ahead is past discarding (planning,
+// applying, approved or in recovery).
+func ForceExecutable(target Run, ahead []Run) error {
+	if target.Speculative() || target.Status != StatusPending {
+		return ErrActionNotAllowed
+	}
+	held := false
+	for _, r := range ahead {
+		if !QueueDiscardable(r.Status) {
+			return ErrQueueNotDiscardable
+		}
+		held = held || r.Status != StatusPending
+	}
+	// Nothing holds the queue: the run is about to start on its own.
+	if !held {
+		return ErrActionNotAllowed
+	}
+	return nil
 }
 
 // Cancelable reports whether cancel applies: every non-terminal status

@@ -92,9 +92,96 @@ func TestAvailableActions(t *testing.T) {
 		{"recovery needs both permissions", Run{Status: StatusRecoveryRequired}, writer, []string{}},
 		{"recovery", Run{Status: StatusRecoveryRequired}, admin, []string{ActionRecover}},
 	} {
-		if got := AvailableActions(tc.run, tc.p, now); !slices.Equal(got, tc.want) {
+		if got := AvailableActions(tc.run, nil, tc.p, now); !slices.Equal(got, tc.want) {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestForceExecutable: a pending run may start at once only while another
+// run holds the queue and every run ahead can be discarded; what stands
+// ahead is the earlier unfinished runs and a holder created later.
+func TestForceExecutable(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(id string, minute int, st Status) Run {
+		return Run{ID: id, Kind: KindPlanAndApply, Status: st, CreatedAt: t0.Add(time.Duration(minute) * time.Minute)}
+	}
+	speculative := func(r Run) Run { r.Kind = KindSpeculative; return r }
+	target := at("run_t", 10, StatusPending)
+	for _, tc := range []struct {
+		name      string
+		target    Run
+		queue     []Run
+		wantAhead []string
+		want      error
+	}{
+		{"held by a plan awaiting approval", target, []Run{at("run_a", 1, StatusAwaitingApproval), target}, []string{"run_a"}, nil},
+		{"held by a soft failure waiting for an override", target, []Run{at("run_a", 1, StatusPolicyOverride), target}, []string{"run_a"}, nil},
+		{"earlier pending runs go too", target,
+			[]Run{at("run_a", 1, StatusAwaitingApproval), at("run_b", 2, StatusPending), target, at("run_c", 11, StatusPending)},
+			[]string{"run_a", "run_b"}, nil},
+		{"same instant: the smaller ID is ahead", target,
+			[]Run{at("run_a", 1, StatusAwaitingApproval), at("run_s", 10, StatusPending), target, at("run_u", 10, StatusPending)},
+			[]string{"run_a", "run_s"}, nil},
+		{"a holder created later is ahead too", target, []Run{target, at("run_l", 12, StatusAwaitingApproval)}, []string{"run_l"}, nil},
+		{"planning cannot be skipped", target, []Run{at("run_a", 1, StatusPlanning), target}, []string{"run_a"}, ErrQueueNotDiscardable},
+		{"a queued plan cannot be skipped", target, []Run{at("run_a", 1, StatusPlanQueued), target}, []string{"run_a"}, ErrQueueNotDiscardable},
+		{"applying cannot be skipped", target, []Run{at("run_a", 1, StatusApplying), target}, []string{"run_a"}, ErrQueueNotDiscardable},
+		{"an approved apply cannot be skipped", target, []Run{at("run_a", 1, StatusApplyQueued), target}, []string{"run_a"}, ErrQueueNotDiscardable},
+		{"recovery cannot be skipped", target, []Run{at("run_a", 1, StatusRecoveryRequired), target}, []string{"run_a"}, ErrQueueNotDiscardable},
+		{"a blocked holder behind discardable runs", target,
+			[]Run{at("run_a", 1, StatusApplying), at("run_b", 2, StatusPending), target}, []string{"run_a", "run_b"}, ErrQueueNotDiscardable},
+		{"nothing holds the queue", target, []Run{at("run_b", 2, StatusPending), target}, []string{"run_b"}, ErrActionNotAllowed},
+		{"alone", target, []Run{target}, nil, ErrActionNotAllowed},
+		{"speculative runs never hold the queue", target,
+			[]Run{speculative(at("run_p", 1, StatusPlanning)), target}, nil, ErrActionNotAllowed},
+		{"finished runs are not ahead", target, []Run{at("run_a", 1, StatusApplied), target}, nil, ErrActionNotAllowed},
+		{"a target that is not pending", at("run_t", 10, StatusPlanQueued),
+			[]Run{at("run_a", 1, StatusAwaitingApproval), at("run_t", 10, StatusPlanQueued)}, []string{"run_a"}, ErrActionNotAllowed},
+		{"a speculative target", speculative(target), []Run{at("run_a", 1, StatusAwaitingApproval)}, []string{"run_a"}, ErrActionNotAllowed},
+	} {
+		ahead := Ahead(tc.target, tc.queue)
+		var ids []string
+		for _, r := range ahead {
+			ids = append(ids, r.ID)
+		}
+		if !slices.Equal(ids, tc.wantAhead) {
+			t.Errorf("%s: ahead %v, want %v", tc.name, ids, tc.wantAhead)
+		}
+		if got := ForceExecutable(tc.target, ahead); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestForceExecuteAction: force_execute is offered for a force-executable
+// run to a principal who may both discard and create runs.
+func TestForceExecuteAction(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	pending := Run{ID: "run_t", Kind: KindPlanAndApply, Status: StatusPending, CreatedAt: now}
+	ahead := []Run{{ID: "run_a", Kind: KindPlanAndApply, Status: StatusAwaitingApproval, CreatedAt: now.Add(-time.Minute)}}
+	writer := access.Principal{Permissions: access.PermissionsOf(access.RoleWriter)}
+	discardOnly := access.Principal{Permissions: access.NewPermissionSet(access.PermRunApprove, access.PermRunCancel)}
+	createOnly := access.Principal{Permissions: access.NewPermissionSet(access.PermRunCreate, access.PermRunCancel)}
+	for _, tc := range []struct {
+		name  string
+		p     access.Principal
+		ahead []Run
+		want  []string
+	}{
+		{"writer behind a waiting plan", writer, ahead, []string{ActionCancel, ActionForceExecute}},
+		{"writer with nothing ahead", writer, nil, []string{ActionCancel}},
+		{"without run:create", discardOnly, ahead, []string{ActionCancel}},
+		{"without run:approve", createOnly, ahead, []string{ActionCancel}},
+	} {
+		if got := AvailableActions(pending, tc.ahead, tc.p, now); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if !ForceExecutePermitted(writer) || ForceExecutePermitted(discardOnly) || ForceExecutePermitted(createOnly) {
+		t.Error("ForceExecutePermitted does not need exactly run:approve and run:create")
 	}
 }
 

@@ -366,6 +366,17 @@ func (s *Service) observe(ctx context.Context, tx *sqlx.Tx, r Run) error {
 
 // finish ends a run and hands the workspace queue to the next pending run.
 func (s *Service) finish(ctx context.Context, tx *sqlx.Tx, r Run, status Status, reason string) (Run, error) {
+	r, err := s.end(ctx, tx, r, status, reason)
+	if err != nil || r.Speculative() {
+		return r, err
+	}
+	return r, s.advanceQueue(ctx, tx, r.WorkspaceID)
+}
+
+// end ends a run and lets go of what it held (pinned values, the
+// workspace lock, run tokens); who goes next in the workspace's queue is
+// the caller's decision.
+func (s *Service) end(ctx context.Context, tx *sqlx.Tx, r Run, status Status, reason string) (Run, error) {
 	r = s.transition(r, status)
 	if reason != "" {
 		r.TerminalReason = &reason
@@ -383,10 +394,7 @@ func (s *Service) finish(ctx context.Context, tx *sqlx.Tx, r Run, status Status,
 	if r.Speculative() {
 		return r, nil
 	}
-	if err := revokeRunTokens(ctx, tx, r.ID); err != nil {
-		return Run{}, err
-	}
-	return r, s.advanceQueue(ctx, tx, r.WorkspaceID)
+	return r, revokeRunTokens(ctx, tx, r.ID)
 }
 
 // advanceQueue starts the oldest pending run of a workspace whose queue
@@ -527,16 +535,127 @@ func (s *Service) Reject(ctx context.Context, tx *sqlx.Tx, p access.Principal, r
 	if err != nil {
 		return Run{}, err
 	}
-	r = s.decide(r, p, DecisionRejected)
-	r.DecisionReason = kept
-	if r, err = s.finish(ctx, tx, r, StatusRejected, "rejected"); err != nil {
+	if r, err = s.discard(ctx, tx, p, r, kept, "rejected", bindingEvidence(r)); err != nil {
 		return Run{}, err
 	}
-	evidence := bindingEvidence(r)
-	if kept != nil {
-		evidence = withReason(evidence, *kept)
+	return r, s.advanceQueue(ctx, tx, r.WorkspaceID)
+}
+
+// discard ends r, which waits for a decision or for its turn and has
+// nothing running, as rejected by p (HCP Terraform's discard), keeping
+// reason (nil for none) on the run and in the audit event beside
+// evidence. A plan that never started is canceled with its queued
+// attempts. The workspace's queue is left to the caller.
+func (s *Service) discard(ctx context.Context, tx *sqlx.Tx, p access.Principal, r Run, reason *string, terminalReason string, evidence map[string]any) (Run, error) {
+	r = s.decide(r, p, DecisionRejected)
+	r.DecisionReason = reason
+	if r.PlanStatus == PhasePending {
+		r.PlanStatus = PhaseCanceled
+	}
+	if err := cancelQueuedAttempts(ctx, tx, r.ID, s.stamp()); err != nil {
+		return Run{}, err
+	}
+	r, err := s.end(ctx, tx, r, StatusRejected, terminalReason)
+	if err != nil {
+		return Run{}, err
+	}
+	if reason != nil {
+		evidence = withReason(evidence, *reason)
 	}
 	return r, audit.Record(ctx, tx, p, "run.rejected", "run", r.ID, evidence)
+}
+
+// ReasonForceExecuted is the terminal reason of a run discarded because a
+// later run of its workspace was force-executed.
+const ReasonForceExecuted = "discarded_by_force_execute"
+
+// ForceExecute starts a pending run at once (HCP Terraform's "Run this
+// plan now"): every run ahead of it in its workspace's queue is discarded
+// as a person discarding each would (decision, reason naming the forced
+// run, audit event, lock release, token revocation), then its plan is
+// queued, all in tx. A run ahead that is planning or applying cannot be
+// skipped: ErrQueueNotDiscardable, and nothing changes. Starting a plan
+// passes the new-run admission rule as creating a run does.
+func (s *Service) ForceExecute(ctx context.Context, tx *sqlx.Tx, p access.Principal, runID string) (Run, error) {
+	if err := p.Require(access.PermRunApprove); err != nil {
+		return Run{}, err
+	}
+	// Visibility is read without a lock; the queue's rows are then locked
+	// oldest first, the order finishing a run locks the next pending one
+	// in, so a racing decision, expiry or advance waits for this one (or
+	// this one for it, and then sees what it did) instead of deadlocking.
+	target, err := visibleRun(ctx, tx, p, runID, access.PermRunCreate, false)
+	if err != nil {
+		return Run{}, err
+	}
+	if target.Speculative() {
+		return Run{}, ErrActionNotAllowed
+	}
+	queue, err := unfinishedRuns(ctx, tx, []string{target.WorkspaceID}, true)
+	if err != nil {
+		return Run{}, err
+	}
+	i := slices.IndexFunc(queue, func(r Run) bool { return r.ID == target.ID })
+	if i < 0 {
+		// It ended meanwhile.
+		return Run{}, ErrActionNotAllowed
+	}
+	target = queue[i]
+	ahead := Ahead(target, queue)
+	if err := ForceExecutable(target, ahead); err != nil {
+		return Run{}, err
+	}
+	// Nothing will be left ahead of it, so the workspace's ceiling counts
+	// no unfinished run before it.
+	rule := launch.AdmitNewRun(launch.NewRun{Region: target.Region, RunnerRelease: target.RunnerRelease})
+	if _, err := s.launch.RequireBy(ctx, tx, launch.Subject{OrganizationID: target.OrganizationID, WorkspaceID: target.WorkspaceID}, rule); err != nil {
+		return Run{}, err
+	}
+	reason := "Discarded by a force-execute of " + target.ID
+	discarded := make([]string, 0, len(ahead))
+	for _, r := range ahead {
+		evidence := map[string]any{"workspace_id": r.WorkspaceID, "status": string(r.Status), "force_executed_run_id": target.ID}
+		if _, err := s.discard(ctx, tx, p, r, &reason, ReasonForceExecuted, evidence); err != nil {
+			return Run{}, err
+		}
+		discarded = append(discarded, r.ID)
+	}
+	if target, err = s.queuePlan(ctx, tx, target, 1); err != nil {
+		return Run{}, err
+	}
+	return target, audit.Record(ctx, tx, p, "run.force_executed", "run", target.ID, map[string]any{
+		"workspace_id": target.WorkspaceID, "discarded_run_ids": discarded,
+	})
+}
+
+// QueuesAhead reads, through q, what stands ahead of each pending run
+// among rs in its workspace's queue (see Ahead), keyed by run ID, with
+// one query for all their workspaces.
+func (s *Service) QueuesAhead(ctx context.Context, q sqlx.QueryerContext, rs ...Run) (map[string][]Run, error) {
+	var workspaces []string
+	for _, r := range rs {
+		if r.Status == StatusPending && !r.Speculative() && !slices.Contains(workspaces, r.WorkspaceID) {
+			workspaces = append(workspaces, r.WorkspaceID)
+		}
+	}
+	out := map[string][]Run{}
+	if len(workspaces) == 0 {
+		return out, nil
+	}
+	unfinished, err := unfinishedRuns(ctx, q, workspaces, false)
+	if err != nil {
+		return nil, err
+	}
+	byWorkspace := map[string][]Run{}
+	for _, r := range unfinished {
+		byWorkspace[r.WorkspaceID] = append(byWorkspace[r.WorkspaceID], r)
+	}
+	for _, r := range rs {
+		if r.Status == StatusPending && !r.Speculative() {
+			out[r.ID] = Ahead(r, byWorkspace[r.WorkspaceID])
+		}
+	}
+	return out, nil
 }
 
 func (s *Service) decidable(ctx context.Context, tx *sqlx.Tx, p access.Principal, runID string, b Binding) (Run, error) {

@@ -216,6 +216,21 @@ func queueHeld(ctx context.Context, q sqlx.QueryerContext, workspaceID, exceptID
 	return held, nil
 }
 
+// unfinishedRuns reads the unfinished non-speculative runs of workspaces
+// in queue order (oldest first); forUpdate locks them in that order.
+func unfinishedRuns(ctx context.Context, q sqlx.QueryerContext, workspaceIDs []string, forUpdate bool) ([]Run, error) {
+	query := `SELECT ` + runColumns + ` FROM runs WHERE workspace_id = ANY($1::text[]) AND kind <> 'speculative'
+		AND status NOT IN (` + terminalList() + `) ORDER BY created_at, id`
+	if forUpdate {
+		query += ` FOR UPDATE`
+	}
+	var out []Run
+	if err := sqlx.SelectContext(ctx, q, &out, query, pqStrings(workspaceIDs)); err != nil {
+		return nil, fmt.Errorf("reading the workspace queue: %w", err)
+	}
+	return out, nil
+}
+
 func countUnfinished(ctx context.Context, q sqlx.QueryerContext, workspaceID string) (int, error) {
 	var n int
 	err := sqlx.GetContext(ctx, q, &n, `SELECT count(*) FROM runs WHERE workspace_id = $1 AND status NOT IN (`+terminalList()+`)`, workspaceID)

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/cairnhq/cairn/api/apitest"
-	"github.com/cairnhq/cairn/e2e/devstack"
 )
 
 // TestForceCancelAndOrganizationRuns: a run offers force-cancel only after
@@ -16,22 +15,10 @@ func TestForceCancelAndOrganizationRuns(t *testing.T) {
 	env := apitest.New(t)
 	u := newCloudUser(t, env, "Forcer")
 	other := newCloudUser(t, env, "Elsewhere")
-	ws := decode(t, u.call(t, http.MethodPost, "/api/v2/organizations/"+u.org+"/workspaces", map[string]any{"data": map[string]any{
-		"type": "workspaces", "attributes": map[string]any{"name": "forced", "terraform-version": "1.10.6"}}}).MustStatus(t, http.StatusCreated)).Data
-	cv := decode(t, u.call(t, http.MethodPost, "/api/v2/workspaces/"+ws.ID+"/configuration-versions", map[string]any{"data": map[string]any{
-		"type": "configuration-versions"}}).MustStatus(t, http.StatusCreated)).Data
-	if resp := putUpload(t, cv.Attributes["upload-url"].(string), devstack.TarGz(map[string]string{"main.tf": `resource "terraform_data" "x" {}`})); resp.StatusCode != http.StatusOK {
-		t.Fatalf("upload = %d", resp.StatusCode)
-	}
-	newRun := func() string {
-		t.Helper()
-		return decode(t, u.call(t, http.MethodPost, "/api/v2/runs", map[string]any{"data": map[string]any{"type": "runs",
-			"relationships": map[string]any{"workspace": map[string]any{"data": map[string]string{"type": "workspaces", "id": ws.ID}}}}}).
-			MustStatus(t, http.StatusCreated)).Data.ID
-	}
-	newRun()
+	ws := u.uploadedWorkspace(t, "forced")
+	u.newRun(t, ws)
 	// The second run waits behind the first, which holds the workspace.
-	pending := newRun()
+	pending := u.newRun(t, ws)
 
 	byName := decode(t, u.call(t, http.MethodGet, "/api/v2/organizations/"+u.org+"/workspaces/forced", nil).MustStatus(t, http.StatusOK)).Data
 	if byName.Attributes["run-count"] != 2.0 {

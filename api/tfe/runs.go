@@ -53,6 +53,9 @@ func (s *server) registerRuns(r fiber.Router) {
 	r.Post("/runs/:id/actions/discard", s.guardStop(s.byRun, s.discardRun))
 	r.Post("/runs/:id/actions/cancel", s.guardStop(s.byRun, s.cancelRun))
 	r.Post("/runs/:id/actions/force-cancel", s.guardStop(s.byRun, s.forceCancelRun))
+	// Force-execute starts a plan, so it passes admission as creating a
+	// run does (guard, not guardStop).
+	r.Post("/runs/:id/actions/force-execute", s.guard(s.byRun, s.forceExecuteRun))
 	r.Get("/plans/:id", s.guard(s.byPhase("plan_"), s.readPhase(run.PhasePlan)))
 	r.Get("/plans/:id/json-output", s.guard(s.byPhase("plan_"), s.planJSON))
 	r.Get("/applies/:id", s.guard(s.byPhase("apply_"), s.readPhase(run.PhaseApply)))
@@ -367,7 +370,9 @@ func runStatus(r run.Run, now time.Time) string {
 
 func (s *server) runResource(r run.Run, p access.Principal, checks []ref) resource {
 	now := time.Now()
-	actions := run.AvailableActions(r, p, now)
+	// The protocol has no force-execute action flag (only the permission
+	// below), so what stands ahead in the queue is not read here.
+	actions := run.AvailableActions(r, nil, p, now)
 	has := func(a string) bool { return slices.Contains(actions, a) }
 	timestamps := map[string]string{}
 	for k, v := range r.StatusTimestamps {
@@ -396,7 +401,8 @@ func (s *server) runResource(r run.Run, p access.Principal, checks []ref) resour
 		},
 		"permissions": map[string]bool{
 			"can-apply": p.Permissions.Has(access.PermRunApprove), "can-cancel": canCancel,
-			"can-discard": p.Permissions.Has(access.PermRunApprove), "can-force-cancel": canCancel, "can-force-execute": false,
+			"can-discard": p.Permissions.Has(access.PermRunApprove), "can-force-cancel": canCancel,
+			"can-force-execute": run.ForceExecutePermitted(p),
 		},
 	}
 	if t, ok := r.StatusTimestamps[string(run.StatusCanceled)]; ok {
@@ -587,6 +593,15 @@ func (s *server) cancelRun(c *fiber.Ctx, p access.Principal, o owner) error {
 func (s *server) forceCancelRun(c *fiber.Ctx, p access.Principal, o owner) error {
 	return s.runAction(c, p, func(tx *sqlx.Tx, r run.Run, _ string) (run.Run, error) {
 		return s.Runs.ForceCancel(c.UserContext(), tx, p, r.ID)
+	})
+}
+
+// forceExecuteRun starts a pending run at once, discarding every run
+// ahead of it in the workspace's queue; a run ahead that is planning or
+// applying refuses it with 409.
+func (s *server) forceExecuteRun(c *fiber.Ctx, p access.Principal, o owner) error {
+	return s.runAction(c, p, func(tx *sqlx.Tx, r run.Run, _ string) (run.Run, error) {
+		return s.Runs.ForceExecute(c.UserContext(), tx, p, r.ID)
 	})
 }
 

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cairnhq/cairn/api/apitest"
+	"github.com/cairnhq/cairn/e2e/devstack"
 )
 
 // cloudUser is a member with a user API token for /api/v2.
@@ -43,6 +44,29 @@ func newCloudUser(t *testing.T, env *apitest.Env, name string) *cloudUser {
 func (u *cloudUser) call(t *testing.T, method, path string, body any) *apitest.Response {
 	t.Helper()
 	return callWith(t, u.env, u.token, method, path, body)
+}
+
+// uploadedWorkspace creates a workspace called name with an uploaded
+// one-resource configuration version, and returns its ID.
+func (u *cloudUser) uploadedWorkspace(t *testing.T, name string) string {
+	t.Helper()
+	ws := decode(t, u.call(t, http.MethodPost, "/api/v2/organizations/"+u.org+"/workspaces", map[string]any{"data": map[string]any{
+		"type": "workspaces", "attributes": map[string]any{"name": name, "terraform-version": "1.10.6"}}}).MustStatus(t, http.StatusCreated)).Data
+	cv := decode(t, u.call(t, http.MethodPost, "/api/v2/workspaces/"+ws.ID+"/configuration-versions", map[string]any{"data": map[string]any{
+		"type": "configuration-versions"}}).MustStatus(t, http.StatusCreated)).Data
+	if resp := putUpload(t, cv.Attributes["upload-url"].(string), devstack.TarGz(map[string]string{"main.tf": `resource "terraform_data" "x" {}`})); resp.StatusCode != http.StatusOK {
+		t.Fatalf("upload = %d", resp.StatusCode)
+	}
+	return ws.ID
+}
+
+// newRun creates a run of the workspace's current configuration and
+// returns its ID.
+func (u *cloudUser) newRun(t *testing.T, workspaceID string) string {
+	t.Helper()
+	return decode(t, u.call(t, http.MethodPost, "/api/v2/runs", map[string]any{"data": map[string]any{"type": "runs",
+		"relationships": map[string]any{"workspace": map[string]any{"data": map[string]string{"type": "workspaces", "id": workspaceID}}}}}).
+		MustStatus(t, http.StatusCreated)).Data.ID
 }
 
 func callWith(t *testing.T, env *apitest.Env, token, method, path string, body any) *apitest.Response {

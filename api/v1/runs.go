@@ -102,6 +102,11 @@ type cancelInput struct {
 	IDPath
 }
 
+type forceExecuteInput struct {
+	IdempotencyHeader
+	IDPath
+}
+
 // RecoverRequest resolves a run whose apply outcome is uncertain.
 type RecoverRequest struct {
 	Resolution            string  `json:"resolution" enum:"current_state_verified,import_emergency_state"`
@@ -204,7 +209,11 @@ func (a *API) registerRuns() {
 		return listOf(ctx, a, runs, in.WorkspaceID, in.ListParams,
 			func(p access.Principal, page cursor.Page) ([]RunSummaryView, error) {
 				rows, err := a.deps.Services.Runs.ListRuns(ctx, p, run.RunFilter{WorkspaceID: in.WorkspaceID}, page)
-				return mapSlice(rows, func(r run.Run) RunSummaryView { return runSummary(r, p) }), err
+				if err != nil {
+					return nil, err
+				}
+				queues, err := a.deps.Services.Runs.QueuesAhead(ctx, a.deps.DB, rows...)
+				return mapSlice(rows, func(r run.Run) RunSummaryView { return runSummary(r, queues[r.ID], p) }), err
 			},
 			func(r RunSummaryView) cursor.Position { return cursor.Position{CreatedAt: r.CreatedAt, ID: r.ID} })
 	})
@@ -305,6 +314,25 @@ func (a *API) registerRuns() {
 		return mutation(ctx, a, in.IdempotencyKey, struct{}{}, http.StatusOK,
 			func(ctx context.Context, tx *sqlx.Tx, p access.Principal) (RunView, error) {
 				r, err := a.deps.Services.Runs.Cancel(ctx, tx, p, in.ID)
+				if err != nil {
+					return RunView{}, err
+				}
+				return a.runView(ctx, tx, p, r)
+			})
+	})
+
+	register(a, huma.Operation{
+		OperationID: "force-execute-run", Method: http.MethodPost, Path: "/v1/runs/{id}/actions/force-execute",
+		Summary: "Start a pending run now, discarding the runs ahead of it", Tags: tags,
+		Description: "A pending run waiting behind another run of its workspace starts at once: every earlier unfinished run " +
+			"(awaiting approval, waiting for a policy override or pending) is discarded as a discard would, its decision.reason " +
+			"naming this run, and this run's plan is queued. Needs run:approve and run:create. A run ahead that is planning, " +
+			"applying, approved or in recovery cannot be skipped: 409 RUN_QUEUE_NOT_DISCARDABLE and nothing changes. Starting " +
+			"the plan passes new-run admission as creating a run does; a refusal is the retryable 503 service_unavailable.",
+	}, operationOptions{mutation: true, admit: admitRun}, func(ctx context.Context, in *forceExecuteInput) (*Mutated[RunView], error) {
+		return mutation(ctx, a, in.IdempotencyKey, struct{}{}, http.StatusOK,
+			func(ctx context.Context, tx *sqlx.Tx, p access.Principal) (RunView, error) {
+				r, err := a.deps.Services.Runs.ForceExecute(ctx, tx, p, in.ID)
 				if err != nil {
 					return RunView{}, err
 				}

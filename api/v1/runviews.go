@@ -30,13 +30,15 @@ type RunSummaryView struct {
 	CreatedBy        StateVersionCreatorView `json:"created_by"`
 }
 
-func runSummary(r run.Run, p access.Principal) RunSummaryView {
+// runSummary renders r; ahead is what stands ahead of it in its
+// workspace's queue (Runs.QueuesAhead), which decides force_execute.
+func runSummary(r run.Run, ahead []run.Run, p access.Principal) RunSummaryView {
 	ts := make(map[string]string, len(r.StatusTimestamps))
 	for k, v := range r.StatusTimestamps {
 		ts[k] = v.UTC().Format(time.RFC3339Nano)
 	}
 	return RunSummaryView{ID: r.ID, Object: "run", WorkspaceID: r.WorkspaceID, Kind: string(r.Kind), Status: string(r.Status),
-		Message: r.Message, PlanStatus: r.PlanStatus, ApplyStatus: r.ApplyStatus, AvailableActions: run.AvailableActions(r, p, time.Now()),
+		Message: r.Message, PlanStatus: r.PlanStatus, ApplyStatus: r.ApplyStatus, AvailableActions: run.AvailableActions(r, ahead, p, time.Now()),
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, StatusTimestamps: ts,
 		Source: r.Source, CreatedBy: StateVersionCreatorView{Kind: r.CreatedByKind, ID: r.CreatedByID}}
 }
@@ -210,6 +212,7 @@ type RunView struct {
 	LeaseExpiresAt        *time.Time            `json:"lease_expires_at" doc:"Set only while a prepared recovery lease is active."`
 	LeaseRemainingSeconds *int                  `json:"lease_remaining_seconds" doc:"0–900, from the database clock."`
 	Recovery              *RecoveryView         `json:"recovery" doc:"Set while the run waits for recovery: the evidence a recover request names."`
+	ForceExecuteDiscards  []string              `json:"force_execute_discards" doc:"The runs a force_execute would discard, oldest first; empty unless available_actions offers force_execute."`
 	Overrides             OverridesView         `json:"overrides"`
 	Evidence              EvidenceView          `json:"evidence"`
 	NotRecorded           []string              `json:"not_recorded" doc:"Review fields with no recorded value yet."`
@@ -219,8 +222,12 @@ type RunView struct {
 // transaction it shows what the mutation wrote.
 func (a *API) runView(ctx context.Context, q sqlx.QueryerContext, p access.Principal, r run.Run) (RunView, error) {
 	runs := a.deps.Services.Runs
+	queues, err := runs.QueuesAhead(ctx, q, r)
+	if err != nil {
+		return RunView{}, err
+	}
 	v := RunView{
-		RunSummaryView: runSummary(r, p), ProjectID: r.ProjectID, AutoApply: r.AutoApply, IsDestroy: r.IsDestroy,
+		RunSummaryView: runSummary(r, queues[r.ID], p), ProjectID: r.ProjectID, AutoApply: r.AutoApply, IsDestroy: r.IsDestroy,
 		Pinned: PinnedView{ConfigurationVersionID: r.ConfigurationVersionID, ConfigurationDigest: run.HexDigest(r.ConfigurationDigest),
 			InputSnapshotDigest: run.HexDigest(r.InputSnapshotDigest), DependencyLockDigest: run.HexDigest(r.DependencyLockDigest),
 			SettingsVersion: r.SettingsVersion, ToolVersion: r.ToolVersion, Region: r.Region, Platform: r.Platform,
@@ -236,7 +243,13 @@ func (a *API) runView(ctx context.Context, q sqlx.QueryerContext, p access.Princ
 		Overrides:        OverridesView{Records: []PolicyOverrideView{}},
 		Evidence: EvidenceView{WorkflowID: "run-" + r.ID, ToolVersion: r.ToolVersion, RunnerRelease: r.RunnerRelease,
 			Protocol: "tfe-remote-backend", PolicyEngine: "opa-1.18.2", Attempts: []AttemptView{}},
-		NotRecorded: []string{},
+		NotRecorded:          []string{},
+		ForceExecuteDiscards: []string{},
+	}
+	if slices.Contains(v.AvailableActions, run.ActionForceExecute) {
+		for _, ahead := range queues[r.ID] {
+			v.ForceExecuteDiscards = append(v.ForceExecuteDiscards, ahead.ID)
+		}
 	}
 	if r.DecisionAction != nil && r.DecidedAt != nil && r.DecisionActorID != nil {
 		kind := ""

@@ -39,6 +39,7 @@ var routes = []route{
 	{method: "GET", pattern: "/v1/runs/{id}"},
 	{method: "POST", pattern: "/v1/runs/{id}/actions/approve"},
 	{method: "POST", pattern: "/v1/runs/{id}/actions/cancel"},
+	{method: "POST", pattern: "/v1/runs/{id}/actions/force-execute"},
 	{method: "POST", pattern: "/v1/runs/{id}/actions/recover"},
 	{method: "POST", pattern: "/v1/runs/{id}/actions/reject"},
 	{method: "POST", pattern: "/v1/runs/{id}/downloads/emergency-state"},

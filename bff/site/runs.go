@@ -211,6 +211,8 @@ type runReview struct {
 		CurrentStateDigest    string  `json:"current_state_digest"`
 		EmergencyStateDigest  *string `json:"emergency_state_digest"`
 	} `json:"recovery"`
+	// ForceExecuteDiscards are the runs "Run this plan now" discards.
+	ForceExecuteDiscards []string `json:"force_execute_discards"`
 	// Source is the code-host provenance; nil for uploaded runs.
 	Source   *runSource `json:"source_provenance"`
 	Evidence struct {
@@ -497,6 +499,7 @@ func reasonSentence(status, reason string) string {
 		"policy_error":                    "The policy stage could not complete, so the plan cannot be applied.",
 		"policy_soft_failed":              "A soft-mandatory policy failed on a run that cannot apply.",
 		"rejected":                        "The plan was discarded.",
+		"discarded_by_force_execute":      "The run was discarded so that a later run of the workspace could start at once.",
 		"canceled":                        "The run was canceled.",
 		"approval_deadline_passed":        "Nobody decided before the approval deadline; a new run starts from a push to the tracked branch or from the CLI.",
 		"apply_failed":                    "The apply failed without changing state.",
@@ -592,6 +595,14 @@ func (s *Site) cancel(w http.ResponseWriter, r *http.Request, token string) {
 	s.afterAction(w, r, token, id, err, "Run canceled.")
 }
 
+// forceExecute starts a pending run now, discarding the runs ahead of it
+// that the page's confirmation named.
+func (s *Site) forceExecute(w http.ResponseWriter, r *http.Request, token string) {
+	id := r.PathValue("id")
+	err := s.api.Mutate(r.Context(), token, http.MethodPost, "/v1/runs/"+url.PathEscape(id)+"/actions/force-execute", newKey(), nil, nil)
+	s.afterAction(w, r, token, id, err, "Run started; the runs ahead of it were discarded.")
+}
+
 // recoverRun resolves an uncertain apply with the evidence the page showed,
 // after a step-up with the password the form carried.
 func (s *Site) recoverRun(w http.ResponseWriter, r *http.Request, token string) {
@@ -670,6 +681,8 @@ func refusal(err error) string {
 	switch apiErr.Code {
 	case "RUN_REVIEW_STALE":
 		return "The run changed since this page was loaded; review it again."
+	case "RUN_QUEUE_NOT_DISCARDABLE":
+		return "A run ahead of this one is planning or applying and cannot be discarded; wait for it or cancel it."
 	case "RUN_POLICY_GATE_CLOSED":
 		return "The policy gate is closed: every soft failure needs a current override."
 	case "POLICY_RESULT_STALE":

@@ -56,14 +56,23 @@ func TestRunPageRendersEveryPanel(t *testing.T) {
 		Reason: "The apply was canceled.", FailedPhase: "apply", FinalLog: []string{"line"},
 		State: &stateVersion{ID: sv, Serial: 3}, Outputs: []stateOutput{{Name: "web", Value: []byte(`"x"`)}, {Name: "secret", Sensitive: true}},
 		Downloads: &downloads{Redacted: true, Restricted: []restrictedDownload{{Kind: "plan", Label: "Raw plan"}}}}
+	var waiting runReview
+	waiting.ID, waiting.Status, waiting.Kind = "run_2", "pending", "plan_and_apply"
+	waiting.ForceExecuteDiscards = []string{"run_a", "run_b"}
+	pending := runPage{Run: waiting, Can: map[string]bool{"cancel": true, "force_execute": true}, Stages: stagesOf(waiting)}
 	for name, data := range map[string]any{
 		"run.html":             page,
+		"pending run":          pending,
 		"changes.html":         renderChanges("run_1", planChanges{Resources: []changedResource{{Address: "a.b", Action: "create", After: []byte(`{"x":1}`)}}}),
 		"welcome.html":         welcomePage{Step: "ready", Workspaces: []workspaceRef{{ID: "ws_1", Name: "demo"}}},
 		"workspace-start.html": startPage{Token: "cut_x", Hostname: "localhost:8080", Can: map[string]bool{"run": true}},
 	} {
+		file := name
+		if name == "pending run" {
+			file = "run.html"
+		}
 		clone, _ := s.pages.Clone()
-		if _, err := clone.ParseFS(web.Templates, "templates/"+name); err != nil {
+		if _, err := clone.ParseFS(web.Templates, "templates/"+file); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
 		var out strings.Builder
@@ -74,6 +83,17 @@ func TestRunPageRendersEveryPanel(t *testing.T) {
 			for _, want := range []string{`id="recovery"`, "import_emergency_state", `id="outputs"`, "(sensitive value)", `id="downloads"`, `id="cancel"`, `id="final-log"`} {
 				if !strings.Contains(out.String(), want) {
 					t.Errorf("run page lacks %s", want)
+				}
+			}
+			if strings.Contains(out.String(), `id="force-execute"`) {
+				t.Error("a run that cannot be force-executed offers Run this plan now")
+			}
+		}
+		if name == "pending run" {
+			// The confirmation names every run it discards.
+			for _, want := range []string{`id="force-execute"`, "Run this plan now", `href="/runs/run_a"`, `href="/runs/run_b"`, "run_a</code></a>, <a href=\"/runs/run_b\""} {
+				if !strings.Contains(out.String(), want) {
+					t.Errorf("pending run page lacks %s", want)
 				}
 			}
 		}

@@ -64,13 +64,6 @@ var compatUnmodelled = map[string]string{
 	"TestRunsRead_CostEstimate": "cost estimates",
 }
 
-// compatGaps fail for a feature Cairn does not offer yet (not a refusal
-// the spec requires); each is named with what is missing, and `make test`
-// reports them without failing.
-var compatGaps = map[string]string{
-	"TestRunsForceExecute_RunDependent": "force-execute (starting a pending run ahead of the workspace's queue) is not offered",
-}
-
 // compatNeedsProvider marks a failure whose run could not install go-tfe's
 // fixture provider (hashicorp/null), which `make tools` builds into the
 // provider mirror the harness hands to sandboxes.
@@ -86,8 +79,7 @@ const (
 	refusedBySpec failureKind = iota
 	// notModelled: the test is about a resource Cairn does not have.
 	notModelled
-	// knownGap: a feature Cairn does not offer yet, or the fixture provider
-	// missing from the mirror.
+	// knownGap: the fixture provider missing from the mirror.
 	knownGap
 	// unexplained: a regression until someone names its cause.
 	unexplained
@@ -142,12 +134,6 @@ func compatCause(name, output string) failureCause {
 	for prefix, what := range compatUnmodelled {
 		if strings.HasPrefix(name, prefix) {
 			return failureCause{notModelled, what + " are a resource Cairn does not model"}
-		}
-	}
-	within := func(test string) bool { return name == test || strings.HasPrefix(name, test+"/") }
-	for test, what := range compatGaps {
-		if within(test) {
-			return failureCause{knownGap, "gap: " + what}
 		}
 	}
 	if strings.Contains(output, compatNeedsProvider) {

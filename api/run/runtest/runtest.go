@@ -1,0 +1,62 @@
+// Package runtest drives runs on a real test server (apitest) the way a
+// worker would, without one: tests that need a run past its plan (waiting
+// for approval, holding its workspace's queue) start from here.
+package runtest
+
+import (
+	"bytes"
+	"context"
+	"testing"
+
+	"github.com/cairnhq/cairn/api/apitest"
+	"github.com/cairnhq/cairn/api/run"
+)
+
+// Plan does what a worker does with r's queued plan attempt when tofu
+// wrote planJSON with one resource to add: it starts the attempt, seals
+// the plan evidence, evaluates the policy stage in-process and commits.
+// It returns the run as the commit left it (awaiting_approval for a
+// plan_and_apply run whose policies pass).
+func Plan(t testing.TB, env *apitest.Env, runs *run.Service, r run.Run, planJSON []byte) run.Run {
+	t.Helper()
+	ctx := context.Background()
+	attempts, err := runs.Attempts(ctx, env.DB, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	attemptID := ""
+	for _, a := range attempts {
+		if a.Phase == run.PhasePlan && a.Status == run.AttemptQueued {
+			attemptID = a.ID
+		}
+	}
+	if attemptID == "" {
+		t.Fatalf("run %s (%s) has no queued plan attempt: %+v", r.ID, r.Status, attempts)
+	}
+	st, err := runs.StartAttempt(ctx, attemptID, "runtest", "local")
+	if err != nil {
+		t.Fatalf("starting the plan of %s: %v", r.ID, err)
+	}
+	var arts []run.Artifact
+	var planDigest []byte
+	for kind, body := range map[string][]byte{run.ArtifactPlanFile: []byte("saved plan of " + r.ID), run.ArtifactPlanJSON: planJSON,
+		run.ArtifactPlanDiff: []byte(`{"resources":[]}`)} {
+		a, err := runs.StoreArtifact(ctx, st, kind, bytes.NewReader(body), 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if kind == run.ArtifactPlanFile {
+			planDigest = a.SHA256
+		}
+		arts = append(arts, a)
+	}
+	ev, err := runs.EvaluatePolicy(ctx, st, planDigest, bytes.NewReader(planJSON), nil, env.Server.Services().Policies.InProcessEvaluator())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := runs.CommitPlan(ctx, st.Attempt.ID, run.PlanEvidence{Artifacts: arts, HasChanges: true, Additions: 1, Policy: ev})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}

@@ -86,6 +86,10 @@ const (
 	overrideFile = "zz_cairn_backend_override.tf"
 )
 
+// errVariableInvalid means a variable's value is to be written as an HCL
+// expression but is not one.
+var errVariableInvalid = errors.New("a variable value is not a valid HCL expression")
+
 // errStateMoved means the workspace's state changed while a plan was being
 // made, so the plan is not bound to one predecessor state.
 var errStateMoved = errors.New("state changed during plan")
@@ -315,6 +319,8 @@ func classify(err error, env *attemptEnv) string {
 		return ee.step + "_failed"
 	case errors.Is(err, errStateMoved):
 		return "state_changed_during_plan"
+	case errors.Is(err, errVariableInvalid):
+		return "variable_value_invalid"
 	case errors.Is(err, workspace.ErrSnapshotChanged):
 		return "input_snapshot_unavailable"
 	case errors.As(err, &ae), archive.CodeOf(err) != "":
@@ -473,6 +479,14 @@ func (r *Runner) prepare(ctx context.Context, env *attemptEnv, inputs []workspac
 	org, err := r.Runs.OrganizationSlug(ctx, env.st.Run.OrganizationID)
 	if err != nil {
 		return err
+	}
+	// A value written as HCL must be exactly one expression: a run
+	// variable is checked only now, as HCP Terraform checks it at plan.
+	for _, v := range inputs {
+		if v.HCL && !run.ValidExpression(v.Value) {
+			env.logs.Line("Error: the value of variable %q is not a valid HCL expression (a string is written quoted, as \"text\").", v.Key)
+			return errVariableInvalid
+		}
 	}
 	files := map[string][]byte{
 		filepath.Join(configDir, overrideFile): backendOverride(r.APIHost, org, w.CloudName),
@@ -646,8 +660,9 @@ func (r *Runner) plan(ctx context.Context, env *attemptEnv) error {
 	if err := r.init(ctx, env); err != nil {
 		return err
 	}
-	code, err := r.tofu(ctx, env, "plan", nil, "plan", "-input=false", "-no-color", "-lock=false", "-detailed-exitcode",
-		"-var-file="+env.private(varFile), "-out="+env.private(planFile))
+	args := append([]string{"plan", "-input=false", "-no-color", "-lock=false", "-detailed-exitcode",
+		"-var-file=" + env.private(varFile), "-out=" + env.private(planFile)}, planOptionArgs(env.st.Run.RunOptions)...)
+	code, err := r.tofu(ctx, env, "plan", nil, args...)
 	if err != nil {
 		return err
 	}
@@ -782,6 +797,26 @@ func (r *Runner) planEvidence(ctx context.Context, env *attemptEnv) ([]run.Artif
 	}
 	err = store(run.ArtifactPlanDiff, func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil })
 	return arts, diff, err
+}
+
+// planOptionArgs are the tofu plan flags of a run's options. Each address
+// is its own argument (no shell is involved) and was checked to be a
+// resource address when the run was created.
+func planOptionArgs(o run.RunOptions) []string {
+	var args []string
+	if !o.Refresh {
+		args = append(args, "-refresh=false")
+	}
+	if o.RefreshOnly {
+		args = append(args, "-refresh-only")
+	}
+	for _, addr := range o.TargetAddrs {
+		args = append(args, "-target="+addr)
+	}
+	for _, addr := range o.ReplaceAddrs {
+		args = append(args, "-replace="+addr)
+	}
+	return args
 }
 
 func sameID(a, b *string) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }

@@ -122,6 +122,13 @@ func (h *harness) start(r run.Run, phase string) run.Started {
 // planJSON: it seals the evidence, evaluates the policy stage and commits.
 func (h *harness) plan(r run.Run, planJSON []byte) run.Run {
 	h.t.Helper()
+	return h.planWith(r, planJSON, true, nil)
+}
+
+// planWith commits a plan with or without changes, made against the
+// predecessor state given.
+func (h *harness) planWith(r run.Run, planJSON []byte, hasChanges bool, predecessor *string) run.Run {
+	h.t.Helper()
 	st := h.start(r, run.PhasePlan)
 	var arts []run.Artifact
 	for kind, body := range map[string][]byte{run.ArtifactPlanFile: []byte("saved plan of " + r.ID), run.ArtifactPlanJSON: planJSON,
@@ -142,7 +149,12 @@ func (h *harness) plan(r run.Run, planJSON []byte) run.Run {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	out, err := h.runs.CommitPlan(h.ctx, st.Attempt.ID, run.PlanEvidence{Artifacts: arts, HasChanges: true, Additions: 1, Policy: ev})
+	additions := 0
+	if hasChanges {
+		additions = 1
+	}
+	out, err := h.runs.CommitPlan(h.ctx, st.Attempt.ID, run.PlanEvidence{Artifacts: arts, HasChanges: hasChanges, Additions: additions,
+		PredecessorStateVersionID: predecessor, Policy: ev})
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -140,3 +140,74 @@ func (s *Stack) approveAndWait(t *testing.T, m member, r runView) {
 		t.Fatalf("apply of %s: %+v\n%s", r.ID, applied, s.logsOf(t, m, r.ID))
 	}
 }
+
+// TestSavedCloudPlanWithTheTofuCLI drives OpenTofu's saved cloud plans:
+// `tofu plan -out` with a cloud block creates a saved-plan run that plans
+// in the sandbox and waits without locking the workspace; the protocol's
+// apply action applies exactly that run. A saved plan made before the
+// state moved is refused at its apply and changes nothing.
+func TestSavedCloudPlanWithTheTofuCLI(t *testing.T) {
+	t.Parallel()
+	s := runsStack(t)
+	m := s.newMember(t, "saved")
+	tf := newTofuDir(t, s, m)
+	tf.run(t, "init")
+	auth := []string{"Authorization", "Bearer " + m.token}
+	workspace := func() (id string, locked bool) {
+		t.Helper()
+		st, body := call(t, s.Client, http.MethodGet, s.APIURL+"/api/v2/organizations/"+m.slug+"/workspaces/demo", nil, auth...)
+		var doc struct {
+			Data struct {
+				ID         string `json:"id"`
+				Attributes struct {
+					Locked bool `json:"locked"`
+				} `json:"attributes"`
+			} `json:"data"`
+		}
+		if st != http.StatusOK || json.Unmarshal(body, &doc) != nil {
+			t.Fatalf("workspace: %d %s", st, body)
+		}
+		return doc.Data.ID, doc.Data.Attributes.Locked
+	}
+
+	out := tf.run(t, "plan", "-out=stale.tfplan")
+	if !strings.Contains(out, "Plan: 1 to add") || !strings.Contains(out, "This saved plan waits for its apply") {
+		t.Fatalf("saved plan output:\n%s", out)
+	}
+	wsID, _ := workspace()
+	stale := s.newestRun(t, m, wsID, 30*time.Second, status("awaiting_approval"))
+	if out := tf.run(t, "plan", "-out=fresh.tfplan"); !strings.Contains(out, "Plan: 1 to add") {
+		t.Fatalf("second saved plan output:\n%s", out)
+	}
+	fresh := s.newestRun(t, m, wsID, 30*time.Second, status("awaiting_approval"))
+	if fresh.ID == stale.ID || !strings.Contains(s.rawGet(t, m, "/v1/runs/"+fresh.ID), `"save_plan":true`) {
+		t.Fatalf("saved plans %s and %s; the second one reads %s", stale.ID, fresh.ID, s.rawGet(t, m, "/v1/runs/"+fresh.ID))
+	}
+	if _, locked := workspace(); locked {
+		t.Fatal("a waiting saved plan locked the workspace")
+	}
+	// OpenTofu loads a saved cloud plan only when its run ID starts with
+	// "run-" (SPEC fixes Cairn's as run_), so the CLI cannot apply the
+	// file; the plan log said so, and the protocol's apply action does it.
+	if out := tf.fail(t, "apply", "fresh.tfplan"); !strings.Contains(out, "invalid run ID") {
+		t.Fatalf("tofu apply of the saved plan file:\n%s", out)
+	}
+	applyAction := func(runID string) (int, string) {
+		st, body := call(t, s.Client, http.MethodPost, s.APIURL+"/api/v2/runs/"+runID+"/actions/apply", []byte(`{}`),
+			append(auth, "Content-Type", "application/vnd.api+json")...)
+		return st, string(body)
+	}
+	if st, body := applyAction(fresh.ID); st != http.StatusAccepted {
+		t.Fatalf("applying the saved plan: %d %s", st, body)
+	}
+	applied := s.waitRun(t, m, fresh.ID, 2*time.Minute, status("applied", "errored", "recovery_required"))
+	if applied.Status != "applied" || applied.Apply.StateVersionID == nil {
+		t.Fatalf("applied saved plan: %+v\n%s", applied, s.logsOf(t, m, fresh.ID))
+	}
+	if st, body := applyAction(stale.ID); st != http.StatusConflict || !strings.Contains(body, "changed since it was shown") {
+		t.Fatalf("applying a saved plan made before the state moved: %d %s", st, body)
+	}
+	if r := s.readRun(t, m, stale.ID); r.Status != "awaiting_approval" || r.ApplyStatus != "pending" {
+		t.Fatalf("the stale saved plan after its refused apply: %+v", r)
+	}
+}

@@ -707,6 +707,13 @@ func (r *Runner) plan(ctx context.Context, env *attemptEnv) error {
 		return err
 	}
 	env.timed("policy", start)
+	if env.st.Run.SavePlan {
+		// OpenTofu's `tofu apply <file>` loads a saved cloud plan only if
+		// its run ID starts with "run-"; Cairn's start with "run_".
+		env.logs.Line("")
+		env.logs.Line("This saved plan waits for its apply: approve run %s in the dashboard, or apply it through the API", env.st.Run.ID)
+		env.logs.Line("(POST /api/v2/runs/%s/actions/apply). `tofu apply` of the saved plan file cannot load a Cairn run.", env.st.Run.ID)
+	}
 	_ = env.logs.Flush(ctx, true)
 	_, err = r.Runs.CommitPlan(ctx, env.st.Attempt.ID, run.PlanEvidence{
 		Artifacts: arts, HasChanges: hasChanges, Additions: diff.Counts.Add, Changes: diff.Counts.Change,

@@ -163,6 +163,16 @@ func Of(ctx context.Context, logger *slog.Logger, err error) httpx.Problem {
 	if errors.As(err, &sourceErr) {
 		return httpx.Problem{Status: http.StatusUnprocessableEntity, Code: "POLICY_SOURCE_" + strings.ToUpper(sourceErr.Code)}
 	}
+	if oe, ok := run.OptionErrorOf(err); ok {
+		// Each refused run option names itself; a tool version names why.
+		switch {
+		case errors.Is(err, run.ErrToolVersionPlanOnly):
+			return httpx.Problem{Status: http.StatusBadRequest, Code: "RUN_TOOL_VERSION_PLAN_ONLY"}
+		case errors.Is(err, run.ErrToolVersionUnsupported):
+			return httpx.Problem{Status: http.StatusBadRequest, Code: "RUN_TOOL_VERSION_UNSUPPORTED"}
+		}
+		return httpx.Problem{Status: http.StatusBadRequest, Code: "RUN_" + strings.ToUpper(oe.Field) + "_INVALID"}
+	}
 	var archiveErr run.ArchiveError
 	if errors.As(err, &archiveErr) {
 		// Each refused archive names its own reason.

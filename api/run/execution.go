@@ -186,13 +186,36 @@ const (
 )
 
 // RunInputs returns the variable values the run pinned at creation,
-// unsealed, for the sandbox only.
+// unsealed, for the sandbox only: the workspace's, with the run's own
+// variables over those of the same key. The run's options must still be
+// exactly what its input snapshot recorded, every run variable's value
+// included; otherwise the run does not plan with them
+// (workspace.ErrSnapshotChanged).
 func (s *Service) RunInputs(ctx context.Context, r Run) ([]workspace.ResolvedVariable, error) {
 	var snap inputSnapshot
 	if err := json.Unmarshal(r.InputSnapshot, &snap); err != nil {
 		return nil, fmt.Errorf("decoding input snapshot: %w", err)
 	}
-	return s.workspaces.ResolvePinned(ctx, r.OrganizationID, r.WorkspaceID, r.ID, snap.Variables)
+	requested := ""
+	if snap.Options != nil {
+		requested = snap.Options.ToolVersion
+	}
+	recorded, err := json.Marshal(snap.Options)
+	if err != nil {
+		return nil, err
+	}
+	current, err := json.Marshal(snapshotOptions(r.RunOptions, requested))
+	if err != nil {
+		return nil, err
+	}
+	if !bytes.Equal(recorded, current) {
+		return nil, workspace.ErrSnapshotChanged
+	}
+	pinned, err := s.workspaces.ResolvePinned(ctx, r.OrganizationID, r.WorkspaceID, r.ID, snap.Variables)
+	if err != nil {
+		return nil, err
+	}
+	return WithRunVariables(pinned, r.Variables), nil
 }
 
 // WorkspaceOf returns the run's workspace.
@@ -281,7 +304,7 @@ func (s *Service) CommitPlan(ctx context.Context, attemptID string, ev PlanEvide
 		if policy.GateOpensOnItsOwn(outcome) {
 			r.PolicyGateUntil = &policy.GateAlwaysOpen
 		}
-		next, reason := AfterPolicy(r.Kind, hasChanges, outcome)
+		next, reason := AfterPolicy(PlanResult{Kind: r.Kind, HasChanges: hasChanges, AllowEmptyApply: r.AllowEmptyApply, Outcome: outcome})
 		if next == StatusAwaitingApproval || next == StatusPolicyOverride {
 			deadline := s.stamp().Add(s.opts.ApprovalTimeout)
 			r.ApprovalDeadline = &deadline
@@ -337,6 +360,10 @@ func (s *Service) CommitApply(ctx context.Context, attemptID string, o ApplyOutc
 		if err != nil {
 			return err
 		}
+		current, err := s.currentStateID(ctx, tx, r)
+		if err != nil {
+			return err
+		}
 		interruption := o.Interruption
 		if r.CancelRequested() {
 			// Whatever ended tofu (the interrupt, its revoked run token),
@@ -354,6 +381,15 @@ func (s *Service) CommitApply(ctx context.Context, attemptID string, o ApplyOutc
 			r = s.toRecovery(r, PhaseInterrupted, "apply_"+interruption)
 		case o.ExitCode == 0 && published != nil:
 			r.ApplyStatus, r.StateVersionID = PhaseFinished, published
+			if r, err = s.finish(ctx, tx, r, StatusApplied, ""); err != nil {
+				return err
+			}
+		case o.ExitCode == 0 && emptyApply(r) && sameStateID(current, r.PredecessorStateVersionID):
+			// An empty plan applied (allow-empty-apply) changes nothing,
+			// and tofu publishes no state when nothing in it changed: the
+			// state is still the one the plan was made against.
+			classification = "succeeded_without_state_change"
+			r.ApplyStatus = PhaseFinished
 			if r, err = s.finish(ctx, tx, r, StatusApplied, ""); err != nil {
 				return err
 			}
@@ -388,6 +424,9 @@ func (s *Service) CommitApply(ctx context.Context, attemptID string, o ApplyOutc
 	})
 	return out, err
 }
+
+// emptyApply reports whether the run applies a plan without changes.
+func emptyApply(r Run) bool { return r.HasChanges != nil && !*r.HasChanges }
 
 func (s *Service) toRecovery(r Run, applyStatus, reason string) Run {
 	r.ApplyStatus = applyStatus

@@ -126,6 +126,13 @@ func (h *harness) plan(r run.Run, planJSON []byte) run.Run {
 	return runtest.Plan(h.t, h.env, h.runs, r, planJSON)
 }
 
+// planWith commits a plan with or without changes, made against the
+// predecessor state given.
+func (h *harness) planWith(r run.Run, planJSON []byte, hasChanges bool, predecessor *string) run.Run {
+	h.t.Helper()
+	return runtest.PlanWith(h.t, h.env, h.runs, r, planJSON, hasChanges, predecessor)
+}
+
 func planJSON(t *testing.T) []byte {
 	t.Helper()
 	var b bytes.Buffer

@@ -196,6 +196,9 @@ type Run struct {
 	// ForceCanceledAt is when a force-cancel was requested: the attempt's
 	// sandbox is killed without the interrupt grace.
 	ForceCanceledAt *time.Time `db:"force_canceled_at"`
+
+	// RunOptions are what the run was created with besides its kind.
+	RunOptions
 }
 
 // Speculative reports whether the run can never write state.
@@ -301,15 +304,34 @@ func (b Binding) Matches(r Run) bool {
 		b.DependencyLockDigest == want.DependencyLockDigest && samePredecessor
 }
 
+// PlanResult is what decides where a run goes after its plan.
+type PlanResult struct {
+	Kind       Kind
+	HasChanges bool
+	// AllowEmptyApply: a plan without changes still goes on to approval
+	// and an apply, which updates outputs and state metadata.
+	AllowEmptyApply bool
+	// Outcome is the policy stage's outcome.
+	Outcome string
+}
+
+// applyable reports whether the plan leaves something to apply: changes,
+// or an empty plan its run asked to apply anyway.
+func (p PlanResult) applyable() bool {
+	return p.Kind == KindPlanAndApply && (p.HasChanges || p.AllowEmptyApply)
+}
+
 // AfterPolicy is where a run goes once its plan is committed and its
 // policy stage has an outcome (SPEC §3): errors and hard failures always
 // block; a soft failure waits for overrides when there is something to
 // apply and ends the run otherwise; pass and advisory findings continue.
-func AfterPolicy(kind Kind, hasChanges bool, outcome string) (Status, string) {
-	switch outcome {
+// A plan_and_apply plan without changes ends the run, unless the run
+// allows an empty apply (as HCP Terraform's allow-empty-apply does).
+func AfterPolicy(p PlanResult) (Status, string) {
+	switch p.Outcome {
 	case PolicyPass, PolicyAdvisoryFailed:
 	case PolicySoftFailed:
-		if kind == KindPlanAndApply && hasChanges {
+		if p.applyable() {
 			return StatusPolicyOverride, ""
 		}
 		return StatusPolicySoftFailed, "policy_soft_failed"
@@ -319,9 +341,9 @@ func AfterPolicy(kind Kind, hasChanges bool, outcome string) (Status, string) {
 		return StatusErrored, "policy_error"
 	}
 	switch {
-	case kind != KindPlanAndApply:
+	case p.Kind != KindPlanAndApply:
 		return StatusPlannedAndFinished, ""
-	case !hasChanges:
+	case !p.applyable():
 		return StatusPlannedAndFinished, "no_changes"
 	default:
 		return StatusAwaitingApproval, ""

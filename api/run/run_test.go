@@ -16,25 +16,38 @@ func TestAfterPolicy(t *testing.T) {
 	for _, tc := range []struct {
 		kind       Kind
 		changes    bool
+		allowEmpty bool
 		outcome    string
 		want       Status
 		wantReason string
 	}{
-		{KindPlanAndApply, true, PolicyPass, StatusAwaitingApproval, ""},
-		{KindPlanAndApply, false, PolicyPass, StatusPlannedAndFinished, "no_changes"},
-		{KindPlanOnly, true, PolicyPass, StatusPlannedAndFinished, ""},
-		{KindSpeculative, true, PolicyPass, StatusPlannedAndFinished, ""},
-		{KindPlanAndApply, true, PolicyAdvisoryFailed, StatusAwaitingApproval, ""},
-		{KindPlanAndApply, true, PolicySoftFailed, StatusPolicyOverride, ""},
-		{KindPlanAndApply, false, PolicySoftFailed, StatusPolicySoftFailed, "policy_soft_failed"},
-		{KindPlanOnly, true, PolicySoftFailed, StatusPolicySoftFailed, "policy_soft_failed"},
-		{KindPlanAndApply, true, PolicyHardFailed, StatusErrored, "policy_hard_failed"},
-		{KindPlanAndApply, true, PolicyError, StatusErrored, "policy_error"},
-		{KindSpeculative, false, PolicyError, StatusErrored, "policy_error"},
+		{KindPlanAndApply, true, false, PolicyPass, StatusAwaitingApproval, ""},
+		{KindPlanAndApply, false, false, PolicyPass, StatusPlannedAndFinished, "no_changes"},
+		{KindPlanOnly, true, false, PolicyPass, StatusPlannedAndFinished, ""},
+		{KindSpeculative, true, false, PolicyPass, StatusPlannedAndFinished, ""},
+		{KindPlanAndApply, true, false, PolicyAdvisoryFailed, StatusAwaitingApproval, ""},
+		{KindPlanAndApply, true, false, PolicySoftFailed, StatusPolicyOverride, ""},
+		{KindPlanAndApply, false, false, PolicySoftFailed, StatusPolicySoftFailed, "policy_soft_failed"},
+		{KindPlanOnly, true, false, PolicySoftFailed, StatusPolicySoftFailed, "policy_soft_failed"},
+		{KindPlanAndApply, true, false, PolicyHardFailed, StatusErrored, "policy_hard_failed"},
+		{KindPlanAndApply, true, false, PolicyError, StatusErrored, "policy_error"},
+		{KindSpeculative, false, false, PolicyError, StatusErrored, "policy_error"},
+		// allow-empty-apply: an empty plan still goes on to approval (and
+		// to overrides when soft failed), as one with changes does.
+		{KindPlanAndApply, false, true, PolicyPass, StatusAwaitingApproval, ""},
+		{KindPlanAndApply, false, true, PolicyAdvisoryFailed, StatusAwaitingApproval, ""},
+		{KindPlanAndApply, false, true, PolicySoftFailed, StatusPolicyOverride, ""},
+		{KindPlanAndApply, true, true, PolicyPass, StatusAwaitingApproval, ""},
+		// It never opens a gate that blocks, nor makes a plan-only run apply.
+		{KindPlanAndApply, false, true, PolicyHardFailed, StatusErrored, "policy_hard_failed"},
+		{KindPlanAndApply, false, true, PolicyError, StatusErrored, "policy_error"},
+		{KindPlanOnly, false, true, PolicyPass, StatusPlannedAndFinished, ""},
+		{KindSpeculative, false, true, PolicySoftFailed, StatusPolicySoftFailed, "policy_soft_failed"},
 	} {
-		got, reason := AfterPolicy(tc.kind, tc.changes, tc.outcome)
+		got, reason := AfterPolicy(PlanResult{Kind: tc.kind, HasChanges: tc.changes, AllowEmptyApply: tc.allowEmpty, Outcome: tc.outcome})
 		if got != tc.want || reason != tc.wantReason {
-			t.Errorf("AfterPolicy(%s, %v, %s) = %s %q, want %s %q", tc.kind, tc.changes, tc.outcome, got, reason, tc.want, tc.wantReason)
+			t.Errorf("AfterPolicy(%s, changes %v, allow empty %v, %s) = %s %q, want %s %q", tc.kind, tc.changes, tc.allowEmpty,
+				tc.outcome, got, reason, tc.want, tc.wantReason)
 		}
 	}
 }

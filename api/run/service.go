@@ -57,6 +57,9 @@ type Options struct {
 	// Observer, when set, sees every run write inside its transaction
 	// (the code-host check runs follow the run this way).
 	Observer Observer
+	// ToolVersions are the exact OpenTofu versions a plan-only run may
+	// ask for instead of its workspace's (CAIRN_TOOL_VERSIONS).
+	ToolVersions []string
 }
 
 // Observer learns of every write of a run, inside the writing transaction,
@@ -135,6 +138,11 @@ type CreateInput struct {
 	// CodeHost, set for runs a code-host event creates, pins their source
 	// and their credential rule, and fixes the run's identity.
 	CodeHost *CodeHostSource
+	// Options are the run's own options; nil for none (DefaultRunOptions).
+	Options *RunOptions
+	// ToolVersion, when set, is the OpenTofu version a plan-only run uses
+	// instead of its workspace's; it must be one the API offers.
+	ToolVersion string
 }
 
 const maxMessageChars = 2000
@@ -152,7 +160,32 @@ func (in CreateInput) validate() error {
 	case in.WorkspaceID == "" || (in.ConfigurationVersionID == "" && !in.LatestConfiguration):
 		return fmt.Errorf("%w: workspace_id and configuration_version_id are required", ErrInvalid)
 	}
-	return nil
+	return in.options().Validate(in.Kind)
+}
+
+// options are the run's options, the defaults when none were given.
+func (in CreateInput) options() RunOptions {
+	if in.Options == nil {
+		return DefaultRunOptions()
+	}
+	return *in.Options
+}
+
+// toolVersion is the tool version the run pins: the one it asked for, or
+// the workspace's. A run that could apply never gets one of its own: its
+// state must stay the workspace tool's.
+func (s *Service) toolVersion(in CreateInput, w workspace.Workspace) (string, error) {
+	switch {
+	case in.ToolVersion == "":
+		return w.ToolVersion, nil
+	case in.Kind == KindPlanAndApply:
+		return "", &OptionError{Field: "tool_version", Kind: ErrToolVersionPlanOnly,
+			Reason: "a run's own tool version is only valid for a plan-only run"}
+	case !slices.Contains(s.opts.ToolVersions, in.ToolVersion):
+		return "", &OptionError{Field: "tool_version", Kind: ErrToolVersionUnsupported,
+			Reason: "must be one of the offered tool versions: " + strings.Join(s.opts.ToolVersions, ", ")}
+	}
+	return in.ToolVersion, nil
 }
 
 // inputSnapshot is what a run pins besides its configuration: the
@@ -168,6 +201,8 @@ type inputSnapshot struct {
 	Variables       []workspace.VariableRef `json:"variables"`
 	Credentials     []credential.Ref        `json:"credentials,omitempty"`
 	Source          *CodeHostSource         `json:"source,omitempty"`
+	// Options are the run's own options; absent for a run without any.
+	Options *optionsSnapshot `json:"options,omitempty"`
 }
 
 // CreateRun creates a run and, when the workspace's queue is free, makes
@@ -178,6 +213,10 @@ func (s *Service) CreateRun(ctx context.Context, tx *sqlx.Tx, p access.Principal
 		return Run{}, err
 	}
 	w, err := s.workspaces.WorkspaceForWrite(ctx, tx, p, in.WorkspaceID, access.PermRunCreate)
+	if err != nil {
+		return Run{}, err
+	}
+	toolVersion, err := s.toolVersion(in, w)
 	if err != nil {
 		return Run{}, err
 	}
@@ -204,8 +243,10 @@ func (s *Service) CreateRun(ctx context.Context, tx *sqlx.Tx, p access.Principal
 	if err != nil {
 		return Run{}, err
 	}
-	snapshot, err := json.Marshal(inputSnapshot{SettingsVersion: w.SettingsVersion, ToolVersion: w.ToolVersion,
-		Region: w.Region, Platform: w.Platform, Variables: vars.Refs(), Credentials: creds, Source: in.CodeHost})
+	opts := in.options()
+	snapshot, err := json.Marshal(inputSnapshot{SettingsVersion: w.SettingsVersion, ToolVersion: toolVersion,
+		Region: w.Region, Platform: w.Platform, Variables: vars.Refs(), Credentials: creds, Source: in.CodeHost,
+		Options: snapshotOptions(opts, in.ToolVersion)})
 	if err != nil {
 		return Run{}, fmt.Errorf("encoding input snapshot: %w", err)
 	}
@@ -218,10 +259,10 @@ func (s *Service) CreateRun(ctx context.Context, tx *sqlx.Tx, p access.Principal
 		ID: runID, OrganizationID: w.OrganizationID, ProjectID: w.ProjectID, WorkspaceID: w.ID, Kind: in.Kind,
 		Status: StatusPending, Message: in.Message, Source: in.Source, ConfigurationVersionID: cv.ID,
 		ConfigurationDigest: cv.SHA256, DependencyLockDigest: lockDigest(cv), InputSnapshot: snapshot,
-		InputSnapshotDigest: Digest(snapshot), SettingsVersion: w.SettingsVersion, ToolVersion: w.ToolVersion,
+		InputSnapshotDigest: Digest(snapshot), SettingsVersion: w.SettingsVersion, ToolVersion: toolVersion,
 		Region: w.Region, Platform: w.Platform, RunnerRelease: launch.RunnerRelease, CreatedByKind: p.Kind,
 		CreatedByID: p.ID, PlanStatus: PhasePending, ApplyStatus: PhasePending,
-		StatusTimestamps: Timestamps{string(StatusPending): now}, CreatedAt: now, UpdatedAt: now,
+		StatusTimestamps: Timestamps{string(StatusPending): now}, CreatedAt: now, UpdatedAt: now, RunOptions: opts,
 	}
 	if credErr != "" {
 		r.CredentialSnapshotError = &credErr
@@ -257,7 +298,9 @@ func (s *Service) CreateRun(ctx context.Context, tx *sqlx.Tx, p access.Principal
 	if err != nil {
 		return Run{}, err
 	}
-	if r.Speculative() || !held {
+	// A speculative run and a saved plan plan at once: neither holds the
+	// workspace queue while it plans.
+	if r.Speculative() || r.SavePlan || !held {
 		if r, err = s.queuePlan(ctx, tx, r, 1); err != nil {
 			return Run{}, err
 		}
@@ -266,9 +309,14 @@ func (s *Service) CreateRun(ctx context.Context, tx *sqlx.Tx, p access.Principal
 	if err := s.observe(ctx, tx, r); err != nil {
 		return Run{}, err
 	}
-	return r, audit.Record(ctx, tx, p, "run.created", "run", r.ID, map[string]any{
-		"workspace_id": w.ID, "kind": string(r.Kind), "configuration_version_id": cv.ID, "source": in.Source,
-	})
+	evidence := map[string]any{"workspace_id": w.ID, "kind": string(r.Kind), "configuration_version_id": cv.ID, "source": in.Source}
+	if !opts.IsDefault() || in.ToolVersion != "" {
+		// Counts and flags only: addresses and values stay on the run.
+		evidence["options"] = map[string]any{"target_addrs": len(opts.TargetAddrs), "replace_addrs": len(opts.ReplaceAddrs),
+			"refresh": opts.Refresh, "refresh_only": opts.RefreshOnly, "allow_empty_apply": opts.AllowEmptyApply,
+			"save_plan": opts.SavePlan, "variables": len(opts.Variables), "tool_version": toolVersion}
+	}
+	return r, audit.Record(ctx, tx, p, "run.created", "run", r.ID, evidence)
 }
 
 // runConfiguration is the configuration version a new run evaluates: the
@@ -311,8 +359,9 @@ func (s *Service) queuePlan(ctx context.Context, tx *sqlx.Tx, r Run, n int) (Run
 	}
 	// The workspace's active run holds its lock until it ends, as HCP
 	// Terraform clients expect (a free lock only: a user's lock stays, and
-	// the approval then waits for it).
-	if !r.Speculative() {
+	// the approval then waits for it). A saved plan takes it only when it
+	// is applied.
+	if !r.Speculative() && !r.SavePlan {
 		if _, err := workspace.LockForRun(ctx, tx, r.OrganizationID, r.WorkspaceID, r.ID, s.stamp()); err != nil {
 			return Run{}, err
 		}
@@ -496,6 +545,17 @@ func (s *Service) Approve(ctx context.Context, tx *sqlx.Tx, p access.Principal, 
 		// The state moved on since the plan: the plan no longer describes
 		// what an apply would do.
 		return Run{}, ErrStaleBinding
+	}
+	if r.SavePlan {
+		// A saved plan joins the workspace queue only now, and only when
+		// no other run holds it: it never applies beside another.
+		busy, err := queueHeld(ctx, tx, r.WorkspaceID, r.ID)
+		if err != nil {
+			return Run{}, err
+		}
+		if busy {
+			return Run{}, workspace.ErrLocked
+		}
 	}
 	// The apply writes state, so the run must hold the workspace lock: a
 	// lock someone else took meanwhile is released before approving.

@@ -108,18 +108,22 @@ const runColumns = `id, organization_id, project_id, workspace_id, kind, status,
 	apply_status, has_changes, resource_additions, resource_changes, resource_destructions, plan_digest,
 	predecessor_state_version_id, policy_outcome, policy_result_digest, policy_gate_until, policy_snapshot_error, credential_snapshot_error, approval_deadline, approved_binding, decision_action,
 	decision_actor_kind, decision_actor_id, decided_at, decision_reason, terminal_reason, state_version_id, status_timestamps,
-	log_truncated, created_at, updated_at, force_canceled_at`
+	log_truncated, created_at, updated_at, force_canceled_at, target_addrs, replace_addrs, refresh, refresh_only, allow_empty_apply,
+	save_plan, run_variables`
 
 func insertRun(ctx context.Context, q sqlx.ExtContext, r Run) error {
 	_, err := q.ExecContext(ctx, `INSERT INTO runs (id, organization_id, project_id, workspace_id, kind, status, message,
 		source, configuration_version_id, configuration_digest, dependency_lock_digest, input_snapshot, input_snapshot_digest,
 		settings_version, tool_version, region, platform, runner_release, created_by_kind, created_by_id, status_timestamps,
-		created_at, updated_at, credential_snapshot_error)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $22, $23)`,
+		created_at, updated_at, credential_snapshot_error, target_addrs, replace_addrs, refresh, refresh_only, allow_empty_apply,
+		save_plan, run_variables)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $22, $23,
+		$24, $25, $26, $27, $28, $29, $30)`,
 		r.ID, r.OrganizationID, r.ProjectID, r.WorkspaceID, r.Kind, r.Status, r.Message, r.Source, r.ConfigurationVersionID,
 		r.ConfigurationDigest, r.DependencyLockDigest, string(r.InputSnapshot), r.InputSnapshotDigest, r.SettingsVersion,
 		r.ToolVersion, r.Region, r.Platform, r.RunnerRelease, r.CreatedByKind, r.CreatedByID, r.StatusTimestamps, r.CreatedAt,
-		r.CredentialSnapshotError)
+		r.CredentialSnapshotError, pqStrings(r.TargetAddrs), pqStrings(r.ReplaceAddrs), r.Refresh, r.RefreshOnly,
+		r.AllowEmptyApply, r.SavePlan, r.Variables)
 	if err != nil {
 		return fmt.Errorf("inserting run: %w", err)
 	}
@@ -204,12 +208,16 @@ func nextPendingRun(ctx context.Context, tx *sqlx.Tx, workspaceID string) (*Run,
 	return &r, nil
 }
 
+// unappliedSavedPlan matches a saved plan that was not applied: it holds
+// neither the workspace queue nor the current-run place until then.
+const unappliedSavedPlan = `(save_plan AND status IN ('pending', 'plan_queued', 'planning', 'awaiting_approval', 'policy_override'))`
+
 // queueHeld reports whether a non-speculative run other than exceptID holds
 // the workspace's run queue.
 func queueHeld(ctx context.Context, q sqlx.QueryerContext, workspaceID, exceptID string) (bool, error) {
 	var held bool
 	err := sqlx.GetContext(ctx, q, &held, `SELECT EXISTS (SELECT 1 FROM runs WHERE workspace_id = $1 AND id <> $2
-		AND kind <> 'speculative' AND status NOT IN (`+terminalList()+`, 'pending'))`, workspaceID, exceptID)
+		AND kind <> 'speculative' AND NOT `+unappliedSavedPlan+` AND status NOT IN (`+terminalList()+`, 'pending'))`, workspaceID, exceptID)
 	if err != nil {
 		return false, fmt.Errorf("reading workspace queue: %w", err)
 	}
@@ -244,7 +252,7 @@ func countUnfinished(ctx context.Context, q sqlx.QueryerContext, workspaceID str
 func currentRun(ctx context.Context, q sqlx.QueryerContext, workspaceID string) (*Run, error) {
 	var r Run
 	err := sqlx.GetContext(ctx, q, &r, `SELECT `+runColumns+` FROM runs WHERE workspace_id = $1
-		AND status NOT IN (`+terminalList()+`) ORDER BY created_at DESC, id DESC LIMIT 1`, workspaceID)
+		AND status NOT IN (`+terminalList()+`) AND NOT `+unappliedSavedPlan+` ORDER BY created_at DESC, id DESC LIMIT 1`, workspaceID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}

@@ -102,6 +102,7 @@ func Assemble(cfg config.Config, conn *sqlx.DB, logger *slog.Logger) (Deps, erro
 		LogSegmentBytes: cfg.LogSegmentBytes,
 		RunLogMaxBytes:  cfg.RunLogMaxBytes,
 		Observer:        checks,
+		ToolVersions:    cfg.ToolVersions,
 	})
 	deps.Services = v1.Services{
 		Audit:           audit.NewService(conn),

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,8 +19,8 @@ import (
 // request document and checks, per document: decoding is all or nothing
 // and deterministic; what is accepted is one JSON document holding only
 // storable text; a run document passes its options only when it asks for
-// none Cairn refuses (auto-apply, destroy, refresh-only, targets,
-// replacements, variables), with or without its configuration version
+// none Cairn refuses (auto-apply, destroy) and then carries every run
+// option over unchanged, with or without its configuration version
 // (without one, the run uses the workspace's current version); a state
 // version document yields its input only with a type, serial and MD5, and
 // inline state exactly as standard base64 decodes it.
@@ -81,16 +82,29 @@ func requireDecoded[T any](t *testing.T, body []byte, v *T) bool {
 func requireRunOptions(t *testing.T, d runDocument) {
 	t.Helper()
 	a := d.Data.Attributes
-	refused := (a.AutoApply != nil && *a.AutoApply) || (a.IsDestroy != nil && *a.IsDestroy) ||
-		(a.RefreshOnly != nil && *a.RefreshOnly) || len(a.TargetAddrs) > 0 || len(a.ReplaceAddrs) > 0 ||
-		len(a.Variables) > 0
-	err := d.options()
+	refused := (a.AutoApply != nil && *a.AutoApply) || (a.IsDestroy != nil && *a.IsDestroy)
+	o, err := d.options()
 	if refused != (err != nil) {
 		t.Fatalf("run document %+v: options %v, want refused %v", d, err, refused)
 	}
-	if err != nil && !errors.Is(err, errInvalidDocument) && !errors.Is(err, errAutoApply) &&
-		!errors.Is(err, run.ErrDestroy) && !errors.Is(err, errUnsupportedRunOption) {
-		t.Fatalf("run document refused with %v, which has no answer of its own", err)
+	if err != nil {
+		if !errors.Is(err, errAutoApply) && !errors.Is(err, run.ErrDestroy) {
+			t.Fatalf("run document refused with %v, which has no answer of its own", err)
+		}
+		return
+	}
+	// What is not refused is carried over exactly: nothing asked for is
+	// dropped, nothing is added, and refresh defaults to true.
+	wantRefresh := a.Refresh == nil || *a.Refresh
+	if !slices.Equal(o.TargetAddrs, a.TargetAddrs) || !slices.Equal(o.ReplaceAddrs, a.ReplaceAddrs) || o.Refresh != wantRefresh ||
+		o.RefreshOnly != (a.RefreshOnly != nil && *a.RefreshOnly) || o.SavePlan != (a.SavePlan != nil && *a.SavePlan) ||
+		o.AllowEmptyApply != (a.AllowEmptyApply != nil && *a.AllowEmptyApply) || len(o.Variables) != len(a.Variables) {
+		t.Fatalf("run document %+v gave options %+v", d, o)
+	}
+	for i, v := range a.Variables {
+		if o.Variables[i].Key != v.Key || o.Variables[i].Value != v.Value {
+			t.Fatalf("variable %d %+v became %+v", i, v, o.Variables[i])
+		}
 	}
 }
 

@@ -107,7 +107,19 @@ type apiError struct {
 	Title  string            `json:"title"`
 	Detail string            `json:"detail,omitempty"`
 	Code   string            `json:"code,omitempty"`
+	Source *errorSource      `json:"source,omitempty"`
 	Meta   map[string]string `json:"meta"`
+}
+
+// errorSource points at the attribute an error is about.
+type errorSource struct {
+	Pointer string `json:"pointer"`
+}
+
+// runOptionAttributes are the protocol names of the run options.
+var runOptionAttributes = map[string]string{
+	"target_addrs": "target-addrs", "replace_addrs": "replace-addrs", "refresh": "refresh", "refresh_only": "refresh-only",
+	"allow_empty_apply": "allow-empty-apply", "save_plan": "save-plan", "variables": "variables", "tool_version": "terraform-version",
 }
 
 // details are the fixed sentences shown to CLI users for errors they can
@@ -129,7 +141,6 @@ var details = []struct {
 	{state.ErrWriterRevoked, "The run writing this state can no longer write state: it was canceled or has ended."},
 	{errInvalidDocument, "The request is not a valid JSON:API document for this operation."},
 	{errAutoApply, "Cairn never applies without a human approval. Run the command again without -auto-approve and approve the plan."},
-	{errUnsupportedRunOption, "Cairn runs plan the whole configuration with the workspace's own variables: -target, -replace, -refresh-only and -var are not supported. Set variables on the workspace instead."},
 	{run.ErrDestroy, "Cairn does not run destroy plans."},
 	{run.ErrStaleBinding, "The run's plan, policy result or state changed since it was shown; review the run again."},
 	{run.ErrActionNotAllowed, "The run is not in a state where this action applies."},
@@ -158,6 +169,14 @@ func (s *server) writeError(c *fiber.Ctx, err error) error {
 			break
 		}
 	}
+	// A refused run option names its attribute and the rule it broke, in
+	// a sentence of Cairn's own (never the value sent).
+	if oe, ok := run.OptionErrorOf(err); ok {
+		attr := runOptionAttributes[oe.Field]
+		e.Status, e.Title, e.Code = strconv.Itoa(http.StatusUnprocessableEntity), titleFor(http.StatusUnprocessableEntity), "invalid_attribute"
+		e.Detail, e.Source = attr+": "+oe.Reason+".", &errorSource{Pointer: "/data/attributes/" + attr}
+		p.Status = http.StatusUnprocessableEntity
+	}
 	if p.RetryAfter > 0 {
 		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(p.RetryAfter))
 		c.Set(fiber.HeaderCacheControl, "private, no-store")
@@ -184,8 +203,3 @@ func titleFor(status int) string {
 		return http.StatusText(status)
 	}
 }
-
-// errUnsupportedRunOption means a run option Cairn does not offer: refresh
-// -only, targeting, replacing and run-level variables (variables belong to
-// the workspace, where they are pinned and sealed).
-var errUnsupportedRunOption = fmt.Errorf("unsupported run option: %w", fault.ErrValidation)

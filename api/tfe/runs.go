@@ -99,19 +99,30 @@ func (s *server) byPhase(prefix string) resolver {
 	}
 }
 
+// runVariable is one run variable as the protocol sends it: the value is
+// an HCL expression.
+type runVariable struct {
+	Key   string `json:"key"`
+	Value string `json:"value"`
+}
+
 // runDocument is the body of POST /runs.
 type runDocument struct {
 	Data struct {
 		Type       string `json:"type"`
 		Attributes struct {
-			AutoApply    *bool    `json:"auto-apply"`
-			IsDestroy    *bool    `json:"is-destroy"`
-			RefreshOnly  *bool    `json:"refresh-only"`
-			PlanOnly     *bool    `json:"plan-only"`
-			Message      *string  `json:"message"`
-			TargetAddrs  []string `json:"target-addrs"`
-			ReplaceAddrs []string `json:"replace-addrs"`
-			Variables    []any    `json:"variables"`
+			AutoApply        *bool         `json:"auto-apply"`
+			IsDestroy        *bool         `json:"is-destroy"`
+			Refresh          *bool         `json:"refresh"`
+			RefreshOnly      *bool         `json:"refresh-only"`
+			PlanOnly         *bool         `json:"plan-only"`
+			AllowEmptyApply  *bool         `json:"allow-empty-apply"`
+			SavePlan         *bool         `json:"save-plan"`
+			TerraformVersion *string       `json:"terraform-version"`
+			Message          *string       `json:"message"`
+			TargetAddrs      []string      `json:"target-addrs"`
+			ReplaceAddrs     []string      `json:"replace-addrs"`
+			Variables        []runVariable `json:"variables"`
 		} `json:"attributes"`
 		Relationships struct {
 			Workspace struct {
@@ -275,26 +286,36 @@ func (s *server) uploadConfiguration(c *fiber.Ctx) error {
 	return c.SendStatus(http.StatusOK)
 }
 
-// options refuses what a run document may ask for but Cairn never does:
-// applying without approval, destroying, and the run options it does not
-// offer. A run without a configuration version runs the workspace's
+// options are the run options a run document asks for. What Cairn never
+// does, applying without approval and destroying, is refused here; the
+// options themselves are checked against the run's kind when it is
+// created. A run without a configuration version runs the workspace's
 // current one.
-func (d runDocument) options() error {
+func (d runDocument) options() (run.RunOptions, error) {
 	attrs := d.Data.Attributes
 	switch {
 	case attrs.AutoApply != nil && *attrs.AutoApply:
-		return errAutoApply
+		return run.RunOptions{}, errAutoApply
 	case attrs.IsDestroy != nil && *attrs.IsDestroy:
-		return run.ErrDestroy
-	case (attrs.RefreshOnly != nil && *attrs.RefreshOnly) || len(attrs.TargetAddrs) > 0 || len(attrs.ReplaceAddrs) > 0 || len(attrs.Variables) > 0:
-		return errUnsupportedRunOption
+		return run.RunOptions{}, run.ErrDestroy
 	}
-	return nil
+	isTrue := func(b *bool) bool { return b != nil && *b }
+	o := run.DefaultRunOptions()
+	if attrs.Refresh != nil {
+		o.Refresh = *attrs.Refresh
+	}
+	o.RefreshOnly, o.AllowEmptyApply, o.SavePlan = isTrue(attrs.RefreshOnly), isTrue(attrs.AllowEmptyApply), isTrue(attrs.SavePlan)
+	o.TargetAddrs, o.ReplaceAddrs = attrs.TargetAddrs, attrs.ReplaceAddrs
+	for _, v := range attrs.Variables {
+		o.Variables = append(o.Variables, run.RunVariable{Key: v.Key, Value: v.Value})
+	}
+	return o, nil
 }
 
 func (s *server) createRun(c *fiber.Ctx, p access.Principal, o owner) error {
 	doc, _ := c.Locals(runDocumentKey).(runDocument)
-	if err := doc.options(); err != nil {
+	opts, err := doc.options()
+	if err != nil {
 		return s.writeError(c, err)
 	}
 	attrs := doc.Data.Attributes
@@ -315,11 +336,16 @@ func (s *server) createRun(c *fiber.Ctx, p access.Principal, o owner) error {
 	if attrs.Message != nil && *attrs.Message != "" {
 		message = *attrs.Message
 	}
+	toolVersion := ""
+	if attrs.TerraformVersion != nil {
+		toolVersion = *attrs.TerraformVersion
+	}
 	var r run.Run
-	err := db.WithTx(ctx, s.DB, func(tx *sqlx.Tx) error {
+	err = db.WithTx(ctx, s.DB, func(tx *sqlx.Tx) error {
 		var err error
 		r, err = s.Runs.CreateRun(ctx, tx, p, run.CreateInput{WorkspaceID: o.WorkspaceID, ConfigurationVersionID: cvID,
-			Kind: kind, Message: message, Source: run.SourceTFE, LatestConfiguration: cvID == ""})
+			Kind: kind, Message: message, Source: run.SourceTFE, LatestConfiguration: cvID == "", Options: &opts,
+			ToolVersion: toolVersion})
 		return err
 	})
 	if err != nil {
@@ -360,12 +386,41 @@ func phaseStatus(r run.Run, st string) string {
 }
 
 // runStatus is the protocol status of a run: a run whose soft policy
-// failures are not (or no longer) overridden waits in policy_override.
+// failures are not (or no longer) overridden waits in policy_override; a
+// saved plan that waits for its apply is planned_and_saved.
 func runStatus(r run.Run, now time.Time) string {
 	if r.Status == run.StatusAwaitingApproval && !r.GateOpen(now) && r.PolicyOutcome != nil && *r.PolicyOutcome == run.PolicySoftFailed {
 		return "policy_override"
 	}
+	if r.Status == run.StatusAwaitingApproval && r.SavePlan {
+		return statusPlannedAndSaved
+	}
 	return tfeStatus(r.Status)
+}
+
+// statusPlannedAndSaved is a saved plan's status between its plan and its
+// apply.
+const statusPlannedAndSaved = "planned_and_saved"
+
+// runVariables renders a run's variables, null when it has none (as HCP
+// Terraform does).
+func runVariables(r run.Run) []runVariable {
+	if len(r.Variables) == 0 {
+		return nil
+	}
+	out := make([]runVariable, len(r.Variables))
+	for i, v := range r.Variables {
+		out[i] = runVariable{Key: v.Key, Value: v.Value}
+	}
+	return out
+}
+
+// addrsOrNull renders an address list, null when empty.
+func addrsOrNull(addrs []string) []string {
+	if len(addrs) == 0 {
+		return nil
+	}
+	return addrs
 }
 
 func (s *server) runResource(r run.Run, p access.Principal, checks []ref) resource {
@@ -376,7 +431,11 @@ func (s *server) runResource(r run.Run, p access.Principal, checks []ref) resour
 	has := func(a string) bool { return slices.Contains(actions, a) }
 	timestamps := map[string]string{}
 	for k, v := range r.StatusTimestamps {
-		timestamps[stampKey(tfeStatus(run.Status(k)))] = timestamp(v)
+		status := tfeStatus(run.Status(k))
+		if r.SavePlan && run.Status(k) == run.StatusAwaitingApproval {
+			status = statusPlannedAndSaved
+		}
+		timestamps[stampKey(status)] = timestamp(v)
 	}
 	// A run may be queued for planning from its creation on.
 	if t, ok := r.StatusTimestamps[string(run.StatusPending)]; ok {
@@ -389,8 +448,10 @@ func (s *server) runResource(r run.Run, p access.Principal, checks []ref) resour
 	canCancel := p.Permissions.Has(access.PermRunCancel)
 	attrs := map[string]any{
 		"status": runStatus(r, now), "has-changes": hasChanges, "created-at": timestamp(r.CreatedAt),
-		"message": r.Message, "source": "tfe-api", "auto-apply": false, "is-destroy": false, "refresh": true,
-		"refresh-only": false, "plan-only": r.Kind != run.KindPlanAndApply, "position-in-queue": 0,
+		"message": r.Message, "source": "tfe-api", "auto-apply": false, "is-destroy": false, "refresh": r.Refresh,
+		"refresh-only": r.RefreshOnly, "plan-only": r.Kind != run.KindPlanAndApply, "position-in-queue": 0,
+		"allow-empty-apply": r.AllowEmptyApply, "save-plan": r.SavePlan, "terraform-version": r.ToolVersion,
+		"target-addrs": addrsOrNull(r.TargetAddrs), "replace-addrs": addrsOrNull(r.ReplaceAddrs), "variables": runVariables(r),
 		"status-timestamps": timestamps,
 		"actions": map[string]bool{
 			// A plan waiting for approval is discarded, not canceled.
@@ -850,8 +911,8 @@ func runFilter(c *fiber.Ctx) run.RunFilter {
 const runSource = "tfe-api"
 
 // operationKinds maps a protocol run operation to the run kinds that are
-// it; operations Cairn does not offer (destroy, refresh-only, saved plans,
-// empty applies) have none.
+// it; destroy, which Cairn does not offer, has none, and the list filter
+// does not tell refresh-only, saved-plan and empty-apply runs apart.
 var operationKinds = map[string][]string{
 	"plan_and_apply": {string(run.KindPlanAndApply)},
 	"plan_only":      {string(run.KindPlanOnly), string(run.KindSpeculative)},

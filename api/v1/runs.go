@@ -64,6 +64,42 @@ type CreateRunRequest struct {
 	Message                string `json:"message,omitempty" maxLength:"2000"`
 	AutoApply              *bool  `json:"auto_apply,omitempty" doc:"Rejected: Cairn never applies without an approval."`
 	IsDestroy              *bool  `json:"is_destroy,omitempty" doc:"Rejected: destroy-mode runs are not supported."`
+	RunOptionsBody
+}
+
+// RunOptionsBody are a new run's own options. Each refused option answers
+// 400 with the code RUN_<OPTION>_INVALID (RUN_TOOL_VERSION_PLAN_ONLY and
+// RUN_TOOL_VERSION_UNSUPPORTED for tool_version) and persists nothing.
+type RunOptionsBody struct {
+	TargetAddrs  []string `json:"target_addrs,omitempty" doc:"Plan only these resources and what they depend on (tofu plan -target): at most 100 resource addresses such as terraform_data.a or module.m.aws_instance.b[\"k\"], each at most 1,024 bytes."`
+	ReplaceAddrs []string `json:"replace_addrs,omitempty" doc:"Plan to replace these resources (tofu plan -replace): at most 100 resource addresses, each at most 1,024 bytes."`
+	Refresh      *bool    `json:"refresh,omitempty" doc:"Default true; false plans without refreshing the state first (-refresh=false)."`
+	RefreshOnly  bool     `json:"refresh_only,omitempty" doc:"Plan only to update the state to match the real infrastructure (-refresh-only); its apply writes that state. Conflicts with refresh false and with replace_addrs."`
+	// AllowEmptyApply and SavePlan need a plan_and_apply run.
+	AllowEmptyApply bool              `json:"allow_empty_apply,omitempty" doc:"A plan without changes still goes on to policy, approval and an apply (which updates outputs). plan_and_apply only."`
+	SavePlan        bool              `json:"save_plan,omitempty" doc:"A saved plan: it plans at once without holding the workspace queue or lock and waits for an approval, which joins the queue only when no other run holds it and fails if the state moved since the plan. plan_and_apply only."`
+	Variables       []RunVariableBody `json:"variables,omitempty" doc:"At most 100 run variables; each overrides the workspace variable of the same key for this run only. Not sensitive: the run shows them."`
+	ToolVersion     string            `json:"tool_version,omitempty" maxLength:"64" doc:"An OpenTofu version the API offers (CAIRN_TOOL_VERSIONS) to plan with instead of the workspace's; plan_only and speculative runs only."`
+}
+
+// RunVariableBody is one run variable.
+type RunVariableBody struct {
+	Key   string `json:"key" doc:"A variable name: an identifier of at most 128 characters, given once."`
+	Value string `json:"value" doc:"An HCL expression, at most 65,536 bytes: a string is written quoted, with its quotes as part of the value. It is checked when the plan writes it: one that is not a single expression fails the plan (variable_value_invalid)."`
+}
+
+// options are the run options the body asks for.
+func (b RunOptionsBody) options() *run.RunOptions {
+	o := run.DefaultRunOptions()
+	if b.Refresh != nil {
+		o.Refresh = *b.Refresh
+	}
+	o.TargetAddrs, o.ReplaceAddrs = b.TargetAddrs, b.ReplaceAddrs
+	o.RefreshOnly, o.AllowEmptyApply, o.SavePlan = b.RefreshOnly, b.AllowEmptyApply, b.SavePlan
+	for _, v := range b.Variables {
+		o.Variables = append(o.Variables, run.RunVariable{Key: v.Key, Value: v.Value})
+	}
+	return &o
 }
 
 type createRunInput struct {
@@ -193,6 +229,7 @@ func (a *API) registerRuns() {
 					WorkspaceID: in.Body.WorkspaceID, ConfigurationVersionID: in.Body.ConfigurationVersionID,
 					Kind: run.Kind(in.Body.Kind), Message: in.Body.Message, Source: run.SourceAPI, LatestConfiguration: in.Body.ConfigurationVersionID == "",
 					AutoApply: in.Body.AutoApply != nil && *in.Body.AutoApply, IsDestroy: in.Body.IsDestroy != nil && *in.Body.IsDestroy,
+					Options: in.Body.options(), ToolVersion: in.Body.ToolVersion,
 				})
 				if err != nil {
 					return RunView{}, err

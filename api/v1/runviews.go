@@ -197,25 +197,48 @@ type SourceProvenanceView struct {
 // RunView is a run's whole review.
 type RunView struct {
 	RunSummaryView
-	ProjectID             string                `json:"project_id"`
-	SourceProvenance      *SourceProvenanceView `json:"source_provenance" doc:"Code-host runs only: the verified chain from delivery to configuration. Null for uploaded runs, and for a code-host run whose chain is incomplete or ambiguous (then listed in not_recorded)."`
-	AutoApply             bool                  `json:"auto_apply" doc:"Always false."`
-	IsDestroy             bool                  `json:"is_destroy" doc:"Always false."`
-	Pinned                PinnedView            `json:"pinned"`
-	Plan                  PlanPhaseView         `json:"plan"`
-	Policy                PolicyStageView       `json:"policy"`
-	ApprovalDeadline      *time.Time            `json:"approval_deadline"`
-	Apply                 ApplyPhaseView        `json:"apply"`
-	Decision              *DecisionView         `json:"decision"`
-	TerminalReason        *string               `json:"terminal_reason"`
-	LogTruncated          bool                  `json:"log_truncated" doc:"Some output was dropped at a log cap; the log says where."`
-	LeaseExpiresAt        *time.Time            `json:"lease_expires_at" doc:"Set only while a prepared recovery lease is active."`
-	LeaseRemainingSeconds *int                  `json:"lease_remaining_seconds" doc:"0–900, from the database clock."`
-	Recovery              *RecoveryView         `json:"recovery" doc:"Set while the run waits for recovery: the evidence a recover request names."`
-	ForceExecuteDiscards  []string              `json:"force_execute_discards" doc:"The runs a force_execute would discard, oldest first; empty unless available_actions offers force_execute."`
-	Overrides             OverridesView         `json:"overrides"`
-	Evidence              EvidenceView          `json:"evidence"`
-	NotRecorded           []string              `json:"not_recorded" doc:"Review fields with no recorded value yet."`
+	ProjectID        string                `json:"project_id"`
+	SourceProvenance *SourceProvenanceView `json:"source_provenance" doc:"Code-host runs only: the verified chain from delivery to configuration. Null for uploaded runs, and for a code-host run whose chain is incomplete or ambiguous (then listed in not_recorded)."`
+	AutoApply        bool                  `json:"auto_apply" doc:"Always false."`
+	IsDestroy        bool                  `json:"is_destroy" doc:"Always false."`
+	RunOptionsView
+	Pinned                PinnedView      `json:"pinned"`
+	Plan                  PlanPhaseView   `json:"plan"`
+	Policy                PolicyStageView `json:"policy"`
+	ApprovalDeadline      *time.Time      `json:"approval_deadline"`
+	Apply                 ApplyPhaseView  `json:"apply"`
+	Decision              *DecisionView   `json:"decision"`
+	TerminalReason        *string         `json:"terminal_reason"`
+	LogTruncated          bool            `json:"log_truncated" doc:"Some output was dropped at a log cap; the log says where."`
+	LeaseExpiresAt        *time.Time      `json:"lease_expires_at" doc:"Set only while a prepared recovery lease is active."`
+	LeaseRemainingSeconds *int            `json:"lease_remaining_seconds" doc:"0–900, from the database clock."`
+	Recovery              *RecoveryView   `json:"recovery" doc:"Set while the run waits for recovery: the evidence a recover request names."`
+	ForceExecuteDiscards  []string        `json:"force_execute_discards" doc:"The runs a force_execute would discard, oldest first; empty unless available_actions offers force_execute."`
+	Overrides             OverridesView   `json:"overrides"`
+	Evidence              EvidenceView    `json:"evidence"`
+	NotRecorded           []string        `json:"not_recorded" doc:"Review fields with no recorded value yet."`
+}
+
+// RunOptionsView are the options the run was created with; the tool
+// version it asked for, if any, is its pinned tool_version.
+type RunOptionsView struct {
+	TargetAddrs     []string          `json:"target_addrs" doc:"Resources the plan was narrowed to (-target); empty for the whole configuration."`
+	ReplaceAddrs    []string          `json:"replace_addrs" doc:"Resources the plan replaces (-replace)."`
+	Refresh         bool              `json:"refresh" doc:"False when the plan did not refresh the state first."`
+	RefreshOnly     bool              `json:"refresh_only"`
+	AllowEmptyApply bool              `json:"allow_empty_apply"`
+	SavePlan        bool              `json:"save_plan" doc:"A saved plan: it holds the workspace queue only once approved."`
+	Variables       []RunVariableBody `json:"variables" doc:"Run variables, as given; they override workspace variables of the same key."`
+}
+
+func runOptionsView(o run.RunOptions) RunOptionsView {
+	v := RunOptionsView{TargetAddrs: append([]string{}, o.TargetAddrs...), ReplaceAddrs: append([]string{}, o.ReplaceAddrs...),
+		Refresh: o.Refresh, RefreshOnly: o.RefreshOnly, AllowEmptyApply: o.AllowEmptyApply, SavePlan: o.SavePlan,
+		Variables: make([]RunVariableBody, 0, len(o.Variables))}
+	for _, x := range o.Variables {
+		v.Variables = append(v.Variables, RunVariableBody{Key: x.Key, Value: x.Value})
+	}
+	return v
 }
 
 // runView is a run's review, read through q: inside a mutation's
@@ -228,6 +251,7 @@ func (a *API) runView(ctx context.Context, q sqlx.QueryerContext, p access.Princ
 	}
 	v := RunView{
 		RunSummaryView: runSummary(r, queues[r.ID], p), ProjectID: r.ProjectID, AutoApply: r.AutoApply, IsDestroy: r.IsDestroy,
+		RunOptionsView: runOptionsView(r.RunOptions),
 		Pinned: PinnedView{ConfigurationVersionID: r.ConfigurationVersionID, ConfigurationDigest: run.HexDigest(r.ConfigurationDigest),
 			InputSnapshotDigest: run.HexDigest(r.InputSnapshotDigest), DependencyLockDigest: run.HexDigest(r.DependencyLockDigest),
 			SettingsVersion: r.SettingsVersion, ToolVersion: r.ToolVersion, Region: r.Region, Platform: r.Platform,

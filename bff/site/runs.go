@@ -171,6 +171,17 @@ type runReview struct {
 		Region                 string `json:"region"`
 		DependencyLockDigest   string `json:"dependency_lock_digest"`
 	} `json:"pinned"`
+	// The run's own options, shown in the header when it has any.
+	TargetAddrs  []string `json:"target_addrs"`
+	ReplaceAddrs []string `json:"replace_addrs"`
+	Refresh      bool     `json:"refresh"`
+	RefreshOnly  bool     `json:"refresh_only"`
+	SavePlan     bool     `json:"save_plan"`
+	EmptyApply   bool     `json:"allow_empty_apply"`
+	Variables    []struct {
+		Key   string `json:"key"`
+		Value string `json:"value"`
+	} `json:"variables"`
 	Plan struct {
 		Status                    string  `json:"status"`
 		HasChanges                *bool   `json:"has_changes"`

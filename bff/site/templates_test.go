@@ -52,6 +52,11 @@ func TestRunPageRendersEveryPanel(t *testing.T) {
 		EmergencyStateDigest  *string `json:"emergency_state_digest"`
 	}{CurrentStateVersionID: &sv, CurrentStateDigest: digest, EmergencyStateDigest: &digest}
 	review.LeaseRemainingSeconds = &remaining
+	review.TargetAddrs, review.ReplaceAddrs, review.SavePlan = []string{`module.m.terraform_data.a["k"]`}, []string{"terraform_data.b"}, true
+	review.Variables = append(review.Variables, struct {
+		Key   string `json:"key"`
+		Value string `json:"value"`
+	}{Key: "greeting", Value: `"hi"`})
 	page := runPage{Run: review, Can: map[string]bool{"recover": true, "cancel": true}, Stages: stagesOf(review),
 		Reason: "The apply was canceled.", FailedPhase: "apply", FinalLog: []string{"line"},
 		State: &stateVersion{ID: sv, Serial: 3}, Outputs: []stateOutput{{Name: "web", Value: []byte(`"x"`)}, {Name: "secret", Sensitive: true}},
@@ -80,7 +85,8 @@ func TestRunPageRendersEveryPanel(t *testing.T) {
 			t.Errorf("%s: %v", name, err)
 		}
 		if name == "run.html" {
-			for _, want := range []string{`id="recovery"`, "import_emergency_state", `id="outputs"`, "(sensitive value)", `id="downloads"`, `id="cancel"`, `id="final-log"`} {
+			for _, want := range []string{`id="recovery"`, "import_emergency_state", `id="outputs"`, "(sensitive value)", `id="downloads"`, `id="cancel"`, `id="final-log"`,
+				`id="run-targets"`, `module.m.terraform_data.a[&#34;k&#34;]`, `id="run-replaces"`, `greeting = &#34;hi&#34;`, "no refresh · saved plan"} {
 				if !strings.Contains(out.String(), want) {
 					t.Errorf("run page lacks %s", want)
 				}

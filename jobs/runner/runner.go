@@ -94,6 +94,10 @@ const (
 	overrideFile = "zz_cairn_backend_override.tf"
 )
 
+// errVariableInvalid means a variable's value is to be written as an HCL
+// expression but is not one.
+var errVariableInvalid = errors.New("a variable value is not a valid HCL expression")
+
 // errStateMoved means the workspace's state changed while a plan was being
 // made, so the plan is not bound to one predecessor state.
 var errStateMoved = errors.New("state changed during plan")
@@ -323,6 +327,8 @@ func classify(err error, env *attemptEnv) string {
 		return ee.step + "_failed"
 	case errors.Is(err, errStateMoved):
 		return "state_changed_during_plan"
+	case errors.Is(err, errVariableInvalid):
+		return "variable_value_invalid"
 	case errors.Is(err, workspace.ErrSnapshotChanged):
 		return "input_snapshot_unavailable"
 	case errors.As(err, &ae), archive.CodeOf(err) != "":
@@ -487,6 +493,14 @@ func (r *Runner) prepare(ctx context.Context, env *attemptEnv, inputs []workspac
 	org, err := r.Runs.OrganizationSlug(ctx, env.st.Run.OrganizationID)
 	if err != nil {
 		return err
+	}
+	// A value written as HCL must be exactly one expression: a run
+	// variable is checked only now, as HCP Terraform checks it at plan.
+	for _, v := range inputs {
+		if v.HCL && !run.ValidExpression(v.Value) {
+			env.logs.Line("Error: the value of variable %q is not a valid HCL expression (a string is written quoted, as \"text\").", v.Key)
+			return errVariableInvalid
+		}
 	}
 	files := map[string][]byte{
 		filepath.Join(configDir, overrideFile): backendOverride(r.APIHost, org, w.CloudName),
@@ -664,8 +678,9 @@ func (r *Runner) plan(ctx context.Context, env *attemptEnv) error {
 	if err := r.init(ctx, env); err != nil {
 		return err
 	}
-	code, err := r.tofu(ctx, env, "plan", nil, "plan", "-input=false", "-no-color", "-lock=false", "-detailed-exitcode",
-		"-var-file="+env.private(varFile), "-out="+env.private(planFile))
+	args := append([]string{"plan", "-input=false", "-no-color", "-lock=false", "-detailed-exitcode",
+		"-var-file=" + env.private(varFile), "-out=" + env.private(planFile)}, planOptionArgs(env.st.Run.RunOptions)...)
+	code, err := r.tofu(ctx, env, "plan", nil, args...)
 	if err != nil {
 		return err
 	}
@@ -723,6 +738,13 @@ func (r *Runner) plan(ctx context.Context, env *attemptEnv) error {
 		return err
 	}
 	env.timed("evidence", start)
+	if env.st.Run.SavePlan {
+		// OpenTofu's `tofu apply <file>` loads a saved cloud plan only if
+		// its run ID starts with "run-"; Cairn's start with "run_".
+		env.logs.Line("")
+		env.logs.Line("This saved plan waits for its apply: approve run %s in the dashboard, or apply it through the API", env.st.Run.ID)
+		env.logs.Line("(POST /api/v2/runs/%s/actions/apply). `tofu apply` of the saved plan file cannot load a Cairn run.", env.st.Run.ID)
+	}
 	_ = env.logs.Flush(ctx, true)
 	_, err = r.Runs.CommitPlan(ctx, env.st.Attempt.ID, run.PlanEvidence{
 		Artifacts: ev.artifacts(), HasChanges: hasChanges, Additions: diff.Counts.Add, Changes: diff.Counts.Change,
@@ -863,6 +885,26 @@ func (r *Runner) planDiff(ctx context.Context, env *attemptEnv) (plandiff.Artifa
 	}
 	diff.RedactSecrets(env.secrets)
 	return diff, nil
+}
+
+// planOptionArgs are the tofu plan flags of a run's options. Each address
+// is its own argument (no shell is involved) and was checked to be a
+// resource address when the run was created.
+func planOptionArgs(o run.RunOptions) []string {
+	var args []string
+	if !o.Refresh {
+		args = append(args, "-refresh=false")
+	}
+	if o.RefreshOnly {
+		args = append(args, "-refresh-only")
+	}
+	for _, addr := range o.TargetAddrs {
+		args = append(args, "-target="+addr)
+	}
+	for _, addr := range o.ReplaceAddrs {
+		args = append(args, "-replace="+addr)
+	}
+	return args
 }
 
 func sameID(a, b *string) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }

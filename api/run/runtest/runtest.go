@@ -19,6 +19,13 @@ import (
 // plan_and_apply run whose policies pass).
 func Plan(t testing.TB, env *apitest.Env, runs *run.Service, r run.Run, planJSON []byte) run.Run {
 	t.Helper()
+	return PlanWith(t, env, runs, r, planJSON, true, nil)
+}
+
+// PlanWith is Plan for a plan with or without changes, made against the
+// predecessor state given (nil: none).
+func PlanWith(t testing.TB, env *apitest.Env, runs *run.Service, r run.Run, planJSON []byte, hasChanges bool, predecessor *string) run.Run {
+	t.Helper()
 	ctx := context.Background()
 	attempts, err := runs.Attempts(ctx, env.DB, r)
 	if err != nil {
@@ -54,7 +61,12 @@ func Plan(t testing.TB, env *apitest.Env, runs *run.Service, r run.Run, planJSON
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := runs.CommitPlan(ctx, st.Attempt.ID, run.PlanEvidence{Artifacts: arts, HasChanges: true, Additions: 1, Policy: ev})
+	additions := 0
+	if hasChanges {
+		additions = 1
+	}
+	out, err := runs.CommitPlan(ctx, st.Attempt.ID, run.PlanEvidence{Artifacts: arts, HasChanges: hasChanges, Additions: additions,
+		PredecessorStateVersionID: predecessor, Policy: ev})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -217,7 +217,11 @@ func TestEvaluationTimeoutIsAWallClock(t *testing.T) {
 	timeout := 8 * time.Second
 	s := newSetup(t, timeout)
 	s.attach(t, templateLoop, hugeComprehension, passing)
-	ev := newEvaluator(t, localDriver(t, sandbox.RequireNamespaces), s, policyeval.Options{Concurrency: 3})
+	// The template loop allocates as it spins: under the race detector it
+	// met the default 1 GiB ceiling in under 3 s on a fast machine, before
+	// the wall clock this test is about. A higher ceiling leaves the
+	// timeout to end it.
+	ev := newEvaluator(t, localDriver(t, sandbox.RequireNamespaces), s, policyeval.Options{Concurrency: 3, MaxMemoryBytes: 3<<30 + raceMemory})
 	out, _, took := s.evaluate(t, ev)
 	got := s.codes(out)
 	if raceEnabled && got[1] == rego.CodeEvaluatorFailed {

@@ -44,8 +44,9 @@ type Runner struct {
 	// APIHost is host[:port] of Cairn's HTTPS API as sandboxed tofu
 	// reaches it.
 	APIHost string
-	// CAFile is the CA bundle that tofu trusts for APIHost ("" for the
-	// system roots).
+	// CAFile is the whole set of roots sandboxed commands trust, the
+	// API's CA among them (see TrustBundle): they read it as SSL_CERT_FILE
+	// and no certificate directory. "" leaves them the system's.
 	CAFile string
 	// ProviderMirror, when set, is the only place sandboxed tofu installs
 	// providers from: a filesystem-mirror directory (bound read-only into
@@ -599,6 +600,7 @@ func (r *Runner) tofuCommand(env *attemptEnv, stdout io.Writer, args ...string) 
 	cmdEnv["TFE_RUN_ID"] = env.st.Run.ID
 	if r.CAFile != "" {
 		cmdEnv["SSL_CERT_FILE"] = env.sb.FilePath("ca.pem")
+		cmdEnv["SSL_CERT_DIR"] = noCertDir
 	}
 	if stdout == nil {
 		stdout = env.logs

@@ -244,10 +244,18 @@ func newRunner(cfg config.Config, runs *run.Service, driver sandbox.Driver, logg
 	if m := cfg.ProviderMirror; m != "" && !strings.HasPrefix(m, "https://") {
 		providers = providercache.New(filepath.Join(dataDir, "providercache"), m, logger)
 	}
+	// Sandboxed tofu reads the roots from one file: the runner's CA file
+	// and the system's certificate directories folded together.
+	trust := filepath.Join(dataDir, "runner-trust.pem")
+	if ok, err := runner.TrustBundle(trust, caFile, runner.CertDirs()); err != nil {
+		return nil, err
+	} else if !ok {
+		trust = caFile
+	}
 	logger.Info("sandbox runner ready", "driver", driver.Name(), "isolation", driver.Status().Profile.Isolation, "api_host", u.Host)
 	return &runner.Runner{
 		Runs: runs, Driver: driver, Tools: sandbox.NewToolCache(mirror, filepath.Join(dataDir, "toolcache")), Logger: logger,
-		APIHost: u.Host, CAFile: caFile, ProviderMirror: cfg.ProviderMirror, Providers: providers, WorkerID: runner.WorkerName(), Heartbeat: 500 * time.Millisecond,
+		APIHost: u.Host, CAFile: trust, ProviderMirror: cfg.ProviderMirror, Providers: providers, WorkerID: runner.WorkerName(), Heartbeat: 500 * time.Millisecond,
 		PhaseTimeout: cfg.PhaseTimeout, ApplyInterruptGrace: cfg.ApplyInterruptGrace, LogFlush: 200 * time.Millisecond,
 		Evaluator: evaluator,
 		// GC runs when the heap grows by GoGC %, or as it nears half the

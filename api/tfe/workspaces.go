@@ -8,6 +8,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/jmoiron/sqlx"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/cairnhq/cairn/api/access"
 	"github.com/cairnhq/cairn/api/platform/db"
@@ -33,37 +34,42 @@ func (s *server) registerWorkspaces(r fiber.Router) {
 // Cairn runs operations, and destroy plans are never offered.
 func (s *server) workspaceResource(ctx context.Context, p access.Principal, o owner, w workspace.Workspace) (resource, error) {
 	has := p.Permissions.Has
-	var currentSV string
-	var resourceCount int
+	// The CLI reads its workspace several times per command: the four
+	// reads behind it go out at once.
+	var currentSV, currentRun, latestRun, currentCV string
+	var resourceCount, runCount int
+	g, gctx := errgroup.WithContext(ctx)
 	if has(access.PermStateRead) {
-		cur, err := s.State.CurrentOf(ctx, w)
-		if err != nil {
-			return resource{}, err
-		}
-		if cur != nil {
-			currentSV, resourceCount = cur.ID, cur.ResourceCount
-		}
+		g.Go(func() error {
+			cur, err := s.State.CurrentOf(gctx, w)
+			if cur != nil {
+				currentSV, resourceCount = cur.ID, cur.ResourceCount
+			}
+			return err
+		})
 	}
-	var currentRun, latestRun, currentCV string
-	var runCount int
 	if has(access.PermRunRead) {
-		cur, err := s.Runs.CurrentRun(ctx, w.OrganizationID, w.ID)
-		if err != nil {
-			return resource{}, err
-		}
-		if cur != nil {
-			currentRun = cur.ID
-		}
-		if runCount, latestRun, err = s.Runs.WorkspaceRuns(ctx, w.OrganizationID, w.ID); err != nil {
-			return resource{}, err
-		}
-		cv, err := s.Runs.CurrentConfiguration(ctx, w.OrganizationID, w.ID)
-		if err != nil {
-			return resource{}, err
-		}
-		if cv != nil {
-			currentCV = cv.ID
-		}
+		g.Go(func() error {
+			cur, err := s.Runs.CurrentRun(gctx, w.OrganizationID, w.ID)
+			if cur != nil {
+				currentRun = cur.ID
+			}
+			return err
+		})
+		g.Go(func() (err error) {
+			runCount, latestRun, err = s.Runs.WorkspaceRuns(gctx, w.OrganizationID, w.ID)
+			return err
+		})
+		g.Go(func() error {
+			cv, err := s.Runs.CurrentConfiguration(gctx, w.OrganizationID, w.ID)
+			if cv != nil {
+				currentCV = cv.ID
+			}
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return resource{}, err
 	}
 	lockedBy := relationship{Data: nil}
 	if w.Locked() {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2/hclwrite"
 	"github.com/zclconf/go-cty/cty"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/cairnhq/cairn/api/archive"
 	"github.com/cairnhq/cairn/api/credential"
@@ -120,6 +121,8 @@ type attemptEnv struct {
 	// mirror is where this attempt's tofu installs providers from: the
 	// verified cache, the operator's mirror, or "" for the registries.
 	mirror string
+	// predecessor is the state version a plan is made against.
+	predecessor *string
 	// credentialEnv is the environment the redeemed credentials set for
 	// every tofu command.
 	credentialEnv map[string]string
@@ -347,14 +350,12 @@ func (r *Runner) execute(ctx context.Context, env *attemptEnv) error {
 	if err := r.refuseUnisolated(ctx, env); err != nil {
 		return err
 	}
-	inputs, err := r.Runs.RunInputs(ctx, st.Run)
+	facts, err := r.gather(ctx, st)
 	if err != nil {
 		return err
 	}
-	token, err := r.Runs.IssueToken(ctx, st)
-	if err != nil {
-		return err
-	}
+	env.predecessor = facts.predecessor
+	inputs, token := facts.inputs, facts.token
 	secrets := []string{token}
 	for _, v := range inputs {
 		if v.Sensitive {
@@ -408,9 +409,12 @@ func (r *Runner) execute(ctx context.Context, env *attemptEnv) error {
 	env.timed("sandbox_create", start)
 	profile := evidenceProfile(env.sb.Profile())
 	env.profile = &profile
-	if err := r.Runs.RecordSandbox(ctx, st.Attempt.ID, env.sb.ID(), profile); err != nil {
-		return err
-	}
+	// The evidence is written while the sandbox is made ready, and must
+	// be there before tofu starts.
+	recorded := make(chan error, 1)
+	go func() { recorded <- r.Runs.RecordSandbox(ctx, st.Attempt.ID, env.sb.ID(), profile) }()
+	waitRecorded := sync.OnceValue(func() error { return <-recorded })
+	defer waitRecorded()
 	// Inside sandbox start, the attempt redeems its one-time credential
 	// handle; what it yields goes to this sandbox only and is masked
 	// from here on.
@@ -436,10 +440,13 @@ func (r *Runner) execute(ctx context.Context, env *attemptEnv) error {
 	env.timed("toolchain_install", start)
 
 	start = time.Now()
-	if err := r.prepare(ctx, env, inputs, token); err != nil {
+	if err := r.prepare(ctx, env, facts); err != nil {
 		return err
 	}
 	env.timed("configuration", start)
+	if err := waitRecorded(); err != nil {
+		return err
+	}
 
 	if st.Attempt.Phase == run.PhasePlan {
 		return r.plan(ctx, env)
@@ -471,7 +478,34 @@ func (r *Runner) flushLoop(ctx context.Context, sink *run.LogSink) func() {
 
 // prepare extracts the pinned configuration, writes the backend override,
 // the CLI configuration with the run token and the pinned variables.
-func (r *Runner) prepare(ctx context.Context, env *attemptEnv, inputs []workspace.ResolvedVariable, token string) error {
+// attemptFacts are what an attempt reads and writes in the database before
+// its sandbox starts. They do not depend on each other, so gather does them
+// at once.
+type attemptFacts struct {
+	inputs    []workspace.ResolvedVariable
+	token     string
+	workspace workspace.Workspace
+	org       string
+	// predecessor is the state version a plan is made against, read before
+	// tofu reads any state.
+	predecessor *string
+}
+
+func (r *Runner) gather(ctx context.Context, st run.Started) (attemptFacts, error) {
+	var f attemptFacts
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() (err error) { f.inputs, err = r.Runs.RunInputs(gctx, st.Run); return err })
+	g.Go(func() (err error) { f.token, err = r.Runs.IssueToken(gctx, st); return err })
+	g.Go(func() (err error) { f.workspace, err = r.Runs.WorkspaceOf(gctx, st.Run); return err })
+	g.Go(func() (err error) { f.org, err = r.Runs.OrganizationSlug(gctx, st.Run.OrganizationID); return err })
+	if st.Attempt.Phase == run.PhasePlan {
+		g.Go(func() (err error) { f.predecessor, err = r.Runs.CurrentStateVersionID(gctx, st.Run); return err })
+	}
+	return f, g.Wait()
+}
+
+func (r *Runner) prepare(ctx context.Context, env *attemptEnv, facts attemptFacts) error {
+	inputs, token, w, org := facts.inputs, facts.token, facts.workspace, facts.org
 	work := env.sb.WorkDir()
 	for _, d := range []string{configDir, privateDir} {
 		if err := os.MkdirAll(filepath.Join(work, d), 0o700); err != nil {
@@ -486,14 +520,6 @@ func (r *Runner) prepare(ctx context.Context, env *attemptEnv, inputs []workspac
 	rc.Close()
 	if err != nil {
 		return fmt.Errorf("extracting configuration: %w", err)
-	}
-	w, err := r.Runs.WorkspaceOf(ctx, env.st.Run)
-	if err != nil {
-		return err
-	}
-	org, err := r.Runs.OrganizationSlug(ctx, env.st.Run.OrganizationID)
-	if err != nil {
-		return err
 	}
 	// A value written as HCL must be exactly one expression: a run
 	// variable is checked only now, as HCP Terraform checks it at plan.
@@ -673,10 +699,7 @@ func (b *tailBuffer) String() string { return string(b.buf) }
 // it seals: the plan file while show renders it, the plan JSON and the
 // redacted diff while policy evaluates the same JSON.
 func (r *Runner) plan(ctx context.Context, env *attemptEnv) error {
-	predecessor, err := r.Runs.CurrentStateVersionID(ctx, env.st.Run)
-	if err != nil {
-		return err
-	}
+	predecessor := env.predecessor
 	if err := r.init(ctx, env); err != nil {
 		return err
 	}

@@ -148,14 +148,22 @@ func TestPrepareRefusesUnpublishedOrMismatchedPackages(t *testing.T) {
 	})
 }
 
-func TestPrepareDetectsATamperedEntryAndReinstallsIt(t *testing.T) {
-	t.Parallel()
+// preparedCache is a cache that installed one good package, and the
+// directory sandboxes see.
+func preparedCache(t *testing.T) (*providercache.Cache, string) {
+	t.Helper()
 	m, _ := mirror(t, map[string]string{"terraform-provider-thing_v1.2.3": "#!/bin/sh\necho good\n"}, nil)
 	c := newCache(t, m)
 	dir, err := c.Prepare(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
+	return c, dir
+}
+
+func TestPrepareDetectsATamperedEntryAndReinstallsIt(t *testing.T) {
+	t.Parallel()
+	c, dir := preparedCache(t)
 	if err := os.WriteFile(binary(dir), []byte("#!/bin/sh\necho evil\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -183,12 +191,7 @@ func TestPrepareDetectsATamperedEntryAndReinstallsIt(t *testing.T) {
 
 func TestPrepareCatchesATamperThatKeepsSizeAndModTime(t *testing.T) {
 	t.Parallel()
-	m, _ := mirror(t, map[string]string{"terraform-provider-thing_v1.2.3": "#!/bin/sh\necho good\n"}, nil)
-	c := newCache(t, m)
-	dir, err := c.Prepare(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, dir := preparedCache(t)
 	before, err := os.Stat(binary(dir))
 	if err != nil {
 		t.Fatal(err)
@@ -208,12 +211,7 @@ func TestPrepareCatchesATamperThatKeepsSizeAndModTime(t *testing.T) {
 
 func TestPrepareHashesOnlyWhenStampsChangeOrTheHashIsOld(t *testing.T) {
 	t.Parallel()
-	m, _ := mirror(t, map[string]string{"terraform-provider-thing_v1.2.3": "#!/bin/sh\necho good\n"}, nil)
-	c := newCache(t, m)
-	dir, err := c.Prepare(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, dir := preparedCache(t)
 	manifestPath := filepath.Join(c.Root, "manifest.json")
 	rewrite := func(edit func(*providercache.Entry)) {
 		t.Helper()

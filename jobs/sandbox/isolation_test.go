@@ -450,11 +450,21 @@ func alsoAsNobody(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", "--",
-		bin, "-test.run=^"+t.Name()+"$", "-test.v", "-test.count=1")
-	cmd.Dir = dir
-	cmd.Env = []string{unprivilegedEnv + "=1", "PATH=" + os.Getenv("PATH"), "TMPDIR=" + os.TempDir(), "HOME=" + dir}
-	out, err := cmd.CombinedOutput()
+	var out []byte
+	// A parallel test's fork may still hold the copy's write descriptor
+	// between its fork and exec (Go issue 22315): the exec then fails with
+	// ETXTBSY for a moment, so that one failure is tried again.
+	for try := 0; ; try++ {
+		cmd := exec.Command(setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", "--",
+			bin, "-test.run=^"+t.Name()+"$", "-test.v", "-test.count=1")
+		cmd.Dir = dir
+		cmd.Env = []string{unprivilegedEnv + "=1", "PATH=" + os.Getenv("PATH"), "TMPDIR=" + os.TempDir(), "HOME=" + dir}
+		out, err = cmd.CombinedOutput()
+		if err == nil || try == 10 || !strings.Contains(string(out), "Text file busy") {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	switch {
 	case err != nil:
 		t.Fatalf("as user nobody: %v\n%s", err, out)

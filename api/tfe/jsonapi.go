@@ -157,9 +157,13 @@ var (
 // inaccessible resources share one identical document; nothing about the
 // error's cause is ever included.
 func (s *server) writeError(c *fiber.Ctx, err error) error {
-	p := problem.Of(c.UserContext(), s.Logger, err)
+	// The protocol's own refusals are the client's to fix: they are
+	// answered, not logged as failures as unmapped errors are.
+	var p httpx.Problem
 	if errors.Is(err, errInvalidDocument) || errors.Is(err, errAutoApply) {
 		p = httpx.Problem{Status: http.StatusUnprocessableEntity, Code: "invalid_document"}
+	} else {
+		p = problem.Of(c.UserContext(), s.Logger, err)
 	}
 	id := httpx.RequestID(c)
 	e := apiError{Status: strconv.Itoa(p.Status), Title: titleFor(p.Status), Code: p.Code, Meta: map[string]string{"request_id": id}}

@@ -360,9 +360,15 @@ func (s *Service) CommitApply(ctx context.Context, attemptID string, o ApplyOutc
 		if err != nil {
 			return err
 		}
-		current, err := s.currentStateID(ctx, tx, r)
-		if err != nil {
-			return err
+		// An empty plan's apply publishes no state: it succeeded when the
+		// state is still the one the plan was made against.
+		unchanged := false
+		if emptyApply(r) {
+			current, err := s.currentStateID(ctx, tx, r)
+			if err != nil {
+				return err
+			}
+			unchanged = sameStateID(current, r.PredecessorStateVersionID)
 		}
 		interruption := o.Interruption
 		if r.CancelRequested() {
@@ -384,10 +390,8 @@ func (s *Service) CommitApply(ctx context.Context, attemptID string, o ApplyOutc
 			if r, err = s.finish(ctx, tx, r, StatusApplied, ""); err != nil {
 				return err
 			}
-		case o.ExitCode == 0 && emptyApply(r) && sameStateID(current, r.PredecessorStateVersionID):
-			// An empty plan applied (allow-empty-apply) changes nothing,
-			// and tofu publishes no state when nothing in it changed: the
-			// state is still the one the plan was made against.
+		case o.ExitCode == 0 && unchanged:
+			// An empty plan applied (allow-empty-apply) changes nothing.
 			classification = "succeeded_without_state_change"
 			r.ApplyStatus = PhaseFinished
 			if r, err = s.finish(ctx, tx, r, StatusApplied, ""); err != nil {

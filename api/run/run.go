@@ -407,7 +407,7 @@ func ForceExecutePermitted(p access.Principal) bool {
 func Ahead(target Run, unfinished []Run) []Run {
 	var ahead []Run
 	for _, r := range unfinished {
-		if r.ID == target.ID || r.Speculative() || r.Status.Terminal() {
+		if r.ID == target.ID || r.Speculative() || r.Status.Terminal() || r.unappliedSavedPlan() {
 			continue
 		}
 		earlier := r.CreatedAt.Before(target.CreatedAt) || (r.CreatedAt.Equal(target.CreatedAt) && r.ID < target.ID)
@@ -416,6 +416,17 @@ func Ahead(target Run, unfinished []Run) []Run {
 		}
 	}
 	return ahead
+}
+
+// unappliedSavedPlan reports whether r is a saved plan not yet applied:
+// it holds neither the workspace queue nor the current-run place until its
+// apply is approved (store.go's unappliedSavedPlan says the same in SQL).
+func (r Run) unappliedSavedPlan() bool {
+	switch r.Status {
+	case StatusPending, StatusPlanQueued, StatusPlanning, StatusAwaitingApproval, StatusPolicyOverride:
+		return r.SavePlan
+	}
+	return false
 }
 
 // QueueDiscardable reports whether a run in status s may be discarded so

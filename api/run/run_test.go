@@ -121,6 +121,7 @@ func TestForceExecutable(t *testing.T) {
 		return Run{ID: id, Kind: KindPlanAndApply, Status: st, CreatedAt: t0.Add(time.Duration(minute) * time.Minute)}
 	}
 	speculative := func(r Run) Run { r.Kind = KindSpeculative; return r }
+	saved := func(r Run) Run { r.SavePlan = true; return r }
 	target := at("run_t", 10, StatusPending)
 	for _, tc := range []struct {
 		name      string
@@ -149,6 +150,10 @@ func TestForceExecutable(t *testing.T) {
 		{"alone", target, []Run{target}, nil, ErrActionNotAllowed},
 		{"speculative runs never hold the queue", target,
 			[]Run{speculative(at("run_p", 1, StatusPlanning)), target}, nil, ErrActionNotAllowed},
+		{"a saved plan waiting for its apply holds nothing", target,
+			[]Run{saved(at("run_p", 1, StatusPlanning)), at("run_a", 2, StatusAwaitingApproval), target}, []string{"run_a"}, nil},
+		{"an approved saved plan holds the queue", target,
+			[]Run{saved(at("run_p", 1, StatusApplyQueued)), target}, []string{"run_p"}, ErrQueueNotDiscardable},
 		{"finished runs are not ahead", target, []Run{at("run_a", 1, StatusApplied), target}, nil, ErrActionNotAllowed},
 		{"a target that is not pending", at("run_t", 10, StatusPlanQueued),
 			[]Run{at("run_a", 1, StatusAwaitingApproval), at("run_t", 10, StatusPlanQueued)}, []string{"run_a"}, ErrActionNotAllowed},

@@ -2,11 +2,13 @@
 GO      ?= go
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/cairnhq/cairn/api/platform/buildinfo.Version=$(VERSION)
-BINARIES := ./api/cmd/cairn-api ./api/cmd/cairn-mcp ./jobs/cmd/cairn-worker ./bff/cmd/cairn-bff ./e2e/cmd/cairn-dev
+BINARIES := ./api/cmd/cairn-api ./api/cmd/cairn-mcp ./jobs/cmd/cairn-worker ./jobs/cmd/cairn-sandbox-exec ./bff/cmd/cairn-bff \
+            ./e2e/cmd/cairn-dev
 
 .PHONY: build run test test-compat bench fuzz contract deps tools clean
 
-## build: compile cairn-api, cairn-mcp, cairn-worker, cairn-bff (and the cairn-dev helper) into bin/
+## build: compile cairn-api, cairn-mcp, cairn-worker (with cairn-sandbox-exec, which its sandboxes start through),
+##        cairn-bff (and the cairn-dev helper) into bin/
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/ $(BINARIES)
 
@@ -49,9 +51,10 @@ deps:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; \
 	fi
 	@# Sandboxes run tofu in Linux namespaces through bubblewrap (a worker
-	@# without them refuses to run phases), with rlimits set by util-linux's
-	@# prlimit; a root worker switches each sandbox to its own user with setpriv.
-	@if ! command -v bwrap >/dev/null 2>&1 || ! command -v prlimit >/dev/null 2>&1 || ! command -v setpriv >/dev/null 2>&1; then \
+	@# without them refuses to run phases); rlimits and a root worker's switch
+	@# to each sandbox's own user are cairn-sandbox-exec's. The sandbox tests
+	@# use util-linux's setpriv to act as another user.
+	@if ! command -v bwrap >/dev/null 2>&1 || ! command -v setpriv >/dev/null 2>&1; then \
 		echo "==> installing bubblewrap and util-linux"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap util-linux >/dev/null; \
 	fi

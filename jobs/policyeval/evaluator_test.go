@@ -22,6 +22,7 @@ import (
 	"github.com/cairnhq/cairn/api/run"
 	"github.com/cairnhq/cairn/jobs/policyeval"
 	"github.com/cairnhq/cairn/jobs/sandbox"
+	"github.com/cairnhq/cairn/jobs/sandbox/sandboxtest"
 )
 
 // The test binary is also the evaluation program: a sandbox runs it as
@@ -34,7 +35,7 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	sandboxtest.Main(m.Run)
 }
 
 // Policies of the corpus below. Each hog sits in a single built-in call or

@@ -21,8 +21,8 @@ func (l *Local) namespaceArgs() []string {
 		// rights, without a user namespace, which would map the command to
 		// user ID 0 (never counted by RLIMIT_NPROC). The command keeps only
 		// what bwrap needs to enter the sandbox user's working directory
-		// (DAC_READ_SEARCH) and setpriv to switch to that user, and setpriv
-		// drops those with everything else.
+		// (DAC_READ_SEARCH) and cairn-sandbox-exec to switch to that user,
+		// which drops those with everything else.
 		return []string{"--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent",
 			"--cap-drop", "ALL", "--cap-add", "CAP_DAC_READ_SEARCH", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID",
 			"--cap-add", "CAP_SETPCAP"}
@@ -157,6 +157,8 @@ func (s *localSandbox) bwrapArgs(dir string, argv []string) []string {
 	for _, d := range s.roDirs {
 		args = append(args, "--ro-bind", d, d)
 	}
+	args = append(args, "--perms", "0711", "--dir", filepath.Dir(filepath.Dir(execInside)),
+		"--perms", "0711", "--dir", filepath.Dir(execInside), "--ro-bind", s.driver.execPath, execInside)
 	// Everything outside the sandbox directory and /tmp is read-only,
 	// including the root tmpfs bwrap builds the mounts on.
 	args = append(args, "--remount-ro", "/", "--chdir", dir, "--")

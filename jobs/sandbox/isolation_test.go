@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/cairnhq/cairn/jobs/sandbox"
+	"github.com/cairnhq/cairn/jobs/sandbox/sandboxtest"
 )
 
 // These tests check what a sandbox can see and use by looking from inside
@@ -458,7 +460,8 @@ func alsoAsNobody(t *testing.T) {
 		cmd := exec.Command(setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", "--",
 			bin, "-test.run=^"+t.Name()+"$", "-test.v", "-test.count=1")
 		cmd.Dir = dir
-		cmd.Env = []string{unprivilegedEnv + "=1", "PATH=" + os.Getenv("PATH"), "TMPDIR=" + os.TempDir(), "HOME=" + dir}
+		cmd.Env = []string{unprivilegedEnv + "=1", "PATH=" + os.Getenv("PATH"), "TMPDIR=" + os.TempDir(), "HOME=" + dir,
+			sandboxtest.InstalledEnv + "=" + os.Getenv(sandboxtest.InstalledEnv)}
 		out, err = cmd.CombinedOutput()
 		if err == nil || try == 10 || !strings.Contains(string(out), "Text file busy") {
 			break
@@ -633,4 +636,73 @@ func TestReadOnlyDirIsVisibleAndUnwritable(t *testing.T) {
 		t.Fatalf("the mirror changed on the host: %q %v", body, err)
 	}
 	alsoAsNobody(t)
+}
+
+// TestCommandsHoldNoPrivileges: whatever the worker's user, a command keeps
+// no capability in any set, cannot gain one through a setuid program, and a
+// root worker's command has no supplementary group either.
+func TestCommandsHoldNoPrivileges(t *testing.T) {
+	t.Parallel()
+	bothModes(t, func(t *testing.T, m mode) {
+		f := setup(t, m, sandbox.Spec{}, sandbox.LocalOptions{})
+		_, out, _ := run(t, f.sbx, sh("cat /proc/self/status"))
+		field := func(name string) string {
+			got := regexp.MustCompile(`(?m)^` + name + `:[ \t]*(.*)$`).FindStringSubmatch(out)
+			if got == nil {
+				t.Fatalf("no %s in\n%s", name, out)
+			}
+			return strings.TrimSpace(got[1])
+		}
+		if got := field("NoNewPrivs"); got != "1" {
+			t.Errorf("NoNewPrivs %s", got)
+		}
+		if m != isolated {
+			return
+		}
+		for _, set := range []string{"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"} {
+			if got := field(set); strings.Trim(got, "0") != "" {
+				t.Errorf("%s %s", set, got)
+			}
+		}
+		if os.Geteuid() == 0 {
+			if got := field("Groups"); got != "" {
+				t.Errorf("supplementary groups %q", got)
+			}
+			for _, ids := range []string{field("Uid"), field("Gid")} {
+				all := strings.Fields(ids)
+				if len(all) != 4 || slices.Contains(all, "0") || slices.ContainsFunc(all, func(id string) bool { return id != all[0] }) {
+					t.Errorf("user or group IDs %q: not one sandbox ID in every slot", ids)
+				}
+			}
+		}
+		alsoAsNobody(t)
+	})
+}
+
+// TestExecProgramMustBeTheWorkersOwn: a root worker's commands run
+// cairn-sandbox-exec with root's rights, so the driver refuses one that
+// others could replace, and one that is missing, rather than start without.
+func TestExecProgramMustBeTheWorkersOwn(t *testing.T) {
+	t.Parallel()
+	installed, err := exec.LookPath(sandbox.ExecProgram)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := os.ReadFile(installed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	writable := filepath.Join(dir, "writable")
+	if err := os.WriteFile(writable, body, 0o755); err == nil {
+		err = os.Chmod(writable, 0o775)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, path := range map[string]string{"group-writable": writable, "missing": filepath.Join(dir, "missing")} {
+		if _, err := sandbox.NewLocal(t.TempDir(), sandbox.LocalOptions{Isolation: sandbox.NoIsolation, ExecPath: path}); err == nil {
+			t.Errorf("%s: NewLocal accepted %s", name, path)
+		}
+	}
 }

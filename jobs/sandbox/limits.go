@@ -1,76 +1,131 @@
 package sandbox
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
 
+// ExecProgram is the name of the program every sandboxed command starts
+// through (jobs/cmd/cairn-sandbox-exec).
+const ExecProgram = "cairn-sandbox-exec"
+
+// execInside is where bwrap shows cairn-sandbox-exec: outside the sandbox
+// directory, whose contents the sandbox's user can change.
+const execInside = "/run/cairn/" + ExecProgram
+
+// findExec locates cairn-sandbox-exec: the configured path, else the one
+// installed beside the running executable (make build and the image put the
+// binaries together), else the one in PATH. A root worker's commands run
+// it as root, so a copy that anyone but its owner could replace is refused.
+func findExec(configured string) (string, error) {
+	path := configured
+	if path == "" {
+		if self, err := os.Executable(); err == nil {
+			beside := filepath.Join(filepath.Dir(self), ExecProgram)
+			if _, err := os.Stat(beside); err == nil {
+				path = beside
+			}
+		}
+	}
+	if path == "" {
+		found, err := exec.LookPath(ExecProgram)
+		if err != nil {
+			return "", fmt.Errorf("sandboxes need %s (built by make build beside cairn-worker): %w", ExecProgram, err)
+		}
+		path = found
+	}
+	path, err := filepath.Abs(path)
+	if err != nil {
+		return "", err
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "", fmt.Errorf("sandboxes need %s: %w", ExecProgram, err)
+	}
+	st, _ := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case !fi.Mode().IsRegular() || fi.Mode()&0o111 == 0:
+		return "", fmt.Errorf("%s is not an executable file", path)
+	case fi.Mode()&(fs.ModePerm&0o022) != 0:
+		return "", fmt.Errorf("%s is writable by group or others: sandboxed commands run it with the worker's rights", path)
+	case st == nil || (st.Uid != 0 && int(st.Uid) != os.Geteuid()):
+		return "", errors.New(path + " belongs to neither root nor the worker's user")
+	}
+	return path, nil
+}
+
 // commandArgv wraps a program and its arguments in the sandbox's limits and
 // isolation; see Local for the shape of the result.
 func (s *localSandbox) commandArgv(dir string, prog []string) ([]string, error) {
-	argv, err := s.limited(prog)
+	program := s.driver.execPath
+	if s.bwrap != "" {
+		program = execInside
+	}
+	argv := []string{program}
+	if s.bwrap != "" && s.uid != 0 {
+		// The sandbox's own user and group, with no supplementary
+		// groups, no capabilities (bounding set included) and no way to
+		// gain privileges through setuid programs.
+		argv = append(argv, "-user", strconv.FormatUint(uint64(s.uid), 10))
+	}
+	limits, err := s.rlimitArgs()
 	if err != nil {
 		return nil, err
 	}
+	argv = append(append(append(argv, limits...), "--"), prog...)
 	if s.bwrap == "" {
 		return argv, nil
-	}
-	if s.uid != 0 {
-		argv = append(s.setprivArgs(), argv...)
 	}
 	return append([]string{s.bwrap}, s.bwrapArgs(dir, argv)...), nil
 }
 
-// setprivArgs switch a root worker's command to the sandbox's own user and
-// group, with no supplementary groups, no capabilities (bounding set
-// included) and no way to gain privileges through setuid programs.
-func (s *localSandbox) setprivArgs() []string {
-	id := strconv.FormatUint(uint64(s.uid), 10)
-	return []string{s.driver.setpriv, "--reuid=" + id, "--regid=" + id, "--clear-groups",
-		"--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"}
-}
-
-// limited prefixes argv with prlimit and the sandbox's rlimits, each set as
-// soft and hard limit and capped at the worker's own hard limit, which only
-// a privileged worker could raise. The memory and process ceilings are
-// rlimits only where the profile says so; a cgroup enforces them otherwise.
-func (s *localSandbox) limited(argv []string) ([]string, error) {
+// rlimitArgs are the sandbox's rlimits as cairn-sandbox-exec arguments,
+// each set as soft and hard limit and capped at the worker's own hard
+// limit, which only a privileged worker could raise. The memory and process
+// ceilings are rlimits only where the profile says so; a cgroup enforces
+// them otherwise.
+func (s *localSandbox) rlimitArgs() ([]string, error) {
 	type rlimit struct {
-		flag     string
+		name     string
 		resource int
 		value    uint64
 	}
 	limits := []rlimit{
-		{"--nofile", unix.RLIMIT_NOFILE, s.limits.MaxOpenFiles},
-		{"--fsize", unix.RLIMIT_FSIZE, s.limits.MaxFileBytes},
-		{"--cpu", unix.RLIMIT_CPU, s.limits.MaxCPUSeconds},
+		{"nofile", unix.RLIMIT_NOFILE, s.limits.MaxOpenFiles},
+		{"fsize", unix.RLIMIT_FSIZE, s.limits.MaxFileBytes},
+		{"cpu", unix.RLIMIT_CPU, s.limits.MaxCPUSeconds},
 		// A core dump would write process memory, run token included, to disk.
-		{"--core", unix.RLIMIT_CORE, 0},
+		{"core", unix.RLIMIT_CORE, 0},
 	}
 	switch s.profile.Memory.Mechanism {
 	case MechanismRlimitAS:
-		limits = append(limits, rlimit{"--as", unix.RLIMIT_AS, s.limits.MaxMemoryBytes})
+		limits = append(limits, rlimit{"as", unix.RLIMIT_AS, s.limits.MaxMemoryBytes})
 	case MechanismRlimitData:
-		limits = append(limits, rlimit{"--data", unix.RLIMIT_DATA, s.limits.MaxDataBytes})
+		limits = append(limits, rlimit{"data", unix.RLIMIT_DATA, s.limits.MaxDataBytes})
 	}
 	// Under a cgroup the data ceiling still bounds each process.
 	if s.limits.MaxDataBytes != 0 && s.profile.Memory.Mechanism == MechanismCgroupMemoryMax {
-		limits = append(limits, rlimit{"--data", unix.RLIMIT_DATA, s.limits.MaxDataBytes})
+		limits = append(limits, rlimit{"data", unix.RLIMIT_DATA, s.limits.MaxDataBytes})
 	}
 	switch s.profile.Processes.Mechanism {
 	case MechanismNprocUserNamespace, MechanismNprocDedicatedUID:
-		limits = append(limits, rlimit{"--nproc", unix.RLIMIT_NPROC, s.limits.MaxProcesses})
+		limits = append(limits, rlimit{"nproc", unix.RLIMIT_NPROC, s.limits.MaxProcesses})
 	}
-	out := []string{s.driver.prlimit}
+	out := make([]string, 0, 2*len(limits))
 	for _, lim := range limits {
 		var own unix.Rlimit
 		if err := unix.Getrlimit(lim.resource, &own); err != nil {
-			return nil, fmt.Errorf("reading the worker's %s limit: %w", lim.flag, err)
+			return nil, fmt.Errorf("reading the worker's %s limit: %w", lim.name, err)
 		}
-		v := strconv.FormatUint(min(lim.value, own.Max), 10)
-		out = append(out, lim.flag+"="+v+":"+v)
+		out = append(out, "-rlimit", lim.name+"="+strconv.FormatUint(min(lim.value, own.Max), 10))
 	}
-	return append(append(out, "--"), argv...), nil
+	return out, nil
 }

@@ -61,6 +61,9 @@ type LocalOptions struct {
 	Isolation IsolationMode
 	// BwrapPath overrides looking bwrap up in PATH.
 	BwrapPath string
+	// ExecPath is the cairn-sandbox-exec program; empty means the one
+	// beside the running executable, else the one in PATH.
+	ExecPath string
 	// Cgroup is "auto" (the default), "off" or a cgroup v2 directory; see
 	// cgroup.go.
 	Cgroup string
@@ -81,31 +84,35 @@ type LocalOptions struct {
 //
 // How a command starts (argv, outermost first):
 //
-//	worker (non-root):  bwrap … -- prlimit … -- program
-//	worker (root):      bwrap … -- setpriv --reuid=<own uid> … -- prlimit … -- program
-//	without namespaces: prlimit … -- program
+//	worker (non-root):  bwrap … -- cairn-sandbox-exec -rlimit … -- program
+//	worker (root):      bwrap … -- cairn-sandbox-exec -user <own uid> -rlimit … -- program
+//	without namespaces: cairn-sandbox-exec -rlimit … -- program
 //
-// prlimit(1) sets the rlimits on itself and execs, so no instruction of the
-// program runs before its limits hold and everything it starts inherits
-// them. Under bwrap it runs inside the sandbox's user namespace, created
-// before the limits, because the kernel counts RLIMIT_NPROC per user
-// namespace against the limit of the namespace's creator: set outside,
-// every sandbox of the worker's user would share one budget. Processes of
-// user ID 0 are never counted, so a root worker's sandboxes run as a user ID
-// of their own instead (setpriv, after bwrap set the namespaces up with
-// root's rights), which RLIMIT_NPROC then counts alone.
+// cairn-sandbox-exec (jobs/cmd/cairn-sandbox-exec) sets the rlimits on
+// itself, sets no_new_privs and execs, so no instruction of the program
+// runs before its limits hold and everything it starts inherits them.
+// Under bwrap it runs inside the sandbox's user namespace, created before
+// the limits, because the kernel counts RLIMIT_NPROC per user namespace
+// against the limit of the namespace's creator: set outside, every sandbox
+// of the worker's user would share one budget. Processes of user ID 0 are
+// never counted, so a root worker's sandboxes run as a user ID of their own
+// instead: bwrap sets the namespaces up with root's rights, and
+// cairn-sandbox-exec then switches to that user with no groups and no
+// capabilities, which RLIMIT_NPROC then counts alone. One small static
+// program does what prlimit(1) and setpriv(1) did as two, a program start
+// less on every command.
 //
 // Without namespaces the process group is the only containment: a process
 // that moves to another session escapes Run's cleanup, and the tree can read
 // whatever the worker's user can. With them the tree also lives in its own
 // PID namespace, so killing bwrap kills every process in it.
 type Local struct {
-	root    string
-	prlimit string
+	root string
+	// execPath is cairn-sandbox-exec on the host.
+	execPath string
 	// bwrap is the bwrap binary in use; empty without namespaces.
 	bwrap string
-	// setpriv and uids are set when commands drop to a sandbox user ID.
-	setpriv   string
+	// uids is set when commands drop to a sandbox user ID.
 	uids      *uidPool
 	sysBinds  []string
 	cgroup    *cgroupParent
@@ -117,8 +124,8 @@ type Local struct {
 
 var _ Driver = (*Local)(nil)
 
-// systemBinDirs are where the driver looks for prlimit, setpriv and other
-// programs commands may run, all visible inside the sandbox.
+// systemBinDirs are where the driver looks for programs commands may run,
+// all visible inside the sandbox.
 var systemBinDirs = []string{"/usr/bin", "/bin", "/usr/sbin", "/sbin"}
 
 // NewLocal returns a local driver that keeps its sandboxes under root, which
@@ -147,13 +154,13 @@ func NewLocal(root string, opts LocalOptions) (*Local, error) {
 	if err != nil {
 		return nil, fmt.Errorf("resolving sandbox root: %w", err)
 	}
-	prlimit, err := lookPath("prlimit", systemBinDirs)
+	execPath, err := findExec(opts.ExecPath)
 	if err != nil {
-		return nil, fmt.Errorf("sandboxes need prlimit (util-linux) to apply resource limits: %w", err)
+		return nil, err
 	}
 	l := &Local{
 		root:      resolved,
-		prlimit:   prlimit,
+		execPath:  execPath,
 		defaults:  opts.Defaults.withDefaults(Limits{}),
 		killGrace: cmp.Or(opts.KillGrace, DefaultKillGrace),
 		logger:    opts.Logger,
@@ -179,11 +186,11 @@ func NewLocal(root string, opts LocalOptions) (*Local, error) {
 	return l, nil
 }
 
-// enableNamespaces finds bwrap (and, for a root worker, setpriv and the
-// sandbox user IDs) and probes the whole command path once.
+// enableNamespaces finds bwrap (and, for a root worker, the sandbox user
+// IDs) and probes the whole command path once.
 func (l *Local) enableNamespaces(opts LocalOptions) Status {
 	unavailable := func(reason string, err error) Status {
-		l.bwrap, l.setpriv, l.uids = "", "", nil
+		l.bwrap, l.uids = "", nil
 		return Status{Reason: reason, Detail: err.Error()}
 	}
 	path, err := findBwrap(opts.BwrapPath)
@@ -191,15 +198,11 @@ func (l *Local) enableNamespaces(opts LocalOptions) Status {
 		return unavailable("bwrap_not_found", err)
 	}
 	if os.Geteuid() == 0 {
-		setpriv, err := lookPath("setpriv", systemBinDirs)
-		if err != nil {
-			return unavailable("setpriv_not_found", fmt.Errorf("a root worker's sandboxes need setpriv (util-linux): %w", err))
-		}
 		pool, err := newUIDPool(uidsDir, cmp.Or(opts.SandboxUIDBase, DefaultSandboxUIDBase), sandboxUIDCount)
 		if err != nil {
 			return unavailable("sandbox_uids_unavailable", err)
 		}
-		l.setpriv, l.uids = setpriv, pool
+		l.uids = pool
 	}
 	l.bwrap, l.sysBinds = path, systemBinds()
 	l.status = Status{Ready: true}
@@ -228,8 +231,8 @@ func findBwrap(path string) (string, error) {
 var probedNamespaces = []string{"pid", "mnt", "ipc", "uts"}
 
 // probe runs a command in a sandbox made like any other, since bwrap may be
-// installed where namespaces are disabled, and setpriv or the limits may
-// not work inside. The command reports its namespaces and user ID, which
+// installed where namespaces are disabled, and the user switch or the
+// limits may not work inside. The command reports its namespaces and user ID, which
 // must not be the worker's: a bwrap that runs commands without isolating
 // them (a shim, a wrapper) is as unusable as one that fails.
 func (l *Local) probe() error {

@@ -72,7 +72,7 @@ type Status struct {
 	// namespaces are required and unavailable.
 	Ready bool `json:"ready"`
 	// Reason is a stable code when not ready (bwrap_not_found,
-	// bwrap_unusable, setpriv_not_found, sandbox_uids_unavailable).
+	// bwrap_unusable, sandbox_uids_unavailable).
 	Reason string `json:"reason,omitempty"`
 	// Detail explains Reason for the operator; it never holds a secret.
 	Detail string `json:"detail,omitempty"`

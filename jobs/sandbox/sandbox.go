@@ -255,10 +255,10 @@ func (c Command) validate() error {
 var reservedEnv = map[string]bool{"PATH": true, "HOME": true, "TMPDIR": true, "PWD": true, markerEnv: true}
 
 // loaderEnv are variables the dynamic loader and C library act on. The
-// environment reaches bwrap and setpriv, which run as root for a root
-// worker, before the command: LD_PRELOAD there would run the caller's code
-// with root's rights outside the sandbox. glibc ignores these only in
-// set-user-ID programs, which these are not, so the driver refuses them.
+// environment reaches bwrap, which runs as root for a root worker, before
+// the command: LD_PRELOAD there would run the caller's code with root's
+// rights outside the sandbox. glibc ignores these only in set-user-ID
+// programs, which bwrap is not, so the driver refuses them.
 var loaderEnv = map[string]bool{
 	"GCONV_PATH": true, "GETCONF_DIR": true, "GLIBC_TUNABLES": true, "HOSTALIASES": true, "LOCALDOMAIN": true,
 	"LOCPATH": true, "MALLOC_CHECK_": true, "MALLOC_TRACE": true, "NIS_PATH": true, "NLSPATH": true,

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/cairnhq/cairn/jobs/sandbox"
+	"github.com/cairnhq/cairn/jobs/sandbox/sandboxtest"
 )
 
 // leakVar is set in the test process; no sandbox may see it.
@@ -29,7 +30,7 @@ func TestMain(m *testing.M) {
 		runOwner()
 	}
 	os.Setenv(leakVar, "worker-only-value")
-	os.Exit(m.Run())
+	sandboxtest.Main(m.Run)
 }
 
 type mode struct {

@@ -1,0 +1,167 @@
+// Command cairn-sandbox-exec is the last step before a sandboxed program
+// runs: it sets the sandbox's resource limits on itself, drops a root
+// worker's command to the sandbox's own user with no capabilities, forbids
+// gaining privileges through setuid programs, and execs the program. It
+// replaces a prlimit(1) and setpriv(1) pair, two program starts where one
+// does, and is started by the worker's sandbox driver (jobs/sandbox), under
+// bwrap when the sandbox has namespaces. It is small and static on purpose:
+// it runs once per sandboxed command.
+//
+//	cairn-sandbox-exec [-user ID] [-rlimit NAME=VALUE]... -- PROGRAM [ARG]...
+//
+// NAME is one of nofile, fsize, cpu, core, as, data, nproc; each is set as
+// both soft and hard limit. Any failure exits 127 before PROGRAM starts.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// exitSetupFailed is the status of a command that never started, as a
+// shell reports a program it could not run.
+const exitSetupFailed = 127
+
+// rlimitNames are the limits the sandbox driver sets.
+var rlimitNames = map[string]int{
+	"nofile": unix.RLIMIT_NOFILE, "fsize": unix.RLIMIT_FSIZE, "cpu": unix.RLIMIT_CPU, "core": unix.RLIMIT_CORE,
+	"as": unix.RLIMIT_AS, "data": unix.RLIMIT_DATA, "nproc": unix.RLIMIT_NPROC,
+}
+
+type invocation struct {
+	// user is the user and group ID to become; -1 keeps the caller's.
+	user    int
+	rlimits map[int]uint64
+	argv    []string
+}
+
+func main() {
+	// Capability sets, the bounding set and no_new_privs belong to a
+	// thread, and exec carries over the calling thread's: everything below
+	// runs on this one.
+	runtime.LockOSThread()
+	inv, err := parse(os.Args[1:])
+	if err == nil {
+		err = enter(inv)
+	}
+	fmt.Fprintln(os.Stderr, "cairn-sandbox-exec:", err)
+	os.Exit(exitSetupFailed)
+}
+
+func parse(args []string) (invocation, error) {
+	inv := invocation{user: -1, rlimits: map[int]uint64{}}
+	for len(args) > 0 {
+		arg := args[0]
+		args = args[1:]
+		if arg == "--" {
+			if len(args) == 0 {
+				return inv, errors.New("no program after --")
+			}
+			inv.argv = args
+			return inv, nil
+		}
+		if len(args) == 0 {
+			return inv, fmt.Errorf("%s needs a value", arg)
+		}
+		value := args[0]
+		args = args[1:]
+		switch arg {
+		case "-user":
+			id, err := strconv.ParseUint(value, 10, 31)
+			if err != nil || id == 0 {
+				return inv, fmt.Errorf("-user %q is not a nonzero user ID", value)
+			}
+			inv.user = int(id)
+		case "-rlimit":
+			name, v, ok := strings.Cut(value, "=")
+			resource, known := rlimitNames[name]
+			n, err := strconv.ParseUint(v, 10, 64)
+			if !ok || !known || err != nil {
+				return inv, fmt.Errorf("-rlimit %q is not NAME=VALUE with a known NAME", value)
+			}
+			inv.rlimits[resource] = n
+		default:
+			return inv, fmt.Errorf("unknown argument %q", arg)
+		}
+	}
+	return inv, errors.New("no -- before the program")
+}
+
+// enter applies the invocation to this process and execs its program; it
+// returns only on failure.
+func enter(inv invocation) error {
+	for resource, v := range inv.rlimits {
+		// syscall.Setrlimit, not unix's: it also stops Go from restoring
+		// its own open-file limit at exec.
+		if err := syscall.Setrlimit(resource, &syscall.Rlimit{Cur: v, Max: v}); err != nil {
+			return fmt.Errorf("setting rlimit %d: %w", resource, err)
+		}
+	}
+	if inv.user >= 0 {
+		if err := becomeUser(inv.user); err != nil {
+			return err
+		}
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("setting no_new_privs: %w", err)
+	}
+	// The driver resolved the program in the sandbox's PATH already.
+	if !strings.Contains(inv.argv[0], "/") {
+		return fmt.Errorf("program %q is not a path", inv.argv[0])
+	}
+	return syscall.Exec(inv.argv[0], inv.argv, os.Environ())
+}
+
+// becomeUser switches to id as user and group with no supplementary groups
+// and empties every capability set, the bounding set first, which needs
+// CAP_SETPCAP and so must go while the process is still privileged.
+func becomeUser(id int) error {
+	for c := 0; ; c++ {
+		err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0)
+		if errors.Is(err, unix.EINVAL) {
+			break // past the kernel's last capability
+		}
+		if err != nil {
+			return fmt.Errorf("dropping capability %d from the bounding set: %w", c, err)
+		}
+	}
+	// Credentials belong to a thread too, and exec runs the program with
+	// the calling thread's. Go's own wrappers change every thread of the
+	// process by signalling each, which costs more than the rest of this
+	// program; no other thread runs anything but the Go runtime, and exec
+	// ends them all.
+	if err := rawSyscall(unix.SYS_SETGROUPS, 0, 0, 0); err != nil {
+		return fmt.Errorf("clearing supplementary groups: %w", err)
+	}
+	if err := rawSyscall(unix.SYS_SETRESGID, uintptr(id), uintptr(id), uintptr(id)); err != nil {
+		return fmt.Errorf("switching group: %w", err)
+	}
+	if err := rawSyscall(unix.SYS_SETRESUID, uintptr(id), uintptr(id), uintptr(id)); err != nil {
+		return fmt.Errorf("switching user: %w", err)
+	}
+	// The user switch emptied the permitted, effective and ambient sets;
+	// the inheritable set survives it and is emptied here.
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+		return fmt.Errorf("clearing ambient capabilities: %w", err)
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var none [2]unix.CapUserData
+	if err := unix.Capset(&hdr, &none[0]); err != nil {
+		return fmt.Errorf("clearing capabilities: %w", err)
+	}
+	return nil
+}
+
+func rawSyscall(trap, a1, a2, a3 uintptr) error {
+	if _, _, errno := unix.RawSyscall(trap, a1, a2, a3); errno != 0 {
+		return errno
+	}
+	return nil
+}

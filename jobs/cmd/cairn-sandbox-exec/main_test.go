@@ -1,0 +1,37 @@
+package main
+
+import (
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestParseTakesOnlyWhatTheDriverSends(t *testing.T) {
+	t.Parallel()
+	inv, err := parse([]string{"-user", "60001", "-rlimit", "nofile=4096", "-rlimit", "core=0", "--", "/bin/tofu", "plan", "--"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inv.user != 60001 || inv.rlimits[unix.RLIMIT_NOFILE] != 4096 || inv.rlimits[unix.RLIMIT_CORE] != 0 ||
+		len(inv.rlimits) != 2 || len(inv.argv) != 3 || inv.argv[2] != "--" {
+		t.Fatalf("parsed %+v", inv)
+	}
+	if inv, err := parse([]string{"--", "/bin/true"}); err != nil || inv.user != -1 || len(inv.rlimits) != 0 {
+		t.Fatalf("no options: %+v %v", inv, err)
+	}
+	for name, args := range map[string][]string{
+		"root":            {"-user", "0", "--", "/bin/true"},
+		"negative user":   {"-user", "-5", "--", "/bin/true"},
+		"unknown limit":   {"-rlimit", "stack=1", "--", "/bin/true"},
+		"limit no value":  {"-rlimit", "nofile", "--", "/bin/true"},
+		"bad limit value": {"-rlimit", "nofile=-1", "--", "/bin/true"},
+		"unknown option":  {"-groups", "1", "--", "/bin/true"},
+		"no program":      {"-rlimit", "core=0", "--"},
+		"no separator":    {"/bin/true"},
+		"option no value": {"-user"},
+	} {
+		if inv, err := parse(args); err == nil {
+			t.Errorf("%s: %q parsed as %+v", name, args, inv)
+		}
+	}
+}

@@ -38,6 +38,12 @@ func (s *Service) Decide(ctx context.Context, q sqlx.QueryerContext, subject Sub
 
 // DecideBy is Decide with another rule, such as AdmitNewRun or AdmitApply.
 func (s *Service) DecideBy(ctx context.Context, q sqlx.QueryerContext, subject Subject, rule Rule) Decision {
+	return s.decideAll(ctx, q, subject, rule)
+}
+
+// decideAll is DecideBy for every rule at once, from one reading of the
+// facts: the first refusal, or the last rule's admission.
+func (s *Service) decideAll(ctx context.Context, q sqlx.QueryerContext, subject Subject, rules ...Rule) Decision {
 	if q == nil {
 		q = s.db
 	}
@@ -51,7 +57,13 @@ func (s *Service) DecideBy(ctx context.Context, q sqlx.QueryerContext, subject S
 		s.logger.WarnContext(ctx, "launch control unreadable: refusing", "error", err)
 		return Decision{Reason: "control_unreadable"}
 	}
-	return rule(control, subject, susp)
+	var d Decision
+	for _, rule := range rules {
+		if d = rule(control, subject, susp); !d.Admitted {
+			return d
+		}
+	}
+	return d
 }
 
 // controlAt returns the control of the given version in force (nil for 0,
@@ -90,9 +102,10 @@ func (s *Service) Require(ctx context.Context, q sqlx.QueryerContext, subject Su
 	return s.RequireBy(ctx, q, subject, Admit)
 }
 
-// RequireBy is DecideBy that returns fault.ErrAdmissionClosed on refusal.
-func (s *Service) RequireBy(ctx context.Context, q sqlx.QueryerContext, subject Subject, rule Rule) (Decision, error) {
-	d := s.DecideBy(ctx, q, subject, rule)
+// RequireBy is DecideBy that returns fault.ErrAdmissionClosed on refusal;
+// given several rules, it requires them all, reading the facts once.
+func (s *Service) RequireBy(ctx context.Context, q sqlx.QueryerContext, subject Subject, rule Rule, more ...Rule) (Decision, error) {
+	d := s.decideAll(ctx, q, subject, append([]Rule{rule}, more...)...)
 	if !d.Admitted {
 		s.logger.DebugContext(ctx, "admission refused", "organization_id", subject.OrganizationID,
 			"workspace_id", subject.WorkspaceID, "reason", d.Reason)

@@ -55,6 +55,9 @@ type Started struct {
 	// QueueWait is how long the attempt waited between being due and
 	// starting.
 	QueueWait time.Duration
+	// StartTook is how long the sandbox-create intent's transaction took,
+	// commit included.
+	StartTook time.Duration
 }
 
 // StartAttempt is the sandbox-create intent: in one transaction it fences
@@ -66,6 +69,7 @@ type Started struct {
 func (s *Service) StartAttempt(ctx context.Context, attemptID, workerID, driver string) (Started, error) {
 	var out Started
 	var refused, credRefused string
+	began := time.Now()
 	err := db.WithTx(ctx, s.db, func(tx *sqlx.Tx) error {
 		r, a, err := lockAttempt(ctx, tx, attemptID)
 		if err != nil {
@@ -79,14 +83,17 @@ func (s *Service) StartAttempt(ctx context.Context, attemptID, workerID, driver 
 			return ErrAttemptNotCurrent
 		}
 		subject := launch.Subject{OrganizationID: r.OrganizationID, WorkspaceID: r.WorkspaceID}
-		if _, err := s.launch.RequireBy(ctx, tx, subject, launch.AdmitSandbox(r.Region)); err != nil {
+		// An apply must also pass the apply gate: both rules are
+		// decided from one reading of the control.
+		var applyGate []launch.Rule
+		if a.Phase == PhaseApply {
+			applyGate = append(applyGate, launch.AdmitApply)
+		}
+		if _, err := s.launch.RequireBy(ctx, tx, subject, launch.AdmitSandbox(r.Region), applyGate...); err != nil {
 			return ErrGateClosed
 		}
 		now := s.stamp()
 		if a.Phase == PhaseApply {
-			if _, err := s.launch.RequireBy(ctx, tx, subject, launch.AdmitApply); err != nil {
-				return ErrGateClosed
-			}
 			if refused, err = s.applyRefusal(ctx, tx, r, now); err != nil || refused != "" {
 				if err != nil {
 					return err
@@ -144,6 +151,7 @@ func (s *Service) StartAttempt(ctx context.Context, attemptID, workerID, driver 
 	if err == nil && credRefused != "" {
 		return Started{}, fmt.Errorf("%w (%s)", ErrCredentialsUnavailable, credRefused)
 	}
+	out.StartTook = time.Since(began)
 	return out, err
 }
 
@@ -561,15 +569,14 @@ func (s *Service) retryPlan(ctx context.Context, tx *sqlx.Tx, r Run, a Attempt) 
 // transaction that touches both takes them in this order (as Cancel does,
 // locking the run before its attempts), so none can deadlock another.
 func lockAttempt(ctx context.Context, tx *sqlx.Tx, attemptID string) (Run, Attempt, error) {
-	a, err := attemptByID(ctx, tx, attemptID, false)
+	r, err := runOfAttemptForUpdate(ctx, tx, attemptID)
 	if err != nil {
 		return Run{}, Attempt{}, err
 	}
-	r, err := runByID(ctx, tx, a.OrganizationID, a.RunID, true)
-	if err != nil {
-		return Run{}, Attempt{}, err
+	a, err := attemptByID(ctx, tx, attemptID, true)
+	if err == nil && (a.RunID != r.ID || a.OrganizationID != r.OrganizationID) {
+		err = fmt.Errorf("attempt %s is not of run %s", a.ID, r.ID)
 	}
-	a, err = attemptByID(ctx, tx, attemptID, true)
 	return r, a, err
 }
 

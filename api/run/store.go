@@ -148,6 +148,21 @@ func runByID(ctx context.Context, q sqlx.QueryerContext, organizationID, runID s
 	return r, nil
 }
 
+// runOfAttemptForUpdate reads and locks the run an attempt belongs to, in
+// one statement.
+func runOfAttemptForUpdate(ctx context.Context, q sqlx.QueryerContext, attemptID string) (Run, error) {
+	var r Run
+	err := sqlx.GetContext(ctx, q, &r, `SELECT `+runColumns+` FROM runs
+		WHERE id = (SELECT run_id FROM run_attempts WHERE id = $1) FOR UPDATE`, attemptID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Run{}, fault.ErrNotFound
+	}
+	if err != nil {
+		return Run{}, fmt.Errorf("reading run of attempt: %w", err)
+	}
+	return r, nil
+}
+
 // saveRun writes every mutable column of a run.
 func saveRun(ctx context.Context, q sqlx.ExtContext, r Run) error {
 	_, err := q.ExecContext(ctx, `UPDATE runs SET status = $2, plan_status = $3, apply_status = $4, has_changes = $5,

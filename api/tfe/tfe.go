@@ -172,8 +172,23 @@ func (s *server) guardWith(rule launch.Rule, resolve resolver, h handler) fiber.
 		if err := httpx.CheckQuery(c); err != nil {
 			return s.writeError(c, err)
 		}
+		// A run token's subject is almost always its own workspace, known
+		// before resolution: its admission is read while the path
+		// resolves, off the path of every request a sandboxed CLI makes.
+		var ownAdmission chan error
+		if p.Kind == access.KindRun {
+			ownAdmission = make(chan error, 1)
+			go func() {
+				_, err := s.Launch.RequireBy(ctx, nil, launch.Subject{OrganizationID: p.OrganizationID, WorkspaceID: p.WorkspaceID},
+					launch.AdmitAccess)
+				ownAdmission <- err
+			}()
+		}
 		o, err := resolve(ctx, c, p)
 		if err != nil {
+			if ownAdmission != nil {
+				<-ownAdmission
+			}
 			return s.writeError(c, err)
 		}
 		switch p.Kind {
@@ -191,11 +206,12 @@ func (s *server) guardWith(rule launch.Rule, resolve resolver, h handler) fiber.
 			// workspace is the exact subject of whatever it asks (even the
 			// organization-wide checks the CLI makes), and a suspension
 			// does not cut off a phase already running.
-			subject := launch.Subject{OrganizationID: p.OrganizationID, WorkspaceID: o.WorkspaceID}
-			if subject.WorkspaceID == "" {
-				subject.WorkspaceID = p.WorkspaceID
+			err := <-ownAdmission
+			if o.WorkspaceID != "" && o.WorkspaceID != p.WorkspaceID {
+				subject := launch.Subject{OrganizationID: p.OrganizationID, WorkspaceID: o.WorkspaceID}
+				_, err = s.Launch.RequireBy(ctx, nil, subject, launch.AdmitAccess)
 			}
-			if _, err := s.Launch.RequireBy(ctx, nil, subject, launch.AdmitAccess); err != nil {
+			if err != nil {
 				return s.writeError(c, err)
 			}
 		default:

@@ -33,44 +33,61 @@ func (s *server) registerWorkspaces(r fiber.Router) {
 // clients read it: its name is the cloud name, execution is local until
 // Cairn runs operations, and destroy plans are never offered.
 func (s *server) workspaceResource(ctx context.Context, p access.Principal, o owner, w workspace.Workspace) (resource, error) {
-	has := p.Permissions.Has
-	// The CLI reads its workspace several times per command: the four
-	// reads behind it go out at once.
-	var currentSV, currentRun, latestRun, currentCV string
-	var resourceCount, runCount int
 	g, gctx := errgroup.WithContext(ctx)
-	if has(access.PermStateRead) {
+	var f workspaceFacts
+	s.readWorkspaceFacts(gctx, g, p, w.OrganizationID, w.ID, &f)
+	if err := g.Wait(); err != nil {
+		return resource{}, err
+	}
+	return workspaceRepresentation(p, o, w, f), nil
+}
+
+// workspaceFacts are what a workspace's representation reads beside the
+// workspace itself.
+type workspaceFacts struct {
+	currentSV, currentRun, latestRun, currentCV string
+	resourceCount, runCount                    int
+}
+
+// readWorkspaceFacts starts the reads behind a workspace's representation
+// in g: the CLI reads its workspace several times per command, and these
+// go out at once.
+func (s *server) readWorkspaceFacts(ctx context.Context, g *errgroup.Group, p access.Principal, organizationID, workspaceID string, f *workspaceFacts) {
+	if p.Permissions.Has(access.PermStateRead) {
 		g.Go(func() error {
-			cur, err := s.State.CurrentOf(gctx, w)
+			cur, err := s.State.CurrentOfWorkspace(ctx, organizationID, workspaceID)
 			if cur != nil {
-				currentSV, resourceCount = cur.ID, cur.ResourceCount
+				f.currentSV, f.resourceCount = cur.ID, cur.ResourceCount
 			}
 			return err
 		})
 	}
-	if has(access.PermRunRead) {
+	if p.Permissions.Has(access.PermRunRead) {
 		g.Go(func() error {
-			cur, err := s.Runs.CurrentRun(gctx, w.OrganizationID, w.ID)
+			cur, err := s.Runs.CurrentRun(ctx, organizationID, workspaceID)
 			if cur != nil {
-				currentRun = cur.ID
+				f.currentRun = cur.ID
 			}
 			return err
 		})
 		g.Go(func() (err error) {
-			runCount, latestRun, err = s.Runs.WorkspaceRuns(gctx, w.OrganizationID, w.ID)
+			f.runCount, f.latestRun, err = s.Runs.WorkspaceRuns(ctx, organizationID, workspaceID)
 			return err
 		})
 		g.Go(func() error {
-			cv, err := s.Runs.CurrentConfiguration(gctx, w.OrganizationID, w.ID)
+			cv, err := s.Runs.CurrentConfiguration(ctx, organizationID, workspaceID)
 			if cv != nil {
-				currentCV = cv.ID
+				f.currentCV = cv.ID
 			}
 			return err
 		})
 	}
-	if err := g.Wait(); err != nil {
-		return resource{}, err
-	}
+}
+
+func workspaceRepresentation(p access.Principal, o owner, w workspace.Workspace, f workspaceFacts) resource {
+	has := p.Permissions.Has
+	currentSV, currentRun, latestRun, currentCV := f.currentSV, f.currentRun, f.latestRun, f.currentCV
+	resourceCount, runCount := f.resourceCount, f.runCount
 	lockedBy := relationship{Data: nil}
 	if w.Locked() {
 		// Every non-run holder is presented as a user: the protocol knows
@@ -134,7 +151,7 @@ func (s *server) workspaceResource(ctx context.Context, p access.Principal, o ow
 			"current-configuration-version": toOne(currentCV, "configuration-versions"),
 		},
 		Links: map[string]string{"self": self, "self-html": "/app/" + o.OrganizationSlug + "/workspaces/" + w.CloudName},
-	}, nil
+	}
 }
 
 func (s *server) respondWorkspace(c *fiber.Ctx, status int, p access.Principal, o owner, w workspace.Workspace) error {
@@ -147,14 +164,17 @@ func (s *server) respondWorkspace(c *fiber.Ctx, status int, p access.Principal, 
 
 func (s *server) readWorkspace(c *fiber.Ctx, p access.Principal, o owner) error {
 	ctx := c.UserContext()
-	w, err := s.Workspaces.GetWorkspace(ctx, p, o.WorkspaceID)
-	if err != nil {
+	// The workspace is read beside the rest of its representation; the
+	// rest is dropped unless the principal may see it.
+	g, gctx := errgroup.WithContext(ctx)
+	var w workspace.Workspace
+	var f workspaceFacts
+	g.Go(func() (err error) { w, err = s.Workspaces.GetWorkspace(gctx, p, o.WorkspaceID); return err })
+	s.readWorkspaceFacts(gctx, g, p, o.OrganizationID, o.WorkspaceID, &f)
+	if err := g.Wait(); err != nil {
 		return s.writeError(c, err)
 	}
-	res, err := s.workspaceResource(ctx, p, o, w)
-	if err != nil {
-		return s.writeError(c, err)
-	}
+	res := workspaceRepresentation(p, o, w, f)
 	doc := map[string]any{"data": res}
 	// include=outputs adds the current state's outputs; other include
 	// values are ignored rather than refused.

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"io/fs"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"github.com/cairnhq/cairn/api/run"
 	"github.com/cairnhq/cairn/api/state"
@@ -22,19 +24,19 @@ import (
 // errored.tfstate when it may not (a cancel revokes the token). Either is
 // recorded before the attempt ends, so recovery has the evidence.
 func (r *Runner) apply(ctx context.Context, env *attemptEnv) error {
-	rc, err := r.Runs.OpenPlanFile(ctx, env.st.Run)
-	if err != nil {
-		return err
-	}
-	err = writeFrom(env.sb, privatePath(planFile), rc)
-	rc.Close()
-	if err != nil {
-		return err
-	}
+	// The sealed plan file is fetched while init runs: init never reads
+	// it, and apply waits for both.
+	planWritten := make(chan error, 1)
+	go func() {
+		start := time.Now()
+		planWritten <- r.writePlanFile(ctx, env)
+		env.timed("plan_file", start)
+	}()
 	// A saved plan carries its backend's configuration, which apply uses:
 	// initializing the backend here too would only repeat the plan's
 	// round trips to the API.
-	if err := r.init(ctx, env, "-backend=false"); err != nil {
+	initErr := r.init(ctx, env, "-backend=false")
+	if err := cmp.Or(initErr, <-planWritten); err != nil {
 		return err
 	}
 	cmd := r.tofuCommand(env, nil, "apply", "-input=false", "-no-color", env.private(planFile))
@@ -66,6 +68,16 @@ func (r *Runner) apply(ctx context.Context, env *attemptEnv) error {
 		r.Runs.DiscardArtifacts(evidenceCtx, []run.Artifact{*outcome.Emergency})
 	}
 	return err
+}
+
+// writePlanFile unseals the run's plan file into the sandbox.
+func (r *Runner) writePlanFile(ctx context.Context, env *attemptEnv) error {
+	rc, err := r.Runs.OpenPlanFile(ctx, env.st.Run)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	return writeFrom(env.sb, privatePath(planFile), rc)
 }
 
 // sealEmergencyState stores the errored.tfstate the CLI writes into its

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -208,7 +209,8 @@ func (r *Runner) Execute(ctx context.Context, st run.Started) error {
 	defer stopPhase()
 	env := &attemptEnv{st: st, life: life, shuttingDown: func() bool { return ctx.Err() != nil },
 		timedOut: func() bool { return errors.Is(context.Cause(timed), sandbox.ErrTimedOut) },
-		timings:  run.Timings{"queue_wait": float64(st.QueueWait.Microseconds()) / 1000}}
+		timings: run.Timings{"queue_wait": float64(st.QueueWait.Microseconds()) / 1000,
+			"start": float64(st.StartTook.Microseconds()) / 1000}}
 	if st.Credentials != nil {
 		env.timings["credential_issue"] = float64(st.CredentialIssue.Microseconds()) / 1000
 	}
@@ -350,10 +352,12 @@ func (r *Runner) execute(ctx context.Context, env *attemptEnv) error {
 	if err := r.refuseUnisolated(ctx, env); err != nil {
 		return err
 	}
+	start := time.Now()
 	facts, err := r.gather(ctx, st)
 	if err != nil {
 		return err
 	}
+	env.timed("gather", start)
 	env.predecessor = facts.predecessor
 	inputs, token := facts.inputs, facts.token
 	secrets := []string{token}
@@ -369,7 +373,7 @@ func (r *Runner) execute(ctx context.Context, env *attemptEnv) error {
 	stopFlush := r.flushLoop(env.life, env.logs)
 	defer stopFlush()
 
-	start := time.Now()
+	start = time.Now()
 	spec := sandbox.Spec{Name: st.SandboxName, Limits: sandbox.Limits{WallClock: r.PhaseTimeout}, Env: map[string]string{
 		"TF_IN_AUTOMATION": "1", "TF_INPUT": "0", "CHECKPOINT_DISABLE": "1", "TF_FORCE_LOCAL_BACKEND": "1",
 		// Provider plugins listen on a Unix socket made in this directory;
@@ -718,14 +722,23 @@ func (r *Runner) plan(ctx context.Context, env *attemptEnv) error {
 	planSealed := ev.seal(func() (run.Artifact, error) {
 		return r.storeSandboxFile(ctx, env, run.ArtifactPlanFile, planFile)
 	})
-	if err := r.showPlanJSON(ctx, env); err != nil {
+	// The plan has read the state: whether it moved meanwhile is read
+	// while show renders the plan.
+	type stateRead struct {
+		id  *string
+		err error
+	}
+	current := make(chan stateRead, 1)
+	go func() {
+		id, err := r.Runs.CurrentStateVersionID(ctx, env.st.Run)
+		current <- stateRead{id, err}
+	}()
+	showErr := r.showPlanJSON(ctx, env)
+	after := <-current
+	if err := cmp.Or(showErr, after.err); err != nil {
 		return err
 	}
-	after, err := r.Runs.CurrentStateVersionID(ctx, env.st.Run)
-	if err != nil {
-		return err
-	}
-	if !sameID(predecessor, after) {
+	if !sameID(predecessor, after.id) {
 		return errStateMoved
 	}
 

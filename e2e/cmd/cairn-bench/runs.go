@@ -179,7 +179,9 @@ func startManagedStack(dbURL, name string, extraEnv ...string) (*managedStack, e
 }
 
 func benchRuns(dbURL string, rounds int) error {
-	m, err := startManagedStack(dbURL, "runs")
+	// The runs stack has an API of its own beside the harness's first one,
+	// which holds CAIRN_BENCH_PPROF_ADDR.
+	m, err := startManagedStack(dbURL, "runs", "CAIRN_PPROF_ADDR="+os.Getenv("CAIRN_BENCH_RUNS_PPROF_ADDR"))
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,9 @@ BINARIES := ./api/cmd/cairn-api ./api/cmd/cairn-mcp ./jobs/cmd/cairn-worker ./jo
 ##        cairn-bff (and the cairn-dev helper) into bin/
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/ $(BINARIES)
+	@# A worker refuses a cairn-sandbox-exec others could replace (a root
+	@# worker's sandboxes start it as root), whatever the umask was.
+	@chmod go-w bin bin/*
 
 ## run: private PostgreSQL under .data/, migrate, bootstrap, then api + worker + bff in the foreground
 run: deps build tools

@@ -681,7 +681,8 @@ func TestCommandsHoldNoPrivileges(t *testing.T) {
 
 // TestExecProgramMustBeTheWorkersOwn: a root worker's commands run
 // cairn-sandbox-exec with root's rights, so the driver refuses one that
-// others could replace, and one that is missing, rather than start without.
+// others could change or replace, and one that is missing, rather than
+// start without.
 func TestExecProgramMustBeTheWorkersOwn(t *testing.T) {
 	t.Parallel()
 	installed, err := exec.LookPath(sandbox.ExecProgram)
@@ -700,7 +701,19 @@ func TestExecProgramMustBeTheWorkersOwn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, path := range map[string]string{"group-writable": writable, "missing": filepath.Join(dir, "missing")} {
+	openDir := filepath.Join(dir, "open")
+	inOpenDir := filepath.Join(openDir, sandbox.ExecProgram)
+	if err := os.Mkdir(openDir, 0o755); err == nil {
+		err = os.WriteFile(inOpenDir, body, 0o755)
+		if err == nil {
+			err = os.Chmod(openDir, 0o777)
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, path := range map[string]string{"group-writable": writable, "in a world-writable directory": inOpenDir,
+		"missing": filepath.Join(dir, "missing")} {
 		if _, err := sandbox.NewLocal(t.TempDir(), sandbox.LocalOptions{Isolation: sandbox.NoIsolation, ExecPath: path}); err == nil {
 			t.Errorf("%s: NewLocal accepted %s", name, path)
 		}

@@ -59,6 +59,14 @@ func findExec(configured string) (string, error) {
 	case st == nil || (st.Uid != 0 && int(st.Uid) != os.Geteuid()):
 		return "", errors.New(path + " belongs to neither root nor the worker's user")
 	}
+	// Nor may anyone else put another file in its place.
+	dir, err := os.Stat(filepath.Dir(path))
+	if err != nil {
+		return "", err
+	}
+	if dir.Mode()&0o022 != 0 {
+		return "", fmt.Errorf("%s is in a directory writable by group or others", path)
+	}
 	return path, nil
 }
 

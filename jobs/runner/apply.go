@@ -29,8 +29,9 @@ func (r *Runner) apply(ctx context.Context, env *attemptEnv) error {
 	planWritten := make(chan error, 1)
 	go func() {
 		start := time.Now()
-		planWritten <- r.writePlanFile(ctx, env)
+		err := r.writePlanFile(ctx, env)
 		env.timed("plan_file", start)
+		planWritten <- err
 	}()
 	// A saved plan carries its backend's configuration, which apply uses:
 	// initializing the backend here too would only repeat the plan's

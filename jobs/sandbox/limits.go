@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -24,7 +23,8 @@ const execInside = "/run/cairn/" + ExecProgram
 // findExec locates cairn-sandbox-exec: the configured path, else the one
 // installed beside the running executable (make build and the image put the
 // binaries together), else the one in PATH. A root worker's commands run
-// it as root, so a copy that anyone but its owner could replace is refused.
+// it as root, so a copy that anyone but root or the worker's user could
+// change or replace is refused.
 func findExec(configured string) (string, error) {
 	path := configured
 	if path == "" {
@@ -43,31 +43,38 @@ func findExec(configured string) (string, error) {
 		path = found
 	}
 	path, err := filepath.Abs(path)
+	if err == nil {
+		// Checked where it really is: a link's own directory says nothing.
+		path, err = filepath.EvalSymlinks(path)
+	}
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("sandboxes need %s: %w", ExecProgram, err)
 	}
 	fi, err := os.Stat(path)
 	if err != nil {
 		return "", fmt.Errorf("sandboxes need %s: %w", ExecProgram, err)
 	}
-	st, _ := fi.Sys().(*syscall.Stat_t)
-	switch {
-	case !fi.Mode().IsRegular() || fi.Mode()&0o111 == 0:
+	if !fi.Mode().IsRegular() || fi.Mode()&0o111 == 0 {
 		return "", fmt.Errorf("%s is not an executable file", path)
-	case fi.Mode()&(fs.ModePerm&0o022) != 0:
-		return "", fmt.Errorf("%s is writable by group or others: sandboxed commands run it with the worker's rights", path)
-	case st == nil || (st.Uid != 0 && int(st.Uid) != os.Geteuid()):
-		return "", errors.New(path + " belongs to neither root nor the worker's user")
 	}
-	// Nor may anyone else put another file in its place.
-	dir, err := os.Stat(filepath.Dir(path))
-	if err != nil {
-		return "", err
+	// Neither the program nor any directory above it may be changed by
+	// anyone but root or the worker's user, or another program could take
+	// its place (bwrap binds it by path for every command). A sticky
+	// directory such as /tmp lets others add entries, not replace ours.
+	for p := path; ; p = filepath.Dir(p) {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return "", err
+		}
+		st, _ := fi.Sys().(*syscall.Stat_t)
+		writable := fi.Mode()&0o022 != 0 && (p == path || fi.Mode()&fs.ModeSticky == 0)
+		if st == nil || (st.Uid != 0 && int(st.Uid) != os.Geteuid()) || writable {
+			return "", fmt.Errorf("%s could be replaced: %s is writable by or belongs to another user", path, p)
+		}
+		if p == filepath.Dir(p) {
+			return path, nil
+		}
 	}
-	if dir.Mode()&0o022 != 0 {
-		return "", fmt.Errorf("%s is in a directory writable by group or others", path)
-	}
-	return path, nil
 }
 
 // commandArgv wraps a program and its arguments in the sandbox's limits and

@@ -35,10 +35,16 @@ var rlimitNames = map[string]int{
 	"as": unix.RLIMIT_AS, "data": unix.RLIMIT_DATA, "nproc": unix.RLIMIT_NPROC,
 }
 
+type rlimit struct {
+	resource int
+	value    uint64
+}
+
 type invocation struct {
 	// user is the user and group ID to become; -1 keeps the caller's.
-	user    int
-	rlimits map[int]uint64
+	user int
+	// rlimits are set in this order.
+	rlimits []rlimit
 	argv    []string
 }
 
@@ -47,6 +53,14 @@ func main() {
 	// thread, and exec carries over the calling thread's: everything below
 	// runs on this one.
 	runtime.LockOSThread()
+	// Until exec this process may be root and holds the command's
+	// environment: it must never dump core, whatever the limits or
+	// GOTRACEBACK say. Exec makes the program dumpable again, under its
+	// own RLIMIT_CORE.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		fmt.Fprintln(os.Stderr, "cairn-sandbox-exec: making the process undumpable:", err)
+		os.Exit(exitSetupFailed)
+	}
 	inv, err := parse(os.Args[1:])
 	if err == nil {
 		err = enter(inv)
@@ -56,7 +70,7 @@ func main() {
 }
 
 func parse(args []string) (invocation, error) {
-	inv := invocation{user: -1, rlimits: map[int]uint64{}}
+	inv := invocation{user: -1}
 	for len(args) > 0 {
 		arg := args[0]
 		args = args[1:]
@@ -86,7 +100,13 @@ func parse(args []string) (invocation, error) {
 			if !ok || !known || err != nil {
 				return inv, fmt.Errorf("-rlimit %q is not NAME=VALUE with a known NAME", value)
 			}
-			inv.rlimits[resource] = n
+			lim := rlimit{resource, n}
+			if resource == unix.RLIMIT_CORE {
+				// No core file from the moment any limit is set.
+				inv.rlimits = append([]rlimit{lim}, inv.rlimits...)
+			} else {
+				inv.rlimits = append(inv.rlimits, lim)
+			}
 		default:
 			return inv, fmt.Errorf("unknown argument %q", arg)
 		}
@@ -97,11 +117,11 @@ func parse(args []string) (invocation, error) {
 // enter applies the invocation to this process and execs its program; it
 // returns only on failure.
 func enter(inv invocation) error {
-	for resource, v := range inv.rlimits {
+	for _, lim := range inv.rlimits {
 		// syscall.Setrlimit, not unix's: it also stops Go from restoring
 		// its own open-file limit at exec.
-		if err := syscall.Setrlimit(resource, &syscall.Rlimit{Cur: v, Max: v}); err != nil {
-			return fmt.Errorf("setting rlimit %d: %w", resource, err)
+		if err := syscall.Setrlimit(lim.resource, &syscall.Rlimit{Cur: lim.value, Max: lim.value}); err != nil {
+			return fmt.Errorf("setting rlimit %d: %w", lim.resource, err)
 		}
 	}
 	if inv.user >= 0 {

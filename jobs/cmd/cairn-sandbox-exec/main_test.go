@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -8,12 +9,14 @@ import (
 
 func TestParseTakesOnlyWhatTheDriverSends(t *testing.T) {
 	t.Parallel()
-	inv, err := parse([]string{"-user", "60001", "-rlimit", "nofile=4096", "-rlimit", "core=0", "--", "/bin/tofu", "plan", "--"})
+	inv, err := parse([]string{"-user", "60001", "-rlimit", "nofile=4096", "-rlimit", "as=1024", "-rlimit", "core=0",
+		"--", "/bin/tofu", "plan", "--"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if inv.user != 60001 || inv.rlimits[unix.RLIMIT_NOFILE] != 4096 || inv.rlimits[unix.RLIMIT_CORE] != 0 ||
-		len(inv.rlimits) != 2 || len(inv.argv) != 3 || inv.argv[2] != "--" {
+	// The core limit goes first, wherever it was given.
+	want := []rlimit{{unix.RLIMIT_CORE, 0}, {unix.RLIMIT_NOFILE, 4096}, {unix.RLIMIT_AS, 1024}}
+	if inv.user != 60001 || !slices.Equal(inv.rlimits, want) || len(inv.argv) != 3 || inv.argv[2] != "--" {
 		t.Fatalf("parsed %+v", inv)
 	}
 	if inv, err := parse([]string{"--", "/bin/true"}); err != nil || inv.user != -1 || len(inv.rlimits) != 0 {

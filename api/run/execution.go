@@ -283,12 +283,12 @@ func (s *Service) CommitPlan(ctx context.Context, attemptID string, ev PlanEvide
 		}
 		var planFile []byte
 		for _, art := range ev.Artifacts {
-			if err := insertArtifact(ctx, tx, art); err != nil {
-				return err
-			}
 			if art.Kind == ArtifactPlanFile {
 				planFile = art.SHA256
 			}
+		}
+		if err := insertArtifacts(ctx, tx, ev.Artifacts); err != nil {
+			return err
 		}
 		if planFile == nil {
 			return errors.New("plan evidence lacks the plan file")

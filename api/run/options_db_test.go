@@ -270,6 +270,15 @@ func TestSavedPlanWaitsOutsideTheQueue(t *testing.T) {
 	if saved.Status != run.StatusAwaitingApproval {
 		t.Fatalf("saved plan after its plan: %s", saved.Status)
 	}
+	// Lists tell a saved plan awaiting its apply from other runs awaiting
+	// approval, as the protocol shows planned_and_saved apart from planned.
+	awaiting := []string{string(run.StatusAwaitingApproval)}
+	for which, want := range map[run.SavedPlanFilter]int{run.SavedPlansAny: 1, run.SavedPlansOnly: 1, run.SavedPlansExcluded: 0} {
+		got, total, err := h.runs.ListRunsPage(h.ctx, h.ownerPrincipal(), run.RunFilter{WorkspaceID: ws, Statuses: awaiting, SavedPlans: which}, 1, 20)
+		if err != nil || total != want || len(got) != want || (want == 1 && got[0].ID != saved.ID) {
+			t.Fatalf("runs awaiting approval, saved plans %q: %d %v %v, want %d", which, total, got, err, want)
+		}
+	}
 	if kind, id := h.lockHolder(ws); id != active.ID {
 		t.Fatalf("after the saved plan's plan the workspace is locked by %s %s", kind, id)
 	}

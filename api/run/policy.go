@@ -47,13 +47,21 @@ const policyRunKind = "manual"
 func (s *Service) EvaluatePolicy(ctx context.Context, st Started, planDigest []byte, planJSON io.Reader, secrets []string,
 	ev policy.Evaluator) (policy.Evaluation, error) {
 	r := st.Run
+	// The workspace's name and the launch decision are read at once.
+	var admission launch.Decision
+	admitted := make(chan struct{})
+	go func() {
+		defer close(admitted)
+		subject := launch.Subject{OrganizationID: r.OrganizationID, WorkspaceID: r.WorkspaceID}
+		admission = s.launch.DecideBy(ctx, nil, subject, launch.AdmitPolicyEvaluation)
+	}()
 	w, err := workspace.WorkspaceByID(ctx, s.db, r.OrganizationID, r.WorkspaceID, false)
+	<-admitted
 	if err != nil {
 		return policy.Evaluation{}, err
 	}
 	snapshotErr := r.PolicySnapshotError
-	subject := launch.Subject{OrganizationID: r.OrganizationID, WorkspaceID: r.WorkspaceID}
-	if d := s.launch.DecideBy(ctx, nil, subject, launch.AdmitPolicyEvaluation); !d.Admitted {
+	if d := admission; !d.Admitted {
 		// The required policy stage cannot run on a release launch control
 		// does not allow: the stage's outcome is error, so no apply.
 		snapshotErr = &d.Reason

@@ -948,14 +948,16 @@ func (s *Service) ListRunsPage(ctx context.Context, p access.Principal, f RunFil
 		AND ($4 = '' OR workspace_id = $4) AND (cardinality($5::text[]) = 0 OR status = ANY($5::text[]))
 		AND (cardinality($6::text[]) = 0 OR kind = ANY($6::text[]))
 		AND (cardinality($7::text[]) = 0 OR workspace_id IN (SELECT w.id FROM workspaces w
-			WHERE w.organization_id = $1 AND lower(w.cloud_name) = ANY($7::text[])))`
-	args := []any{p.OrganizationID, f.WorkspaceID, b.projectID, b.workspaceID, pqStrings(f.Statuses), pqStrings(f.Kinds), pqStrings(names)}
+			WHERE w.organization_id = $1 AND lower(w.cloud_name) = ANY($7::text[])))
+		AND (status <> 'awaiting_approval' OR $8 = '' OR save_plan = ($8 = 'only'))`
+	args := []any{p.OrganizationID, f.WorkspaceID, b.projectID, b.workspaceID, pqStrings(f.Statuses), pqStrings(f.Kinds), pqStrings(names),
+		string(f.SavedPlans)}
 	var total int
 	if err := s.db.GetContext(ctx, &total, `SELECT count(*)`+where, args...); err != nil {
 		return nil, 0, fmt.Errorf("counting runs: %w", err)
 	}
 	var out []Run
-	if err := s.db.SelectContext(ctx, &out, `SELECT `+runColumns+where+` ORDER BY created_at DESC, id DESC LIMIT $8 OFFSET $9`,
+	if err := s.db.SelectContext(ctx, &out, `SELECT `+runColumns+where+` ORDER BY created_at DESC, id DESC LIMIT $9 OFFSET $10`,
 		append(args, size, (number-1)*size)...); err != nil {
 		return nil, 0, fmt.Errorf("listing runs: %w", err)
 	}

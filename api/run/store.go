@@ -192,9 +192,22 @@ type RunFilter struct {
 	WorkspaceNames []string
 	// Kinds, when set, keeps runs of one of these kinds.
 	Kinds []string
+	// SavedPlans narrows the awaiting_approval runs Statuses keeps:
+	// SavedPlansOnly keeps only saved plans, SavedPlansExcluded only the
+	// others; the zero value keeps both.
+	SavedPlans SavedPlanFilter
 	// Nothing matches: a filter named only values no run can have.
 	Nothing bool
 }
+
+// SavedPlanFilter says which awaiting_approval runs a RunFilter keeps.
+type SavedPlanFilter string
+
+const (
+	SavedPlansAny      SavedPlanFilter = ""
+	SavedPlansOnly     SavedPlanFilter = "only"
+	SavedPlansExcluded SavedPlanFilter = "excluded"
+)
 
 func listRuns(ctx context.Context, q sqlx.QueryerContext, organizationID string, f RunFilter, boundary boundary, page cursor.Page) ([]Run, error) {
 	keyset, args := page.Keyset([]any{organizationID, f.WorkspaceID, boundary.projectID, boundary.workspaceID, pqStrings(f.Statuses)}, "created_at", "id")
@@ -364,10 +377,18 @@ const (
 )
 
 func insertArtifact(ctx context.Context, q sqlx.ExtContext, a Artifact) error {
+	return insertArtifacts(ctx, q, []Artifact{a})
+}
+
+// insertArtifacts writes a phase's artifacts in one statement.
+func insertArtifacts(ctx context.Context, q sqlx.ExtContext, arts []Artifact) error {
+	if len(arts) == 0 {
+		return nil
+	}
 	_, err := sqlx.NamedExecContext(ctx, q, `INSERT INTO run_artifacts (id, organization_id, run_id, attempt_id, kind, blob_key,
-		size_bytes, sha256, created_at) VALUES (:id, :organization_id, :run_id, :attempt_id, :kind, :blob_key, :size_bytes, :sha256, :created_at)`, a)
+		size_bytes, sha256, created_at) VALUES (:id, :organization_id, :run_id, :attempt_id, :kind, :blob_key, :size_bytes, :sha256, :created_at)`, arts)
 	if err != nil {
-		return fmt.Errorf("inserting artifact: %w", err)
+		return fmt.Errorf("inserting artifacts: %w", err)
 	}
 	return nil
 }

@@ -186,3 +186,28 @@ func FuzzLogWindow(f *testing.F) {
 		}
 	})
 }
+
+// TestStatusFilterTellsSavedPlansApart: filter[status] keeps runs awaiting
+// approval as the protocol shows them, a saved plan as planned_and_saved
+// and any other as planned.
+func TestStatusFilterTellsSavedPlansApart(t *testing.T) {
+	t.Parallel()
+	awaiting := string(run.StatusAwaitingApproval)
+	for _, tc := range []struct {
+		protocol []string
+		statuses []string
+		saved    run.SavedPlanFilter
+	}{
+		{[]string{"planned"}, []string{awaiting}, run.SavedPlansExcluded},
+		{[]string{"planned_and_saved"}, []string{awaiting}, run.SavedPlansOnly},
+		{[]string{"planned", "planned_and_saved"}, []string{awaiting, awaiting}, run.SavedPlansAny},
+		{[]string{"applied", "planned_and_saved"}, []string{string(run.StatusApplied), awaiting}, run.SavedPlansOnly},
+		{[]string{"pending"}, []string{string(run.StatusPending)}, run.SavedPlansAny},
+		{[]string{"no-such-status"}, nil, run.SavedPlansAny},
+	} {
+		statuses, saved := statusFilter(tc.protocol)
+		if !slices.Equal(statuses, tc.statuses) || saved != tc.saved {
+			t.Errorf("statusFilter(%q) = %q %q, want %q %q", tc.protocol, statuses, saved, tc.statuses, tc.saved)
+		}
+	}
+}

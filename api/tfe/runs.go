@@ -887,9 +887,7 @@ func (s *server) organizationRuns(c *fiber.Ctx, p access.Principal, o owner) err
 func runFilter(c *fiber.Ctx) run.RunFilter {
 	var f run.RunFilter
 	if statuses := queryList(c, "filter[status]"); len(statuses) > 0 {
-		for _, st := range statuses {
-			f.Statuses = append(f.Statuses, internalStatuses(st)...)
-		}
+		f.Statuses, f.SavedPlans = statusFilter(statuses)
 		f.Nothing = len(f.Statuses) == 0
 	}
 	if ops := queryList(c, "filter[operation]"); len(ops) > 0 {
@@ -918,11 +916,30 @@ var operationKinds = map[string][]string{
 	"plan_only":      {string(run.KindPlanOnly), string(run.KindSpeculative)},
 }
 
+// statusFilter is the run filter of protocol statuses: the internal
+// statuses they are shown for, and which of the runs awaiting approval
+// they mean, since a saved plan awaiting its apply is shown as
+// planned_and_saved and any other as planned.
+func statusFilter(protocol []string) ([]string, run.SavedPlanFilter) {
+	var internal []string
+	for _, st := range protocol {
+		internal = append(internal, internalStatuses(st)...)
+	}
+	planned, saved := slices.Contains(protocol, "planned"), slices.Contains(protocol, statusPlannedAndSaved)
+	switch {
+	case saved && !planned:
+		return internal, run.SavedPlansOnly
+	case planned && !saved:
+		return internal, run.SavedPlansExcluded
+	}
+	return internal, run.SavedPlansAny
+}
+
 // internalStatuses are the run statuses shown as a protocol status (the
 // inverse of tfeStatus); an unknown name has none.
 func internalStatuses(protocol string) []string {
 	switch protocol {
-	case "planned":
+	case "planned", statusPlannedAndSaved:
 		return []string{string(run.StatusAwaitingApproval)}
 	case "errored":
 		return []string{string(run.StatusErrored), string(run.StatusRecoveryRequired), string(run.StatusRecovered),

@@ -107,6 +107,7 @@ func startWorker(dbURL string, api *apiProcess, files devstack.TLSFiles, extraEn
 		// Beside a `make run` stack, whose worker holds the default address.
 		"CAIRN_WORKER_HEALTH_ADDR=off")
 	cmd.Env = append(cmd.Env, extraEnv...)
+	cmd.Env = append(cmd.Env, "CAIRN_PPROF_ADDR="+os.Getenv("CAIRN_BENCH_WORKER_PPROF_ADDR"))
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {

@@ -46,7 +46,7 @@ func (s *server) workspaceResource(ctx context.Context, p access.Principal, o ow
 // workspace itself.
 type workspaceFacts struct {
 	currentSV, currentRun, latestRun, currentCV string
-	resourceCount, runCount                    int
+	resourceCount, runCount                     int
 }
 
 // readWorkspaceFacts starts the reads behind a workspace's representation

@@ -16,6 +16,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"runtime"
 	"strconv"
@@ -88,8 +89,10 @@ func parse(args []string) (invocation, error) {
 		args = args[1:]
 		switch arg {
 		case "-user":
-			id, err := strconv.ParseUint(value, 10, 31)
-			if err != nil || id == 0 {
+			// Any user ID the kernel takes but root and (uid_t)-1, which
+			// setresuid reads as "leave unchanged".
+			id, err := strconv.ParseUint(value, 10, 32)
+			if err != nil || id == 0 || id == math.MaxUint32 {
 				return inv, fmt.Errorf("-user %q is not a nonzero user ID", value)
 			}
 			inv.user = int(id)

@@ -22,9 +22,15 @@ func TestParseTakesOnlyWhatTheDriverSends(t *testing.T) {
 	if inv, err := parse([]string{"--", "/bin/true"}); err != nil || inv.user != -1 || len(inv.rlimits) != 0 {
 		t.Fatalf("no options: %+v %v", inv, err)
 	}
+	// A worker's sandbox IDs may lie anywhere below 2^32-1.
+	if inv, err := parse([]string{"-user", "4294901759", "--", "/bin/true"}); err != nil || inv.user != 4294901759 {
+		t.Fatalf("a high user ID: %+v %v", inv, err)
+	}
 	for name, args := range map[string][]string{
 		"root":            {"-user", "0", "--", "/bin/true"},
 		"negative user":   {"-user", "-5", "--", "/bin/true"},
+		"unchanged user":  {"-user", "4294967295", "--", "/bin/true"},
+		"too large user":  {"-user", "4294967296", "--", "/bin/true"},
 		"unknown limit":   {"-rlimit", "stack=1", "--", "/bin/true"},
 		"limit no value":  {"-rlimit", "nofile", "--", "/bin/true"},
 		"bad limit value": {"-rlimit", "nofile=-1", "--", "/bin/true"},

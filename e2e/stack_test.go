@@ -44,7 +44,8 @@ func binDir(t *testing.T) string {
 			buildErr = err
 			return
 		}
-		cmd := exec.Command("go", "build", "-o", dir+"/", "./api/cmd/cairn-api", "./api/cmd/cairn-mcp", "./jobs/cmd/cairn-worker", "./bff/cmd/cairn-bff", "./e2e/cmd/cairn-dev")
+		cmd := exec.Command("go", "build", "-o", dir+"/", "./api/cmd/cairn-api", "./api/cmd/cairn-mcp", "./jobs/cmd/cairn-worker",
+			"./jobs/cmd/cairn-sandbox-exec", "./bff/cmd/cairn-bff", "./e2e/cmd/cairn-dev")
 		cmd.Dir = repoRoot(t)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("building binaries: %v\n%s", err, out)

@@ -204,6 +204,10 @@ func (s *Service) RunInputs(ctx context.Context, r Run) ([]workspace.ResolvedVar
 	if err := json.Unmarshal(r.InputSnapshot, &snap); err != nil {
 		return nil, fmt.Errorf("decoding input snapshot: %w", err)
 	}
+	// The tool version the run was pinned to is the snapshot's too.
+	if snap.ToolVersion != r.ToolVersion {
+		return nil, workspace.ErrSnapshotChanged
+	}
 	requested := ""
 	if snap.Options != nil {
 		requested = snap.Options.ToolVersion

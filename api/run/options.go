@@ -175,11 +175,11 @@ func (v RunVariables) validate() error {
 			return optionError("variables", "variable %d: key given twice", i+1)
 		}
 		seen[x.Key] = true
-		if len(x.Value) > MaxRunVariableValueBytes {
-			return optionError("variables", "variable %d: value is over %d bytes", i+1, MaxRunVariableValueBytes)
-		}
-		if !utf8.ValidString(x.Value) || strings.ContainsRune(x.Value, 0) {
-			return optionError("variables", "variable %d: value must be UTF-8 without NUL", i+1)
+		// The value's syntax is checked when the run plans, as HCP
+		// Terraform checks it.
+		if workspace.ValidateValue(x.Value, false) != nil {
+			return optionError("variables", "variable %d: value must be UTF-8 without NUL, of at most %d bytes", i+1,
+				MaxRunVariableValueBytes)
 		}
 	}
 	return nil
@@ -210,15 +210,6 @@ func ValidateAddress(addr string) error {
 		return errAddress("is not a resource address")
 	}
 	return nil
-}
-
-// ValidExpression reports whether value is exactly one HCL expression, as
-// a run variable's value must be to be written into the sandbox's
-// variables file: anything after the expression is refused, so a value can
-// never add another assignment.
-func ValidExpression(value string) bool {
-	_, diags := hclsyntax.ParseExpression([]byte(value), "value", hcl.InitialPos)
-	return !diags.HasErrors()
 }
 
 // optionsSnapshot is how a run's input snapshot records its options: each

@@ -124,17 +124,19 @@ func TestRunOptionsValidate(t *testing.T) {
 	}
 }
 
+// TestValidExpression: the runner accepts an HCL value for the variables
+// file only when workspace.ValidateValue finds exactly one expression.
 func TestValidExpression(t *testing.T) {
 	t.Parallel()
 	for _, v := range []string{`"x"`, "3", "true", `["a", "b"]`, `{ name = "alb", internal = true }`, "null", `"${x}"`, "tomap({})"} {
-		if !ValidExpression(v) {
+		if workspace.ValidateValue(v, true) != nil {
 			t.Errorf("%q refused", v)
 		}
 	}
 	// A second assignment after the value, or half an expression, never
 	// reaches the variables file.
 	for _, v := range []string{"Hello, World!", "\"a\"\nother = \"b\"", `"a" other = "b"`, `"open`, "", "[1,"} {
-		if ValidExpression(v) {
+		if workspace.ValidateValue(v, true) == nil {
 			t.Errorf("%q accepted", v)
 		}
 	}

@@ -61,10 +61,10 @@ func (s *Service) EvaluatePolicy(ctx context.Context, st Started, planDigest []b
 		return policy.Evaluation{}, err
 	}
 	snapshotErr := r.PolicySnapshotError
-	if d := admission; !d.Admitted {
+	if !admission.Admitted {
 		// The required policy stage cannot run on a release launch control
 		// does not allow: the stage's outcome is error, so no apply.
-		snapshotErr = &d.Reason
+		snapshotErr = &admission.Reason
 	}
 	facts := policy.RunFacts{
 		OrganizationID: r.OrganizationID, ProjectID: r.ProjectID, RunID: r.ID, AttemptID: st.Attempt.ID, Kind: policyRunKind,

@@ -294,13 +294,17 @@ func (s *Service) CreateRun(ctx context.Context, tx *sqlx.Tx, p access.Principal
 			return Run{}, err
 		}
 	}
-	held, err := queueHeld(ctx, tx, w.ID, r.ID)
-	if err != nil {
-		return Run{}, err
-	}
 	// A speculative run and a saved plan plan at once: neither holds the
-	// workspace queue while it plans.
-	if r.Speculative() || r.SavePlan || !held {
+	// workspace queue while it plans. Any other waits while one is held.
+	planNow := r.Speculative() || r.SavePlan
+	if !planNow {
+		held, err := queueHeld(ctx, tx, w.ID, r.ID)
+		if err != nil {
+			return Run{}, err
+		}
+		planNow = !held
+	}
+	if planNow {
 		if r, err = s.queuePlan(ctx, tx, r, 1); err != nil {
 			return Run{}, err
 		}

@@ -284,15 +284,10 @@ func (s *Service) Current(ctx context.Context, p access.Principal, workspaceID s
 	return *v, nil
 }
 
-// CurrentOf returns the current version of a workspace the caller has
-// already loaded (and so been allowed to see), or nil.
-func (s *Service) CurrentOf(ctx context.Context, w workspace.Workspace) (*Version, error) {
-	return s.CurrentOfWorkspace(ctx, w.OrganizationID, w.ID)
-}
-
-// CurrentOfWorkspace is CurrentOf by the workspace's IDs, for a caller that
-// reads the workspace at the same time: it must drop the answer unless the
-// principal may see that workspace.
+// CurrentOfWorkspace returns the current version of a workspace, or nil.
+// It checks no permission: the caller has loaded the workspace, or reads
+// it at the same time and drops the answer unless the principal may see
+// that workspace.
 func (s *Service) CurrentOfWorkspace(ctx context.Context, organizationID, workspaceID string) (*Version, error) {
 	return currentVersion(ctx, s.db, organizationID, workspaceID)
 }

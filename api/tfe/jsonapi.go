@@ -144,7 +144,7 @@ var details = []struct {
 	{run.ErrDestroy, "Cairn does not run destroy plans."},
 	{run.ErrStaleBinding, "The run's plan, policy result or state changed since it was shown; review the run again."},
 	{run.ErrActionNotAllowed, "The run is not in a state where this action applies."},
-	{run.ErrQueueNotDiscardable, "A run ahead of this one in the workspace's queue is planning or applying and cannot be discarded; wait for it or cancel it."},
+	{run.ErrQueueNotDiscardable, "A run ahead of this one in the workspace's queue is queued, running, approved or in recovery and cannot be discarded; wait for it or cancel it."},
 	{fault.ErrValidation, "A value in the request is not valid."},
 }
 

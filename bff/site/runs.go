@@ -693,7 +693,7 @@ func refusal(err error) string {
 	case "RUN_REVIEW_STALE":
 		return "The run changed since this page was loaded; review it again."
 	case "RUN_QUEUE_NOT_DISCARDABLE":
-		return "A run ahead of this one is planning or applying and cannot be discarded; wait for it or cancel it."
+		return "A run ahead of this one is queued, running, approved or in recovery and cannot be discarded; wait for it or cancel it."
 	case "RUN_POLICY_GATE_CLOSED":
 		return "The policy gate is closed: every soft failure needs a current override."
 	case "POLICY_RESULT_STALE":

@@ -131,16 +131,19 @@ func (c *Cache) Prepare(ctx context.Context) (string, error) {
 			return "", err
 		}
 		dir := filepath.Join(c.PackagesDir(), e.dir())
-		stamps, err := stampTree(dir)
-		if err == nil && slices.Equal(stamps, e.Stamps) && time.Since(e.VerifiedAt) < rehashAfter {
+		stamps, stampErr := stampTree(dir)
+		if stampErr == nil && slices.Equal(stamps, e.Stamps) && time.Since(e.VerifiedAt) < rehashAfter {
 			continue
 		}
 		h1, err := dirhash.HashDir(dir, "", dirhash.Hash1)
 		if err == nil && h1 == e.H1 {
 			// Unchanged after all (a restore, a touched file): hashed now.
-			if e.Stamps, err = stampTree(dir); err != nil {
-				return "", err
+			// The stamps taken before hashing are the ones kept, so a
+			// change made while it was hashed shows at the next check.
+			if stampErr != nil {
+				return "", stampErr
 			}
+			e.Stamps = stamps
 			e.VerifiedAt = time.Now().UTC()
 			manifest[key] = e
 			changed = true

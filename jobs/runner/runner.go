@@ -71,8 +71,8 @@ type Runner struct {
 	ApplyInterruptGrace time.Duration
 	// LogFlush is how often buffered log lines are stored.
 	LogFlush time.Duration
-	// GoGC and GoMemLimit tune the Go runtime of every sandboxed command
-	// (GOGC, GOMEMLIMIT in bytes; zero leaves Go's defaults): tofu and its
+	// GoGC and GoMemLimit tune the Go runtime of every command of a run's
+	// phase (GOGC, GOMEMLIMIT in bytes; zero leaves Go's defaults): tofu and its
 	// providers are short-lived, and the sandbox's ceiling, not Go's
 	// default heap growth, is what should bound their memory.
 	GoGC       int
@@ -480,8 +480,6 @@ func (r *Runner) flushLoop(ctx context.Context, sink *run.LogSink) func() {
 	return func() { close(done); wg.Wait() }
 }
 
-// prepare extracts the pinned configuration, writes the backend override,
-// the CLI configuration with the run token and the pinned variables.
 // attemptFacts are what an attempt reads and writes in the database before
 // its sandbox starts. They do not depend on each other, so gather does them
 // at once.
@@ -508,6 +506,8 @@ func (r *Runner) gather(ctx context.Context, st run.Started) (attemptFacts, erro
 	return f, g.Wait()
 }
 
+// prepare extracts the pinned configuration, writes the backend override,
+// the CLI configuration with the run token and the pinned variables.
 func (r *Runner) prepare(ctx context.Context, env *attemptEnv, facts attemptFacts) error {
 	inputs, token, w, org := facts.inputs, facts.token, facts.workspace, facts.org
 	work := env.sb.WorkDir()
@@ -528,7 +528,7 @@ func (r *Runner) prepare(ctx context.Context, env *attemptEnv, facts attemptFact
 	// A value written as HCL must be exactly one expression: a run
 	// variable is checked only now, as HCP Terraform checks it at plan.
 	for _, v := range inputs {
-		if v.HCL && !run.ValidExpression(v.Value) {
+		if v.HCL && workspace.ValidateValue(v.Value, true) != nil {
 			env.logs.Line("Error: the value of variable %q is not a valid HCL expression (a string is written quoted, as \"text\").", v.Key)
 			return errVariableInvalid
 		}

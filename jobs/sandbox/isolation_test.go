@@ -712,6 +712,19 @@ func TestExecProgramMustBeTheWorkersOwn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A copy only its owner can change, in a directory only its owner
+	// can write, is taken.
+	ownDir := filepath.Join(dir, "own")
+	own := filepath.Join(ownDir, sandbox.ExecProgram)
+	if err := os.Mkdir(ownDir, 0o755); err == nil {
+		err = os.WriteFile(own, body, 0o755)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sandbox.NewLocal(t.TempDir(), sandbox.LocalOptions{Isolation: sandbox.NoIsolation, ExecPath: own}); err != nil {
+		t.Fatalf("NewLocal refused a program only its owner can change: %v", err)
+	}
 	for name, path := range map[string]string{"group-writable": writable, "in a world-writable directory": inOpenDir,
 		"missing": filepath.Join(dir, "missing")} {
 		if _, err := sandbox.NewLocal(t.TempDir(), sandbox.LocalOptions{Isolation: sandbox.NoIsolation, ExecPath: path}); err == nil {

@@ -124,10 +124,6 @@ type Local struct {
 
 var _ Driver = (*Local)(nil)
 
-// systemBinDirs are where the driver looks for programs commands may run,
-// all visible inside the sandbox.
-var systemBinDirs = []string{"/usr/bin", "/bin", "/usr/sbin", "/sbin"}
-
 // NewLocal returns a local driver that keeps its sandboxes under root, which
 // it creates with mode 0700. With RequireNamespaces it creates one sandbox
 // and runs `true` in it to check the whole command path works here; if it
@@ -232,9 +228,9 @@ var probedNamespaces = []string{"pid", "mnt", "ipc", "uts"}
 
 // probe runs a command in a sandbox made like any other, since bwrap may be
 // installed where namespaces are disabled, and the user switch or the
-// limits may not work inside. The command reports its namespaces and user ID, which
-// must not be the worker's: a bwrap that runs commands without isolating
-// them (a shim, a wrapper) is as unusable as one that fails.
+// limits may not work inside. The command reports its namespaces and user
+// ID, which must not be the worker's: a bwrap that runs commands without
+// isolating them (a shim, a wrapper) is as unusable as one that fails.
 func (l *Local) probe() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

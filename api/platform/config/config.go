@@ -138,7 +138,7 @@ type Config struct {
 	// SandboxMemoryMiB is each sandbox's memory ceiling (cgroup v2
 	// memory.max, or RLIMIT_AS per process where cgroups are not delegated).
 	SandboxMemoryMiB uint64 `env:"CAIRN_SANDBOX_MEMORY_MIB" envDefault:"4096"`
-	// SandboxGoGC is the GOGC every sandboxed command runs with. tofu and
+	// SandboxGoGC is the GOGC every command of a run phase runs with. tofu and
 	// providers are short-lived Go programs whose memory the sandbox's
 	// ceiling bounds (GOMEMLIMIT is set to half of it), so letting the heap
 	// grow further between collections trades memory for time: at 400 a

@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
-	_ "net/http/pprof" // served only on CAIRN_PPROF_ADDR
 	"os"
 	"os/signal"
 	"syscall"
@@ -116,11 +114,7 @@ func serve(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	if addr := os.Getenv("CAIRN_PPROF_ADDR"); addr != "" {
-		// Profiling for operators, on a separate address they choose
-		// (loopback); never on the public listener.
-		go func() { logger.Warn("pprof server stopped", "error", http.ListenAndServe(addr, nil)) }()
-	}
+	telemetry.ServeProfiler(cfg.PprofAddr, logger)
 	errc := make(chan error, 1)
 	go func() {
 		logger.Info("cairn-api listening", "addr", cfg.APIAddr, "tls", cfg.TLSCert != "", "public_url", cfg.PublicURL)

@@ -73,6 +73,11 @@ type Config struct {
 	// OTLPEndpoint is the standard OpenTelemetry exporter endpoint (a base
 	// URL; traces go to /v1/traces over OTLP/HTTP). Unset: no tracing.
 	OTLPEndpoint string `env:"OTEL_EXPORTER_OTLP_ENDPOINT"`
+	// PprofAddr is a loopback host:port where cairn-api and cairn-worker
+	// serve Go's profiler; empty serves it nowhere. A profile holds
+	// process memory (run tokens, unsealed variable values), so no other
+	// address is accepted.
+	PprofAddr string `env:"CAIRN_PPROF_ADDR"`
 
 	LogLevel  string `env:"CAIRN_LOG_LEVEL" envDefault:"info"`
 	LogFormat string `env:"CAIRN_LOG_FORMAT" envDefault:"json"`
@@ -302,8 +307,25 @@ func (c Config) validate() error {
 	if c.RunLogMaxBytes < 1<<20 || c.RunLogMaxBytes > 1<<30 {
 		problems = append(problems, errors.New("CAIRN_RUN_LOG_MAX_BYTES must be between 1048576 and 1073741824"))
 	}
+	if c.PprofAddr != "" && !loopbackAddr(c.PprofAddr) {
+		problems = append(problems, errors.New("CAIRN_PPROF_ADDR must be a loopback host:port (127.0.0.1:6060, [::1]:6060, localhost:6060)"))
+	}
 	problems = append(problems, c.validateSandbox()...)
 	return errors.Join(problems...)
+}
+
+// loopbackAddr reports whether addr is a host:port on the loopback
+// interface.
+func loopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
 }
 
 // overlaps reports whether one of two clean absolute paths is the other or

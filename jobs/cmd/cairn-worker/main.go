@@ -7,8 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
-	_ "net/http/pprof" // served only on CAIRN_PPROF_ADDR
 	"os"
 	"os/signal"
 	"syscall"
@@ -67,11 +65,7 @@ func run(cfg config.Config) error {
 		return err
 	}
 	worker.ReportIsolation(logger, driver.Status())
-	if addr := os.Getenv("CAIRN_PPROF_ADDR"); addr != "" {
-		// Profiling for operators, on a separate address they choose
-		// (loopback), as cairn-api offers.
-		go func() { logger.Warn("pprof server stopped", "error", http.ListenAndServe(addr, nil)) }()
-	}
+	telemetry.ServeProfiler(cfg.PprofAddr, logger)
 	// Leftovers of a dead worker go before this one answers or takes work.
 	worker.SweepSandboxes(signals, driver, cfg.SandboxSweepInterval, logger)
 	if cfg.WorkerHealthAddr != "off" {

@@ -99,30 +99,23 @@ func (s *server) byPhase(prefix string) resolver {
 	}
 }
 
-// runVariable is one run variable as the protocol sends it: the value is
-// an HCL expression.
-type runVariable struct {
-	Key   string `json:"key"`
-	Value string `json:"value"`
-}
-
 // runDocument is the body of POST /runs.
 type runDocument struct {
 	Data struct {
 		Type       string `json:"type"`
 		Attributes struct {
-			AutoApply        *bool         `json:"auto-apply"`
-			IsDestroy        *bool         `json:"is-destroy"`
-			Refresh          *bool         `json:"refresh"`
-			RefreshOnly      *bool         `json:"refresh-only"`
-			PlanOnly         *bool         `json:"plan-only"`
-			AllowEmptyApply  *bool         `json:"allow-empty-apply"`
-			SavePlan         *bool         `json:"save-plan"`
-			TerraformVersion *string       `json:"terraform-version"`
-			Message          *string       `json:"message"`
-			TargetAddrs      []string      `json:"target-addrs"`
-			ReplaceAddrs     []string      `json:"replace-addrs"`
-			Variables        []runVariable `json:"variables"`
+			AutoApply        *bool            `json:"auto-apply"`
+			IsDestroy        *bool            `json:"is-destroy"`
+			Refresh          *bool            `json:"refresh"`
+			RefreshOnly      *bool            `json:"refresh-only"`
+			PlanOnly         *bool            `json:"plan-only"`
+			AllowEmptyApply  *bool            `json:"allow-empty-apply"`
+			SavePlan         *bool            `json:"save-plan"`
+			TerraformVersion *string          `json:"terraform-version"`
+			Message          *string          `json:"message"`
+			TargetAddrs      []string         `json:"target-addrs"`
+			ReplaceAddrs     []string         `json:"replace-addrs"`
+			Variables        run.RunVariables `json:"variables"`
 		} `json:"attributes"`
 		Relationships struct {
 			Workspace struct {
@@ -306,9 +299,7 @@ func (d runDocument) options() (run.RunOptions, error) {
 	}
 	o.RefreshOnly, o.AllowEmptyApply, o.SavePlan = isTrue(attrs.RefreshOnly), isTrue(attrs.AllowEmptyApply), isTrue(attrs.SavePlan)
 	o.TargetAddrs, o.ReplaceAddrs = attrs.TargetAddrs, attrs.ReplaceAddrs
-	for _, v := range attrs.Variables {
-		o.Variables = append(o.Variables, run.RunVariable{Key: v.Key, Value: v.Value})
-	}
+	o.Variables = attrs.Variables
 	return o, nil
 }
 
@@ -402,17 +393,13 @@ func runStatus(r run.Run, now time.Time) string {
 // apply.
 const statusPlannedAndSaved = "planned_and_saved"
 
-// runVariables renders a run's variables, null when it has none (as HCP
-// Terraform does).
-func runVariables(r run.Run) []runVariable {
+// runVariables renders a run's variables (as the protocol sends them: each
+// value an HCL expression), null when it has none (as HCP Terraform does).
+func runVariables(r run.Run) run.RunVariables {
 	if len(r.Variables) == 0 {
 		return nil
 	}
-	out := make([]runVariable, len(r.Variables))
-	for i, v := range r.Variables {
-		out[i] = runVariable{Key: v.Key, Value: v.Value}
-	}
-	return out
+	return r.Variables
 }
 
 // addrsOrNull renders an address list, null when empty.

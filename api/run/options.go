@@ -142,7 +142,7 @@ func (o RunOptions) Validate(kind Kind) error {
 			return optionError(field, "at most %d addresses", MaxRunAddrs)
 		}
 		for i, addr := range addrs {
-			if err := ValidateAddress(addr); err != nil {
+			if err := validateAddress(addr); err != nil {
 				return optionError(field, "address %d %s", i+1, err.Error())
 			}
 		}
@@ -190,11 +190,11 @@ type errAddress string
 
 func (e errAddress) Error() string { return string(e) }
 
-// ValidateAddress checks one resource address: at most MaxRunAddrBytes of
+// validateAddress checks one resource address: at most MaxRunAddrBytes of
 // printable UTF-8, exactly one absolute HCL traversal of at least two
 // steps (null_resource.example, module.a.aws_instance.b["k"]), as OpenTofu
 // parses -target and -replace.
-func ValidateAddress(addr string) error {
+func validateAddress(addr string) error {
 	switch {
 	case addr == "":
 		return errAddress("is empty")

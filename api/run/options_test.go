@@ -18,7 +18,7 @@ func TestValidateAddress(t *testing.T) {
 		"null_resource.example", "terraform_data.a", `module.a.aws_instance.b["k"]`, "aws_instance.web[0]",
 		"data.aws_ami.ubuntu", "module.net", `module.a["x"].module.b.type.name[3]`, strings.Repeat("a", 500) + "." + strings.Repeat("b", 523),
 	} {
-		if err := ValidateAddress(addr); err != nil {
+		if err := validateAddress(addr); err != nil {
 			t.Errorf("%q refused: %v", addr, err)
 		}
 	}
@@ -27,7 +27,7 @@ func TestValidateAddress(t *testing.T) {
 		"a.b\x00", "a.b-c+d", "a.b[*]", "a.\xff", "a.b\tc", "a.b}", strings.Repeat("a", 600) + "." + strings.Repeat("b", 424),
 		`a.b["k"] x.y`, "a.b #c",
 	} {
-		if err := ValidateAddress(addr); err == nil {
+		if err := validateAddress(addr); err == nil {
 			t.Errorf("%q accepted", addr)
 		}
 	}

@@ -429,11 +429,11 @@ func (r Run) unappliedSavedPlan() bool {
 	return false
 }
 
-// QueueDiscardable reports whether a run in status s may be discarded so
+// queueDiscardable reports whether a run in status s may be discarded so
 // a later one can start: it waits for a decision (approval or a policy
 // override) or for its turn, and nothing of it runs. A queued, running or
 // approved phase cannot be skipped.
-func QueueDiscardable(s Status) bool {
+func queueDiscardable(s Status) bool {
 	return s == StatusPending || s == StatusAwaitingApproval || s == StatusPolicyOverride
 }
 
@@ -448,7 +448,7 @@ func ForceExecutable(target Run, ahead []Run) error {
 	}
 	held := false
 	for _, r := range ahead {
-		if !QueueDiscardable(r.Status) {
+		if !queueDiscardable(r.Status) {
 			return ErrQueueNotDiscardable
 		}
 		held = held || r.Status != StatusPending

@@ -383,10 +383,16 @@ func runStatus(r run.Run, now time.Time) string {
 	if r.Status == run.StatusAwaitingApproval && !r.GateOpen(now) && r.PolicyOutcome != nil && *r.PolicyOutcome == run.PolicySoftFailed {
 		return "policy_override"
 	}
-	if r.Status == run.StatusAwaitingApproval && r.SavePlan {
+	return protocolStatus(r, r.Status)
+}
+
+// protocolStatus is how the protocol names status st of run r, which a
+// saved plan waiting for its apply calls planned_and_saved.
+func protocolStatus(r run.Run, st run.Status) string {
+	if st == run.StatusAwaitingApproval && r.SavePlan {
 		return statusPlannedAndSaved
 	}
-	return tfeStatus(r.Status)
+	return tfeStatus(st)
 }
 
 // statusPlannedAndSaved is a saved plan's status between its plan and its
@@ -418,11 +424,7 @@ func (s *server) runResource(r run.Run, p access.Principal, checks []ref) resour
 	has := func(a string) bool { return slices.Contains(actions, a) }
 	timestamps := map[string]string{}
 	for k, v := range r.StatusTimestamps {
-		status := tfeStatus(run.Status(k))
-		if r.SavePlan && run.Status(k) == run.StatusAwaitingApproval {
-			status = statusPlannedAndSaved
-		}
-		timestamps[stampKey(status)] = timestamp(v)
+		timestamps[stampKey(protocolStatus(r, run.Status(k)))] = timestamp(v)
 	}
 	// A run may be queued for planning from its creation on.
 	if t, ok := r.StatusTimestamps[string(run.StatusPending)]; ok {

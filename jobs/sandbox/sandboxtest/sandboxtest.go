@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 
 	"github.com/cairnhq/cairn/jobs/sandbox"
@@ -38,7 +37,8 @@ func InstallExec() (func(), error) {
 	}
 	goTool, err := exec.LookPath("go")
 	if err != nil {
-		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+		remove()
+		return nil, fmt.Errorf("building %s needs the go command: %w", sandbox.ExecProgram, err)
 	}
 	build := exec.Command(goTool, "build", "-o", filepath.Join(dir, sandbox.ExecProgram),
 		"github.com/cairnhq/cairn/jobs/cmd/cairn-sandbox-exec")

@@ -1,0 +1,264 @@
+package runner
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/cairnhq/cairn/api/plandiff"
+	"github.com/cairnhq/cairn/api/policy"
+	"github.com/cairnhq/cairn/api/run"
+	"github.com/cairnhq/cairn/api/state"
+)
+
+// plan runs init, plan -out and show -json, seals the evidence and commits.
+// Sealing overlaps the commands and the policy stage that only read what
+// it seals: the plan file while show renders it, the plan JSON and the
+// redacted diff while policy evaluates the same JSON.
+func (r *Runner) plan(ctx context.Context, env *attemptEnv) error {
+	predecessor := env.predecessor
+	if err := r.init(ctx, env); err != nil {
+		return err
+	}
+	args := append([]string{"plan", "-input=false", "-no-color", "-lock=false", "-detailed-exitcode",
+		"-var-file=" + env.private(varFile), "-out=" + env.private(planFile)}, planOptionArgs(env.st.Run.RunOptions)...)
+	code, err := r.tofu(ctx, env, "plan", nil, args...)
+	if err != nil {
+		return err
+	}
+	if code != 0 && code != 2 {
+		return exitError{step: "plan", code: code}
+	}
+	hasChanges := code == 2
+	ev := &planSeal{}
+	defer func() { r.Runs.DiscardArtifacts(context.WithoutCancel(ctx), ev.uncommitted()) }()
+	planSealed := ev.seal(func() (run.Artifact, error) {
+		return r.storeSandboxFile(ctx, env, run.ArtifactPlanFile, planFile)
+	})
+	// The plan has read the state: whether it moved meanwhile is read
+	// while show renders the plan.
+	type stateRead struct {
+		id  *string
+		err error
+	}
+	current := make(chan stateRead, 1)
+	go func() {
+		id, err := r.Runs.CurrentStateVersionID(ctx, env.st.Run)
+		current <- stateRead{id, err}
+	}()
+	showErr := r.showPlanJSON(ctx, env)
+	after := <-current
+	if err := cmp.Or(showErr, after.err); err != nil {
+		return err
+	}
+	if !sameID(predecessor, after.id) {
+		return errStateMoved
+	}
+
+	start := time.Now()
+	jsonSealed := ev.seal(func() (run.Artifact, error) {
+		return r.storeSandboxFile(ctx, env, run.ArtifactPlanJSON, planJSON)
+	})
+	var diff plandiff.Artifact
+	diffSealed := ev.seal(func() (run.Artifact, error) {
+		var err error
+		diff, err = r.planDiff(ctx, env)
+		if err != nil {
+			return run.Artifact{}, err
+		}
+		body, err := json.Marshal(diff)
+		if err != nil {
+			return run.Artifact{}, err
+		}
+		return r.Runs.StoreArtifact(ctx, env.st, run.ArtifactPlanDiff, bytes.NewReader(body), state.MaxStateBytes)
+	})
+	planArtifact, err := planSealed()
+	if err != nil {
+		return err
+	}
+	policyStart := time.Now()
+	evaluation, err := r.evaluatePolicy(ctx, env, planArtifact.SHA256)
+	if err != nil {
+		return err
+	}
+	env.timed("policy", policyStart)
+	if _, err := jsonSealed(); err != nil {
+		return err
+	}
+	if _, err := diffSealed(); err != nil {
+		return err
+	}
+	env.timed("evidence", start)
+	if env.st.Run.SavePlan {
+		// OpenTofu's `tofu apply <file>` loads a saved cloud plan only if
+		// its run ID starts with "run-"; Cairn's start with "run_".
+		env.logs.Line("")
+		env.logs.Line("This saved plan waits for its apply: approve run %s in the dashboard, or apply it through the API", env.st.Run.ID)
+		env.logs.Line("(POST /api/v2/runs/%s/actions/apply). `tofu apply` of the saved plan file cannot load a Cairn run.", env.st.Run.ID)
+	}
+	_ = env.logs.Flush(ctx, true)
+	_, err = r.Runs.CommitPlan(ctx, env.st.Attempt.ID, run.PlanEvidence{
+		Artifacts: ev.artifacts(), HasChanges: hasChanges, Additions: diff.Counts.Add, Changes: diff.Counts.Change,
+		Destructions: diff.Counts.Destroy, PredecessorStateVersionID: predecessor, Timings: env.snapshot(),
+		Policy: evaluation,
+	})
+	if err != nil {
+		// A run canceled while the plan finished: the attempt is closed as
+		// canceled by the caller.
+		return err
+	}
+	ev.committed()
+	return nil
+}
+
+// showPlanJSON writes the saved plan's JSON rendering into the private
+// directory. The plan ran the configuration's code, which may have left
+// links in the work directory: files there are opened through the sandbox.
+func (r *Runner) showPlanJSON(ctx context.Context, env *attemptEnv) error {
+	jsonOut, err := env.sb.Create(privatePath(planJSON))
+	if err != nil {
+		return err
+	}
+	code, err := r.tofu(ctx, env, "show", jsonOut, "show", "-json", "-no-color", env.private(planFile))
+	jsonOut.Close()
+	if err != nil {
+		return err
+	}
+	if code != 0 {
+		return exitError{step: "show", code: code}
+	}
+	return nil
+}
+
+// planSeal collects the artifacts a plan attempt seals concurrently, so
+// whatever was stored is deleted again unless the commit took it.
+type planSeal struct {
+	running sync.WaitGroup
+	mu      sync.Mutex
+	stored  []run.Artifact
+	done    bool
+}
+
+// seal starts store and returns a function that waits for its artifact.
+func (p *planSeal) seal(store func() (run.Artifact, error)) func() (run.Artifact, error) {
+	var a run.Artifact
+	var err error
+	finished := make(chan struct{})
+	p.running.Add(1)
+	go func() {
+		defer p.running.Done()
+		defer close(finished)
+		if a, err = store(); err == nil {
+			p.mu.Lock()
+			p.stored = append(p.stored, a)
+			p.mu.Unlock()
+		}
+	}()
+	return func() (run.Artifact, error) {
+		<-finished
+		return a, err
+	}
+}
+
+func (p *planSeal) artifacts() []run.Artifact {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.stored)
+}
+
+func (p *planSeal) committed() {
+	p.mu.Lock()
+	p.done = true
+	p.mu.Unlock()
+}
+
+// uncommitted are the artifacts to delete: none once committed. It waits
+// for sealing still under way when the attempt gave up, so nothing stored
+// is missed.
+func (p *planSeal) uncommitted() []run.Artifact {
+	p.running.Wait()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.done {
+		return nil
+	}
+	return p.stored
+}
+
+// evaluatePolicy runs the policy stage on the plan JSON the sandbox wrote:
+// the run's snapshotted attachments against the sanitized input, with the
+// run's secrets as canaries. It logs a one-line summary per attachment;
+// findings themselves are in the policy check.
+func (r *Runner) evaluatePolicy(ctx context.Context, env *attemptEnv, planDigest []byte) (policy.Evaluation, error) {
+	f, err := env.sb.Open(privatePath(planJSON))
+	if err != nil {
+		return policy.Evaluation{}, err
+	}
+	defer f.Close()
+	ev, err := r.Runs.EvaluatePolicy(ctx, env.st, planDigest, f, env.secrets, r.Evaluator)
+	if err != nil {
+		return policy.Evaluation{}, fmt.Errorf("evaluating policy: %w", err)
+	}
+	if ev.Check.Attachments > 0 || ev.Check.ConfigurationError != nil {
+		env.logs.Line("")
+		env.logs.Line("Policy: %s (%d attachment(s), %d ms)", ev.Check.Outcome, ev.Check.Attachments, ev.Check.DurationMS)
+		for _, res := range ev.Results {
+			line := fmt.Sprintf("  %s %s: %s", res.EnforcementMode, res.PolicySetID, res.Status)
+			if res.ErrorCode != nil {
+				line += " (" + *res.ErrorCode + ")"
+			}
+			env.logs.Line("%s", line)
+		}
+	}
+	return ev, nil
+}
+
+// storeSandboxFile seals a file of the private directory as an artifact.
+func (r *Runner) storeSandboxFile(ctx context.Context, env *attemptEnv, kind, name string) (run.Artifact, error) {
+	f, err := env.sb.Open(privatePath(name))
+	if err != nil {
+		return run.Artifact{}, err
+	}
+	defer f.Close()
+	return r.Runs.StoreArtifact(ctx, env.st, kind, f, state.MaxStateBytes)
+}
+
+// planDiff builds the redacted diff from the plan JSON.
+func (r *Runner) planDiff(ctx context.Context, env *attemptEnv) (plandiff.Artifact, error) {
+	f, err := env.sb.Open(privatePath(planJSON))
+	if err != nil {
+		return plandiff.Artifact{}, err
+	}
+	diff, err := plandiff.Build(ctx, f)
+	f.Close()
+	if err != nil {
+		return plandiff.Artifact{}, fmt.Errorf("building plan diff: %w", err)
+	}
+	diff.RedactSecrets(env.secrets)
+	return diff, nil
+}
+
+// planOptionArgs are the tofu plan flags of a run's options. Each address
+// is its own argument (no shell is involved) and was checked to be a
+// resource address when the run was created.
+func planOptionArgs(o run.RunOptions) []string {
+	var args []string
+	if !o.Refresh {
+		args = append(args, "-refresh=false")
+	}
+	if o.RefreshOnly {
+		args = append(args, "-refresh-only")
+	}
+	for _, addr := range o.TargetAddrs {
+		args = append(args, "-target="+addr)
+	}
+	for _, addr := range o.ReplaceAddrs {
+		args = append(args, "-replace="+addr)
+	}
+	return args
+}

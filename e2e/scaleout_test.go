@@ -45,6 +45,9 @@ type loadBalancer struct {
 	next     atomic.Uint64
 	served   sync.Map // backend -> *atomic.Int64
 	srv      *http.Server
+	// cut, when set, picks responses the proxy cuts off halfway through
+	// their body, as a replica that dies while it answers does.
+	cut atomic.Pointer[func(*http.Request) bool]
 }
 
 func startLoadBalancer(t *testing.T, files *devstack.TLSFiles, port int, backends ...string) *loadBalancer {
@@ -67,6 +70,12 @@ func startLoadBalancer(t *testing.T, files *devstack.TLSFiles, port int, backend
 		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "localhost"}, MaxIdleConnsPerHost: 64,
 			DialContext: lb.dial},
 		FlushInterval: -1,
+		ModifyResponse: func(resp *http.Response) error {
+			if cut := lb.cut.Load(); cut != nil && (*cut)(resp.Request) {
+				resp.Body = &cutBody{ReadCloser: resp.Body, left: max(resp.ContentLength/2, 1)}
+			}
+			return nil
+		},
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
 	if err != nil {
@@ -76,6 +85,25 @@ func startLoadBalancer(t *testing.T, files *devstack.TLSFiles, port int, backend
 	go func() { _ = lb.srv.ServeTLS(ln, files.Cert, files.Key) }()
 	t.Cleanup(func() { _ = lb.srv.Close() })
 	return lb
+}
+
+// cutBody ends in an error after its first left bytes: the proxy then
+// drops the client's connection mid-body.
+type cutBody struct {
+	io.ReadCloser
+	left int64
+}
+
+func (b *cutBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		return 0, errors.New("the replica died mid-response")
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	return n, err
 }
 
 // pick returns the next backend, round robin, skipping any that refuses a
@@ -470,4 +498,62 @@ func TestScaleOutSurvivesKilledNodes(t *testing.T) {
 	}
 	t.Logf("%d runs over %d workspaces, %d state versions verified; requests per replica %v; max active leases %d; sweep removed %d of %d objects",
 		len(outcomes), workspaces, versions, served, maxLeases.Load(), first.Deleted, first.Listed)
+}
+
+// TestPlanIsRetriedWhenTheAPICutsItOff cuts off, halfway through its body,
+// the API's answer to one of the workspace reads a plan's tofu makes: the
+// first during `tofu init`, then the first during `tofu plan`, as a
+// replica dying under the request does. The attempt ends classified
+// connection_lost and the plan is retried as a new attempt, which
+// succeeds; a plan that fails for its own reasons is not retried.
+func TestPlanIsRetriedWhenTheAPICutsItOff(t *testing.T) {
+	t.Parallel()
+	lbPort, err := devstack.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := runsStack(t, "CAIRN_PUBLIC_URL=https://localhost:"+strconv.Itoa(lbPort))
+	lb := startLoadBalancer(t, s.TLS, lbPort, s.APIHost)
+	m := s.newMember(t, "cutoff")
+	config := map[string]string{"main.tf": `resource "terraform_data" "item" {
+  count = 5
+  input = count.index
+}`}
+	for nth, during := range []string{"init", "plan"} {
+		name := "cutoff-" + during
+		wsID := s.createWorkspace(t, m, name, "us")
+		cfg := s.uploadConfiguration(t, m, wsID, config)
+		var reads atomic.Int64
+		cut := func(r *http.Request) bool {
+			return strings.HasSuffix(r.URL.Path, "/workspaces/"+name) && reads.Add(1) == int64(nth+1)
+		}
+		lb.cut.Store(&cut)
+		_, r := s.createRun(t, m, wsID, cfg, "plan_and_apply")
+		r = s.waitRun(t, m, r.ID, 2*time.Minute, status("awaiting_approval", "errored"))
+		var attempts []string
+		for _, a := range r.Evidence.Attempts {
+			attempts = append(attempts, a.Phase+"/"+a.Status+"/"+deref(a.TerminalClassification))
+		}
+		if r.Status != "awaiting_approval" || strings.Join(attempts, " ") != "plan/failed/connection_lost plan/succeeded/succeeded" {
+			t.Errorf("cut off during %s: %s (%v), attempts %v", during, r.Status, deref(r.TerminalReason), attempts)
+		}
+	}
+	lb.cut.Store(nil)
+
+	wsID := s.createWorkspace(t, m, "cutoff-broken", "us")
+	cfg := s.uploadConfiguration(t, m, wsID, map[string]string{"main.tf": `resource "terraform_data" "item" {
+  input = jsondecode("{\"unfinished\":")
+}`})
+	_, r := s.createRun(t, m, wsID, cfg, "plan_and_apply")
+	r = s.waitRun(t, m, r.ID, 2*time.Minute, status("awaiting_approval", "errored"))
+	if r.Status != "errored" || len(r.Evidence.Attempts) != 1 || deref(r.Evidence.Attempts[0].TerminalClassification) != "plan_failed" {
+		t.Errorf("a plan failing on its own: %s, attempts %+v", r.Status, r.Evidence.Attempts)
+	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }

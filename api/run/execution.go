@@ -465,8 +465,9 @@ func publishedBy(ctx context.Context, q sqlx.QueryerContext, r Run) (*string, er
 }
 
 // FailAttempt records a phase that ended without a result. A plan stopped
-// by its worker's shutdown is retried (a plan changes nothing), within
-// PlanMaxAttempts; any other failed plan ends the run as errored. A failed
+// by its worker's shutdown or failed on a lost connection is retried (a
+// plan changes nothing), within PlanMaxAttempts; any other failed plan ends
+// the run as errored. A failed
 // apply's outcome is uncertain, so its run goes to recovery. A canceled
 // attempt is recorded as such whatever the sandbox saw.
 func (s *Service) FailAttempt(ctx context.Context, attemptID, classification string, exitCode int, timings Timings) (Run, error) {
@@ -515,7 +516,7 @@ func (s *Service) failAttempt(ctx context.Context, attemptID, classification str
 		}
 		switch {
 		case r.Status.Terminal() || r.Status == StatusRecoveryRequired:
-		case a.Phase == PhasePlan && classification == InterruptShutdown:
+		case a.Phase == PhasePlan && (classification == InterruptShutdown || classification == FailureConnectionLost):
 			if r, err = s.retryPlan(ctx, tx, r, a); err != nil {
 				return err
 			}

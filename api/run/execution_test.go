@@ -325,7 +325,9 @@ func TestApplyStartRechecksThePolicyGate(t *testing.T) {
 // TestLostPlanIsRetriedABoundedNumberOfTimes loses a plan's worker, stops
 // the next attempt's worker, and loses the third: each is retried as a new
 // attempt until the plan had CAIRN_PLAN_MAX_ATTEMPTS (3), then the run
-// errors with plan_attempts_exhausted and nothing is queued again.
+// errors with plan_attempts_exhausted and nothing is queued again. A plan
+// that failed on a lost connection is retried the same way, and one that
+// failed for any other reason is not.
 func TestLostPlanIsRetriedABoundedNumberOfTimes(t *testing.T) {
 	t.Parallel()
 	h := setup(t)
@@ -367,6 +369,22 @@ func TestLostPlanIsRetriedABoundedNumberOfTimes(t *testing.T) {
 	}
 	if strings.Join(statuses, " ") != "lost/worker_lost failed/worker_shutdown lost/worker_lost" {
 		t.Fatalf("attempts %v", statuses)
+	}
+
+	other := h.createRun(h.workspace("cut-off"))
+	cut := h.start(other, run.PhasePlan)
+	if _, err := h.runs.FailAttempt(h.ctx, cut.Attempt.ID, run.FailureConnectionLost, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.read(other.ID); got.Status != run.StatusPlanQueued || got.PlanStatus != run.PhasePending {
+		t.Fatalf("after a plan that lost its connection: %s, plan %s", got.Status, got.PlanStatus)
+	}
+	failed := h.start(other, run.PhasePlan)
+	if _, err := h.runs.FailAttempt(h.ctx, failed.Attempt.ID, "plan_failed", 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.read(other.ID); got.Status != run.StatusErrored || got.TerminalReason == nil || *got.TerminalReason != "plan_failed" {
+		t.Fatalf("after a plan that failed: %s (%v)", got.Status, got.TerminalReason)
 	}
 }
 

@@ -45,7 +45,8 @@ type Options struct {
 	// TokenTTL bounds a run token's life.
 	TokenTTL time.Duration
 	// PlanMaxAttempts bounds the attempts of a plan whose worker dies or
-	// stops under it; the run then errors (plan_attempts_exhausted).
+	// stops under it, or whose connection is cut off; the run then errors
+	// (plan_attempts_exhausted).
 	PlanMaxAttempts int
 	// LogSegmentBytes is how much of a phase's log stays in table rows
 	// before it is sealed into a blob segment (DefaultLogSegmentBytes when

@@ -127,6 +127,9 @@ type attemptEnv struct {
 	// tofuStarted is set before the first tofu command starts: until then
 	// the attempt has changed nothing.
 	tofuStarted bool
+	// failureSaid is the end of what the last tofu command that exited
+	// nonzero wrote to stderr, where tofu puts its diagnostics.
+	failureSaid string
 	// life outlives the phase's context until the attempt is recorded:
 	// heartbeats and log flushes go on while an interrupted command uses
 	// its grace period.
@@ -323,6 +326,8 @@ func classify(err error, env *attemptEnv) string {
 		return run.InterruptShutdown
 	case errors.Is(err, errProviderChecksum):
 		return "provider_checksum_mismatch"
+	case errors.As(err, &ee) && lostConnection(env.failureSaid):
+		return run.FailureConnectionLost
 	case errors.As(err, &ee):
 		return ee.step + "_failed"
 	case errors.Is(err, errStateMoved):
@@ -636,7 +641,19 @@ func (r *Runner) runTofu(ctx context.Context, env *attemptEnv, step string, cmd 
 	start := time.Now()
 	defer env.timed("tofu_"+step, start)
 	env.tofuStarted = true
-	return env.sb.Run(ctx, cmd)
+	said := &tailBuffer{limit: 64 << 10}
+	if cmd.Stderr != nil {
+		cmd.Stderr = io.MultiWriter(cmd.Stderr, said)
+	} else {
+		cmd.Stderr = said
+	}
+	code, err := env.sb.Run(ctx, cmd)
+	if err == nil && code != 0 {
+		// tofu wraps its diagnostics to the terminal's width: words are
+		// compared, not lines.
+		env.failureSaid = strings.Join(strings.Fields(said.String()), " ")
+	}
+	return code, err
 }
 
 // private is where the runner keeps a file of its own beside the
@@ -657,18 +674,45 @@ const lockMismatch = "checksums previously recorded in the dependency lock file"
 // hashes the configuration's lock file does not list.
 var errProviderChecksum = errors.New("a provider package does not match the dependency lock file")
 
+// connectionCutOff are how Go's HTTP client, inside tofu and its
+// providers, says a connection ended in the middle of an exchange: the
+// peer reset it or its stream, or closed it before the body ended. A
+// replica of the API that dies while it answers causes exactly these. A
+// refused connection, a failed name lookup or a timeout are left out: a
+// misconfigured address fails that way every time, and retrying it would
+// only multiply the wait.
+var connectionCutOff = []string{
+	"connection reset by peer",
+	"unexpected EOF",
+	`": EOF`,
+	"broken pipe",
+	"stream error: stream ID",
+	"http2: client connection lost",
+	"http2: server sent GOAWAY",
+	"server closed idle connection",
+	"use of closed network connection",
+}
+
+// lostConnection reports whether a failed command's diagnostics say a
+// connection was cut off under it.
+func lostConnection(said string) bool {
+	for _, phrase := range connectionCutOff {
+		if strings.Contains(said, phrase) {
+			return true
+		}
+	}
+	return false
+}
+
 // init runs `tofu init` with the given extra arguments.
 func (r *Runner) init(ctx context.Context, env *attemptEnv, extra ...string) error {
-	cmd := r.tofuCommand(env, nil, append([]string{"init", "-input=false", "-no-color"}, extra...)...)
-	// The error is read from what tofu says, which also goes to the log.
-	said := &tailBuffer{limit: 64 << 10}
-	cmd.Stderr = io.MultiWriter(cmd.Stderr, said)
-	code, err := r.runTofu(ctx, env, "init", cmd)
+	code, err := r.tofu(ctx, env, "init", nil, append([]string{"init", "-input=false", "-no-color"}, extra...)...)
 	if err != nil {
 		return err
 	}
 	if code != 0 {
-		if strings.Contains(strings.Join(strings.Fields(said.String()), " "), lockMismatch) {
+		// The error is read from what tofu said, which also went to the log.
+		if strings.Contains(env.failureSaid, lockMismatch) {
 			return fmt.Errorf("%w: %w", errProviderChecksum, exitError{step: "init", code: code})
 		}
 		return exitError{step: "init", code: code}

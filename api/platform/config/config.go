@@ -177,7 +177,7 @@ type Config struct {
 	// has (cancel, phase timeout, worker shutdown).
 	ApplyInterruptGrace time.Duration `env:"CAIRN_APPLY_INTERRUPT_GRACE" envDefault:"60s"`
 	// PlanMaxAttempts bounds the attempts of a plan whose worker dies or
-	// stops under it.
+	// stops under it, or whose connection is cut off.
 	PlanMaxAttempts int `env:"CAIRN_PLAN_MAX_ATTEMPTS" envDefault:"3"`
 	// LogSegmentBytes is how much of one phase's log stays in table rows
 	// before it moves into a sealed blob; RunLogMaxBytes caps the command

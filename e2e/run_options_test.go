@@ -145,7 +145,8 @@ func (s *Stack) approveAndWait(t *testing.T, m member, r runView) {
 // `tofu plan -out` with a cloud block creates a saved-plan run that plans
 // in the sandbox and waits without locking the workspace; the protocol's
 // apply action applies exactly that run. A saved plan made before the
-// state moved is refused at its apply and changes nothing.
+// state moved is discarded when the new state becomes current, and its
+// apply is refused.
 func TestSavedCloudPlanWithTheTofuCLI(t *testing.T) {
 	t.Parallel()
 	s := runsStack(t)
@@ -204,10 +205,16 @@ func TestSavedCloudPlanWithTheTofuCLI(t *testing.T) {
 	if applied.Status != "applied" || applied.Apply.StateVersionID == nil {
 		t.Fatalf("applied saved plan: %+v\n%s", applied, s.logsOf(t, m, fresh.ID))
 	}
-	if st, body := applyAction(stale.ID); st != http.StatusConflict || !strings.Contains(body, "changed since it was shown") {
-		t.Fatalf("applying a saved plan made before the state moved: %d %s", st, body)
+	// The first saved plan was made against the state before: the new
+	// state discarded it, and it cannot be applied.
+	if r := s.readRun(t, m, stale.ID); r.Status != "rejected" || deref(r.TerminalReason) != "state_changed_since_plan" || r.Decision != nil {
+		t.Fatalf("the saved plan made before the state moved: %+v", r)
 	}
-	if r := s.readRun(t, m, stale.ID); r.Status != "awaiting_approval" || r.ApplyStatus != "pending" {
-		t.Fatalf("the stale saved plan after its refused apply: %+v", r)
+	st, body := call(t, s.Client, http.MethodGet, s.APIURL+"/api/v2/runs/"+stale.ID, nil, auth...)
+	if st != http.StatusOK || !strings.Contains(string(body), `"status":"discarded"`) {
+		t.Fatalf("the stale saved plan as the protocol shows it: %d %s", st, body)
+	}
+	if st, body := applyAction(stale.ID); st != http.StatusConflict || !strings.Contains(body, "RUN_ACTION_NOT_ALLOWED") {
+		t.Fatalf("applying a saved plan made before the state moved: %d %s", st, body)
 	}
 }

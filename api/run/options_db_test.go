@@ -249,8 +249,8 @@ func TestAllowEmptyApplyGoesOnToApproval(t *testing.T) {
 
 // TestSavedPlanWaitsOutsideTheQueue: a saved plan plans at once beside the
 // workspace's active run without taking its lock or its current-run place,
-// and waits; its approval joins the queue only when the queue is free, and
-// fails once the state moved since its plan.
+// and waits; its approval joins the queue only when the queue is free. Once
+// the state moves on from its plan's, it is discarded.
 func TestSavedPlanWaitsOutsideTheQueue(t *testing.T) {
 	t.Parallel()
 	h := setup(t)
@@ -298,16 +298,27 @@ func TestSavedPlanWaitsOutsideTheQueue(t *testing.T) {
 	}
 
 	// The active run applies and publishes a state: the saved plan was
-	// made against the state before, so its approval is stale.
+	// made against the state before, so it is discarded as the state
+	// becomes current, and approving it is refused.
 	active = h.plan(h.read(active.ID), planJSON(t))
 	h.approve(active.ID)
 	st := h.start(h.read(active.ID), run.PhaseApply)
 	h.publishState(st, "lin-saved")
+	stale := h.read(saved.ID)
+	if stale.Status != run.StatusRejected || stale.TerminalReason == nil || *stale.TerminalReason != run.ReasonStateChanged ||
+		stale.DecisionAction != nil {
+		t.Fatalf("a saved plan once the state moved: %s (%v), decision %v", stale.Status, stale.TerminalReason, stale.DecisionAction)
+	}
+	var discarded int
+	if err := h.env.DB.Get(&discarded, `SELECT count(*) FROM audit_events WHERE action = 'run.discarded' AND target_id = $1
+		AND actor_type = 'system'`, saved.ID); err != nil || discarded != 1 {
+		t.Fatalf("audit events of the discard: %d %v", discarded, err)
+	}
 	if got, err := h.runs.CommitApply(h.ctx, st.Attempt.ID, run.ApplyOutcome{ExitCode: 0}); err != nil || got.Status != run.StatusApplied {
 		t.Fatalf("active run's apply: %s %v", got.Status, err)
 	}
-	if resp := approve(); resp.Status != http.StatusConflict || !bytes.Contains(resp.Body, []byte("RUN_REVIEW_STALE")) {
-		t.Fatalf("approving a saved plan after the state moved: %d %s", resp.Status, resp.Body)
+	if resp := approve(); resp.Status != http.StatusConflict || !bytes.Contains(resp.Body, []byte("RUN_ACTION_NOT_ALLOWED")) {
+		t.Fatalf("approving a discarded saved plan: %d %s", resp.Status, resp.Body)
 	}
 
 	// A saved plan made against the current state, with the queue free,

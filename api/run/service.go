@@ -861,6 +861,39 @@ func (s *Service) ExpireRun(ctx context.Context, tx *sqlx.Tx, runID string) (Run
 	return r, err
 }
 
+// ReasonStateChanged is the terminal reason of a run discarded because
+// its workspace's state moved after its plan.
+const ReasonStateChanged = "state_changed_since_plan"
+
+// StateFinalized implements state.Observer. Every run of the workspace
+// whose plan waits for a decision and was made against another state than
+// v is discarded in v's transaction, as HCP Terraform discards a stale
+// saved plan: the plan no longer describes what its apply would do, and
+// approving it would be refused anyway. The workspace queue then moves on.
+func (s *Service) StateFinalized(ctx context.Context, tx *sqlx.Tx, v state.Version) error {
+	waiting, err := awaitingDecision(ctx, tx, v.OrganizationID, v.WorkspaceID)
+	if err != nil {
+		return err
+	}
+	// Each was planned before v existed, so against another state.
+	for _, r := range waiting {
+		evidence := map[string]any{"workspace_id": r.WorkspaceID, "reason": ReasonStateChanged, "state_version_id": v.ID}
+		if r.PredecessorStateVersionID != nil {
+			evidence["predecessor_state_version_id"] = *r.PredecessorStateVersionID
+		}
+		if r, err = s.finish(ctx, tx, r, StatusRejected, ReasonStateChanged); err != nil {
+			return err
+		}
+		_, err = audit.Append(ctx, tx, audit.Entry{OrganizationID: r.OrganizationID, Action: "run.discarded",
+			Actor: audit.Actor{Type: audit.ActorSystem, ID: "state-change"}, TargetType: "run", TargetID: r.ID,
+			Evidence: evidence})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // PlanChanges returns the redacted plan diff artifact of a run.
 func (s *Service) PlanChanges(ctx context.Context, p access.Principal, runID string) (io.ReadCloser, error) {
 	r, err := s.GetRun(ctx, p, runID)

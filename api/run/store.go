@@ -267,6 +267,19 @@ func unfinishedRuns(ctx context.Context, q sqlx.QueryerContext, workspaceIDs []s
 	return out, nil
 }
 
+// awaitingDecision locks, oldest first, a workspace's runs whose plan
+// waits for a decision (an approval or a policy override).
+func awaitingDecision(ctx context.Context, tx *sqlx.Tx, organizationID, workspaceID string) ([]Run, error) {
+	var out []Run
+	err := sqlx.SelectContext(ctx, tx, &out, `SELECT `+runColumns+` FROM runs WHERE organization_id = $1 AND workspace_id = $2
+		AND kind <> 'speculative' AND status IN ('awaiting_approval', 'policy_override') ORDER BY created_at, id FOR UPDATE`,
+		organizationID, workspaceID)
+	if err != nil {
+		return nil, fmt.Errorf("reading the runs awaiting a decision: %w", err)
+	}
+	return out, nil
+}
+
 func countUnfinished(ctx context.Context, q sqlx.QueryerContext, workspaceID string) (int, error) {
 	var n int
 	err := sqlx.GetContext(ctx, q, &n, `SELECT count(*) FROM runs WHERE workspace_id = $1 AND status NOT IN (`+terminalList()+`)`, workspaceID)

@@ -104,6 +104,7 @@ func Assemble(cfg config.Config, conn *sqlx.DB, logger *slog.Logger) (Deps, erro
 		Observer:        checks,
 		ToolVersions:    cfg.ToolVersions,
 	})
+	states.Observe(runs)
 	deps.Services = v1.Services{
 		Audit:           audit.NewService(conn),
 		Identity:        ident,

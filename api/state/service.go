@@ -28,8 +28,21 @@ type Service struct {
 	db         *sqlx.DB
 	blobs      *blob.Store
 	workspaces *workspace.Service
+	observer   Observer
 	now        func() time.Time
 }
+
+// Observer learns of every state version that becomes its workspace's
+// current one, inside the transaction that makes it so.
+type Observer interface {
+	StateFinalized(ctx context.Context, tx *sqlx.Tx, v Version) error
+}
+
+// Observe sets the observer of finalized versions. It is set once, while
+// the services are assembled, before any request is served: the run
+// service, which needs this one to exist first, discards the plans a new
+// state makes stale.
+func (s *Service) Observe(o Observer) { s.observer = o }
 
 // NewService returns the state service. blobs may be nil (no master key):
 // writing and reading state then fails closed.
@@ -153,6 +166,11 @@ func (s *Service) Upload(ctx context.Context, versionID string, r io.Reader) (Ve
 		}
 		if err := insertOutputs(ctx, tx, outputsFrom(v.ID, parsed.Outputs)); err != nil {
 			return err
+		}
+		if s.observer != nil {
+			if err := s.observer.StateFinalized(ctx, tx, v); err != nil {
+				return err
+			}
 		}
 		_, err = audit.Append(ctx, tx, audit.Entry{
 			OrganizationID: v.OrganizationID, Action: "state_version.finalized",

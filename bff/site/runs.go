@@ -526,6 +526,7 @@ func reasonSentence(status, reason string) string {
 		"policy_result_changed":           "The policy result changed after the approval; nothing was applied.",
 		"approved_review_changed":         "The run no longer matched the approved review; nothing was applied.",
 		"state_changed_since_approval":    "The workspace's state changed after the approval; nothing was applied.",
+		"state_changed_since_plan":        "The workspace's state changed after this plan, so it could never apply; it was discarded.",
 		"plan_attempts_exhausted":         "The plan's worker stopped too many times.",
 	}
 	if s, ok := sentences[reason]; ok {

@@ -988,3 +988,38 @@ func BenchmarkCreateRunDestroy(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkRun is one command in a sandbox that already exists: what each
+// of a phase's tofu commands pays to start and end (bwrap's namespaces and
+// mounts, cairn-sandbox-exec), against running the program directly.
+func BenchmarkRun(b *testing.B) {
+	b.Run("direct", func(b *testing.B) {
+		for b.Loop() {
+			if err := exec.Command("true").Run(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	for _, m := range []mode{plain, isolated} {
+		b.Run(m.name, func(b *testing.B) {
+			if m == isolated {
+				requireBwrap(b)
+			}
+			d, err := sandbox.NewLocal(b.TempDir(), sandbox.LocalOptions{Isolation: m.isolation})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			sbx, err := d.Create(ctx, sandbox.Spec{Name: "bench"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer sbx.Destroy(ctx)
+			for b.Loop() {
+				if code, err := sbx.Run(ctx, sandbox.Command{Args: []string{"true"}}); err != nil || code != 0 {
+					b.Fatalf("Run = %d, %v", code, err)
+				}
+			}
+		})
+	}
+}

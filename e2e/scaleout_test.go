@@ -536,6 +536,12 @@ func TestPlanIsRetriedWhenTheAPICutsItOff(t *testing.T) {
 		}
 		if r.Status != "awaiting_approval" || strings.Join(attempts, " ") != "plan/failed/connection_lost plan/succeeded/succeeded" {
 			t.Errorf("cut off during %s: %s (%v), attempts %v", during, r.Status, deref(r.TerminalReason), attempts)
+			continue
+		}
+		// The cut hit the command it was meant for: a plan cut off in
+		// init never ran tofu plan.
+		if _, planned := r.Evidence.Attempts[0].TimingsMS["tofu_plan"]; planned != (during == "plan") {
+			t.Errorf("cut off during %s, but the failed attempt's timings are %v", during, r.Evidence.Attempts[0].TimingsMS)
 		}
 	}
 	lb.cut.Store(nil)

@@ -50,6 +50,9 @@ var (
 	ErrPolicyGateClosed = errors.New("policy gate closed")
 	// ErrArtifactUnavailable means a run artifact is not recorded (yet).
 	ErrArtifactUnavailable = errors.New("artifact not recorded")
+	// ErrStateMoved means a new state became current after the plan read
+	// the one it was made against.
+	ErrStateMoved = errors.New("state changed during plan")
 )
 
 // ArchiveError is a rejected configuration archive with its safe code.

@@ -21,6 +21,7 @@ import (
 	"github.com/cairnhq/cairn/api/platform/db"
 	"github.com/cairnhq/cairn/api/platform/id"
 	"github.com/cairnhq/cairn/api/policy"
+	"github.com/cairnhq/cairn/api/state"
 	"github.com/cairnhq/cairn/api/workspace"
 )
 
@@ -285,6 +286,21 @@ func (s *Service) CommitPlan(ctx context.Context, attemptID string, ev PlanEvide
 		if err != nil {
 			return err
 		}
+		// A state finalized from here on discards this run once it waits
+		// (StateFinalized); one finalized since the runner's last look
+		// would not, so the plan is checked against the state under the
+		// finalization's own lock, taken after the run's as no
+		// finalization waits for a planning run.
+		if err := state.LockVersions(ctx, tx, r.WorkspaceID); err != nil {
+			return err
+		}
+		current, err := s.currentStateID(ctx, tx, r)
+		if err != nil {
+			return err
+		}
+		if !sameStateID(current, ev.PredecessorStateVersionID) {
+			return ErrStateMoved
+		}
 		var planFile []byte
 		for _, art := range ev.Artifacts {
 			if art.Kind == ArtifactPlanFile {
@@ -465,9 +481,9 @@ func publishedBy(ctx context.Context, q sqlx.QueryerContext, r Run) (*string, er
 }
 
 // FailAttempt records a phase that ended without a result. A plan stopped
-// by its worker's shutdown or failed on a lost connection is retried (a
-// plan changes nothing), within PlanMaxAttempts; any other failed plan ends
-// the run as errored. A failed
+// by its worker's shutdown is retried (a plan changes nothing), within
+// PlanMaxAttempts, and so is the run's first plan that failed on a lost
+// connection; any other failed plan ends the run as errored. A failed
 // apply's outcome is uncertain, so its run goes to recovery. A canceled
 // attempt is recorded as such whatever the sandbox saw.
 func (s *Service) FailAttempt(ctx context.Context, attemptID, classification string, exitCode int, timings Timings) (Run, error) {
@@ -514,9 +530,20 @@ func (s *Service) failAttempt(ctx context.Context, attemptID, classification str
 				return fmt.Errorf("recording sandbox profile: %w", err)
 			}
 		}
+		retry := classification == InterruptShutdown
+		if a.Phase == PhasePlan && classification == FailureConnectionLost {
+			// What a failed command said is partly the configuration's
+			// own words, which could imitate a lost connection on every
+			// attempt: a run gets one retry for it.
+			lostBefore, err := connectionLostBefore(ctx, tx, r.ID, a.ID)
+			if err != nil {
+				return err
+			}
+			retry = !lostBefore
+		}
 		switch {
 		case r.Status.Terminal() || r.Status == StatusRecoveryRequired:
-		case a.Phase == PhasePlan && (classification == InterruptShutdown || classification == FailureConnectionLost):
+		case a.Phase == PhasePlan && retry:
 			if r, err = s.retryPlan(ctx, tx, r, a); err != nil {
 				return err
 			}

@@ -325,9 +325,10 @@ func TestApplyStartRechecksThePolicyGate(t *testing.T) {
 // TestLostPlanIsRetriedABoundedNumberOfTimes loses a plan's worker, stops
 // the next attempt's worker, and loses the third: each is retried as a new
 // attempt until the plan had CAIRN_PLAN_MAX_ATTEMPTS (3), then the run
-// errors with plan_attempts_exhausted and nothing is queued again. A plan
-// that failed on a lost connection is retried the same way, and one that
-// failed for any other reason is not.
+// errors with plan_attempts_exhausted and nothing is queued again. A run's
+// first plan that failed on a lost connection is retried the same way, its
+// second is not (the configuration's own output could imitate one), and
+// one that failed for any other reason is not.
 func TestLostPlanIsRetriedABoundedNumberOfTimes(t *testing.T) {
 	t.Parallel()
 	h := setup(t)
@@ -379,11 +380,20 @@ func TestLostPlanIsRetriedABoundedNumberOfTimes(t *testing.T) {
 	if got := h.read(other.ID); got.Status != run.StatusPlanQueued || got.PlanStatus != run.PhasePending {
 		t.Fatalf("after a plan that lost its connection: %s, plan %s", got.Status, got.PlanStatus)
 	}
-	failed := h.start(other, run.PhasePlan)
+	again := h.start(other, run.PhasePlan)
+	if _, err := h.runs.FailAttempt(h.ctx, again.Attempt.ID, run.FailureConnectionLost, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.read(other.ID); got.Status != run.StatusErrored || got.TerminalReason == nil || *got.TerminalReason != run.FailureConnectionLost {
+		t.Fatalf("after a second plan that lost its connection: %s (%v)", got.Status, got.TerminalReason)
+	}
+
+	failing := h.createRun(h.workspace("failing"))
+	failed := h.start(failing, run.PhasePlan)
 	if _, err := h.runs.FailAttempt(h.ctx, failed.Attempt.ID, "plan_failed", 1, nil); err != nil {
 		t.Fatal(err)
 	}
-	if got := h.read(other.ID); got.Status != run.StatusErrored || got.TerminalReason == nil || *got.TerminalReason != "plan_failed" {
+	if got := h.read(failing.ID); got.Status != run.StatusErrored || got.TerminalReason == nil || *got.TerminalReason != "plan_failed" {
 		t.Fatalf("after a plan that failed: %s (%v)", got.Status, got.TerminalReason)
 	}
 }

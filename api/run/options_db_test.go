@@ -302,17 +302,23 @@ func TestSavedPlanWaitsOutsideTheQueue(t *testing.T) {
 	// becomes current, and approving it is refused.
 	active = h.plan(h.read(active.ID), planJSON(t))
 	h.approve(active.ID)
+	elsewhere := h.plan(h.createdRun(h.createRunWith(h.workspace("saved-elsewhere"), map[string]any{"save_plan": true})), planJSON(t))
 	st := h.start(h.read(active.ID), run.PhaseApply)
 	h.publishState(st, "lin-saved")
+	if got := h.read(elsewhere.ID); got.Status != run.StatusAwaitingApproval {
+		t.Fatalf("a saved plan of another workspace after the state moved: %s", got.Status)
+	}
 	stale := h.read(saved.ID)
 	if stale.Status != run.StatusRejected || stale.TerminalReason == nil || *stale.TerminalReason != run.ReasonStateChanged ||
 		stale.DecisionAction != nil {
 		t.Fatalf("a saved plan once the state moved: %s (%v), decision %v", stale.Status, stale.TerminalReason, stale.DecisionAction)
 	}
-	var discarded int
-	if err := h.env.DB.Get(&discarded, `SELECT count(*) FROM audit_events WHERE action = 'run.discarded' AND target_id = $1
-		AND actor_type = 'system'`, saved.ID); err != nil || discarded != 1 {
-		t.Fatalf("audit events of the discard: %d %v", discarded, err)
+	var evidence []string
+	if err := h.env.DB.Select(&evidence, `SELECT evidence::text FROM audit_events WHERE action = 'run.discarded' AND target_id = $1
+		AND actor_type = 'system'`, saved.ID); err != nil || len(evidence) != 1 ||
+		!strings.Contains(evidence[0], `"published_by_kind": "run"`) || !strings.Contains(evidence[0], `"published_by_id": "`+active.ID+`"`) ||
+		!strings.Contains(evidence[0], `"state_version_id": "sv_`) {
+		t.Fatalf("audit events of the discard: %v %v", evidence, err)
 	}
 	if got, err := h.runs.CommitApply(h.ctx, st.Attempt.ID, run.ApplyOutcome{ExitCode: 0}); err != nil || got.Status != run.StatusApplied {
 		t.Fatalf("active run's apply: %s %v", got.Status, err)
@@ -337,5 +343,31 @@ func TestSavedPlanWaitsOutsideTheQueue(t *testing.T) {
 	}
 	if next := h.createRun(ws); next.Status != run.StatusPending {
 		t.Fatalf("a run created behind an applying saved plan: %s, want pending", next.Status)
+	}
+}
+
+// TestPlanCommittedAfterTheStateMovedIsRefused: a saved plan reads no state
+// yet when another run's apply publishes one, then commits as made against
+// the state before. Its commit is refused (ErrStateMoved, which the runner
+// records as state_changed_during_plan): waiting for a decision it could
+// never get, it would escape the discard the finalization made too early.
+func TestPlanCommittedAfterTheStateMovedIsRefused(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	ws := h.workspace("late")
+	active := h.plan(h.createRun(ws), planJSON(t))
+	h.approve(active.ID)
+	saved := h.createdRun(h.createRunWith(ws, map[string]any{"save_plan": true}))
+	applying := h.start(h.read(active.ID), run.PhaseApply)
+	planning := h.start(saved, run.PhasePlan)
+	h.publishState(applying, "lin-late")
+	if _, err := h.runs.CommitPlan(h.ctx, planning.Attempt.ID, run.PlanEvidence{HasChanges: true}); !errors.Is(err, run.ErrStateMoved) {
+		t.Fatalf("committing a plan made before the state moved: %v, want ErrStateMoved", err)
+	}
+	if _, err := h.runs.FailAttempt(h.ctx, planning.Attempt.ID, "state_changed_during_plan", -1, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.read(saved.ID); got.Status != run.StatusErrored || got.TerminalReason == nil || *got.TerminalReason != "state_changed_during_plan" {
+		t.Fatalf("the late saved plan: %s (%v)", got.Status, got.TerminalReason)
 	}
 }

@@ -94,8 +94,8 @@ const (
 
 // FailureConnectionLost classifies an attempt whose command failed
 // because a connection it held was cut off mid-exchange (a replica of the
-// API dying under a request is the common case). A plan so failed is
-// retried like one whose worker stopped: it changed nothing.
+// API dying under a request is the common case). A run's first plan so
+// failed is retried like one whose worker stopped: it changed nothing.
 const FailureConnectionLost = "connection_lost"
 
 // Interruption reports whether classification names an interruption.

@@ -866,8 +866,9 @@ func (s *Service) ExpireRun(ctx context.Context, tx *sqlx.Tx, runID string) (Run
 const ReasonStateChanged = "state_changed_since_plan"
 
 // StateFinalized implements state.Observer. Every run of the workspace
-// whose plan waits for a decision and was made against another state than
-// v is discarded in v's transaction, as HCP Terraform discards a stale
+// whose plan waits for a decision was made against an older state than v
+// (CommitPlan checks the state under the lock v was finalized under), so
+// each is discarded in v's transaction, as HCP Terraform discards a stale
 // saved plan: the plan no longer describes what its apply would do, and
 // approving it would be refused anyway. The workspace queue then moves on.
 func (s *Service) StateFinalized(ctx context.Context, tx *sqlx.Tx, v state.Version) error {
@@ -877,7 +878,9 @@ func (s *Service) StateFinalized(ctx context.Context, tx *sqlx.Tx, v state.Versi
 	}
 	// Each was planned before v existed, so against another state.
 	for _, r := range waiting {
-		evidence := map[string]any{"workspace_id": r.WorkspaceID, "reason": ReasonStateChanged, "state_version_id": v.ID}
+		// The system discards; whoever published the state caused it.
+		evidence := map[string]any{"workspace_id": r.WorkspaceID, "reason": ReasonStateChanged, "state_version_id": v.ID,
+			"published_by_kind": v.CreatedByKind, "published_by_id": v.CreatedByID}
 		if r.PredecessorStateVersionID != nil {
 			evidence["predecessor_state_version_id"] = *r.PredecessorStateVersionID
 		}

@@ -267,6 +267,18 @@ func unfinishedRuns(ctx context.Context, q sqlx.QueryerContext, workspaceIDs []s
 	return out, nil
 }
 
+// connectionLostBefore reports whether a plan attempt of the run other
+// than attemptID ended on a lost connection.
+func connectionLostBefore(ctx context.Context, q sqlx.QueryerContext, runID, attemptID string) (bool, error) {
+	var lost bool
+	err := sqlx.GetContext(ctx, q, &lost, `SELECT EXISTS (SELECT 1 FROM run_attempts WHERE run_id = $1 AND id <> $2
+		AND phase = 'plan' AND terminal_classification = $3)`, runID, attemptID, FailureConnectionLost)
+	if err != nil {
+		return false, fmt.Errorf("reading the run's earlier attempts: %w", err)
+	}
+	return lost, nil
+}
+
 // awaitingDecision locks, oldest first, a workspace's runs whose plan
 // waits for a decision (an approval or a policy override).
 func awaitingDecision(ctx context.Context, tx *sqlx.Tx, organizationID, workspaceID string) ([]Run, error) {

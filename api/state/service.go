@@ -134,7 +134,7 @@ func (s *Service) Upload(ctx context.Context, versionID string, r io.Reader) (Ve
 		return Version{}, ErrChecksumMismatch
 	}
 	err = db.WithTx(ctx, s.db, func(tx *sqlx.Tx) error {
-		if err := lockVersions(ctx, tx, v.WorkspaceID); err != nil {
+		if err := LockVersions(ctx, tx, v.WorkspaceID); err != nil {
 			return err
 		}
 		locked, err := versionByID(ctx, tx, "", v.ID, true)

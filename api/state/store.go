@@ -87,9 +87,10 @@ func setJSONBlob(ctx context.Context, q sqlx.ExtContext, versionID, key string) 
 	return previous.String, nil
 }
 
-// lockVersions serializes finalization within one workspace so numbers and
-// serial checks cannot race.
-func lockVersions(ctx context.Context, tx *sqlx.Tx, workspaceID string) error {
+// LockVersions serializes finalization within one workspace so numbers and
+// serial checks cannot race. A plan's commit takes it too, so that no
+// state is finalized between its last look at the state and its commit.
+func LockVersions(ctx context.Context, tx *sqlx.Tx, workspaceID string) error {
 	_, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('cairn/state-versions/' || $1, 0))`, workspaceID)
 	if err != nil {
 		return fmt.Errorf("locking state versions: %w", err)

@@ -527,6 +527,7 @@ func reasonSentence(status, reason string) string {
 		"approved_review_changed":         "The run no longer matched the approved review; nothing was applied.",
 		"state_changed_since_approval":    "The workspace's state changed after the approval; nothing was applied.",
 		"state_changed_since_plan":        "The workspace's state changed after this plan, so it could never apply; it was discarded.",
+		"connection_lost":                 "A command of the run lost a connection mid-exchange (an API replica stopping under it, or a network cut); a plan is retried once for it.",
 		"plan_attempts_exhausted":         "The plan was cut short too many times: its worker stopped, or a connection it needed was cut off.",
 	}
 	if s, ok := sentences[reason]; ok {

@@ -96,8 +96,9 @@ const (
 var errVariableInvalid = errors.New("a variable value is not a valid HCL expression")
 
 // errStateMoved means the workspace's state changed while a plan was being
-// made, so the plan is not bound to one predecessor state.
-var errStateMoved = errors.New("state changed during plan")
+// made, so the plan is not bound to one predecessor state: the runner saw
+// it before the commit, or the commit did.
+var errStateMoved = run.ErrStateMoved
 
 // EvidenceWindow bounds recording what an interrupted attempt left after
 // its command stopped (sealing the emergency state, committing), which
@@ -127,8 +128,8 @@ type attemptEnv struct {
 	// tofuStarted is set before the first tofu command starts: until then
 	// the attempt has changed nothing.
 	tofuStarted bool
-	// failureSaid is the end of what the last tofu command that exited
-	// nonzero wrote to stderr, where tofu puts its diagnostics.
+	// failureSaid is the end of what the last tofu command wrote to
+	// stderr, where tofu puts its diagnostics, when it exited nonzero.
 	failureSaid string
 	// life outlives the phase's context until the attempt is recorded:
 	// heartbeats and log flushes go on while an interrupted command uses
@@ -641,6 +642,7 @@ func (r *Runner) runTofu(ctx context.Context, env *attemptEnv, step string, cmd 
 	start := time.Now()
 	defer env.timed("tofu_"+step, start)
 	env.tofuStarted = true
+	env.failureSaid = ""
 	said := &tailBuffer{limit: 64 << 10}
 	if cmd.Stderr != nil {
 		cmd.Stderr = io.MultiWriter(cmd.Stderr, said)

@@ -962,16 +962,23 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
+// benchDriver is a driver in mode m for a benchmark.
+func benchDriver(b *testing.B, m mode) *sandbox.Local {
+	b.Helper()
+	if m == isolated {
+		requireBwrap(b)
+	}
+	d, err := sandbox.NewLocal(b.TempDir(), sandbox.LocalOptions{Isolation: m.isolation})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return d
+}
+
 func BenchmarkCreateRunDestroy(b *testing.B) {
 	for _, m := range []mode{plain, isolated} {
 		b.Run(m.name, func(b *testing.B) {
-			if m == isolated {
-				requireBwrap(b)
-			}
-			d, err := sandbox.NewLocal(b.TempDir(), sandbox.LocalOptions{Isolation: m.isolation})
-			if err != nil {
-				b.Fatal(err)
-			}
+			d := benchDriver(b, m)
 			ctx := context.Background()
 			for b.Loop() {
 				sbx, err := d.Create(ctx, sandbox.Spec{Name: "bench"})
@@ -1002,15 +1009,8 @@ func BenchmarkRun(b *testing.B) {
 	})
 	for _, m := range []mode{plain, isolated} {
 		b.Run(m.name, func(b *testing.B) {
-			if m == isolated {
-				requireBwrap(b)
-			}
-			d, err := sandbox.NewLocal(b.TempDir(), sandbox.LocalOptions{Isolation: m.isolation})
-			if err != nil {
-				b.Fatal(err)
-			}
 			ctx := context.Background()
-			sbx, err := d.Create(ctx, sandbox.Spec{Name: "bench"})
+			sbx, err := benchDriver(b, m).Create(ctx, sandbox.Spec{Name: "bench"})
 			if err != nil {
 				b.Fatal(err)
 			}

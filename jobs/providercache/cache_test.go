@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"testing"
 	"time"
@@ -245,11 +246,18 @@ func TestPrepareHashesOnlyWhenStampsChangeOrTheHashIsOld(t *testing.T) {
 	if _, err := c.Prepare(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	var before providercache.Entry
+	rewrite(func(e *providercache.Entry) { before = *e })
 	now := time.Now()
 	if err := os.Chtimes(binary(dir), now, now); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Prepare(context.Background()); err != nil {
 		t.Fatalf("prepare after a touch: %v", err)
+	}
+	var after providercache.Entry
+	rewrite(func(e *providercache.Entry) { after = *e })
+	if after.H1 != before.H1 || !after.VerifiedAt.After(before.VerifiedAt) || reflect.DeepEqual(after.Stamps, before.Stamps) {
+		t.Fatalf("after a touch the entry was not hashed and stamped afresh:\nbefore %+v\nafter  %+v", before, after)
 	}
 }

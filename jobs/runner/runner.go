@@ -644,11 +644,8 @@ func (r *Runner) runTofu(ctx context.Context, env *attemptEnv, step string, cmd 
 	env.tofuStarted = true
 	env.failureSaid = ""
 	said := &tailBuffer{limit: 64 << 10}
-	if cmd.Stderr != nil {
-		cmd.Stderr = io.MultiWriter(cmd.Stderr, said)
-	} else {
-		cmd.Stderr = said
-	}
+	// tofuCommand always sends stderr to the phase's log.
+	cmd.Stderr = io.MultiWriter(cmd.Stderr, said)
 	code, err := env.sb.Run(ctx, cmd)
 	if err == nil && code != 0 {
 		// tofu wraps its diagnostics to the terminal's width: words are
@@ -722,7 +719,10 @@ func (r *Runner) init(ctx context.Context, env *attemptEnv, extra ...string) err
 	return nil
 }
 
-// tailBuffer keeps the last limit bytes written to it.
+// tailBuffer keeps the last limit bytes written to it. It holds up to
+// twice that before it drops the older half: every tofu command's stderr
+// passes through one, and moving the whole tail on each small write of a
+// chatty command would cost more than the command's own logging.
 type tailBuffer struct {
 	limit int
 	buf   []byte
@@ -730,13 +730,13 @@ type tailBuffer struct {
 
 func (b *tailBuffer) Write(p []byte) (int, error) {
 	b.buf = append(b.buf, p...)
-	if over := len(b.buf) - b.limit; over > 0 {
-		b.buf = append(b.buf[:0], b.buf[over:]...)
+	if len(b.buf) > 2*b.limit {
+		b.buf = append(b.buf[:0], b.buf[len(b.buf)-b.limit:]...)
 	}
 	return len(p), nil
 }
 
-func (b *tailBuffer) String() string { return string(b.buf) }
+func (b *tailBuffer) String() string { return string(b.buf[max(len(b.buf)-b.limit, 0):]) }
 
 func sameID(a, b *string) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
 

@@ -123,18 +123,21 @@ func signInFromConsent(t *testing.T, s *Stack, email, authorizeURL string) dashb
 	return d
 }
 
-// TestGoSDKAgentProposesAPlan: the official Go MCP client, knowing only the
-// endpoint URL, is challenged, discovers the authorization server,
-// registers, is authorized by a person on the dashboard's consent screen,
-// lists the tools, uploads a configuration, starts a plan_only run and
-// reads its plan changes once the worker planned it.
-func TestGoSDKAgentProposesAPlan(t *testing.T) {
-	t.Parallel()
-	s := runsStack(t)
-	m := s.newMember(t, "agentowner")
-	workspaceID := s.createWorkspace(t, m, "agent-ws", "us")
-	var d dashboardSession
+// goAgent is the official Go MCP client connected to cairn-mcp as an
+// agent a member authorized on the dashboard's consent screen (with
+// mcp:write), and that member's dashboard session.
+type goAgent struct {
+	ctx       context.Context
+	session   *sdk.ClientSession
+	dashboard dashboardSession
+}
 
+// connectGoAgent connects an agent knowing only the endpoint URL: it is
+// challenged, discovers the authorization server, registers, and is
+// authorized by m through the dashboard; then it lists the tools.
+func connectGoAgent(t *testing.T, s *Stack, m member) *goAgent {
+	t.Helper()
+	a := &goAgent{}
 	redirect := "http://127.0.0.1:9/callback"
 	handler, err := auth.NewAuthorizationCodeHandler(&auth.AuthorizationCodeHandlerConfig{
 		DynamicClientRegistrationConfig: &auth.DynamicClientRegistrationConfig{Metadata: &oauthex.ClientRegistrationMetadata{
@@ -144,8 +147,8 @@ func TestGoSDKAgentProposesAPlan(t *testing.T) {
 		RedirectURL: redirect,
 		Client:      s.Client,
 		AuthorizationCodeFetcher: func(ctx context.Context, args *auth.AuthorizationArgs) (*auth.AuthorizationResult, error) {
-			d = signInFromConsent(t, s, m.email, args.URL)
-			back, err := consentThroughDashboard(t, s, d, args.URL)
+			a.dashboard = signInFromConsent(t, s, m.email, args.URL)
+			back, err := consentThroughDashboard(t, s, a.dashboard, args.URL)
 			if err != nil {
 				return nil, err
 			}
@@ -156,41 +159,61 @@ func TestGoSDKAgentProposesAPlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	t.Cleanup(cancel)
+	a.ctx = ctx
 	client := sdk.NewClient(&sdk.Implementation{Name: "cairn-e2e", Version: "1"}, nil)
-	session, err := client.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: s.MCPURL + "/mcp", HTTPClient: s.Client,
+	a.session, err = client.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: s.MCPURL + "/mcp", HTTPClient: s.Client,
 		OAuthHandler: handler, DisableStandaloneSSE: true, MaxRetries: -1}, nil)
 	if err != nil {
 		t.Fatalf("connecting: %v", err)
 	}
-	defer session.Close()
-	tools, err := session.ListTools(ctx, nil)
+	t.Cleanup(func() { a.session.Close() })
+	tools, err := a.session.ListTools(ctx, nil)
 	if err != nil || len(tools.Tools) == 0 {
 		t.Fatalf("tools/list: %v", err)
 	}
-	call := func(name string, args map[string]any) map[string]any {
-		t.Helper()
-		res, err := session.CallTool(ctx, &sdk.CallToolParams{Name: name, Arguments: args})
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		if res.IsError {
-			var text strings.Builder
-			for _, c := range res.Content {
-				if tc, ok := c.(*sdk.TextContent); ok {
-					text.WriteString(tc.Text)
-				}
-			}
-			t.Fatalf("%s: %s", name, text.String())
-		}
-		raw, _ := json.Marshal(res.StructuredContent)
-		var out struct {
-			Data map[string]any `json:"data"`
-		}
-		_ = json.Unmarshal(raw, &out)
-		return out.Data
+	return a
+}
+
+// call calls a tool and returns its answer's data; a tool error fails the
+// test.
+func (a *goAgent) call(t *testing.T, name string, args map[string]any) map[string]any {
+	t.Helper()
+	res, err := a.session.CallTool(a.ctx, &sdk.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
 	}
+	if res.IsError {
+		var text strings.Builder
+		for _, c := range res.Content {
+			if tc, ok := c.(*sdk.TextContent); ok {
+				text.WriteString(tc.Text)
+			}
+		}
+		t.Fatalf("%s: %s", name, text.String())
+	}
+	raw, _ := json.Marshal(res.StructuredContent)
+	var out struct {
+		Data map[string]any `json:"data"`
+	}
+	_ = json.Unmarshal(raw, &out)
+	return out.Data
+}
+
+// TestGoSDKAgentProposesAPlan: the official Go MCP client, knowing only the
+// endpoint URL, is challenged, discovers the authorization server,
+// registers, is authorized by a person on the dashboard's consent screen,
+// lists the tools, uploads a configuration, starts a plan_only run and
+// reads its plan changes once the worker planned it.
+func TestGoSDKAgentProposesAPlan(t *testing.T) {
+	t.Parallel()
+	s := runsStack(t)
+	m := s.newMember(t, "agentowner")
+	workspaceID := s.createWorkspace(t, m, "agent-ws", "us")
+	agent := connectGoAgent(t, s, m)
+	call := func(name string, args map[string]any) map[string]any { t.Helper(); return agent.call(t, name, args) }
+	session, ctx, d := agent.session, agent.ctx, agent.dashboard
 	cv := call("upload_configuration", map[string]any{"workspace_id": workspaceID, "files": map[string]string{"main.tf": agentConfiguration}})
 	run := call("start_run", map[string]any{"workspace_id": workspaceID, "configuration_version_id": cv["id"], "kind": "plan_only",
 		"message": "an agent's proposal"})

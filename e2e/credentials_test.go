@@ -288,11 +288,13 @@ func TestFederationTokensVerifyWithAStandardOIDCLibrary(t *testing.T) {
 			RunID       string `json:"run_id"`
 			RunPhase    string `json:"run_phase"`
 			WorkspaceID string `json:"workspace_id"`
+			Initiator   string `json:"run_initiator"`
 		}
 		if err := token.Claims(&claims); err != nil {
 			t.Fatal(err)
 		}
 		if token.Issuer != s.APIURL+workloadIssuerPath || claims.RunID != r.ID || claims.RunPhase != "apply" || claims.WorkspaceID != wsID ||
+			claims.Initiator != "user" ||
 			claims.JTI == "" || len(claims.Subject) > 127 || !strings.HasSuffix(claims.Subject, ":run_phase:apply") ||
 			!strings.HasPrefix(claims.Subject, "organization:") || strings.Contains(claims.Subject, "federated") {
 			t.Fatalf("%s claims %+v (issuer %s)", name, claims, token.Issuer)

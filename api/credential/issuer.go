@@ -108,7 +108,7 @@ func (i *Issuer) Discovery() map[string]any {
 		"id_token_signing_alg_values_supported": []string{"RS256"},
 		"scopes_supported":                      []string{"openid"},
 		"claims_supported": []string{"iss", "sub", "aud", "exp", "iat", "nbf", "jti", "organization_id", "organization_name",
-			"project_id", "project_name", "workspace_id", "workspace_name", "run_id", "run_phase"},
+			"project_id", "project_name", "workspace_id", "workspace_name", "run_id", "run_phase", "run_initiator"},
 	}
 }
 
@@ -290,6 +290,10 @@ type Claims struct {
 	WorkspaceName    string `json:"workspace_name"`
 	RunID            string `json:"run_id"`
 	RunPhase         string `json:"run_phase"`
+	// RunInitiator is who started the run: user, agent, service_account,
+	// code_host, operator or trigger. A cloud's trust policy can refuse
+	// runs an agent proposed even after a person released them.
+	RunInitiator string `json:"run_initiator"`
 }
 
 // Mint signs a token for c (its subject and audience set; run facts

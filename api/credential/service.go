@@ -566,7 +566,7 @@ func (s *Service) Redeem(ctx context.Context, g Grant, dir string) (Materials, e
 		if facts, err = attemptFacts(ctx, tx, h.AttemptID); err != nil {
 			return err
 		}
-		if facts.AttemptStatus != "running" || facts.RunID != h.RunID || facts.OrganizationID != h.OrganizationID {
+		if facts.AttemptStatus != "running" || facts.RunID != h.RunID || facts.OrganizationID != h.OrganizationID || facts.Untrusted {
 			return ErrHandleInvalid
 		}
 		if rows, err = s.recheck(ctx, tx, facts.OrganizationID, facts.WorkspaceID, g.Manifest.RunPhase, g.Manifest.Credentials); err != nil {
@@ -617,7 +617,8 @@ func (s *Service) materialize(ctx context.Context, g Grant, f runFacts, rows map
 		}
 		token, err := s.issuer.Mint(ctx, Claims{Subject: sub, Audience: v.Audience, OrganizationID: f.OrganizationID,
 			OrganizationName: f.OrganizationName, ProjectID: f.ProjectID, ProjectName: f.ProjectName, WorkspaceID: f.WorkspaceID,
-			WorkspaceName: f.WorkspaceName, RunID: f.RunID, RunPhase: g.Manifest.RunPhase}, s.opts.TokenLifetime)
+			WorkspaceName: f.WorkspaceName, RunID: f.RunID, RunPhase: g.Manifest.RunPhase, RunInitiator: f.RunInitiator},
+			s.opts.TokenLifetime)
 		if errors.Is(err, ErrNoSigningKey) || errors.Is(err, seal.ErrNoKey) {
 			return Materials{}, UnavailableError{Reason: ReasonIssuerUnavailable}
 		}

@@ -35,6 +35,9 @@ const (
 	// ReasonIssuerUnavailable: the issuer cannot unseal or sign (no
 	// master key).
 	ReasonIssuerUnavailable = "credential_issuer_unavailable"
+	// ReasonWithheld: the run's configuration is untrusted (an agent's
+	// unreleased run, a fork's pull request) and gets no credentials.
+	ReasonWithheld = "credential_withheld_untrusted"
 )
 
 // UnavailableError means a run's pinned credentials cannot be issued or

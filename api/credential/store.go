@@ -257,12 +257,19 @@ type runFacts struct {
 	WorkspaceID      string `db:"workspace_id"`
 	WorkspaceName    string `db:"workspace_name"`
 	RunID            string `db:"run_id"`
+	// RunInitiator is who started the run (a person, an agent, the code
+	// host, ...), for the run_initiator claim.
+	RunInitiator string `db:"run_initiator"`
+	// Untrusted is set for a run whose configuration nobody trusted has
+	// looked at: it is never given credentials.
+	Untrusted bool `db:"untrusted"`
 }
 
 func attemptFacts(ctx context.Context, q sqlx.QueryerContext, attemptID string) (runFacts, error) {
 	var f runFacts
 	err := sqlx.GetContext(ctx, q, &f, `SELECT a.status AS attempt_status, r.organization_id, o.name AS organization_name,
-		r.project_id, p.name AS project_name, r.workspace_id, w.name AS workspace_name, r.id AS run_id
+		r.project_id, p.name AS project_name, r.workspace_id, w.name AS workspace_name, r.id AS run_id,
+		r.initiator AS run_initiator, r.untrusted_reason IS NOT NULL AS untrusted
 		FROM run_attempts a JOIN runs r ON r.id = a.run_id JOIN organizations o ON o.id = r.organization_id
 		JOIN projects p ON p.id = r.project_id JOIN workspaces w ON w.id = r.workspace_id
 		WHERE a.id = $1`, attemptID)

@@ -237,7 +237,9 @@ func (s *Server) addTools(server *sdk.Server) {
 				contentType: "application/gzip", key: in.IdempotencyKey}, nil
 		})
 	tool(s, server, "start_run", "Start a run",
-		"Starts a plan_only or plan_and_apply run of an uploaded configuration. Nothing is applied until a person approves it in Cairn.", additive,
+		"Starts a plan_only or plan_and_apply run of an uploaded configuration. A run an agent starts plans without the "+
+			"workspace's state, sensitive variables and credentials (as if nothing existed yet) and never applies; a person "+
+			"reviews it and runs it with credentials in Cairn, then approves its plan.", additive,
 		func(in startRunInput) (call, error) {
 			return call{method: http.MethodPost, path: "/v1/runs", key: in.IdempotencyKey, body: map[string]any{
 				"workspace_id": in.WorkspaceID, "configuration_version_id": in.ConfigurationVersionID, "kind": in.Kind, "message": in.Message,

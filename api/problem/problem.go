@@ -93,6 +93,8 @@ var table = []struct {
 	{run.ErrAutoApply, httpx.Problem{Status: http.StatusBadRequest, Code: "RUN_AUTO_APPLY_UNSUPPORTED"}},
 	{run.ErrDestroy, httpx.Problem{Status: http.StatusBadRequest, Code: "RUN_DESTROY_UNSUPPORTED"}},
 	{run.ErrPolicyGateClosed, httpx.Problem{Status: http.StatusConflict, Code: "RUN_POLICY_GATE_CLOSED"}},
+	{run.ErrAlreadyReleased, httpx.Problem{Status: http.StatusConflict, Code: "RUN_ALREADY_RELEASED"}},
+	{run.ErrNotReleasable, httpx.Problem{Status: http.StatusConflict, Code: "RUN_NOT_RELEASABLE"}},
 	{policy.ErrSetNameTaken, httpx.Problem{Status: http.StatusConflict, Code: "POLICY_SET_NAME_TAKEN"}},
 	{policy.ErrVersionNotPublished, httpx.Problem{Status: http.StatusConflict, Code: "POLICY_VERSION_NOT_PUBLISHED"}},
 	{policy.ErrAlreadyAttached, httpx.Problem{Status: http.StatusConflict, Code: "POLICY_SET_ALREADY_ATTACHED"}},

@@ -45,6 +45,11 @@ func (s *Service) issueCredentials(ctx context.Context, tx *sqlx.Tx, r Run, a At
 	if len(snap.Credentials) == 0 {
 		return nil, "", nil
 	}
+	// An untrusted run pins no credentials; one that names some anyway
+	// gets none.
+	if r.Untrusted() {
+		return nil, credential.ReasonWithheld, nil
+	}
 	if s.creds == nil {
 		return nil, credential.ReasonIssuerUnavailable, nil
 	}

@@ -53,6 +53,15 @@ var (
 	// ErrStateMoved means a new state became current after the plan read
 	// the one it was made against.
 	ErrStateMoved = errors.New("state changed during plan")
+	// ErrAlreadyReleased means an agent's run was released before: a
+	// person's run with its credentials exists already.
+	ErrAlreadyReleased = errors.New("run already released")
+	// ErrNotReleasable means a release named a run that no agent started.
+	ErrNotReleasable = errors.New("only a run an agent started can be released")
+	// ErrUntrustedInputs means an untrusted or speculative run's snapshot
+	// names something secret it must never get (a sensitive variable, a
+	// credential): it fails closed rather than plan with it.
+	ErrUntrustedInputs = errors.New("an untrusted run's inputs name a secret")
 )
 
 // ArchiveError is a rejected configuration archive with its safe code.

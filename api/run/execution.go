@@ -224,6 +224,16 @@ func (s *Service) RunInputs(ctx context.Context, r Run) ([]workspace.ResolvedVar
 	if !bytes.Equal(recorded, current) {
 		return nil, workspace.ErrSnapshotChanged
 	}
+	// What created the snapshot left secrets out of a pull request's or
+	// an untrusted run; a snapshot that names one anyway is refused here,
+	// before anything is unsealed, rather than trusted.
+	if r.Untrusted() || (r.Speculative() && r.Source == SourceVCS) {
+		for _, v := range snap.Variables {
+			if v.Sensitive {
+				return nil, fmt.Errorf("%w: sensitive variable %q", ErrUntrustedInputs, v.Key)
+			}
+		}
+	}
 	pinned, err := s.workspaces.ResolvePinned(ctx, r.OrganizationID, r.WorkspaceID, r.ID, snap.Variables)
 	if err != nil {
 		return nil, err
@@ -286,20 +296,14 @@ func (s *Service) CommitPlan(ctx context.Context, attemptID string, ev PlanEvide
 		if err != nil {
 			return err
 		}
-		// A state finalized from here on discards this run once it waits
-		// (StateFinalized); one finalized since the runner's last look
-		// would not, so the plan is checked against the state under the
-		// finalization's own lock, taken after the run's as no
-		// finalization waits for a planning run.
-		if err := state.LockVersions(ctx, tx, r.WorkspaceID); err != nil {
+		if r.Untrusted() {
+			// Planned without the workspace's state: bound to none, and
+			// never applied.
+			if ev.PredecessorStateVersionID != nil {
+				return fmt.Errorf("%w: an untrusted plan names a state version", ErrUntrustedInputs)
+			}
+		} else if err := s.checkPredecessor(ctx, tx, r, ev.PredecessorStateVersionID); err != nil {
 			return err
-		}
-		current, err := s.currentStateID(ctx, tx, r)
-		if err != nil {
-			return err
-		}
-		if !sameStateID(current, ev.PredecessorStateVersionID) {
-			return ErrStateMoved
 		}
 		var planFile []byte
 		for _, art := range ev.Artifacts {
@@ -332,7 +336,8 @@ func (s *Service) CommitPlan(ctx context.Context, attemptID string, ev PlanEvide
 		if policy.GateOpensOnItsOwn(outcome) {
 			r.PolicyGateUntil = &policy.GateAlwaysOpen
 		}
-		next, reason := AfterPolicy(PlanResult{Kind: r.Kind, HasChanges: hasChanges, AllowEmptyApply: r.AllowEmptyApply, Outcome: outcome})
+		next, reason := AfterPolicy(PlanResult{Kind: r.Kind, HasChanges: hasChanges, AllowEmptyApply: r.AllowEmptyApply,
+			Untrusted: r.Untrusted(), Outcome: outcome})
 		if next == StatusAwaitingApproval || next == StatusPolicyOverride {
 			deadline := s.stamp().Add(s.opts.ApprovalTimeout)
 			r.ApprovalDeadline = &deadline
@@ -353,6 +358,25 @@ func (s *Service) CommitPlan(ctx context.Context, attemptID string, ev PlanEvide
 		})
 	})
 	return out, err
+}
+
+// checkPredecessor refuses a plan whose state moved since it was read. A
+// state finalized from here on discards the run once it waits
+// (StateFinalized); one finalized since the runner's last look would not,
+// so the plan is checked against the state under the finalization's own
+// lock, taken after the run's as no finalization waits for a planning run.
+func (s *Service) checkPredecessor(ctx context.Context, tx *sqlx.Tx, r Run, predecessor *string) error {
+	if err := state.LockVersions(ctx, tx, r.WorkspaceID); err != nil {
+		return err
+	}
+	current, err := s.currentStateID(ctx, tx, r)
+	if err != nil {
+		return err
+	}
+	if !sameStateID(current, predecessor) {
+		return ErrStateMoved
+	}
+	return nil
 }
 
 // ApplyOutcome is what the runner observed of an apply.

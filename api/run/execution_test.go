@@ -470,7 +470,7 @@ func TestCanceledApplyKeepsItsEvidence(t *testing.T) {
 	r := h.plan(h.createRun(h.workspace("canceled")), planJSON(t))
 	h.approve(r.ID)
 	st := h.start(h.read(r.ID), run.PhaseApply)
-	token, err := h.runs.IssueToken(h.ctx, st)
+	token, err := h.runs.IssueToken(h.ctx, st, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -652,7 +652,7 @@ func TestConcurrentStateUploadsKeepTheFinalizedObject(t *testing.T) {
 	r := h.plan(h.createRun(h.workspace("uploads")), planJSON(t))
 	h.approve(r.ID)
 	st := h.start(h.read(r.ID), run.PhaseApply)
-	token, err := h.runs.IssueToken(h.ctx, st)
+	token, err := h.runs.IssueToken(h.ctx, st, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

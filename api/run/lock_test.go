@@ -76,7 +76,7 @@ func TestActiveRunHoldsTheWorkspaceLock(t *testing.T) {
 	// The apply's CLI locks and unlocks as tofu does; the run keeps the lock.
 	h.approve(r.ID)
 	st := h.start(h.read(r.ID), run.PhaseApply)
-	token, err := h.runs.IssueToken(h.ctx, st)
+	token, err := h.runs.IssueToken(h.ctx, st, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -56,7 +56,7 @@ func (h *harness) runCount(workspaceID string) int {
 // token: it locks the workspace and publishes a state version.
 func (h *harness) publishState(st run.Started, lineage string) {
 	h.t.Helper()
-	token, err := h.runs.IssueToken(h.ctx, st)
+	token, err := h.runs.IssueToken(h.ctx, st, 0)
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -135,6 +135,10 @@ const (
 	// run ahead of it in its workspace's queue (HCP Terraform's "Run this
 	// plan now").
 	ActionForceExecute = "force_execute"
+	// ActionRelease starts an agent's run again as a person's, with the
+	// workspace's state, sensitive variables and credentials ("Run with
+	// credentials").
+	ActionRelease = "release"
 )
 
 // Run is one managed run with everything it pinned at creation.
@@ -203,12 +207,96 @@ type Run struct {
 	// sandbox is killed without the interrupt grace.
 	ForceCanceledAt *time.Time `db:"force_canceled_at"`
 
+	// Initiator is where the run came from (see InitiatorOf); a released
+	// run keeps its agent's.
+	Initiator string `db:"initiator"`
+	// UntrustedReason is set for a run whose configuration no trusted
+	// person has looked at (UntrustedAgent, UntrustedFork): it plans
+	// without the workspace's state, sensitive variables, credential
+	// profiles and a run token, and never applies.
+	UntrustedReason *string `db:"untrusted_reason"`
+	// ReleasedRunID is the run a person started from this agent's run
+	// with its credentials ("Run with credentials"), with who and when.
+	ReleasedRunID  *string    `db:"released_run_id"`
+	ReleasedByKind *string    `db:"released_by_kind"`
+	ReleasedByID   *string    `db:"released_by_id"`
+	ReleasedAt     *time.Time `db:"released_at"`
+	// ReleasedFromRunID is the agent's run this run was released from.
+	ReleasedFromRunID *string `db:"released_from_run_id"`
+
 	// RunOptions are what the run was created with besides its kind.
 	RunOptions
 }
 
 // Speculative reports whether the run can never write state.
 func (r Run) Speculative() bool { return r.Kind == KindSpeculative }
+
+// Initiators: who started a run, as workload-identity tokens name it in
+// their run_initiator claim.
+const (
+	InitiatorUser           = "user"
+	InitiatorAgent          = "agent"
+	InitiatorServiceAccount = "service_account"
+	InitiatorCodeHost       = "code_host"
+	InitiatorOperator       = "operator"
+	InitiatorTrigger        = "trigger"
+)
+
+// InitiatorOf is the initiator of a run p creates: an agent acting for a
+// person is the agent, not the person.
+func InitiatorOf(p access.Principal) string {
+	switch {
+	case p.IsAgent():
+		return InitiatorAgent
+	case p.Kind == access.KindServiceAccount:
+		return InitiatorServiceAccount
+	case p.Kind == access.KindCodeHost:
+		return InitiatorCodeHost
+	case p.Kind == access.KindOperator:
+		return InitiatorOperator
+	}
+	return InitiatorUser
+}
+
+// Why a run's configuration is untrusted: nobody trusted has looked at it.
+const (
+	// UntrustedAgent: an agent wrote or chose the configuration. A person
+	// may release the run to run it with the workspace's inputs.
+	UntrustedAgent = "agent"
+	// UntrustedFork: a pull request from a fork, whose author need not be
+	// anyone the organization knows. It is never given anything secret.
+	UntrustedFork = "fork_pull_request"
+)
+
+// Withheld names what an untrusted run's plan does not get.
+var Withheld = []string{"state", "sensitive_variables", "credential_profiles", "run_token"}
+
+// Untrusted reports whether the run plans without anything secret.
+func (r Run) Untrusted() bool { return r.UntrustedReason != nil }
+
+// Releasable reports whether a person may still start this run again with
+// its workspace's inputs: an agent's run not released before.
+func (r Run) Releasable() bool {
+	return r.UntrustedReason != nil && *r.UntrustedReason == UntrustedAgent && r.ReleasedRunID == nil
+}
+
+// untrustedReason decides whether a new run is untrusted: an agent's, and
+// a fork's pull request's. A released run is a person's decision to trust
+// its configuration.
+func untrustedReason(p access.Principal, in CreateInput) *string {
+	var reason string
+	switch {
+	case in.ReleasedFrom != nil:
+		return nil
+	case p.IsAgent():
+		reason = UntrustedAgent
+	case in.CodeHost != nil && in.CodeHost.Fork:
+		reason = UntrustedFork
+	default:
+		return nil
+	}
+	return &reason
+}
 
 // ForceCancelCoolOff is how long after a cancel request a force-cancel
 // becomes available: a cancel first gives tofu its interrupt and the time
@@ -317,6 +405,9 @@ type PlanResult struct {
 	// AllowEmptyApply: a plan without changes still goes on to approval
 	// and an apply, which updates outputs and state metadata.
 	AllowEmptyApply bool
+	// Untrusted: the plan was made without the workspace's state and
+	// secrets, so it can never be applied.
+	Untrusted bool
 	// Outcome is the policy stage's outcome.
 	Outcome string
 }
@@ -324,15 +415,21 @@ type PlanResult struct {
 // applyable reports whether the plan leaves something to apply: changes,
 // or an empty plan its run asked to apply anyway.
 func (p PlanResult) applyable() bool {
-	return p.Kind == KindPlanAndApply && (p.HasChanges || p.AllowEmptyApply)
+	return p.Kind == KindPlanAndApply && !p.Untrusted && (p.HasChanges || p.AllowEmptyApply)
 }
+
+// TerminalCredentialsWithheld ends an untrusted plan_and_apply run after
+// its plan: made without the workspace's state and secrets, it can never be
+// applied, and a person may release the run to plan and apply with them.
+const TerminalCredentialsWithheld = "credentials_withheld"
 
 // AfterPolicy is where a run goes once its plan is committed and its
 // policy stage has an outcome (SPEC §3): errors and hard failures always
 // block; a soft failure waits for overrides when there is something to
 // apply and ends the run otherwise; pass and advisory findings continue.
 // A plan_and_apply plan without changes ends the run, unless the run
-// allows an empty apply (as HCP Terraform's allow-empty-apply does).
+// allows an empty apply (as HCP Terraform's allow-empty-apply does); an
+// untrusted one ends it whatever it planned.
 func AfterPolicy(p PlanResult) (Status, string) {
 	switch p.Outcome {
 	case PolicyPass, PolicyAdvisoryFailed:
@@ -349,6 +446,8 @@ func AfterPolicy(p PlanResult) (Status, string) {
 	switch {
 	case p.Kind != KindPlanAndApply:
 		return StatusPlannedAndFinished, ""
+	case p.Untrusted:
+		return StatusPlannedAndFinished, TerminalCredentialsWithheld
 	case !p.applyable():
 		return StatusPlannedAndFinished, "no_changes"
 	default:
@@ -396,7 +495,16 @@ func AvailableActions(r Run, ahead []Run, p access.Principal, now time.Time) []s
 	if ForceExecutePermitted(p) && ForceExecutable(r, ahead) == nil {
 		actions = append(actions, ActionForceExecute)
 	}
+	if r.Releasable() && ReleasePermitted(p) {
+		actions = append(actions, ActionRelease)
+	}
 	return actions
+}
+
+// ReleasePermitted reports whether p may release an agent's run: a person
+// signed in (never an agent or a token) who may create runs.
+func ReleasePermitted(p access.Principal) bool {
+	return p.Kind == access.KindUser && !p.IsAgent() && p.Permissions.Has(access.PermRunCreate)
 }
 
 // ForceExecutePermitted reports whether p may force-execute runs: it

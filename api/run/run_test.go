@@ -52,6 +52,36 @@ func TestAfterPolicy(t *testing.T) {
 	}
 }
 
+// An untrusted plan (made without the workspace's state and secrets) never
+// waits for an approval or an override, whatever it planned: it ends.
+func TestAfterPolicyNeverLetsAnUntrustedPlanWait(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		kind       Kind
+		changes    bool
+		allowEmpty bool
+		outcome    string
+		want       Status
+		wantReason string
+	}{
+		{KindPlanAndApply, true, false, PolicyPass, StatusPlannedAndFinished, TerminalCredentialsWithheld},
+		{KindPlanAndApply, false, true, PolicyPass, StatusPlannedAndFinished, TerminalCredentialsWithheld},
+		{KindPlanAndApply, false, false, PolicyPass, StatusPlannedAndFinished, TerminalCredentialsWithheld},
+		{KindPlanAndApply, true, false, PolicyAdvisoryFailed, StatusPlannedAndFinished, TerminalCredentialsWithheld},
+		{KindPlanAndApply, true, false, PolicySoftFailed, StatusPolicySoftFailed, "policy_soft_failed"},
+		{KindPlanAndApply, true, false, PolicyHardFailed, StatusErrored, "policy_hard_failed"},
+		{KindPlanOnly, true, false, PolicyPass, StatusPlannedAndFinished, ""},
+		{KindSpeculative, true, false, PolicyPass, StatusPlannedAndFinished, ""},
+	} {
+		got, reason := AfterPolicy(PlanResult{Kind: tc.kind, HasChanges: tc.changes, AllowEmptyApply: tc.allowEmpty,
+			Untrusted: true, Outcome: tc.outcome})
+		if got != tc.want || reason != tc.wantReason {
+			t.Errorf("untrusted AfterPolicy(%s, changes %v, allow empty %v, %s) = %s %q, want %s %q", tc.kind, tc.changes,
+				tc.allowEmpty, tc.outcome, got, reason, tc.want, tc.wantReason)
+		}
+	}
+}
+
 func TestBindingMatchesOnlyTheExactReview(t *testing.T) {
 	t.Parallel()
 	prev := "sv_one"

@@ -144,6 +144,9 @@ type CreateInput struct {
 	// ToolVersion, when set, is the OpenTofu version a plan-only run uses
 	// instead of its workspace's; it must be one the API offers.
 	ToolVersion string
+	// ReleasedFrom is the agent's run a person releases as this one: the
+	// new run keeps its initiator and trusts its configuration.
+	ReleasedFrom *Run
 }
 
 const maxMessageChars = 2000
@@ -237,12 +240,23 @@ func (s *Service) CreateRun(ctx context.Context, tx *sqlx.Tx, p access.Principal
 	if err != nil {
 		return Run{}, err
 	}
+	untrusted := untrustedReason(p, in)
+	// A pull request's speculative snapshot names no sensitive variable
+	// (SPEC §6), and code no trusted person has looked at gets nothing
+	// secret at all. A person's own speculative plan (the CLI's `tofu
+	// plan`) is trusted as their applies are.
+	if untrusted != nil || (in.Kind == KindSpeculative && in.CodeHost != nil) {
+		vars = vars.WithoutSensitive()
+	}
 	// The current verified versions of the workspace's credential profiles
 	// are pinned now; a profile runs need that has none usable fails the
 	// snapshot, and the plan ends plan_credentials_required.
-	creds, credErr, err := s.snapshotCredentials(ctx, tx, w, in)
-	if err != nil {
-		return Run{}, err
+	var creds []credential.Ref
+	var credErr string
+	if untrusted == nil {
+		if creds, credErr, err = s.snapshotCredentials(ctx, tx, w, in); err != nil {
+			return Run{}, err
+		}
 	}
 	opts := in.options()
 	snapshot, err := json.Marshal(inputSnapshot{SettingsVersion: w.SettingsVersion, ToolVersion: toolVersion,
@@ -264,6 +278,10 @@ func (s *Service) CreateRun(ctx context.Context, tx *sqlx.Tx, p access.Principal
 		Region: w.Region, Platform: w.Platform, RunnerRelease: launch.RunnerRelease, CreatedByKind: p.Kind,
 		CreatedByID: p.ID, PlanStatus: PhasePending, ApplyStatus: PhasePending,
 		StatusTimestamps: Timestamps{string(StatusPending): now}, CreatedAt: now, UpdatedAt: now, RunOptions: opts,
+		Initiator: InitiatorOf(p), UntrustedReason: untrusted,
+	}
+	if in.ReleasedFrom != nil {
+		r.Initiator, r.ReleasedFromRunID = in.ReleasedFrom.Initiator, &in.ReleasedFrom.ID
 	}
 	if credErr != "" {
 		r.CredentialSnapshotError = &credErr
@@ -314,7 +332,14 @@ func (s *Service) CreateRun(ctx context.Context, tx *sqlx.Tx, p access.Principal
 	if err := s.observe(ctx, tx, r); err != nil {
 		return Run{}, err
 	}
-	evidence := map[string]any{"workspace_id": w.ID, "kind": string(r.Kind), "configuration_version_id": cv.ID, "source": in.Source}
+	evidence := map[string]any{"workspace_id": w.ID, "kind": string(r.Kind), "configuration_version_id": cv.ID, "source": in.Source,
+		"initiator": r.Initiator}
+	if untrusted != nil {
+		evidence["untrusted_reason"] = *untrusted
+	}
+	if in.ReleasedFrom != nil {
+		evidence["released_from_run_id"] = in.ReleasedFrom.ID
+	}
 	if !opts.IsDefault() || in.ToolVersion != "" {
 		// Counts and flags only: addresses and values stay on the run.
 		evidence["options"] = map[string]any{"target_addrs": len(opts.TargetAddrs), "replace_addrs": len(opts.ReplaceAddrs),
@@ -775,9 +800,15 @@ func (s *Service) Cancel(ctx context.Context, tx *sqlx.Tx, p access.Principal, r
 	if err != nil {
 		return Run{}, err
 	}
+	return s.cancel(ctx, tx, p, r)
+}
+
+// cancel cancels r, locked by the caller, as p.
+func (s *Service) cancel(ctx context.Context, tx *sqlx.Tx, p access.Principal, r Run) (Run, error) {
 	if !Cancelable(r.Status) || r.CancelRequested() {
 		return Run{}, ErrActionNotAllowed
 	}
+	var err error
 	r = s.decide(r, p, DecisionCanceled)
 	if err := cancelQueuedAttempts(ctx, tx, r.ID, s.stamp()); err != nil {
 		return Run{}, err
@@ -801,6 +832,62 @@ func (s *Service) Cancel(ctx context.Context, tx *sqlx.Tx, p access.Principal, r
 		return Run{}, err
 	}
 	return r, audit.Record(ctx, tx, p, "run.canceled", "run", r.ID, map[string]any{"workspace_id": r.WorkspaceID, "status": string(r.Status)})
+}
+
+// ReleaseRun is a person's "Run with credentials" for a run an agent
+// started: a new run of the same configuration, kind, message and options,
+// created by the person (so it passes the same permission and admission
+// checks as any run they start) and trusted, so it pins the workspace's
+// sensitive variables and credentials and plans against its state. The
+// agent's run records who released it as which run; if it has not ended,
+// it is canceled first, so the two never run side by side. It keeps its
+// initiator: workload-identity tokens still say an agent proposed it.
+func (s *Service) ReleaseRun(ctx context.Context, tx *sqlx.Tx, p access.Principal, runID string) (Run, error) {
+	if err := p.RequireHuman(); err != nil {
+		return Run{}, err
+	}
+	if !ReleasePermitted(p) {
+		return Run{}, fmt.Errorf("%w: releasing a run needs a person with run:create", fault.ErrForbidden)
+	}
+	r, err := visibleRun(ctx, tx, p, runID, access.PermRunRead, true)
+	if err != nil {
+		return Run{}, err
+	}
+	switch {
+	case r.UntrustedReason == nil || *r.UntrustedReason != UntrustedAgent:
+		return Run{}, ErrNotReleasable
+	case r.ReleasedRunID != nil:
+		return Run{}, ErrAlreadyReleased
+	}
+	if Cancelable(r.Status) && !r.CancelRequested() {
+		if err := p.Require(access.PermRunCancel); err != nil {
+			return Run{}, err
+		}
+		if r, err = s.cancel(ctx, tx, p, r); err != nil {
+			return Run{}, err
+		}
+	}
+	var snap inputSnapshot
+	if err := json.Unmarshal(r.InputSnapshot, &snap); err != nil {
+		return Run{}, fmt.Errorf("decoding input snapshot: %w", err)
+	}
+	toolVersion := ""
+	if snap.Options != nil {
+		toolVersion = snap.Options.ToolVersion
+	}
+	opts := r.RunOptions
+	released, err := s.CreateRun(ctx, tx, p, CreateInput{WorkspaceID: r.WorkspaceID, ConfigurationVersionID: r.ConfigurationVersionID,
+		Kind: r.Kind, Message: r.Message, Source: r.Source, Options: &opts, ToolVersion: toolVersion, ReleasedFrom: &r})
+	if err != nil {
+		return Run{}, err
+	}
+	now := s.stamp()
+	r.ReleasedRunID, r.ReleasedByKind, r.ReleasedByID, r.ReleasedAt = &released.ID, &p.Kind, &p.ID, &now
+	if err := saveRelease(ctx, tx, r); err != nil {
+		return Run{}, err
+	}
+	return released, audit.Record(ctx, tx, p, "run.released", "run", r.ID, map[string]any{"workspace_id": r.WorkspaceID,
+		"released_run_id": released.ID, "initiator": r.Initiator, "configuration_version_id": r.ConfigurationVersionID})
 }
 
 // ForceCancel ends a run whose cancel has not taken effect within

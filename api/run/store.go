@@ -109,21 +109,22 @@ const runColumns = `id, organization_id, project_id, workspace_id, kind, status,
 	predecessor_state_version_id, policy_outcome, policy_result_digest, policy_gate_until, policy_snapshot_error, credential_snapshot_error, approval_deadline, approved_binding, decision_action,
 	decision_actor_kind, decision_actor_id, decided_at, decision_reason, terminal_reason, state_version_id, status_timestamps,
 	log_truncated, created_at, updated_at, force_canceled_at, target_addrs, replace_addrs, refresh, refresh_only, allow_empty_apply,
-	save_plan, run_variables`
+	save_plan, run_variables, initiator, untrusted_reason, released_run_id, released_by_kind, released_by_id, released_at,
+	released_from_run_id`
 
 func insertRun(ctx context.Context, q sqlx.ExtContext, r Run) error {
 	_, err := q.ExecContext(ctx, `INSERT INTO runs (id, organization_id, project_id, workspace_id, kind, status, message,
 		source, configuration_version_id, configuration_digest, dependency_lock_digest, input_snapshot, input_snapshot_digest,
 		settings_version, tool_version, region, platform, runner_release, created_by_kind, created_by_id, status_timestamps,
 		created_at, updated_at, credential_snapshot_error, target_addrs, replace_addrs, refresh, refresh_only, allow_empty_apply,
-		save_plan, run_variables)
+		save_plan, run_variables, initiator, untrusted_reason, released_from_run_id)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $22, $23,
-		$24, $25, $26, $27, $28, $29, $30)`,
+		$24, $25, $26, $27, $28, $29, $30, $31, $32, $33)`,
 		r.ID, r.OrganizationID, r.ProjectID, r.WorkspaceID, r.Kind, r.Status, r.Message, r.Source, r.ConfigurationVersionID,
 		r.ConfigurationDigest, r.DependencyLockDigest, string(r.InputSnapshot), r.InputSnapshotDigest, r.SettingsVersion,
 		r.ToolVersion, r.Region, r.Platform, r.RunnerRelease, r.CreatedByKind, r.CreatedByID, r.StatusTimestamps, r.CreatedAt,
 		r.CredentialSnapshotError, pqStrings(r.TargetAddrs), pqStrings(r.ReplaceAddrs), r.Refresh, r.RefreshOnly,
-		r.AllowEmptyApply, r.SavePlan, r.Variables)
+		r.AllowEmptyApply, r.SavePlan, r.Variables, r.Initiator, r.UntrustedReason, r.ReleasedFromRunID)
 	if err != nil {
 		return fmt.Errorf("inserting run: %w", err)
 	}
@@ -178,6 +179,21 @@ func saveRun(ctx context.Context, q sqlx.ExtContext, r Run) error {
 		r.DecisionReason, r.ForceCanceledAt)
 	if err != nil {
 		return fmt.Errorf("writing run: %w", err)
+	}
+	return nil
+}
+
+// saveRelease records that a person released the run as another: the
+// release columns are written once, never by saveRun.
+func saveRelease(ctx context.Context, q sqlx.ExecerContext, r Run) error {
+	res, err := q.ExecContext(ctx, `UPDATE runs SET released_run_id = $2, released_by_kind = $3, released_by_id = $4,
+		released_at = $5, updated_at = $5 WHERE id = $1 AND released_run_id IS NULL`,
+		r.ID, r.ReleasedRunID, r.ReleasedByKind, r.ReleasedByID, r.ReleasedAt)
+	if err != nil {
+		return fmt.Errorf("recording run release: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return errors.Join(ErrAlreadyReleased, err)
 	}
 	return nil
 }

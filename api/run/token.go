@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/cairnhq/cairn/api/access"
 	"github.com/cairnhq/cairn/api/platform/fault"
@@ -31,10 +32,19 @@ func (s *Service) tokenHash(token string) []byte {
 
 // IssueToken mints the run token of a started attempt: the sandboxed CLI's
 // only credential, good for this workspace's state and nothing else, and
-// only while the attempt runs.
-func (s *Service) IssueToken(ctx context.Context, st Started) (string, error) {
+// only while the attempt runs: it expires with the phase (lifetime, the
+// phase's wall-clock limit; TokenTTL when zero) and is revoked when the
+// attempt ends. An untrusted run never gets one: its configuration could
+// hand it to anyone.
+func (s *Service) IssueToken(ctx context.Context, st Started, lifetime time.Duration) (string, error) {
 	if len(s.opts.TokenKey) == 0 {
 		return "", fmt.Errorf("run tokens need AUTH_SECRET: %w", fault.ErrUnavailable)
+	}
+	if st.Run.Untrusted() {
+		return "", fmt.Errorf("%w: an untrusted run gets no run token", ErrUntrustedInputs)
+	}
+	if lifetime <= 0 {
+		lifetime = s.opts.TokenTTL
 	}
 	var raw [32]byte
 	if _, err := rand.Read(raw[:]); err != nil {
@@ -44,7 +54,7 @@ func (s *Service) IssueToken(ctx context.Context, st Started) (string, error) {
 	_, err := s.db.ExecContext(ctx, `INSERT INTO run_tokens (id, token_hash, organization_id, workspace_id, run_id, attempt_id,
 		phase, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, now() + make_interval(secs => $8))`,
 		id.New("rtk"), s.tokenHash(token), st.Run.OrganizationID, st.Run.WorkspaceID, st.Run.ID, st.Attempt.ID,
-		st.Attempt.Phase, s.opts.TokenTTL.Seconds())
+		st.Attempt.Phase, lifetime.Seconds())
 	if err != nil {
 		return "", fmt.Errorf("issuing run token: %w", err)
 	}

@@ -19,7 +19,7 @@ func TestRunTokenIsAdmittedAsItsOwnWorkspace(t *testing.T) {
 	h := setup(t)
 	own, other := h.workspace("own"), h.workspace("other")
 	st := h.start(h.createRun(own), run.PhasePlan)
-	token, err := h.runs.IssueToken(h.ctx, st)
+	token, err := h.runs.IssueToken(h.ctx, st, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -143,6 +143,11 @@ type forceExecuteInput struct {
 	IDPath
 }
 
+type releaseInput struct {
+	IdempotencyHeader
+	IDPath
+}
+
 // RecoverRequest resolves a run whose apply outcome is uncertain.
 type RecoverRequest struct {
 	Resolution            string  `json:"resolution" enum:"current_state_verified,import_emergency_state"`
@@ -370,6 +375,28 @@ func (a *API) registerRuns() {
 		return mutation(ctx, a, in.IdempotencyKey, struct{}{}, http.StatusOK,
 			func(ctx context.Context, tx *sqlx.Tx, p access.Principal) (RunView, error) {
 				r, err := a.deps.Services.Runs.ForceExecute(ctx, tx, p, in.ID)
+				if err != nil {
+					return RunView{}, err
+				}
+				return a.runView(ctx, tx, p, r)
+			})
+	})
+
+	register(a, huma.Operation{
+		OperationID: "release-run", Method: http.MethodPost, Path: "/v1/runs/{id}/actions/release",
+		Summary: "Run an agent's run with the workspace's state, sensitive variables and credentials", Tags: tags,
+		DefaultStatus: http.StatusCreated,
+		Description: "A run an agent started plans without the workspace's state, sensitive variables, credential profiles and a " +
+			"run token, and never applies (its review's untrusted field says so). A person signed in with run:create (never an " +
+			"agent or a token) releases it: a new run of the same configuration version, kind, message and options, created by " +
+			"that person, which gets them and goes through policy, approval and apply as any run does. The answer is the new " +
+			"run; the agent's run names it in released_run_id (and who released it), and is canceled first if it had not ended " +
+			"(that needs run:cancel too). Workload-identity tokens of the new run still carry run_initiator agent. A run no agent " +
+			"started is 409 RUN_NOT_RELEASABLE; a second release is 409 RUN_ALREADY_RELEASED. Audited as run.released.",
+	}, operationOptions{mutation: true, admit: admitRun}, func(ctx context.Context, in *releaseInput) (*Mutated[RunView], error) {
+		return mutation(ctx, a, in.IdempotencyKey, struct{}{}, http.StatusCreated,
+			func(ctx context.Context, tx *sqlx.Tx, p access.Principal) (RunView, error) {
+				r, err := a.deps.Services.Runs.ReleaseRun(ctx, tx, p, in.ID)
 				if err != nil {
 					return RunView{}, err
 				}

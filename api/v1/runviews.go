@@ -108,6 +108,22 @@ type DecisionView struct {
 	Reason    *string   `json:"reason" doc:"The reason given with a discard; null when none was given."`
 }
 
+// UntrustedView says why a run's configuration was not trusted and what
+// its plan went without.
+type UntrustedView struct {
+	Reason   string       `json:"reason" enum:"agent,fork_pull_request" doc:"agent: an agent started the run; fork_pull_request: a pull request from a fork."`
+	Withheld []string     `json:"withheld" doc:"What the plan did not get: state, sensitive_variables, credential_profiles, run_token. It planned as if nothing existed yet and can never be applied."`
+	Release  *ReleaseView `json:"release" doc:"Set once a person released the run as a run with credentials."`
+}
+
+// ReleaseView is who released an agent's run as which run.
+type ReleaseView struct {
+	RunID      string    `json:"run_id" doc:"The person's run with the workspace's state, sensitive variables and credentials."`
+	ActorID    string    `json:"actor_id"`
+	ActorName  *string   `json:"actor_name" doc:"Null when the person no longer resolves."`
+	ReleasedAt time.Time `json:"released_at"`
+}
+
 // SandboxCeilingView is one resource ceiling as the sandbox applied it.
 type SandboxCeilingView struct {
 	Limit     uint64 `json:"limit" doc:"Bytes for memory, tasks (processes and threads) for processes; 0 when not enforced."`
@@ -217,6 +233,9 @@ type RunView struct {
 	Overrides             OverridesView   `json:"overrides"`
 	Evidence              EvidenceView    `json:"evidence"`
 	NotRecorded           []string        `json:"not_recorded" doc:"Review fields with no recorded value yet."`
+	Initiator             string          `json:"initiator" enum:"user,agent,service_account,code_host,operator,trigger" doc:"Who started the run; a run released from an agent's keeps agent. Workload-identity tokens carry it as run_initiator."`
+	Untrusted             *UntrustedView  `json:"untrusted" doc:"Set for a run whose configuration no trusted person has looked at; null for every other run."`
+	ReleasedFromRunID     *string         `json:"released_from_run_id" doc:"The agent's run a person released as this one."`
 }
 
 // RunOptionsView are the options the run was created with; the tool
@@ -269,6 +288,19 @@ func (a *API) runView(ctx context.Context, q sqlx.QueryerContext, p access.Princ
 			Protocol: "tfe-remote-backend", PolicyEngine: "opa-1.18.2", Attempts: []AttemptView{}},
 		NotRecorded:          []string{},
 		ForceExecuteDiscards: []string{},
+		Initiator:            r.Initiator,
+		ReleasedFromRunID:    r.ReleasedFromRunID,
+	}
+	if r.UntrustedReason != nil {
+		v.Untrusted = &UntrustedView{Reason: *r.UntrustedReason, Withheld: slices.Clone(run.Withheld)}
+		if r.ReleasedRunID != nil && r.ReleasedByID != nil && r.ReleasedAt != nil {
+			kind := ""
+			if r.ReleasedByKind != nil {
+				kind = *r.ReleasedByKind
+			}
+			v.Untrusted.Release = &ReleaseView{RunID: *r.ReleasedRunID, ActorID: *r.ReleasedByID,
+				ActorName: runs.ActorName(ctx, q, kind, *r.ReleasedByID), ReleasedAt: *r.ReleasedAt}
+		}
 	}
 	if slices.Contains(v.AvailableActions, run.ActionForceExecute) {
 		for _, ahead := range queues[r.ID] {

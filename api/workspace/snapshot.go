@@ -56,6 +56,19 @@ func SnapshotVariables(ctx context.Context, q sqlx.QueryerContext, organizationI
 	return VariableSnapshot{vars: vars}, nil
 }
 
+// WithoutSensitive is the snapshot less its sensitive variables: what a
+// run pins when it must not get them, not as a value and not as a
+// reference.
+func (v VariableSnapshot) WithoutSensitive() VariableSnapshot {
+	kept := make([]pinnableVariable, 0, len(v.vars))
+	for _, x := range v.vars {
+		if !x.Sensitive {
+			kept = append(kept, x)
+		}
+	}
+	return VariableSnapshot{vars: kept}
+}
+
 // Refs are the snapshot's references: identity, value version and keyed
 // digest of each variable.
 func (v VariableSnapshot) Refs() []VariableRef {

@@ -42,6 +42,7 @@ var routes = []route{
 	{method: "POST", pattern: "/v1/runs/{id}/actions/force-execute"},
 	{method: "POST", pattern: "/v1/runs/{id}/actions/recover"},
 	{method: "POST", pattern: "/v1/runs/{id}/actions/reject"},
+	{method: "POST", pattern: "/v1/runs/{id}/actions/release"},
 	{method: "POST", pattern: "/v1/runs/{id}/downloads/emergency-state"},
 	{method: "POST", pattern: "/v1/runs/{id}/downloads/plan"},
 	{method: "POST", pattern: "/v1/runs/{id}/downloads/plan-json"},

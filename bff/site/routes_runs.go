@@ -8,6 +8,7 @@ import "net/http"
 func (s *Site) routeRuns(mux *http.ServeMux) {
 	mux.HandleFunc("POST /runs/{id}/cancel", s.form(s.signedIn(s.admitted(scopeRun, s.cancel))))
 	mux.HandleFunc("POST /runs/{id}/force-execute", s.form(s.signedIn(s.admitted(scopeRun, s.forceExecute))))
+	mux.HandleFunc("POST /runs/{id}/release", s.form(s.signedIn(s.admitted(scopeRun, s.release))))
 	mux.HandleFunc("POST /runs/{id}/recover", s.form(s.signedIn(s.admitted(scopeRun, s.recoverRun))))
 	mux.HandleFunc("GET /welcome", s.signedIn(s.welcome))
 	mux.HandleFunc("GET /workspaces/{id}/start", s.signedIn(s.admitted(scopeWorkspace, s.workspaceStart)))

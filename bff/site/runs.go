@@ -224,11 +224,30 @@ type runReview struct {
 	} `json:"recovery"`
 	// ForceExecuteDiscards are the runs "Run this plan now" discards.
 	ForceExecuteDiscards []string `json:"force_execute_discards"`
+	// Untrusted says why nothing secret reached the run's plan, and
+	// whether a person released it.
+	Untrusted *untrustedReview `json:"untrusted"`
+	// ReleasedFromRunID is the agent's run a person released as this one.
+	ReleasedFromRunID *string `json:"released_from_run_id"`
 	// Source is the code-host provenance; nil for uploaded runs.
 	Source   *runSource `json:"source_provenance"`
 	Evidence struct {
 		Attempts []attempt `json:"attempts"`
 	} `json:"evidence"`
+}
+
+// untrustedReview is why nothing secret reached an untrusted run's plan.
+type untrustedReview struct {
+	Reason   string         `json:"reason"`
+	Withheld []string       `json:"withheld"`
+	Release  *releaseReview `json:"release"`
+}
+
+// releaseReview is who released an agent's run as which run.
+type releaseReview struct {
+	RunID     string  `json:"run_id"`
+	ActorID   string  `json:"actor_id"`
+	ActorName *string `json:"actor_name"`
 }
 
 // attempt is one phase attempt's timing, as the review records it.
@@ -529,6 +548,9 @@ func reasonSentence(status, reason string) string {
 		"state_changed_since_plan":        "The workspace's state changed after this plan, so it could never apply; it was discarded.",
 		"connection_lost":                 "A command of the run lost a connection mid-exchange (an API replica stopping under it, or a network cut); a plan is retried once for it.",
 		"plan_attempts_exhausted":         "The plan was cut short too many times: its worker stopped, or a connection it needed was cut off.",
+		"credentials_withheld":            "An agent started this run, so it planned without the workspace's state, sensitive variables and credentials and cannot apply; run it with credentials to plan and apply it for real.",
+		"credential_withheld_untrusted":   "This run's configuration is untrusted, so it is never given credentials.",
+		"untrusted_inputs_refused":        "This run's configuration is untrusted and its inputs named a secret, so it did not run.",
 	}
 	if s, ok := sentences[reason]; ok {
 		return s
@@ -614,6 +636,21 @@ func (s *Site) forceExecute(w http.ResponseWriter, r *http.Request, token string
 	id := r.PathValue("id")
 	err := s.api.Mutate(r.Context(), token, http.MethodPost, "/v1/runs/"+url.PathEscape(id)+"/actions/force-execute", newKey(), nil, nil)
 	s.afterAction(w, r, token, id, err, "Run started; the runs ahead of it were discarded.")
+}
+
+// release runs an agent's run again as the person's own, with the
+// workspace's state, sensitive variables and credentials, and shows the
+// new run.
+func (s *Site) release(w http.ResponseWriter, r *http.Request, token string) {
+	id := r.PathValue("id")
+	var released struct {
+		ID string `json:"id"`
+	}
+	err := s.api.Mutate(r.Context(), token, http.MethodPost, "/v1/runs/"+url.PathEscape(id)+"/actions/release", newKey(), nil, &released)
+	if err == nil && released.ID != "" {
+		id = released.ID
+	}
+	s.afterAction(w, r, token, id, err, "Run started with the workspace's state, sensitive variables and credentials.")
 }
 
 // recoverRun resolves an uncertain apply with the evidence the page showed,

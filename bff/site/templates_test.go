@@ -105,3 +105,60 @@ func TestRunPageRendersEveryPanel(t *testing.T) {
 		}
 	}
 }
+
+// TestUntrustedRunPageSaysWhatWasWithheld: an agent's run says why its plan
+// got nothing secret and offers Run with credentials to whom may release
+// it; once released it names the person's run, which links back.
+func TestUntrustedRunPageSaysWhatWasWithheld(t *testing.T) {
+	t.Parallel()
+	s, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	render := func(p runPage) string {
+		t.Helper()
+		clone, _ := s.pages.Clone()
+		if _, err := clone.ParseFS(web.Templates, "templates/run.html"); err != nil {
+			t.Fatal(err)
+		}
+		var out strings.Builder
+		if err := clone.ExecuteTemplate(&out, "layout", frame{Page: p, CSRF: "csrf-x"}); err != nil {
+			t.Fatal(err)
+		}
+		return out.String()
+	}
+	var proposal runReview
+	proposal.ID, proposal.Status, proposal.Kind = "run_agent", "planned_and_finished", "plan_only"
+	proposal.Untrusted = &untrustedReview{Reason: "agent", Withheld: []string{"state", "sensitive_variables"}}
+	offered := render(runPage{Run: proposal, Can: map[string]bool{"release": true}, Stages: stagesOf(proposal)})
+	for _, want := range []string{`id="untrusted"`, "Proposed by an agent", "ran without the workspace", `action="/runs/run_agent/release"`,
+		"Run with credentials", `value="csrf-x"`} {
+		if !strings.Contains(offered, want) {
+			t.Errorf("an agent's run page lacks %s", want)
+		}
+	}
+	if page := render(runPage{Run: proposal, Can: map[string]bool{}, Stages: stagesOf(proposal)}); strings.Contains(page, `id="release"`) ||
+		!strings.Contains(page, `id="untrusted"`) {
+		t.Error("a run page offers the release to someone who may not release it")
+	}
+	name := "Ada"
+	proposal.Untrusted.Release = &releaseReview{RunID: "run_person", ActorID: "usr_ada", ActorName: &name}
+	if page := render(runPage{Run: proposal, Can: map[string]bool{"release": true}, Stages: stagesOf(proposal)}); strings.Contains(page, `id="release"`) ||
+		!strings.Contains(page, `Released by Ada as <a href="/runs/run_person">`) {
+		t.Errorf("a released agent run page:\n%s", page)
+	}
+	var released runReview
+	released.ID, released.Status, released.Kind = "run_person", "planning", "plan_only"
+	from := "run_agent"
+	released.ReleasedFromRunID = &from
+	if page := render(runPage{Run: released, Can: map[string]bool{}, Stages: stagesOf(released)}); strings.Contains(page, `id="untrusted"`) ||
+		!strings.Contains(page, `id="released-from"`) || !strings.Contains(page, `href="/runs/run_agent"`) {
+		t.Error("a released run page does not link to the agent's run")
+	}
+	var fork runReview
+	fork.ID, fork.Status, fork.Kind = "run_fork", "planned_and_finished", "speculative"
+	fork.Untrusted = &untrustedReview{Reason: "fork_pull_request"}
+	if page := render(runPage{Run: fork, Can: map[string]bool{"release": true}, Stages: stagesOf(fork)}); !strings.Contains(page, "From a pull request of a fork") {
+		t.Error("a fork's run page does not say where it came from")
+	}
+}

@@ -41,16 +41,20 @@ func (r *Runner) plan(ctx context.Context, env *attemptEnv) error {
 		return r.storeSandboxFile(ctx, env, run.ArtifactPlanFile, planFile)
 	})
 	// The plan has read the state: whether it moved meanwhile is read
-	// while show renders the plan.
+	// while show renders the plan. An untrusted plan read none.
 	type stateRead struct {
 		id  *string
 		err error
 	}
 	current := make(chan stateRead, 1)
-	go func() {
-		id, err := r.Runs.CurrentStateVersionID(ctx, env.st.Run)
-		current <- stateRead{id, err}
-	}()
+	if env.st.Run.Untrusted() {
+		current <- stateRead{}
+	} else {
+		go func() {
+			id, err := r.Runs.CurrentStateVersionID(ctx, env.st.Run)
+			current <- stateRead{id, err}
+		}()
+	}
 	showErr := r.showPlanJSON(ctx, env)
 	after := <-current
 	if err := cmp.Or(showErr, after.err); err != nil {

@@ -89,6 +89,9 @@ const (
 	// _override suffix makes OpenTofu merge it over the user's own
 	// backend or cloud block.
 	overrideFile = "zz_cairn_backend_override.tf"
+	// untrustedState is where an untrusted run's local backend would keep
+	// state: it never exists before the plan, and a plan writes none.
+	untrustedState = "untrusted.tfstate"
 )
 
 // errVariableInvalid means a variable's value is to be written as an HCL
@@ -337,6 +340,8 @@ func classify(err error, env *attemptEnv) string {
 		return "variable_value_invalid"
 	case errors.Is(err, workspace.ErrSnapshotChanged):
 		return "input_snapshot_unavailable"
+	case errors.Is(err, run.ErrUntrustedInputs):
+		return "untrusted_inputs_refused"
 	case errors.As(err, &ae), archive.CodeOf(err) != "":
 		return "configuration_invalid"
 	case errors.Is(err, sandbox.ErrChecksumMismatch):
@@ -360,7 +365,10 @@ func (r *Runner) execute(ctx context.Context, env *attemptEnv) error {
 	env.timed("gather", start)
 	env.predecessor = facts.predecessor
 	inputs, token := facts.inputs, facts.token
-	secrets := []string{token}
+	var secrets []string
+	if token != "" {
+		secrets = append(secrets, token)
+	}
 	for _, v := range inputs {
 		if v.Sensitive {
 			secrets = append(secrets, v.Value)
@@ -432,6 +440,10 @@ func (r *Runner) execute(ctx context.Context, env *attemptEnv) error {
 	env.logs.Line("Cairn %s phase of %s, attempt %d", st.Attempt.Phase, st.Run.ID, st.Attempt.Number)
 	env.logs.Line("OpenTofu %s on %s", st.Run.ToolVersion, st.Run.Platform)
 	env.logs.Line("Sandbox %s: %s", env.sb.ID(), describeProfile(profile))
+	if st.Run.Untrusted() {
+		env.logs.Line("Untrusted configuration (%s): this plan gets no state, no sensitive variable, no credential and no", untrustedWho(st.Run))
+		env.logs.Line("run token; it plans as if nothing existed yet and can never be applied.")
+	}
 
 	start = time.Now()
 	tool, err := r.Tools.Verified(ctx, "tofu", st.Run.ToolVersion)
@@ -497,11 +509,15 @@ func (r *Runner) gather(ctx context.Context, st run.Started) (attemptFacts, erro
 	var f attemptFacts
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() (err error) { f.inputs, err = r.Runs.RunInputs(gctx, st.Run); return err })
-	g.Go(func() (err error) { f.token, err = r.Runs.IssueToken(gctx, st); return err })
 	g.Go(func() (err error) { f.workspace, err = r.Runs.WorkspaceOf(gctx, st.Run); return err })
 	g.Go(func() (err error) { f.org, err = r.Runs.OrganizationSlug(gctx, st.Run.OrganizationID); return err })
-	if st.Attempt.Phase == run.PhasePlan {
-		g.Go(func() (err error) { f.predecessor, err = r.Runs.CurrentStateVersionID(gctx, st.Run); return err })
+	// An untrusted run's configuration gets no token to read the state
+	// with, and plans against none.
+	if !st.Run.Untrusted() {
+		g.Go(func() (err error) { f.token, err = r.Runs.IssueToken(gctx, st, r.PhaseTimeout); return err })
+		if st.Attempt.Phase == run.PhasePlan {
+			g.Go(func() (err error) { f.predecessor, err = r.Runs.CurrentStateVersionID(gctx, st.Run); return err })
+		}
 	}
 	return f, g.Wait()
 }
@@ -533,8 +549,12 @@ func (r *Runner) prepare(ctx context.Context, env *attemptEnv, facts attemptFact
 			return errVariableInvalid
 		}
 	}
+	override := backendOverride(r.APIHost, org, w.CloudName)
+	if env.st.Run.Untrusted() {
+		override = emptyStateOverride(env.private(untrustedState))
+	}
 	files := map[string][]byte{
-		filepath.Join(configDir, overrideFile): backendOverride(r.APIHost, org, w.CloudName),
+		filepath.Join(configDir, overrideFile): override,
 		filepath.Join(privateDir, cliConfig):   cliConfigFile(r.APIHost, token, env.mirror),
 		filepath.Join(privateDir, varFile):     tfvars(inputs),
 	}
@@ -578,7 +598,9 @@ func (r *Runner) redeemCredentials(ctx context.Context, env *attemptEnv) error {
 // provider source (a closed network needs no registry).
 func cliConfigFile(host, token, mirror string) []byte {
 	f := hclwrite.NewEmptyFile()
-	f.Body().AppendNewBlock("credentials", []string{host}).Body().SetAttributeValue("token", cty.StringVal(token))
+	if token != "" {
+		f.Body().AppendNewBlock("credentials", []string{host}).Body().SetAttributeValue("token", cty.StringVal(token))
+	}
 	if mirror != "" {
 		install := f.Body().AppendNewBlock("provider_installation", nil).Body()
 		if strings.HasPrefix(mirror, "https://") {
@@ -597,6 +619,25 @@ func backendOverride(host, organization, workspaceName string) []byte {
 	backend.SetAttributeValue("hostname", cty.StringVal(host))
 	backend.SetAttributeValue("organization", cty.StringVal(organization))
 	backend.AppendNewBlock("workspaces", nil).Body().SetAttributeValue("name", cty.StringVal(workspaceName))
+	return f.Bytes()
+}
+
+// untrustedWho says why a run's configuration is untrusted, for its log.
+func untrustedWho(r run.Run) string {
+	if r.UntrustedReason != nil && *r.UntrustedReason == run.UntrustedFork {
+		return "a pull request from a fork"
+	}
+	return "started by an agent; a person can run it with credentials"
+}
+
+// emptyStateOverride points an untrusted run's configuration at a local
+// state that does not exist yet, in the runner's private directory: it
+// plans as if nothing existed, and no state of the workspace's is within its
+// reach.
+func emptyStateOverride(path string) []byte {
+	f := hclwrite.NewEmptyFile()
+	backend := f.Body().AppendNewBlock("terraform", nil).Body().AppendNewBlock("backend", []string{"local"}).Body()
+	backend.SetAttributeValue("path", cty.StringVal(path))
 	return f.Bytes()
 }
 

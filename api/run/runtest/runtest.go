@@ -44,6 +44,14 @@ func PlanWith(t testing.TB, env *apitest.Env, runs *run.Service, r run.Run, plan
 	if err != nil {
 		t.Fatalf("starting the plan of %s: %v", r.ID, err)
 	}
+	return CommitStarted(t, env, runs, st, planJSON, hasChanges, predecessor)
+}
+
+// CommitStarted is PlanWith for a plan attempt the test started itself.
+func CommitStarted(t testing.TB, env *apitest.Env, runs *run.Service, st run.Started, planJSON []byte, hasChanges bool, predecessor *string) run.Run {
+	t.Helper()
+	ctx := context.Background()
+	r := st.Run
 	var arts []run.Artifact
 	var planDigest []byte
 	for kind, body := range map[string][]byte{run.ArtifactPlanFile: []byte("saved plan of " + r.ID), run.ArtifactPlanJSON: planJSON,

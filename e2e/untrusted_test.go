@@ -193,11 +193,15 @@ func TestAgentPlanSeesNoSecretUntilAPersonReleasesIt(t *testing.T) {
 	}
 
 	var events []struct {
-		Action    string         `json:"action"`
-		ActorType string         `json:"actor_type"`
-		ActorID   string         `json:"actor_id"`
-		TargetID  string         `json:"target_id"`
-		Evidence  map[string]any `json:"evidence"`
+		Action string `json:"action"`
+		Actor  struct {
+			Type string `json:"type"`
+			ID   string `json:"id"`
+		} `json:"actor"`
+		Target struct {
+			ID string `json:"id"`
+		} `json:"target"`
+		Evidence map[string]any `json:"evidence"`
 	}
 	if st := s.apiJSON(t, http.MethodGet, "/v1/audit-events?limit=100", nil, &events, m.cookie()...); st != http.StatusOK {
 		t.Fatalf("audit events: %d", st)
@@ -205,11 +209,11 @@ func TestAgentPlanSeesNoSecretUntilAPersonReleasesIt(t *testing.T) {
 	var releasedBy, createdBy string
 	for _, e := range events {
 		switch {
-		case e.Action == "run.released" && e.TargetID == runID && e.Evidence["released_run_id"] == released.ID &&
+		case e.Action == "run.released" && e.Target.ID == runID && e.Evidence["released_run_id"] == released.ID &&
 			e.Evidence["agent_client_id"] == nil:
-			releasedBy = e.ActorType + ":" + e.ActorID
-		case e.Action == "run.created" && e.TargetID == released.ID:
-			createdBy = e.ActorType + ":" + e.ActorID
+			releasedBy = e.Actor.Type + ":" + e.Actor.ID
+		case e.Action == "run.created" && e.Target.ID == released.ID:
+			createdBy = e.Actor.Type + ":" + e.Actor.ID
 		}
 	}
 	if releasedBy == "" || releasedBy != createdBy || !strings.HasSuffix(releasedBy, ":"+view.Untrusted.Release.ActorID) {

@@ -5,15 +5,22 @@ import (
 	"context"
 	"crypto/md5"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/cairnhq/cairn/api/platform/blobkey"
 	"github.com/cairnhq/cairn/api/platform/blobtest"
 	"github.com/cairnhq/cairn/api/platform/dbtest"
 	"github.com/cairnhq/cairn/e2e/devstack"
@@ -143,5 +150,54 @@ func TestHundredMegabyteStateStreamsIntoS3(t *testing.T) {
 	}
 	if len(uploads.Uploads) != 0 {
 		t.Fatalf("%d multipart uploads left open", len(uploads.Uploads))
+	}
+}
+
+// TestBlobPrefixConfinesTheProcesses: cairn-api and cairn-worker refuse
+// to start, naming the variable, on a CAIRN_BLOB_PREFIX that could leave
+// its part of a shared bucket; cairn-api started with one writes a
+// configuration archive under it, while its row keeps the key without it.
+func TestBlobPrefixConfinesTheProcesses(t *testing.T) {
+	t.Parallel()
+	bin := binDir(t)
+	for _, program := range []string{"cairn-api", "cairn-worker"} {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		cmd := exec.CommandContext(ctx, filepath.Join(bin, program))
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "CAIRN_DATA_DIR=" + t.TempDir(), "CAIRN_BLOB_PREFIX=../other-team"}
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		cancel()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.Contains(stderr.String(), "CAIRN_BLOB_PREFIX") {
+			t.Errorf("%s with an escaping prefix: %v, %q", program, err, stderr.String())
+		}
+	}
+
+	srv := blobtest.S3(t)
+	bucket, storeURL := srv.Bucket(t)
+	conn, dbURL := dbtest.NewURL(t)
+	s := apiOnly(t, dbURL, "CAIRN_OPERATOR_TOKEN="+operatorToken, "CAIRN_ARGON2_MEMORY_KIB=64", "CAIRN_ARGON2_ITERATIONS=1",
+		"CAIRN_ARGON2_PARALLELISM=1", "CAIRN_BLOB_URL="+storeURL, "CAIRN_S3_ACCESS_KEY_ID="+srv.Creds.AccessKeyID,
+		"CAIRN_S3_SECRET_ACCESS_KEY="+srv.Creds.SecretAccessKey, "CAIRN_BLOB_PREFIX=tenant-a/cairn/")
+	if err := devstack.OpenPublicGate(s.Client, s.APIURL, operatorToken, "e2e-open-gate"); err != nil {
+		t.Fatal(err)
+	}
+	m := s.newMember(t, "prefixed")
+	cfgID := s.uploadConfiguration(t, m, s.createWorkspace(t, m, "prefixed", "us"), map[string]string{"main.tf": "# prefixed\n"})
+	var key string
+	if err := conn.Get(&key, `SELECT blob_key FROM configuration_versions WHERE id = $1`, cfgID); err != nil {
+		t.Fatal(err)
+	}
+	listed, err := srv.Client().ListObjectsV2(context.Background(), &s3.ListObjectsV2Input{Bucket: aws.String(bucket)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, o := range listed.Contents {
+		keys = append(keys, aws.ToString(o.Key))
+	}
+	if !blobkey.Recognised(key) || !slices.Equal(keys, []string{"tenant-a/cairn/" + key}) {
+		t.Fatalf("the row holds %q and the bucket %q, want the row's key under tenant-a/cairn/", key, keys)
 	}
 }

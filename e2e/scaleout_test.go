@@ -481,7 +481,7 @@ func TestScaleOutSurvivesKilledNodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := blob.OpenURL(context.Background(), storeURL, blob.S3Credentials{AccessKeyID: srv.Creds.AccessKeyID,
+	store, err := blob.OpenURL(context.Background(), storeURL, "", blob.S3Credentials{AccessKeyID: srv.Creds.AccessKeyID,
 		SecretAccessKey: srv.Creds.SecretAccessKey}, sealer)
 	if err != nil {
 		t.Fatal(err)

@@ -14,7 +14,7 @@ import (
 
 	"github.com/cairnhq/cairn/api/audit"
 	"github.com/cairnhq/cairn/api/launch"
-	"github.com/cairnhq/cairn/api/platform/blob"
+	"github.com/cairnhq/cairn/api/platform/blobkey"
 	"github.com/cairnhq/cairn/api/platform/db"
 	"github.com/cairnhq/cairn/api/platform/id"
 	"github.com/cairnhq/cairn/api/policy/rego"
@@ -263,7 +263,7 @@ func (s *Service) StoreBuildArtifact(ctx context.Context, v Version, kind string
 		limit = rego.MaxTestResultsBytes
 	}
 	a := Artifact{ID: id.New("pol"), OrganizationID: v.OrganizationID, PolicyVersionID: v.ID, Kind: kind,
-		BlobKey: blob.Key("policy-versions", v.OrganizationID, v.ID, id.New("obj")), CreatedAt: s.stamp()}
+		BlobKey: blobkey.PolicyArtifact(v.OrganizationID, v.ID), CreatedAt: s.stamp()}
 	digests, err := blobs.Put(ctx, a.BlobKey, builtArtifactIdentity(v.OrganizationID, v.ID, kind), r, limit)
 	if err != nil {
 		return Artifact{}, err

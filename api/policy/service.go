@@ -22,6 +22,7 @@ import (
 	"github.com/cairnhq/cairn/api/audit"
 	"github.com/cairnhq/cairn/api/launch"
 	"github.com/cairnhq/cairn/api/platform/blob"
+	"github.com/cairnhq/cairn/api/platform/blobkey"
 	"github.com/cairnhq/cairn/api/platform/capability"
 	"github.com/cairnhq/cairn/api/platform/fault"
 	"github.com/cairnhq/cairn/api/platform/id"
@@ -207,7 +208,7 @@ func (s *Service) StageSource(ctx context.Context, p access.Principal, workspace
 	}
 	st := StagedSource{OrganizationID: p.OrganizationID, WorkspaceID: workspaceID, SetID: setID,
 		Identity: SourceIdentity(p.OrganizationID, workspaceID, setID, idempotencyKey)}
-	st.Key = blob.Key("policy-sources", p.OrganizationID, id.New("obj"))
+	st.Key = blobkey.PolicySource(p.OrganizationID)
 	_, st.Digests, err = archive.Store(ctx, blobs, st.Key, st.Identity, r, MaxSourceBytes)
 	if err != nil {
 		_ = blobs.Delete(context.WithoutCancel(ctx), st.Key)

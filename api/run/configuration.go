@@ -13,6 +13,7 @@ import (
 	"github.com/cairnhq/cairn/api/archive"
 	"github.com/cairnhq/cairn/api/audit"
 	"github.com/cairnhq/cairn/api/platform/blob"
+	"github.com/cairnhq/cairn/api/platform/blobkey"
 	"github.com/cairnhq/cairn/api/platform/db"
 	"github.com/cairnhq/cairn/api/platform/fault"
 	"github.com/cairnhq/cairn/api/platform/id"
@@ -99,7 +100,7 @@ func (s *Service) StageArchive(ctx context.Context, organizationID string, r io.
 		return StagedArchive{}, err
 	}
 	st := StagedArchive{ID: id.New("cfg"), OrganizationID: organizationID}
-	st.Key = blob.Key("configuration-versions", organizationID, st.ID, id.New("obj"))
+	st.Key = blobkey.Configuration(organizationID, st.ID)
 	st.Manifest, st.Digests, err = s.storeArchive(ctx, blobs, st.Key, archiveIdentity(organizationID, st.ID), r)
 	if err != nil {
 		_ = blobs.Delete(context.WithoutCancel(ctx), st.Key)
@@ -310,7 +311,7 @@ func (s *Service) UploadConfiguration(ctx context.Context, cvID string, r io.Rea
 	if cv.Status != ConfigurationPending {
 		return ConfigurationVersion{}, ErrConfigurationUploaded
 	}
-	key := blob.Key("configuration-versions", cv.OrganizationID, cv.ID, id.New("obj"))
+	key := blobkey.Configuration(cv.OrganizationID, cv.ID)
 	manifest, digests, err := s.storeArchive(ctx, blobs, key, archiveIdentity(cv.OrganizationID, cv.ID), r)
 	var archiveErr ArchiveError
 	switch {

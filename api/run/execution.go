@@ -17,7 +17,7 @@ import (
 	"github.com/cairnhq/cairn/api/audit"
 	"github.com/cairnhq/cairn/api/credential"
 	"github.com/cairnhq/cairn/api/launch"
-	"github.com/cairnhq/cairn/api/platform/blob"
+	"github.com/cairnhq/cairn/api/platform/blobkey"
 	"github.com/cairnhq/cairn/api/platform/db"
 	"github.com/cairnhq/cairn/api/platform/id"
 	"github.com/cairnhq/cairn/api/policy"
@@ -254,7 +254,7 @@ func (s *Service) StoreArtifact(ctx context.Context, st Started, kind string, r 
 	if err != nil {
 		return Artifact{}, err
 	}
-	key := blob.Key("runs", st.Run.OrganizationID, st.Run.ID, kind, id.New("obj"))
+	key := blobkey.RunArtifact(st.Run.OrganizationID, st.Run.ID, kind)
 	d, err := blobs.Put(ctx, key, artifactIdentity(st.Run.OrganizationID, st.Run.ID, kind), r, limit)
 	if err != nil {
 		return Artifact{}, fmt.Errorf("storing %s: %w", kind, err)

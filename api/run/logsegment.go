@@ -12,7 +12,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
-	"github.com/cairnhq/cairn/api/platform/blob"
+	"github.com/cairnhq/cairn/api/platform/blobkey"
 	"github.com/cairnhq/cairn/api/platform/db"
 	"github.com/cairnhq/cairn/api/platform/id"
 )
@@ -87,7 +87,7 @@ func (s *Service) sealLogs(ctx context.Context, runID, phase string) error {
 	}
 	seg := logSegment{ID: id.New("logseg"), OrganizationID: organizationID, RunID: runID, Phase: phase,
 		FirstSequence: pending.First, LastSequence: pending.Last}
-	seg.BlobKey = blob.Key("runs", organizationID, runID, "log", seg.ID)
+	seg.BlobKey = blobkey.RunLogSegment(organizationID, runID, seg.ID)
 
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/cairnhq/cairn/api/access"
+	"github.com/cairnhq/cairn/api/platform/blobkey"
+	"github.com/cairnhq/cairn/api/platform/id"
 	"github.com/cairnhq/cairn/api/policy"
 )
 
@@ -328,5 +330,16 @@ func TestForceCancelNeedsACancelAndItsCoolOff(t *testing.T) {
 	r := Run{DecisionAction: &canceled, DecidedAt: &at}
 	if got := r.ForceCancelAvailableAt(); got == nil || !got.Equal(after) {
 		t.Fatalf("ForceCancelAvailableAt = %v, want %v", got, after)
+	}
+}
+
+// TestArtifactKindsAreInTheKeyGrammar: an artifact kind the blob key
+// grammar does not know would leave its orphaned objects to no sweep.
+func TestArtifactKindsAreInTheKeyGrammar(t *testing.T) {
+	t.Parallel()
+	for _, kind := range []string{ArtifactPlanFile, ArtifactPlanJSON, ArtifactPlanDiff, ArtifactEmergencyState} {
+		if key := blobkey.RunArtifact(id.New("org"), id.New("run"), kind); !blobkey.Recognised(key) {
+			t.Errorf("artifact kind %s: key %q is not recognised", kind, key)
+		}
 	}
 }

@@ -136,12 +136,12 @@ func openBlobs(cfg config.Config) (*blob.Store, error) {
 	if cfg.BlobURL != "" {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		return blob.OpenURL(ctx, cfg.BlobURL, blob.S3Credentials{
+		return blob.OpenURL(ctx, cfg.BlobURL, cfg.BlobPrefix, blob.S3Credentials{
 			AccessKeyID:     cfg.S3AccessKeyID,
 			SecretAccessKey: cfg.S3SecretAccessKey.Reveal(),
 		}, sealer)
 	}
-	return blob.OpenDir(filepath.Join(cfg.DataDir, "blobs"), sealer)
+	return blob.OpenDir(filepath.Join(cfg.DataDir, "blobs"), cfg.BlobPrefix, sealer)
 }
 
 // OAuthOptions derives the authorization server's settings and keys.

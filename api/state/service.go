@@ -15,6 +15,7 @@ import (
 	"github.com/cairnhq/cairn/api/access"
 	"github.com/cairnhq/cairn/api/audit"
 	"github.com/cairnhq/cairn/api/platform/blob"
+	"github.com/cairnhq/cairn/api/platform/blobkey"
 	"github.com/cairnhq/cairn/api/platform/cursor"
 	"github.com/cairnhq/cairn/api/platform/db"
 	"github.com/cairnhq/cairn/api/platform/fault"
@@ -124,7 +125,7 @@ func (s *Service) Upload(ctx context.Context, versionID string, r io.Reader) (Ve
 	// A key of this upload's own: concurrent uploads of one pending version
 	// (a retried PUT, two recoveries resuming one import) each clean up
 	// only what they wrote, never the object another one finalized.
-	key := blob.Key("state", v.OrganizationID, v.WorkspaceID, v.ID+"-"+id.New("obj")+".tfstate")
+	key := blobkey.State(v.OrganizationID, v.WorkspaceID, v.ID)
 	parsed, digests, err := s.storeParsed(ctx, blobs, key, "state/"+v.ID, r)
 	if err != nil {
 		return Version{}, err
@@ -244,7 +245,7 @@ func (s *Service) UploadJSON(ctx context.Context, versionID string, r io.Reader)
 	if err != nil {
 		return err
 	}
-	key := blob.Key("state", v.OrganizationID, v.WorkspaceID, v.ID+"-"+id.New("json")+".json")
+	key := blobkey.StateJSON(v.OrganizationID, v.WorkspaceID, v.ID)
 	if _, err := blobs.Put(ctx, key, "state-json/"+v.ID, r, MaxStateBytes); err != nil {
 		if errors.Is(err, blob.ErrTooLarge) {
 			return ErrTooLarge

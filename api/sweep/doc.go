@@ -3,7 +3,8 @@
 // logical reference first and the object after, so an object whose delete
 // failed, an upload whose reference never committed, and everything a
 // deleted organization left behind end up here. The sweep pages through the
-// store, deletes only keys shaped like Cairn's that are older than a
-// minimum age (in-flight uploads commit long before), and never touches
+// store (under CAIRN_BLOB_PREFIX when one is set), deletes only keys that
+// match Cairn's key grammar exactly (blobkey.Recognised) and are older than
+// a minimum age (in-flight uploads commit long before), and never touches
 // anything else in the bucket.
 package sweep

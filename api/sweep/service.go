@@ -9,6 +9,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/cairnhq/cairn/api/platform/blob"
+	"github.com/cairnhq/cairn/api/platform/blobkey"
 )
 
 // Options tune a sweep.
@@ -46,8 +47,9 @@ func (s *Service) WithClock(now func() time.Time) *Service {
 	return &c
 }
 
-// Sweep pages through the whole store and deletes every Cairn-shaped
-// object older than MinAge that no committed row references. The reference
+// Sweep pages through the store (only under its prefix) and deletes every
+// object whose key is exactly Cairn's, older than MinAge, that no
+// committed row references. The reference
 // check runs per page, just before the page's deletions: a reference
 // committed later would belong to an upload older than MinAge, which no
 // upload lives that long to make.
@@ -70,7 +72,7 @@ func (s *Service) Sweep(ctx context.Context) (Report, error) {
 		candidates := make([]string, 0, len(page))
 		for _, o := range page {
 			switch {
-			case !CairnShaped(o.Key):
+			case !s.cairns(o.Key):
 				report.Foreign++
 			case !o.ModTime.Before(cutoff):
 				report.Kept++
@@ -99,4 +101,13 @@ func (s *Service) Sweep(ctx context.Context) (Report, error) {
 		}
 		token = next
 	}
+}
+
+// cairns reports whether key is exactly one Cairn writes, or what an
+// interrupted write of one left behind.
+func (s *Service) cairns(key string) bool {
+	if written, ok := s.blobs.InterruptedWriteOf(key); ok {
+		key = written
+	}
+	return blobkey.Recognised(key)
 }

@@ -23,6 +23,7 @@ import (
 	"gocloud.dev/blob/s3blob"
 	"gocloud.dev/gcerrors"
 
+	"github.com/cairnhq/cairn/api/platform/blobkey"
 	"github.com/cairnhq/cairn/api/platform/seal"
 )
 
@@ -36,20 +37,31 @@ var (
 // Store keeps sealed objects: every byte is encrypted before it leaves the
 // process, bound to the object's identity, and streamed in bounded frames.
 // The default backend is a directory; S3-compatible storage serves several
-// nodes.
+// nodes. Callers speak in logical keys (blobkey's layouts, what rows
+// store); the store puts each under its prefix, the part of a shared
+// bucket or directory Cairn is confined to, so moving the objects to
+// another prefix needs no change to a row.
 type Store struct {
 	bucket *blob.Bucket
 	sealer *seal.StreamSealer
+	// prefix is "" or a normalised CAIRN_BLOB_PREFIX with its slash.
+	prefix string
 	// s3 and s3Bucket are set for S3 storage, whose writes go through
 	// multipartWriter rather than the bucket's own uploader.
 	s3       *s3.Client
 	s3Bucket string
 }
 
-// OpenDir opens a store in a local directory (created when missing).
-func OpenDir(dir string, sealer *seal.StreamSealer) (*Store, error) {
+// OpenDir opens a store in a local directory (created when missing),
+// confined to prefix (a CAIRN_BLOB_PREFIX value; "" for the whole
+// directory).
+func OpenDir(dir, prefix string, sealer *seal.StreamSealer) (*Store, error) {
 	if sealer == nil {
 		return nil, seal.ErrNoKey
+	}
+	within, err := storePrefix(prefix)
+	if err != nil {
+		return nil, err
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating blob directory: %w", err)
@@ -62,7 +74,20 @@ func OpenDir(dir string, sealer *seal.StreamSealer) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening blob directory: %w", err)
 	}
-	return &Store{bucket: bucket, sealer: sealer}, nil
+	return &Store{bucket: bucket, sealer: sealer, prefix: within}, nil
+}
+
+// storePrefix checks a CAIRN_BLOB_PREFIX value and returns what the store
+// puts before every key.
+func storePrefix(raw string) (string, error) {
+	prefix, err := blobkey.ParsePrefix(raw)
+	if err != nil {
+		return "", fmt.Errorf("blob key prefix %w", err)
+	}
+	if prefix == "" {
+		return "", nil
+	}
+	return prefix + "/", nil
 }
 
 // S3Credentials are static keys for S3-compatible storage; empty means the
@@ -72,14 +97,18 @@ type S3Credentials struct {
 	SecretAccessKey string
 }
 
-// OpenURL opens the store a URL names: a directory path (or file:// URL)
-// for the embedded default, or
+// OpenURL opens the store a URL names, confined to prefix (as OpenDir): a
+// directory path (or file:// URL) for the embedded default, or
 // s3://bucket?region=…&endpoint=…&use_path_style=true for S3-compatible
 // storage. The bucket must exist and be reachable: a store that cannot be
 // reached fails at start, not at the first upload.
-func OpenURL(ctx context.Context, rawURL string, creds S3Credentials, sealer *seal.StreamSealer) (*Store, error) {
+func OpenURL(ctx context.Context, rawURL, prefix string, creds S3Credentials, sealer *seal.StreamSealer) (*Store, error) {
 	if sealer == nil {
 		return nil, seal.ErrNoKey
+	}
+	within, err := storePrefix(prefix)
+	if err != nil {
+		return nil, err
 	}
 	u, err := url.Parse(rawURL)
 	if err != nil {
@@ -87,7 +116,7 @@ func OpenURL(ctx context.Context, rawURL string, creds S3Credentials, sealer *se
 	}
 	switch u.Scheme {
 	case "", "file":
-		return OpenDir(u.Path, sealer)
+		return OpenDir(u.Path, prefix, sealer)
 	case s3blob.Scheme:
 	default:
 		return nil, fmt.Errorf("blob storage URL: scheme %q is not file or s3", u.Scheme)
@@ -100,8 +129,9 @@ func OpenURL(ctx context.Context, rawURL string, creds S3Credentials, sealer *se
 		// CAIRN_BLOB_URL; they belong in CAIRN_S3_* or the AWS chain.
 		return nil, errors.New("blob storage URL: credentials do not belong in the URL; set CAIRN_S3_ACCESS_KEY_ID and CAIRN_S3_SECRET_ACCESS_KEY")
 	case u.Path != "" && u.Path != "/":
-		// A prefix would be ignored and objects written at the bucket's root.
-		return nil, errors.New("blob storage URL: a key prefix is not supported; name the bucket only")
+		// A prefix here would be ignored and objects written at the
+		// bucket's root.
+		return nil, errors.New("blob storage URL: name the bucket only; a key prefix belongs in CAIRN_BLOB_PREFIX")
 	}
 	client, err := newS3Client(ctx, u.Query(), creds)
 	if err != nil {
@@ -114,7 +144,7 @@ func OpenURL(ctx context.Context, rawURL string, creds S3Credentials, sealer *se
 	if err != nil {
 		return nil, fmt.Errorf("opening S3 bucket: %w", err)
 	}
-	return &Store{bucket: bucket, sealer: sealer, s3: client, s3Bucket: u.Host}, nil
+	return &Store{bucket: bucket, sealer: sealer, prefix: within, s3: client, s3Bucket: u.Host}, nil
 }
 
 // newS3Client builds a client from the URL's region, endpoint and
@@ -191,12 +221,15 @@ func (c *countingHasher) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// objectKey is where the object of a logical key lives.
+func (s *Store) objectKey(key string) string { return s.prefix + key }
+
 // Put seals the stream r under key, bound to identity, reading at most
 // limit bytes. A longer stream is cut one byte past the limit and
 // ErrTooLarge returned; any failure leaves no object behind (the bucket
 // commits only on a clean close).
 func (s *Store) Put(ctx context.Context, key, identity string, r io.Reader, limit int64) (Digests, error) {
-	w, err := s.newWriter(ctx, key)
+	w, err := s.newWriter(ctx, s.objectKey(key))
 	if err != nil {
 		return Digests{}, err
 	}
@@ -267,7 +300,7 @@ func (b *bucketWriter) abort() {
 // Open returns the plaintext of an object. Reading fails at the first frame
 // that does not authenticate against identity.
 func (s *Store) Open(ctx context.Context, key, identity string) (io.ReadCloser, error) {
-	r, err := s.bucket.NewReader(ctx, key, nil)
+	r, err := s.bucket.NewReader(ctx, s.objectKey(key), nil)
 	if gcerrors.Code(err) == gcerrors.NotFound {
 		return nil, ErrNotFound
 	}
@@ -289,15 +322,35 @@ func (s *Store) Open(ctx context.Context, key, identity string) (io.ReadCloser, 
 // the database reference first, so a failure here leaves an orphan for the
 // sweep, never a dangling reference.
 func (s *Store) Delete(ctx context.Context, key string) error {
-	err := s.bucket.Delete(ctx, key)
+	err := s.bucket.Delete(ctx, s.objectKey(key))
 	if err != nil && gcerrors.Code(err) != gcerrors.NotFound {
 		return fmt.Errorf("deleting object: %w", err)
 	}
 	return nil
 }
 
+// InterruptedWriteOf reports whether key is what an interrupted write of
+// another key left behind, and that key. The directory store writes each
+// object into "<key>.<hex time>.tmp" beside it and renames it into place,
+// so a process killed mid-write leaves that file; an S3 upload leaves no
+// object.
+func (s *Store) InterruptedWriteOf(key string) (string, bool) {
+	rest, ok := strings.CutSuffix(key, ".tmp")
+	if s.s3 != nil || !ok {
+		return "", false
+	}
+	dot := strings.LastIndexByte(rest, '.')
+	stamp := rest[dot+1:]
+	if dot < 0 || stamp == "" || strings.ContainsFunc(stamp, func(r rune) bool { return !(r >= '0' && r <= '9') && !(r >= 'a' && r <= 'f') }) {
+		return "", false
+	}
+	return rest[:dot], true
+}
+
 // ObjectInfo is one stored object as a listing shows it.
 type ObjectInfo struct {
+	// Key is the object's key under the store's prefix, as Put, Open and
+	// Delete take it.
 	Key     string
 	ModTime time.Time
 }
@@ -305,32 +358,25 @@ type ObjectInfo struct {
 // MaxListPage bounds one listing page.
 const MaxListPage = 1000
 
-// ListPage returns up to size objects (at most MaxListPage) after token,
-// and the token of the next page (nil after the last).
+// ListPage returns up to size objects (at most MaxListPage) under the
+// store's prefix after token, and the token of the next page (nil after
+// the last).
 func (s *Store) ListPage(ctx context.Context, token []byte, size int) ([]ObjectInfo, []byte, error) {
 	size = min(max(size, 1), MaxListPage)
 	if token == nil {
 		token = blob.FirstPageToken
 	}
-	page, next, err := s.bucket.ListPage(ctx, token, size, nil)
+	page, next, err := s.bucket.ListPage(ctx, token, size, &blob.ListOptions{Prefix: s.prefix})
 	if err != nil {
 		return nil, nil, fmt.Errorf("listing objects: %w", err)
 	}
 	out := make([]ObjectInfo, 0, len(page))
 	for _, o := range page {
-		if o.IsDir {
+		key, within := strings.CutPrefix(o.Key, s.prefix)
+		if o.IsDir || !within {
 			continue
 		}
-		out = append(out, ObjectInfo{Key: o.Key, ModTime: o.ModTime})
+		out = append(out, ObjectInfo{Key: key, ModTime: o.ModTime})
 	}
 	return out, next, nil
-}
-
-// Key joins path segments into an object key, refusing segments that could
-// escape their prefix.
-func Key(parts ...string) string {
-	for i, p := range parts {
-		parts[i] = strings.NewReplacer("/", "_", "..", "_").Replace(p)
-	}
-	return strings.Join(parts, "/")
 }

@@ -21,7 +21,7 @@ func testStore(t *testing.T) (*Store, string) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	s, err := OpenDir(dir, sealer)
+	s, err := OpenDir(dir, "", sealer)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,9 +79,35 @@ func TestOversizeStreamLeavesNothing(t *testing.T) {
 	}
 }
 
-func TestKeyCannotEscape(t *testing.T) {
+// TestInterruptedWriteIsTracedToItsKey finds the file a directory write in
+// flight keeps beside its key, as a killed process leaves it, and traces it
+// to that key; other names are not taken for one.
+func TestInterruptedWriteIsTracedToItsKey(t *testing.T) {
 	t.Parallel()
-	if k := Key("state", "../../etc", "a/b"); k != "state/____etc/a_b" {
-		t.Fatalf("key %q", k)
+	s, dir := testStore(t)
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Put(context.Background(), "state/a", "state/a", pr, 1<<20)
+		done <- err
+	}()
+	if _, err := pw.Write([]byte("in flight")); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(filepath.Join(dir, "state"))
+	if err != nil || len(entries) != 1 {
+		t.Fatalf("a write in flight left %v, %v", entries, err)
+	}
+	if key, ok := s.InterruptedWriteOf("state/" + entries[0].Name()); !ok || key != "state/a" {
+		t.Errorf("%s traced to %q, %v", entries[0].Name(), key, ok)
+	}
+	pw.CloseWithError(errors.New("killed"))
+	if err := <-done; err == nil {
+		t.Fatal("the interrupted write succeeded")
+	}
+	for _, name := range []string{"state/a", "state/a.tmp", "state/a..tmp", "state/a.18f0zz.tmp", "state/a.18F0.tmp", "state/a.18f0.tmp.bak"} {
+		if key, ok := s.InterruptedWriteOf(name); ok {
+			t.Errorf("%s traced to %q", name, key)
+		}
 	}
 }

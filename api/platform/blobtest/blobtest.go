@@ -3,16 +3,22 @@
 package blobtest
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
+	"io"
+	"io/fs"
 	"net/url"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/cairnhq/cairn/api/platform/blob"
 )
@@ -59,4 +65,71 @@ func (s Server) Bucket(t testing.TB) (name, storeURL string) {
 	}
 	q := url.Values{"endpoint": {s.Endpoint}, "region": {"us-east-1"}, "use_path_style": {"true"}}
 	return name, "s3://" + name + "?" + q.Encode()
+}
+
+// Objects reaches stored objects behind a store's back, as another tool
+// sharing its bucket or directory does: raw bytes under full keys, the
+// store's prefix included.
+type Objects struct {
+	put func(ctx context.Context, key string, body []byte) error
+	// get returns fs.ErrNotExist for a missing object.
+	get func(ctx context.Context, key string) ([]byte, error)
+}
+
+// Put writes body under key.
+func (o Objects) Put(t testing.TB, key string, body []byte) {
+	t.Helper()
+	if err := o.put(context.Background(), key, body); err != nil {
+		t.Fatalf("planting %s: %v", key, err)
+	}
+}
+
+// Get returns the bytes under key, or false when there is no object.
+func (o Objects) Get(t testing.TB, key string) ([]byte, bool) {
+	t.Helper()
+	b, err := o.get(context.Background(), key)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, false
+	}
+	if err != nil {
+		t.Fatalf("reading %s: %v", key, err)
+	}
+	return b, true
+}
+
+// Dir reaches the objects of a directory store.
+func Dir(dir string) Objects {
+	path := func(key string) string { return filepath.Join(dir, filepath.FromSlash(key)) }
+	return Objects{
+		put: func(_ context.Context, key string, body []byte) error {
+			if err := os.MkdirAll(filepath.Dir(path(key)), 0o700); err != nil {
+				return err
+			}
+			return os.WriteFile(path(key), body, 0o600)
+		},
+		get: func(_ context.Context, key string) ([]byte, error) { return os.ReadFile(path(key)) },
+	}
+}
+
+// Objects reaches the objects of one bucket of the server.
+func (s Server) Objects(bucket string) Objects {
+	client := s.Client()
+	return Objects{
+		put: func(ctx context.Context, key string, body []byte) error {
+			_, err := client.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: bytes.NewReader(body)})
+			return err
+		},
+		get: func(ctx context.Context, key string) ([]byte, error) {
+			out, err := client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+			var missing *types.NoSuchKey
+			if errors.As(err, &missing) {
+				return nil, fs.ErrNotExist
+			}
+			if err != nil {
+				return nil, err
+			}
+			defer out.Body.Close()
+			return io.ReadAll(out.Body)
+		},
+	}
 }

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/caarlos0/env/v11"
+
+	"github.com/cairnhq/cairn/api/platform/blobkey"
 )
 
 // MinSecretBytes is the shortest AUTH_SECRET or key we accept. A shorter
@@ -60,7 +62,13 @@ type Config struct {
 	DataDir      string `env:"CAIRN_DATA_DIR" envDefault:".data"`
 	// BlobURL names shared artifact storage (s3://bucket?endpoint=…&region=…&use_path_style=true)
 	// for several nodes; empty keeps blobs under DataDir.
-	BlobURL           string `env:"CAIRN_BLOB_URL"`
+	BlobURL string `env:"CAIRN_BLOB_URL"`
+	// BlobPrefix confines Cairn to one prefix of a shared bucket (or of
+	// the blob directory): every key it writes, reads, lists and deletes
+	// lies under it. Rows store keys without it, so the objects can move
+	// under another prefix without touching a row. Normalised without its
+	// trailing slash by LoadFrom.
+	BlobPrefix        string `env:"CAIRN_BLOB_PREFIX"`
 	S3AccessKeyID     string `env:"CAIRN_S3_ACCESS_KEY_ID"`
 	S3SecretAccessKey Secret `env:"CAIRN_S3_SECRET_ACCESS_KEY"`
 	// BlobSweepInterval is how often a worker sweeps orphaned objects;
@@ -234,6 +242,7 @@ func LoadFrom(environ map[string]string) (Config, error) {
 	if err := cfg.validate(); err != nil {
 		return Config{}, err
 	}
+	cfg.BlobPrefix, _ = blobkey.ParsePrefix(cfg.BlobPrefix)
 	return cfg, nil
 }
 
@@ -306,6 +315,9 @@ func (c Config) validate() error {
 	}
 	if c.RunLogMaxBytes < 1<<20 || c.RunLogMaxBytes > 1<<30 {
 		problems = append(problems, errors.New("CAIRN_RUN_LOG_MAX_BYTES must be between 1048576 and 1073741824"))
+	}
+	if _, err := blobkey.ParsePrefix(c.BlobPrefix); err != nil {
+		problems = append(problems, fmt.Errorf("CAIRN_BLOB_PREFIX %w: it must be a relative path of segments of letters, digits, '.', '_' and '-' (at most %d bytes, one trailing slash at most)", err, blobkey.MaxPrefixBytes))
 	}
 	if c.PprofAddr != "" && !loopbackAddr(c.PprofAddr) {
 		problems = append(problems, errors.New("CAIRN_PPROF_ADDR must be a loopback host:port (127.0.0.1:6060, [::1]:6060, localhost:6060)"))

@@ -73,3 +73,18 @@ func TestIdempotencyKeyMustBeStrong(t *testing.T) {
 		}
 	}
 }
+
+func TestBlobPrefixIsARelativePathNormalised(t *testing.T) {
+	t.Parallel()
+	for raw, want := range map[string]string{"": "", "cairn": "cairn", "teams/cairn-prod/": "teams/cairn-prod"} {
+		cfg, err := LoadFrom(map[string]string{"CAIRN_BLOB_PREFIX": raw})
+		if err != nil || cfg.BlobPrefix != want {
+			t.Errorf("CAIRN_BLOB_PREFIX=%q: %q, %v; want %q", raw, cfg.BlobPrefix, err, want)
+		}
+	}
+	for _, raw := range []string{"/cairn", "../cairn", "cairn/../other", "cairn//", "a//b", "a b", strings.Repeat("a", 257)} {
+		if _, err := LoadFrom(map[string]string{"CAIRN_BLOB_PREFIX": raw}); err == nil || !strings.Contains(err.Error(), "CAIRN_BLOB_PREFIX") {
+			t.Errorf("CAIRN_BLOB_PREFIX=%q: %v, want an error naming the variable", raw, err)
+		}
+	}
+}

@@ -9,6 +9,10 @@ import (
 
 var encoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
 
+// RandomLength is the length of the part of every ID after its prefix and
+// underscore: 128 bits in unpadded base32.
+const RandomLength = 26
+
 // New returns an opaque identifier with the given prefix, e.g. New("ws") gives
 // "ws_" followed by 26 characters carrying 128 random bits. IDs say nothing
 // about creation order or tenant; ordering comes from stored timestamps.
@@ -31,7 +35,7 @@ func Derived(prefix string, seed []byte) string {
 // It is a cheap shape check for path parameters, not an existence check.
 func HasPrefix(s, prefix string) bool {
 	rest, ok := strings.CutPrefix(s, prefix+"_")
-	if !ok || len(rest) != 26 {
+	if !ok || len(rest) != RandomLength {
 		return false
 	}
 	for _, r := range rest {

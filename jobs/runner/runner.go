@@ -514,12 +514,20 @@ func (r *Runner) gather(ctx context.Context, st run.Started) (attemptFacts, erro
 	// An untrusted run's configuration gets no token to read the state
 	// with, and plans against none.
 	if !st.Run.Untrusted() {
-		g.Go(func() (err error) { f.token, err = r.Runs.IssueToken(gctx, st, r.PhaseTimeout); return err })
+		g.Go(func() (err error) { f.token, err = r.Runs.IssueToken(gctx, st, r.tokenLifetime()); return err })
 		if st.Attempt.Phase == run.PhasePlan {
 			g.Go(func() (err error) { f.predecessor, err = r.Runs.CurrentStateVersionID(gctx, st.Run); return err })
 		}
 	}
 	return f, g.Wait()
+}
+
+// tokenLifetime is how long a run token can be needed: the whole phase,
+// and an interrupted apply's grace, in which tofu still publishes the state
+// it has; a minute more covers the database's clock against the worker's.
+// The attempt's end revokes it sooner.
+func (r *Runner) tokenLifetime() time.Duration {
+	return r.PhaseTimeout + r.ApplyInterruptGrace + time.Minute
 }
 
 // prepare extracts the pinned configuration, writes the backend override,

@@ -71,16 +71,24 @@ func (h *harness) variable(workspaceID, key, value string, sensitive, hcl bool) 
 	return v.ID
 }
 
-// createRun uploads a one-resource configuration and creates a
-// plan_and_apply run of it.
-func (h *harness) createRun(workspaceID string) run.Run {
+// uploadConfiguration uploads a one-resource configuration to the
+// workspace and returns its version's ID.
+func (h *harness) uploadConfiguration(workspaceID string) string {
 	h.t.Helper()
-	var cv, created struct{ ID string }
+	var cv struct{ ID string }
 	h.owner.Do(apitest.Request{Method: http.MethodPost, Path: "/v1/workspaces/" + workspaceID + "/configuration-versions",
 		Body:   devstack.TarGz(map[string]string{"main.tf": `resource "terraform_data" "item" { input = "x" }`}),
 		Header: map[string]string{"Content-Type": "application/gzip", "Idempotency-Key": apitest.NewKey()}}).
 		MustStatus(h.t, http.StatusCreated).Data(h.t, &cv)
-	h.owner.Mutate(http.MethodPost, "/v1/runs", map[string]string{"workspace_id": workspaceID, "configuration_version_id": cv.ID,
+	return cv.ID
+}
+
+// createRun uploads a one-resource configuration and creates a
+// plan_and_apply run of it.
+func (h *harness) createRun(workspaceID string) run.Run {
+	h.t.Helper()
+	var created struct{ ID string }
+	h.owner.Mutate(http.MethodPost, "/v1/runs", map[string]string{"workspace_id": workspaceID, "configuration_version_id": h.uploadConfiguration(workspaceID),
 		"kind": "plan_and_apply", "message": "test"}).MustStatus(h.t, http.StatusCreated).Data(h.t, &created)
 	return h.read(created.ID)
 }

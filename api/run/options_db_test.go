@@ -13,19 +13,14 @@ import (
 	"github.com/cairnhq/cairn/api/apitest"
 	"github.com/cairnhq/cairn/api/run"
 	"github.com/cairnhq/cairn/api/workspace"
-	"github.com/cairnhq/cairn/e2e/devstack"
 )
 
 // createRunWith uploads a one-resource configuration and creates a run of
 // it through /v1 with the given body fields over a plan_and_apply run's.
 func (h *harness) createRunWith(workspaceID string, fields map[string]any) *apitest.Response {
 	h.t.Helper()
-	var cv struct{ ID string }
-	h.owner.Do(apitest.Request{Method: http.MethodPost, Path: "/v1/workspaces/" + workspaceID + "/configuration-versions",
-		Body:   devstack.TarGz(map[string]string{"main.tf": `resource "terraform_data" "item" { input = "x" }`}),
-		Header: map[string]string{"Content-Type": "application/gzip", "Idempotency-Key": apitest.NewKey()}}).
-		MustStatus(h.t, http.StatusCreated).Data(h.t, &cv)
-	body := map[string]any{"workspace_id": workspaceID, "configuration_version_id": cv.ID, "kind": "plan_and_apply", "message": "test"}
+	body := map[string]any{"workspace_id": workspaceID, "configuration_version_id": h.uploadConfiguration(workspaceID), "kind": "plan_and_apply",
+		"message": "test"}
 	maps.Copy(body, fields)
 	return h.owner.Mutate(http.MethodPost, "/v1/runs", body)
 }

@@ -22,64 +22,47 @@ func TestAfterPolicy(t *testing.T) {
 		outcome    string
 		want       Status
 		wantReason string
+		untrusted  bool
 	}{
-		{KindPlanAndApply, true, false, PolicyPass, StatusAwaitingApproval, ""},
-		{KindPlanAndApply, false, false, PolicyPass, StatusPlannedAndFinished, "no_changes"},
-		{KindPlanOnly, true, false, PolicyPass, StatusPlannedAndFinished, ""},
-		{KindSpeculative, true, false, PolicyPass, StatusPlannedAndFinished, ""},
-		{KindPlanAndApply, true, false, PolicyAdvisoryFailed, StatusAwaitingApproval, ""},
-		{KindPlanAndApply, true, false, PolicySoftFailed, StatusPolicyOverride, ""},
-		{KindPlanAndApply, false, false, PolicySoftFailed, StatusPolicySoftFailed, "policy_soft_failed"},
-		{KindPlanOnly, true, false, PolicySoftFailed, StatusPolicySoftFailed, "policy_soft_failed"},
-		{KindPlanAndApply, true, false, PolicyHardFailed, StatusErrored, "policy_hard_failed"},
-		{KindPlanAndApply, true, false, PolicyError, StatusErrored, "policy_error"},
-		{KindSpeculative, false, false, PolicyError, StatusErrored, "policy_error"},
+		{KindPlanAndApply, true, false, PolicyPass, StatusAwaitingApproval, "", false},
+		{KindPlanAndApply, false, false, PolicyPass, StatusPlannedAndFinished, "no_changes", false},
+		{KindPlanOnly, true, false, PolicyPass, StatusPlannedAndFinished, "", false},
+		{KindSpeculative, true, false, PolicyPass, StatusPlannedAndFinished, "", false},
+		{KindPlanAndApply, true, false, PolicyAdvisoryFailed, StatusAwaitingApproval, "", false},
+		{KindPlanAndApply, true, false, PolicySoftFailed, StatusPolicyOverride, "", false},
+		{KindPlanAndApply, false, false, PolicySoftFailed, StatusPolicySoftFailed, "policy_soft_failed", false},
+		{KindPlanOnly, true, false, PolicySoftFailed, StatusPolicySoftFailed, "policy_soft_failed", false},
+		{KindPlanAndApply, true, false, PolicyHardFailed, StatusErrored, "policy_hard_failed", false},
+		{KindPlanAndApply, true, false, PolicyError, StatusErrored, "policy_error", false},
+		{KindSpeculative, false, false, PolicyError, StatusErrored, "policy_error", false},
 		// allow-empty-apply: an empty plan still goes on to approval (and
 		// to overrides when soft failed), as one with changes does.
-		{KindPlanAndApply, false, true, PolicyPass, StatusAwaitingApproval, ""},
-		{KindPlanAndApply, false, true, PolicyAdvisoryFailed, StatusAwaitingApproval, ""},
-		{KindPlanAndApply, false, true, PolicySoftFailed, StatusPolicyOverride, ""},
-		{KindPlanAndApply, true, true, PolicyPass, StatusAwaitingApproval, ""},
+		{KindPlanAndApply, false, true, PolicyPass, StatusAwaitingApproval, "", false},
+		{KindPlanAndApply, false, true, PolicyAdvisoryFailed, StatusAwaitingApproval, "", false},
+		{KindPlanAndApply, false, true, PolicySoftFailed, StatusPolicyOverride, "", false},
+		{KindPlanAndApply, true, true, PolicyPass, StatusAwaitingApproval, "", false},
 		// It never opens a gate that blocks, nor makes a plan-only run apply.
-		{KindPlanAndApply, false, true, PolicyHardFailed, StatusErrored, "policy_hard_failed"},
-		{KindPlanAndApply, false, true, PolicyError, StatusErrored, "policy_error"},
-		{KindPlanOnly, false, true, PolicyPass, StatusPlannedAndFinished, ""},
-		{KindSpeculative, false, true, PolicySoftFailed, StatusPolicySoftFailed, "policy_soft_failed"},
-	} {
-		got, reason := AfterPolicy(PlanResult{Kind: tc.kind, HasChanges: tc.changes, AllowEmptyApply: tc.allowEmpty, Outcome: tc.outcome})
-		if got != tc.want || reason != tc.wantReason {
-			t.Errorf("AfterPolicy(%s, changes %v, allow empty %v, %s) = %s %q, want %s %q", tc.kind, tc.changes, tc.allowEmpty,
-				tc.outcome, got, reason, tc.want, tc.wantReason)
-		}
-	}
-}
-
-// An untrusted plan (made without the workspace's state and secrets) never
-// waits for an approval or an override, whatever it planned: it ends.
-func TestAfterPolicyNeverLetsAnUntrustedPlanWait(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		kind       Kind
-		changes    bool
-		allowEmpty bool
-		outcome    string
-		want       Status
-		wantReason string
-	}{
-		{KindPlanAndApply, true, false, PolicyPass, StatusPlannedAndFinished, TerminalCredentialsWithheld},
-		{KindPlanAndApply, false, true, PolicyPass, StatusPlannedAndFinished, TerminalCredentialsWithheld},
-		{KindPlanAndApply, false, false, PolicyPass, StatusPlannedAndFinished, TerminalCredentialsWithheld},
-		{KindPlanAndApply, true, false, PolicyAdvisoryFailed, StatusPlannedAndFinished, TerminalCredentialsWithheld},
-		{KindPlanAndApply, true, false, PolicySoftFailed, StatusPolicySoftFailed, "policy_soft_failed"},
-		{KindPlanAndApply, true, false, PolicyHardFailed, StatusErrored, "policy_hard_failed"},
-		{KindPlanOnly, true, false, PolicyPass, StatusPlannedAndFinished, ""},
-		{KindSpeculative, true, false, PolicyPass, StatusPlannedAndFinished, ""},
+		{KindPlanAndApply, false, true, PolicyHardFailed, StatusErrored, "policy_hard_failed", false},
+		{KindPlanAndApply, false, true, PolicyError, StatusErrored, "policy_error", false},
+		{KindPlanOnly, false, true, PolicyPass, StatusPlannedAndFinished, "", false},
+		{KindSpeculative, false, true, PolicySoftFailed, StatusPolicySoftFailed, "policy_soft_failed", false},
+		// An untrusted plan (made without the workspace's state and
+		// secrets) never waits for an approval or an override, whatever it
+		// planned: it ends.
+		{KindPlanAndApply, true, false, PolicyPass, StatusPlannedAndFinished, TerminalCredentialsWithheld, true},
+		{KindPlanAndApply, false, true, PolicyPass, StatusPlannedAndFinished, TerminalCredentialsWithheld, true},
+		{KindPlanAndApply, false, false, PolicyPass, StatusPlannedAndFinished, TerminalCredentialsWithheld, true},
+		{KindPlanAndApply, true, false, PolicyAdvisoryFailed, StatusPlannedAndFinished, TerminalCredentialsWithheld, true},
+		{KindPlanAndApply, true, false, PolicySoftFailed, StatusPolicySoftFailed, "policy_soft_failed", true},
+		{KindPlanAndApply, true, false, PolicyHardFailed, StatusErrored, "policy_hard_failed", true},
+		{KindPlanOnly, true, false, PolicyPass, StatusPlannedAndFinished, "", true},
+		{KindSpeculative, true, false, PolicyPass, StatusPlannedAndFinished, "", true},
 	} {
 		got, reason := AfterPolicy(PlanResult{Kind: tc.kind, HasChanges: tc.changes, AllowEmptyApply: tc.allowEmpty,
-			Untrusted: true, Outcome: tc.outcome})
+			Untrusted: tc.untrusted, Outcome: tc.outcome})
 		if got != tc.want || reason != tc.wantReason {
-			t.Errorf("untrusted AfterPolicy(%s, changes %v, allow empty %v, %s) = %s %q, want %s %q", tc.kind, tc.changes,
-				tc.allowEmpty, tc.outcome, got, reason, tc.want, tc.wantReason)
+			t.Errorf("AfterPolicy(%s, changes %v, allow empty %v, untrusted %v, %s) = %s %q, want %s %q", tc.kind, tc.changes,
+				tc.allowEmpty, tc.untrusted, tc.outcome, got, reason, tc.want, tc.wantReason)
 		}
 	}
 }

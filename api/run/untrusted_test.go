@@ -22,7 +22,6 @@ import (
 	"github.com/cairnhq/cairn/api/platform/id"
 	"github.com/cairnhq/cairn/api/run"
 	"github.com/cairnhq/cairn/api/run/runtest"
-	"github.com/cairnhq/cairn/e2e/devstack"
 )
 
 // agentOf is the principal an agent access token with mcp:write gives an
@@ -37,18 +36,6 @@ func (h *harness) agentOf() access.Principal {
 func (h *harness) person() access.Principal {
 	return access.Principal{Kind: access.KindUser, ID: h.owner.ID, OrganizationID: h.owner.OrganizationID, Role: access.RoleOwner,
 		Permissions: access.PermissionsOf(access.RoleOwner)}
-}
-
-// uploadConfiguration uploads a one-resource configuration to the
-// workspace and returns its version's ID.
-func (h *harness) uploadConfiguration(workspaceID string) string {
-	h.t.Helper()
-	var cv struct{ ID string }
-	h.owner.Do(apitest.Request{Method: http.MethodPost, Path: "/v1/workspaces/" + workspaceID + "/configuration-versions",
-		Body:   devstack.TarGz(map[string]string{"main.tf": `resource "terraform_data" "item" { input = "x" }`}),
-		Header: map[string]string{"Content-Type": "application/gzip", "Idempotency-Key": apitest.NewKey()}}).
-		MustStatus(h.t, http.StatusCreated).Data(h.t, &cv)
-	return cv.ID
 }
 
 // createAs creates a run as p, in one transaction as the API does.

@@ -17,7 +17,6 @@ import (
 	"github.com/cairnhq/cairn/api/launch"
 	"github.com/cairnhq/cairn/api/platform/fault"
 	"github.com/cairnhq/cairn/api/run"
-	"github.com/cairnhq/cairn/api/state"
 )
 
 // logURLLifetime is how long a signed log URL works; the CLI rereads it
@@ -36,6 +35,7 @@ const (
 func (s *server) registerPhases(r fiber.Router) {
 	r.Get("/plans/:id", s.guard(s.byPhase("plan_"), s.readPhase(run.PhasePlan)))
 	r.Get("/plans/:id/json-output", s.guard(s.byPhase("plan_"), s.planJSON))
+	r.Get("/plans/:id/json-output-redacted", s.guard(s.byPhase("plan_"), s.redactedPlanJSON))
 	r.Get("/applies/:id", s.guard(s.byPhase("apply_"), s.readPhase(run.PhaseApply)))
 	r.Get("/runs/:id/logs/:phase/:expires/:signature", s.phaseLog)
 }
@@ -236,22 +236,40 @@ func (w logWindow) frame(got, total int64, ended bool) (withSTX, withETX bool) {
 	return withSTX, withETX
 }
 
-// planJSON streams the machine-readable plan. It holds sensitive values in
-// clear, so it needs run:read inside the exact boundary, is never cached,
-// and is bounded.
+// planJSON streams the machine-readable plan, which holds sensitive
+// values in clear: it needs artifact:read_sensitive (403 otherwise; a run
+// token never has it) for a run inside the principal's exact boundary, and
+// its audit record is committed before the first byte.
 func (s *server) planJSON(c *fiber.Ctx, p access.Principal, o owner) error {
-	rc, art, err := s.Runs.PlanJSON(c.UserContext(), p, runIDOf("plan_", c.Params("id")))
+	d, err := s.Runs.ExportPlanJSON(c.UserContext(), p, runIDOf("plan_", c.Params("id")), o.WorkspaceID)
 	if err != nil {
-		return s.writeError(c, fault.ErrNotFound)
+		return s.writeError(c, err)
 	}
-	if art.SizeBytes > state.MaxStateBytes {
-		rc.Close()
-		return s.writeError(c, fault.ErrNotFound)
+	return sendPlanJSON(c, d)
+}
+
+// redactedPlanJSON streams a saved plan's redacted JSON plan, which
+// OpenTofu's cloud backend renders for `tofu show` of a saved cloud plan;
+// it needs run:read only. Other plans have none: not found.
+func (s *server) redactedPlanJSON(c *fiber.Ctx, p access.Principal, o owner) error {
+	d, err := s.Runs.RedactedPlanJSON(c.UserContext(), p, runIDOf("plan_", c.Params("id")), o.WorkspaceID)
+	if err != nil {
+		return s.writeError(c, err)
 	}
+	return sendPlanJSON(c, d)
+}
+
+// sendPlanJSON streams an opened plan export with its exact length, never
+// cached. fasthttp copies the verifying reader to the connection in fixed
+// buffers and closes it; a body that fails verification breaks the
+// connection off short of that length.
+func sendPlanJSON(c *fiber.Ctx, d run.Download) error {
 	c.Set(fiber.HeaderContentType, "application/json")
 	c.Set(fiber.HeaderCacheControl, "private, no-store")
+	c.Set(fiber.HeaderXContentTypeOptions, "nosniff")
 	c.Status(http.StatusOK)
-	return c.SendStream(readCloser{io.LimitReader(rc, art.SizeBytes), rc}, int(art.SizeBytes))
+	c.Context().SetBodyStream(d.Body, int(d.Size))
+	return nil
 }
 
 type readCloser struct {

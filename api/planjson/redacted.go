@@ -9,11 +9,9 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"strconv"
-	"strings"
 
 	"github.com/cairnhq/cairn/api/platform/mask"
 )
@@ -86,16 +84,8 @@ type typesUsed struct {
 // planSections copies the plan's renderable sections, redacted, and
 // skips the rest.
 func (rd *redactor) planSections(ctx context.Context, dec *json.Decoder, out *jsonWriter, field func(string)) error {
-	if err := expectDelim(dec, '{'); err != nil {
-		return err
-	}
 	seen := map[string]bool{}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return DecodeError(err)
-		}
-		key, _ := tok.(string)
+	err := eachMember(ctx, dec, func(key string) error {
 		// A restated section could hide what the first one showed.
 		if seen[key] {
 			return fmt.Errorf("%w: %q given twice", ErrMalformed, key)
@@ -103,25 +93,19 @@ func (rd *redactor) planSections(ctx context.Context, dec *json.Decoder, out *js
 		seen[key] = true
 		switch key {
 		case "format_version":
-			var version string
-			if err := dec.Decode(&version); err != nil {
-				return DecodeError(err)
-			}
-			if major, _, _ := strings.Cut(version, "."); major != "1" {
-				return fmt.Errorf("%w: %q", ErrUnsupportedFormat, truncate(version))
+			version, err := readFormat(dec)
+			if err != nil {
+				return err
 			}
 			field("plan_format_version")
 			out.value(version)
+			return nil
 		case "resource_changes", "resource_drift":
 			field(key)
-			if err := rd.resourceChanges(ctx, dec, out, key); err != nil {
-				return err
-			}
+			return rd.resourceChanges(ctx, dec, out, key)
 		case "output_changes":
 			field(key)
-			if err := rd.outputChanges(ctx, dec, out); err != nil {
-				return err
-			}
+			return rd.outputChanges(ctx, dec, out)
 		case "relevant_attributes":
 			var attrs any
 			if err := dec.Decode(&attrs); err != nil {
@@ -129,29 +113,20 @@ func (rd *redactor) planSections(ctx context.Context, dec *json.Decoder, out *js
 			}
 			field(key)
 			out.value(rd.scrub(key, attrs))
-		default:
-			if err := skipValue(ctx, dec); err != nil {
-				return err
-			}
+			return nil
 		}
-	}
-	if err := expectDelim(dec, '}'); err != nil {
+		return skipValue(ctx, dec)
+	})
+	if err != nil {
 		return err
 	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return fmt.Errorf("%w: data after the plan object", ErrMalformed)
+	if err := expectEOF(dec); err != nil {
+		return err
 	}
 	if !seen["format_version"] {
 		return fmt.Errorf("%w: no format_version", ErrMalformed)
 	}
 	return nil
-}
-
-func truncate(s string) string {
-	if len(s) > 16 {
-		return s[:16]
-	}
-	return s
 }
 
 // resourceChanges copies a list of resource changes (or drift), one
@@ -210,18 +185,9 @@ func (rd *redactor) use(provider, mode, typ string) {
 
 // outputChanges copies the output changes, one output at a time.
 func (rd *redactor) outputChanges(ctx context.Context, dec *json.Decoder, out *jsonWriter) error {
-	tok, err := dec.Token()
-	if err != nil {
-		return DecodeError(err)
+	if empty, err := openObject(dec, out, "output_changes"); empty || err != nil {
+		return err
 	}
-	if tok == nil {
-		out.raw("{}")
-		return nil
-	}
-	if tok != json.Delim('{') {
-		return fmt.Errorf("%w: output_changes is not an object", ErrMalformed)
-	}
-	out.raw("{")
 	for i := 0; dec.More(); i++ {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("reading output changes: %w", err)
@@ -403,16 +369,9 @@ type providerSchema struct {
 // schemas of the types the plan's changes named. Schemas describe
 // providers, not values: they are copied as they are.
 func (rd *redactor) schemaSections(ctx context.Context, dec *json.Decoder, out *jsonWriter, field func(string)) error {
-	if err := expectDelim(dec, '{'); err != nil {
-		return err
-	}
 	schemasSeen := false
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return DecodeError(err)
-		}
-		switch key, _ := tok.(string); key {
+	err := eachMember(ctx, dec, func(key string) error {
+		switch key {
 		case "format_version":
 			var version string
 			if err := dec.Decode(&version); err != nil {
@@ -420,22 +379,18 @@ func (rd *redactor) schemaSections(ctx context.Context, dec *json.Decoder, out *
 			}
 			field("provider_format_version")
 			out.value(version)
+			return nil
 		case "provider_schemas":
 			if schemasSeen {
 				return fmt.Errorf("%w: provider_schemas given twice", ErrMalformed)
 			}
 			schemasSeen = true
 			field(key)
-			if err := rd.providerSchemas(ctx, dec, out); err != nil {
-				return err
-			}
-		default:
-			if err := skipValue(ctx, dec); err != nil {
-				return err
-			}
+			return rd.providerSchemas(ctx, dec, out)
 		}
-	}
-	if err := expectDelim(dec, '}'); err != nil {
+		return skipValue(ctx, dec)
+	})
+	if err != nil {
 		return err
 	}
 	if !schemasSeen {
@@ -446,18 +401,9 @@ func (rd *redactor) schemaSections(ctx context.Context, dec *json.Decoder, out *
 }
 
 func (rd *redactor) providerSchemas(ctx context.Context, dec *json.Decoder, out *jsonWriter) error {
-	tok, err := dec.Token()
-	if err != nil {
-		return DecodeError(err)
+	if empty, err := openObject(dec, out, "provider_schemas"); empty || err != nil {
+		return err
 	}
-	if tok == nil {
-		out.raw("{}")
-		return nil
-	}
-	if tok != json.Delim('{') {
-		return fmt.Errorf("%w: provider_schemas is not an object", ErrMalformed)
-	}
-	out.raw("{")
 	written := 0
 	for dec.More() {
 		tok, err := dec.Token()
@@ -499,6 +445,25 @@ func only(schemas map[string]json.RawMessage, types map[string]bool) map[string]
 		}
 	}
 	return kept
+}
+
+// openObject reads the start of an object section and writes its own; a
+// null section is written as an empty object, and there is nothing more to
+// copy.
+func openObject(dec *json.Decoder, out *jsonWriter, section string) (empty bool, err error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return false, DecodeError(err)
+	}
+	if tok == nil {
+		out.raw("{}")
+		return true, nil
+	}
+	if tok != json.Delim('{') {
+		return false, fmt.Errorf("%w: %s is not an object", ErrMalformed, section)
+	}
+	out.raw("{")
+	return false, nil
 }
 
 // jsonWriter writes JSON text, keeping the first error for flush.

@@ -31,9 +31,9 @@ const (
 // MaxDownloadFormBytes bounds a restricted download's form body.
 const MaxDownloadFormBytes = 4 << 10
 
-// Download is an opened restricted download: the caller streams Body
-// (exactly Size bytes) and closes it. The audit record is already
-// committed.
+// Download is an opened artifact: the caller streams Body (declared as
+// exactly Size bytes; it fails rather than end early or late) and closes
+// it. A restricted download's audit record is already committed.
 type Download struct {
 	Body   io.ReadCloser
 	Size   int64
@@ -79,9 +79,9 @@ func (s *Service) authorizeDownload(p access.Principal, kind, rawReason string) 
 
 // OpenRunDownload releases a run artifact (the saved plan, the JSON plan
 // or the emergency state) to a principal with sensitive-artifact access
-// and a recent step-up: the audit record is committed first, then the
-// sealed object is opened for streaming. Another organization's run, or
-// one without the artifact, is not found.
+// and a recent step-up: the sealed object is opened, its audit record
+// committed, and only then is it returned for streaming. Another
+// organization's run, or one without the artifact, is not found.
 func (s *Service) OpenRunDownload(ctx context.Context, p access.Principal, runID, kind, reason string) (Download, error) {
 	if kind == DownloadState {
 		return Download{}, fault.ErrNotFound

@@ -3,7 +3,6 @@ package plandiff
 import (
 	"bytes"
 	"encoding/json"
-	"strings"
 
 	"github.com/cairnhq/cairn/api/platform/mask"
 )
@@ -24,7 +23,7 @@ func (a *Artifact) RedactSecrets(secrets []string) bool {
 	changed := false
 	for i := range a.Resources {
 		for _, v := range []*json.RawMessage{&a.Resources[i].Before, &a.Resources[i].After} {
-			if len(*v) == 0 || !containsAny(string(*v), live) {
+			if len(*v) == 0 || !mask.Contains(string(*v), live) {
 				continue
 			}
 			// Numbers stay literal, so a secret written as one is seen.
@@ -49,17 +48,6 @@ func (a *Artifact) RedactSecrets(secrets []string) bool {
 	return changed
 }
 
-// containsAny reports whether s holds one of forms; the forms include the
-// JSON-escaped spelling, so raw JSON is searched as well as decoded text.
-func containsAny(s string, forms []string) bool {
-	for _, f := range forms {
-		if strings.Contains(s, f) {
-			return true
-		}
-	}
-	return false
-}
-
 // scrub replaces every string and number holding a secret with the
 // redaction marker, and every object with such a key whole, since a key
 // cannot be replaced without colliding with another.
@@ -67,16 +55,16 @@ func scrub(v any, secrets []string) any {
 	redacted := map[string]any{"cairn:redacted": "sensitive"}
 	switch t := v.(type) {
 	case string:
-		if containsAny(t, secrets) {
+		if mask.Contains(t, secrets) {
 			return redacted
 		}
 	case json.Number:
-		if containsAny(string(t), secrets) {
+		if mask.Contains(string(t), secrets) {
 			return redacted
 		}
 	case map[string]any:
 		for k := range t {
-			if containsAny(k, secrets) {
+			if mask.Contains(k, secrets) {
 				return redacted
 			}
 		}

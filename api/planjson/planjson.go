@@ -26,24 +26,16 @@ var (
 // format_version is refused: it is not a plan (state JSON, say), and an
 // empty result would wrongly read as "nothing changes".
 func EachChange(ctx context.Context, dec *json.Decoder, change func(i int) error) error {
-	if err := expectDelim(dec, '{'); err != nil {
-		return err
-	}
 	var formatSeen, changesSeen bool
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return DecodeError(err)
-		}
-		switch key, _ := tok.(string); key {
+	err := eachMember(ctx, dec, func(key string) error {
+		switch key {
 		case "format_version":
 			if formatSeen {
 				return fmt.Errorf("%w: format_version given twice", ErrMalformed)
 			}
 			formatSeen = true
-			if err := checkFormat(dec); err != nil {
-				return err
-			}
+			_, err := readFormat(dec)
+			return err
 		case "resource_changes":
 			// A second list could restate a change; neither reading is
 			// safe to pick.
@@ -51,20 +43,15 @@ func EachChange(ctx context.Context, dec *json.Decoder, change func(i int) error
 				return fmt.Errorf("%w: resource_changes given twice", ErrMalformed)
 			}
 			changesSeen = true
-			if err := eachElement(ctx, dec, change); err != nil {
-				return err
-			}
-		default:
-			if err := skipValue(ctx, dec); err != nil {
-				return err
-			}
+			return eachElement(ctx, dec, change)
 		}
-	}
-	if err := expectDelim(dec, '}'); err != nil {
+		return skipValue(ctx, dec)
+	})
+	if err != nil {
 		return err
 	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return fmt.Errorf("%w: data after the plan object", ErrMalformed)
+	if err := expectEOF(dec); err != nil {
+		return err
 	}
 	if !formatSeen {
 		return fmt.Errorf("%w: no format_version", ErrMalformed)
@@ -72,16 +59,47 @@ func EachChange(ctx context.Context, dec *json.Decoder, change func(i int) error
 	return nil
 }
 
-func checkFormat(dec *json.Decoder) error {
+// eachMember reads an object from dec and calls member with each key, dec
+// positioned at its value; member must read exactly that value.
+func eachMember(ctx context.Context, dec *json.Decoder, member func(key string) error) error {
+	if err := expectDelim(dec, '{'); err != nil {
+		return err
+	}
+	for dec.More() {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("reading plan json: %w", err)
+		}
+		tok, err := dec.Token()
+		if err != nil {
+			return DecodeError(err)
+		}
+		key, _ := tok.(string)
+		if err := member(key); err != nil {
+			return err
+		}
+	}
+	return expectDelim(dec, '}')
+}
+
+// readFormat reads a plan's format version, refusing any but 1.x.
+func readFormat(dec *json.Decoder) (string, error) {
 	var version string
 	if err := dec.Decode(&version); err != nil {
-		return DecodeError(err)
+		return "", DecodeError(err)
 	}
 	if major, _, _ := strings.Cut(version, "."); major != "1" {
 		if len(version) > 16 {
 			version = version[:16]
 		}
-		return fmt.Errorf("%w: %q", ErrUnsupportedFormat, version)
+		return "", fmt.Errorf("%w: %q", ErrUnsupportedFormat, version)
+	}
+	return version, nil
+}
+
+// expectEOF checks that nothing follows the plan object.
+func expectEOF(dec *json.Decoder) error {
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return fmt.Errorf("%w: data after the plan object", ErrMalformed)
 	}
 	return nil
 }

@@ -993,22 +993,6 @@ func (s *Service) PlanChanges(ctx context.Context, p access.Principal, runID str
 	return s.openArtifact(ctx, r, ArtifactPlanDiff)
 }
 
-// PlanJSON returns the raw machine-readable plan, which holds sensitive
-// variable values in clear: callers must have checked run:read inside the
-// exact boundary and must stream it with no-store caching.
-func (s *Service) PlanJSON(ctx context.Context, p access.Principal, runID string) (io.ReadCloser, Artifact, error) {
-	r, err := s.GetRun(ctx, p, runID)
-	if err != nil {
-		return nil, Artifact{}, err
-	}
-	a, err := artifactOf(ctx, s.db, r.ID, ArtifactPlanJSON)
-	if err != nil {
-		return nil, Artifact{}, err
-	}
-	rc, err := s.openArtifactRow(ctx, a)
-	return rc, a, err
-}
-
 func (s *Service) openArtifact(ctx context.Context, r Run, kind string) (io.ReadCloser, error) {
 	a, err := artifactOf(ctx, s.db, r.ID, kind)
 	if err != nil {

@@ -415,6 +415,10 @@ const (
 	ArtifactPlanJSON       = "plan_json"
 	ArtifactPlanDiff       = "plan_diff"
 	ArtifactEmergencyState = "emergency_state"
+	// ArtifactPlanJSONRedacted is a saved plan's JSON without anything
+	// sensitive, with the provider schemas its rendering needs: what `tofu
+	// show` of a saved cloud plan reads.
+	ArtifactPlanJSONRedacted = "plan_json_redacted"
 )
 
 func insertArtifact(ctx context.Context, q sqlx.ExtContext, a Artifact) error {

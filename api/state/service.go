@@ -20,6 +20,7 @@ import (
 	"github.com/cairnhq/cairn/api/platform/db"
 	"github.com/cairnhq/cairn/api/platform/fault"
 	"github.com/cairnhq/cairn/api/platform/id"
+	"github.com/cairnhq/cairn/api/platform/seal"
 	"github.com/cairnhq/cairn/api/workspace"
 )
 
@@ -275,6 +276,9 @@ func (s *Service) visible(ctx context.Context, p access.Principal, versionID str
 	if _, err := s.workspaces.GetWorkspace(ctx, p, v.WorkspaceID); err != nil {
 		return Version{}, err
 	}
+	if err := s.runMayRead(ctx, p, v); err != nil {
+		return Version{}, err
+	}
 	return v, nil
 }
 
@@ -311,7 +315,11 @@ func (s *Service) CurrentOfWorkspace(ctx context.Context, organizationID, worksp
 	return currentVersion(ctx, s.db, organizationID, workspaceID)
 }
 
-// Download opens the plaintext of a finalized version.
+// Download opens the plaintext of a finalized version. A version whose
+// record does not describe releasable bytes is not found; the body fails
+// instead of releasing its last byte unless the object is exactly the
+// recorded size and SHA-256 (blob.Verified). An object that is gone, or
+// whose sealed header does not open for this version, is not found either.
 func (s *Service) Download(ctx context.Context, p access.Principal, versionID string) (io.ReadCloser, Version, error) {
 	blobs, err := s.storage()
 	if err != nil {
@@ -321,14 +329,17 @@ func (s *Service) Download(ctx context.Context, p access.Principal, versionID st
 	if err != nil {
 		return nil, Version{}, err
 	}
-	if !v.Finalized() {
+	if !releasable(v) {
 		return nil, Version{}, fault.ErrNotFound
 	}
 	r, err := blobs.Open(ctx, *v.BlobKey, "state/"+v.ID)
-	if errors.Is(err, blob.ErrNotFound) {
+	if errors.Is(err, blob.ErrNotFound) || errors.Is(err, seal.ErrCorrupt) {
 		return nil, Version{}, fault.ErrNotFound
 	}
-	return r, v, err
+	if err != nil {
+		return nil, Version{}, err
+	}
+	return blob.Verified(r, *v.Size, v.SHA256), v, nil
 }
 
 // Outputs lists a version's outputs; sensitive values are absent.
@@ -352,12 +363,15 @@ func (s *Service) Output(ctx context.Context, p access.Principal, outputID strin
 	if _, err := s.workspaces.GetWorkspace(ctx, p, v.WorkspaceID); err != nil {
 		return Output{}, err
 	}
+	if err := s.runMayRead(ctx, p, v); err != nil {
+		return Output{}, err
+	}
 	return o, nil
 }
 
 // History reads a page of a workspace's finalized versions, newest first.
 func (s *Service) History(ctx context.Context, p access.Principal, workspaceID string, page cursor.Page) ([]Version, error) {
-	if err := p.Require(access.PermStateRead); err != nil {
+	if err := requireHistory(p); err != nil {
 		return nil, err
 	}
 	w, err := s.workspaces.GetWorkspace(ctx, p, workspaceID)
@@ -370,7 +384,7 @@ func (s *Service) History(ctx context.Context, p access.Principal, workspaceID s
 // HistoryPage reads finalized versions by page number (remote-backend
 // pagination) with the total count.
 func (s *Service) HistoryPage(ctx context.Context, p access.Principal, workspaceID string, number, size int) ([]Version, int, error) {
-	if err := p.Require(access.PermStateRead); err != nil {
+	if err := requireHistory(p); err != nil {
 		return nil, 0, err
 	}
 	w, err := s.workspaces.GetWorkspace(ctx, p, workspaceID)

@@ -262,9 +262,10 @@ func (s *server) currentStateVersion(c *fiber.Ctx, p access.Principal, o owner) 
 	return s.respondStateVersion(c, http.StatusOK, p, v)
 }
 
-// downloadState streams the raw state bytes of a finalized version.
+// downloadState streams the raw state bytes of a finalized version, its
+// release audited before the first byte.
 func (s *server) downloadState(c *fiber.Ctx, p access.Principal, o owner) error {
-	r, v, err := s.State.Download(c.UserContext(), p, c.Params("id"))
+	r, v, err := s.State.ReadBody(c.UserContext(), p, c.Params("id"))
 	if err != nil {
 		return s.writeError(c, err)
 	}

@@ -63,6 +63,10 @@ func (r *Runner) plan(ctx context.Context, env *attemptEnv) error {
 	if !sameID(predecessor, after.id) {
 		return errStateMoved
 	}
+	showableSealed, err := r.sealShowablePlan(ctx, env, ev)
+	if err != nil {
+		return err
+	}
 
 	start := time.Now()
 	jsonSealed := ev.seal(func() (run.Artifact, error) {
@@ -95,6 +99,9 @@ func (r *Runner) plan(ctx context.Context, env *attemptEnv) error {
 		return err
 	}
 	if _, err := diffSealed(); err != nil {
+		return err
+	}
+	if _, err := showableSealed(); err != nil {
 		return err
 	}
 	env.timed("evidence", start)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/url"
 	"strconv"
+	"strings"
 )
 
 // Forms returns every spelling of every non-empty secret, each once. The
@@ -37,4 +38,16 @@ func Forms(secrets []string) []string {
 		add(url.PathEscape(sec))
 	}
 	return forms
+}
+
+// Contains reports whether s holds one of forms (from Forms). The forms
+// include the JSON-escaped spelling, so raw JSON is searched as well as
+// decoded text.
+func Contains(s string, forms []string) bool {
+	for _, f := range forms {
+		if strings.Contains(s, f) {
+			return true
+		}
+	}
+	return false
 }

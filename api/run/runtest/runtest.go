@@ -6,10 +6,12 @@ package runtest
 import (
 	"bytes"
 	"context"
+	"maps"
 	"testing"
 
 	"github.com/cairnhq/cairn/api/apitest"
 	"github.com/cairnhq/cairn/api/run"
+	"github.com/cairnhq/cairn/api/state"
 )
 
 // Plan does what a worker does with r's queued plan attempt when tofu
@@ -25,6 +27,19 @@ func Plan(t testing.TB, env *apitest.Env, runs *run.Service, r run.Run, planJSON
 // PlanWith is Plan for a plan with or without changes, made against the
 // predecessor state given (nil: none).
 func PlanWith(t testing.TB, env *apitest.Env, runs *run.Service, r run.Run, planJSON []byte, hasChanges bool, predecessor *string) run.Run {
+	t.Helper()
+	return plan(t, env, runs, r, map[string][]byte{run.ArtifactPlanJSON: planJSON}, hasChanges, predecessor)
+}
+
+// PlanArtifacts is Plan with the artifacts given (kind to body) sealed
+// besides, or instead of, the ones Plan seals: a saved plan's redacted
+// JSON, say, or a plan JSON of its own.
+func PlanArtifacts(t testing.TB, env *apitest.Env, runs *run.Service, r run.Run, artifacts map[string][]byte) run.Run {
+	t.Helper()
+	return plan(t, env, runs, r, artifacts, true, nil)
+}
+
+func plan(t testing.TB, env *apitest.Env, runs *run.Service, r run.Run, artifacts map[string][]byte, hasChanges bool, predecessor *string) run.Run {
 	t.Helper()
 	ctx := context.Background()
 	attempts, err := runs.Attempts(ctx, env.DB, r)
@@ -54,9 +69,10 @@ func CommitStarted(t testing.TB, env *apitest.Env, runs *run.Service, st run.Sta
 	r := st.Run
 	var arts []run.Artifact
 	var planDigest []byte
-	for kind, body := range map[string][]byte{run.ArtifactPlanFile: []byte("saved plan of " + r.ID), run.ArtifactPlanJSON: planJSON,
-		run.ArtifactPlanDiff: []byte(`{"resources":[]}`)} {
-		a, err := runs.StoreArtifact(ctx, st, kind, bytes.NewReader(body), 1<<20)
+	bodies := map[string][]byte{run.ArtifactPlanFile: []byte("saved plan of " + r.ID), run.ArtifactPlanDiff: []byte(`{"resources":[]}`)}
+	maps.Copy(bodies, artifacts)
+	for kind, body := range bodies {
+		a, err := runs.StoreArtifact(ctx, st, kind, bytes.NewReader(body), state.MaxStateBytes)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -65,7 +81,8 @@ func CommitStarted(t testing.TB, env *apitest.Env, runs *run.Service, st run.Sta
 		}
 		arts = append(arts, a)
 	}
-	ev, err := runs.EvaluatePolicy(ctx, st, planDigest, bytes.NewReader(planJSON), nil, env.Server.Services().Policies.InProcessEvaluator())
+	ev, err := runs.EvaluatePolicy(ctx, st, planDigest, bytes.NewReader(bodies[run.ArtifactPlanJSON]), nil,
+		env.Server.Services().Policies.InProcessEvaluator())
 	if err != nil {
 		t.Fatal(err)
 	}

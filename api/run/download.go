@@ -6,13 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/jmoiron/sqlx"
 
 	"github.com/cairnhq/cairn/api/access"
 	"github.com/cairnhq/cairn/api/audit"
 	"github.com/cairnhq/cairn/api/platform/blob"
+	"github.com/cairnhq/cairn/api/platform/blobkey"
 	"github.com/cairnhq/cairn/api/platform/db"
 	"github.com/cairnhq/cairn/api/platform/fault"
 	"github.com/cairnhq/cairn/api/platform/seal"
@@ -200,7 +200,7 @@ func (s *Service) openVerified(ctx context.Context, r Run, kind string) (Artifac
 // kind.
 func describes(a Artifact, r Run, kind string) bool {
 	return a.RunID == r.ID && a.OrganizationID == r.OrganizationID && a.Kind == kind &&
-		strings.HasPrefix(a.BlobKey, blob.Key("runs", r.OrganizationID, r.ID, kind)+"/") &&
+		blobkey.OfRunArtifact(a.BlobKey, r.OrganizationID, r.ID, kind) &&
 		a.SizeBytes >= 0 && a.SizeBytes <= state.MaxStateBytes && len(a.SHA256) == sha256.Size
 }
 

@@ -5,11 +5,10 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/cairnhq/cairn/api/access"
 	"github.com/cairnhq/cairn/api/audit"
-	"github.com/cairnhq/cairn/api/platform/blob"
+	"github.com/cairnhq/cairn/api/platform/blobkey"
 	"github.com/cairnhq/cairn/api/platform/fault"
 )
 
@@ -41,9 +40,7 @@ func releasable(v Version) bool {
 	if !v.Finalized() || v.Size == nil || *v.Size < 0 || *v.Size > MaxStateBytes || len(v.SHA256) != sha256.Size || v.BlobKey == nil {
 		return false
 	}
-	key := *v.BlobKey
-	return strings.HasPrefix(key, blob.Key("state", v.OrganizationID, v.WorkspaceID, v.ID+"-")) ||
-		key == blob.Key("state", v.OrganizationID, v.WorkspaceID, v.ID+".tfstate")
+	return blobkey.OfStateVersion(*v.BlobKey, v.OrganizationID, v.WorkspaceID, v.ID)
 }
 
 // runMayRead confines a run token to what a plan or apply reads: its

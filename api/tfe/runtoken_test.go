@@ -31,7 +31,7 @@ func runToken(t *testing.T, env *apitest.Env, runID, phase string) string {
 			if err != nil {
 				t.Fatal(err)
 			}
-			token, err := runs.IssueToken(ctx, st)
+			token, err := runs.IssueToken(ctx, st, 0)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -23,7 +23,7 @@ const (
 
 // runArtifactKinds are the run artifact kinds (run.Artifact*, the
 // run_artifacts.kind column) whose objects runArtifactLayout places.
-var runArtifactKinds = []string{"plan_file", "plan_json", "plan_diff", "emergency_state"}
+var runArtifactKinds = []string{"plan_file", "plan_json", "plan_diff", "plan_json_redacted", "emergency_state"}
 
 func runArtifactLayout(kind string) string { return "runs/{org}/{run}/" + kind + "/{obj}" }
 
@@ -43,6 +43,15 @@ func State(organizationID, workspaceID, versionID string) string {
 	return fill(stateLayout, organizationID, workspaceID, versionID, id.New("obj"))
 }
 
+// OfStateVersion reports whether key holds a body of the state version:
+// one of its uploads (State), or the single key of its ID that versions
+// written before uploads had their own keys used.
+func OfStateVersion(key, organizationID, workspaceID, versionID string) bool {
+	own := fill("state/{org}/{ws}/{sv}-", organizationID, workspaceID, versionID)
+	legacy := fill("state/{org}/{ws}/{sv}.tfstate", organizationID, workspaceID, versionID)
+	return key == legacy || (strings.HasPrefix(key, own) && matches(stateLayout, key))
+}
+
 // StateJSON is the key of one upload of a state version's JSON form.
 func StateJSON(organizationID, workspaceID, versionID string) string {
 	return fill(stateJSONLayout, organizationID, workspaceID, versionID, id.New("json"))
@@ -58,6 +67,13 @@ func Configuration(organizationID, configurationID string) string {
 // runArtifactKinds gives a key the sweep never deletes.
 func RunArtifact(organizationID, runID, kind string) string {
 	return fill(runArtifactLayout(safe(kind)), organizationID, runID, id.New("obj"))
+}
+
+// OfRunArtifact reports whether key holds an artifact of the kind that
+// RunArtifact made for the run.
+func OfRunArtifact(key, organizationID, runID, kind string) bool {
+	own := fill("runs/{org}/{run}/", organizationID, runID) + safe(kind) + "/"
+	return strings.HasPrefix(key, own) && matches(runArtifactLayout(safe(kind)), key)
 }
 
 // RunLogSegment is the key of a run's log segment.

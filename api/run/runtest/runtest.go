@@ -59,11 +59,18 @@ func plan(t testing.TB, env *apitest.Env, runs *run.Service, r run.Run, artifact
 	if err != nil {
 		t.Fatalf("starting the plan of %s: %v", r.ID, err)
 	}
-	return CommitStarted(t, env, runs, st, planJSON, hasChanges, predecessor)
+	return commit(t, env, runs, st, artifacts, hasChanges, predecessor)
 }
 
 // CommitStarted is PlanWith for a plan attempt the test started itself.
 func CommitStarted(t testing.TB, env *apitest.Env, runs *run.Service, st run.Started, planJSON []byte, hasChanges bool, predecessor *string) run.Run {
+	t.Helper()
+	return commit(t, env, runs, st, map[string][]byte{run.ArtifactPlanJSON: planJSON}, hasChanges, predecessor)
+}
+
+// commit seals a started plan's evidence, evaluates its policy stage
+// in-process and commits it.
+func commit(t testing.TB, env *apitest.Env, runs *run.Service, st run.Started, artifacts map[string][]byte, hasChanges bool, predecessor *string) run.Run {
 	t.Helper()
 	ctx := context.Background()
 	r := st.Run

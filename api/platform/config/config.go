@@ -214,6 +214,10 @@ type Config struct {
 	// refused.
 	GitHubClientID     string `env:"CAIRN_GITHUB_CLIENT_ID"`
 	GitHubClientSecret Secret `env:"CAIRN_GITHUB_CLIENT_SECRET"`
+	// ForkRunsPerHour bounds the pull requests from forks planned
+	// automatically, per repository in any rolling hour, where a
+	// workspace allows fork plans; past it they are held for a person.
+	ForkRunsPerHour int `env:"CAIRN_FORK_RUNS_PER_HOUR" envDefault:"10"`
 }
 
 // Load reads the environment and validates what can be checked without I/O.
@@ -306,6 +310,9 @@ func (c Config) validate() error {
 	}
 	if c.RunLogMaxBytes < 1<<20 || c.RunLogMaxBytes > 1<<30 {
 		problems = append(problems, errors.New("CAIRN_RUN_LOG_MAX_BYTES must be between 1048576 and 1073741824"))
+	}
+	if c.ForkRunsPerHour < 1 || c.ForkRunsPerHour > 10000 {
+		problems = append(problems, errors.New("CAIRN_FORK_RUNS_PER_HOUR must be between 1 and 10000"))
 	}
 	if c.PprofAddr != "" && !loopbackAddr(c.PprofAddr) {
 		problems = append(problems, errors.New("CAIRN_PPROF_ADDR must be a loopback host:port (127.0.0.1:6060, [::1]:6060, localhost:6060)"))

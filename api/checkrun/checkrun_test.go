@@ -146,6 +146,17 @@ func (h *harness) track(t *testing.T, r run.Run) {
 	}
 }
 
+// trackAndLoseCreate tracks a run and syncs it once, the create reaching
+// the code host but its answer lost on the way back.
+func (h *harness) trackAndLoseCreate(t *testing.T, r run.Run) {
+	t.Helper()
+	h.track(t, r)
+	h.fake.Inject(githubfake.RouteCreateCheckRun, githubfake.Fault{Lose: true})
+	if err := h.svc.Sync(context.Background(), r.ID); err == nil {
+		t.Fatal("a sync whose create answer was lost succeeded")
+	}
+}
+
 func (h *harness) cancel(t *testing.T, runID string) {
 	t.Helper()
 	h.user.Mutate(http.MethodPost, "/v1/runs/"+runID+"/actions/cancel", nil).MustStatus(t, http.StatusOK)
@@ -270,11 +281,7 @@ func TestLostCreateAnswerLeadsToOneCheck(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
 	r := h.newRun(t)
-	h.track(t, r)
-	h.fake.Inject(githubfake.RouteCreateCheckRun, githubfake.Fault{Lose: true})
-	if err := h.svc.Sync(ctx, r.ID); err == nil {
-		t.Fatal("a sync whose create answer was lost succeeded")
-	}
+	h.trackAndLoseCreate(t, r)
 	var stored *int64
 	if err := h.env.DB.Get(&stored, `SELECT check_run_id FROM check_run_publications WHERE run_id = $1`, r.ID); err != nil || stored != nil {
 		t.Fatalf("a check ID was stored without a verified answer: %v, %v", stored, err)
@@ -312,11 +319,7 @@ func TestSearchMatchesThisAppsChecksOnly(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
 	r := h.newRun(t)
-	h.track(t, r)
-	h.fake.Inject(githubfake.RouteCreateCheckRun, githubfake.Fault{Lose: true})
-	if err := h.svc.Sync(ctx, r.ID); err == nil {
-		t.Fatal("a sync whose create answer was lost succeeded")
-	}
+	h.trackAndLoseCreate(t, r)
 	foreign := h.checks.Plant(githubfake.CheckRun{RepoID: 501, AppID: h.fake.AppID + 1, Name: "Cairn: network",
 		HeadSHA: h.target.HeadSHA, ExternalID: r.ID, Status: "queued"})
 	h.cancel(t, r.ID)

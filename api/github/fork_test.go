@@ -286,16 +286,9 @@ func TestForkPullRequestIsHeldUntilAPersonPlansIt(t *testing.T) {
 		*r.Provenance.PlanApprovedBy != s.owner.ID {
 		t.Fatalf("the planned run: %+v", r)
 	}
-	var snapshot []byte
-	if err := s.env.DB.Get(&snapshot, `SELECT input_snapshot FROM runs WHERE id = $1`, *ready.RunID); err != nil {
-		t.Fatal(err)
-	}
-	var snap struct {
-		Source run.CodeHostSource `json:"source"`
-	}
-	if err := json.Unmarshal(snapshot, &snap); err != nil || !snap.Source.Fork || snap.Source.PlanApprovedBy == nil ||
-		*snap.Source.PlanApprovedBy != s.owner.ID || snap.Source.CommitSHA != head {
-		t.Fatalf("pinned source: %v %+v", err, snap.Source)
+	if src := s.pinnedSource(t, *ready.RunID); !src.Fork || src.PlanApprovedBy == nil || *src.PlanApprovedBy != s.owner.ID ||
+		src.CommitSHA != head {
+		t.Fatalf("pinned source: %+v", src)
 	}
 	s.syncAll(t)
 	var heldCheck, runCheck int

@@ -57,7 +57,7 @@ func TestLostIngestionJobIsRedelivered(t *testing.T) {
 	if r, err := at(0).Reconcile(ctx); err != nil || r.Claimed != 0 {
 		t.Fatalf("a fresh dispatch was due at once: %+v %v", r, err)
 	}
-	if r, err := at(10*time.Second).Reconcile(ctx); err != nil || r.Claimed != 2 || r.Redelivered != 2 {
+	if r, err := at(10 * time.Second).Reconcile(ctx); err != nil || r.Claimed != 2 || r.Redelivered != 2 {
 		t.Fatalf("reconciling two lost jobs: %+v %v", r, err)
 	}
 	if jobs(lost) != 1 || jobs(exhausted) != 2 {
@@ -88,7 +88,7 @@ func TestLostIngestionJobIsRedelivered(t *testing.T) {
 	// A live job only waits; a record whose ingestion settled behind the
 	// reconciler's back is closed, not redelivered.
 	live := push(strings.Repeat("7", 40))
-	if r, err := at(10*time.Second).Reconcile(ctx); err != nil || r.Claimed != 1 || r.Waiting != 1 || jobs(live) != 1 {
+	if r, err := at(10 * time.Second).Reconcile(ctx); err != nil || r.Claimed != 1 || r.Waiting != 1 || jobs(live) != 1 {
 		t.Fatalf("a live job: %+v %v, %d jobs", r, err, jobs(live))
 	}
 	if _, err := s.env.DB.Exec(`UPDATE source_ingestions SET status = 'skipped', settled_at = now() WHERE id = $1`, live); err != nil {
@@ -97,7 +97,7 @@ func TestLostIngestionJobIsRedelivered(t *testing.T) {
 	if _, err := s.env.DB.Exec(`DELETE FROM river_job WHERE args->>'source_ingestion_id' = $1`, live); err != nil {
 		t.Fatal(err)
 	}
-	if r, err := at(10*time.Minute).Reconcile(ctx); err != nil || r.Claimed != 1 || r.Closed != 1 || jobs(live) != 0 {
+	if r, err := at(10 * time.Minute).Reconcile(ctx); err != nil || r.Claimed != 1 || r.Closed != 1 || jobs(live) != 0 {
 		t.Fatalf("a settled ingestion's record: %+v %v, %d jobs", r, err, jobs(live))
 	}
 }

@@ -59,6 +59,32 @@ func (s *Stack) installApp(t *testing.T, m member, fake *githubfake.Server, inst
 	}
 }
 
+// onlyMemberOf signs up an account whose only organization is owner's,
+// where it is a member with role: the dashboard then signs it in there.
+func (s *Stack) onlyMemberOf(t *testing.T, owner member, name, role string) member {
+	t.Helper()
+	m := member{email: fmt.Sprintf("%s-%d@example.com", name, time.Now().UnixNano()), orgID: owner.orgID, slug: owner.slug}
+	var signedUp struct{ Token string }
+	if st := s.apiJSON(t, http.MethodPost, "/api/auth/sign-up/email", map[string]string{"email": m.email,
+		"password": "correct horse battery staple", "name": name}, &signedUp); st != http.StatusOK {
+		t.Fatalf("%s sign-up: %d", name, st)
+	}
+	m.session = signedUp.Token
+	var inv struct {
+		Invitation struct{ ID string } `json:"invitation"`
+		Token      string              `json:"token"`
+	}
+	if st := s.apiJSON(t, http.MethodPost, "/api/auth/organization/invite-member", map[string]string{"email": m.email, "role": role},
+		&inv, owner.cookie()...); st != http.StatusOK {
+		t.Fatalf("invitation: %d", st)
+	}
+	if st := s.apiJSON(t, http.MethodPost, "/api/auth/organization/accept-invitation", map[string]string{"invitation_id": inv.Invitation.ID,
+		"token": inv.Token}, nil, m.cookie()...); st != http.StatusOK {
+		t.Fatalf("accepting: %d", st)
+	}
+	return m
+}
+
 // TestDashboardSourceSettings: a reader sees the source settings page with
 // the form disabled; an admin picks a repository of the installation and
 // saves a version, which the API then reports as current.
@@ -73,24 +99,7 @@ func TestDashboardSourceSettings(t *testing.T) {
 	s.installApp(t, owner, fake, 81)
 
 	// A reader: an account whose only organization is the owner's.
-	readerEmail := fmt.Sprintf("src-reader-%d@example.com", time.Now().UnixNano())
-	var signedUp struct{ Token string }
-	if st := s.apiJSON(t, http.MethodPost, "/api/auth/sign-up/email", map[string]string{"email": readerEmail,
-		"password": "correct horse battery staple", "name": "reader"}, &signedUp); st != http.StatusOK {
-		t.Fatalf("reader sign-up: %d", st)
-	}
-	var inv struct {
-		Invitation struct{ ID string } `json:"invitation"`
-		Token      string              `json:"token"`
-	}
-	if st := s.apiJSON(t, http.MethodPost, "/api/auth/organization/invite-member", map[string]string{"email": readerEmail, "role": "reader"},
-		&inv, owner.cookie()...); st != http.StatusOK {
-		t.Fatalf("invitation: %d", st)
-	}
-	if st := s.apiJSON(t, http.MethodPost, "/api/auth/organization/accept-invitation", map[string]string{"invitation_id": inv.Invitation.ID,
-		"token": inv.Token}, nil, "Cookie", "__Secure-identity.session_token="+signedUp.Token); st != http.StatusOK {
-		t.Fatalf("accepting: %d", st)
-	}
+	readerEmail := s.onlyMemberOf(t, owner, "src-reader", "reader").email
 
 	page := s.DashboardURL + "/workspaces/" + ws + "/settings/source"
 	reader := newBrowser(t)
@@ -116,9 +125,11 @@ func TestDashboardSourceSettings(t *testing.T) {
 		chromedp.SendKeys(chromedp.CSS("#tracked-branch"), "main"),
 		chromedp.SendKeys(chromedp.CSS("#working-directory"), "envs/prod"),
 		chromedp.SendKeys(chromedp.CSS("#trigger-paths"), "envs/prod/**\nmodules/**"),
+		chromedp.SetValue(chromedp.CSS("#fork-pull-requests"), "plan"),
 		chromedp.Click(chromedp.CSS("#save-source")),
 	)
 	waitText(t, admin, "p.notice", "Source settings saved")
+	waitText(t, admin, "#fork-risk", "Anyone who can open a pull request")
 	waitText(t, admin, "#source-form-title", "Version 1")
 	waitText(t, admin, "section[aria-labelledby=history]", "acme/platform")
 	expectNoExceptions(t, admin)
@@ -131,13 +142,14 @@ func TestDashboardSourceSettings(t *testing.T) {
 			TrackedBranch    string   `json:"tracked_branch"`
 			WorkingDirectory string   `json:"working_directory"`
 			TriggerPaths     []string `json:"trigger_paths"`
+			ForkPullRequests string   `json:"fork_pull_requests"`
 		} `json:"current"`
 	}
 	if st := s.apiJSON(t, http.MethodGet, "/v1/workspaces/"+ws+"/source", nil, &source, owner.cookie()...); st != http.StatusOK || source.Current == nil {
 		t.Fatalf("source after saving: %d %+v", st, source)
 	}
 	if c := source.Current; c.Version != 1 || c.RepositoryID != 801 || c.TrackedBranch != "main" || c.WorkingDirectory != "envs/prod" ||
-		len(c.TriggerPaths) != 2 {
+		len(c.TriggerPaths) != 2 || c.ForkPullRequests != "plan" {
 		t.Fatalf("saved source %+v", *c)
 	}
 	// The reader sees the new version and still cannot save, even by

@@ -157,3 +157,14 @@ func payloadOf(r run.Run, name, detailsURL string) Payload {
 	p.Title, p.Summary = headline, strings.Join(lines, "\n\n")
 	return p
 }
+
+// heldPayloadOf is the check of a held ingestion: completed, neutral, with
+// the caller's explanation and a link to the page where a person can plan
+// the commit. It never changes: a run made from the ingestion later has a
+// check of its own.
+func heldPayloadOf(h Held, name, detailsURL string) Payload {
+	at := h.HeldAt.UTC().Truncate(time.Second)
+	return Payload{Name: name, Status: StatusCompleted, Conclusion: ConclusionNeutral, DetailsURL: detailsURL,
+		CompletedAt: &at, Title: h.Title,
+		Summary: h.Summary + "\n\n" + fmt.Sprintf("Source ingestion `%s`: [open in Cairn](%s).", h.IngestionID, detailsURL)}
+}

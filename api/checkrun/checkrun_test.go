@@ -108,7 +108,8 @@ func newHarness(t *testing.T) *harness {
 		t.Fatal(err)
 	}
 	svc := checkrun.NewService(env.DB, inserter, slog.New(slog.NewTextHandler(io.Discard, nil)), checkrun.Options{
-		DashboardURL: "https://dash.example.test/", Clients: clients, Backoff: time.Millisecond, Lease: 5 * time.Second})
+		DashboardURL: "https://dash.example.test/", Clients: clients, Backoff: time.Millisecond, Lease: 5 * time.Second,
+		AppID: fake.AppID})
 	gh, err := clients(context.Background(), 77)
 	if err != nil {
 		t.Fatal(err)
@@ -142,6 +143,17 @@ func (h *harness) track(t *testing.T, r run.Run) {
 		return h.svc.Track(context.Background(), tx, r, h.target)
 	}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// trackAndLoseCreate tracks a run and syncs it once, the create reaching
+// the code host but its answer lost on the way back.
+func (h *harness) trackAndLoseCreate(t *testing.T, r run.Run) {
+	t.Helper()
+	h.track(t, r)
+	h.fake.Inject(githubfake.RouteCreateCheckRun, githubfake.Fault{Lose: true})
+	if err := h.svc.Sync(context.Background(), r.ID); err == nil {
+		t.Fatal("a sync whose create answer was lost succeeded")
 	}
 }
 
@@ -269,11 +281,7 @@ func TestLostCreateAnswerLeadsToOneCheck(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
 	r := h.newRun(t)
-	h.track(t, r)
-	h.fake.Inject(githubfake.RouteCreateCheckRun, githubfake.Fault{Lose: true})
-	if err := h.svc.Sync(ctx, r.ID); err == nil {
-		t.Fatal("a sync whose create answer was lost succeeded")
-	}
+	h.trackAndLoseCreate(t, r)
 	var stored *int64
 	if err := h.env.DB.Get(&stored, `SELECT check_run_id FROM check_run_publications WHERE run_id = $1`, r.ID); err != nil || stored != nil {
 		t.Fatalf("a check ID was stored without a verified answer: %v, %v", stored, err)
@@ -298,6 +306,52 @@ func TestLostCreateAnswerLeadsToOneCheck(t *testing.T) {
 	var id int64
 	if err := h.env.DB.Get(&id, `SELECT check_run_id FROM check_run_publications WHERE run_id = $1`, r.ID); err != nil || id != c.ID {
 		t.Fatalf("stored check ID %d, want %d (%v)", id, c.ID, err)
+	}
+}
+
+// TestSearchMatchesThisAppsChecksOnly: after a lost create, another app's
+// check on the commit with the same name and the run ID as external_id
+// (anyone with checks write can make one) is never patched: the search
+// finds this app's own check. Without the app's ID the search fails
+// closed: nothing is created or patched.
+func TestSearchMatchesThisAppsChecksOnly(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	ctx := context.Background()
+	r := h.newRun(t)
+	h.trackAndLoseCreate(t, r)
+	foreign := h.checks.Plant(githubfake.CheckRun{RepoID: 501, AppID: h.fake.AppID + 1, Name: "Cairn: network",
+		HeadSHA: h.target.HeadSHA, ExternalID: r.ID, Status: "queued"})
+	h.cancel(t, r.ID)
+
+	blind := checkrun.NewService(h.env.DB, nil, slog.New(slog.NewTextHandler(io.Discard, nil)), checkrun.Options{
+		DashboardURL: "https://dash.example.test/", Clients: func(context.Context, int64) (*github.Client, error) { return h.client, nil },
+		Lease: 5 * time.Second})
+	if err := blind.Sync(ctx, r.ID); !errors.Is(err, checkrun.ErrNoAppID) {
+		t.Fatalf("a search without the app's ID: %v", err)
+	}
+	if _, _, err := h.svc.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var ours []githubfake.CheckRun
+	for _, c := range h.checks.Runs(h.target.HeadSHA) {
+		switch {
+		case c.ID == foreign:
+			if c.Writes != 0 || c.Status != "queued" {
+				t.Fatalf("another app's check was patched: %+v", c)
+			}
+		case c.ExternalID == r.ID:
+			ours = append(ours, c)
+		}
+	}
+	if len(ours) != 1 || ours[0].Conclusion != "cancelled" || ours[0].AppID != h.fake.AppID ||
+		h.fake.Calls(githubfake.RouteCreateCheckRun) != 1 || h.fake.Calls(githubfake.RouteUpdateCheckRun) != 1 {
+		t.Fatalf("this app's checks %+v after %d creates and %d updates", ours, h.fake.Calls(githubfake.RouteCreateCheckRun),
+			h.fake.Calls(githubfake.RouteUpdateCheckRun))
+	}
+	var id int64
+	if err := h.env.DB.Get(&id, `SELECT check_run_id FROM check_run_publications WHERE run_id = $1`, r.ID); err != nil || id != ours[0].ID {
+		t.Fatalf("stored check ID %d, want %d (%v)", id, ours[0].ID, err)
 	}
 }
 

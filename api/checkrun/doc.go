@@ -13,6 +13,12 @@
 // takes a short lease on the publication, writes to the provider outside
 // any transaction, and records the outcome only under the lease it holds.
 // A create whose answer was lost is found again by listing the commit's
-// check runs and matching external_id, the run ID; an identical payload is
-// never sent twice.
+// check runs of this app and matching external_id, the run ID; an
+// identical payload is never sent twice.
+//
+// A source ingestion held before any run exists (a pull request from a
+// fork) has a publication of its own (TrackHeld): a neutral check whose
+// external_id is the ingestion's ID, linking to the page where a person can
+// plan the commit. It goes through the same reservation, lease, search and
+// reconciler; the run the ingestion may become later gets its own check.
 package checkrun

@@ -14,4 +14,7 @@ var (
 	ErrProviderAnswer = errors.New("code host answered with an unexpected check run")
 	// ErrNoProvider means no code-host app is configured.
 	ErrNoProvider = errors.New("no code-host app configured")
+	// ErrNoAppID means the app's own ID is unknown, so no check found by
+	// a search can be shown to be this app's.
+	ErrNoAppID = errors.New("code-host app ID unknown: cannot search for this app's checks")
 )

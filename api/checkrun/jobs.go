@@ -8,9 +8,19 @@ import (
 	"github.com/riverqueue/river"
 )
 
-// SyncArgs asks for the publication of one run's pending check payload.
+// SyncArgs asks for the publication of one pending check payload: a
+// run's, or a held ingestion's (one of the two is set).
 type SyncArgs struct {
-	RunID string `json:"run_id"`
+	RunID       string `json:"run_id,omitempty"`
+	IngestionID string `json:"source_ingestion_id,omitempty"`
+}
+
+// externalID names the publication: its owner's ID.
+func (a SyncArgs) externalID() string {
+	if a.IngestionID != "" {
+		return a.IngestionID
+	}
+	return a.RunID
 }
 
 // Kind implements river.JobArgs.
@@ -26,7 +36,7 @@ type SyncWorker struct {
 
 // Work implements river.Worker.
 func (w *SyncWorker) Work(ctx context.Context, job *river.Job[SyncArgs]) error {
-	err := w.Checks.Sync(ctx, job.Args.RunID)
+	err := w.Checks.Sync(ctx, job.Args.externalID())
 	if errors.Is(err, ErrLeased) {
 		// Whoever holds the lease settles or lets it lapse; look again then.
 		return river.JobSnooze(w.Checks.opts.Lease)

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"strings"
 	"time"
 
@@ -38,6 +39,10 @@ type Options struct {
 	// SearchPages bounds the pages of the commit's check runs read to find
 	// a check whose create answer was lost.
 	SearchPages int
+	// AppID is the code-host app's ID as the provider reports it on each
+	// check run: the search after a lost create matches only this app's
+	// checks. Unknown (0), the search finds nothing it may patch and fails.
+	AppID int64
 }
 
 // Defaults.
@@ -75,6 +80,12 @@ func NewService(conn *sqlx.DB, jobs run.JobInserter, logger *slog.Logger, opts O
 
 func (s *Service) detailsURL(runID string) string { return s.opts.DashboardURL + "/runs/" + runID }
 
+// HeldDetailsURL is the dashboard page of a held pull request, where a
+// person can plan its exact head commit.
+func (s *Service) HeldDetailsURL(workspaceID, ingestionID string) string {
+	return s.opts.DashboardURL + "/workspaces/" + url.PathEscape(workspaceID) + "/pull-requests/" + url.PathEscape(ingestionID)
+}
+
 // maxNameChars bounds a check name (the column allows 200).
 const maxNameChars = 120
 
@@ -86,38 +97,88 @@ func (s *Service) Track(ctx context.Context, tx *sqlx.Tx, r run.Run, t Target) e
 	if err := t.validate(); err != nil {
 		return err
 	}
-	var workspaceName string
-	if err := tx.GetContext(ctx, &workspaceName, `SELECT name FROM workspaces WHERE id = $1 AND organization_id = $2`,
-		r.WorkspaceID, r.OrganizationID); err != nil {
-		return fmt.Errorf("reading the run's workspace: %w", err)
-	}
-	// One check per workspace on a commit: several workspaces may track
-	// the same repository.
-	name := "Cairn: " + workspaceName
-	if runes := []rune(name); len(runes) > maxNameChars {
-		name = string(runes[:maxNameChars])
-	}
-	desired, digest, err := payloadOf(r, name, s.detailsURL(r.ID)).digest()
+	name, err := checkName(ctx, tx, r.OrganizationID, r.WorkspaceID)
 	if err != nil {
 		return err
 	}
-	created, err := insertPublication(ctx, tx, publication{RunID: r.ID, OrganizationID: r.OrganizationID,
-		InstallationID: t.InstallationID, RepositoryID: t.RepositoryID, RepositoryOwner: t.RepositoryOwner,
-		RepositoryName: t.RepositoryName, HeadSHA: t.HeadSHA, CheckName: name, Desired: desired, DesiredDigest: digest})
+	runID := r.ID
+	return s.reserve(ctx, tx, publication{ExternalID: r.ID, RunID: &runID, OrganizationID: r.OrganizationID}, t, name,
+		payloadOf(r, name, s.detailsURL(r.ID)))
+}
+
+// Held is a source ingestion held before any run exists (a pull request
+// from a fork): its check says why and where a person can plan it.
+type Held struct {
+	IngestionID    string
+	OrganizationID string
+	WorkspaceID    string
+	// Title and Summary are the check's words (safe text the caller
+	// composed: reason codes and identifiers, nothing a user wrote); the
+	// summary is followed by the link to the held ingestion's page.
+	Title   string
+	Summary string
+	// HeldAt is when the ingestion was held: the check's completion time.
+	HeldAt time.Time
+}
+
+// TrackHeld reserves the neutral check run of a held ingestion, in the
+// transaction that holds it, and queues its sync. Its external_id is the
+// ingestion's ID; a run the ingestion becomes later gets a check of its
+// own, and this one stays as it is. Tracking it again with the same
+// target is a no-op; with another target it is ErrTargetConflict.
+func (s *Service) TrackHeld(ctx context.Context, tx *sqlx.Tx, h Held, t Target) error {
+	if err := t.validate(); err != nil {
+		return err
+	}
+	name, err := checkName(ctx, tx, h.OrganizationID, h.WorkspaceID)
+	if err != nil {
+		return err
+	}
+	ingestionID := h.IngestionID
+	return s.reserve(ctx, tx, publication{ExternalID: h.IngestionID, IngestionID: &ingestionID, OrganizationID: h.OrganizationID},
+		t, name, heldPayloadOf(h, name, s.HeldDetailsURL(h.WorkspaceID, h.IngestionID)))
+}
+
+// reserve inserts a publication of want on t and queues its first sync; an
+// existing one must name the same organization and target.
+func (s *Service) reserve(ctx context.Context, tx *sqlx.Tx, p publication, t Target, name string, want Payload) error {
+	desired, digest, err := want.digest()
+	if err != nil {
+		return err
+	}
+	p.InstallationID, p.RepositoryID, p.RepositoryOwner, p.RepositoryName, p.HeadSHA = t.InstallationID, t.RepositoryID,
+		t.RepositoryOwner, t.RepositoryName, t.HeadSHA
+	p.CheckName, p.Desired, p.DesiredDigest = name, desired, digest
+	created, err := insertPublication(ctx, tx, p)
 	if err != nil {
 		return err
 	}
 	if !created {
-		p, err := publicationForUpdate(ctx, tx, r.ID)
+		existing, err := publicationForUpdate(ctx, tx, p.ExternalID)
 		if err != nil {
 			return err
 		}
-		if p == nil || p.OrganizationID != r.OrganizationID || p.target() != t {
+		if existing == nil || existing.OrganizationID != p.OrganizationID || existing.target() != t {
 			return ErrTargetConflict
 		}
 		return nil
 	}
-	return s.enqueue(ctx, tx, r.ID)
+	return s.enqueue(ctx, tx, p.syncArgs())
+}
+
+// checkName names a workspace's checks: one per workspace on a commit,
+// since several workspaces may track the same repository.
+func checkName(ctx context.Context, tx *sqlx.Tx, organizationID, workspaceID string) (string, error) {
+	var workspaceName string
+	if err := tx.GetContext(ctx, &workspaceName, `SELECT name FROM workspaces WHERE id = $1 AND organization_id = $2`,
+		workspaceID, organizationID); err != nil {
+		return "", fmt.Errorf("reading the check's workspace: %w", err)
+	}
+	name := "Cairn: " + workspaceName
+	if runes := []rune(name); len(runes) > maxNameChars {
+		name = string(runes[:maxNameChars])
+	}
+	return name, nil
 }
 
 // RunSaved implements run.Observer: the first write of a code-host run
@@ -157,35 +218,36 @@ func (s *Service) RunSaved(ctx context.Context, tx *sqlx.Tx, r run.Run) error {
 	if err != nil || !pending {
 		return err
 	}
-	return s.enqueue(ctx, tx, r.ID)
+	return s.enqueue(ctx, tx, p.syncArgs())
 }
 
-func (s *Service) enqueue(ctx context.Context, tx *sqlx.Tx, runID string) error {
+func (s *Service) enqueue(ctx context.Context, tx *sqlx.Tx, args SyncArgs) error {
 	if s.jobs == nil {
 		return errors.New("check runs: no job inserter")
 	}
-	if _, err := s.jobs.InsertTx(ctx, tx.Tx, SyncArgs{RunID: runID}, nil); err != nil {
+	if _, err := s.jobs.InsertTx(ctx, tx.Tx, args, nil); err != nil {
 		return fmt.Errorf("inserting check run sync job: %w", err)
 	}
 	return nil
 }
 
-// Sync publishes a run's pending check payload. It returns ErrLeased when
+// Sync publishes the pending check payload of a run or held ingestion (by
+// its external ID, the owner's ID). It returns ErrLeased when
 // another sync holds the publication, and the provider's error (after
 // recording it and releasing the lease) when a write failed; the
 // publication then stays pending for a retry or the reconciler.
-func (s *Service) Sync(ctx context.Context, runID string) error {
+func (s *Service) Sync(ctx context.Context, externalID string) error {
 	token := newToken()
 	var p *publication
 	err := db.WithTx(ctx, s.db, func(tx *sqlx.Tx) error {
 		var err error
-		if p, err = publicationForUpdate(ctx, tx, runID); err != nil || p == nil || !p.Pending {
+		if p, err = publicationForUpdate(ctx, tx, externalID); err != nil || p == nil || !p.Pending {
 			return err
 		}
 		if p.Leased {
 			return ErrLeased
 		}
-		return claim(ctx, tx, runID, token, s.opts.Lease.Seconds())
+		return claim(ctx, tx, externalID, token, s.opts.Lease.Seconds())
 	})
 	if err != nil || p == nil || !p.Pending {
 		return err
@@ -197,19 +259,19 @@ func (s *Service) Sync(ctx context.Context, runID string) error {
 	cancel()
 	if err != nil {
 		code := failureCode(err)
-		s.logger.WarnContext(ctx, "check run publication failed", "run_id", runID, "error_code", code, "error", err)
-		if ferr := fail(context.WithoutCancel(ctx), s.db, runID, token, id, code); ferr != nil {
+		s.logger.WarnContext(ctx, "check run publication failed", "external_id", externalID, "error_code", code)
+		if ferr := fail(context.WithoutCancel(ctx), s.db, externalID, token, id, code); ferr != nil {
 			return errors.Join(err, ferr)
 		}
 		return err
 	}
 	return db.WithTx(ctx, s.db, func(tx *sqlx.Tx) error {
-		held, pending, err := settle(ctx, tx, runID, token, *id, p.DesiredDigest)
+		held, pending, err := settle(ctx, tx, externalID, token, *id, p.DesiredDigest)
 		if err != nil || !held || !pending {
 			return err
 		}
 		// The run moved on while this sync wrote: one more sync.
-		return s.enqueue(ctx, tx, runID)
+		return s.enqueue(ctx, tx, p.syncArgs())
 	})
 }
 
@@ -240,7 +302,7 @@ func (s *Service) publish(ctx context.Context, p publication) (*int64, error) {
 		if err != nil {
 			return nil, err
 		}
-		if created.GetID() <= 0 || created.GetExternalID() != p.RunID || created.GetHeadSHA() != p.HeadSHA {
+		if created.GetID() <= 0 || created.GetExternalID() != p.ExternalID || created.GetHeadSHA() != p.HeadSHA {
 			return nil, ErrProviderAnswer
 		}
 		v := created.GetID()
@@ -256,18 +318,24 @@ func (s *Service) publish(ctx context.Context, p publication) (*int64, error) {
 	return id, nil
 }
 
-// search looks through the commit's check runs of this check name, every
-// bounded page, for the one whose external_id is the run ID.
+// search looks through the commit's check runs of this app and check name,
+// every bounded page, for the one whose external_id is the publication's.
+// Another app's check with the same name and external_id (anyone may
+// write one) is never taken for ours.
 func (s *Service) search(ctx context.Context, gh *github.Client, p publication) (*int64, error) {
+	if s.opts.AppID <= 0 {
+		return nil, ErrNoAppID
+	}
 	opts := &github.ListCheckRunsOptions{CheckName: github.String(p.CheckName), Filter: github.String("all"),
-		ListOptions: github.ListOptions{PerPage: searchPageSize, Page: 1}}
+		AppID: github.Int64(s.opts.AppID), ListOptions: github.ListOptions{PerPage: searchPageSize, Page: 1}}
 	for range s.opts.SearchPages {
 		res, resp, err := gh.Checks.ListCheckRunsForRef(ctx, p.RepositoryOwner, p.RepositoryName, p.HeadSHA, opts)
 		if err != nil {
 			return nil, err
 		}
 		for _, c := range res.CheckRuns {
-			if c.GetExternalID() == p.RunID && c.GetHeadSHA() == p.HeadSHA && c.GetID() > 0 {
+			if c.GetExternalID() == p.ExternalID && c.GetHeadSHA() == p.HeadSHA && c.GetID() > 0 &&
+				c.GetApp().GetID() == s.opts.AppID {
 				id := c.GetID()
 				return &id, nil
 			}
@@ -283,7 +351,7 @@ func (s *Service) search(ctx context.Context, gh *github.Client, p publication) 
 
 func createOptions(p publication, want Payload) github.CreateCheckRunOptions {
 	o := github.CreateCheckRunOptions{Name: want.Name, HeadSHA: p.HeadSHA, DetailsURL: github.String(want.DetailsURL),
-		ExternalID: github.String(p.RunID), Status: github.String(want.Status),
+		ExternalID: github.String(p.ExternalID), Status: github.String(want.Status),
 		Output: &github.CheckRunOutput{Title: github.String(want.Title), Summary: github.String(want.Summary)}}
 	if want.Conclusion != "" {
 		o.Conclusion = github.String(want.Conclusion)
@@ -313,6 +381,8 @@ func failureCode(err error) string {
 		return "provider_answer_invalid"
 	case errors.Is(err, ErrNoProvider):
 		return "provider_not_configured"
+	case errors.Is(err, ErrNoAppID):
+		return "provider_app_unknown"
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return "provider_timeout"
 	default:

@@ -9,9 +9,13 @@ import (
 	"github.com/jmoiron/sqlx"
 )
 
-// publication is a run's check run reservation and what it owes.
+// publication is a check run reservation and what it owes. Its owner is a
+// run or, for an ingestion held before any run exists, that ingestion;
+// ExternalID is the owner's ID either way.
 type publication struct {
-	RunID           string  `db:"run_id"`
+	ExternalID      string  `db:"external_id"`
+	RunID           *string `db:"run_id"`
+	IngestionID     *string `db:"ingestion_id"`
 	OrganizationID  string  `db:"organization_id"`
 	InstallationID  int64   `db:"installation_id"`
 	RepositoryID    int64   `db:"repository_id"`
@@ -37,15 +41,24 @@ func (p publication) target() Target {
 		RepositoryName: p.RepositoryName, HeadSHA: p.HeadSHA}
 }
 
-const publicationColumns = `run_id, organization_id, installation_id, repository_id, repository_owner, repository_name,
-	head_sha, check_name, check_run_id, desired, desired_digest, published_digest, pending, create_sent, lease_token,
-	coalesce(lease_expires_at > now(), false) AS leased, failures`
+// syncArgs is the job that publishes this publication.
+func (p publication) syncArgs() SyncArgs {
+	if p.IngestionID != nil {
+		return SyncArgs{IngestionID: *p.IngestionID}
+	}
+	return SyncArgs{RunID: p.ExternalID}
+}
 
-// publicationForUpdate locks a run's publication; nil when the run has
-// no check target.
-func publicationForUpdate(ctx context.Context, tx *sqlx.Tx, runID string) (*publication, error) {
+const publicationColumns = `external_id, run_id, ingestion_id, organization_id, installation_id, repository_id,
+	repository_owner, repository_name, head_sha, check_name, check_run_id, desired, desired_digest, published_digest, pending,
+	create_sent, lease_token, coalesce(lease_expires_at > now(), false) AS leased, failures`
+
+// publicationForUpdate locks the publication of a run or held ingestion;
+// nil when it has no check target.
+func publicationForUpdate(ctx context.Context, tx *sqlx.Tx, externalID string) (*publication, error) {
 	var p publication
-	err := tx.GetContext(ctx, &p, `SELECT `+publicationColumns+` FROM check_run_publications WHERE run_id = $1 FOR UPDATE`, runID)
+	err := tx.GetContext(ctx, &p, `SELECT `+publicationColumns+` FROM check_run_publications WHERE external_id = $1 FOR UPDATE`,
+		externalID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -56,10 +69,10 @@ func publicationForUpdate(ctx context.Context, tx *sqlx.Tx, runID string) (*publ
 }
 
 func insertPublication(ctx context.Context, tx *sqlx.Tx, p publication) (bool, error) {
-	res, err := tx.ExecContext(ctx, `INSERT INTO check_run_publications (run_id, organization_id, installation_id,
-		repository_id, repository_owner, repository_name, head_sha, check_name, desired, desired_digest, pending)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, true) ON CONFLICT (run_id) DO NOTHING`,
-		p.RunID, p.OrganizationID, p.InstallationID, p.RepositoryID, p.RepositoryOwner, p.RepositoryName, p.HeadSHA,
+	res, err := tx.ExecContext(ctx, `INSERT INTO check_run_publications (external_id, run_id, ingestion_id, organization_id,
+		installation_id, repository_id, repository_owner, repository_name, head_sha, check_name, desired, desired_digest, pending)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, true) ON CONFLICT (external_id) DO NOTHING`,
+		p.ExternalID, p.RunID, p.IngestionID, p.OrganizationID, p.InstallationID, p.RepositoryID, p.RepositoryOwner, p.RepositoryName, p.HeadSHA,
 		p.CheckName, string(p.Desired), p.DesiredDigest)
 	if err != nil {
 		return false, fmt.Errorf("reserving check run publication: %w", err)
@@ -68,10 +81,10 @@ func insertPublication(ctx context.Context, tx *sqlx.Tx, p publication) (bool, e
 	return n == 1, err
 }
 
-func setDesired(ctx context.Context, tx *sqlx.Tx, runID string, desired, digest []byte) (pending bool, err error) {
+func setDesired(ctx context.Context, tx *sqlx.Tx, externalID string, desired, digest []byte) (pending bool, err error) {
 	err = tx.GetContext(ctx, &pending, `UPDATE check_run_publications SET desired = $2, desired_digest = $3,
-		pending = published_digest IS DISTINCT FROM $3, updated_at = now() WHERE run_id = $1 RETURNING pending`,
-		runID, string(desired), digest)
+		pending = published_digest IS DISTINCT FROM $3, updated_at = now() WHERE external_id = $1 RETURNING pending`,
+		externalID, string(desired), digest)
 	if err != nil {
 		return false, fmt.Errorf("updating check run payload: %w", err)
 	}
@@ -80,10 +93,10 @@ func setDesired(ctx context.Context, tx *sqlx.Tx, runID string, desired, digest 
 
 // claim takes the lease; create_sent is set before any create can be
 // sent, so whoever comes next searches before creating.
-func claim(ctx context.Context, tx *sqlx.Tx, runID, token string, leaseSeconds float64) error {
+func claim(ctx context.Context, tx *sqlx.Tx, externalID, token string, leaseSeconds float64) error {
 	_, err := tx.ExecContext(ctx, `UPDATE check_run_publications SET lease_token = $2,
 		lease_expires_at = now() + make_interval(secs => $3), create_sent = create_sent OR check_run_id IS NULL
-		WHERE run_id = $1`, runID, token, leaseSeconds)
+		WHERE external_id = $1`, externalID, token, leaseSeconds)
 	if err != nil {
 		return fmt.Errorf("leasing check run publication: %w", err)
 	}
@@ -92,11 +105,11 @@ func claim(ctx context.Context, tx *sqlx.Tx, runID, token string, leaseSeconds f
 
 // settle records what the provider accepted, under the lease that sent it;
 // the publication stays pending when the run moved on meanwhile.
-func settle(ctx context.Context, tx *sqlx.Tx, runID, token string, checkRunID int64, digest []byte) (held, pending bool, err error) {
+func settle(ctx context.Context, tx *sqlx.Tx, externalID, token string, checkRunID int64, digest []byte) (held, pending bool, err error) {
 	err = tx.GetContext(ctx, &pending, `UPDATE check_run_publications SET check_run_id = $3, published_digest = $4,
 		pending = desired_digest IS DISTINCT FROM $4, lease_token = NULL, lease_expires_at = NULL, failures = 0,
-		last_error = NULL, updated_at = now() WHERE run_id = $1 AND lease_token = $2 RETURNING pending`,
-		runID, token, checkRunID, digest)
+		last_error = NULL, updated_at = now() WHERE external_id = $1 AND lease_token = $2 RETURNING pending`,
+		externalID, token, checkRunID, digest)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, false, nil
 	}
@@ -108,10 +121,10 @@ func settle(ctx context.Context, tx *sqlx.Tx, runID, token string, checkRunID in
 
 // fail releases the lease and counts the failure. A check run ID found
 // and verified on the way is kept even though the write after it failed.
-func fail(ctx context.Context, conn *sqlx.DB, runID, token string, checkRunID *int64, code string) error {
+func fail(ctx context.Context, conn *sqlx.DB, externalID, token string, checkRunID *int64, code string) error {
 	_, err := conn.ExecContext(ctx, `UPDATE check_run_publications SET check_run_id = coalesce(check_run_id, $3),
 		lease_token = NULL, lease_expires_at = NULL, failures = failures + 1, last_error = $4, updated_at = now()
-		WHERE run_id = $1 AND lease_token = $2`, runID, token, checkRunID, code)
+		WHERE external_id = $1 AND lease_token = $2`, externalID, token, checkRunID, code)
 	if err != nil {
 		return fmt.Errorf("recording check run failure: %w", err)
 	}
@@ -122,7 +135,7 @@ func fail(ctx context.Context, conn *sqlx.DB, runID, token string, checkRunID *i
 // backoff has passed, oldest first.
 func duePublications(ctx context.Context, conn *sqlx.DB, backoffSeconds float64, limit int) ([]string, error) {
 	var ids []string
-	err := conn.SelectContext(ctx, &ids, `SELECT run_id FROM check_run_publications
+	err := conn.SelectContext(ctx, &ids, `SELECT external_id FROM check_run_publications
 		WHERE pending AND (lease_expires_at IS NULL OR lease_expires_at < now())
 		AND updated_at <= now() - make_interval(secs => least(failures, 10) * $1::double precision)
 		ORDER BY updated_at LIMIT $2`, backoffSeconds, limit)

@@ -3,6 +3,7 @@ package github
 import (
 	"context"
 	"crypto/hmac"
+	"crypto/rsa"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/bradleyfalzon/ghinstallation/v2"
+	"github.com/golang-jwt/jwt/v4"
 	gh "github.com/google/go-github/v66/github"
 
 	"github.com/cairnhq/cairn/api/platform/config"
@@ -27,6 +29,7 @@ type App struct {
 	slug          string
 	webhookSecret []byte
 	apiURL        string
+	key           *rsa.PrivateKey
 	apps          *ghinstallation.AppsTransport
 	transport     http.RoundTripper
 	// clientID and clientSecret authorize the installer (user
@@ -64,13 +67,14 @@ func NewAppWithTransport(cfg config.Config, transport http.RoundTripper) (*App, 
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 		return nil, fmt.Errorf("CAIRN_GITHUB_API_URL is not an http(s) URL")
 	}
-	apps, err := ghinstallation.NewAppsTransport(transport, cfg.GitHubAppID, key)
+	rsaKey, err := jwt.ParseRSAPrivateKeyFromPEM(key)
 	if err != nil {
 		return nil, fmt.Errorf("CAIRN_GITHUB_PRIVATE_KEY: %w", err)
 	}
-	apps.BaseURL = apiURL
-	return &App{id: cfg.GitHubAppID, slug: cfg.GitHubAppSlug, webhookSecret: []byte(secret), apiURL: apiURL,
-		apps: apps, transport: transport, clientID: cfg.GitHubClientID, clientSecret: cfg.GitHubClientSecret.Reveal()}, nil
+	a := &App{id: cfg.GitHubAppID, slug: cfg.GitHubAppSlug, webhookSecret: []byte(secret), apiURL: apiURL, key: rsaKey,
+		transport: transport, clientID: cfg.GitHubClientID, clientSecret: cfg.GitHubClientSecret.Reveal()}
+	a.apps = a.appsTransport()
+	return a, nil
 }
 
 // Ready reports whether the app is configured.
@@ -130,10 +134,21 @@ func (a *App) client(rt http.RoundTripper) *gh.Client {
 	return c
 }
 
+// appsTransport authenticates as the app itself, with JWTs signed by its
+// key.
+func (a *App) appsTransport() *ghinstallation.AppsTransport {
+	apps := ghinstallation.NewAppsTransportFromPrivateKey(a.transport, a.id, a.key)
+	apps.BaseURL = a.apiURL
+	return apps
+}
+
 // installationClient authenticates as one installation with a token it
-// exchanges for on first use and keeps only in memory.
+// exchanges for on first use and keeps only in memory. Each gets an apps
+// transport of its own: exchanging a token writes to the apps transport
+// it came from, so one shared by installation transports working at once
+// (concurrent ingestions, check syncs) would be a data race.
 func (a *App) installationClient(installationID int64) (*gh.Client, http.RoundTripper) {
-	itr := ghinstallation.NewFromAppsTransport(a.apps, installationID)
+	itr := ghinstallation.NewFromAppsTransport(a.appsTransport(), installationID)
 	itr.BaseURL = a.apiURL
 	return a.client(itr), itr
 }
@@ -144,6 +159,15 @@ type ProviderInstallation struct {
 	AccountLogin string
 	AccountID    int64
 	Suspended    bool
+}
+
+// ID is the app's own ID, as the provider reports it on everything the app
+// writes (check runs).
+func (a *App) ID() int64 {
+	if a == nil {
+		return 0
+	}
+	return a.id
 }
 
 // errGone: the provider says the installation does not exist (any more).
@@ -210,24 +234,60 @@ func (a *App) Commit(ctx context.Context, installationID int64, owner, name, ref
 	return commit.GetSHA(), commit.GetCommit().GetMessage(), nil
 }
 
-// Tarball opens the archive of exactly one commit. The provider redirects
-// to a short-lived download URL, which the client follows.
+// maxArchiveRedirects bounds the redirects an archive download follows.
+const maxArchiveRedirects = 5
+
+// Tarball opens the archive of exactly one commit. The provider answers
+// with a redirect to a short-lived signed URL on another host (codeload),
+// which is followed by hand: only the API's own origin ever receives the
+// installation token, which the installation transport would otherwise
+// add to every request, redirected ones included. A redirect from https
+// to http is refused.
 func (a *App) Tarball(ctx context.Context, installationID int64, owner, name, sha string) (io.ReadCloser, int64, error) {
 	_, rt := a.installationClient(installationID)
-	u := fmt.Sprintf("%s/repos/%s/%s/tarball/%s", a.apiURL, url.PathEscape(owner), url.PathEscape(name), sha)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return nil, 0, err
-	}
-	resp, err := (&http.Client{Transport: rt}).Do(req)
+	api, err := url.Parse(a.apiURL)
 	if err != nil {
 		return nil, 0, fmt.Errorf("downloading archive: %w", err)
 	}
-	if resp.StatusCode != http.StatusOK {
-		resp.Body.Close()
-		return nil, 0, fmt.Errorf("downloading archive: provider answered %d", resp.StatusCode)
+	target, err := url.Parse(fmt.Sprintf("%s/repos/%s/%s/tarball/%s", a.apiURL, url.PathEscape(owner), url.PathEscape(name), sha))
+	if err != nil {
+		return nil, 0, fmt.Errorf("downloading archive: %w", err)
 	}
-	return resp.Body, resp.ContentLength, nil
+	for range maxArchiveRedirects + 1 {
+		transport := a.transport
+		if target.Scheme == api.Scheme && target.Host == api.Host {
+			transport = rt
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, target.String(), nil)
+		if err != nil {
+			return nil, 0, err
+		}
+		resp, err := (&http.Client{Transport: transport, CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		}}).Do(req)
+		if err != nil {
+			return nil, 0, fmt.Errorf("downloading archive: %w", err)
+		}
+		switch resp.StatusCode {
+		case http.StatusOK:
+			return resp.Body, resp.ContentLength, nil
+		case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther, http.StatusTemporaryRedirect,
+			http.StatusPermanentRedirect:
+			next, err := resp.Location()
+			resp.Body.Close()
+			if err != nil {
+				return nil, 0, fmt.Errorf("downloading archive: redirect without a location: %w", err)
+			}
+			if next.Scheme != "https" && (next.Scheme != "http" || target.Scheme == "https") {
+				return nil, 0, errors.New("downloading archive: redirect to a scheme other than https refused")
+			}
+			target = next
+		default:
+			resp.Body.Close()
+			return nil, 0, fmt.Errorf("downloading archive: provider answered %d", resp.StatusCode)
+		}
+	}
+	return nil, 0, fmt.Errorf("downloading archive: more than %d redirects", maxArchiveRedirects)
 }
 
 // maxPullFiles is how many changed files the provider lists for a pull

@@ -10,4 +10,9 @@
 // Acceptance is one short transaction; provider reads and archive
 // transfers happen afterwards in the source-ingestion job, through a
 // fresh installation token that is never stored.
+//
+// A pull request from a fork is code nobody trusted has looked at: unless
+// its workspace plans forks (throttled per repository), its ingestion is
+// held before anything is downloaded, and only a person planning its exact
+// head commit sends it on to a run.
 package github

@@ -32,8 +32,19 @@ var (
 )
 
 // ErrInstallerUnverified: the person completing the callback could not be
-// shown to see the installation named in it. The setup URL's installation
-// ID is chosen by whoever sends the browser there, so without this check an
-// administrator of one organization could claim another account's fresh,
-// not yet bound installation.
-var ErrInstallerUnverified = errors.New("the installer cannot be shown to see this installation")
+// shown to control the account the installation named in it is on (the
+// account itself, or an active admin of the organization). The setup
+// URL's installation ID is chosen by whoever sends the browser there, so
+// without this check an administrator of one organization could claim
+// another account's fresh, not yet bound installation, and a member who
+// merely sees an installation could bind it to an organization of theirs.
+var ErrInstallerUnverified = errors.New("the installer cannot be shown to control this installation's account")
+
+var (
+	// ErrNotHeld: the ingestion is not a held pull request from a fork
+	// (already planned, or never held), so there is nothing to plan.
+	ErrNotHeld = errors.New("source ingestion is not held")
+	// ErrCommitMismatch: the commit a person asked to plan is not the
+	// held ingestion's head commit.
+	ErrCommitMismatch = errors.New("commit is not the held pull request's head commit")
+)

@@ -5,6 +5,9 @@ import (
 
 	"github.com/lib/pq"
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/cairnhq/cairn/api/dispatch"
 )
 
 // Installation statuses (SPEC §2). A revoked installation reads as
@@ -62,6 +65,7 @@ type SourceSettings struct {
 	WorkingDirectory               string         `db:"working_directory"`
 	TriggerPaths                   pq.StringArray `db:"trigger_paths"`
 	SpeculativeCredentialVersionID *string        `db:"speculative_credential_version_id"`
+	ForkPullRequests               string         `db:"fork_pull_requests"`
 	CreatedByKind                  string         `db:"created_by_kind"`
 	CreatedByID                    string         `db:"created_by_id"`
 	CreatedAt                      time.Time      `db:"created_at"`
@@ -74,15 +78,41 @@ type SourceInput struct {
 	WorkingDirectory               string
 	TriggerPaths                   []string
 	SpeculativeCredentialVersionID *string
+	// ForkPullRequests is ForksHold (also when empty) or ForksPlan.
+	ForkPullRequests string
 }
 
-// Source ingestion statuses.
+// What a workspace does with pull requests from forks: hold them for a
+// person to plan (the default), or plan them automatically, throttled per
+// repository.
+const (
+	ForksHold = "hold"
+	ForksPlan = "plan"
+)
+
+// Source ingestion statuses. A held ingestion waits for a person: nothing
+// was downloaded and no run exists until someone plans its exact commit.
 const (
 	IngestionPending = "pending"
+	IngestionHeld    = "held"
 	IngestionReady   = "ready"
 	IngestionSkipped = "skipped"
 	IngestionFailed  = "failed"
 )
+
+// Why an ingestion is held (safe reason codes).
+const (
+	// HeldForkPullRequest: a pull request from a fork, and the workspace
+	// does not plan those automatically.
+	HeldForkPullRequest = "fork_pull_request"
+	// HeldForkRunsThrottled: fork plans are allowed, but the repository
+	// reached its fork-triggered runs of the last hour.
+	HeldForkRunsThrottled = "fork_runs_throttled"
+)
+
+// ForkRunWindow is the rolling window of the per-repository fork-run
+// throttle.
+const ForkRunWindow = time.Hour
 
 // Triggers of source ingestions.
 const (
@@ -109,7 +139,13 @@ type Ingestion struct {
 	BaseRef                *string        `db:"base_ref"`
 	HeadRef                *string        `db:"head_ref"`
 	Fork                   bool           `db:"fork"`
+	HeadRepositoryOwner    *string        `db:"head_repository_owner"`
+	HeadRepositoryName     *string        `db:"head_repository_name"`
 	Status                 string         `db:"status"`
+	HeldReason             *string        `db:"held_reason"`
+	HeldAt                 *time.Time     `db:"held_at"`
+	PlanApprovedBy         *string        `db:"plan_approved_by"`
+	PlanApprovedAt         *time.Time     `db:"plan_approved_at"`
 	FailureCode            *string        `db:"failure_code"`
 	CommitSHA              *string        `db:"commit_sha"`
 	CommitMessage          *string        `db:"commit_message"`
@@ -123,8 +159,29 @@ type Ingestion struct {
 // WorkflowID is the ingestion's deterministic dispatch identity.
 func (i Ingestion) WorkflowID() string { return WorkflowIDOf(i.ID) }
 
+// DispatchIngestion is the workflow kind of source ingestions.
+const DispatchIngestion = "source-ingestion"
+
 // WorkflowIDOf is the dispatch identity of an ingestion ID.
-func WorkflowIDOf(ingestionID string) string { return "source-ingestion-" + ingestionID }
+func WorkflowIDOf(ingestionID string) string { return dispatch.ID(DispatchIngestion, ingestionID) }
+
+// Plannable reports whether a person may plan the ingestion's exact head
+// commit now: a held pull request from a fork.
+func (i Ingestion) Plannable() bool { return i.Status == IngestionHeld && i.Fork }
+
+// mustHold decides whether a pending ingestion is held for a person before
+// anything is downloaded: a pull request from a fork that no person
+// approved, in a workspace that does not plan forks automatically.
+func (i Ingestion) mustHold(st SourceSettings) bool {
+	return i.Fork && i.PlanApprovedBy == nil && st.ForkPullRequests != ForksPlan
+}
+
+// throttled decides whether a fork-triggered run would pass the
+// repository's limit, given how many it had in the last ForkRunWindow: a
+// person-approved ingestion never is.
+func (i Ingestion) throttled(recent, limit int) bool {
+	return i.Fork && i.PlanApprovedBy == nil && recent >= limit
+}
 
 // IngestArgs is the source-ingestion job. The ingestion row is the
 // authority: a job for a settled ingestion does nothing.
@@ -138,9 +195,13 @@ const QueueSources = "sources"
 // Kind names the job.
 func (IngestArgs) Kind() string { return "source_ingestion" }
 
-// InsertOpts makes the dispatch deterministic: one job per ingestion.
+// InsertOpts makes the dispatch deterministic: one live job per
+// ingestion. A finished job does not count, so a held ingestion a person
+// plans, or a lost one the reconciler redelivers, gets a job again.
 func (IngestArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: QueueSources, MaxAttempts: 12, UniqueOpts: river.UniqueOpts{ByArgs: true}}
+	return river.InsertOpts{Queue: QueueSources, MaxAttempts: 12, UniqueOpts: river.UniqueOpts{ByArgs: true,
+		ByState: []rivertype.JobState{rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRetryable,
+			rivertype.JobStateRunning, rivertype.JobStateScheduled}}}
 }
 
 // Delivery kinds and results of the tenant-free delivery record.

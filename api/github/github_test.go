@@ -162,6 +162,22 @@ func (s *stack) count(t *testing.T, query string, args ...any) int {
 	return n
 }
 
+// pinnedSource is the code-host source a run's input snapshot pins.
+func (s *stack) pinnedSource(t *testing.T, runID string) run.CodeHostSource {
+	t.Helper()
+	var snapshot []byte
+	if err := s.env.DB.Get(&snapshot, `SELECT input_snapshot FROM runs WHERE id = $1`, runID); err != nil {
+		t.Fatal(err)
+	}
+	var snap struct {
+		Source *run.CodeHostSource `json:"source"`
+	}
+	if err := json.Unmarshal(snapshot, &snap); err != nil || snap.Source == nil {
+		t.Fatalf("run %s pins no code-host source: %v", runID, err)
+	}
+	return *snap.Source
+}
+
 func mainTF() map[string]string {
 	return map[string]string{"infra/main.tf": "resource \"terraform_data\" \"x\" {\n  input = \"a\"\n}\n", "README.md": "hi\n"}
 }
@@ -626,16 +642,9 @@ func TestIngestionCreatesRuns(t *testing.T) {
 	if n := s.count(t, `SELECT count(*) FROM runs WHERE workspace_id = $1`, wsID); n != 1 {
 		t.Fatalf("%d runs", n)
 	}
-	var snapshot []byte
-	if err := s.env.DB.Get(&snapshot, `SELECT input_snapshot FROM runs WHERE id = $1`, *ing.RunID); err != nil {
-		t.Fatal(err)
-	}
-	var snap struct {
-		Source run.CodeHostSource `json:"source"`
-	}
-	if err := json.Unmarshal(snapshot, &snap); err != nil || snap.Source.CommitSHA != sha || snap.Source.RepositoryID != 6001 ||
-		snap.Source.WorkingDirectory != "infra" || snap.Source.DeliveryID == "" || snap.Source.ArchiveSHA256 == "" {
-		t.Fatalf("pinned source: %v %+v", err, snap.Source)
+	if src := s.pinnedSource(t, *ing.RunID); src.CommitSHA != sha || src.RepositoryID != 6001 ||
+		src.WorkingDirectory != "infra" || src.DeliveryID == "" || src.ArchiveSHA256 == "" {
+		t.Fatalf("pinned source: %+v", src)
 	}
 	// A chain whose digest no longer agrees is not shown as provenance.
 	defer func() {

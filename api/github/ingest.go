@@ -17,6 +17,7 @@ import (
 	"github.com/cairnhq/cairn/api/access"
 	"github.com/cairnhq/cairn/api/archive"
 	"github.com/cairnhq/cairn/api/audit"
+	"github.com/cairnhq/cairn/api/dispatch"
 	"github.com/cairnhq/cairn/api/platform/db"
 	"github.com/cairnhq/cairn/api/platform/fault"
 	"github.com/cairnhq/cairn/api/run"
@@ -36,12 +37,15 @@ type errPermanent struct{ code string }
 func (e errPermanent) Error() string { return "source ingestion failed: " + e.code }
 
 // Ingest runs one source ingestion to its end: outside any transaction it
-// reads the pull request's changed files (path filtering), resolves the
-// full commit, downloads exactly that commit's archive through a fresh
-// installation token, validates it with the upload rules while streaming
-// it into sealed storage; then in one transaction it marks the ingestion
-// ready with the archive digest and creates the run. A settled ingestion
-// makes this a no-op; a temporary provider failure is returned for retry.
+// reads the pull request's changed files (path filtering), holds a fork's
+// pull request that no person approved unless the workspace plans forks
+// (and then too once the repository met its hourly fork-run throttle),
+// resolves the full commit, downloads exactly that commit's archive
+// through a fresh installation token, validates it with the upload rules
+// while streaming it into sealed storage; then in one transaction it
+// marks the ingestion ready with the archive digest and creates the run.
+// A settled or held ingestion makes this a no-op; a temporary provider
+// failure is returned for retry.
 func (s *Service) Ingest(ctx context.Context, ingestionID string) error {
 	ing, err := ingestionByID(ctx, s.db, ingestionID, false)
 	if err != nil {
@@ -65,6 +69,17 @@ func (s *Service) Ingest(ctx context.Context, ingestionID string) error {
 		if complete && !MatchAny(settings.TriggerPaths, paths) {
 			return s.settleIngestion(ctx, ing.ID, IngestionSkipped, "no_trigger_path_matched")
 		}
+	}
+	// Nothing of a held fork is downloaded. The throttle is read here to
+	// spare the download, and decided again where the run is created.
+	if ing.mustHold(settings) {
+		return s.hold(ctx, ing.ID, HeldForkPullRequest)
+	}
+	if over, err := s.forkRunsOver(ctx, s.db, ing); err != nil || over {
+		if err != nil {
+			return err
+		}
+		return s.hold(ctx, ing.ID, HeldForkRunsThrottled)
 	}
 	sha, message, err := s.app.Commit(ctx, ing.InstallationID, ing.RepositoryOwner, ing.RepositoryName, ing.HeadSHA)
 	if err != nil {
@@ -248,6 +263,9 @@ func (s *Service) settleIngestion(ctx context.Context, ingestionID, status, code
 		if err := saveIngestion(ctx, tx, ing); err != nil {
 			return err
 		}
+		if err := dispatch.Complete(ctx, tx, ing.WorkflowID(), now); err != nil {
+			return err
+		}
 		_, err = audit.Append(ctx, tx, audit.Entry{OrganizationID: ing.OrganizationID, Action: "source_ingestion." + status,
 			Actor: audit.Actor{Type: audit.ActorSystem, ID: "github-app"}, TargetType: "source_ingestion", TargetID: ing.ID,
 			Evidence: map[string]any{"workspace_id": ing.WorkspaceID, "reason": code}})
@@ -269,6 +287,22 @@ func (s *Service) complete(ctx context.Context, ingestionID string, st SourceSet
 			s.runs.DiscardStaged(ctx, staged)
 			return nil
 		}
+		// The fork-run throttle is decided here, serialized per repository
+		// in the transaction that creates the run, so concurrent
+		// ingestions cannot pass it together.
+		if ing.Fork && ing.PlanApprovedBy == nil {
+			if err := lockForkRuns(ctx, tx, ing.RepositoryID); err != nil {
+				return err
+			}
+			over, err := s.forkRunsOver(ctx, tx, ing)
+			if err != nil {
+				return err
+			}
+			if over {
+				s.runs.DiscardStaged(ctx, staged)
+				return s.holdInTx(ctx, tx, ing, HeldForkRunsThrottled)
+			}
+		}
 		p := access.CodeHost(ing.OrganizationID)
 		cv, err := s.runs.CreateStagedConfiguration(ctx, tx, p, ing.WorkspaceID, staged, run.SourceVCS)
 		if err != nil {
@@ -287,8 +321,8 @@ func (s *Service) complete(ctx context.Context, ingestionID string, st SourceSet
 			SettingsVersion: st.Version, InstallationID: ing.InstallationID, RepositoryID: ing.RepositoryID,
 			Owner: ing.RepositoryOwner, Name: ing.RepositoryName, CommitSHA: sha, Ref: ing.Ref,
 			WorkingDirectory: st.WorkingDirectory, TriggerPaths: st.TriggerPaths, PullNumber: ing.PullNumber,
-			BaseRef: ing.BaseRef, HeadRef: ing.HeadRef, Fork: ing.Fork, ConfigurationVersionID: cv.ID,
-			ArchiveSHA256: hex.EncodeToString(cv.SHA256),
+			BaseRef: ing.BaseRef, HeadRef: ing.HeadRef, Fork: ing.Fork, PlanApprovedBy: ing.PlanApprovedBy,
+			ConfigurationVersionID: cv.ID, ArchiveSHA256: hex.EncodeToString(cv.SHA256),
 		}
 		kind := run.KindPlanAndApply
 		runMessage := fmt.Sprintf("Push %s to %s", sha[:7], strings.TrimPrefix(ing.Ref, "refs/heads/"))
@@ -307,6 +341,9 @@ func (s *Service) complete(ctx context.Context, ingestionID string, st SourceSet
 		}
 		ing.RunID = &r.ID
 		if err := saveIngestion(ctx, tx, ing); err != nil {
+			return err
+		}
+		if err := dispatch.Complete(ctx, tx, ing.WorkflowID(), now); err != nil {
 			return err
 		}
 		_, err = audit.Append(ctx, tx, audit.Entry{OrganizationID: ing.OrganizationID, Action: "source_ingestion.ready",

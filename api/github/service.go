@@ -18,6 +18,7 @@ import (
 
 	"github.com/cairnhq/cairn/api/access"
 	"github.com/cairnhq/cairn/api/audit"
+	"github.com/cairnhq/cairn/api/checkrun"
 	"github.com/cairnhq/cairn/api/credential"
 	"github.com/cairnhq/cairn/api/platform/db"
 	"github.com/cairnhq/cairn/api/platform/fault"
@@ -43,15 +44,35 @@ type Service struct {
 	jobs       run.JobInserter
 	stateKey   []byte
 	logger     *slog.Logger
+	opts       Options
 	now        func() time.Time
+}
+
+// Options tune the service.
+type Options struct {
+	// Checks publishes the neutral check run of a held ingestion; nil
+	// publishes none.
+	Checks *checkrun.Service
+	// ForkRunsPerHour bounds the automatic fork-triggered runs of one
+	// repository in any rolling hour (CAIRN_FORK_RUNS_PER_HOUR); at least 1.
+	ForkRunsPerHour int
 }
 
 // NewService builds the service; app may be nil (unconfigured), and then
 // every code-host operation fails closed.
 func NewService(conn *sqlx.DB, app *App, workspaces *workspace.Service, runs *run.Service, jobs run.JobInserter,
-	stateKey []byte, logger *slog.Logger) *Service {
+	stateKey []byte, logger *slog.Logger, opts Options) *Service {
+	opts.ForkRunsPerHour = max(opts.ForkRunsPerHour, 1)
 	return &Service{db: conn, app: app, workspaces: workspaces, runs: runs, jobs: jobs, stateKey: stateKey, logger: logger,
-		now: time.Now}
+		opts: opts, now: time.Now}
+}
+
+// WithClock returns a copy of the service reading time from now (tests let
+// time pass with it).
+func (s *Service) WithClock(now func() time.Time) *Service {
+	c := *s
+	c.now = now
+	return &c
 }
 
 // App is the configured app, nil when unconfigured.
@@ -111,8 +132,10 @@ func (s *Service) verifyState(state string) (string, bool) {
 // commit only if the fence did not move meanwhile. A persistent race is
 // ErrFenceRace with the state left unconsumed. Before any of that, the
 // installer's authorization code must show that the person completing the
-// callback can see the installation: the ID in the setup URL alone proves
-// nothing.
+// callback controls the installation's account (App.VerifyInstaller): the
+// ID in the setup URL alone proves nothing, and neither does being able
+// to see the installation. An unverified installer leaves the state
+// unconsumed.
 func (s *Service) CompleteInstallation(ctx context.Context, p access.Principal, state, code string, installationID int64) (Installation, error) {
 	if !s.app.Ready() {
 		return Installation{}, fmt.Errorf("%w: %w", fault.ErrUnavailable, ErrUnconfigured)
@@ -127,7 +150,8 @@ func (s *Service) CompleteInstallation(ctx context.Context, p access.Principal, 
 	if err := s.checkState(ctx, s.db, p, stateID, false); err != nil {
 		return Installation{}, err
 	}
-	if err := s.app.InstallerSees(ctx, code, installationID); err != nil {
+	accountID, err := s.app.VerifyInstaller(ctx, code, installationID)
+	if err != nil {
 		if errors.Is(err, ErrInstallerUnverified) {
 			return Installation{}, err
 		}
@@ -144,6 +168,11 @@ func (s *Service) CompleteInstallation(ctx context.Context, p access.Principal, 
 				return Installation{}, ErrInstallationInactive
 			}
 			return Installation{}, fmt.Errorf("%w: %w", fault.ErrUnavailable, err)
+		}
+		if remote.AccountID != accountID {
+			// The account the person was shown to control is not the
+			// one the installation is on.
+			return Installation{}, ErrInstallerUnverified
 		}
 		var repos []ProviderRepository
 		if !remote.Suspended {
@@ -301,7 +330,7 @@ func (s *Service) SaveSource(ctx context.Context, tx *sqlx.Tx, p access.Principa
 		InstallationID: repo.InstallationID, RepositoryID: repo.RepositoryID, RepositoryOwner: repo.Owner,
 		RepositoryName: repo.Name, TrackedBranch: in.TrackedBranch, WorkingDirectory: in.WorkingDirectory,
 		TriggerPaths: paths, SpeculativeCredentialVersionID: in.SpeculativeCredentialVersionID,
-		CreatedByKind: p.Kind, CreatedByID: p.ID, CreatedAt: s.stamp(),
+		ForkPullRequests: in.ForkPullRequests, CreatedByKind: p.Kind, CreatedByID: p.ID, CreatedAt: s.stamp(),
 	}
 	if err := insertSettings(ctx, tx, st); err != nil {
 		if db.IsUniqueViolation(err, "workspace_source_settings_version") {
@@ -311,6 +340,7 @@ func (s *Service) SaveSource(ctx context.Context, tx *sqlx.Tx, p access.Principa
 	}
 	return st, audit.Record(ctx, tx, p, "workspace_source.updated", "workspace_source_settings", st.ID, map[string]any{
 		"workspace_id": w.ID, "version": st.Version, "repository_id": st.RepositoryID, "trigger_paths": len(paths),
+		"fork_pull_requests": st.ForkPullRequests,
 	})
 }
 
@@ -318,6 +348,13 @@ func (s *Service) SaveSource(ctx context.Context, tx *sqlx.Tx, p access.Principa
 func validateSource(in *SourceInput) error {
 	if in.RepositoryID <= 0 {
 		return fmt.Errorf("%w: repository_id is required", ErrInvalid)
+	}
+	switch in.ForkPullRequests {
+	case "":
+		in.ForkPullRequests = ForksHold
+	case ForksHold, ForksPlan:
+	default:
+		return fmt.Errorf("%w: fork_pull_requests must be hold or plan", ErrInvalid)
 	}
 	if !validBranch(in.TrackedBranch) {
 		return fmt.Errorf("%w: tracked_branch is not a valid branch name", ErrInvalid)
@@ -405,6 +442,8 @@ type Provenance struct {
 	ArchiveSHA256          string
 	ConfigurationArtifact  string
 	PullNumber             *int
+	Fork                   bool
+	PlanApprovedBy         *string
 }
 
 // ProvenanceOf reads and cross-checks the chain of a run whose pinned
@@ -439,7 +478,8 @@ func ProvenanceOf(ctx context.Context, q sqlx.QueryerContext, runID, configurati
 	if in.Status != IngestionReady || in.CommitSHA == nil || *in.CommitSHA != src.CommitSHA || in.ID != src.IngestionID ||
 		in.ConfigurationVersionID == nil || *in.ConfigurationVersionID != configurationVersionID ||
 		src.ConfigurationVersionID != configurationVersionID || digest != hex.EncodeToString(configurationDigest) ||
-		digest != src.ArchiveSHA256 || delivered != 1 || in.BlobKey == nil {
+		digest != src.ArchiveSHA256 || delivered != 1 || in.BlobKey == nil || in.Fork != src.Fork ||
+		!equalPtr(in.PlanApprovedBy, src.PlanApprovedBy) {
 		return nil, nil
 	}
 	msg := ""
@@ -450,7 +490,8 @@ func ProvenanceOf(ctx context.Context, q sqlx.QueryerContext, runID, configurati
 		RepositoryOwner: src.Owner, RepositoryName: src.Name, WorkingDirectory: src.WorkingDirectory, IngestionID: in.ID,
 		IngestionStatus: in.Status, WorkflowID: WorkflowIDOf(in.ID), DeliveryID: src.DeliveryID,
 		ConfigurationVersionID: configurationVersionID, ArchiveSHA256: digest,
-		ConfigurationArtifact: path.Base(*in.BlobKey), PullNumber: src.PullNumber}, nil
+		ConfigurationArtifact: path.Base(*in.BlobKey), PullNumber: src.PullNumber, Fork: src.Fork,
+		PlanApprovedBy: src.PlanApprovedBy}, nil
 }
 
 func prefixed(prefix, columns string) string {

@@ -10,6 +10,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
+	"github.com/cairnhq/cairn/api/platform/cursor"
 	"github.com/cairnhq/cairn/api/platform/fault"
 )
 
@@ -210,15 +211,15 @@ func listSelectedRepositories(ctx context.Context, q sqlx.QueryerContext, organi
 }
 
 const settingsColumns = `id, organization_id, workspace_id, version, installation_id, repository_id, repository_owner,
-	repository_name, tracked_branch, working_directory, trigger_paths, speculative_credential_version_id, created_by_kind,
-	created_by_id, created_at`
+	repository_name, tracked_branch, working_directory, trigger_paths, speculative_credential_version_id, fork_pull_requests,
+	created_by_kind, created_by_id, created_at`
 
 func insertSettings(ctx context.Context, tx *sqlx.Tx, s SourceSettings) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO workspace_source_settings (`+settingsColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
 		s.ID, s.OrganizationID, s.WorkspaceID, s.Version, s.InstallationID, s.RepositoryID, s.RepositoryOwner,
 		s.RepositoryName, s.TrackedBranch, s.WorkingDirectory, s.TriggerPaths, s.SpeculativeCredentialVersionID,
-		s.CreatedByKind, s.CreatedByID, s.CreatedAt)
+		s.ForkPullRequests, s.CreatedByKind, s.CreatedByID, s.CreatedAt)
 	if err != nil {
 		return fmt.Errorf("inserting source settings: %w", err)
 	}
@@ -264,7 +265,8 @@ func trackingSettings(ctx context.Context, q sqlx.QueryerContext, organizationID
 
 const ingestionColumns = `id, organization_id, workspace_id, identity, source_settings_id, trigger, installation_id,
 	repository_id, repository_owner, repository_name, ref, head_sha, pushed_paths, pull_number, base_ref, head_ref, fork,
-	status, failure_code, commit_sha, commit_message, configuration_version_id, archive_sha256, run_id, created_at, settled_at`
+	head_repository_owner, head_repository_name, status, held_reason, held_at, plan_approved_by, plan_approved_at,
+	failure_code, commit_sha, commit_message, configuration_version_id, archive_sha256, run_id, created_at, settled_at`
 
 // createOrReuseIngestion inserts an ingestion unless the workspace already
 // has one for the same source event; created reports which.
@@ -272,12 +274,12 @@ func createOrReuseIngestion(ctx context.Context, tx *sqlx.Tx, in Ingestion) (str
 	var id string
 	err := sqlx.GetContext(ctx, tx, &id, `INSERT INTO source_ingestions (id, organization_id, workspace_id, identity,
 			source_settings_id, trigger, installation_id, repository_id, repository_owner, repository_name, ref, head_sha,
-			pushed_paths, pull_number, base_ref, head_ref, fork, status, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, 'pending', $18)
+			pushed_paths, pull_number, base_ref, head_ref, fork, head_repository_owner, head_repository_name, status, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, 'pending', $20)
 		ON CONFLICT (workspace_id, identity) DO NOTHING RETURNING id`,
 		in.ID, in.OrganizationID, in.WorkspaceID, in.Identity, in.SourceSettingsID, in.Trigger, in.InstallationID,
 		in.RepositoryID, in.RepositoryOwner, in.RepositoryName, in.Ref, in.HeadSHA, in.PushedPaths, in.PullNumber,
-		in.BaseRef, in.HeadRef, in.Fork, in.CreatedAt)
+		in.BaseRef, in.HeadRef, in.Fork, in.HeadRepositoryOwner, in.HeadRepositoryName, in.CreatedAt)
 	if err == nil {
 		return id, true, nil
 	}
@@ -320,9 +322,10 @@ func ingestionByID(ctx context.Context, q sqlx.QueryerContext, id string, forUpd
 
 func saveIngestion(ctx context.Context, tx *sqlx.Tx, in Ingestion) error {
 	_, err := tx.ExecContext(ctx, `UPDATE source_ingestions SET status = $2, failure_code = $3, commit_sha = $4,
-		commit_message = $5, configuration_version_id = $6, archive_sha256 = $7, run_id = $8, settled_at = $9 WHERE id = $1`,
+		commit_message = $5, configuration_version_id = $6, archive_sha256 = $7, run_id = $8, settled_at = $9,
+		held_reason = $10, held_at = $11, plan_approved_by = $12, plan_approved_at = $13 WHERE id = $1`,
 		in.ID, in.Status, in.FailureCode, in.CommitSHA, in.CommitMessage, in.ConfigurationVersionID, in.ArchiveSHA256,
-		in.RunID, in.SettledAt)
+		in.RunID, in.SettledAt, in.HeldReason, in.HeldAt, in.PlanApprovedBy, in.PlanApprovedAt)
 	if err != nil {
 		return fmt.Errorf("updating source ingestion: %w", err)
 	}
@@ -339,4 +342,54 @@ func firstDelivery(ctx context.Context, q sqlx.QueryerContext, ingestionID strin
 		return "", fmt.Errorf("reading ingestion delivery: %w", err)
 	}
 	return id, nil
+}
+
+// workspaceIngestion reads an ingestion of a workspace in the caller's
+// organization; another tenant's reads as missing.
+func workspaceIngestion(ctx context.Context, q sqlx.QueryerContext, organizationID, id string, forUpdate bool) (Ingestion, error) {
+	in, err := ingestionByID(ctx, q, id, forUpdate)
+	if err != nil {
+		return Ingestion{}, err
+	}
+	if in.OrganizationID != organizationID {
+		return Ingestion{}, fault.ErrNotFound
+	}
+	return in, nil
+}
+
+// heldIngestions lists a page of a workspace's held ingestions, most
+// recently held first.
+func heldIngestions(ctx context.Context, q sqlx.QueryerContext, organizationID, workspaceID string, page cursor.Page) ([]Ingestion, error) {
+	keyset, args := page.Keyset([]any{organizationID, workspaceID}, "held_at", "id")
+	var out []Ingestion
+	err := sqlx.SelectContext(ctx, q, &out, `SELECT `+ingestionColumns+` FROM source_ingestions
+		WHERE organization_id = $1 AND workspace_id = $2 AND status = 'held'`+keyset+page.OrderLimit("held_at", "id"), args...)
+	if err != nil {
+		return nil, fmt.Errorf("listing held ingestions: %w", err)
+	}
+	return out, nil
+}
+
+// recentForkRuns counts a repository's automatic fork-triggered runs
+// (those no person approved) created since since.
+func recentForkRuns(ctx context.Context, q sqlx.QueryerContext, repositoryID int64, since time.Time) (int, error) {
+	var n int
+	err := sqlx.GetContext(ctx, q, &n, `SELECT count(*) FROM source_ingestions
+		WHERE repository_id = $1 AND fork AND run_id IS NOT NULL AND plan_approved_by IS NULL AND settled_at > $2`,
+		repositoryID, since)
+	if err != nil {
+		return 0, fmt.Errorf("counting fork runs: %w", err)
+	}
+	return n, nil
+}
+
+// lockForkRuns serializes the fork-run throttle of one repository for the
+// rest of the transaction: two ingestions deciding at once cannot both see
+// room for the last run.
+func lockForkRuns(ctx context.Context, tx *sqlx.Tx, repositoryID int64) error {
+	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('cairn/fork-runs/' || $1::text, 0))`,
+		repositoryID); err != nil {
+		return fmt.Errorf("locking the repository's fork runs: %w", err)
+	}
+	return nil
 }

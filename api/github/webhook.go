@@ -10,11 +10,13 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
 	"github.com/cairnhq/cairn/api/audit"
+	"github.com/cairnhq/cairn/api/dispatch"
 	"github.com/cairnhq/cairn/api/platform/db"
 	"github.com/cairnhq/cairn/api/platform/fault"
 	"github.com/cairnhq/cairn/api/platform/id"
@@ -80,7 +82,11 @@ type pullPayload struct {
 			Ref  string `json:"ref"`
 			SHA  string `json:"sha"`
 			Repo *struct {
-				ID int64 `json:"id"`
+				ID    int64  `json:"id"`
+				Name  string `json:"name"`
+				Owner struct {
+					Login string `json:"login"`
+				} `json:"owner"`
 			} `json:"repo"`
 		} `json:"head"`
 		Base struct {
@@ -298,11 +304,8 @@ func (s *Service) accept(ctx context.Context, d Delivery, cands []candidate, out
 			return err
 		}
 		for _, f := range fresh {
-			if s.jobs == nil {
-				return fmt.Errorf("no job inserter: %w", fault.ErrUnavailable)
-			}
-			if _, err := s.jobs.InsertTx(ctx, tx.Tx, IngestArgs{IngestionID: f.id}, nil); err != nil {
-				return fmt.Errorf("dispatching %s: %w", WorkflowIDOf(f.id), err)
+			if err := s.dispatchIngestion(ctx, tx, f.c.ing.OrganizationID, f.id, now); err != nil {
+				return err
 			}
 			if _, err := audit.Append(ctx, tx, audit.Entry{OrganizationID: f.c.ing.OrganizationID,
 				Action: "source_ingestion.accepted", Actor: audit.Actor{Type: audit.ActorSystem, ID: "github-app"},
@@ -440,6 +443,12 @@ func (s *Service) receivePull(ctx context.Context, d Delivery, body []byte) (Del
 	}
 	fork := p.PullRequest.Head.Repo == nil || p.PullRequest.Head.Repo.ID != repo.RepositoryID
 	base, head, number := p.PullRequest.Base.Ref, p.PullRequest.Head.Ref, p.Number
+	// The head repository's name is shown to the person who decides on a
+	// fork's pull request; a deleted fork has none.
+	var headOwner, headName *string
+	if hr := p.PullRequest.Head.Repo; hr != nil && printable(hr.Owner.Login, 100) && printable(hr.Name, 100) {
+		headOwner, headName = &hr.Owner.Login, &hr.Name
+	}
 	var cands []candidate
 	for _, st := range settings {
 		if st.TrackedBranch != base || st.InstallationID != repo.InstallationID {
@@ -452,7 +461,23 @@ func (s *Service) receivePull(ctx context.Context, d Delivery, body []byte) (Del
 			SourceSettingsID: st.ID, Trigger: TriggerPullRequest, InstallationID: repo.InstallationID,
 			RepositoryID: repo.RepositoryID, RepositoryOwner: repo.Owner, RepositoryName: repo.Name,
 			Ref: fmt.Sprintf("refs/pull/%d/head", number), HeadSHA: p.PullRequest.Head.SHA, PullNumber: &number,
-			BaseRef: &base, HeadRef: &head, Fork: fork}})
+			BaseRef: &base, HeadRef: &head, Fork: fork, HeadRepositoryOwner: headOwner, HeadRepositoryName: headName}})
 	}
 	return s.accept(ctx, d, cands, "no_tracking_workspace")
+}
+
+// dispatchIngestion inserts an ingestion's job and arms its durable
+// dispatch record (workflow source-ingestion-{id}), in the transaction that
+// makes the ingestion pending.
+func (s *Service) dispatchIngestion(ctx context.Context, tx *sqlx.Tx, organizationID, ingestionID string, now time.Time) error {
+	if s.jobs == nil {
+		return fmt.Errorf("no job inserter: %w", fault.ErrUnavailable)
+	}
+	if err := dispatch.Arm(ctx, tx, DispatchIngestion, organizationID, ingestionID, now); err != nil {
+		return err
+	}
+	if _, err := s.jobs.InsertTx(ctx, tx.Tx, IngestArgs{IngestionID: ingestionID}, nil); err != nil {
+		return fmt.Errorf("dispatching %s: %w", WorkflowIDOf(ingestionID), err)
+	}
+	return nil
 }

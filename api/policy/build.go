@@ -13,6 +13,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/cairnhq/cairn/api/audit"
+	"github.com/cairnhq/cairn/api/dispatch"
 	"github.com/cairnhq/cairn/api/launch"
 	"github.com/cairnhq/cairn/api/platform/blobkey"
 	"github.com/cairnhq/cairn/api/platform/db"
@@ -26,14 +27,11 @@ const QueuePolicy = "policy"
 // DispatchPublication is the workflow kind of a version's build.
 const DispatchPublication = "policy-publication"
 
-// Reconciliation bounds (SPEC §8): at most 25 due records per tick, each
-// claimed for 60 seconds, redelivered with backoff from 5 s to 5 min.
+// Reconciliation bounds (SPEC §8), the dispatch reconciler's.
 const (
-	ReconcileBatch    = 25
-	ReconcileClaim    = 60 * time.Second
-	ReconcileInterval = 5 * time.Minute
-	backoffFirst      = 5 * time.Second
-	backoffMax        = 5 * time.Minute
+	ReconcileBatch    = dispatch.ReconcileBatch
+	ReconcileClaim    = dispatch.ReconcileClaim
+	ReconcileInterval = dispatch.ReconcileInterval
 	// MaxStarts bounds redelivery: a source whose build keeps killing its
 	// worker fails with an orchestration failure instead of being rebuilt
 	// forever. Only builds that really started count; a job waiting in a
@@ -60,19 +58,6 @@ func (PublicationArgs) InsertOpts() river.InsertOpts {
 	}}
 }
 
-// ReconcileArgs redelivers dispatches whose jobs did not run.
-type ReconcileArgs struct{}
-
-// Kind names the job.
-func (ReconcileArgs) Kind() string { return "workflow_dispatch_reconciler" }
-
-// InsertOpts drops a second insert within the same second (several workers
-// each enqueue the periodic job); the row claims keep concurrent ticks
-// from redelivering the same record.
-func (ReconcileArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{UniqueOpts: river.UniqueOpts{ByPeriod: time.Second}}
-}
-
 // routed puts a build job on the queue launch control routes policy
 // builds to; the rest of its options are PublicationArgs'.
 func (s *Service) routed(ctx context.Context, tx *sqlx.Tx) *river.InsertOpts {
@@ -80,12 +65,10 @@ func (s *Service) routed(ctx context.Context, tx *sqlx.Tx) *river.InsertOpts {
 }
 
 // DispatchID is the deterministic workflow identity of a version's build.
-func DispatchID(versionID string) string { return DispatchPublication + "-" + versionID }
+func DispatchID(versionID string) string { return dispatch.ID(DispatchPublication, versionID) }
 
 func (s *Service) dispatchPublication(ctx context.Context, tx *sqlx.Tx, v Version, now time.Time) error {
-	d := Dispatch{ID: DispatchID(v.ID), Kind: DispatchPublication, OrganizationID: v.OrganizationID, SubjectID: v.ID,
-		Status: "pending", Deliveries: 1, NextAttemptAt: now.Add(backoffFirst), CreatedAt: now}
-	if err := insertDispatch(ctx, tx, d); err != nil {
+	if err := dispatch.Arm(ctx, tx, DispatchPublication, v.OrganizationID, v.ID, now); err != nil {
 		return err
 	}
 	if _, err := s.jobs.InsertTx(ctx, tx.Tx, PublicationArgs{PolicyVersionID: v.ID}, s.routed(ctx, tx)); err != nil {
@@ -95,82 +78,43 @@ func (s *Service) dispatchPublication(ctx context.Context, tx *sqlx.Tx, v Versio
 }
 
 // Backoff is the delay before the nth redelivery of a dispatch.
-func Backoff(deliveries int) time.Duration {
-	d := backoffFirst
-	for i := 1; i < deliveries && d < backoffMax; i++ {
-		d *= 2
-	}
-	return min(d, backoffMax)
-}
+func Backoff(deliveries int) time.Duration { return dispatch.Backoff(deliveries) }
 
 // ReconcileReport says what one reconciler tick did.
-type ReconcileReport struct {
-	// Claimed is how many due records the tick took (at most ReconcileBatch).
-	Claimed int
-	// Redelivered counts jobs inserted afresh because none was live.
-	Redelivered int
-	// Waiting counts records whose job is still queued or running: checked
-	// again after the backoff, not counted as a delivery.
-	Waiting int
-	// Closed counts records whose version had already finished.
-	Closed int
-	// Failed counts versions failed after MaxStarts real starts.
-	Failed int
+type ReconcileReport = dispatch.Report
+
+// Reconcile runs one dispatch reconciler tick over policy publications
+// alone, on the service's clock (the worker's tick covers every kind).
+func (s *Service) Reconcile(ctx context.Context) (ReconcileReport, error) {
+	return dispatch.Reconcile(ctx, s.db, s.stamp(), map[string]dispatch.Handler{DispatchPublication: s.Redeliver})
 }
 
-// Reconcile claims up to ReconcileBatch due dispatches for ReconcileClaim.
-// Each whose version finished is closed; each whose job is still live
-// (River's uniqueness finds it queued, scheduled, retrying or running) only
-// waits its next backoff; a lost job is delivered again, unless its builds
-// already started MaxStarts times, which fails the version.
-func (s *Service) Reconcile(ctx context.Context) (ReconcileReport, error) {
-	var report ReconcileReport
-	err := db.WithTx(ctx, s.db, func(tx *sqlx.Tx) error {
-		report = ReconcileReport{}
-		now := s.stamp()
-		due, err := claimDueDispatches(ctx, tx, now, ReconcileBatch)
-		if err != nil {
-			return err
-		}
-		report.Claimed = len(due)
-		for _, d := range due {
-			v, err := versionByID(ctx, tx, d.OrganizationID, d.SubjectID, false)
-			if err != nil {
-				return err
-			}
-			if v.Status != VersionPending {
-				if err := completeDispatch(ctx, tx, d.ID, now); err != nil {
-					return err
-				}
-				report.Closed++
-				continue
-			}
-			res, err := s.jobs.InsertTx(ctx, tx.Tx, PublicationArgs{PolicyVersionID: v.ID}, s.routed(ctx, tx))
-			if err != nil {
-				return fmt.Errorf("redelivering policy build: %w", err)
-			}
-			fresh := !res.UniqueSkippedAsDuplicate
-			if fresh && d.Starts >= MaxStarts {
-				// The job just inserted finds the version failed and does
-				// nothing.
-				if err := s.failInTx(ctx, tx, v, FailureOrchestration); err != nil {
-					return err
-				}
-				report.Failed++
-				continue
-			}
-			if err := checkedDispatch(ctx, tx, d, now.Add(ReconcileClaim), now.Add(Backoff(d.Checks+1)), fresh); err != nil {
-				return err
-			}
-			if fresh {
-				report.Redelivered++
-			} else {
-				report.Waiting++
-			}
-		}
-		return nil
-	})
-	return report, err
+// Redeliver is the reconciler's handler of a version's build dispatch: a
+// version that finished is settled; a live job (River's uniqueness finds it
+// queued, scheduled, retrying or running) only waits its next backoff; a
+// lost job is delivered again, unless its builds already started MaxStarts
+// times, which fails the version.
+func (s *Service) Redeliver(ctx context.Context, tx *sqlx.Tx, d dispatch.Record) (dispatch.Outcome, error) {
+	v, err := versionByID(ctx, tx, d.OrganizationID, d.SubjectID, false)
+	if err != nil {
+		return 0, err
+	}
+	if v.Status != VersionPending {
+		return dispatch.Settled, nil
+	}
+	res, err := s.jobs.InsertTx(ctx, tx.Tx, PublicationArgs{PolicyVersionID: v.ID}, s.routed(ctx, tx))
+	if err != nil {
+		return 0, fmt.Errorf("redelivering policy build: %w", err)
+	}
+	if res.UniqueSkippedAsDuplicate {
+		return dispatch.Waiting, nil
+	}
+	if d.Starts >= MaxStarts {
+		// The job just inserted finds the version failed and does
+		// nothing.
+		return dispatch.Failed, s.failInTx(ctx, tx, v, FailureOrchestration)
+	}
+	return dispatch.Redelivered, nil
 }
 
 // BuildJob is what a builder needs of a pending version.
@@ -206,7 +150,7 @@ func (s *Service) StartBuild(ctx context.Context, versionID string) (BuildJob, b
 		if !granted {
 			return ErrBuildNoCapacity
 		}
-		if err := startedDispatch(ctx, tx, DispatchID(v.ID)); err != nil {
+		if err := dispatch.Started(ctx, tx, DispatchID(v.ID)); err != nil {
 			return err
 		}
 		src, err := artifactOf(ctx, tx, v.OrganizationID, v.ID, ArtifactSource)
@@ -346,7 +290,7 @@ func (s *Service) CompleteBuild(ctx context.Context, c Completion) (Version, err
 		if err := finishVersion(ctx, tx, v); err != nil {
 			return err
 		}
-		if err := completeDispatch(ctx, tx, DispatchID(v.ID), now); err != nil {
+		if err := dispatch.Complete(ctx, tx, DispatchID(v.ID), now); err != nil {
 			return err
 		}
 		if err := launch.ReleaseLease(ctx, tx, launch.LeaseHolder{PolicyVersionID: v.ID}); err != nil {
@@ -397,7 +341,7 @@ func (s *Service) failInTx(ctx context.Context, tx *sqlx.Tx, v Version, code str
 	if err := finishVersion(ctx, tx, v); err != nil {
 		return err
 	}
-	if err := completeDispatch(ctx, tx, DispatchID(v.ID), now); err != nil {
+	if err := dispatch.Complete(ctx, tx, DispatchID(v.ID), now); err != nil {
 		return err
 	}
 	if err := launch.ReleaseLease(ctx, tx, launch.LeaseHolder{PolicyVersionID: v.ID}); err != nil {

@@ -124,6 +124,8 @@ var table = []struct {
 	{github.ErrStateInvalid, httpx.Problem{Status: http.StatusBadRequest, Code: "GITHUB_INSTALLATION_STATE_INVALID"}},
 	{github.ErrInstallerUnverified, httpx.Problem{Status: http.StatusForbidden, Code: "GITHUB_INSTALLER_UNVERIFIED"}},
 	{github.ErrInstallationInactive, httpx.Problem{Status: http.StatusConflict, Code: "GITHUB_INSTALLATION_INACTIVE"}},
+	{github.ErrNotHeld, httpx.Problem{Status: http.StatusConflict, Code: "SOURCE_INGESTION_NOT_HELD"}},
+	{github.ErrCommitMismatch, httpx.Problem{Status: http.StatusConflict, Code: "SOURCE_INGESTION_COMMIT_MISMATCH"}},
 	{fault.ErrNotFound, httpx.Problem{Status: http.StatusNotFound, Code: httpx.CodeNotFound}},
 	{fault.ErrUnauthenticated, httpx.Problem{Status: http.StatusUnauthorized, Code: httpx.CodeUnauthenticated}},
 	{fault.ErrForbidden, httpx.Problem{Status: http.StatusForbidden, Code: httpx.CodeForbidden}},

@@ -17,8 +17,11 @@ const SourceVCS = "vcs"
 
 // CodeHostSource is what a code-host run pins of its source (SPEC §6, the
 // canonical input snapshot): the settings version, the repository, the
-// exact commit and ref, the pull request, and the immutable speculative
-// credential decision. It is part of the input snapshot digest.
+// exact commit and ref, the pull request, whether it came from a fork
+// (head repository other than the base), the user who planned a held fork
+// pull request for its exact head commit (PlanApprovedBy; nil when the
+// code host's event started the run by itself), and the immutable
+// speculative credential decision. It is part of the input snapshot digest.
 type CodeHostSource struct {
 	Provider                       string   `json:"provider"`
 	IngestionID                    string   `json:"source_ingestion_id"`
@@ -37,6 +40,7 @@ type CodeHostSource struct {
 	BaseRef                        *string  `json:"base_ref"`
 	HeadRef                        *string  `json:"head_ref"`
 	Fork                           bool     `json:"fork"`
+	PlanApprovedBy                 *string  `json:"plan_approved_by"`
 	SpeculativeCredentialVersionID *string  `json:"speculative_credential_version_id"`
 	ConfigurationVersionID         string   `json:"configuration_version_id"`
 	ArchiveSHA256                  string   `json:"archive_sha256"`

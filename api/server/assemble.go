@@ -93,7 +93,7 @@ func Assemble(cfg config.Config, conn *sqlx.DB, logger *slog.Logger) (Deps, erro
 	// Every run write passes the check-run observer; only cairn-worker
 	// publishes (through the app's installation clients).
 	checks := checkrun.NewService(conn, inserter, logger, checkrun.Options{DashboardURL: cfg.DashboardURL,
-		Clients: app.CheckClients()})
+		Clients: app.CheckClients(), AppID: app.ID()})
 	deps.Checks = checks
 	runs := run.NewService(conn, blobs, workspaces, states, admission, policies, creds, inserter, logger, run.Options{
 		ApprovalTimeout: cfg.ApprovalTimeout,
@@ -116,7 +116,8 @@ func Assemble(cfg config.Config, conn *sqlx.DB, logger *slog.Logger) (Deps, erro
 		Credentials:     creds,
 		Runs:            runs,
 		GitHub: github.NewService(conn, app, workspaces, runs, inserter,
-			secret.Derive(cfg.AuthSecret, "github-installation-state"), logger),
+			secret.Derive(cfg.AuthSecret, "github-installation-state"), logger,
+			github.Options{Checks: checks, ForkRunsPerHour: cfg.ForkRunsPerHour}),
 		RunEvents: notify.New(cfg.DatabaseURL.Reveal(), v1.RunEventsChannel, logger),
 	}
 	return deps, nil

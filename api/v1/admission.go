@@ -39,6 +39,9 @@ const (
 	// admitCredentialProfile resolves the workspace of the credential
 	// profile the {id} path parameter names.
 	admitCredentialProfile
+	// admitSourceIngestion resolves the workspace of the source ingestion
+	// the {id} path parameter names.
+	admitSourceIngestion
 	// admitInHandler operations carry their ownership in the JSON body:
 	// the handler resolves it and calls requireAdmission before writing
 	// (creating a run also passes the new-run rule in its transaction).
@@ -94,6 +97,8 @@ func (a *API) subjectOf(ctx context.Context, p access.Principal, kind admission,
 		query = `SELECT workspace_id FROM runs WHERE id = $1 AND organization_id = $2`
 	case admitCredentialProfile:
 		query = `SELECT workspace_id FROM credential_profiles WHERE id = $1 AND organization_id = $2`
+	case admitSourceIngestion:
+		query = `SELECT workspace_id FROM source_ingestions WHERE id = $1 AND organization_id = $2`
 	default:
 		return launch.Subject{}, fmt.Errorf("admission %d has no ownership projection", kind)
 	}

@@ -60,6 +60,7 @@ type SourceSettingsView struct {
 	WorkingDirectory               string    `json:"working_directory"`
 	TriggerPaths                   []string  `json:"trigger_paths"`
 	SpeculativeCredentialVersionID *string   `json:"speculative_credential_version_id"`
+	ForkPullRequests               string    `json:"fork_pull_requests" enum:"hold,plan" doc:"Pull requests from forks: hold (a person plans each head commit) or plan (planned automatically as untrusted runs, throttled per repository)."`
 	CreatedBy                      string    `json:"created_by"`
 	CreatedAt                      time.Time `json:"created_at"`
 }
@@ -72,8 +73,8 @@ func sourceSettingsView(s github.SourceSettings) SourceSettingsView {
 	return SourceSettingsView{ID: s.ID, Object: "workspace_source_settings", WorkspaceID: s.WorkspaceID, Version: s.Version,
 		InstallationID: s.InstallationID, RepositoryID: s.RepositoryID, RepositoryOwner: s.RepositoryOwner,
 		RepositoryName: s.RepositoryName, TrackedBranch: s.TrackedBranch, WorkingDirectory: s.WorkingDirectory,
-		TriggerPaths: paths, SpeculativeCredentialVersionID: s.SpeculativeCredentialVersionID, CreatedBy: s.CreatedByID,
-		CreatedAt: s.CreatedAt}
+		TriggerPaths: paths, SpeculativeCredentialVersionID: s.SpeculativeCredentialVersionID,
+		ForkPullRequests: s.ForkPullRequests, CreatedBy: s.CreatedByID, CreatedAt: s.CreatedAt}
 }
 
 // WorkspaceSourceView is a workspace's current source settings and history.
@@ -91,6 +92,7 @@ type SourceSettingsRequest struct {
 	WorkingDirectory               string   `json:"working_directory,omitempty" maxLength:"1024" doc:"Repository-relative directory; empty for the root."`
 	TriggerPaths                   []string `json:"trigger_paths,omitempty" maxItems:"100" doc:"Globs with *, ** and ?; empty matches every change."`
 	SpeculativeCredentialVersionID *string  `json:"speculative_credential_version_id,omitempty" maxLength:"64" doc:"A verified, enabled speculative_plan federation version of this workspace, for same-repository pull requests."`
+	ForkPullRequests               string   `json:"fork_pull_requests,omitempty" enum:"hold,plan" doc:"Pull requests from forks: hold (the default: each waits for a person with run:create to plan its exact head commit) or plan (planned automatically, without credentials, sensitive variables or state access, at most CAIRN_FORK_RUNS_PER_HOUR per repository in an hour; past it they are held)."`
 }
 
 type putSourceInput struct {
@@ -217,7 +219,7 @@ func (a *API) registerGitHub() {
 		if _, err := svc.CompleteInstallation(ctx, p, in.State, in.Code, in.InstallationID); err != nil {
 			return nil, a.fail(ctx, err)
 		}
-		target := strings.TrimRight(a.deps.Config.DashboardURL, "/") + "/settings/github?" +
+		target := strings.TrimRight(a.deps.Config.DashboardURL, "/") + "/organization/code-host?" +
 			url.Values{"installation": {"connected"}}.Encode()
 		return &Redirect{Status: http.StatusSeeOther, Location: target}, nil
 	})
@@ -258,7 +260,8 @@ func (a *API) registerGitHub() {
 			func(ctx context.Context, tx *sqlx.Tx, p access.Principal) (SourceSettingsView, error) {
 				st, err := svc.SaveSource(ctx, tx, p, in.ID, github.SourceInput{RepositoryID: in.Body.RepositoryID,
 					TrackedBranch: in.Body.TrackedBranch, WorkingDirectory: in.Body.WorkingDirectory,
-					TriggerPaths: in.Body.TriggerPaths, SpeculativeCredentialVersionID: in.Body.SpeculativeCredentialVersionID})
+					TriggerPaths: in.Body.TriggerPaths, SpeculativeCredentialVersionID: in.Body.SpeculativeCredentialVersionID,
+					ForkPullRequests: in.Body.ForkPullRequests})
 				return sourceSettingsView(st), err
 			})
 	})

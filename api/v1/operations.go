@@ -54,6 +54,7 @@ func (a *API) registerOperations() {
 	a.registerPolicies()
 	a.registerCredentials()
 	a.registerGitHub()
+	a.registerSourceIngestions()
 	a.checkAgentOperations()
 }
 

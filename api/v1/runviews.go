@@ -194,20 +194,22 @@ type EvidenceView struct {
 
 // SourceProvenanceView is the source chain of a code-host run.
 type SourceProvenanceView struct {
-	Provider               string `json:"provider" enum:"github"`
-	CommitSHA              string `json:"commit_sha"`
-	CommitMessage          string `json:"commit_message"`
-	Ref                    string `json:"ref"`
-	Repository             string `json:"repository" doc:"owner/name"`
-	PullRequestNumber      *int   `json:"pull_request_number"`
-	WorkingDirectory       string `json:"working_directory"`
-	SourceIngestionID      string `json:"source_ingestion_id"`
-	SourceIngestionStatus  string `json:"source_ingestion_status"`
-	WorkflowID             string `json:"workflow_id"`
-	DeliveryID             string `json:"delivery_id"`
-	ConfigurationVersionID string `json:"configuration_version_id"`
-	ArchiveSHA256          string `json:"archive_sha256" doc:"SHA-256 of the normalized archive."`
-	ConfigurationArtifact  string `json:"configuration_artifact_id"`
+	Provider               string  `json:"provider" enum:"github"`
+	CommitSHA              string  `json:"commit_sha"`
+	CommitMessage          string  `json:"commit_message"`
+	Ref                    string  `json:"ref"`
+	Repository             string  `json:"repository" doc:"owner/name"`
+	PullRequestNumber      *int    `json:"pull_request_number"`
+	WorkingDirectory       string  `json:"working_directory"`
+	SourceIngestionID      string  `json:"source_ingestion_id"`
+	SourceIngestionStatus  string  `json:"source_ingestion_status"`
+	WorkflowID             string  `json:"workflow_id"`
+	DeliveryID             string  `json:"delivery_id"`
+	ConfigurationVersionID string  `json:"configuration_version_id"`
+	ArchiveSHA256          string  `json:"archive_sha256" doc:"SHA-256 of the normalized archive."`
+	ConfigurationArtifact  string  `json:"configuration_artifact_id"`
+	Fork                   bool    `json:"fork" doc:"The pull request's head repository is not the base repository."`
+	PlanApprovedBy         *string `json:"plan_approved_by" doc:"The user who planned a held pull request from a fork for its exact head commit; null when the code-host event started the run by itself."`
 }
 
 // RunView is a run's whole review.
@@ -372,7 +374,7 @@ func (a *API) runView(ctx context.Context, q sqlx.QueryerContext, p access.Princ
 				PullRequestNumber: pr.PullNumber, WorkingDirectory: pr.WorkingDirectory, SourceIngestionID: pr.IngestionID,
 				SourceIngestionStatus: pr.IngestionStatus, WorkflowID: pr.WorkflowID, DeliveryID: pr.DeliveryID,
 				ConfigurationVersionID: pr.ConfigurationVersionID, ArchiveSHA256: pr.ArchiveSHA256,
-				ConfigurationArtifact: pr.ConfigurationArtifact}
+				ConfigurationArtifact: pr.ConfigurationArtifact, Fork: pr.Fork, PlanApprovedBy: pr.PlanApprovedBy}
 		}
 	}
 	for name, missing := range map[string]bool{

@@ -147,6 +147,8 @@ func (s *Site) Handler() http.Handler {
 	mux.HandleFunc("GET /workspaces/{id}/settings/source", ws(s.sourceSettings))
 	mux.HandleFunc("POST /workspaces/{id}/settings/source", s.form(ws(s.saveSource)))
 	mux.HandleFunc("POST /workspaces/{id}/settings/source/install", s.form(ws(s.startInstallation)))
+	mux.HandleFunc("GET /workspaces/{id}/pull-requests/{ingestionId}", ws(s.workspaceTab("pull-request", s.loadPullRequest)))
+	mux.HandleFunc("POST /workspaces/{id}/pull-requests/{ingestionId}/plan", s.form(ws(s.planPullRequest)))
 	s.routeRuns(mux)
 	org := func(h func(http.ResponseWriter, *http.Request, string)) http.HandlerFunc {
 		return s.signedIn(s.admitted(scopeOrganization, h))
@@ -163,6 +165,8 @@ func (s *Site) Handler() http.Handler {
 	mux.HandleFunc("POST /organization/service-accounts/{accountId}/tokens", s.form(org(s.issueServiceAccountToken)))
 	mux.HandleFunc("POST /organization/service-accounts/{accountId}/tokens/{tokenId}/revoke", s.form(org(s.revokeServiceAccountToken)))
 	mux.HandleFunc("GET /organization/settings", org(s.organizationSettings))
+	mux.HandleFunc("GET /organization/code-host", org(s.codeHost))
+	mux.HandleFunc("POST /organization/code-host/install", s.form(org(s.installFromCodeHost)))
 	mux.HandleFunc("POST /organization/settings", s.form(org(s.updateOrganizationSettings)))
 	mux.HandleFunc("POST /organizations/members/{userId}/role", s.form(s.signedIn(s.changeMemberRole)))
 	mux.HandleFunc("POST /organizations/members/{userId}/remove", s.form(s.signedIn(s.removeMember)))

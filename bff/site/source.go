@@ -40,6 +40,7 @@ type sourceVersion struct {
 	WorkingDirectory               string    `json:"working_directory"`
 	TriggerPaths                   []string  `json:"trigger_paths"`
 	SpeculativeCredentialVersionID *string   `json:"speculative_credential_version_id"`
+	ForkPullRequests               string    `json:"fork_pull_requests"`
 	CreatedBy                      string    `json:"created_by"`
 	CreatedAt                      time.Time `json:"created_at"`
 }
@@ -90,6 +91,8 @@ type sourceForm struct {
 	WorkingDirectory string
 	TriggerPaths     string
 	SpeculativeID    string
+	// ForkPullRequests is "hold" (the default) or "plan".
+	ForkPullRequests string
 }
 
 func sourcePath(workspaceID string) string {
@@ -148,7 +151,7 @@ func (s *Site) renderSource(w http.ResponseWriter, r *http.Request, token, notic
 
 	if c := page.Source.Current; c != nil {
 		page.Form = sourceForm{RepositoryID: c.RepositoryID, TrackedBranch: c.TrackedBranch, WorkingDirectory: c.WorkingDirectory,
-			TriggerPaths: strings.Join(c.TriggerPaths, "\n")}
+			TriggerPaths: strings.Join(c.TriggerPaths, "\n"), ForkPullRequests: c.ForkPullRequests}
 		if c.SpeculativeCredentialVersionID != nil {
 			page.Form.SpeculativeID = *c.SpeculativeCredentialVersionID
 		}
@@ -207,7 +210,8 @@ func (s *Site) saveSource(w http.ResponseWriter, r *http.Request, token string) 
 	id := r.PathValue("id")
 	form := sourceForm{TrackedBranch: strings.TrimSpace(r.PostFormValue("tracked_branch")),
 		WorkingDirectory: strings.TrimSpace(r.PostFormValue("working_directory")),
-		TriggerPaths:     r.PostFormValue("trigger_paths"), SpeculativeID: r.PostFormValue("speculative_credential_version_id")}
+		TriggerPaths:     r.PostFormValue("trigger_paths"), SpeculativeID: r.PostFormValue("speculative_credential_version_id"),
+		ForkPullRequests: r.PostFormValue("fork_pull_requests")}
 	repo, err := strconv.ParseInt(r.PostFormValue("repository_id"), 10, 64)
 	if err != nil || repo <= 0 {
 		s.renderSource(w, r, token, "Choose a repository.", &form)
@@ -222,6 +226,9 @@ func (s *Site) saveSource(w http.ResponseWriter, r *http.Request, token string) 
 	}
 	body := map[string]any{"repository_id": repo, "tracked_branch": form.TrackedBranch,
 		"working_directory": form.WorkingDirectory, "trigger_paths": paths}
+	if form.ForkPullRequests != "" {
+		body["fork_pull_requests"] = form.ForkPullRequests
+	}
 	if form.SpeculativeID != "" {
 		body["speculative_credential_version_id"] = form.SpeculativeID
 	}
@@ -235,20 +242,29 @@ func (s *Site) saveSource(w http.ResponseWriter, r *http.Request, token string) 
 // startInstallation asks the API for the app's install URL (a signed,
 // single-use state) and sends the browser there.
 func (s *Site) startInstallation(w http.ResponseWriter, r *http.Request, token string) {
+	u, refused := s.installURL(r, token)
+	if refused != "" {
+		s.renderSource(w, r, token, refused, nil)
+		return
+	}
+	http.Redirect(w, r, u, http.StatusSeeOther)
+}
+
+// installURL starts the installation flow: the provider's install page, or
+// why it could not be had.
+func (s *Site) installURL(r *http.Request, token string) (string, string) {
 	var start struct {
 		InstallURL string `json:"install_url"`
 	}
 	err := s.api.Mutate(r.Context(), token, http.MethodPost, "/v1/github/installations/start", newKey(), map[string]any{}, &start)
 	if err != nil {
-		s.renderSource(w, r, token, installRefusal(err), nil)
-		return
+		return "", installRefusal(err)
 	}
 	u, perr := url.Parse(start.InstallURL)
 	if perr != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		s.renderSource(w, r, token, "The code host's install page is unavailable.", nil)
-		return
+		return "", "The code host's install page is unavailable."
 	}
-	http.Redirect(w, r, u.String(), http.StatusSeeOther)
+	return u.String(), ""
 }
 
 func sourceRefusal(err error) string {
@@ -258,7 +274,7 @@ func sourceRefusal(err error) string {
 		case "WORKSPACE_SOURCE_SETTINGS_CONFLICT":
 			return "Someone saved a newer version meanwhile; review it and save again."
 		case "VALIDATION_FAILED":
-			return "Check the settings: a repository selected in the installation, a branch, a repository-relative directory, at most 100 trigger paths using *, ** and ? (no absolute paths, . or .. segments, backslashes or duplicates)."
+			return "Check the settings: a repository selected in the installation, a branch, a repository-relative directory, at most 100 trigger paths using *, ** and ? (no absolute paths, . or .. segments, backslashes or duplicates), and hold or plan for pull requests from forks."
 		}
 	}
 	return refusal(err)

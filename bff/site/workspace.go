@@ -123,6 +123,10 @@ func (s *Site) refused(w http.ResponseWriter, r *http.Request, token, tab string
 		message = "Changing whether a variable is sensitive needs a new value."
 	case "WORKSPACE_VARIABLE_HCL_INVALID":
 		message = "That value is not a valid HCL expression."
+	case "SOURCE_INGESTION_COMMIT_MISMATCH":
+		message = "That is not this pull request's held head commit; reload the page and check the commit again."
+	case "SOURCE_INGESTION_NOT_HELD":
+		message = "This pull request no longer waits for a person: it was planned already."
 	}
 	s.showWorkspaceTab(w, r, token, tab, load, status, message)
 }
@@ -145,6 +149,8 @@ type overviewPage struct {
 	// workspace has none yet.
 	Current *stateVersion
 	Outputs []stateOutput
+	// Held are pull requests waiting for a person to plan them.
+	Held heldPullRequests
 }
 
 // overviewRuns is how many recent runs the chart draws.
@@ -158,6 +164,7 @@ func (s *Site) loadOverview(ctx context.Context, r *http.Request, token string, 
 	}
 	page.Chart = chartOf(runs.Data)
 	page.Recent = runs.Data[:min(5, len(runs.Data))]
+	page.Held = s.loadHeldPullRequests(ctx, token, sh.Workspace.ID)
 	states, err := apiclient.List[stateVersion](ctx, s.api, token, "/v1/workspaces/"+url.PathEscape(sh.Workspace.ID)+"/state-versions?limit=1")
 	if err != nil {
 		return nil, err

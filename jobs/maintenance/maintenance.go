@@ -9,6 +9,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/riverqueue/river"
 
+	"github.com/cairnhq/cairn/api/dispatch"
 	"github.com/cairnhq/cairn/api/identity"
 	"github.com/cairnhq/cairn/api/oauth"
 	"github.com/cairnhq/cairn/api/platform/idempotency"
@@ -126,3 +127,37 @@ func (w *BlobSweepWorker) Work(ctx context.Context, _ *river.Job[BlobSweepArgs])
 
 // Timeout lets a sweep of a large bucket finish.
 func (w *BlobSweepWorker) Timeout(*river.Job[BlobSweepArgs]) time.Duration { return time.Hour }
+
+// DispatchReconcileArgs schedules one tick of the workflow dispatch
+// reconciler.
+type DispatchReconcileArgs struct{}
+
+// Kind implements river.JobArgs.
+func (DispatchReconcileArgs) Kind() string { return "workflow_dispatch_reconciler" }
+
+// InsertOpts drops a second insert within the same second (several workers
+// each enqueue the periodic job); the row claims keep concurrent ticks
+// from redelivering the same record.
+func (DispatchReconcileArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{UniqueOpts: river.UniqueOpts{ByPeriod: time.Second}}
+}
+
+// DispatchReconcileWorker redelivers the dispatches whose jobs were lost or
+// exhausted, of every kind it has a handler for (policy publications,
+// source ingestions), in one bounded tick.
+type DispatchReconcileWorker struct {
+	river.WorkerDefaults[DispatchReconcileArgs]
+	DB       *sqlx.DB
+	Handlers map[string]dispatch.Handler
+	Logger   *slog.Logger
+}
+
+// Work runs one reconciliation tick.
+func (w *DispatchReconcileWorker) Work(ctx context.Context, _ *river.Job[DispatchReconcileArgs]) error {
+	report, err := dispatch.Reconcile(ctx, w.DB, time.Now(), w.Handlers)
+	if report.Claimed > 0 {
+		w.Logger.InfoContext(ctx, "reconciled workflow dispatches", "claimed", report.Claimed,
+			"redelivered", report.Redelivered, "waiting", report.Waiting, "closed", report.Closed, "failed", report.Failed)
+	}
+	return err
+}

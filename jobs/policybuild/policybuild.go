@@ -275,20 +275,3 @@ func (c *cappedWriter) Write(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
-
-// ReconcileWorker redelivers publication dispatches whose jobs never ran.
-type ReconcileWorker struct {
-	river.WorkerDefaults[policy.ReconcileArgs]
-	Policies *policy.Service
-	Logger   *slog.Logger
-}
-
-// Work runs one reconciliation tick.
-func (w *ReconcileWorker) Work(ctx context.Context, _ *river.Job[policy.ReconcileArgs]) error {
-	report, err := w.Policies.Reconcile(ctx)
-	if report.Claimed > 0 {
-		w.Logger.InfoContext(ctx, "reconciled policy publication dispatches", "claimed", report.Claimed,
-			"redelivered", report.Redelivered, "waiting", report.Waiting, "closed", report.Closed, "failed", report.Failed)
-	}
-	return err
-}

@@ -15,6 +15,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/cairnhq/cairn/api/checkrun"
+	"github.com/cairnhq/cairn/api/dispatch"
 	"github.com/cairnhq/cairn/api/github"
 	"github.com/cairnhq/cairn/api/launch"
 	"github.com/cairnhq/cairn/api/platform/config"
@@ -118,11 +119,15 @@ func New(cfg config.Config, conn *sqlx.DB, driver sandbox.Driver, logger *slog.L
 			func() (river.JobArgs, *river.InsertOpts) { return checkrun.ReconcileArgs{}, nil },
 			&river.PeriodicJobOpts{RunOnStart: true, ID: "check_run_reconciler"}))
 	}
+	// One dispatch reconciler redelivers the lost jobs of every kind this
+	// worker serves.
+	dispatches := map[string]dispatch.Handler{}
 	if gh := deps.Services.GitHub; gh != nil {
 		if err := add(river.AddWorkerSafely(workers, &sourceingest.Worker{GitHub: gh})); err != nil {
 			return nil, err
 		}
 		queues[github.QueueSources] = river.QueueConfig{MaxWorkers: 4}
+		dispatches[github.DispatchIngestion] = gh.Redeliver
 	}
 	if policies := deps.Services.Policies; policies != nil {
 		program, err := os.Executable()
@@ -134,11 +139,15 @@ func New(cfg config.Config, conn *sqlx.DB, driver sandbox.Driver, logger *slog.L
 			MaxMemoryBytes: cfg.PolicyBuildMemoryMiB << 20, Logger: logger})); err != nil {
 			return nil, err
 		}
-		if err := add(river.AddWorkerSafely(workers, &policybuild.ReconcileWorker{Policies: policies, Logger: logger})); err != nil {
+		dispatches[policy.DispatchPublication] = policies.Redeliver
+	}
+	if len(dispatches) > 0 {
+		if err := add(river.AddWorkerSafely(workers, &maintenance.DispatchReconcileWorker{DB: conn, Handlers: dispatches,
+			Logger: logger})); err != nil {
 			return nil, err
 		}
-		periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(policy.ReconcileInterval),
-			func() (river.JobArgs, *river.InsertOpts) { return policy.ReconcileArgs{}, nil },
+		periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(dispatch.ReconcileInterval),
+			func() (river.JobArgs, *river.InsertOpts) { return maintenance.DispatchReconcileArgs{}, nil },
 			&river.PeriodicJobOpts{RunOnStart: true, ID: "workflow_dispatch_reconciler"}))
 	}
 
@@ -163,7 +172,7 @@ func New(cfg config.Config, conn *sqlx.DB, driver sandbox.Driver, logger *slog.L
 var JobKinds = []string{
 	maintenance.IdempotencySweepArgs{}.Kind(), maintenance.SignInFailureSweepArgs{}.Kind(), maintenance.BlobSweepArgs{}.Kind(),
 	run.PhaseArgs{}.Kind(), run.ExpiryArgs{}.Kind(), run.ReapArgs{}.Kind(),
-	policy.PublicationArgs{}.Kind(), policy.ReconcileArgs{}.Kind(),
+	policy.PublicationArgs{}.Kind(), maintenance.DispatchReconcileArgs{}.Kind(),
 }
 
 // FetchCooldown is the shortest time between two job fetches of one queue

@@ -20,8 +20,11 @@ const (
 // CheckRun is a check run as the fake stores it. History lists every state
 // it was in, in order ("queued", "in_progress", "completed/success"...).
 type CheckRun struct {
-	ID          int64
-	RepoID      int64
+	ID     int64
+	RepoID int64
+	// AppID is the app that wrote the check: the fake's own for every
+	// check created through the API, another for one Plant adds.
+	AppID       int64
 	Name        string
 	HeadSHA     string
 	ExternalID  string
@@ -75,6 +78,21 @@ func (c *Checks) Runs(headSHA string) []CheckRun {
 		}
 	}
 	return out
+}
+
+// Plant adds a check run another app wrote (AppID other than the fake's),
+// as the provider would list it beside ours, and returns its ID.
+func (c *Checks) Plant(run CheckRun) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.nextID++
+	run.ID = c.nextID
+	if run.Status == "" {
+		run.Status = "queued"
+	}
+	run.History = []string{run.state()}
+	c.runs = append(c.runs, &run)
+	return run.ID
 }
 
 // checkInput is the body of a create or an update.
@@ -202,7 +220,7 @@ func (c *Checks) create(w http.ResponseWriter, r *http.Request) {
 		unprocessable(w, "No commit found for SHA: "+*in.HeadSHA)
 		return
 	}
-	run := CheckRun{RepoID: repo.ID, HeadSHA: *in.HeadSHA, Status: "queued"}
+	run := CheckRun{RepoID: repo.ID, AppID: c.s.AppID, HeadSHA: *in.HeadSHA, Status: "queued"}
 	if !apply(w, &run, in) {
 		return
 	}
@@ -233,7 +251,8 @@ func (c *Checks) update(w http.ResponseWriter, r *http.Request) {
 	c.mu.Lock()
 	var found *CheckRun
 	for _, run := range c.runs {
-		if run.ID == id && run.RepoID == repo.ID {
+		// An app updates only its own checks.
+		if run.ID == id && run.RepoID == repo.ID && run.AppID == c.s.AppID {
 			found = run
 		}
 	}
@@ -251,8 +270,8 @@ func (c *Checks) update(w http.ResponseWriter, r *http.Request) {
 }
 
 // GET /repos/{owner}/{repo}/commits/{ref}/check-runs: newest first,
-// filtered by check_name and status; filter=latest (the default) keeps the
-// newest run of each name, filter=all keeps every one.
+// filtered by check_name, status and app_id; filter=latest (the default)
+// keeps the newest run of each name, filter=all keeps every one.
 func (c *Checks) list(w http.ResponseWriter, r *http.Request) {
 	inst, ok := c.s.InstallationOf(w, r)
 	if !ok {
@@ -281,7 +300,8 @@ func (c *Checks) list(w http.ResponseWriter, r *http.Request) {
 	for i := len(c.runs) - 1; i >= 0; i-- {
 		run := c.runs[i]
 		if run.RepoID != repo.ID || run.HeadSHA != sha ||
-			(q.Has("check_name") && run.Name != q.Get("check_name")) || (q.Has("status") && run.Status != q.Get("status")) {
+			(q.Has("check_name") && run.Name != q.Get("check_name")) || (q.Has("status") && run.Status != q.Get("status")) ||
+			(q.Has("app_id") && strconv.FormatInt(run.AppID, 10) != q.Get("app_id")) {
 			continue
 		}
 		if filter == "latest" && newest[run.Name] {
@@ -327,7 +347,15 @@ func (c *Checks) checkRunJSON(r *http.Request, repo Repository, run CheckRun) ma
 			"annotations_count": 0, "annotations_url": api + "/annotations"},
 		"name":          run.Name,
 		"check_suite":   map[string]any{"id": run.ID/1000 + 1},
-		"app":           map[string]any{"id": c.s.AppID, "slug": "cairn-test", "name": "Cairn (test)"},
+		"app":           c.appJSON(run.AppID),
 		"pull_requests": []any{},
 	}
+}
+
+// appJSON is the provider's app object of a check run.
+func (c *Checks) appJSON(appID int64) map[string]any {
+	if appID == c.s.AppID {
+		return map[string]any{"id": appID, "slug": "cairn-test", "name": "Cairn (test)"}
+	}
+	return map[string]any{"id": appID, "slug": fmt.Sprintf("other-app-%d", appID), "name": "Another app"}
 }

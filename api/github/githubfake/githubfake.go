@@ -33,9 +33,16 @@ type Server struct {
 	// its app JWTs with; the fake verifies them with its public half.
 	KeyPEM []byte
 
-	srv *httptest.Server
-	mux *http.ServeMux
-	key *rsa.PrivateKey
+	// CodeloadURL is the origin archive downloads are redirected to: a
+	// second listener on another loopback host, as the provider's
+	// codeload host is another host than its API.
+	CodeloadURL string
+
+	srv  *httptest.Server
+	mux  *http.ServeMux
+	cdn  *httptest.Server
+	cmux *http.ServeMux
+	key  *rsa.PrivateKey
 
 	mu            sync.Mutex
 	installations map[int64]*Installation
@@ -46,8 +53,12 @@ type Server struct {
 	faults        map[string][]Fault
 	hooks         map[string]func(*http.Request)
 	calls         map[string]int
-	codes         map[string]installer // authorization code → person
-	users         map[string]installer // user token → person
+	codes         map[string]Person // authorization code → person
+	users         map[string]Person // user token → person
+	downloads     map[string]string // signed download token → commit SHA
+	// codeloadAuth is every Authorization header the download host
+	// received ("" for none), in order.
+	codeloadAuth []string
 }
 
 // Installation is an app installation as the provider reports it.
@@ -120,7 +131,10 @@ func Start(t testing.TB) *Server {
 }
 
 // Close stops the server.
-func (s *Server) Close() { s.srv.Close() }
+func (s *Server) Close() {
+	s.srv.Close()
+	s.cdn.Close()
+}
 
 // New starts a fake code host outside a test (the benchmark harness);
 // the caller closes it.
@@ -142,12 +156,23 @@ func New() (*Server, error) {
 		faults:        map[string][]Fault{},
 		hooks:         map[string]func(*http.Request){},
 		calls:         map[string]int{},
-		codes:         map[string]installer{},
-		users:         map[string]installer{},
+		codes:         map[string]Person{},
+		users:         map[string]Person{},
+		downloads:     map[string]string{},
+		cmux:          http.NewServeMux(),
 	}
 	s.routes()
 	s.srv = httptest.NewServer(s.mux)
 	s.URL = s.srv.URL
+	s.cdn = httptest.NewUnstartedServer(s.cmux)
+	// Another host: 127.0.0.2 is loopback on Linux; elsewhere another port
+	// of the same host has to do.
+	if l, err := net.Listen("tcp", "127.0.0.2:0"); err == nil {
+		s.cdn.Listener.Close()
+		s.cdn.Listener = l
+	}
+	s.cdn.Start()
+	s.CodeloadURL = s.cdn.URL
 	return s, nil
 }
 

@@ -173,8 +173,10 @@ type PullOptions struct {
 	Base    string
 	HeadRef string
 	HeadSHA string
-	// Fork makes the head repository another one than the base.
-	Fork bool
+	// Fork makes the head repository another one than the base: a fork
+	// owned by ForkOwner ("forker" when empty).
+	Fork      bool
+	ForkOwner string
 }
 
 // PullRequest is a real pull_request payload retargeted at a repository
@@ -196,8 +198,12 @@ func (s *Server) PullRequest(t T, installationID, repoID int64, o PullOptions) [
 	base["ref"], base["repo"] = o.Base, m["repository"]
 	head["ref"], head["sha"] = o.HeadRef, o.HeadSHA
 	if o.Fork {
-		head["repo"] = map[string]any{"id": repo.ID + 7_000_000, "name": repo.Name, "full_name": "forker/" + repo.Name,
-			"owner": map[string]any{"login": "forker", "id": 99}, "fork": true}
+		owner := o.ForkOwner
+		if owner == "" {
+			owner = "forker"
+		}
+		head["repo"] = map[string]any{"id": repo.ID + 7_000_000, "name": repo.Name, "full_name": owner + "/" + repo.Name,
+			"owner": map[string]any{"login": owner, "id": 99}, "fork": true}
 	} else {
 		head["repo"] = m["repository"]
 	}

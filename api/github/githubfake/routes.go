@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/http"
+	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -22,7 +23,7 @@ const (
 	RouteRepository   = "GET /repos/{owner}/{repo}"
 	RouteCommit       = "GET /repos/{owner}/{repo}/commits/{ref}"
 	RouteTarball      = "GET /repos/{owner}/{repo}/tarball/{ref}"
-	RouteCodeload     = "GET /_codeload/{owner}/{repo}/legacy.tar.gz/{sha}"
+	RouteCodeload     = "GET /{owner}/{repo}/legacy.tar.gz/{sha}"
 	RoutePullFiles    = "GET /repos/{owner}/{repo}/pulls/{number}/files"
 )
 
@@ -33,10 +34,12 @@ func (s *Server) routes() {
 	s.Handle(RouteRepository, s.repository)
 	s.Handle(RouteCommit, s.commit)
 	s.Handle(RouteTarball, s.tarball)
-	s.Handle(RouteCodeload, s.codeload)
+	s.cmux.Handle(RouteCodeload, s.wrap(RouteCodeload, s.codeload))
 	s.Handle(RoutePullFiles, s.pullFiles)
 	s.Handle(RouteOAuthToken, s.oauthToken)
 	s.Handle(RouteUserInstallations, s.userInstallations)
+	s.Handle(RouteUser, s.user)
+	s.Handle(RouteUserMembership, s.userMembership)
 }
 
 func (s *Server) appInstallation(w http.ResponseWriter, r *http.Request) (*Installation, bool) {
@@ -207,7 +210,8 @@ func (s *Server) commit(w http.ResponseWriter, r *http.Request) {
 }
 
 // GET /repos/{owner}/{repo}/tarball/{ref}: the provider answers with a
-// redirect to a short-lived download URL on another host.
+// redirect to a short-lived download URL on another host, signed by a
+// token in its query: the download itself needs no credential.
 func (s *Server) tarball(w http.ResponseWriter, r *http.Request) {
 	id, ok := s.InstallationOf(w, r)
 	if !ok {
@@ -222,22 +226,31 @@ func (s *Server) tarball(w http.ResponseWriter, r *http.Request) {
 		notFound(w)
 		return
 	}
-	http.Redirect(w, r, fmt.Sprintf("%s/_codeload/%s/%s/legacy.tar.gz/%s", s.URL, repo.Owner, repo.Name, c.SHA), http.StatusFound)
+	signed := randomHex()
+	s.mu.Lock()
+	s.downloads[signed] = c.SHA
+	s.mu.Unlock()
+	http.Redirect(w, r, fmt.Sprintf("%s/%s/%s/legacy.tar.gz/%s?token=%s", s.CodeloadURL, url.PathEscape(repo.Owner),
+		url.PathEscape(repo.Name), c.SHA, signed), http.StatusFound)
 }
 
-// GET /_codeload/...: the archive itself, as git archive writes it: a pax
-// global header carrying the commit, then everything under one
-// "owner-repo-shortsha/" directory.
+// GET {CodeloadURL}/{owner}/{repo}/legacy.tar.gz/{sha}?token=...: the
+// archive itself, as git archive writes it: a pax global header carrying
+// the commit, then everything under one "owner-repo-shortsha/" directory.
+// The signed token in the query is the only credential; every
+// Authorization header it receives is recorded (CodeloadAuthorizations).
 func (s *Server) codeload(w http.ResponseWriter, r *http.Request) {
 	sha := r.PathValue("sha")
 	s.mu.Lock()
+	s.codeloadAuth = append(s.codeloadAuth, r.Header.Get("Authorization"))
+	signedFor, signed := s.downloads[r.URL.Query().Get("token")]
 	c := s.commits[sha]
 	var repo *Repository
 	if c != nil {
 		repo = s.repos[c.RepoID]
 	}
 	s.mu.Unlock()
-	if c == nil || repo == nil {
+	if !signed || signedFor != sha || c == nil || repo == nil {
 		notFound(w)
 		return
 	}
@@ -360,4 +373,12 @@ func paginate(w http.ResponseWriter, r *http.Request, total, defaultSize int) (p
 		w.Header().Set("Link", strings.Join(links, ", "))
 	}
 	return page, lo, hi
+}
+
+// CodeloadAuthorizations returns the Authorization header of every request
+// the download host received, in order ("" where there was none).
+func (s *Server) CodeloadAuthorizations() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.codeloadAuth...)
 }

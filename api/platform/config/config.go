@@ -222,6 +222,10 @@ type Config struct {
 	// refused.
 	GitHubClientID     string `env:"CAIRN_GITHUB_CLIENT_ID"`
 	GitHubClientSecret Secret `env:"CAIRN_GITHUB_CLIENT_SECRET"`
+	// ForkRunsPerHour bounds the pull requests from forks planned
+	// automatically, per repository in any rolling hour, where a
+	// workspace allows fork plans; past it they are held for a person.
+	ForkRunsPerHour int `env:"CAIRN_FORK_RUNS_PER_HOUR" envDefault:"10"`
 }
 
 // Load reads the environment and validates what can be checked without I/O.
@@ -318,6 +322,9 @@ func (c Config) validate() error {
 	}
 	if _, err := blobkey.ParsePrefix(c.BlobPrefix); err != nil {
 		problems = append(problems, fmt.Errorf("CAIRN_BLOB_PREFIX %w: it must be a relative path of segments of letters, digits, '.', '_' and '-' (at most %d bytes, one trailing slash at most)", err, blobkey.MaxPrefixBytes))
+	}
+	if c.ForkRunsPerHour < 1 || c.ForkRunsPerHour > 10000 {
+		problems = append(problems, errors.New("CAIRN_FORK_RUNS_PER_HOUR must be between 1 and 10000"))
 	}
 	if c.PprofAddr != "" && !loopbackAddr(c.PprofAddr) {
 		problems = append(problems, errors.New("CAIRN_PPROF_ADDR must be a loopback host:port (127.0.0.1:6060, [::1]:6060, localhost:6060)"))

@@ -536,6 +536,10 @@ func (s *Service) Approve(ctx context.Context, tx *sqlx.Tx, p access.Principal, 
 	if err != nil {
 		return Run{}, err
 	}
+	if r.PastApprovalDeadline(s.stamp()) {
+		// The run expired at its deadline; its expiry job has not run yet.
+		return Run{}, ErrActionNotAllowed
+	}
 	if !r.GateOpen(s.stamp()) {
 		return Run{}, ErrPolicyGateClosed
 	}

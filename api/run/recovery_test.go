@@ -213,6 +213,10 @@ func TestRecoveryTakeoverAfterTheLease(t *testing.T) {
 			}
 		}
 	}
+	// Calls refused before their import must not reach it: one that did
+	// would wait on the table until this deadline.
+	refusing, cancel := context.WithTimeout(h.ctx, 20*time.Second)
+	defer cancel()
 	firstDone := make(chan error, 1)
 	go func() {
 		_, err := h.runs.Recover(h.ctx, first, r.ID, in, settled)
@@ -226,13 +230,13 @@ func TestRecoveryTakeoverAfterTheLease(t *testing.T) {
 
 	takeover := in
 	takeover.ConfirmTakeover = true
-	if _, err := h.runs.Recover(h.ctx, other, r.ID, takeover, settled); !errors.Is(err, run.ErrRecoveryLeaseHeld) {
+	if _, err := h.runs.Recover(refusing, other, r.ID, takeover, settled); !errors.Is(err, run.ErrRecoveryLeaseHeld) {
 		t.Fatalf("a takeover inside the lease: %v, want ErrRecoveryLeaseHeld", err)
 	}
 	if _, err := h.env.DB.Exec(`UPDATE run_recoveries SET lease_expires_at = now() - interval '1 second' WHERE run_id = $1`, r.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.runs.Recover(h.ctx, other, r.ID, in, settled); !errors.Is(err, run.ErrRecoveryLeaseHeld) {
+	if _, err := h.runs.Recover(refusing, other, r.ID, in, settled); !errors.Is(err, run.ErrRecoveryLeaseHeld) {
 		t.Fatalf("an expired lease taken without confirm_takeover: %v, want ErrRecoveryLeaseHeld", err)
 	}
 	changed := takeover
@@ -240,7 +244,7 @@ func TestRecoveryTakeoverAfterTheLease(t *testing.T) {
 	verified := takeover
 	verified.Resolution, verified.EmergencyStateDigest = run.ResolutionCurrentStateVerified, ""
 	for name, ch := range map[string]run.RecoverInput{"another emergency state": changed, "another resolution": verified} {
-		if _, err := h.runs.Recover(h.ctx, other, r.ID, ch, settled); !errors.Is(err, run.ErrRecoveryEvidence) {
+		if _, err := h.runs.Recover(refusing, other, r.ID, ch, settled); !errors.Is(err, run.ErrRecoveryEvidence) {
 			t.Fatalf("a takeover naming %s: %v, want ErrRecoveryEvidence", name, err)
 		}
 	}

@@ -166,7 +166,9 @@ func TestRecoveryGoesOnWithAppliesSwitchedOff(t *testing.T) {
 // it: the first admin's in-flight recovery is fenced and resolves nothing,
 // the takeover is audited, and the second admin, after losing a response,
 // resumes and resolves the same recovery to the one state version both
-// imports wrote. The apply is never retried.
+// imports wrote; a takeover naming the evidence as it reads after the
+// import (not as the recovery was prepared) conflicts. The apply is never
+// retried.
 func TestRecoveryTakeoverAfterTheLease(t *testing.T) {
 	t.Parallel()
 	h := setup(t)
@@ -289,9 +291,23 @@ func TestRecoveryTakeoverAfterTheLease(t *testing.T) {
 		v.LeaseRemainingSeconds == nil || *v.LeaseRemainingSeconds < 890 || *v.LeaseRemainingSeconds > 900 {
 		t.Fatalf("review of the taken-over recovery: %+v", v)
 	}
-	// The first admin cannot come back while the second holds the lease.
+	// The first admin cannot come back while the second holds the lease,
+	// nor after it expired naming the evidence shown now (the imported
+	// state is current), which is not what the recovery was prepared with.
 	if _, err := h.runs.Recover(h.ctx, first, r.ID, takeover, settled); !errors.Is(err, run.ErrRecoveryLeaseHeld) {
 		t.Fatalf("the fenced admin again: %v, want ErrRecoveryLeaseHeld", err)
+	}
+	if _, err := h.env.DB.Exec(`UPDATE run_recoveries SET lease_expires_at = now() - interval '1 second' WHERE run_id = $1`, r.ID); err != nil {
+		t.Fatal(err)
+	}
+	importedID, importedSHA := h.currentState(r.WorkspaceID)
+	shownNow := takeover
+	shownNow.CurrentStateVersionID, shownNow.CurrentStateDigest = &importedID, importedSHA
+	if _, err := h.runs.Recover(h.ctx, first, r.ID, shownNow, settled); !errors.Is(err, run.ErrRecoveryEvidence) {
+		t.Fatalf("a takeover naming the imported state as current: %v, want ErrRecoveryEvidence", err)
+	}
+	if rec := recovery(); rec.HolderID != other.ID || rec.Fence != 2 {
+		t.Fatalf("a refused takeover changed the recovery: %+v", rec)
 	}
 
 	recovered, err := h.runs.Recover(h.ctx, other, r.ID, takeover, settled)

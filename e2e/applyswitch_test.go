@@ -47,18 +47,13 @@ func TestApplyWaitsWhileAppliesAreSwitchedOff(t *testing.T) {
 	s := runsStack(t)
 	m := s.newMember(t, "switch")
 	wsID := s.createWorkspace(t, m, "switched-off", "us")
-	cfg := s.uploadConfiguration(t, m, wsID, map[string]string{"main.tf": `resource "terraform_data" "held" { input = "held-back" }`})
-	st, r := s.createRun(t, m, wsID, cfg, "plan_and_apply")
-	if st != http.StatusCreated {
-		t.Fatalf("create run: %d", st)
-	}
-	r = s.waitRun(t, m, r.ID, 2*time.Minute, status("awaiting_approval", "errored"))
+	r := s.planRun(t, m, wsID, map[string]string{"main.tf": `resource "terraform_data" "held" { input = "held-back" }`})
 	if r.Status != "awaiting_approval" {
 		t.Fatalf("plan: %s\n%s", r.Status, s.logsOf(t, m, r.ID))
 	}
 	s.StopWorker(t, time.Minute)
-	if st := s.apiJSON(t, http.MethodPost, "/v1/runs/"+r.ID+"/actions/approve", r.binding(), nil, m.mutate(uniqueKey("approve"))...); st != http.StatusOK {
-		t.Fatalf("approve: %d", st)
+	if st, body := s.approve(t, m, r); st != http.StatusOK {
+		t.Fatalf("approve: %d %s", st, body)
 	}
 	switchAppliesWithTheCLI(t, s, false)
 	s.StartWorker(t)

@@ -1,27 +1,12 @@
 package e2e
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 )
-
-// failingApplyConfig creates one resource, then fails creating a second
-// one whose provisioner exits nonzero: tofu publishes the state it has
-// (the first resource, the second tainted) and exits 1.
-const failingApplyConfig = `resource "terraform_data" "first" {
-  input = "created-before-the-failure"
-}
-
-resource "terraform_data" "failing" {
-  input      = "fails"
-  depends_on = [terraform_data.first]
-  provisioner "local-exec" {
-    command = "echo provisioner-failing; exit 3"
-  }
-}
-`
 
 // TestFailedApplyWithPartialStateGoesToRecovery (SPEC §3 Run: a nonzero
 // apply exit with partial state published is recovery, not success): the
@@ -34,17 +19,14 @@ func TestFailedApplyWithPartialStateGoesToRecovery(t *testing.T) {
 	s := runsStack(t)
 	m := s.newMember(t, "partial")
 	wsID := s.createWorkspace(t, m, "partial-apply", "us")
-	cfg := s.uploadConfiguration(t, m, wsID, map[string]string{"main.tf": failingApplyConfig})
-	st, r := s.createRun(t, m, wsID, cfg, "plan_and_apply")
-	if st != http.StatusCreated {
-		t.Fatalf("create run: %d", st)
-	}
-	r = s.waitRun(t, m, r.ID, 2*time.Minute, status("awaiting_approval", "errored"))
+	// The second resource's provisioner fails once the first exists: tofu
+	// publishes the state it has (the first, the second tainted) and exits 1.
+	r := s.planRun(t, m, wsID, map[string]string{"main.tf": fmt.Sprintf(firstThenProvisionerConfig, "echo provisioner-failing; exit 3")})
 	if r.Status != "awaiting_approval" {
 		t.Fatalf("plan: %s\n%s", r.Status, s.logsOf(t, m, r.ID))
 	}
-	if st := s.apiJSON(t, http.MethodPost, "/v1/runs/"+r.ID+"/actions/approve", r.binding(), nil, m.mutate(uniqueKey("approve"))...); st != http.StatusOK {
-		t.Fatalf("approve: %d", st)
+	if st, body := s.approve(t, m, r); st != http.StatusOK {
+		t.Fatalf("approve: %d %s", st, body)
 	}
 	s.waitRun(t, m, r.ID, 2*time.Minute, status("applied", "errored", "recovery_required"))
 	rec := s.readRecovery(t, m, r.ID)
@@ -59,7 +41,7 @@ func TestFailedApplyWithPartialStateGoesToRecovery(t *testing.T) {
 		t.Fatalf("the apply did not reach the failing provisioner:\n%s", logs)
 	}
 	id, sha, state := s.currentState(t, m, wsID)
-	if rec.Apply.StateVersionID == nil || *rec.Apply.StateVersionID != id || !strings.Contains(state, "created-before-the-failure") {
+	if rec.Apply.StateVersionID == nil || *rec.Apply.StateVersionID != id || !strings.Contains(state, "created-first") {
 		t.Fatalf("the run records state %v, the workspace's current is %s:\n%s", rec.Apply.StateVersionID, id, state)
 	}
 	if rec.Recovery == nil || rec.Recovery.CurrentStateVersionID == nil || *rec.Recovery.CurrentStateVersionID != id ||
@@ -69,13 +51,7 @@ func TestFailedApplyWithPartialStateGoesToRecovery(t *testing.T) {
 	// Nothing retries the apply.
 	time.Sleep(5 * time.Second)
 	final := s.readRun(t, m, r.ID)
-	applies := 0
-	for _, a := range final.Evidence.Attempts {
-		if a.Phase == "apply" {
-			applies++
-		}
-	}
-	if final.Status != "recovery_required" || applies != 1 {
+	if applies := final.attemptsOf("apply"); final.Status != "recovery_required" || applies != 1 {
 		t.Fatalf("the failed apply moved on: %s with %d apply attempts", final.Status, applies)
 	}
 }

@@ -47,32 +47,6 @@ func (h *harness) failedApply(workspaceID string, publish bool) (run.Run, *run.A
 	return got, outcome.Emergency
 }
 
-// recoveryReview is the part of the review a recover request names.
-type recoveryReview struct {
-	Status                string  `json:"status"`
-	TerminalReason        *string `json:"terminal_reason"`
-	LeaseExpiresAt        *string `json:"lease_expires_at"`
-	LeaseRemainingSeconds *int    `json:"lease_remaining_seconds"`
-	Apply                 struct {
-		StateVersionID *string `json:"state_version_id"`
-	} `json:"apply"`
-	Decision *struct {
-		Action string `json:"action"`
-	} `json:"decision"`
-	Recovery *struct {
-		CurrentStateVersionID *string `json:"current_state_version_id"`
-		CurrentStateDigest    string  `json:"current_state_digest"`
-		EmergencyStateDigest  *string `json:"emergency_state_digest"`
-	} `json:"recovery"`
-}
-
-func (h *harness) recoveryReview(runID string) recoveryReview {
-	h.t.Helper()
-	var v recoveryReview
-	h.owner.Get("/v1/runs/"+runID).MustStatus(h.t, http.StatusOK).Data(h.t, &v)
-	return v
-}
-
 // applyAttempts counts the run's apply attempts and apply jobs: one each
 // for an apply that was never retried.
 func (h *harness) applyAttempts(runID string) (attempts, jobs int) {
@@ -114,9 +88,9 @@ func TestRecoveryGoesOnWithAppliesSwitchedOff(t *testing.T) {
 	imported, emergency := h.failedApply(importedWS, false)
 
 	h.control("applies and new runs off", func(c *launch.Control) { c.AppliesEnabled, c.NewRunsEnabled = false, false })
-	recover := func(runID, resolution string) recoveryReview {
+	recover := func(runID, resolution string) review {
 		t.Helper()
-		v := h.recoveryReview(runID)
+		v := h.review(runID)
 		if v.Recovery == nil {
 			t.Fatalf("run %s shows no recovery evidence: %+v", runID, v)
 		}
@@ -125,7 +99,7 @@ func TestRecoveryGoesOnWithAppliesSwitchedOff(t *testing.T) {
 		if v.Recovery.EmergencyStateDigest != nil {
 			body["emergency_state_digest"] = *v.Recovery.EmergencyStateDigest
 		}
-		var out recoveryReview
+		var out review
 		h.owner.Mutate(http.MethodPost, "/v1/runs/"+runID+"/actions/recover", body).MustStatus(t, http.StatusOK).Data(t, &out)
 		if out.Status != string(run.StatusRecovered) || out.TerminalReason == nil || *out.TerminalReason != resolution ||
 			out.Decision == nil || out.Decision.Action != run.DecisionApproved {
@@ -287,7 +261,7 @@ func TestRecoveryTakeoverAfterTheLease(t *testing.T) {
 	if err := <-secondDone; !errors.Is(err, lost) {
 		t.Fatalf("the second recovery: %v, want its lost answer", err)
 	}
-	if v := h.recoveryReview(r.ID); v.Status != string(run.StatusRecoveryRequired) || v.LeaseExpiresAt == nil ||
+	if v := h.review(r.ID); v.Status != string(run.StatusRecoveryRequired) || v.LeaseExpiresAt == nil ||
 		v.LeaseRemainingSeconds == nil || *v.LeaseRemainingSeconds < 890 || *v.LeaseRemainingSeconds > 900 {
 		t.Fatalf("review of the taken-over recovery: %+v", v)
 	}
@@ -327,7 +301,7 @@ func TestRecoveryTakeoverAfterTheLease(t *testing.T) {
 	if ev := h.auditEvidence("run.recovered", r.ID); len(ev) != 1 || ev[0]["recovery_id"] != prepared.ID || ev[0]["fence"] != float64(2) {
 		t.Fatalf("run.recovered evidence %v", ev)
 	}
-	if v := h.recoveryReview(r.ID); v.LeaseExpiresAt != nil || v.LeaseRemainingSeconds != nil {
+	if v := h.review(r.ID); v.LeaseExpiresAt != nil || v.LeaseRemainingSeconds != nil {
 		t.Fatalf("a resolved recovery still shows a lease: %+v", v)
 	}
 	if _, err := h.runs.Recover(h.ctx, first, r.ID, takeover, settled); !errors.Is(err, run.ErrActionNotAllowed) {

@@ -16,19 +16,20 @@ import (
 	"github.com/cairnhq/cairn/e2e/devstack"
 )
 
-// interruptibleApplyConfig creates one resource at once and a second one
-// whose provisioner runs long enough for the apply to be interrupted in
-// the middle, with the first already created. The provisioner's sleep
-// differs per test, so a test can look for its own leftover processes.
-const interruptibleApplyConfig = `resource "terraform_data" "first" {
-  input = "created-before-the-interrupt"
+// firstThenProvisionerConfig creates one resource at once and a second one
+// whose provisioner runs the command given (%q), with the first already
+// created: a long sleep lets a test interrupt the apply in the middle, a
+// nonzero exit fails it there. The sleeps differ per test, so a test can
+// look for its own leftover processes.
+const firstThenProvisionerConfig = `resource "terraform_data" "first" {
+  input = "created-first"
 }
 
-resource "terraform_data" "slow" {
-  input      = "slow"
+resource "terraform_data" "second" {
+  input      = "second"
   depends_on = [terraform_data.first]
   provisioner "local-exec" {
-    command = "echo provisioning-started; sleep %d"
+    command = %q
   }
 }
 `
@@ -56,12 +57,13 @@ func (s *Stack) readRecovery(t *testing.T, m member, runID string) recoveryView 
 	return r
 }
 
-// applyingMidway plans and approves the interruptible configuration and
-// returns once its apply is provisioning the second resource.
+// applyingMidway plans and approves firstThenProvisionerConfig with a
+// provisioner that sleeps, and returns once its apply is provisioning the
+// second resource.
 func (s *Stack) applyingMidway(t *testing.T, m member, name string, sleep int) (string, runView) {
 	t.Helper()
 	wsID := s.createWorkspace(t, m, name, "us")
-	cfg := s.uploadConfiguration(t, m, wsID, map[string]string{"main.tf": fmt.Sprintf(interruptibleApplyConfig, sleep)})
+	cfg := s.uploadConfiguration(t, m, wsID, map[string]string{"main.tf": fmt.Sprintf(firstThenProvisionerConfig, fmt.Sprintf("echo provisioning-started; sleep %d", sleep))})
 	st, r := s.createRun(t, m, wsID, cfg, "plan_and_apply")
 	if st != http.StatusCreated {
 		t.Fatalf("create run: %d", st)
@@ -169,17 +171,11 @@ func TestCanceledApplyRecoversFromItsEmergencyState(t *testing.T) {
 		recovered.Apply.StateVersionID == nil || *recovered.Apply.StateVersionID != id {
 		t.Fatalf("recovered run %+v, current state %s", recovered, id)
 	}
-	if sha != *rec.Apply.EmergencyStateDigest || !strings.Contains(state, "created-before-the-interrupt") {
+	if sha != *rec.Apply.EmergencyStateDigest || !strings.Contains(state, "created-first") {
 		t.Fatalf("current state %s (sha256 %s, emergency %s):\n%s", id, sha, *rec.Apply.EmergencyStateDigest, state)
 	}
 	final := s.readRun(t, m, r.ID)
-	applies := 0
-	for _, a := range final.Evidence.Attempts {
-		if a.Phase == "apply" {
-			applies++
-		}
-	}
-	if applies != 1 {
+	if final.attemptsOf("apply") != 1 {
 		t.Fatalf("the apply was retried: %+v", final.Evidence.Attempts)
 	}
 }
@@ -205,7 +201,7 @@ func TestWorkerShutdownInterruptsApplyAndKeepsItsEvidence(t *testing.T) {
 		t.Fatalf("apply after the worker stopped (in %s): %+v\nlogs:\n%s", stopped, rec, s.Logs())
 	}
 	id, _, state := s.currentState(t, m, wsID)
-	if rec.Apply.StateVersionID == nil || *rec.Apply.StateVersionID != id || !strings.Contains(state, "created-before-the-interrupt") {
+	if rec.Apply.StateVersionID == nil || *rec.Apply.StateVersionID != id || !strings.Contains(state, "created-first") {
 		t.Fatalf("state the interrupted apply published: run %v, current %s:\n%s", rec.Apply.StateVersionID, id, state)
 	}
 	sandboxID := rec.Evidence.Attempts[len(rec.Evidence.Attempts)-1].SandboxID
@@ -240,7 +236,7 @@ func TestTimedOutApplyIsInterruptedAndRecorded(t *testing.T) {
 		t.Fatalf("timed-out apply %+v", rec)
 	}
 	id, _, state := s.currentState(t, m, wsID)
-	if rec.Apply.StateVersionID == nil || *rec.Apply.StateVersionID != id || !strings.Contains(state, "created-before-the-interrupt") {
+	if rec.Apply.StateVersionID == nil || *rec.Apply.StateVersionID != id || !strings.Contains(state, "created-first") {
 		t.Fatalf("state the timed-out apply published: run %v, current %s:\n%s", rec.Apply.StateVersionID, id, state)
 	}
 }

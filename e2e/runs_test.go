@@ -75,6 +75,18 @@ func (r runView) binding() map[string]any {
 		"predecessor_state_version_id": r.Plan.PredecessorStateVersionID, "dependency_lock_digest": r.Pinned.DependencyLockDigest}
 }
 
+// attemptsOf counts the run's attempts of a phase: an apply that was
+// never retried has one.
+func (r runView) attemptsOf(phase string) int {
+	n := 0
+	for _, a := range r.Evidence.Attempts {
+		if a.Phase == phase {
+			n++
+		}
+	}
+	return n
+}
+
 func (m member) cookie() []string {
 	return []string{"Cookie", "__Secure-identity.session_token=" + m.session}
 }
@@ -537,13 +549,7 @@ func TestWorkerLostDuringApplyGoesToRecovery(t *testing.T) {
 	}
 	time.Sleep(3 * time.Second)
 	final := s.readRun(t, m, r.ID)
-	applies := 0
-	for _, a := range final.Evidence.Attempts {
-		if a.Phase == "apply" {
-			applies++
-		}
-	}
-	if applies != 1 || final.Status != "recovered" {
+	if final.attemptsOf("apply") != 1 || final.Status != "recovered" {
 		t.Fatalf("the apply was retried or the run moved on: %+v", final)
 	}
 }

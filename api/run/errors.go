@@ -48,6 +48,10 @@ var (
 	// ErrPolicyGateClosed means an approval came while the policy gate is
 	// closed: a blocking outcome, or soft failures without valid overrides.
 	ErrPolicyGateClosed = errors.New("policy gate closed")
+	// ErrApprovalNotDue means an expiry came before the run's approval
+	// deadline on this process's clock: the run still waits, and the expiry
+	// must come again.
+	ErrApprovalNotDue = errors.New("approval deadline not reached")
 	// ErrArtifactUnavailable means a run artifact is not recorded (yet).
 	ErrArtifactUnavailable = errors.New("artifact not recorded")
 	// ErrStateMoved means a new state became current after the plan read

@@ -167,10 +167,17 @@ type review struct {
 		DependencyLockDigest string `json:"dependency_lock_digest"`
 	} `json:"pinned"`
 	Apply struct {
+		StateVersionID       *string `json:"state_version_id"`
 		EmergencyStateDigest *string `json:"emergency_state_digest"`
 	} `json:"apply"`
-	Recovery *struct {
+	Decision *struct {
+		Action string `json:"action"`
+	} `json:"decision"`
+	LeaseExpiresAt        *string `json:"lease_expires_at"`
+	LeaseRemainingSeconds *int    `json:"lease_remaining_seconds"`
+	Recovery              *struct {
 		CurrentStateVersionID *string `json:"current_state_version_id"`
+		CurrentStateDigest    string  `json:"current_state_digest"`
 		EmergencyStateDigest  *string `json:"emergency_state_digest"`
 	} `json:"recovery"`
 }

@@ -460,6 +460,13 @@ func (r Run) GateOpen(now time.Time) bool {
 	return r.PolicyGateUntil != nil && now.Before(*r.PolicyGateUntil)
 }
 
+// PastApprovalDeadline reports whether the run's wait for a decision is
+// over: from its deadline on it can only expire, whether or not its expiry
+// job has run yet.
+func (r Run) PastApprovalDeadline(now time.Time) bool {
+	return r.ApprovalDeadline != nil && !now.Before(*r.ApprovalDeadline)
+}
+
 // Overridable reports whether overrides can still open the run's gate: a
 // soft failure of a run that waits for a decision, with the gate closed.
 func (r Run) Overridable(now time.Time) bool {
@@ -478,7 +485,7 @@ func AvailableActions(r Run, ahead []Run, p access.Principal, now time.Time) []s
 	// are a person's decisions.
 	human := !p.IsAgent()
 	if waiting && p.Permissions.Has(access.PermRunApprove) {
-		if r.Status == StatusAwaitingApproval && r.GateOpen(now) && human {
+		if r.Status == StatusAwaitingApproval && r.GateOpen(now) && !r.PastApprovalDeadline(now) && human {
 			actions = append(actions, ActionApprove)
 		}
 		actions = append(actions, ActionReject)

@@ -561,6 +561,10 @@ func (s *Service) Approve(ctx context.Context, tx *sqlx.Tx, p access.Principal, 
 	if err != nil {
 		return Run{}, err
 	}
+	if r.PastApprovalDeadline(s.stamp()) {
+		// The run expired at its deadline; its expiry job has not run yet.
+		return Run{}, ErrActionNotAllowed
+	}
 	if !r.GateOpen(s.stamp()) {
 		return Run{}, ErrPolicyGateClosed
 	}
@@ -936,8 +940,15 @@ func (s *Service) ExpireRun(ctx context.Context, tx *sqlx.Tx, runID string) (Run
 		return Run{}, err
 	}
 	waiting := r.Status == StatusAwaitingApproval || r.Status == StatusPolicyOverride
-	if !waiting || r.ApprovalDeadline == nil || s.now().Before(*r.ApprovalDeadline) {
+	if !waiting || r.ApprovalDeadline == nil {
 		return r, nil
+	}
+	if s.now().Before(*r.ApprovalDeadline) {
+		// The job is due by the database's clock, which may be ahead of
+		// this process's: an error makes River run it again, where ending
+		// quietly would leave the run (and its workspace's queue) waiting
+		// for good.
+		return r, fmt.Errorf("%w: run %s waits until %s", ErrApprovalNotDue, r.ID, r.ApprovalDeadline.Format(time.RFC3339))
 	}
 	if r, err = s.finish(ctx, tx, r, StatusExpired, "approval_deadline_passed"); err != nil {
 		return Run{}, err

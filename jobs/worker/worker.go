@@ -151,12 +151,19 @@ func New(cfg config.Config, conn *sqlx.DB, driver sandbox.Driver, logger *slog.L
 		// fetch (a poll, say): it is what dispatch latency is made of.
 		FetchCooldown: min(cfg.WorkerPollInterval, FetchCooldown),
 		PeriodicJobs:  periodic,
-		Middleware:    []rivertype.Middleware{tracing.JobMiddleware(JobKinds)},
+		Middleware:    jobMiddleware(logger, tracing),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating river client: %w", err)
 	}
 	return client, nil
+}
+
+// jobMiddleware wraps every job: tracing outside, and innermost the
+// failure report, so a panic or an error's text reaches neither the trace
+// nor River's logs and job rows.
+func jobMiddleware(logger *slog.Logger, tracing *telemetry.Tracing) []rivertype.Middleware {
+	return []rivertype.Middleware{tracing.JobMiddleware(JobKinds), &failureMiddleware{logger: logger}}
 }
 
 // JobKinds are the job kinds a river_job span may name.

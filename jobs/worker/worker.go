@@ -91,7 +91,11 @@ func New(cfg config.Config, conn *sqlx.DB, driver sandbox.Driver, logger *slog.L
 			return nil, err
 		}
 		r.Tracing = tracing
-		if err := add(river.AddWorkerSafely(workers, &runner.PhaseWorker{Runner: r, CapacityRetry: 250 * time.Millisecond})); err != nil {
+		identity, err := workerIdentity()
+		if err != nil {
+			return nil, err
+		}
+		if err := add(river.AddWorkerSafely(workers, &runner.PhaseWorker{Runner: r, CapacityRetry: 250 * time.Millisecond, Identity: identity})); err != nil {
 			return nil, err
 		}
 		if err := add(river.AddWorkerSafely(workers, &runner.ExpiryWorker{Runs: runs, DB: conn})); err != nil {

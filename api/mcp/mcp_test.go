@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -24,6 +23,7 @@ import (
 	"github.com/cairnhq/cairn/api/apitest"
 	"github.com/cairnhq/cairn/api/mcp"
 	"github.com/cairnhq/cairn/api/oauth"
+	"github.com/cairnhq/cairn/api/platform/failure/failuretest"
 	"github.com/cairnhq/cairn/api/platform/secret"
 )
 
@@ -363,23 +363,6 @@ func (p *panickingTransport) RoundTrip(req *http.Request) (*http.Response, error
 	return http.DefaultTransport.RoundTrip(req)
 }
 
-type lockedLog struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (l *lockedLog) Write(b []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(b)
-}
-
-func (l *lockedLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
 // TestToolAndEndpointPanicsLogOnlyTheirClassification: a panic while a
 // request is authenticated answers a bare 500 with a request ID, and a tool
 // whose API call panics fails that call alone; either way the log holds
@@ -389,10 +372,10 @@ func TestToolAndEndpointPanicsLogOnlyTheirClassification(t *testing.T) {
 	t.Parallel()
 	const secretValue, agentInput = "oat_panicsecretpanicsecretpanicsecret", "cursor-from-the-agent-7c1f"
 	transport := &panickingTransport{}
-	var log lockedLog
+	var log failuretest.Log
 	s := newStack(t, func(o *mcp.Options) {
 		o.Client = &http.Client{Transport: transport}
-		o.Logger = slog.New(slog.NewJSONHandler(&log, nil))
+		o.Logger = log.Logger()
 	})
 	owner := s.env.WithOrganization("Owner")
 	signer, err := oauth.NewSigner(secret.Derive(s.env.Config.AuthSecret, "oauth-access-token-signing"))
@@ -420,20 +403,6 @@ func TestToolAndEndpointPanicsLogOnlyTheirClassification(t *testing.T) {
 		out, _ := io.ReadAll(resp.Body)
 		return resp, string(out)
 	}
-	checkLog := func(line string, want ...string) {
-		t.Helper()
-		for _, leak := range []string{secretValue, agentInput, "goroutine ", ".go:"} {
-			if strings.Contains(line, leak) {
-				t.Fatalf("the log holds %q: %s", leak, line)
-			}
-		}
-		for _, w := range append(want, `"event":"unhandled_failure"`) {
-			if !strings.Contains(line, w) {
-				t.Fatalf("the log lacks %s: %s", w, line)
-			}
-		}
-	}
-
 	// The API's keys are first read while the request is authenticated,
 	// outside any tool.
 	transport.set("/api/auth/jwks", secretValue)
@@ -442,7 +411,7 @@ func TestToolAndEndpointPanicsLogOnlyTheirClassification(t *testing.T) {
 	if resp.StatusCode != http.StatusInternalServerError || id == "" || strings.Contains(body, secretValue) {
 		t.Fatalf("a panic while authenticating: %d %q %s", resp.StatusCode, id, body)
 	}
-	checkLog(log.String(), `"classification":"non_error"`, `"request_id":"`+id+`"`)
+	failuretest.RequireReport(t, log.String(), "non_error", []string{secretValue, agentInput}, `"request_id":"`+id+`"`)
 
 	// A failed key fetch is retried after a second.
 	transport.set("/v1/", fmt.Errorf("listing with %s: %w", agentInput, errors.New(secretValue)))
@@ -452,5 +421,5 @@ func TestToolAndEndpointPanicsLogOnlyTheirClassification(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `"isError":true`) || strings.Contains(body, secretValue) {
 		t.Fatalf("a panicking tool: %d %s", resp.StatusCode, body)
 	}
-	checkLog(log.String()[before:], `"classification":"error"`, `"tool":"list_projects"`)
+	failuretest.RequireReport(t, log.String()[before:], "error", []string{secretValue, agentInput}, `"tool":"list_projects"`)
 }

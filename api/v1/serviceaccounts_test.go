@@ -12,6 +12,19 @@ import (
 	"github.com/cairnhq/cairn/api/serviceaccount"
 )
 
+// serviceAccountFixture is an organization's admin with a project, a
+// workspace in it and a service account named deployer.
+func serviceAccountFixture(t *testing.T) (env *apitest.Env, admin *apitest.User, projectID string, w ws, accountID string) {
+	t.Helper()
+	env = apitest.New(t)
+	admin = env.WithOrganization("Admin")
+	projectID = newProject(t, admin, "P")
+	w = newWorkspace(t, admin, projectID, "w")
+	var sa struct{ ID string }
+	admin.Mutate(http.MethodPost, "/v1/service-accounts", map[string]string{"name": "deployer"}).MustStatus(t, http.StatusCreated).Data(t, &sa)
+	return env, admin, projectID, w, sa.ID
+}
+
 // TestServiceAccountTokensHaveNoListOperation: no operation lists
 // service-account tokens (SPEC §2), in the contract or on the wire; the
 // account's own read shows its managers each token's ID, permissions,
@@ -19,13 +32,8 @@ import (
 // truncation flag), never a plaintext, and revocation by ID still works.
 func TestServiceAccountTokensHaveNoListOperation(t *testing.T) {
 	t.Parallel()
-	env := apitest.New(t)
-	admin := env.WithOrganization("Admin")
-	proj := newProject(t, admin, "P")
-	w := newWorkspace(t, admin, proj, "w")
-	var sa struct{ ID string }
-	admin.Mutate(http.MethodPost, "/v1/service-accounts", map[string]string{"name": "deployer"}).MustStatus(t, http.StatusCreated).Data(t, &sa)
-	tokens := "/v1/service-accounts/" + sa.ID + "/tokens"
+	env, admin, proj, w, sa := serviceAccountFixture(t)
+	tokens := "/v1/service-accounts/" + sa + "/tokens"
 
 	// Nothing answers a token list: not the old route, not the contract.
 	if resp := admin.Get(tokens); resp.Status != http.StatusMethodNotAllowed && resp.Status != http.StatusNotFound {
@@ -71,7 +79,7 @@ func TestServiceAccountTokensHaveNoListOperation(t *testing.T) {
 		Tokens          []tokenView `json:"tokens"`
 		TokensTruncated bool        `json:"tokens_truncated"`
 	}
-	resp := admin.Get("/v1/service-accounts/"+sa.ID).MustStatus(t, http.StatusOK)
+	resp := admin.Get("/v1/service-accounts/"+sa).MustStatus(t, http.StatusOK)
 	resp.Data(t, &account)
 	var order []string
 	for _, tok := range account.Tokens {
@@ -82,7 +90,7 @@ func TestServiceAccountTokensHaveNoListOperation(t *testing.T) {
 	}
 	// Live tokens first (newest first), then the revoked and expired ones.
 	want := []string{live.ID, bounded.ID, expired.ID, revoked.ID}
-	if account.ID != sa.ID || account.Name != "deployer" || account.TokensTruncated || len(order) != len(want) {
+	if account.ID != sa || account.Name != "deployer" || account.TokensTruncated || len(order) != len(want) {
 		t.Fatalf("account read: %+v", account)
 	}
 	for i := range want {
@@ -111,7 +119,7 @@ func TestServiceAccountTokensHaveNoListOperation(t *testing.T) {
 	if _, err := env.Server.V1Services().ServiceAccounts.Authenticate(context.Background(), bounded.Token); err == nil {
 		t.Fatal("the revoked token still authenticates")
 	}
-	admin.Get("/v1/service-accounts/"+sa.ID).MustStatus(t, http.StatusOK).Data(t, &account)
+	admin.Get("/v1/service-accounts/"+sa).MustStatus(t, http.StatusOK).Data(t, &account)
 	// It moves behind the live token, the oldest of the ones that no
 	// longer work.
 	if len(account.Tokens) != 4 || account.Tokens[0].ID != live.ID || account.Tokens[3].ID != bounded.ID || account.Tokens[3].RevokedAt == nil {
@@ -124,10 +132,10 @@ func TestServiceAccountTokensHaveNoListOperation(t *testing.T) {
 			(id, organization_id, service_account_id, token_hash, permissions, expires_at, created_by, created_at, revoked_at)
 		SELECT 'sat_old' || i, organization_id, id, sha256(('old' || i)::bytea), '{run:read}', now() + interval '1 hour',
 			created_by, now() - interval '1 day', now() - interval '1 hour'
-		FROM service_accounts, generate_series(1, $2) AS i WHERE id = $1`, sa.ID, serviceaccount.MaxTokensShown); err != nil {
+		FROM service_accounts, generate_series(1, $2) AS i WHERE id = $1`, sa, serviceaccount.MaxTokensShown); err != nil {
 		t.Fatal(err)
 	}
-	admin.Get("/v1/service-accounts/"+sa.ID).MustStatus(t, http.StatusOK).Data(t, &account)
+	admin.Get("/v1/service-accounts/"+sa).MustStatus(t, http.StatusOK).Data(t, &account)
 	if len(account.Tokens) != serviceaccount.MaxTokensShown || !account.TokensTruncated || account.Tokens[0].ID != live.ID {
 		t.Fatalf("over the bound: %d tokens, truncated %v, first %s", len(account.Tokens), account.TokensTruncated, account.Tokens[0].ID)
 	}

@@ -1,15 +1,13 @@
 package worker
 
 import (
-	"bytes"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +16,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/cairnhq/cairn/api/platform/dbtest"
+	"github.com/cairnhq/cairn/api/platform/failure/failuretest"
 	"github.com/cairnhq/cairn/api/platform/id"
 )
 
@@ -46,21 +45,21 @@ func (w *failingWorker) Work(_ context.Context, job *river.Job[failingArgs]) err
 	return fmt.Errorf("planning %s: %w", failingInput, errors.New(failingSecret))
 }
 
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+// startClient starts client until the test ends, returning the context
+// it runs in.
+func startClient(t *testing.T, client *river.Client[*sql.Tx]) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if err := client.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stop, done := context.WithTimeout(context.Background(), 10*time.Second)
+		defer done()
+		_ = client.Stop(stop)
+	})
+	return ctx
 }
 
 // TestJobFailuresLogOnlyTheirClassification: a job that panics with a
@@ -71,8 +70,8 @@ func (b *syncBuffer) String() string {
 func TestJobFailuresLogOnlyTheirClassification(t *testing.T) {
 	t.Parallel()
 	conn, _ := dbtest.NewURL(t)
-	var log syncBuffer
-	logger := slog.New(slog.NewJSONHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	var log failuretest.Log
+	logger := log.Logger()
 	workers := river.NewWorkers()
 	w := &failingWorker{done: make(chan struct{}, 4)}
 	river.AddWorker(workers, w)
@@ -83,16 +82,7 @@ func TestJobFailuresLogOnlyTheirClassification(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	if err := client.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		stop, done := context.WithTimeout(context.Background(), 10*time.Second)
-		defer done()
-		_ = client.Stop(stop)
-	}()
+	ctx := startClient(t, client)
 	runID := id.New("run")
 	for _, panics := range []bool{true, false} {
 		if _, err := client.Insert(ctx, failingArgs{RunID: runID, Panic: panics}, &river.InsertOpts{MaxAttempts: 1}); err != nil {
@@ -125,19 +115,11 @@ func TestJobFailuresLogOnlyTheirClassification(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	for where, text := range map[string]string{"the log": log.String(), "the stored job errors": stored} {
-		for _, leak := range []string{failingSecret, "carol-input", "goroutine ", ".go:"} {
-			if strings.Contains(text, leak) {
-				t.Fatalf("%s holds %q:\n%s", where, leak, text)
-			}
-		}
-	}
+	leaks := []string{failingSecret, "carol-input"}
 	for _, classification := range []string{"non_error", "error"} {
-		want := `"msg":"unhandled failure","event":"unhandled_failure","classification":"` + classification + `","job_kind":"failure_test_job"`
-		if !strings.Contains(log.String(), want) {
-			t.Fatalf("the log lacks %s:\n%s", want, log.String())
-		}
+		failuretest.RequireReport(t, log.String(), classification, leaks, `"classification":"`+classification+`","job_kind":"failure_test_job"`)
 	}
+	failuretest.RequireReport(t, stored+" "+log.String(), "error", leaks)
 	if !strings.Contains(log.String(), `"run_id":"`+runID+`"`) || !strings.Contains(stored, "job failed (error)") {
 		t.Fatalf("the reports do not name the run, or River kept no fixed text:\n%s\n%s", log.String(), stored)
 	}
@@ -148,8 +130,7 @@ func TestJobFailuresLogOnlyTheirClassification(t *testing.T) {
 // request ID only.
 func TestHealthEndpointPanicsLogOnlyTheirClassification(t *testing.T) {
 	t.Parallel()
-	var log syncBuffer
-	logger := slog.New(slog.NewJSONHandler(&log, nil))
+	var log failuretest.Log
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -158,7 +139,7 @@ func TestHealthEndpointPanicsLogOnlyTheirClassification(t *testing.T) {
 	ln.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if err := ServeHealth(ctx, addr, http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic(failingSecret) }), logger); err != nil {
+	if err := ServeHealth(ctx, addr, http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic(failingSecret) }), log.Logger()); err != nil {
 		t.Fatal(err)
 	}
 	resp, err := http.Get("http://" + addr + "/health")
@@ -170,7 +151,5 @@ func TestHealthEndpointPanicsLogOnlyTheirClassification(t *testing.T) {
 	if resp.StatusCode != http.StatusInternalServerError || id == "" {
 		t.Fatalf("a panicking health endpoint: %d %q", resp.StatusCode, id)
 	}
-	if strings.Contains(log.String(), failingSecret) || !strings.Contains(log.String(), `"classification":"non_error","request_id":"`+id+`"`) {
-		t.Fatalf("the log: %s", log.String())
-	}
+	failuretest.RequireReport(t, log.String(), "non_error", []string{failingSecret}, `"request_id":"`+id+`"`)
 }

@@ -1,7 +1,9 @@
 # Cairn's commands. The two that matter: `make run` and `make test`.
 GO      ?= go
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -X github.com/cairnhq/cairn/api/platform/buildinfo.Version=$(VERSION)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS := -X github.com/cairnhq/cairn/api/platform/buildinfo.Version=$(VERSION) \
+           -X github.com/cairnhq/cairn/api/platform/buildinfo.Revision=$(REVISION)
 BINARIES := ./api/cmd/cairn-api ./api/cmd/cairn-mcp ./jobs/cmd/cairn-worker ./jobs/cmd/cairn-sandbox-exec ./bff/cmd/cairn-bff \
             ./e2e/cmd/cairn-dev
 

@@ -1,6 +1,9 @@
 package e2e
 
 import (
+	"crypto/sha256"
+	"debug/buildinfo"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -8,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -58,16 +62,107 @@ type runView struct {
 	} `json:"decision"`
 	Evidence struct {
 		SandboxBaseProfile *string `json:"sandbox_base_profile"`
-		Attempts           []struct {
+		workerIdentity
+		WorkflowBuild *string `json:"workflow_build"`
+		Attempts      []struct {
 			Phase                  string             `json:"phase"`
 			Status                 string             `json:"status"`
 			TerminalClassification *string            `json:"terminal_classification"`
 			SandboxID              *string            `json:"sandbox_id"`
 			SandboxProfile         *sandboxProfile    `json:"sandbox_profile"`
+			Worker                 *workerIdentity    `json:"worker"`
 			TimingsMS              map[string]float64 `json:"timings_ms"`
 		} `json:"attempts"`
 	} `json:"evidence"`
 	NotRecorded []string `json:"not_recorded"`
+}
+
+// workerIdentity is what a worker recorded of itself on an attempt.
+type workerIdentity struct {
+	WorkflowID    *string `json:"workflow_id"`
+	DefinitionSHA *string `json:"definition_sha"`
+	BuildSHA      *string `json:"build_sha"`
+	Version       *string `json:"version"`
+	Protocol      *string `json:"protocol"`
+	PolicyEngine  *string `json:"policy_engine"`
+}
+
+// checkWorkerEvidence: every attempt of r, and the run's evidence, name the
+// build that really ran: the SHA-256 of the stack's cairn-worker, the
+// version and source revision stamped into it (none: reported as not
+// recorded), its runner's protocol, its OPA and the River job.
+func (s *Stack) checkWorkerEvidence(t *testing.T, r runView) {
+	t.Helper()
+	exe := filepath.Join(s.bin, "cairn-worker")
+	body, err := os.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := buildinfo.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(body)
+	build, version, revision := hex.EncodeToString(sum[:]), "dev", ""
+	for _, setting := range info.Settings {
+		switch {
+		case setting.Key == "-ldflags":
+			for _, flag := range strings.Fields(setting.Value) {
+				if v, ok := strings.CutPrefix(flag, "github.com/cairnhq/cairn/api/platform/buildinfo.Version="); ok {
+					version = v
+				}
+				if v, ok := strings.CutPrefix(flag, "github.com/cairnhq/cairn/api/platform/buildinfo.Revision="); ok {
+					revision = v
+				}
+			}
+		case setting.Key == "vcs.revision" && revision == "":
+			revision = setting.Value
+		}
+	}
+	value := func(p *string) string {
+		if p == nil {
+			return "<not recorded>"
+		}
+		return *p
+	}
+	wantRevision := revision
+	if revision == "" {
+		wantRevision = "<not recorded>"
+		if !slices.Contains(r.NotRecorded, "evidence.definition_sha") {
+			t.Errorf("a worker without a revision: not_recorded %v", r.NotRecorded)
+		}
+	}
+	check := func(where string, w workerIdentity) {
+		t.Helper()
+		for name, got := range map[string][2]string{
+			"build_sha": {value(w.BuildSHA), build}, "definition_sha": {value(w.DefinitionSHA), wantRevision},
+			"protocol": {value(w.Protocol), "tfe-remote-backend"},
+		} {
+			if got[0] != got[1] {
+				t.Errorf("%s %s = %s, want %s", where, name, got[0], got[1])
+			}
+		}
+		if !strings.HasPrefix(value(w.WorkflowID), "run_phase-") {
+			t.Errorf("%s workflow_id = %s", where, value(w.WorkflowID))
+		}
+	}
+	for i, a := range r.Evidence.Attempts {
+		if a.Worker == nil {
+			t.Fatalf("attempt %d (%s) recorded no worker", i, a.Phase)
+		}
+		check(a.Phase+" attempt", *a.Worker)
+		if value(a.Worker.Version) != version || value(a.Worker.PolicyEngine) != "opa/1.18.2" {
+			t.Errorf("%s attempt: version %s, policy engine %s", a.Phase, value(a.Worker.Version), value(a.Worker.PolicyEngine))
+		}
+	}
+	check("run", r.Evidence.workerIdentity)
+	if value(r.Evidence.WorkflowBuild) != version || value(r.Evidence.PolicyEngine) != "opa/1.18.2" {
+		t.Errorf("run: workflow_build %s, policy engine %s", value(r.Evidence.WorkflowBuild), value(r.Evidence.PolicyEngine))
+	}
+	last := r.Evidence.Attempts[len(r.Evidence.Attempts)-1].Worker
+	if value(r.Evidence.WorkflowID) != value(last.WorkflowID) {
+		t.Errorf("run workflow_id %s, want the newest attempt's %s", value(r.Evidence.WorkflowID), value(last.WorkflowID))
+	}
 }
 
 func (r runView) binding() map[string]any {

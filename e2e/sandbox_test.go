@@ -142,6 +142,7 @@ func TestSandboxedProvisionerSeesNoWorkerSecrets(t *testing.T) {
 	if r.Evidence.SandboxBaseProfile == nil || *r.Evidence.SandboxBaseProfile != "local-namespaces" {
 		t.Errorf("sandbox_base_profile %v, want local-namespaces", r.Evidence.SandboxBaseProfile)
 	}
+	s.checkWorkerEvidence(t, r)
 	for _, a := range r.Evidence.Attempts {
 		t.Logf("%s attempt: sandbox_create %.1f ms, toolchain_install %.1f ms, tofu_init %.1f ms", a.Phase,
 			a.TimingsMS["sandbox_create"], a.TimingsMS["toolchain_install"], a.TimingsMS["tofu_init"])

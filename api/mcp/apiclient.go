@@ -90,9 +90,10 @@ func (a *apiClient) do(ctx context.Context, token string, c call) (map[string]an
 	}
 	resp, err := a.client.Do(req)
 	if err != nil {
-		// The cause names the API's internal address; the agent sees only
-		// that the call did not get through.
-		a.logger.WarnContext(ctx, "calling cairn-api failed", "method", c.method, "path", c.path, "error", err)
+		// The cause names the API's internal address and the query the
+		// agent sent: neither is logged, and the agent sees only that the
+		// call did not get through.
+		a.logger.WarnContext(ctx, "calling cairn-api failed", "method", c.method, "path", c.path)
 		return nil, errors.New("cairn is unreachable; try again later")
 	}
 	defer resp.Body.Close()

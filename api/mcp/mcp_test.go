@@ -3,11 +3,15 @@ package mcp_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +23,7 @@ import (
 	"github.com/cairnhq/cairn/api/apitest"
 	"github.com/cairnhq/cairn/api/mcp"
 	"github.com/cairnhq/cairn/api/oauth"
+	"github.com/cairnhq/cairn/api/platform/failure/failuretest"
 	"github.com/cairnhq/cairn/api/platform/secret"
 )
 
@@ -28,7 +33,7 @@ type stack struct {
 	mcp *httptest.Server
 }
 
-func newStack(t *testing.T) *stack {
+func newStack(t *testing.T, options ...func(*mcp.Options)) *stack {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -36,7 +41,11 @@ func newStack(t *testing.T) *stack {
 	}
 	mcpURL := "http://" + ln.Addr().String()
 	env := apitest.New(t, func(s *apitest.Settings) { s.Config.MCPURL = mcpURL })
-	endpoint := mcp.New(mcp.Options{APIURL: env.URL, Issuer: env.Config.Issuer(), MCPURL: mcpURL})
+	opts := mcp.Options{APIURL: env.URL, Issuer: env.Config.Issuer(), MCPURL: mcpURL}
+	for _, o := range options {
+		o(&opts)
+	}
+	endpoint := mcp.New(opts)
 	srv := httptest.NewUnstartedServer(endpoint.Handler())
 	srv.Listener.Close()
 	srv.Listener = ln
@@ -328,4 +337,89 @@ func TestWithoutTheAPIEverythingIsRefused(t *testing.T) {
 	if health, err := http.Get(srv.URL + "/health"); err != nil || health.StatusCode != http.StatusOK {
 		t.Fatalf("health: %v %v", err, health)
 	}
+}
+
+// panickingTransport panics, with a secret-looking value or an error
+// wrapping an agent's input, on requests to the path set in panicOn.
+type panickingTransport struct {
+	mu      sync.Mutex
+	panicOn string
+	failure any
+}
+
+func (p *panickingTransport) set(path string, failure any) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.panicOn, p.failure = path, failure
+}
+
+func (p *panickingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	p.mu.Lock()
+	path, failure := p.panicOn, p.failure
+	p.mu.Unlock()
+	if path != "" && strings.HasPrefix(req.URL.Path, path) {
+		panic(failure)
+	}
+	return http.DefaultTransport.RoundTrip(req)
+}
+
+// TestToolAndEndpointPanicsLogOnlyTheirClassification: a panic while a
+// request is authenticated answers a bare 500 with a request ID, and a tool
+// whose API call panics fails that call alone; either way the log holds
+// the classification (and the request ID or the tool's name), never the
+// panic value, the agent's input or a stack.
+func TestToolAndEndpointPanicsLogOnlyTheirClassification(t *testing.T) {
+	t.Parallel()
+	const secretValue, agentInput = "oat_panicsecretpanicsecretpanicsecret", "cursor-from-the-agent-7c1f"
+	transport := &panickingTransport{}
+	var log failuretest.Log
+	s := newStack(t, func(o *mcp.Options) {
+		o.Client = &http.Client{Transport: transport}
+		o.Logger = log.Logger()
+	})
+	owner := s.env.WithOrganization("Owner")
+	signer, err := oauth.NewSigner(secret.Derive(s.env.Config.AuthSecret, "oauth-access-token-signing"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	token, err := signer.Sign(oauth.Claims{Issuer: s.env.Config.Issuer(), Subject: owner.ID, Audience: jwt.Audience{s.mcp.URL + "/mcp"},
+		Expiry: jwt.NewNumericDate(now.Add(time.Hour)), IssuedAt: jwt.NewNumericDate(now), ID: "oat_x",
+		ClientID: "ocl_x", Scope: "mcp:tools mcp:write", OrganizationID: owner.OrganizationID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	post := func(body string) (*http.Response, string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, s.mcp.URL+"/mcp", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("posting %s: %v", body, err)
+		}
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(resp.Body)
+		return resp, string(out)
+	}
+	// The API's keys are first read while the request is authenticated,
+	// outside any tool.
+	transport.set("/api/auth/jwks", secretValue)
+	resp, body := post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	id := resp.Header.Get("X-Request-Id")
+	if resp.StatusCode != http.StatusInternalServerError || id == "" || strings.Contains(body, secretValue) {
+		t.Fatalf("a panic while authenticating: %d %q %s", resp.StatusCode, id, body)
+	}
+	failuretest.RequireReport(t, log.String(), "non_error", []string{secretValue, agentInput}, `"request_id":"`+id+`"`)
+
+	// A failed key fetch is retried after a second.
+	transport.set("/v1/", fmt.Errorf("listing with %s: %w", agentInput, errors.New(secretValue)))
+	time.Sleep(1100 * time.Millisecond)
+	before := len(log.String())
+	resp, body = post(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"list_projects","arguments":{"cursor":"` + agentInput + `"}}}`)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `"isError":true`) || strings.Contains(body, secretValue) {
+		t.Fatalf("a panicking tool: %d %s", resp.StatusCode, body)
+	}
+	failuretest.RequireReport(t, log.String()[before:], "error", []string{secretValue, agentInput}, `"tool":"list_projects"`)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/cairnhq/cairn/api/access"
 	"github.com/cairnhq/cairn/api/oauth"
 	"github.com/cairnhq/cairn/api/platform/buildinfo"
+	"github.com/cairnhq/cairn/api/platform/failure"
 )
 
 // Paths served under {mcp_url}.
@@ -119,7 +120,7 @@ func (s *Server) Handler() http.Handler {
 		ResourceMetadataURL: s.MetadataURL(),
 		ClockSkew:           clockSkew,
 	})(s.requireScope(streamable)))
-	return mux
+	return failure.Recover(s.opts.Logger, mux)
 }
 
 // requireScope refuses a verified token without mcp:tools (RFC 6750

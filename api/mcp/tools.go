@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"path"
@@ -16,6 +17,8 @@ import (
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/cairnhq/cairn/api/platform/failure"
 )
 
 // Bounds of an inline configuration: small by design (an agent proposing
@@ -137,12 +140,24 @@ func token(req *sdk.CallToolRequest) (string, error) {
 	return raw, nil
 }
 
+// errToolFailed is what a caller sees of a tool that failed unexpectedly.
+var errToolFailed = errors.New("the tool failed unexpectedly; try again later")
+
 // tool registers a tool whose handler turns its input into one /v1 call.
 func tool[In any](s *Server, server *sdk.Server, name, title, description string, ann *sdk.ToolAnnotations, build func(In) (call, error)) {
 	a := *ann
 	a.Title = title
 	sdk.AddTool(server, &sdk.Tool{Name: name, Title: title, Description: description, Annotations: &a},
-		func(ctx context.Context, req *sdk.CallToolRequest, in In) (*sdk.CallToolResult, Output, error) {
+		func(ctx context.Context, req *sdk.CallToolRequest, in In) (_ *sdk.CallToolResult, _ Output, err error) {
+			defer func() {
+				// A panic in a tool (or the client under it) fails the
+				// call alone; the log gets its classification and the
+				// tool's name, never the value or the stack.
+				if p := recover(); p != nil {
+					failure.Report(ctx, s.opts.Logger, p, slog.String("tool", name))
+					err = errToolFailed
+				}
+			}()
 			tok, err := token(req)
 			if err != nil {
 				return nil, nil, err

@@ -60,9 +60,10 @@ func NewMetadataFetcherWith(c *http.Client) *MetadataFetcher {
 	return &MetadataFetcher{client: &client}
 }
 
-// refuseNonPublic refuses to connect to loopback, private, link-local
-// (cloud metadata services), multicast, unspecified and shared carrier
-// addresses.
+// refuseNonPublic refuses to connect to anything but a public unicast
+// address (see publicAddress). It runs on every address actually dialed,
+// after name resolution, so a name that resolves (or rebinds) to a
+// refused address gains nothing.
 func refuseNonPublic(_, address string, _ syscall.RawConn) error {
 	host, _, err := net.SplitHostPort(address)
 	if err != nil {
@@ -78,12 +79,40 @@ func refuseNonPublic(_, address string, _ syscall.RawConn) error {
 	return nil
 }
 
-var sharedAddressSpace = netip.MustParsePrefix("100.64.0.0/10")
+// nonPublicRanges are special-purpose ranges the standard library's
+// predicates do not name: IPv4 "this network", shared carrier space, IETF
+// protocol assignments, benchmarking and the reserved class E block with
+// broadcast; and the IPv6 translation and tunnelling prefixes (NAT64's
+// well-known and local-use prefixes, 6to4, Teredo), whose addresses carry
+// an IPv4 address a gateway would connect to on our behalf.
+var nonPublicRanges = []netip.Prefix{
+	netip.MustParsePrefix("0.0.0.0/8"),
+	netip.MustParsePrefix("100.64.0.0/10"),
+	netip.MustParsePrefix("192.0.0.0/24"),
+	netip.MustParsePrefix("198.18.0.0/15"),
+	netip.MustParsePrefix("240.0.0.0/4"),
+	netip.MustParsePrefix("64:ff9b::/96"),
+	netip.MustParsePrefix("64:ff9b:1::/48"),
+	netip.MustParsePrefix("2002::/16"),
+	netip.MustParsePrefix("2001::/32"),
+}
 
+// publicAddress reports whether ip is a public unicast address: not
+// loopback, private, link-local (cloud metadata services), multicast,
+// unspecified, nor in nonPublicRanges. An IPv4-mapped IPv6 address is
+// judged as the IPv4 address it maps.
 func publicAddress(ip netip.Addr) bool {
 	ip = ip.Unmap()
-	return ip.IsValid() && !ip.IsLoopback() && !ip.IsPrivate() && !ip.IsLinkLocalUnicast() && !ip.IsLinkLocalMulticast() &&
-		!ip.IsMulticast() && !ip.IsUnspecified() && !ip.IsInterfaceLocalMulticast() && !sharedAddressSpace.Contains(ip)
+	if !ip.IsValid() || ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
+		ip.IsMulticast() || ip.IsUnspecified() || ip.IsInterfaceLocalMulticast() {
+		return false
+	}
+	for _, r := range nonPublicRanges {
+		if r.Contains(ip) {
+			return false
+		}
+	}
+	return true
 }
 
 // errMetadataUnavailable is any failure to get a usable document.

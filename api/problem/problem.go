@@ -17,6 +17,7 @@ import (
 	"github.com/cairnhq/cairn/api/launch"
 	"github.com/cairnhq/cairn/api/oauth"
 	"github.com/cairnhq/cairn/api/platform/db"
+	"github.com/cairnhq/cairn/api/platform/failure"
 	"github.com/cairnhq/cairn/api/platform/fault"
 	"github.com/cairnhq/cairn/api/platform/httpx"
 	"github.com/cairnhq/cairn/api/platform/idempotency"
@@ -144,8 +145,9 @@ type Coded struct{ Problem httpx.Problem }
 
 func (e Coded) Error() string { return e.Problem.Code }
 
-// Of maps err to its public problem. Anything unmapped is logged with its
-// cause and answered as a bare 500; the cause never reaches the client.
+// Of maps err to its public problem. Anything unmapped is answered as a
+// bare 500 and reported as an unhandled failure (its classification and
+// the request ID); its text reaches neither the client nor the log.
 func Of(ctx context.Context, logger *slog.Logger, err error) httpx.Problem {
 	var coded Coded
 	if errors.As(err, &coded) {
@@ -185,7 +187,10 @@ func Of(ctx context.Context, logger *slog.Logger, err error) httpx.Problem {
 	for _, row := range table {
 		if errors.Is(err, row.err) {
 			if row.problem.Status >= 500 {
-				logger.ErrorContext(ctx, "operation failed", "request_id", reqid.From(ctx), "error", err)
+				// A mapped 5xx names its fixed code, never the error's
+				// text, which can carry the request's input.
+				logger.WarnContext(ctx, "operation unavailable", "request_id", reqid.From(ctx),
+					"status", row.problem.Status, "code", row.problem.Code)
 			}
 			return row.problem
 		}
@@ -198,6 +203,6 @@ func Of(ctx context.Context, logger *slog.Logger, err error) httpx.Problem {
 		logger.WarnContext(ctx, "database unreachable", "request_id", reqid.From(ctx), "error", err)
 		return httpx.Problem{Status: http.StatusServiceUnavailable, Code: httpx.CodeUnavailable}
 	}
-	logger.ErrorContext(ctx, "operation failed", "request_id", reqid.From(ctx), "error", err)
+	failure.Report(ctx, logger, err, failure.RequestID(reqid.From(ctx)))
 	return httpx.Problem{Status: http.StatusInternalServerError, Code: httpx.CodeInternal}
 }

@@ -342,7 +342,11 @@ type Attempt struct {
 	SandboxName    *string `db:"sandbox_name"`
 	// SandboxProfile is what the sandbox applied, or nil before it was
 	// created (or refused).
-	SandboxProfile         *SandboxProfile `db:"sandbox_profile"`
+	SandboxProfile *SandboxProfile `db:"sandbox_profile"`
+	// Worker is what the worker that ran the attempt recorded of itself,
+	// or nil (an attempt that never started, or started before workers
+	// recorded it).
+	Worker                 *WorkerIdentity `db:"worker_identity"`
 	WorkerID               *string         `db:"worker_id"`
 	ExitCode               *int            `db:"exit_code"`
 	TerminalClassification *string         `db:"terminal_classification"`

@@ -343,7 +343,8 @@ func terminalList() string {
 }
 
 const attemptColumns = `id, organization_id, run_id, phase, attempt, status, region, sandbox_driver, sandbox_id,
-	sandbox_name, sandbox_profile, worker_id, exit_code, terminal_classification, timings, queued_at, started_at, heartbeat_at, finished_at`
+	sandbox_name, sandbox_profile, worker_identity, worker_id, exit_code, terminal_classification, timings, queued_at, started_at,
+	heartbeat_at, finished_at`
 
 func insertAttempt(ctx context.Context, q sqlx.ExtContext, a Attempt) error {
 	_, err := q.ExecContext(ctx, `INSERT INTO run_attempts (id, organization_id, run_id, phase, attempt, status, region, queued_at)

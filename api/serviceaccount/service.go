@@ -69,16 +69,28 @@ func (s *Service) List(ctx context.Context, p access.Principal, page cursor.Page
 	return listServiceAccounts(ctx, s.db, p.OrganizationID, page)
 }
 
-// ListTokens reads one page of an account's tokens, without plaintexts
-// (only their keyed hashes are stored).
-func (s *Service) ListTokens(ctx context.Context, p access.Principal, accountID string, page cursor.Page) ([]Token, error) {
+// Get reads one of the organization's service accounts with the tokens
+// issued to it, without plaintexts (only their keyed hashes are stored):
+// the live ones first, then the revoked and expired ones, newest first
+// within each, at most MaxTokensShown. Tokens have no list of their own
+// (SPEC §2); this is where a manager sees what to revoke.
+func (s *Service) Get(ctx context.Context, p access.Principal, accountID string) (Account, error) {
 	if err := p.Require(access.PermServiceAccountManage); err != nil {
-		return nil, err
+		return Account{}, err
 	}
-	if _, err := serviceAccountByID(ctx, s.db, p.OrganizationID, accountID); err != nil {
-		return nil, err
+	a, err := serviceAccountByID(ctx, s.db, p.OrganizationID, accountID)
+	if err != nil {
+		return Account{}, err
 	}
-	return listTokens(ctx, s.db, p.OrganizationID, accountID, page)
+	tokens, err := tokensOf(ctx, s.db, p.OrganizationID, accountID, MaxTokensShown+1)
+	if err != nil {
+		return Account{}, err
+	}
+	out := Account{ServiceAccount: a, Tokens: tokens}
+	if len(tokens) > MaxTokensShown {
+		out.Tokens, out.TokensTruncated = tokens[:MaxTokensShown], true
+	}
+	return out, nil
 }
 
 // Issued is a new token and its plaintext, which exists only in this value.

@@ -34,6 +34,20 @@ type Token struct {
 	RevokedAt        *time.Time `db:"revoked_at"`
 }
 
+// Account is a service account as its managers read it: with the tokens
+// issued to it, live ones first.
+type Account struct {
+	ServiceAccount
+	Tokens []Token
+	// TokensTruncated is set when the account has more tokens than
+	// MaxTokensShown; the oldest revoked or expired ones are left out
+	// first.
+	TokensTruncated bool
+}
+
+// MaxTokensShown bounds the tokens an account read carries.
+const MaxTokensShown = 100
+
 // TokenPrefix starts every service-account token.
 const TokenPrefix = "sst_"
 

@@ -116,15 +116,16 @@ func listServiceAccounts(ctx context.Context, q sqlx.QueryerContext, organizatio
 	return out, nil
 }
 
-// listTokens reads one page of an account's tokens, revoked ones included,
-// newest first, one row beyond the page.
-func listTokens(ctx context.Context, q sqlx.QueryerContext, organizationID, accountID string, page cursor.Page) ([]Token, error) {
-	query := `SELECT ` + tokenColumns + ` FROM service_account_tokens
-		WHERE organization_id = $1 AND service_account_id = $2`
-	keyset, args := page.Keyset([]any{organizationID, accountID}, "created_at", "id")
+// tokensOf reads at most limit of an account's tokens: the live ones
+// (neither revoked nor expired by the database clock, which
+// liveTokenByHash judges by too) first, newest first within each.
+func tokensOf(ctx context.Context, q sqlx.QueryerContext, organizationID, accountID string, limit int) ([]Token, error) {
 	var rows []tokenRow
-	if err := sqlx.SelectContext(ctx, q, &rows, query+keyset+page.OrderLimit("created_at", "id"), args...); err != nil {
-		return nil, fmt.Errorf("listing tokens: %w", err)
+	if err := sqlx.SelectContext(ctx, q, &rows, `SELECT `+tokenColumns+` FROM service_account_tokens
+		WHERE organization_id = $1 AND service_account_id = $2
+		ORDER BY (revoked_at IS NULL AND expires_at > now()) DESC, created_at DESC, id DESC
+		LIMIT $3`, organizationID, accountID, limit); err != nil {
+		return nil, fmt.Errorf("reading tokens: %w", err)
 	}
 	out := make([]Token, len(rows))
 	for i, r := range rows {

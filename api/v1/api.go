@@ -40,7 +40,11 @@ const (
 	// metaNULProblem is the problem an operation answers a body with a
 	// NUL character with, when it has a code of its own for it.
 	metaNULProblem = "cairn.nul_problem"
-	metaMutation   = "cairn.mutation"
+	// metaRefusedFields maps the validation location of a body field the
+	// operation refuses whatever its value (body.auto_apply) to the
+	// problem that names it.
+	metaRefusedFields = "cairn.refused_fields"
+	metaMutation      = "cairn.mutation"
 )
 
 // Authenticator resolves a session token to a principal with a live
@@ -90,6 +94,9 @@ func installErrors() {
 		}
 		huma.NewErrorWithContext = func(ctx huma.Context, status int, msg string, errs ...error) huma.StatusError {
 			if p, ok := nulProblem(ctx, errs); ok {
+				return httpx.NewErrorBody(p)
+			}
+			if p, ok := refusedFieldProblem(ctx, errs); ok {
 				return httpx.NewErrorBody(p)
 			}
 			return huma.NewError(status, msg, errs...)
@@ -243,6 +250,24 @@ func nulProblem(ctx huma.Context, errs []error) (httpx.Problem, bool) {
 	return httpx.Problem{}, false
 }
 
+// refusedFieldProblem is the operation's own problem for a body that
+// carries a field it refuses whatever its value, if it carried one.
+func refusedFieldProblem(ctx huma.Context, errs []error) (httpx.Problem, bool) {
+	if ctx == nil || ctx.Operation() == nil {
+		return httpx.Problem{}, false
+	}
+	refused, _ := ctx.Operation().Metadata[metaRefusedFields].(map[string]httpx.Problem)
+	for _, err := range errs {
+		var detail *huma.ErrorDetail
+		if errors.As(err, &detail) {
+			if p, ok := refused[detail.Location]; ok {
+				return p, true
+			}
+		}
+	}
+	return httpx.Problem{}, false
+}
+
 // jsonFormat is huma's JSON format refusing NUL characters in request
 // bodies, which no text column can store.
 var jsonFormat = huma.Format{
@@ -335,6 +360,9 @@ type operationOptions struct {
 	// nulProblem, when set, answers a body with a NUL character instead
 	// of the generic validation failure.
 	nulProblem *httpx.Problem
+	// refusedFields names body fields refused whatever their value
+	// (their schema admits none) and the error each is refused with.
+	refusedFields map[string]error
 	// admit is how launch control admits a mutation; every mutation
 	// names one.
 	admit admission
@@ -401,6 +429,13 @@ func register[I, O any](a *API, op huma.Operation, o operationOptions, handler f
 	op.Metadata[metaAgent] = agent
 	if o.nulProblem != nil {
 		op.Metadata[metaNULProblem] = *o.nulProblem
+	}
+	if len(o.refusedFields) > 0 {
+		refused := make(map[string]httpx.Problem, len(o.refusedFields))
+		for field, err := range o.refusedFields {
+			refused["body."+field] = a.problemFor(context.Background(), err)
+		}
+		op.Metadata[metaRefusedFields] = refused
 	}
 	// huma rejects a body whose length reaches MaxBodyBytes, so one more
 	// byte lets a body of exactly the limit through.

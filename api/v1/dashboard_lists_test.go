@@ -11,9 +11,10 @@ import (
 )
 
 // TestTokenListsShowOnlyWhatTheCallerMayManage: a member lists only their
-// own user tokens in the active organization; service accounts and their
-// tokens are listed to service_account:manage holders only; no list
-// answers a plaintext; another organization's account is missing.
+// own user tokens in the active organization; service accounts, and an
+// account's tokens on its read, are shown to service_account:manage
+// holders only; no answer carries a plaintext; another organization's
+// account is missing.
 func TestTokenListsShowOnlyWhatTheCallerMayManage(t *testing.T) {
 	t.Parallel()
 	env := apitest.New(t)
@@ -45,18 +46,18 @@ func TestTokenListsShowOnlyWhatTheCallerMayManage(t *testing.T) {
 	if len(accounts) != 1 || accounts[0].ID != sa.ID {
 		t.Fatalf("service accounts: %+v", accounts)
 	}
-	resp := owner.Get("/v1/service-accounts/"+sa.ID+"/tokens").MustStatus(t, http.StatusOK)
-	var saTokens []map[string]any
-	resp.Data(t, &saTokens)
-	if len(saTokens) != 1 || saTokens[0]["id"] != issued.ID || saTokens[0]["token"] != nil {
-		t.Fatalf("service account tokens: %v", saTokens)
+	resp := owner.Get("/v1/service-accounts/"+sa.ID).MustStatus(t, http.StatusOK)
+	var account struct{ Tokens []map[string]any }
+	resp.Data(t, &account)
+	if len(account.Tokens) != 1 || account.Tokens[0]["id"] != issued.ID || account.Tokens[0]["token"] != nil {
+		t.Fatalf("service account tokens: %v", account.Tokens)
 	}
 	if issued.Token == "" || bytes.Contains(resp.Body, []byte(issued.Token)) {
-		t.Fatal("the token list answers the plaintext")
+		t.Fatal("the account read answers the plaintext")
 	}
 	reader.Get("/v1/service-accounts").MustStatus(t, http.StatusForbidden)
-	reader.Get("/v1/service-accounts/"+sa.ID+"/tokens").MustStatus(t, http.StatusForbidden)
-	other.Get("/v1/service-accounts/"+sa.ID+"/tokens").MustStatus(t, http.StatusNotFound)
+	reader.Get("/v1/service-accounts/"+sa.ID).MustStatus(t, http.StatusForbidden)
+	other.Get("/v1/service-accounts/"+sa.ID).MustStatus(t, http.StatusNotFound)
 	other.Get("/v1/service-accounts").MustStatus(t, http.StatusOK).Data(t, &accounts)
 	if len(accounts) != 0 {
 		t.Fatalf("another organization lists %+v", accounts)

@@ -58,14 +58,35 @@ type uploadConfigurationInput struct {
 
 // CreateRunRequest is the body of POST /v1/runs.
 type CreateRunRequest struct {
-	WorkspaceID            string `json:"workspace_id" maxLength:"64"`
-	ConfigurationVersionID string `json:"configuration_version_id,omitempty" maxLength:"64" doc:"Omitted: the workspace's current configuration version (the newest upload a run may use)."`
-	Kind                   string `json:"kind" enum:"plan_and_apply,plan_only,speculative"`
-	Message                string `json:"message,omitempty" maxLength:"2000"`
-	AutoApply              *bool  `json:"auto_apply,omitempty" doc:"Rejected: Cairn never applies without an approval."`
-	IsDestroy              *bool  `json:"is_destroy,omitempty" doc:"Rejected: destroy-mode runs are not supported."`
+	WorkspaceID            string  `json:"workspace_id" maxLength:"64"`
+	ConfigurationVersionID string  `json:"configuration_version_id,omitempty" maxLength:"64" doc:"Omitted: the workspace's current configuration version (the newest upload a run may use)."`
+	Kind                   string  `json:"kind" enum:"plan_and_apply,plan_only,speculative"`
+	Message                string  `json:"message,omitempty" maxLength:"2000"`
+	AutoApply              Refused `json:"auto_apply,omitzero" doc:"Refused whatever its value, null included (400 RUN_AUTO_APPLY_UNSUPPORTED): Cairn never applies without an approval."`
+	IsDestroy              Refused `json:"is_destroy,omitzero" doc:"Refused whatever its value, null included (400 RUN_DESTROY_UNSUPPORTED): destroy-mode runs are not supported."`
 	RunOptionsBody
 }
+
+// Refused is a request field refused whatever it holds: its schema admits
+// no value, so the key alone fails validation before anything is read or
+// persisted, and a decoder that skipped the schema would still see it sent.
+type Refused struct{ sent bool }
+
+// Schema admits nothing: every value, null included, fails "not {}".
+func (Refused) Schema(huma.Registry) *huma.Schema { return &huma.Schema{Not: &huma.Schema{}} }
+
+// UnmarshalJSON is called for any value, null included, so the key alone
+// marks the field sent.
+func (f *Refused) UnmarshalJSON([]byte) error {
+	f.sent = true
+	return nil
+}
+
+// Sent reports whether the request carried the field at all.
+func (f Refused) Sent() bool { return f.sent }
+
+// IsZero lets an unsent field stay out of a request's fingerprint.
+func (f Refused) IsZero() bool { return !f.sent }
 
 // RunOptionsBody are a new run's own options. Each refused option answers
 // 400 with the code RUN_<OPTION>_INVALID (RUN_TOOL_VERSION_PLAN_ONLY and
@@ -217,10 +238,13 @@ func (a *API) registerRuns() {
 	register(a, huma.Operation{
 		OperationID: "create-run", Method: http.MethodPost, Path: "/v1/runs",
 		Summary: "Create a run", Tags: tags, DefaultStatus: http.StatusCreated,
-		Description: "Creates a run of an uploaded configuration version. auto_apply and is_destroy are rejected. New-run admission " +
+		Description: "Creates a run of an uploaded configuration version. A body carrying auto_apply or is_destroy, whatever the value " +
+			"(false and null included), is refused with 400 RUN_AUTO_APPLY_UNSUPPORTED or RUN_DESTROY_UNSUPPORTED and persists nothing. New-run admission " +
 			"(the new-run switch, suspension, pinned region, ceilings and runner release) is checked in the creating transaction; a refusal " +
 			"is the retryable 503 service_unavailable and persists nothing.",
-	}, operationOptions{mutation: true, admit: admitInHandler}, func(ctx context.Context, in *createRunInput) (*Mutated[RunView], error) {
+	}, operationOptions{mutation: true, admit: admitInHandler, refusedFields: map[string]error{
+		"auto_apply": run.ErrAutoApply, "is_destroy": run.ErrDestroy,
+	}}, func(ctx context.Context, in *createRunInput) (*Mutated[RunView], error) {
 		// The workspace named in the body is admitted before anything about
 		// the run is looked at, so a closed gate answers an unknown or
 		// unready run exactly like a refused one; the creating transaction
@@ -233,7 +257,7 @@ func (a *API) registerRuns() {
 				r, err := a.deps.Services.Runs.CreateRun(ctx, tx, p, run.CreateInput{
 					WorkspaceID: in.Body.WorkspaceID, ConfigurationVersionID: in.Body.ConfigurationVersionID,
 					Kind: run.Kind(in.Body.Kind), Message: in.Body.Message, Source: run.SourceAPI, LatestConfiguration: in.Body.ConfigurationVersionID == "",
-					AutoApply: in.Body.AutoApply != nil && *in.Body.AutoApply, IsDestroy: in.Body.IsDestroy != nil && *in.Body.IsDestroy,
+					AutoApply: in.Body.AutoApply.Sent(), IsDestroy: in.Body.IsDestroy.Sent(),
 					Options: in.Body.options(), ToolVersion: in.Body.ToolVersion,
 				})
 				if err != nil {

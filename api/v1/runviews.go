@@ -163,6 +163,33 @@ func sandboxProfileView(p *run.SandboxProfile) *SandboxProfileView {
 		CPUSeconds: p.CPUSeconds, OpenFiles: p.OpenFiles, FileBytes: p.FileBytes}
 }
 
+// WorkerIdentityView is what the worker that ran an attempt recorded of
+// itself when the attempt started; a field it could not tell is null.
+type WorkerIdentityView struct {
+	WorkflowID    *string `json:"workflow_id" doc:"The job that ran the attempt: its kind and ID."`
+	DefinitionSHA *string `json:"definition_sha" doc:"Full commit ID of the source the worker was built from."`
+	BuildSHA      *string `json:"build_sha" doc:"SHA-256 of the worker executable (which also runs the sandboxed policy evaluations)."`
+	Version       *string `json:"version" doc:"The worker's build version."`
+	Protocol      *string `json:"protocol" doc:"The state protocol the runner's sandboxed CLI speaks."`
+	PolicyEngine  *string `json:"policy_engine" doc:"The policy engine linked into the worker."`
+}
+
+func workerIdentityView(id *run.WorkerIdentity) *WorkerIdentityView {
+	if id == nil {
+		return nil
+	}
+	return &WorkerIdentityView{WorkflowID: recorded(id.WorkflowID), DefinitionSHA: recorded(id.DefinitionSHA), BuildSHA: recorded(id.BuildSHA),
+		Version: recorded(id.Version), Protocol: recorded(id.Protocol), PolicyEngine: recorded(id.PolicyEngine)}
+}
+
+// recorded is a recorded value, or nil when nothing was recorded.
+func recorded(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
 // AttemptView is the evidence of one phase attempt.
 type AttemptView struct {
 	ID                     string              `json:"id"`
@@ -172,6 +199,7 @@ type AttemptView struct {
 	SandboxName            *string             `json:"sandbox_name"`
 	SandboxDriver          *string             `json:"sandbox_driver"`
 	SandboxProfile         *SandboxProfileView `json:"sandbox_profile" doc:"Null until the attempt created (or was refused) its sandbox."`
+	Worker                 *WorkerIdentityView `json:"worker" doc:"What the worker that ran the attempt recorded of itself when it started; null when nothing was recorded."`
 	Region                 string              `json:"region"`
 	Status                 string              `json:"status"`
 	TerminalClassification *string             `json:"terminal_classification"`
@@ -181,14 +209,21 @@ type AttemptView struct {
 	TimingsMS              map[string]float64  `json:"timings_ms" doc:"Breakdown of the attempt in milliseconds."`
 }
 
-// EvidenceView is the run's execution evidence.
+// EvidenceView is the run's execution evidence. Its workflow, definition,
+// build, protocol and policy-engine identities are the ones recorded by the
+// worker of the newest attempt that recorded any (the policy engine: of the
+// newest plan attempt, where policies are evaluated); each is null, and
+// listed in not_recorded, while no worker recorded it.
 type EvidenceView struct {
-	WorkflowID         string        `json:"workflow_id"`
+	WorkflowID         *string       `json:"workflow_id" doc:"The job that ran the newest recorded attempt: its kind and ID."`
+	DefinitionSHA      *string       `json:"definition_sha" doc:"Full commit ID of the source that worker was built from."`
+	BuildSHA           *string       `json:"build_sha" doc:"SHA-256 of that worker's executable."`
+	WorkflowBuild      *string       `json:"workflow_build" doc:"That worker's build version."`
 	ToolVersion        string        `json:"tool_version"`
 	RunnerRelease      string        `json:"runner_release"`
 	SandboxBaseProfile *string       `json:"sandbox_base_profile" doc:"Derived from the attempts' recorded sandbox profiles (the weakest isolation that ran user code): <driver>-namespaces, <driver>-unisolated or <driver>-isolation-unavailable. Null until an attempt recorded one."`
-	Protocol           string        `json:"protocol"`
-	PolicyEngine       string        `json:"policy_engine"`
+	Protocol           *string       `json:"protocol" doc:"The state protocol that worker's runner speaks."`
+	PolicyEngine       *string       `json:"policy_engine" doc:"The policy engine of the worker of the newest recorded plan attempt, which evaluated the policies."`
 	Attempts           []AttemptView `json:"attempts"`
 }
 
@@ -280,14 +315,13 @@ func (a *API) runView(ctx context.Context, q sqlx.QueryerContext, p access.Princ
 		Plan: PlanPhaseView{Status: r.PlanStatus, HasChanges: r.HasChanges, ResourceAdditions: r.ResourceAdditions,
 			ResourceChanges: r.ResourceChanges, ResourceDestructions: r.ResourceDestructions, PlanDigest: hexOrNil(r.PlanDigest),
 			PredecessorStateVersionID: r.PredecessorStateVersionID},
-		Policy:           PolicyStageView{Outcome: r.PolicyOutcome, ResultDigest: hexOrNil(r.PolicyResultDigest)},
-		ApprovalDeadline: r.ApprovalDeadline,
-		Apply:            ApplyPhaseView{Status: r.ApplyStatus, StateVersionID: r.StateVersionID},
-		TerminalReason:   r.TerminalReason,
-		LogTruncated:     r.LogTruncated,
-		Overrides:        OverridesView{Records: []PolicyOverrideView{}},
-		Evidence: EvidenceView{WorkflowID: "run-" + r.ID, ToolVersion: r.ToolVersion, RunnerRelease: r.RunnerRelease,
-			Protocol: "tfe-remote-backend", PolicyEngine: "opa-1.18.2", Attempts: []AttemptView{}},
+		Policy:               PolicyStageView{Outcome: r.PolicyOutcome, ResultDigest: hexOrNil(r.PolicyResultDigest)},
+		ApprovalDeadline:     r.ApprovalDeadline,
+		Apply:                ApplyPhaseView{Status: r.ApplyStatus, StateVersionID: r.StateVersionID},
+		TerminalReason:       r.TerminalReason,
+		LogTruncated:         r.LogTruncated,
+		Overrides:            OverridesView{Records: []PolicyOverrideView{}},
+		Evidence:             EvidenceView{ToolVersion: r.ToolVersion, RunnerRelease: r.RunnerRelease, Attempts: []AttemptView{}},
 		NotRecorded:          []string{},
 		ForceExecuteDiscards: []string{},
 		Initiator:            r.Initiator,
@@ -335,9 +369,16 @@ func (a *API) runView(ctx context.Context, q sqlx.QueryerContext, p access.Princ
 	for _, at := range attempts {
 		v.Evidence.Attempts = append(v.Evidence.Attempts, AttemptView{ID: at.ID, Phase: at.Phase, Attempt: at.Number,
 			SandboxID: at.SandboxID, SandboxName: at.SandboxName, SandboxDriver: at.SandboxDriver,
-			SandboxProfile: sandboxProfileView(at.SandboxProfile), Region: at.Region, Status: at.Status,
-			TerminalClassification: at.TerminalClassification, QueuedAt: at.QueuedAt, StartedAt: at.StartedAt,
-			FinishedAt: at.FinishedAt, TimingsMS: at.Timings})
+			SandboxProfile: sandboxProfileView(at.SandboxProfile), Worker: workerIdentityView(at.Worker),
+			Region: at.Region, Status: at.Status, TerminalClassification: at.TerminalClassification, QueuedAt: at.QueuedAt,
+			StartedAt: at.StartedAt, FinishedAt: at.FinishedAt, TimingsMS: at.Timings})
+	}
+	if latest, plan := run.RecordedWorkers(attempts); latest != nil {
+		v.Evidence.WorkflowID, v.Evidence.DefinitionSHA, v.Evidence.BuildSHA = recorded(latest.WorkflowID), recorded(latest.DefinitionSHA), recorded(latest.BuildSHA)
+		v.Evidence.WorkflowBuild, v.Evidence.Protocol = recorded(latest.Version), recorded(latest.Protocol)
+		if plan != nil {
+			v.Evidence.PolicyEngine = recorded(plan.PolicyEngine)
+		}
 	}
 	if base, ok := run.BaseProfile(attempts); ok {
 		v.Evidence.SandboxBaseProfile = &base
@@ -381,6 +422,9 @@ func (a *API) runView(ctx context.Context, q sqlx.QueryerContext, p access.Princ
 		"plan.has_changes": r.HasChanges == nil, "plan.plan_digest": len(r.PlanDigest) == 0,
 		"policy.outcome": r.PolicyOutcome == nil, "apply.state_version_id": r.StateVersionID == nil,
 		"decision": v.Decision == nil, "evidence.sandbox_base_profile": v.Evidence.SandboxBaseProfile == nil,
+		"evidence.workflow_id": v.Evidence.WorkflowID == nil, "evidence.definition_sha": v.Evidence.DefinitionSHA == nil,
+		"evidence.build_sha": v.Evidence.BuildSHA == nil, "evidence.workflow_build": v.Evidence.WorkflowBuild == nil,
+		"evidence.protocol": v.Evidence.Protocol == nil, "evidence.policy_engine": v.Evidence.PolicyEngine == nil,
 	} {
 		if missing {
 			v.NotRecorded = append(v.NotRecorded, name)

@@ -44,15 +44,7 @@ type revokeTokenInput struct {
 	TokenID string `path:"tokenId" maxLength:"64"`
 }
 
-type listTokensInput struct {
-	IDPath
-	ListParams
-}
-
-var (
-	serviceAccountList = listSpec{endpoint: "service-accounts", invalidCode: "SERVICE_ACCOUNT_LIST_CURSOR_INVALID"}
-	tokenList          = listSpec{endpoint: "service-account-tokens", invalidCode: "SERVICE_ACCOUNT_TOKEN_LIST_CURSOR_INVALID"}
-)
+var serviceAccountList = listSpec{endpoint: "service-accounts", invalidCode: "SERVICE_ACCOUNT_LIST_CURSOR_INVALID"}
 
 func (a *API) registerServiceAccounts() {
 	register(a, huma.Operation{
@@ -65,14 +57,23 @@ func (a *API) registerServiceAccounts() {
 		}, func(v ServiceAccountView) cursor.Position { return cursor.Position{CreatedAt: v.CreatedAt, ID: v.ID} })
 	})
 
+	// Tokens have no list operation (SPEC §2): an account's read carries
+	// what its managers need to see and revoke them, never a plaintext.
 	register(a, huma.Operation{
-		OperationID: "list-service-account-tokens", Method: http.MethodGet, Path: "/v1/service-accounts/{id}/tokens",
-		Summary: "List an account's tokens, revoked ones included, newest first (never their plaintext)", Tags: []string{"Service accounts"},
-	}, operationOptions{}, func(ctx context.Context, in *listTokensInput) (*Listed[TokenView], error) {
-		return listOf(ctx, a, tokenList, "account="+in.ID, in.ListParams, func(p access.Principal, page cursor.Page) ([]TokenView, error) {
-			rows, err := a.deps.Services.ServiceAccounts.ListTokens(ctx, p, in.ID, page)
-			return mapSlice(rows, tokenView), err
-		}, func(v TokenView) cursor.Position { return cursor.Position{CreatedAt: v.CreatedAt, ID: v.ID} })
+		OperationID: "get-service-account", Method: http.MethodGet, Path: "/v1/service-accounts/{id}",
+		Summary: "Read a service account with its tokens (never their plaintext)", Tags: []string{"Service accounts"},
+		Description: "The tokens issued to the account: the live ones first, then the revoked and expired ones, newest first " +
+			"within each, at most 100 (tokens_truncated says when older revoked or expired ones are left out). " +
+			"Each shows its ID, permissions, boundaries, expiry and revocation, never its plaintext.",
+	}, operationOptions{}, func(ctx context.Context, in *IDPath) (*Single[ServiceAccountDetailView], error) {
+		return single(ctx, a, func(p access.Principal) (ServiceAccountDetailView, error) {
+			acct, err := a.deps.Services.ServiceAccounts.Get(ctx, p, in.ID)
+			if err != nil {
+				return ServiceAccountDetailView{}, err
+			}
+			return ServiceAccountDetailView{ServiceAccountView: serviceAccountView(acct.ServiceAccount),
+				Tokens: mapSlice(acct.Tokens, tokenView), TokensTruncated: acct.TokensTruncated}, nil
+		})
 	})
 
 	register(a, huma.Operation{

@@ -382,13 +382,8 @@ func TestVariableValidation(t *testing.T) {
 
 func TestServiceAccountTokens(t *testing.T) {
 	t.Parallel()
-	env := apitest.New(t)
-	admin := env.WithOrganization("Admin")
-	proj := newProject(t, admin, "P")
-	w := newWorkspace(t, admin, proj, "w")
-	var sa struct{ ID string }
-	admin.Mutate(http.MethodPost, "/v1/service-accounts", map[string]string{"name": "deployer"}).MustStatus(t, http.StatusCreated).Data(t, &sa)
-	tokens := "/v1/service-accounts/" + sa.ID + "/tokens"
+	env, admin, proj, w, sa := serviceAccountFixture(t)
+	tokens := "/v1/service-accounts/" + sa + "/tokens"
 
 	var issued struct {
 		ID          string   `json:"id"`

@@ -117,6 +117,13 @@ func serviceAccountView(a serviceaccount.ServiceAccount) ServiceAccountView {
 		CreatedBy: a.CreatedBy, CreatedAt: a.CreatedAt}
 }
 
+// ServiceAccountDetailView is a service account with its tokens.
+type ServiceAccountDetailView struct {
+	ServiceAccountView
+	Tokens          []TokenView `json:"tokens" doc:"Live tokens first, then revoked and expired ones; newest first within each; at most 100."`
+	TokensTruncated bool        `json:"tokens_truncated" doc:"The account has more tokens than shown; the oldest revoked or expired ones are left out."`
+}
+
 // TokenView is an issued service-account token.
 type TokenView struct {
 	ID               string     `json:"id" doc:"Token ID (sat_…)."`

@@ -35,10 +35,13 @@ func TestPagesRenderForEveryRole(t *testing.T) {
 			"org-audit.html":            auditPage{Tab: "audit", Events: []auditEvent{{ID: "aud_1", Action: "user_token.created", ActorName: "Ada"}}, Actors: []actorChoice{{"usr_1", "Ada"}}, MoreURL: "/organization/audit?cursor=x"},
 			"org-tokens.html":           tokensPage{Tab: "tokens", Tokens: []userToken{{ID: "ut_1", ExpiresAt: &now}, {ID: "ut_2", RevokedAt: &now}}, Created: &createdSecret{ID: "ut_3", Plaintext: "cut_secret", What: "API token"}},
 			"org-service-accounts.html": serviceAccountsPage{Tab: "service-accounts", CanManage: c.Can("service_account:manage"), Accounts: []serviceAccount{{ID: "sa_1", Name: "bot"}}},
-			"org-service-account.html":  serviceAccountPage{Tab: "service-accounts", Account: serviceAccount{ID: "sa_1", Name: "bot"}, Tokens: []serviceAccountToken{{ID: "sat_1", Permissions: []string{"workspace:read"}, WorkspaceID: &runID}}, Permissions: []string{"workspace:read"}, Lifetimes: tokenLifetimes},
-			"org-projects.html":         projectsPage{Tab: "projects", Projects: []project{{ID: "prj_1", Name: "p"}}, Counts: map[string]int{"prj_1": 2}, CanWrite: c.Can("project:write")},
-			"org-settings.html":         orgSettingsPage{Tab: "settings", CanManage: c.Can("member:manage"), Modes: []string{"remote", "local"}},
-			"organizations.html":        organizationsPage{Tab: "general", ActiveID: "org_1", Organizations: []organization{{ID: "org_1", Name: "Acme"}}, Members: []orgMember{{UserID: "usr_2", Email: "b@x", Role: "writer"}}, InviteRoles: inviteRoles(string(role)), ConfirmRemove: "usr_2"},
+			"org-service-account.html": serviceAccountPage{Tab: "service-accounts", Account: serviceAccount{ID: "sa_1", Name: "bot"}, Tokens: []serviceAccountToken{
+				{ID: "sat_1", Permissions: []string{"workspace:read"}, WorkspaceID: &runID, ExpiresAt: now.Add(time.Hour)},
+				{ID: "sat_2", ExpiresAt: now.Add(-time.Hour)}, {ID: "sat_3", ExpiresAt: now.Add(time.Hour), RevokedAt: &now}},
+				TokensTruncated: true, Permissions: []string{"workspace:read"}, Lifetimes: tokenLifetimes},
+			"org-projects.html":  projectsPage{Tab: "projects", Projects: []project{{ID: "prj_1", Name: "p"}}, Counts: map[string]int{"prj_1": 2}, CanWrite: c.Can("project:write")},
+			"org-settings.html":  orgSettingsPage{Tab: "settings", CanManage: c.Can("member:manage"), Modes: []string{"remote", "local"}},
+			"organizations.html": organizationsPage{Tab: "general", ActiveID: "org_1", Organizations: []organization{{ID: "org_1", Name: "Acme"}}, Members: []orgMember{{UserID: "usr_2", Email: "b@x", Role: "writer"}}, InviteRoles: inviteRoles(string(role)), ConfirmRemove: "usr_2"},
 		}
 		for name, page := range pages {
 			base, err := template.New("").Funcs(funcs).ParseFS(web.Templates, "templates/layout.html", "templates/partials.html", "templates/"+name)
@@ -51,6 +54,13 @@ func TestPagesRenderForEveryRole(t *testing.T) {
 				t.Fatalf("%s as %s: %v", name, role, err)
 			}
 			html := out.String()
+			if name == "org-service-account.html" {
+				// Only the live token can be revoked; the others say why not.
+				if strings.Count(html, "/revoke\"") != 1 || !strings.Contains(html, ">expired<") || !strings.Contains(html, ">revoked<") ||
+					!strings.Contains(html, `id="sa-tokens-truncated"`) {
+					t.Errorf("the service account page as %s:\n%s", role, html)
+				}
+			}
 			if role == access.RoleReader && strings.HasPrefix(name, "workspace-") && name != "workspace-settings.html" &&
 				strings.Contains(html, `<main id="main" tabindex="-1">`) && strings.Count(html, `method="post"`) > 2 {
 				// The switcher and sign-out are the only posts a reader gets.

@@ -3,7 +3,6 @@ package site
 import (
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
 	"time"
 
@@ -27,6 +26,17 @@ type serviceAccountToken struct {
 	ExpiresAt   time.Time  `json:"expires_at"`
 	CreatedAt   time.Time  `json:"created_at"`
 	RevokedAt   *time.Time `json:"revoked_at"`
+}
+
+// Status is what the token can do now: active, revoked or expired.
+func (t serviceAccountToken) Status() string {
+	switch {
+	case t.RevokedAt != nil:
+		return "revoked"
+	case !t.ExpiresAt.After(time.Now()):
+		return "expired"
+	}
+	return "active"
 }
 
 type serviceAccountsPage struct {
@@ -86,15 +96,25 @@ func (s *Site) createServiceAccount(w http.ResponseWriter, r *http.Request, toke
 	http.Redirect(w, r, "/organization/service-accounts/"+url.PathEscape(created.ID), http.StatusSeeOther)
 }
 
+// serviceAccountDetail is an account's read: the account with its tokens
+// (tokens have no list of their own).
+type serviceAccountDetail struct {
+	serviceAccount
+	Tokens          []serviceAccountToken `json:"tokens"`
+	TokensTruncated bool                  `json:"tokens_truncated"`
+}
+
 // serviceAccountPage is one account: its tokens and the issue form.
 type serviceAccountPage struct {
 	Tab     string
 	Account serviceAccount
 	Tokens  []serviceAccountToken
-	MoreURL string
-	Created *createdSecret
-	Notice  string
-	Error   string
+	// TokensTruncated says the oldest revoked or expired tokens are not
+	// shown.
+	TokensTruncated bool
+	Created         *createdSecret
+	Notice          string
+	Error           string
 	// Permissions the caller may grant: a token carries a subset of its
 	// issuer's permissions.
 	Permissions []string
@@ -128,31 +148,13 @@ func (s *Site) renderServiceAccount(w http.ResponseWriter, r *http.Request, toke
 		}
 		s.unavailable(w, r, f, err)
 	}
-	accounts, err := apiclient.List[serviceAccount](ctx, s.api, token, "/v1/service-accounts?limit=100")
-	if err != nil {
+	var account serviceAccountDetail
+	if err := s.api.Call(ctx, token, http.MethodGet, "/v1/service-accounts/"+url.PathEscape(id), nil, &account); err != nil {
 		fail(err)
 		return
 	}
-	found := slices.IndexFunc(accounts.Data, func(a serviceAccount) bool { return a.ID == id })
-	if found < 0 {
-		fail(&apiclient.Error{Status: http.StatusNotFound, Code: "NOT_FOUND"})
-		return
-	}
-	page.Account = accounts.Data[found]
+	page.Account, page.Tokens, page.TokensTruncated = account.serviceAccount, account.Tokens, account.TokensTruncated
 	f.Title = page.Account.Name
-	path := "/v1/service-accounts/" + url.PathEscape(id) + "/tokens?limit=50"
-	if cur := r.URL.Query().Get("cursor"); cur != "" {
-		path += "&cursor=" + url.QueryEscape(cur)
-	}
-	tokens, err := apiclient.List[serviceAccountToken](ctx, s.api, token, path)
-	if err != nil {
-		fail(err)
-		return
-	}
-	page.Tokens = tokens.Data
-	if tokens.NextCursor != "" {
-		page.MoreURL = "/organization/service-accounts/" + url.PathEscape(id) + "?cursor=" + url.QueryEscape(tokens.NextCursor)
-	}
 	c, err := s.callerFor(ctx, token, f)
 	if err != nil {
 		fail(err)

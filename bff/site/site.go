@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cairnhq/cairn/api/platform/failure"
+	"github.com/cairnhq/cairn/api/platform/reqid"
 	"github.com/cairnhq/cairn/bff/apiclient"
 	"github.com/cairnhq/cairn/bff/session"
 	"github.com/cairnhq/cairn/web"
@@ -180,7 +182,9 @@ func (s *Site) Handler() http.Handler {
 	if s.opts.Proxy != nil {
 		outer.Handle("/api/control-plane/", s.sessions.ReadOnly(s.opts.Proxy))
 	}
-	return securityHeaders(outer)
+	// Outermost: a panic anywhere below is a bare 500 whose log line holds
+	// only its classification and the request ID.
+	return failure.Recover(s.logger, securityHeaders(outer))
 }
 
 func immutable(h http.Handler) http.Handler {
@@ -237,7 +241,7 @@ func (s *Site) render(w http.ResponseWriter, r *http.Request, status int, name s
 		_, err = t.ParseFS(web.Templates, "templates/"+name)
 	}
 	if err != nil {
-		s.logger.ErrorContext(r.Context(), "parsing template", "template", name, "error", err)
+		s.reportFailure(r, err, slog.String("template", name))
 		http.Error(w, "dashboard template error", http.StatusInternalServerError)
 		return
 	}
@@ -249,8 +253,15 @@ func (s *Site) render(w http.ResponseWriter, r *http.Request, status int, name s
 	}
 	w.WriteHeader(status)
 	if err := t.ExecuteTemplate(w, entry, f); err != nil {
-		s.logger.ErrorContext(r.Context(), "rendering page", "template", name, "error", err)
+		s.reportFailure(r, err, slog.String("template", name))
 	}
+}
+
+// reportFailure logs a failure nothing handled with its fixed
+// classification, the request ID and the given names (a template's) only:
+// its text can carry what the page was rendering.
+func (s *Site) reportFailure(r *http.Request, err error, names ...slog.Attr) {
+	failure.Report(r.Context(), s.logger, err, append([]slog.Attr{failure.RequestID(reqid.From(r.Context()))}, names...)...)
 }
 
 // unavailable renders a failed API call as "unavailable", never as an
@@ -258,7 +269,7 @@ func (s *Site) render(w http.ResponseWriter, r *http.Request, status int, name s
 func (s *Site) unavailable(w http.ResponseWriter, r *http.Request, f frame, err error) {
 	var apiErr *apiclient.Error
 	if !errors.As(err, &apiErr) {
-		s.logger.ErrorContext(r.Context(), "dashboard request failed", "error", err)
+		s.reportFailure(r, err)
 		apiErr = &apiclient.Error{Status: http.StatusInternalServerError}
 	}
 	if apiErr.Status == http.StatusUnauthorized {

@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -12,12 +13,19 @@ import (
 	"github.com/cairnhq/cairn/api/run"
 )
 
+// StateProtocol is the state protocol the sandboxed CLI speaks: the
+// backend override points its remote backend at the API's /api/v2.
+const StateProtocol = "tfe-remote-backend"
+
 // PhaseWorker runs a phase attempt's job.
 type PhaseWorker struct {
 	river.WorkerDefaults[run.PhaseArgs]
 	Runner *Runner
 	// CapacityRetry is how soon a job whose region is full tries again.
 	CapacityRetry time.Duration
+	// Identity is what this worker records of itself on every attempt it
+	// starts; the job's kind and ID become its workflow ID.
+	Identity run.WorkerIdentity
 }
 
 // Timeout leaves the deadline to the sandbox's own wall clock.
@@ -44,6 +52,13 @@ func (w *PhaseWorker) Work(ctx context.Context, job *river.Job[run.PhaseArgs]) e
 		return river.JobSnooze(30 * time.Second)
 	case err != nil:
 		return err
+	}
+	identity := w.Identity
+	identity.WorkflowID = fmt.Sprintf("%s-%d", job.Kind, job.ID)
+	if err := w.Runner.Runs.RecordWorker(ctx, st.Attempt.ID, w.Runner.WorkerID, identity); err != nil {
+		// The attempt runs all the same; its review says the worker's
+		// identity was not recorded.
+		w.Runner.Logger.Warn("recording the attempt's worker failed", "run_id", job.Args.RunID, "attempt_id", job.Args.AttemptID)
 	}
 	return w.Runner.Execute(ctx, st)
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cairnhq/cairn/api/platform/buildinfo"
+	"github.com/cairnhq/cairn/api/platform/failure"
 	"github.com/cairnhq/cairn/jobs/sandbox"
 )
 
@@ -52,7 +53,7 @@ func ServeHealth(ctx context.Context, addr string, h http.Handler, logger *slog.
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: failure.Recover(logger, h), ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			logger.Error("worker health endpoint stopped", "error", err)

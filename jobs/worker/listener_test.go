@@ -49,16 +49,7 @@ func TestCommittedJobWakesIdleWorker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	if err := client.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		stop, done := context.WithTimeout(context.Background(), 10*time.Second)
-		defer done()
-		_ = client.Stop(stop)
-	})
+	ctx := startClient(t, client)
 	inserter, err := river.NewClient(riverdatabasesql.New(conn.DB), &river.Config{Logger: logger, FetchCooldown: server.InsertNotifyCooldown})
 	if err != nil {
 		t.Fatal(err)

@@ -92,7 +92,11 @@ func New(cfg config.Config, conn *sqlx.DB, driver sandbox.Driver, logger *slog.L
 			return nil, err
 		}
 		r.Tracing = tracing
-		if err := add(river.AddWorkerSafely(workers, &runner.PhaseWorker{Runner: r, CapacityRetry: 250 * time.Millisecond})); err != nil {
+		identity, err := workerIdentity()
+		if err != nil {
+			return nil, err
+		}
+		if err := add(river.AddWorkerSafely(workers, &runner.PhaseWorker{Runner: r, CapacityRetry: 250 * time.Millisecond, Identity: identity})); err != nil {
 			return nil, err
 		}
 		if err := add(river.AddWorkerSafely(workers, &runner.ExpiryWorker{Runs: runs, DB: conn})); err != nil {
@@ -160,12 +164,19 @@ func New(cfg config.Config, conn *sqlx.DB, driver sandbox.Driver, logger *slog.L
 		// fetch (a poll, say): it is what dispatch latency is made of.
 		FetchCooldown: min(cfg.WorkerPollInterval, FetchCooldown),
 		PeriodicJobs:  periodic,
-		Middleware:    []rivertype.Middleware{tracing.JobMiddleware(JobKinds)},
+		Middleware:    jobMiddleware(logger, tracing),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating river client: %w", err)
 	}
 	return client, nil
+}
+
+// jobMiddleware wraps every job: tracing outside, and innermost the
+// failure report, so a panic or an error's text reaches neither the trace
+// nor River's logs and job rows.
+func jobMiddleware(logger *slog.Logger, tracing *telemetry.Tracing) []rivertype.Middleware {
+	return []rivertype.Middleware{tracing.JobMiddleware(JobKinds), &failureMiddleware{logger: logger}}
 }
 
 // JobKinds are the job kinds a river_job span may name.

@@ -5,12 +5,11 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"runtime/debug"
-	"strconv"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/cairnhq/cairn/api/platform/failure"
 	"github.com/cairnhq/cairn/api/platform/reqid"
 )
 
@@ -45,8 +44,9 @@ func RequestContext(logger *slog.Logger, opts RequestOptions) fiber.Handler {
 
 		defer func() {
 			if p := recover(); p != nil {
-				logger.ErrorContext(c.UserContext(), "panic in handler",
-					"request_id", id, "panic", p, "stack", string(debug.Stack()))
+				// Only the fixed classification and the request ID: the
+				// panic value and the stack can hold the request's data.
+				failure.Report(c.UserContext(), logger, p, failure.RequestID(id))
 				err = WriteError(c, Problem{Status: http.StatusInternalServerError, Code: CodeInternal})
 			}
 			// API answers are never cached unless a handler said otherwise.
@@ -164,8 +164,7 @@ func ErrorHandler(logger *slog.Logger) fiber.ErrorHandler {
 			status = fe.Code
 		}
 		if status >= 500 {
-			logger.ErrorContext(c.UserContext(), "request failed",
-				"request_id", RequestID(c), "status", strconv.Itoa(status), "error", err)
+			failure.Report(c.UserContext(), logger, err, failure.RequestID(RequestID(c)))
 		}
 		return WriteError(c, ProblemForStatus(status))
 	}

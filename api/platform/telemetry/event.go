@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"slices"
 	"time"
+
+	"github.com/cairnhq/cairn/api/platform/failure"
 )
 
 // ErrRejected means an event or one of its values may not leave the
@@ -52,10 +54,7 @@ func Bytes(n int64) Value { return Value{kind: "bytes", num: n} }
 // value, "non_error" for anything else a panic carried. Its message, type
 // and stack never leave.
 func Failure(recovered any) Value {
-	if _, ok := recovered.(error); ok {
-		return Enum("error", failureKinds...)
-	}
-	return Enum("non_error", failureKinds...)
+	return Enum(failure.Classify(recovered), failureKinds...)
 }
 
 // Event is one operational event.

@@ -66,12 +66,21 @@ decision := {"findings": [f |
 	undefinedDecision = "package cairn.v1\n\ndecision := {\"findings\": []} if input.nothing\n"
 )
 
-// templateFlood is one render_template call that writes a kilobyte per
-// iteration, gigabytes in all.
-var templateFlood = `package cairn.v1
+// templateFlood is one render_template call that writes a megabyte per
+// iteration, gigabytes in all. The megabyte is built once from a kilobyte
+// by doubling it with printf, so each iteration is one large copy: the
+// flood meets its memory ceiling after a few large copies rather than
+// millions of template steps.
+var templateFlood = func() string {
+	tmpl := `{{$m := \"` + strings.Repeat("x", 1024) + `\"}}`
+	for range 10 {
+		tmpl += `{{$m = printf \"%s%s\" $m $m}}`
+	}
+	return `package cairn.v1
 
-decision := {"findings": []} if count(strings.render_template("{{range 100000000000}}` + strings.Repeat("x", 1024) + `{{end}}", {})) > 0
+decision := {"findings": []} if count(strings.render_template("` + tmpl + `{{range 100000000000}}{{$m}}{{end}}", {})) > 0
 `
+}()
 
 type setup struct {
 	env  *apitest.Env
@@ -177,32 +186,58 @@ func (s *setup) evaluate(t *testing.T, ev policy.Evaluator) (policy.Evaluation, 
 // so a policy that loops inside one built-in call is killed at its CPU
 // limit and one that allocates without end at its memory ceiling, while
 // the others in the same run pass or fail on their merits, and the whole
-// stage ends well within its timeout.
+// stage ends well within its timeout. Each ceiling has its own run: under
+// the race detector every write the flood makes is instrumented, so on a
+// 1 s CPU limit it may spend the CPU before the memory (and the loop,
+// which allocates as it spins, may fill a low memory ceiling).
 func TestEvaluationsEndAtTheirCeilings(t *testing.T) {
 	t.Parallel()
 	// A generous wall clock: the ceilings, not the timeout, must end the
 	// hogs, even on a loaded machine.
-	s := newSetup(t, 30*time.Second)
-	s.attach(t, passing, templateLoop, flagging, templateFlood, undefinedDecision)
-	ev := newEvaluator(t, localDriver(t, sandbox.RequireNamespaces), s, policyeval.Options{MaxCPUSeconds: 1, MaxMemoryBytes: 384<<20 + raceMemory})
-	out, _, took := s.evaluate(t, ev)
-	want := []string{policy.ResultPassed, rego.CodeEvaluationCPULimit, policy.ResultFailed, rego.CodeEvaluationMemoryLimit,
-		rego.CodeDecisionUndefined}
-	got := s.codes(out)
-	if raceEnabled && got[3] == rego.CodeEvaluatorFailed {
-		got[3] = rego.CodeEvaluationMemoryLimit // see race_test.go
-	}
-	if !slices.Equal(got, want) {
-		t.Fatalf("results %v, want %v", got, want)
-	}
-	if out.Check.Outcome != policy.OutcomeError {
-		t.Fatalf("outcome %s", out.Check.Outcome)
-	}
-	if findings := s.findings(t, out, 2); len(findings) != 2 {
-		t.Fatalf("findings of the flagging policy: %+v", findings)
-	}
-	if took > 15*time.Second {
-		t.Fatalf("the stage took %v; the ceilings should have ended it in about a second", took)
+	const timeout = 30 * time.Second
+	for _, c := range []struct {
+		name     string
+		policies []string
+		opts     policyeval.Options
+		want     []string
+		findings int // index of the set with two findings, or -1
+	}{{
+		name:     "cpu",
+		policies: []string{passing, templateLoop, flagging, undefinedDecision},
+		opts:     policyeval.Options{MaxCPUSeconds: 1, MaxMemoryBytes: 3<<30 + raceMemory},
+		want:     []string{policy.ResultPassed, rego.CodeEvaluationCPULimit, policy.ResultFailed, rego.CodeDecisionUndefined},
+		findings: 2,
+	}, {
+		name:     "memory",
+		policies: []string{templateFlood, passing},
+		opts:     policyeval.Options{MaxCPUSeconds: 20, MaxMemoryBytes: 384<<20 + raceMemory},
+		want:     []string{rego.CodeEvaluationMemoryLimit, policy.ResultPassed},
+		findings: -1,
+	}} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			s := newSetup(t, timeout)
+			s.attach(t, c.policies...)
+			out, _, took := s.evaluate(t, newEvaluator(t, localDriver(t, sandbox.RequireNamespaces), s, c.opts))
+			got := s.codes(out)
+			if raceEnabled && c.name == "memory" && got[0] == rego.CodeEvaluatorFailed {
+				got[0] = rego.CodeEvaluationMemoryLimit // see race_test.go
+			}
+			if !slices.Equal(got, c.want) {
+				t.Fatalf("results %v, want %v", got, c.want)
+			}
+			if out.Check.Outcome != policy.OutcomeError {
+				t.Fatalf("outcome %s", out.Check.Outcome)
+			}
+			if c.findings >= 0 {
+				if findings := s.findings(t, out, c.findings); len(findings) != 2 {
+					t.Fatalf("findings of the flagging policy: %+v", findings)
+				}
+			}
+			if took > timeout/2 {
+				t.Fatalf("the stage took %v; the ceilings should have ended it in seconds", took)
+			}
+		})
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/cairnhq/cairn/api/platform/blob"
 	"github.com/cairnhq/cairn/api/policy"
@@ -80,9 +79,7 @@ func (h *harness) runPolicy(runID string) runPolicy {
 func TestPolicyCheckIsReservedAtThePlanCommit(t *testing.T) {
 	t.Parallel()
 	h := setup(t)
-	ws := h.workspace("reserved")
-	setID, versionID := h.softPolicy(ws)
-	h.attach(ws, setID, versionID)
+	ws := h.softPolicyWorkspace("reserved")
 	r := h.createRun(ws)
 	st := h.start(r, run.PhasePlan)
 
@@ -185,9 +182,7 @@ func (h *harness) events(runID, action string) int {
 func TestPlanLostAfterItsPlanCommitIsRetried(t *testing.T) {
 	t.Parallel()
 	h := setup(t)
-	ws := h.workspace("lost-in-policy")
-	setID, versionID := h.softPolicy(ws)
-	h.attach(ws, setID, versionID)
+	ws := h.softPolicyWorkspace("lost-in-policy")
 	r := h.createRun(ws)
 
 	first := h.start(r, run.PhasePlan)
@@ -196,12 +191,7 @@ func TestPlanLostAfterItsPlanCommitIsRetried(t *testing.T) {
 	if len(lostFiles) != 1 || lostFiles[0].AttemptID != first.Attempt.ID {
 		t.Fatalf("the first plan commit: %+v", lostFiles)
 	}
-	if _, err := h.env.DB.Exec(`UPDATE run_attempts SET heartbeat_at = now() - interval '1 hour' WHERE id = $1`, first.Attempt.ID); err != nil {
-		t.Fatal(err)
-	}
-	if n, err := h.runs.ReapLostAttempts(h.ctx, time.Minute); err != nil || n != 1 {
-		t.Fatalf("reaping: %d %v", n, err)
-	}
+	h.lose(first)
 	if got := h.read(r.ID); got.Status != run.StatusPlanQueued || got.PlanStatus != run.PhasePending {
 		t.Fatalf("after a plan lost in its policy stage: %s, plan %s", got.Status, got.PlanStatus)
 	}
@@ -254,9 +244,7 @@ func TestPlanLostAfterItsPlanCommitIsRetried(t *testing.T) {
 func TestPendingCheckOfAnEndedRunIsErrored(t *testing.T) {
 	t.Parallel()
 	h := setup(t)
-	ws := h.workspace("ended")
-	setID, versionID := h.softPolicy(ws)
-	h.attach(ws, setID, versionID)
+	ws := h.softPolicyWorkspace("ended")
 
 	canceled := h.createRun(ws)
 	st := h.start(canceled, run.PhasePlan)

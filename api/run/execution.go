@@ -366,7 +366,8 @@ type PolicyEvidence struct {
 // transaction: the evaluation completes the check the plan commit reserved
 // (binding its input digest once), the remaining artifacts are written,
 // the attempt ends and the run moves on (AfterPolicy). The attempt fence
-// is checked under the run's row lock, as the plan commit's was. A replay
+// is checked under the run's row lock, and the predecessor state under
+// the finalization's, as the plan commit's were. A replay
 // of the recorded evaluation (the same attempt, plan and input digest)
 // changes nothing and returns the run as it is; any other evaluation of
 // the check is policy.ErrEvaluationConflict and changes nothing either.
@@ -397,6 +398,14 @@ func (s *Service) CommitPolicy(ctx context.Context, attemptID string, ev PolicyE
 			return ErrAttemptNotCurrent
 		case err != nil:
 			return err
+		}
+		// The state may have moved during the policy stage (another run's
+		// apply publishing beside a saved plan): rechecked under the
+		// finalization's lock, so no stale plan goes on to wait.
+		if !r.Untrusted() {
+			if err := s.checkPredecessor(ctx, tx, r, r.PredecessorStateVersionID); err != nil {
+				return err
+			}
 		}
 		if err := insertArtifacts(ctx, tx, ev.Artifacts); err != nil {
 			return err

@@ -293,3 +293,37 @@ func (h *harness) refusedEnded(runID string) {
 		h.t.Fatalf("approving an ended run: %d %s", r.Status, r.Body)
 	}
 }
+
+// TestStateMovedDuringThePolicyStageIsRefused: a saved plan commits its
+// plan against no state, then another run's apply publishes one while the
+// saved plan's policy stage runs. Its policy commit is refused
+// (ErrStateMoved): it would otherwise go on to wait for a decision about a
+// plan the finalization could no longer discard. The run ends errored with
+// its check errored.
+func TestStateMovedDuringThePolicyStageIsRefused(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	ws := h.workspace("moved-in-policy")
+	active := h.plan(h.createRun(ws), planJSON(t))
+	h.approve(active.ID)
+	saved := h.createdRun(h.createRunWith(ws, map[string]any{"save_plan": true}))
+	applying := h.start(h.read(active.ID), run.PhaseApply)
+	planning := h.start(saved, run.PhasePlan)
+	planned := runtest.CommitPlan(t, h.env, h.runs, planning, planJSON(t), true, nil)
+	h.publishState(applying, "lin-moved-in-policy")
+	if _, err := planned.CommitPolicy(h.ctx, planned.Evaluate(t)); !errors.Is(err, run.ErrStateMoved) {
+		t.Fatalf("a policy commit after the state moved: %v, want ErrStateMoved", err)
+	}
+	if got := h.read(saved.ID); got.Status != run.StatusPlanning {
+		t.Fatalf("a refused policy commit moved the run to %s", got.Status)
+	}
+	if _, err := h.runs.FailAttempt(h.ctx, planning.Attempt.ID, "state_changed_during_plan", -1, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.read(saved.ID); got.Status != run.StatusErrored || got.TerminalReason == nil || *got.TerminalReason != "state_changed_during_plan" {
+		t.Fatalf("the saved plan: %s (%v)", got.Status, got.TerminalReason)
+	}
+	if v := h.runPolicy(saved.ID); v.Status != "errored" || v.Incomplete == nil {
+		t.Fatalf("/v1 policy of the saved plan: %+v", v)
+	}
+}

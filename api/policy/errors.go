@@ -36,6 +36,15 @@ var (
 	// ErrBuildNoCapacity means the build region is at its sandbox
 	// ceiling: the job waits.
 	ErrBuildNoCapacity = errors.New("region at its sandbox ceiling")
+	// ErrCheckCompleted means a plan commit found the run's policy check
+	// already completed: its evaluation is bound and is never reserved
+	// again.
+	ErrCheckCompleted = errors.New("policy check already completed")
+	// ErrEvaluationConflict means an evaluation was recorded for a check
+	// that is bound to another one: another input digest, plan or attempt.
+	// The check keeps what it has (SPEC §3: a different digest fails
+	// closed).
+	ErrEvaluationConflict = errors.New("policy evaluation conflicts with the check's bound evidence")
 )
 
 // SourceError is a refused policy source archive with its safe code.

@@ -20,6 +20,7 @@ import (
 	"github.com/lib/pq"
 	"github.com/open-policy-agent/opa/v1/ast"
 
+	"github.com/cairnhq/cairn/api/platform/fault"
 	"github.com/cairnhq/cairn/api/platform/id"
 	"github.com/cairnhq/cairn/api/platform/telemetry"
 	"github.com/cairnhq/cairn/api/policy/rego"
@@ -85,8 +86,10 @@ func (s *Service) Evaluate(ctx context.Context, facts RunFacts, planJSON io.Read
 	if err != nil {
 		return Evaluation{}, err
 	}
-	check := Check{ID: CheckID(facts.RunID), OrganizationID: facts.OrganizationID, RunID: facts.RunID, PlanDigest: facts.PlanDigest,
-		ConfigurationError: facts.SnapshotError, Attachments: len(entries), EvaluatedAt: s.stamp()}
+	evaluatedAt := s.stamp()
+	check := Check{ID: CheckID(facts.RunID), OrganizationID: facts.OrganizationID, RunID: facts.RunID, AttemptID: &facts.AttemptID,
+		Status: CheckCompleted, PlanDigest: facts.PlanDigest, ConfigurationError: facts.SnapshotError, Attachments: len(entries),
+		EvaluatedAt: &evaluatedAt}
 	var results []Result
 	if facts.SnapshotError == nil && len(entries) > 0 {
 		results, check.InputDigest, err = s.evaluateEntries(ctx, facts, entries, planJSON, secrets, check.ID, ev)
@@ -420,20 +423,83 @@ func compositionDigest(c Check, results []Result) []byte {
 	})
 }
 
-// RecordEvaluation persists a run's check and results in the caller's
-// transaction (the plan commit's).
-func RecordEvaluation(ctx context.Context, tx *sqlx.Tx, ev Evaluation) error {
-	return insertCheck(ctx, tx, ev.Check, ev.Results)
+// ReserveCheck reserves a run's check at its plan commit, in the caller's
+// transaction: running, bound to the plan digest and the plan attempt,
+// with no input digest (SPEC §3). A check an earlier attempt reserved
+// and never completed (its worker was lost) is bound to this attempt's
+// plan instead; a completed check is ErrCheckCompleted.
+func ReserveCheck(ctx context.Context, tx *sqlx.Tx, organizationID, runID, attemptID string, planDigest []byte, at time.Time) (Check, error) {
+	c := Check{ID: CheckID(runID), OrganizationID: organizationID, RunID: runID, AttemptID: &attemptID, Status: CheckRunning,
+		PlanDigest: planDigest, ReservedAt: at}
+	if err := reserveCheck(ctx, tx, c); err != nil {
+		return Check{}, err
+	}
+	return c, nil
+}
+
+// RecordEvaluation completes a run's reserved check with ev in the
+// caller's transaction (the policy commit's), binding its input digest
+// once. It reports whether it recorded anything: an evaluation of a check
+// that attempt already completed with the same plan and input digest is
+// a replay, which changes nothing and returns false. Another evaluation of
+// the attempt's check (another input digest or plan) is
+// ErrEvaluationConflict and changes nothing either; so is any evaluation
+// once a later attempt reserved the check, with an error of its own.
+func RecordEvaluation(ctx context.Context, tx *sqlx.Tx, attemptID string, ev Evaluation) (bool, error) {
+	c, err := checkOfRun(ctx, tx, ev.Check.RunID, true)
+	if errors.Is(err, fault.ErrNotFound) {
+		return false, fmt.Errorf("policy check of run %s was never reserved", ev.Check.RunID)
+	}
+	if err != nil {
+		return false, err
+	}
+	switch {
+	case c.AttemptID == nil || *c.AttemptID != attemptID:
+		// A later attempt's plan commit took the check over.
+		return false, fmt.Errorf("policy check %s is not reserved for attempt %s", c.ID, attemptID)
+	case c.ID != ev.Check.ID || !bytes.Equal(c.PlanDigest, ev.Check.PlanDigest):
+		return false, ErrEvaluationConflict
+	case c.Completed() && bytes.Equal(c.InputDigest, ev.Check.InputDigest):
+		return false, nil
+	case c.Completed():
+		return false, ErrEvaluationConflict
+	}
+	complete := ev.Check
+	complete.AttemptID = &attemptID
+	if err := completeCheck(ctx, tx, complete, ev.Results); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// CheckStatus is the remote-backend status of a check (SPEC §3): pending
+// while its evaluation runs, errored once its run ended without one (the
+// evaluation did not complete, and nothing can apply), else its outcome's
+// status.
+func CheckStatus(c Check, runEnded, overridden bool) string {
+	switch {
+	case c.Completed():
+		return CompatibilityStatus(c.Outcome, overridden)
+	case runEnded:
+		return "errored"
+	}
+	return "pending"
 }
 
 // CheckOfRun reads a run's check and results.
 func CheckOfRun(ctx context.Context, q sqlx.QueryerContext, runID string) (Check, []Result, error) {
-	c, err := checkOfRun(ctx, q, runID)
+	c, err := checkOfRun(ctx, q, runID, false)
 	if err != nil {
 		return Check{}, nil, err
 	}
 	results, err := resultsOf(ctx, q, c.ID)
 	return c, results, err
+}
+
+// SnapshotOf lists the attachments a run snapshotted at its creation, in
+// evaluation order: what its check's results follow, one for one.
+func SnapshotOf(ctx context.Context, q sqlx.QueryerContext, runID string) ([]SnapshotEntry, error) {
+	return snapshotOf(ctx, q, runID)
 }
 
 // CheckByID reads a check of an organization with its results.

@@ -151,20 +151,39 @@ type SnapshotEntry struct {
 	BundleSHA256    []byte `db:"bundle_sha256"`
 }
 
+// Check statuses (SPEC §3): a check is reserved running with the plan
+// evidence and completed once by the policy commit, never changed after.
+const (
+	CheckRunning   = "running"
+	CheckCompleted = "completed"
+)
+
 // Check is a run's policy stage: the composition of its results.
 type Check struct {
-	ID                 string    `db:"id"`
-	OrganizationID     string    `db:"organization_id"`
-	RunID              string    `db:"run_id"`
-	PlanDigest         []byte    `db:"plan_digest"`
-	InputDigest        []byte    `db:"input_digest"`
-	CompositionDigest  []byte    `db:"composition_digest"`
-	Outcome            string    `db:"outcome"`
-	ConfigurationError *string   `db:"configuration_error"`
-	Attachments        int       `db:"attachments"`
-	DurationMS         int       `db:"duration_ms"`
-	EvaluatedAt        time.Time `db:"evaluated_at"`
+	ID             string `db:"id"`
+	OrganizationID string `db:"organization_id"`
+	RunID          string `db:"run_id"`
+	// AttemptID is the plan attempt whose plan commit reserved the check;
+	// nil for checks recorded before checks were reserved.
+	AttemptID *string `db:"attempt_id"`
+	Status    string  `db:"status"`
+	// PlanDigest is the plan the check is bound to from its reservation.
+	PlanDigest []byte `db:"plan_digest"`
+	// InputDigest, CompositionDigest and Outcome are empty while the check
+	// is running; the input digest stays nil for a check evaluated without
+	// an input (no attachments, a configuration error).
+	InputDigest        []byte     `db:"input_digest"`
+	CompositionDigest  []byte     `db:"composition_digest"`
+	Outcome            string     `db:"outcome"`
+	ConfigurationError *string    `db:"configuration_error"`
+	Attachments        int        `db:"attachments"`
+	DurationMS         int        `db:"duration_ms"`
+	ReservedAt         time.Time  `db:"reserved_at"`
+	EvaluatedAt        *time.Time `db:"evaluated_at"`
 }
+
+// Completed reports whether the check's evaluation was recorded.
+func (c Check) Completed() bool { return c.Status == CheckCompleted }
 
 // Result is one attachment's persisted evaluation.
 type Result struct {

@@ -239,17 +239,47 @@ func snapshotOf(ctx context.Context, q sqlx.QueryerContext, runID string) ([]Sna
 	return entries, nil
 }
 
-const checkColumns = `id, organization_id, run_id, plan_digest, input_digest, composition_digest, outcome, configuration_error,
-	attachments, duration_ms, evaluated_at`
+// checkColumns reads a check; a running check has no outcome yet.
+const checkColumns = `id, organization_id, run_id, attempt_id, status, plan_digest, input_digest, composition_digest,
+	COALESCE(outcome, '') AS outcome, configuration_error, attachments, duration_ms, reserved_at, evaluated_at`
 
 const resultColumns = `id, check_id, run_id, sequence, attachment_id, policy_set_id, policy_version_id, scope, enforcement_mode,
 	status, error_code, findings, input_digest, result_digest, duration_ms`
 
-func insertCheck(ctx context.Context, q sqlx.ExtContext, c Check, results []Result) error {
-	if _, err := sqlx.NamedExecContext(ctx, q, `INSERT INTO policy_checks (`+checkColumns+`) VALUES (
-		:id, :organization_id, :run_id, :plan_digest, :input_digest, :composition_digest, :outcome, :configuration_error,
-		:attachments, :duration_ms, :evaluated_at)`, c); err != nil {
-		return fmt.Errorf("inserting policy check: %w", err)
+// reserveCheck writes a running check bound to c's plan and attempt, with
+// as many attachments as the run snapshotted: a new row, or the running
+// row of an attempt that was lost after its plan commit. A completed
+// check is never reserved again (ErrCheckCompleted).
+func reserveCheck(ctx context.Context, q sqlx.ExtContext, c Check) error {
+	res, err := q.ExecContext(ctx, `INSERT INTO policy_checks (id, organization_id, run_id, attempt_id, status, plan_digest,
+		attachments, duration_ms, reserved_at)
+		VALUES ($1, $2, $3, $4, 'running', $5, (SELECT count(*) FROM run_policy_snapshots WHERE run_id = $3), 0, $6)
+		ON CONFLICT (id) DO UPDATE SET attempt_id = EXCLUDED.attempt_id, plan_digest = EXCLUDED.plan_digest,
+			attachments = EXCLUDED.attachments, reserved_at = EXCLUDED.reserved_at
+		WHERE policy_checks.status = 'running' AND policy_checks.run_id = EXCLUDED.run_id`,
+		c.ID, c.OrganizationID, c.RunID, c.AttemptID, c.PlanDigest, c.ReservedAt)
+	if err != nil {
+		return fmt.Errorf("reserving policy check: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return ErrCheckCompleted
+	}
+	return nil
+}
+
+// completeCheck records c's evaluation and results on its running row,
+// which must still be bound to c's attempt and plan.
+func completeCheck(ctx context.Context, q sqlx.ExtContext, c Check, results []Result) error {
+	res, err := q.ExecContext(ctx, `UPDATE policy_checks SET status = 'completed', input_digest = $4, composition_digest = $5,
+		outcome = $6, configuration_error = $7, attachments = $8, duration_ms = $9, evaluated_at = $10
+		WHERE id = $1 AND status = 'running' AND attempt_id = $2 AND plan_digest = $3`,
+		c.ID, c.AttemptID, c.PlanDigest, c.InputDigest, c.CompositionDigest, c.Outcome, c.ConfigurationError, c.Attachments,
+		c.DurationMS, c.EvaluatedAt)
+	if err != nil {
+		return fmt.Errorf("completing policy check: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return ErrEvaluationConflict
 	}
 	for _, r := range results {
 		if _, err := q.ExecContext(ctx, `INSERT INTO policy_results (`+resultColumns+`) VALUES (
@@ -262,10 +292,15 @@ func insertCheck(ctx context.Context, q sqlx.ExtContext, c Check, results []Resu
 	return nil
 }
 
-// checkOfRun reads a run's check; fault.ErrNotFound before its plan commits.
-func checkOfRun(ctx context.Context, q sqlx.QueryerContext, runID string) (Check, error) {
+// checkOfRun reads a run's check, locking it when forUpdate;
+// fault.ErrNotFound before its plan commits.
+func checkOfRun(ctx context.Context, q sqlx.QueryerContext, runID string, forUpdate bool) (Check, error) {
+	query := `SELECT ` + checkColumns + ` FROM policy_checks WHERE run_id = $1`
+	if forUpdate {
+		query += ` FOR UPDATE`
+	}
 	var c Check
-	err := sqlx.GetContext(ctx, q, &c, `SELECT `+checkColumns+` FROM policy_checks WHERE run_id = $1`, runID)
+	err := sqlx.GetContext(ctx, q, &c, query, runID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Check{}, fault.ErrNotFound
 	}

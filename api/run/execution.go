@@ -273,28 +273,35 @@ func (s *Service) DiscardArtifacts(ctx context.Context, arts []Artifact) {
 	}
 }
 
-// PlanEvidence is what a finished plan attempt commits.
+// PlanEvidence is what a plan attempt commits once its plan is made.
 type PlanEvidence struct {
+	// Artifacts are the plan's sealed evidence: at least its plan file.
 	Artifacts                 []Artifact
 	HasChanges                bool
 	Additions, Changes        int
 	Destructions              int
 	PredecessorStateVersionID *string
-	Timings                   Timings
-	// Policy is the evaluated policy stage, recorded with the plan.
-	Policy policy.Evaluation
 }
 
-// CommitPlan records a successful plan with its sealed evidence, runs the
-// policy stage and moves the run on, in one transaction. The attempt fence
-// is checked under the run's row lock: a canceled or lost attempt commits
-// nothing.
+// CommitPlan records a finished plan (its plan file, change counts and
+// predecessor state) and reserves the run's policy check for it, pending
+// with no input digest (SPEC §3), in one transaction. The run stays
+// planning with its plan phase finished while the attempt evaluates the
+// policy stage; CommitPolicy ends the attempt. Plan evidence an earlier,
+// lost attempt of the run committed is replaced: its rows are deleted
+// here and its objects once the transaction committed (SPEC §8). The
+// attempt fence is checked under the run's row lock: a canceled or lost
+// attempt, or one whose plan is already committed, commits nothing.
 func (s *Service) CommitPlan(ctx context.Context, attemptID string, ev PlanEvidence) (Run, error) {
 	var out Run
+	var superseded []Artifact
 	err := db.WithTx(ctx, s.db, func(tx *sqlx.Tx) error {
 		r, a, err := s.runningAttempt(ctx, tx, attemptID)
 		if err != nil {
 			return err
+		}
+		if a.Phase != PhasePlan || r.PlanStatus != PhaseRunning {
+			return ErrAttemptNotCurrent
 		}
 		if r.Untrusted() {
 			// Planned without the workspace's state: bound to none, and
@@ -311,24 +318,99 @@ func (s *Service) CommitPlan(ctx context.Context, attemptID string, ev PlanEvide
 				planFile = art.SHA256
 			}
 		}
-		if err := insertArtifacts(ctx, tx, ev.Artifacts); err != nil {
-			return err
-		}
 		if planFile == nil {
 			return errors.New("plan evidence lacks the plan file")
 		}
-		if err := s.endAttempt(ctx, tx, &a, AttemptSucceeded, "succeeded", 0, ev.Timings); err != nil {
+		if superseded, err = deletePlanArtifacts(ctx, tx, r.ID); err != nil {
+			return err
+		}
+		if err := insertArtifacts(ctx, tx, ev.Artifacts); err != nil {
+			return err
+		}
+		check, err := policy.ReserveCheck(ctx, tx, r.OrganizationID, r.ID, a.ID, planFile, s.stamp())
+		if err != nil {
 			return err
 		}
 		hasChanges := ev.HasChanges
 		r.PlanStatus, r.HasChanges, r.PlanDigest = PhaseFinished, &hasChanges, planFile
 		r.ResourceAdditions, r.ResourceChanges, r.ResourceDestructions = &ev.Additions, &ev.Changes, &ev.Destructions
 		r.PredecessorStateVersionID = ev.PredecessorStateVersionID
-		check := ev.Policy.Check
-		if check.RunID != r.ID || !bytes.Equal(check.PlanDigest, planFile) {
-			return errors.New("policy evaluation is not bound to this run's plan")
+		r.UpdatedAt = s.stamp()
+		if err := s.save(ctx, tx, r); err != nil {
+			return err
 		}
-		if err := policy.RecordEvaluation(ctx, tx, ev.Policy); err != nil {
+		out = r
+		return s.systemEvent(ctx, tx, r, "run.planned", map[string]any{
+			"attempt_id": a.ID, "has_changes": hasChanges, "additions": ev.Additions, "changes": ev.Changes,
+			"destructions": ev.Destructions, "policy_check_id": check.ID, "superseded_artifacts": len(superseded),
+		})
+	})
+	if err != nil {
+		return Run{}, err
+	}
+	s.DiscardArtifacts(ctx, superseded)
+	return out, nil
+}
+
+// PolicyEvidence is what a plan attempt commits once its policy stage is
+// evaluated.
+type PolicyEvidence struct {
+	// Artifacts are the rest of the plan's sealed evidence: its JSON, its
+	// redacted diff and a saved plan's redacted JSON.
+	Artifacts []Artifact
+	Policy    policy.Evaluation
+	Timings   Timings
+}
+
+// CommitPolicy records the policy stage of a committed plan, in one
+// transaction: the evaluation completes the check the plan commit reserved
+// (binding its input digest once), the remaining artifacts are written,
+// the attempt ends and the run moves on (AfterPolicy). The attempt fence
+// is checked under the run's row lock, and the predecessor state under
+// the finalization's, as the plan commit's were. A replay
+// of the recorded evaluation (the same attempt, plan and input digest)
+// changes nothing and returns the run as it is; any other evaluation of
+// the check is policy.ErrEvaluationConflict and changes nothing either.
+func (s *Service) CommitPolicy(ctx context.Context, attemptID string, ev PolicyEvidence) (Run, error) {
+	var out Run
+	err := db.WithTx(ctx, s.db, func(tx *sqlx.Tx) error {
+		r, a, err := lockAttempt(ctx, tx, attemptID)
+		if err != nil {
+			return err
+		}
+		check := ev.Policy.Check
+		if check.RunID != r.ID {
+			return fmt.Errorf("policy evaluation of run %s committed by an attempt of run %s", check.RunID, r.ID)
+		}
+		// A replay of what the attempt recorded, or another evaluation of
+		// the check it bound, is answered whatever the attempt's state;
+		// anything else needs the attempt that committed the plan, still
+		// running. A recorded evaluation is rolled back with the rest.
+		fenced := a.Phase != PhasePlan || a.Status != AttemptRunning || r.Status != StatusPlanning || r.PlanStatus != PhaseFinished
+		recorded, err := policy.RecordEvaluation(ctx, tx, a.ID, ev.Policy)
+		switch {
+		case err == nil && !recorded:
+			out = r
+			return nil
+		case errors.Is(err, policy.ErrEvaluationConflict):
+			return err
+		case fenced:
+			return ErrAttemptNotCurrent
+		case err != nil:
+			return err
+		}
+		// The state may have moved during the policy stage (another run's
+		// apply publishing beside a saved plan): rechecked under the
+		// finalization's lock, so no stale plan goes on to wait.
+		if !r.Untrusted() {
+			if err := s.checkPredecessor(ctx, tx, r, r.PredecessorStateVersionID); err != nil {
+				return err
+			}
+		}
+		if err := insertArtifacts(ctx, tx, ev.Artifacts); err != nil {
+			return err
+		}
+		if err := s.endAttempt(ctx, tx, &a, AttemptSucceeded, "succeeded", 0, ev.Timings); err != nil {
 			return err
 		}
 		outcome := check.Outcome
@@ -336,6 +418,7 @@ func (s *Service) CommitPlan(ctx context.Context, attemptID string, ev PlanEvide
 		if policy.GateOpensOnItsOwn(outcome) {
 			r.PolicyGateUntil = &policy.GateAlwaysOpen
 		}
+		hasChanges := r.HasChanges != nil && *r.HasChanges
 		next, reason := AfterPolicy(PlanResult{Kind: r.Kind, HasChanges: hasChanges, AllowEmptyApply: r.AllowEmptyApply,
 			Untrusted: r.Untrusted(), Outcome: outcome})
 		if next == StatusAwaitingApproval || next == StatusPolicyOverride {
@@ -352,9 +435,9 @@ func (s *Service) CommitPlan(ctx context.Context, attemptID string, ev PlanEvide
 			return err
 		}
 		out = r
-		return s.systemEvent(ctx, tx, r, "run.planned", map[string]any{
-			"attempt_id": a.ID, "has_changes": hasChanges, "additions": ev.Additions, "changes": ev.Changes,
-			"destructions": ev.Destructions, "policy_outcome": outcome, "status": string(r.Status),
+		return s.systemEvent(ctx, tx, r, "run.policy_evaluated", map[string]any{
+			"attempt_id": a.ID, "policy_check_id": check.ID, "policy_outcome": outcome,
+			"composition_digest": hex.EncodeToString(check.CompositionDigest), "status": string(r.Status),
 		})
 	})
 	return out, err
@@ -572,7 +655,7 @@ func (s *Service) failAttempt(ctx context.Context, attemptID, classification str
 				return err
 			}
 		case a.Phase == PhasePlan:
-			r.PlanStatus = PhaseErrored
+			r = planFailed(r)
 			if r, err = s.finish(ctx, tx, r, StatusErrored, classification); err != nil {
 				return err
 			}
@@ -614,11 +697,21 @@ func (s *Service) failAttempt(ctx context.Context, attemptID, classification str
 // taking its worker down must not loop forever, so the run then errors.
 func (s *Service) retryPlan(ctx context.Context, tx *sqlx.Tx, r Run, a Attempt) (Run, error) {
 	if a.Number >= s.opts.PlanMaxAttempts {
-		r.PlanStatus = PhaseErrored
-		return s.finish(ctx, tx, r, StatusErrored, "plan_attempts_exhausted")
+		return s.finish(ctx, tx, planFailed(r), StatusErrored, "plan_attempts_exhausted")
 	}
 	r.PlanStatus = PhasePending
 	return s.queuePlan(ctx, tx, r, a.Number+1)
+}
+
+// planFailed marks the plan phase of a failed plan attempt errored, unless
+// its plan committed and its policy stage failed after: the plan stays
+// finished, and the policy check it reserved reports that the evaluation
+// did not complete.
+func planFailed(r Run) Run {
+	if r.PlanStatus != PhaseFinished {
+		r.PlanStatus = PhaseErrored
+	}
+	return r
 }
 
 // lockAttempt locks an attempt's run, then the attempt itself. Every

@@ -241,6 +241,27 @@ func (h *harness) softPolicy(workspaceID string) (setID, versionID string) {
 	return set.ID, v.ID
 }
 
+// lose stops an attempt's heartbeat an hour ago and reaps it as lost.
+func (h *harness) lose(st run.Started) {
+	h.t.Helper()
+	if _, err := h.env.DB.Exec(`UPDATE run_attempts SET heartbeat_at = now() - interval '1 hour' WHERE id = $1`, st.Attempt.ID); err != nil {
+		h.t.Fatal(err)
+	}
+	if n, err := h.runs.ReapLostAttempts(h.ctx, time.Minute); err != nil || n != 1 {
+		h.t.Fatalf("reaping: %d %v", n, err)
+	}
+}
+
+// softPolicyWorkspace creates a workspace with require-tags attached as
+// soft_mandatory, which a plan of planJSON fails.
+func (h *harness) softPolicyWorkspace(name string) string {
+	h.t.Helper()
+	ws := h.workspace(name)
+	setID, versionID := h.softPolicy(ws)
+	h.attach(ws, setID, versionID)
+	return ws
+}
+
 func (h *harness) attach(workspaceID, setID, versionID string) {
 	h.t.Helper()
 	h.owner.Mutate(http.MethodPost, "/v1/workspaces/"+workspaceID+"/policy-attachments", map[string]string{"policy_set_id": setID,
@@ -329,9 +350,18 @@ func TestApplyStartRechecksThePolicyGate(t *testing.T) {
 	}
 	h.advance(-9 * time.Minute)
 
-	// A policy result that is not the one the approval bound.
+	// A policy result that is not the one the approval bound. A completed
+	// check never changes, so the change goes around its trigger.
 	changed := h.approvedSoftFailure(changing, time.Hour)
-	if _, err := h.env.DB.Exec(`UPDATE policy_checks SET composition_digest = sha256(composition_digest) WHERE run_id = $1`, changed.ID); err != nil {
+	tamper := h.env.DB.MustBegin()
+	for _, stmt := range []string{`ALTER TABLE policy_checks DISABLE TRIGGER policy_checks_complete_once`,
+		`UPDATE policy_checks SET composition_digest = sha256(composition_digest) WHERE run_id = '` + changed.ID + `'`,
+		`ALTER TABLE policy_checks ENABLE TRIGGER policy_checks_complete_once`} {
+		if _, err := tamper.Exec(stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tamper.Commit(); err != nil {
 		t.Fatal(err)
 	}
 	refused(changed, run.RefusedPolicyResultChanged)
@@ -348,17 +378,8 @@ func TestLostPlanIsRetriedABoundedNumberOfTimes(t *testing.T) {
 	t.Parallel()
 	h := setup(t)
 	r := h.createRun(h.workspace("flaky"))
-	lose := func(st run.Started) {
-		t.Helper()
-		if _, err := h.env.DB.Exec(`UPDATE run_attempts SET heartbeat_at = now() - interval '1 hour' WHERE id = $1`, st.Attempt.ID); err != nil {
-			t.Fatal(err)
-		}
-		if n, err := h.runs.ReapLostAttempts(h.ctx, time.Minute); err != nil || n != 1 {
-			t.Fatalf("reaping: %d %v", n, err)
-		}
-	}
 	first := h.start(r, run.PhasePlan)
-	lose(first)
+	h.lose(first)
 	if got := h.read(r.ID); got.Status != run.StatusPlanQueued || got.PlanStatus != run.PhasePending {
 		t.Fatalf("after a lost plan: %s, plan %s", got.Status, got.PlanStatus)
 	}
@@ -370,7 +391,7 @@ func TestLostPlanIsRetriedABoundedNumberOfTimes(t *testing.T) {
 		t.Fatal(err)
 	}
 	third := h.start(r, run.PhasePlan)
-	lose(third)
+	h.lose(third)
 	got := h.read(r.ID)
 	if got.Status != run.StatusErrored || got.TerminalReason == nil || *got.TerminalReason != "plan_attempts_exhausted" || got.PlanStatus != run.PhaseErrored {
 		t.Fatalf("after three interrupted plans: %s (%v), plan %s", got.Status, got.TerminalReason, got.PlanStatus)

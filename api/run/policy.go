@@ -251,8 +251,11 @@ func (s *Service) reopenGate(ctx context.Context, tx *sqlx.Tx, r Run, results []
 
 // PolicyReview is a run's persisted, sanitized policy evidence.
 type PolicyReview struct {
-	Run       Run
-	Check     *policy.Check
+	Run   Run
+	Check *policy.Check
+	// Snapshot is the attachments the run snapshotted, read while its
+	// check is running: what its results will follow, one for one.
+	Snapshot  []policy.SnapshotEntry
 	Results   []policy.Result
 	Names     map[string]policy.VersionName
 	Overrides []policy.Override
@@ -262,8 +265,33 @@ type PolicyReview struct {
 	Overridden bool
 }
 
+// PolicyIncomplete explains a check whose run ended before its evaluation
+// was recorded (SPEC §3).
+const PolicyIncomplete = "The policy evaluation did not complete: the run ended before its result was recorded, so nothing was evaluated and apply is not permitted."
+
+// Status is the review's policy-check status (SPEC §3): pending until the
+// evaluation is recorded, errored if the run ended first, else what the
+// outcome and its overrides say.
+func (v PolicyReview) Status() string {
+	if v.Check == nil {
+		// The run ended before its plan committed: apply was never
+		// possible, and the check reports that as errored.
+		if v.Run.Status.Terminal() {
+			return "errored"
+		}
+		return "pending"
+	}
+	return policy.CheckStatus(*v.Check, v.Run.Status.Terminal(), v.Overridden)
+}
+
+// Incomplete reports a reserved check whose run ended before its
+// evaluation was recorded.
+func (v PolicyReview) Incomplete() bool {
+	return v.Check != nil && !v.Check.Completed() && v.Run.Status.Terminal()
+}
+
 // Policy returns the run's policy evidence. Before the plan commits there
-// is no check yet.
+// is no check yet; from then until the policy commit it is running.
 func (s *Service) Policy(ctx context.Context, p access.Principal, runID string) (PolicyReview, error) {
 	r, err := s.GetRun(ctx, p, runID)
 	if err != nil {
@@ -312,6 +340,11 @@ func (s *Service) policyReview(ctx context.Context, q sqlx.QueryerContext, r Run
 		return PolicyReview{}, err
 	}
 	review.Check, review.Results = &c, results
+	if !c.Completed() {
+		if review.Snapshot, err = policy.SnapshotOf(ctx, q, r.ID); err != nil {
+			return PolicyReview{}, err
+		}
+	}
 	ids := make([]string, 0, len(results))
 	for _, res := range results {
 		ids = append(ids, res.PolicyVersionID)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
 
 	"github.com/cairnhq/cairn/api/launch"
 	"github.com/cairnhq/cairn/api/platform/cursor"
@@ -437,6 +438,20 @@ func insertArtifacts(ctx context.Context, q sqlx.ExtContext, arts []Artifact) er
 		return fmt.Errorf("inserting artifacts: %w", err)
 	}
 	return nil
+}
+
+// deletePlanArtifacts deletes the rows of a run's plan evidence that an
+// earlier attempt committed and returns them, so the caller deletes their
+// objects once the deletion committed.
+func deletePlanArtifacts(ctx context.Context, q sqlx.QueryerContext, runID string) ([]Artifact, error) {
+	arts := []Artifact{}
+	err := sqlx.SelectContext(ctx, q, &arts, `DELETE FROM run_artifacts WHERE run_id = $1 AND kind = ANY($2)
+		RETURNING id, organization_id, run_id, attempt_id, kind, blob_key, size_bytes, sha256, created_at`,
+		runID, pq.Array([]string{ArtifactPlanFile, ArtifactPlanJSON, ArtifactPlanDiff, ArtifactPlanJSONRedacted}))
+	if err != nil {
+		return nil, fmt.Errorf("deleting superseded plan artifacts: %w", err)
+	}
+	return arts, nil
 }
 
 func artifactOf(ctx context.Context, q sqlx.QueryerContext, runID, kind string) (Artifact, error) {

@@ -124,7 +124,7 @@ func phaseStamps(r run.Run, phase, status string) map[string]string {
 
 // phaseResource is a run's plan or apply as the protocol shows it.
 func (s *server) phaseResource(r run.Run, phase string) resource {
-	prefix, typ, raw := "plan_", "plans", r.PlanStatus
+	prefix, typ, raw := "plan_", "plans", protocolPlanStatus(r)
 	if phase == run.PhaseApply {
 		prefix, typ, raw = "apply_", "applies", r.ApplyStatus
 	}
@@ -166,7 +166,7 @@ func (s *server) phaseLog(c *fiber.Ctx) error {
 	if _, err := s.Launch.RequireBy(ctx, nil, subject, launch.AdmitAccess); err != nil {
 		return s.writeError(c, err)
 	}
-	status := r.PlanStatus
+	status := protocolPlanStatus(r)
 	if phase == run.PhaseApply {
 		status = r.ApplyStatus
 	}

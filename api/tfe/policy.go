@@ -55,6 +55,19 @@ func (s *server) policyCheckRefs(ctx context.Context, r run.Run) ([]ref, error) 
 	return []ref{{ID: c.ID, Type: "policy-checks"}}, nil
 }
 
+// protocolPlanStatus is a run's plan status as the remote backend reports
+// it. The CLI reads the run once the plan is finished, then waits for the
+// policy checks the run lists or, with none listed, asks whether the run
+// can be confirmed: a plan whose run is still in its policy stage is
+// reported running, so its log stays open for the stage's lines and the
+// CLI never finds a run that has not decided yet.
+func protocolPlanStatus(r run.Run) string {
+	if r.PlanStatus == run.PhaseFinished && r.Status == run.StatusPlanning {
+		return run.PhaseRunning
+	}
+	return r.PlanStatus
+}
+
 func (s *server) policyReview(c *fiber.Ctx, p access.Principal) (run.PolicyReview, error) {
 	review, err := s.Runs.PolicyByCheck(c.UserContext(), p, c.Params("id"))
 	if err != nil {
@@ -67,23 +80,48 @@ func (s *server) policyReview(c *fiber.Ctx, p access.Principal) (run.PolicyRevie
 }
 
 // policyScope reports organization when every result came from an
-// organization attachment, and workspace otherwise (SPEC §4).
-func policyScope(results []policy.Result) string {
-	for _, r := range results {
-		if r.Scope != policy.ScopeOrganization {
+// organization attachment, and workspace otherwise (SPEC §4). A running
+// check has no results yet: its snapshotted attachments, which the
+// results will follow one for one, decide.
+func policyScope(review run.PolicyReview) string {
+	scopes := make([]string, 0, len(review.Results)+len(review.Snapshot))
+	for _, r := range review.Results {
+		scopes = append(scopes, r.Scope)
+	}
+	for _, e := range review.Snapshot {
+		scopes = append(scopes, e.Scope)
+	}
+	if len(scopes) == 0 {
+		return "workspace"
+	}
+	for _, scope := range scopes {
+		if scope != policy.ScopeOrganization {
 			return "workspace"
 		}
 	}
-	if len(results) == 0 {
-		return "workspace"
-	}
 	return "organization"
+}
+
+// policyStamps are a check's status timestamps: queued when the plan
+// commit reserved it, then when its status was reached.
+func policyStamps(review run.PolicyReview, status string) map[string]string {
+	c := review.Check
+	stamps := map[string]string{"queued-at": timestamp(c.ReservedAt)}
+	switch {
+	case c.EvaluatedAt != nil:
+		stamps[strings.ReplaceAll(status, "_", "-")+"-at"] = timestamp(*c.EvaluatedAt)
+	case review.Incomplete():
+		if ended, ok := review.Run.StatusTimestamps[string(review.Run.Status)]; ok {
+			stamps["errored-at"] = timestamp(ended)
+		}
+	}
+	return stamps
 }
 
 func (s *server) policyCheckResource(review run.PolicyReview, p access.Principal) resource {
 	now := time.Now()
 	c := review.Check
-	status := policy.CompatibilityStatus(c.Outcome, review.Overridden)
+	status := review.Status()
 	counts := map[string]int{"passed": 0, "advisory-failed": 0, "soft-failed": 0, "hard-failed": 0}
 	for _, r := range review.Results {
 		switch {
@@ -101,15 +139,15 @@ func (s *server) policyCheckResource(review run.PolicyReview, p access.Principal
 	return resource{
 		ID: c.ID, Type: "policy-checks",
 		Attributes: map[string]any{
-			"status": status, "scope": policyScope(review.Results),
+			"status": status, "scope": policyScope(review),
 			"result": map[string]any{
 				"passed": counts["passed"], "advisory-failed": counts["advisory-failed"], "soft-failed": counts["soft-failed"],
 				"hard-failed": counts["hard-failed"], "total-failed": len(review.Results) - counts["passed"],
-				"result": policy.GateOpensOnItsOwn(c.Outcome), "duration": c.DurationMS, "sentinel": nil,
+				"result": c.Completed() && policy.GateOpensOnItsOwn(c.Outcome), "duration": c.DurationMS, "sentinel": nil,
 			},
 			"actions":           map[string]bool{"is-overridable": overridable},
 			"permissions":       map[string]bool{"can-override": p.Permissions.Has(access.PermPolicyOverrideSoft)},
-			"status-timestamps": map[string]string{"queued-at": timestamp(c.EvaluatedAt), strings.ReplaceAll(status, "_", "-") + "-at": timestamp(c.EvaluatedAt)},
+			"status-timestamps": policyStamps(review, status),
 		},
 		Relationships: map[string]relationship{"run": toOne(c.RunID, "runs")},
 	}
@@ -146,8 +184,20 @@ func (s *server) policyCheckOutput(c *fiber.Ctx, p access.Principal, o owner) er
 
 func writePolicyText(w *boundedWriter, review run.PolicyReview) {
 	c := review.Check
-	status := policy.CompatibilityStatus(c.Outcome, review.Overridden)
-	w.line(fmt.Sprintf("Cairn policy check %s: %s (%d attachment(s), engine OPA %s)", c.ID, status, len(review.Results), rego.EngineVersion))
+	status := review.Status()
+	attachments := len(review.Results)
+	if !c.Completed() {
+		attachments = len(review.Snapshot)
+	}
+	w.line(fmt.Sprintf("Cairn policy check %s: %s (%d attachment(s), engine OPA %s)", c.ID, status, attachments, rego.EngineVersion))
+	switch {
+	case review.Incomplete():
+		w.line("  " + run.PolicyIncomplete)
+		return
+	case !c.Completed():
+		w.line("  The evaluation has not completed yet.")
+		return
+	}
 	if c.ConfigurationError != nil {
 		w.line("  The attachment list could not be evaluated: " + *c.ConfigurationError + ". Apply is blocked.")
 	}

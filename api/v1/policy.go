@@ -146,8 +146,9 @@ type PolicyGateView struct {
 type RunPolicyView struct {
 	RunID              string               `json:"run_id"`
 	Object             string               `json:"object" enum:"run_policy"`
-	CheckID            *string              `json:"check_id" doc:"Null until the plan commits."`
+	CheckID            *string              `json:"check_id" doc:"Null until the plan commits, which reserves the check pending."`
 	Status             string               `json:"status" enum:"pending,passed,soft_failed,hard_failed,errored,overridden"`
+	Incomplete         *string              `json:"incomplete" doc:"Set when the run ended before its evaluation was recorded: the check reports errored and the run can never apply."`
 	Outcome            *string              `json:"outcome" enum:"pass,advisory_failed,soft_failed,hard_failed,error"`
 	ConfigurationError *string              `json:"configuration_error" doc:"Why the run's attachment list could not be evaluated, e.g. a set attached at two scopes."`
 	PlanDigest         *string              `json:"plan_digest"`
@@ -174,19 +175,22 @@ func runPolicyView(review run.PolicyReview, now time.Time) RunPolicyView {
 	if v.Gate.Open && r.PolicyGateUntil != nil && r.PolicyGateUntil.Before(policy.GateAlwaysOpen) {
 		v.Gate.Until = r.PolicyGateUntil
 	}
+	v.Status = review.Status()
 	c := review.Check
 	if c == nil {
-		if r.Status.Terminal() {
-			// The run ended before its policy stage completed: apply was
-			// never possible, and the check reports that as errored.
-			v.Status = "errored"
-		}
 		return v
 	}
-	v.CheckID, v.Outcome, v.ConfigurationError = &c.ID, &c.Outcome, c.ConfigurationError
-	v.PlanDigest, v.InputDigest, v.CompositionDigest = hexOrNil(c.PlanDigest), hexOrNil(c.InputDigest), hexOrNil(c.CompositionDigest)
-	v.EvaluatedAt, v.DurationMS = &c.EvaluatedAt, &c.DurationMS
-	v.Status = policy.CompatibilityStatus(c.Outcome, review.Overridden)
+	v.CheckID, v.PlanDigest = &c.ID, hexOrNil(c.PlanDigest)
+	if review.Incomplete() {
+		incomplete := run.PolicyIncomplete
+		v.Incomplete = &incomplete
+	}
+	if !c.Completed() {
+		return v
+	}
+	v.Outcome, v.ConfigurationError = &c.Outcome, c.ConfigurationError
+	v.InputDigest, v.CompositionDigest = hexOrNil(c.InputDigest), hexOrNil(c.CompositionDigest)
+	v.EvaluatedAt, v.DurationMS = c.EvaluatedAt, &c.DurationMS
 	for _, res := range review.Results {
 		name := review.Names[res.PolicyVersionID]
 		v.Results = append(v.Results, PolicyResultView{ID: res.ID, Sequence: res.Sequence, AttachmentID: res.AttachmentID,

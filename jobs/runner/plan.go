@@ -16,10 +16,15 @@ import (
 	"github.com/cairnhq/cairn/api/state"
 )
 
-// plan runs init, plan -out and show -json, seals the evidence and commits.
-// Sealing overlaps the commands and the policy stage that only read what
-// it seals: the plan file while show renders it, the plan JSON and the
-// redacted diff while policy evaluates the same JSON.
+// plan runs init, plan -out and show -json, seals the evidence and commits
+// it in two steps: the plan commit (plan file, change counts, predecessor
+// state; it reserves the policy check) and the policy commit (the
+// evaluation, plan JSON, diff and a saved plan's redacted JSON; it ends
+// the attempt). Sealing overlaps
+// the commands and the steps that only read what it seals: the plan file
+// while show renders it, the plan JSON and the redacted diff while policy
+// evaluates the same JSON; the evaluation, which reads only that JSON and
+// the run's snapshot, overlaps the plan commit.
 func (r *Runner) plan(ctx context.Context, env *attemptEnv) error {
 	predecessor := env.predecessor
 	if err := r.init(ctx, env); err != nil {
@@ -72,10 +77,14 @@ func (r *Runner) plan(ctx context.Context, env *attemptEnv) error {
 	jsonSealed := ev.seal(func() (run.Artifact, error) {
 		return r.storeSandboxFile(ctx, env, run.ArtifactPlanJSON, planJSON)
 	})
+	// The diff is built once: its counts go with the plan commit, its
+	// sealed body with the policy commit.
 	var diff plandiff.Artifact
+	diffBuilt := make(chan error, 1)
 	diffSealed := ev.seal(func() (run.Artifact, error) {
 		var err error
 		diff, err = r.planDiff(ctx, env)
+		diffBuilt <- err
 		if err != nil {
 			return run.Artifact{}, err
 		}
@@ -90,19 +99,51 @@ func (r *Runner) plan(ctx context.Context, env *attemptEnv) error {
 		return err
 	}
 	policyStart := time.Now()
-	evaluation, err := r.evaluatePolicy(ctx, env, planArtifact.SHA256)
+	evalCtx, stopEvaluation := context.WithCancel(ctx)
+	evaluated := async(func() (policy.Evaluation, error) {
+		defer env.timed("policy", policyStart)
+		return r.evaluatePolicy(evalCtx, env, planArtifact.SHA256)
+	})
+	// Nothing of this attempt may outlive it: an evaluation whose plan
+	// never committed is stopped and waited for.
+	defer func() {
+		stopEvaluation()
+		_, _ = evaluated()
+	}()
+	if err := <-diffBuilt; err != nil {
+		return err
+	}
+	commitStart := time.Now()
+	_, err = r.Runs.CommitPlan(ctx, env.st.Attempt.ID, run.PlanEvidence{
+		Artifacts: []run.Artifact{planArtifact}, HasChanges: hasChanges, Additions: diff.Counts.Add, Changes: diff.Counts.Change,
+		Destructions: diff.Counts.Destroy, PredecessorStateVersionID: predecessor,
+	})
+	if err != nil {
+		// A run canceled while the plan finished: the attempt is closed as
+		// canceled by the caller.
+		return err
+	}
+	ev.committed(planArtifact)
+	env.timed("plan_commit", commitStart)
+	evaluation, err := evaluated()
 	if err != nil {
 		return err
 	}
-	env.timed("policy", policyStart)
-	if _, err := jsonSealed(); err != nil {
+	jsonArtifact, err := jsonSealed()
+	if err != nil {
 		return err
 	}
-	if _, err := diffSealed(); err != nil {
+	diffArtifact, err := diffSealed()
+	if err != nil {
 		return err
 	}
-	if _, err := showableSealed(); err != nil {
+	rest := []run.Artifact{jsonArtifact, diffArtifact}
+	showable, err := showableSealed()
+	if err != nil {
 		return err
+	}
+	if showable.ID != "" {
+		rest = append(rest, showable)
 	}
 	env.timed("evidence", start)
 	if env.st.Run.SavePlan {
@@ -113,18 +154,28 @@ func (r *Runner) plan(ctx context.Context, env *attemptEnv) error {
 		env.logs.Line("(POST /api/v2/runs/%s/actions/apply). `tofu apply` of the saved plan file cannot load a Cairn run.", env.st.Run.ID)
 	}
 	_ = env.logs.Flush(ctx, true)
-	_, err = r.Runs.CommitPlan(ctx, env.st.Attempt.ID, run.PlanEvidence{
-		Artifacts: ev.artifacts(), HasChanges: hasChanges, Additions: diff.Counts.Add, Changes: diff.Counts.Change,
-		Destructions: diff.Counts.Destroy, PredecessorStateVersionID: predecessor, Timings: env.snapshot(),
-		Policy: evaluation,
-	})
+	_, err = r.Runs.CommitPolicy(ctx, env.st.Attempt.ID, run.PolicyEvidence{Artifacts: rest, Policy: evaluation, Timings: env.snapshot()})
 	if err != nil {
-		// A run canceled while the plan finished: the attempt is closed as
-		// canceled by the caller.
 		return err
 	}
-	ev.committed()
+	ev.committed(rest...)
 	return nil
+}
+
+// async runs f in its own goroutine and returns a function that waits for
+// its result, as often as it is called.
+func async[T any](f func() (T, error)) func() (T, error) {
+	var v T
+	var err error
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		v, err = f()
+	}()
+	return func() (T, error) {
+		<-finished
+		return v, err
+	}
 }
 
 // showPlanJSON writes the saved plan's JSON rendering into the private
@@ -147,58 +198,45 @@ func (r *Runner) showPlanJSON(ctx context.Context, env *attemptEnv) error {
 }
 
 // planSeal collects the artifacts a plan attempt seals concurrently, so
-// whatever was stored is deleted again unless the commit took it.
+// whatever was stored is deleted again unless a commit took it.
 type planSeal struct {
 	running sync.WaitGroup
 	mu      sync.Mutex
 	stored  []run.Artifact
-	done    bool
 }
 
 // seal starts store and returns a function that waits for its artifact.
 func (p *planSeal) seal(store func() (run.Artifact, error)) func() (run.Artifact, error) {
-	var a run.Artifact
-	var err error
-	finished := make(chan struct{})
 	p.running.Add(1)
-	go func() {
+	return async(func() (run.Artifact, error) {
 		defer p.running.Done()
-		defer close(finished)
-		if a, err = store(); err == nil {
+		a, err := store()
+		if err == nil {
 			p.mu.Lock()
 			p.stored = append(p.stored, a)
 			p.mu.Unlock()
 		}
-	}()
-	return func() (run.Artifact, error) {
-		<-finished
 		return a, err
-	}
+	})
 }
 
-func (p *planSeal) artifacts() []run.Artifact {
+// committed records that a commit took arts: they are not deleted.
+func (p *planSeal) committed(arts ...run.Artifact) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return slices.Clone(p.stored)
+	p.stored = slices.DeleteFunc(p.stored, func(a run.Artifact) bool {
+		return slices.ContainsFunc(arts, func(c run.Artifact) bool { return c.ID == a.ID })
+	})
 }
 
-func (p *planSeal) committed() {
-	p.mu.Lock()
-	p.done = true
-	p.mu.Unlock()
-}
-
-// uncommitted are the artifacts to delete: none once committed. It waits
+// uncommitted are the artifacts to delete: those no commit took. It waits
 // for sealing still under way when the attempt gave up, so nothing stored
 // is missed.
 func (p *planSeal) uncommitted() []run.Artifact {
 	p.running.Wait()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.done {
-		return nil
-	}
-	return p.stored
+	return slices.Clone(p.stored)
 }
 
 // evaluatePolicy runs the policy stage on the plan JSON the sandbox wrote:

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/cairnhq/cairn/api/apitest"
+	"github.com/cairnhq/cairn/api/policy"
 	"github.com/cairnhq/cairn/api/run"
 	"github.com/cairnhq/cairn/api/state"
 )
@@ -68,39 +69,83 @@ func CommitStarted(t testing.TB, env *apitest.Env, runs *run.Service, st run.Sta
 	return commit(t, env, runs, st, map[string][]byte{run.ArtifactPlanJSON: planJSON}, hasChanges, predecessor)
 }
 
-// commit seals a started plan's evidence, evaluates its policy stage
-// in-process and commits it.
+// commit makes a started plan's two commits as the runner does: the plan
+// commit, then the policy stage evaluated in-process and the policy commit.
 func commit(t testing.TB, env *apitest.Env, runs *run.Service, st run.Started, artifacts map[string][]byte, hasChanges bool, predecessor *string) run.Run {
 	t.Helper()
+	planned := commitPlan(t, env, runs, st, artifacts, hasChanges, predecessor)
+	out, err := planned.CommitPolicy(context.Background(), planned.Evaluate(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// Planned is a plan attempt between its two commits: its run is planning
+// with its plan finished, and its policy check is pending.
+type Planned struct {
+	// Run is the run as the plan commit left it.
+	Run      run.Run
+	Started  run.Started
+	env      *apitest.Env
+	runs     *run.Service
+	planJSON []byte
+	// rest is the evidence the policy commit records: everything sealed
+	// but the plan file.
+	rest []run.Artifact
+}
+
+// CommitPlan seals a started plan attempt's evidence as the runner does
+// and makes its plan commit only.
+func CommitPlan(t testing.TB, env *apitest.Env, runs *run.Service, st run.Started, planJSON []byte, hasChanges bool, predecessor *string) Planned {
+	t.Helper()
+	return commitPlan(t, env, runs, st, map[string][]byte{run.ArtifactPlanJSON: planJSON}, hasChanges, predecessor)
+}
+
+func commitPlan(t testing.TB, env *apitest.Env, runs *run.Service, st run.Started, artifacts map[string][]byte, hasChanges bool, predecessor *string) Planned {
+	t.Helper()
 	ctx := context.Background()
-	r := st.Run
-	var arts []run.Artifact
-	var planDigest []byte
-	bodies := map[string][]byte{run.ArtifactPlanFile: []byte("saved plan of " + r.ID), run.ArtifactPlanDiff: []byte(`{"resources":[]}`)}
+	bodies := map[string][]byte{run.ArtifactPlanFile: []byte("saved plan of " + st.Run.ID), run.ArtifactPlanDiff: []byte(`{"resources":[]}`)}
 	maps.Copy(bodies, artifacts)
+	var planFile run.Artifact
+	var rest []run.Artifact
 	for kind, body := range bodies {
 		a, err := runs.StoreArtifact(ctx, st, kind, bytes.NewReader(body), state.MaxStateBytes)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if kind == run.ArtifactPlanFile {
-			planDigest = a.SHA256
+			planFile = a
+		} else {
+			rest = append(rest, a)
 		}
-		arts = append(arts, a)
-	}
-	ev, err := runs.EvaluatePolicy(ctx, st, planDigest, bytes.NewReader(bodies[run.ArtifactPlanJSON]), nil,
-		env.Server.Services().Policies.InProcessEvaluator())
-	if err != nil {
-		t.Fatal(err)
 	}
 	additions := 0
 	if hasChanges {
 		additions = 1
 	}
-	out, err := runs.CommitPlan(ctx, st.Attempt.ID, run.PlanEvidence{Artifacts: arts, HasChanges: hasChanges, Additions: additions,
-		PredecessorStateVersionID: predecessor, Policy: ev})
+	out, err := runs.CommitPlan(ctx, st.Attempt.ID, run.PlanEvidence{Artifacts: []run.Artifact{planFile}, HasChanges: hasChanges,
+		Additions: additions, PredecessorStateVersionID: predecessor})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return out
+	return Planned{Run: out, Started: st, env: env, runs: runs, planJSON: bodies[run.ArtifactPlanJSON], rest: rest}
+}
+
+// Evaluate evaluates the planned run's policy stage in-process against its
+// plan JSON.
+func (p Planned) Evaluate(t testing.TB) policy.Evaluation {
+	t.Helper()
+	ev, err := p.runs.EvaluatePolicy(context.Background(), p.Started, p.Run.PlanDigest, bytes.NewReader(p.planJSON), nil,
+		p.env.Server.Services().Policies.InProcessEvaluator())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ev
+}
+
+// CommitPolicy makes the policy commit of ev with the rest of the plan's
+// evidence.
+func (p Planned) CommitPolicy(ctx context.Context, ev policy.Evaluation) (run.Run, error) {
+	return p.runs.CommitPolicy(ctx, p.Started.Attempt.ID, run.PolicyEvidence{Artifacts: p.rest, Policy: ev})
 }

@@ -330,6 +330,9 @@ func TestSearchMatchesThisAppsChecksOnly(t *testing.T) {
 	if err := blind.Sync(ctx, r.ID); !errors.Is(err, checkrun.ErrNoAppID) {
 		t.Fatalf("a search without the app's ID: %v", err)
 	}
+	// Two failures are on record (the lost create, the blind search): the
+	// reconciler takes the publication up once their backoff (2 ms) passed.
+	time.Sleep(50 * time.Millisecond)
 	if _, _, err := h.svc.Reconcile(ctx); err != nil {
 		t.Fatal(err)
 	}

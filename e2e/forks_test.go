@@ -199,16 +199,7 @@ func TestForkPullRequestWaitsForAPersonToPlanIt(t *testing.T) {
 		*review.Provenance.PlanApprovedBy != me.User.ID || me.User.ID == "" {
 		t.Fatalf("the run's source: %+v (owner %s)", review.Provenance, me.User.ID)
 	}
-	var events []struct {
-		Actor struct {
-			Type string `json:"type"`
-			ID   string `json:"id"`
-		} `json:"actor"`
-		Target struct {
-			ID string `json:"id"`
-		} `json:"target"`
-		Evidence map[string]any `json:"evidence"`
-	}
+	var events []auditEvent
 	h.apiJSON(t, http.MethodGet, "/v1/audit-events?action=source_ingestion.plan_approved", nil, &events, h.m.cookie()...)
 	if len(events) != 1 || events[0].Actor.ID != me.User.ID || events[0].Target.ID != held.ID ||
 		events[0].Evidence["commit_sha"] != head || events[0].Evidence["fork_owner"] != "mallory" {

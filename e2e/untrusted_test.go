@@ -192,17 +192,7 @@ func TestAgentPlanSeesNoSecretUntilAPersonReleasesIt(t *testing.T) {
 		t.Fatalf("the agent's run does not name its release: %s", review)
 	}
 
-	var events []struct {
-		Action string `json:"action"`
-		Actor  struct {
-			Type string `json:"type"`
-			ID   string `json:"id"`
-		} `json:"actor"`
-		Target struct {
-			ID string `json:"id"`
-		} `json:"target"`
-		Evidence map[string]any `json:"evidence"`
-	}
+	var events []auditEvent
 	if st := s.apiJSON(t, http.MethodGet, "/v1/audit-events?limit=100", nil, &events, m.cookie()...); st != http.StatusOK {
 		t.Fatalf("audit events: %d", st)
 	}
@@ -220,4 +210,17 @@ func TestAgentPlanSeesNoSecretUntilAPersonReleasesIt(t *testing.T) {
 		t.Fatalf("audit names %q as releaser and %q as the released run's creator (review: %s)", releasedBy, createdBy,
 			view.Untrusted.Release.ActorID)
 	}
+}
+
+// auditEvent is one /v1 audit event as the tests read it.
+type auditEvent struct {
+	Action string `json:"action"`
+	Actor  struct {
+		Type string `json:"type"`
+		ID   string `json:"id"`
+	} `json:"actor"`
+	Target struct {
+		ID string `json:"id"`
+	} `json:"target"`
+	Evidence map[string]any `json:"evidence"`
 }

@@ -29,6 +29,12 @@ ALTER TABLE runs
     ADD CONSTRAINT runs_untrusted_never_apply CHECK (untrusted_reason IS NULL OR status NOT IN
         ('awaiting_approval', 'policy_override', 'apply_queued', 'applying', 'applied', 'recovery_required', 'recovered'));
 
+-- The agent (its OAuth client) that uploaded a configuration. Its code is
+-- untrusted wherever it runs: a person's run of it (the workspace's
+-- current configuration, say) plans as the agent's own would, until a
+-- person releases it.
+ALTER TABLE configuration_versions ADD COLUMN created_by_agent text;
+
 -- Runs from before this migration: the creating principal says enough
 -- (agents acted as their user and stay recorded as people).
 UPDATE runs SET initiator = CASE created_by_kind
@@ -41,6 +47,7 @@ UPDATE runs SET initiator = CASE created_by_kind
 CREATE UNIQUE INDEX runs_released_from ON runs (released_from_run_id) WHERE released_from_run_id IS NOT NULL;
 
 -- +goose Down
+ALTER TABLE configuration_versions DROP COLUMN created_by_agent;
 DROP INDEX runs_released_from;
 ALTER TABLE runs
     DROP CONSTRAINT runs_untrusted_never_apply,

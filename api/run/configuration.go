@@ -34,22 +34,26 @@ const (
 
 // ConfigurationVersion is one uploaded configuration archive.
 type ConfigurationVersion struct {
-	ID             string     `db:"id"`
-	OrganizationID string     `db:"organization_id"`
-	WorkspaceID    string     `db:"workspace_id"`
-	Status         string     `db:"status"`
-	Source         string     `db:"source"`
-	Speculative    bool       `db:"speculative"`
-	AutoQueueRuns  bool       `db:"auto_queue_runs"`
-	ErrorCode      *string    `db:"error_code"`
-	BlobKey        *string    `db:"blob_key"`
-	SizeBytes      *int64     `db:"size_bytes"`
-	SHA256         []byte     `db:"sha256"`
-	LockFileSHA256 []byte     `db:"lock_file_sha256"`
-	Entries        *int       `db:"entries"`
-	ExpandedBytes  *int64     `db:"expanded_bytes"`
-	CreatedByKind  string     `db:"created_by_kind"`
-	CreatedByID    string     `db:"created_by_id"`
+	ID             string  `db:"id"`
+	OrganizationID string  `db:"organization_id"`
+	WorkspaceID    string  `db:"workspace_id"`
+	Status         string  `db:"status"`
+	Source         string  `db:"source"`
+	Speculative    bool    `db:"speculative"`
+	AutoQueueRuns  bool    `db:"auto_queue_runs"`
+	ErrorCode      *string `db:"error_code"`
+	BlobKey        *string `db:"blob_key"`
+	SizeBytes      *int64  `db:"size_bytes"`
+	SHA256         []byte  `db:"sha256"`
+	LockFileSHA256 []byte  `db:"lock_file_sha256"`
+	Entries        *int    `db:"entries"`
+	ExpandedBytes  *int64  `db:"expanded_bytes"`
+	CreatedByKind  string  `db:"created_by_kind"`
+	CreatedByID    string  `db:"created_by_id"`
+	// CreatedByAgent is the OAuth client of the agent that uploaded the
+	// version: its code is untrusted in every run until a person
+	// releases one.
+	CreatedByAgent *string    `db:"created_by_agent"`
 	CreatedAt      time.Time  `db:"created_at"`
 	UploadedAt     *time.Time `db:"uploaded_at"`
 	// Provisional versions do not become the workspace's current
@@ -138,8 +142,8 @@ func (s *Service) CreateStagedConfiguration(ctx context.Context, tx *sqlx.Tx, p 
 	cv := ConfigurationVersion{
 		ID: st.ID, OrganizationID: w.OrganizationID, WorkspaceID: w.ID, Status: ConfigurationUploaded, Source: source,
 		BlobKey: &key, SizeBytes: &st.Digests.Size, SHA256: st.Digests.SHA256, Entries: &entries,
-		ExpandedBytes: &st.Manifest.ExpandedBytes, CreatedByKind: p.Kind, CreatedByID: p.ID, CreatedAt: now, UploadedAt: &now,
-		CurrentSince: &now,
+		ExpandedBytes: &st.Manifest.ExpandedBytes, CreatedByKind: p.Kind, CreatedByID: p.ID, CreatedByAgent: agentOf(p),
+		CreatedAt: now, UploadedAt: &now, CurrentSince: &now,
 	}
 	if st.Manifest.LockFileSHA256 != "" {
 		cv.LockFileSHA256 = decodeHex(st.Manifest.LockFileSHA256)
@@ -178,7 +182,7 @@ func (s *Service) CreateConfigurationVersion(ctx context.Context, tx *sqlx.Tx, p
 	cv := ConfigurationVersion{
 		ID: id.New("cfg"), OrganizationID: w.OrganizationID, WorkspaceID: w.ID, Status: ConfigurationPending,
 		Source: in.Source, Speculative: in.Speculative, AutoQueueRuns: in.AutoQueueRuns, Provisional: in.Provisional,
-		CreatedByKind: p.Kind, CreatedByID: p.ID, CreatedAt: now,
+		CreatedByKind: p.Kind, CreatedByID: p.ID, CreatedByAgent: agentOf(p), CreatedAt: now,
 	}
 	if !in.Provisional {
 		cv.CurrentSince = &now
@@ -380,4 +384,12 @@ func (s *Service) storage() (*blob.Store, error) {
 		return nil, fmt.Errorf("artifact storage needs CAIRN_MASTER_KEY: %w", fault.ErrUnavailable)
 	}
 	return s.blobs, nil
+}
+
+// agentOf is the OAuth client of the agent acting for p, or nil.
+func agentOf(p access.Principal) *string {
+	if p.Agent == nil {
+		return nil
+	}
+	return &p.Agent.ClientID
 }

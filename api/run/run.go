@@ -280,15 +280,17 @@ func (r Run) Releasable() bool {
 	return r.UntrustedReason != nil && *r.UntrustedReason == UntrustedAgent && r.ReleasedRunID == nil
 }
 
-// untrustedReason decides whether a new run is untrusted: an agent's, and
+// untrustedReason decides whether a new run is untrusted: an agent's, any
+// run of a configuration an agent uploaded (whoever starts it: a person's
+// run of the workspace's current configuration runs the agent's code), and
 // a fork's pull request's. A released run is a person's decision to trust
 // its configuration.
-func untrustedReason(p access.Principal, in CreateInput) *string {
+func untrustedReason(p access.Principal, in CreateInput, cv ConfigurationVersion) *string {
 	var reason string
 	switch {
 	case in.ReleasedFrom != nil:
 		return nil
-	case p.IsAgent():
+	case p.IsAgent() || cv.CreatedByAgent != nil:
 		reason = UntrustedAgent
 	case in.CodeHost != nil && in.CodeHost.Fork:
 		reason = UntrustedFork

@@ -240,11 +240,12 @@ func (s *Service) CreateRun(ctx context.Context, tx *sqlx.Tx, p access.Principal
 	if err != nil {
 		return Run{}, err
 	}
-	untrusted := untrustedReason(p, in)
+	untrusted := untrustedReason(p, in, cv)
 	// A pull request's speculative snapshot names no sensitive variable
 	// (SPEC §6), and code no trusted person has looked at gets nothing
 	// secret at all. A person's own speculative plan (the CLI's `tofu
-	// plan`) is trusted as their applies are.
+	// plan`, as HCP Terraform gives it the workspace's variables) is
+	// trusted as their applies are.
 	if untrusted != nil || (in.Kind == KindSpeculative && in.CodeHost != nil) {
 		vars = vars.WithoutSensitive()
 	}

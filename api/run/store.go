@@ -18,13 +18,13 @@ import (
 )
 
 const configurationColumns = `id, organization_id, workspace_id, status, source, speculative, auto_queue_runs, error_code,
-	blob_key, size_bytes, sha256, lock_file_sha256, entries, expanded_bytes, created_by_kind, created_by_id, created_at, uploaded_at,
+	blob_key, size_bytes, sha256, lock_file_sha256, entries, expanded_bytes, created_by_kind, created_by_id, created_by_agent, created_at, uploaded_at,
 	provisional, current_since, archived_at`
 
 func insertConfigurationVersion(ctx context.Context, q sqlx.ExtContext, cv ConfigurationVersion) error {
 	_, err := sqlx.NamedExecContext(ctx, q, `INSERT INTO configuration_versions (`+configurationColumns+`) VALUES (
 		:id, :organization_id, :workspace_id, :status, :source, :speculative, :auto_queue_runs, :error_code,
-		:blob_key, :size_bytes, :sha256, :lock_file_sha256, :entries, :expanded_bytes, :created_by_kind, :created_by_id, :created_at, :uploaded_at,
+		:blob_key, :size_bytes, :sha256, :lock_file_sha256, :entries, :expanded_bytes, :created_by_kind, :created_by_id, :created_by_agent, :created_at, :uploaded_at,
 		:provisional, :current_since, :archived_at)`, cv)
 	if err != nil {
 		return fmt.Errorf("inserting configuration version: %w", err)

@@ -1,6 +1,7 @@
 package run_test
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -22,6 +23,8 @@ import (
 	"github.com/cairnhq/cairn/api/platform/id"
 	"github.com/cairnhq/cairn/api/run"
 	"github.com/cairnhq/cairn/api/run/runtest"
+	"github.com/cairnhq/cairn/api/workspace"
+	"github.com/cairnhq/cairn/e2e/devstack"
 )
 
 // agentOf is the principal an agent access token with mcp:write gives an
@@ -407,5 +410,73 @@ func TestWorkloadIdentityNamesWhoStartedTheRun(t *testing.T) {
 		if got := h.initiatorClaim(h.start(h.read(r.ID), run.PhasePlan)); got != c.want {
 			t.Fatalf("%s's token says run_initiator %q, want %q", c.name, got, c.want)
 		}
+	}
+}
+
+// agentUpload uploads a configuration as an agent with mcp:write does
+// through its upload_configuration tool: the same staging and creating
+// transaction as /v1, as the agent's principal.
+func (h *harness) agentUpload(workspaceID string, files map[string]string) string {
+	h.t.Helper()
+	staged, err := h.runs.StageArchive(h.ctx, h.owner.OrganizationID, bytes.NewReader(devstack.TarGz(files)))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var cv run.ConfigurationVersion
+	if err := db.WithTx(h.ctx, h.env.DB, func(tx *sqlx.Tx) (err error) {
+		cv, err = h.runs.CreateUploadedConfiguration(h.ctx, tx, h.agentOf(), workspaceID, staged)
+		return err
+	}); err != nil {
+		h.t.Fatal(err)
+	}
+	return cv.ID
+}
+
+// TestAgentConfigurationIsUntrustedWhoeverRunsIt: an agent's upload
+// becomes the workspace's current configuration, and a person's run of the
+// current configuration (POST /v1/runs without configuration_version_id,
+// as the dashboard's Start run does) runs the agent's code: it is
+// untrusted like the agent's own run, pins no sensitive variable and no
+// credential, and gets neither at its start. Releasing it is the one way
+// to run that code with them.
+func TestAgentConfigurationIsUntrustedWhoeverRunsIt(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	ws := h.workspace("agent-current-config")
+	h.variable(ws, "db_password", "hunter2-sensitive", true, false)
+	h.genericSecret(ws, "api_key", "generic-secret-value")
+	h.uploadConfiguration(ws) // the person's own configuration, before the agent's
+	agentCV := h.agentUpload(ws, map[string]string{"main.tf": `variable "db_password" { default = "" }
+output "loot" { value = nonsensitive(var.db_password) }`})
+
+	var created struct{ ID string }
+	h.owner.Mutate(http.MethodPost, "/v1/runs", map[string]string{"workspace_id": ws, "kind": "plan_only", "message": "routine plan"}).
+		MustStatus(t, http.StatusCreated).Data(t, &created)
+	r := h.read(created.ID)
+	if r.ConfigurationVersionID != agentCV {
+		t.Fatalf("the run uses %s, not the agent's current configuration %s", r.ConfigurationVersionID, agentCV)
+	}
+	sensitive, _, creds := snapshotOf(t, r)
+	if !r.Untrusted() || *r.UntrustedReason != run.UntrustedAgent || r.Initiator != run.InitiatorUser || len(sensitive) != 0 || creds != 0 {
+		t.Fatalf("a person's run of the agent's configuration: untrusted %v, initiator %s, pinned sensitive %v and %d credentials",
+			r.UntrustedReason, r.Initiator, sensitive, creds)
+	}
+	st := h.start(r, run.PhasePlan)
+	if st.Credentials != nil {
+		t.Fatal("the agent's configuration got a credential handle")
+	}
+	inputs, err := h.runs.RunInputs(h.ctx, st.Run)
+	if err != nil || slices.ContainsFunc(inputs, func(v workspace.ResolvedVariable) bool { return v.Sensitive }) {
+		t.Fatalf("the agent's configuration got the sensitive variable (%v)", err)
+	}
+
+	released, err := h.releaseAs(h.person(), r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sensitive, _, creds := snapshotOf(t, released); released.Untrusted() || released.ConfigurationVersionID != agentCV ||
+		len(sensitive) != 1 || creds != 1 {
+		t.Fatalf("the released run: untrusted %v, configuration %s, pinned sensitive %v and %d credentials",
+			released.UntrustedReason, released.ConfigurationVersionID, sensitive, creds)
 	}
 }

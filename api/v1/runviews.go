@@ -111,7 +111,7 @@ type DecisionView struct {
 // UntrustedView says why a run's configuration was not trusted and what
 // its plan went without.
 type UntrustedView struct {
-	Reason   string       `json:"reason" enum:"agent,fork_pull_request" doc:"agent: an agent started the run; fork_pull_request: a pull request from a fork."`
+	Reason   string       `json:"reason" enum:"agent,fork_pull_request" doc:"agent: an agent started the run or uploaded its configuration; fork_pull_request: a pull request from a fork."`
 	Withheld []string     `json:"withheld" doc:"What the plan did not get: state, sensitive_variables, credential_profiles, run_token. It planned as if nothing existed yet and can never be applied."`
 	Release  *ReleaseView `json:"release" doc:"Set once a person released the run as a run with credentials."`
 }

@@ -548,7 +548,7 @@ func reasonSentence(status, reason string) string {
 		"state_changed_since_plan":        "The workspace's state changed after this plan, so it could never apply; it was discarded.",
 		"connection_lost":                 "A command of the run lost a connection mid-exchange (an API replica stopping under it, or a network cut); a plan is retried once for it.",
 		"plan_attempts_exhausted":         "The plan was cut short too many times: its worker stopped, or a connection it needed was cut off.",
-		"credentials_withheld":            "An agent started this run, so it planned without the workspace's state, sensitive variables and credentials and cannot apply; run it with credentials to plan and apply it for real.",
+		"credentials_withheld":            "An agent started this run or wrote its configuration, so it planned without the workspace's state, sensitive variables and credentials and cannot apply; run it with credentials to plan and apply it for real.",
 		"credential_withheld_untrusted":   "This run's configuration is untrusted, so it is never given credentials.",
 		"untrusted_inputs_refused":        "This run's configuration is untrusted and its inputs named a secret, so it did not run.",
 	}

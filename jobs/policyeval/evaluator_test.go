@@ -185,16 +185,18 @@ func (s *setup) evaluate(t *testing.T, ev policy.Evaluator) (policy.Evaluation, 
 // TestEvaluationsEndAtTheirCeilings: each evaluation is its own process,
 // so a policy that loops inside one built-in call is killed at its CPU
 // limit and one that allocates without end at its memory ceiling, while
-// the others in the same run pass or fail on their merits, and the whole
-// stage ends well within its timeout. Each ceiling has its own run: under
+// the others in the same run pass or fail on their merits; the codes say
+// that the ceilings, not the timeout, ended the hogs (the wall clock says
+// little on a loaded machine). Each ceiling has its own run: under
 // the race detector every write the flood makes is instrumented, so on a
 // 1 s CPU limit it may spend the CPU before the memory (and the loop,
 // which allocates as it spins, may fill a low memory ceiling).
 func TestEvaluationsEndAtTheirCeilings(t *testing.T) {
 	t.Parallel()
 	// A generous wall clock: the ceilings, not the timeout, must end the
-	// hogs, even on a loaded machine.
-	const timeout = 30 * time.Second
+	// hogs, even on a loaded machine (under -race and a full suite the
+	// memory run once took 22 s).
+	const timeout = 90 * time.Second
 	for _, c := range []struct {
 		name     string
 		policies []string
@@ -218,7 +220,7 @@ func TestEvaluationsEndAtTheirCeilings(t *testing.T) {
 			t.Parallel()
 			s := newSetup(t, timeout)
 			s.attach(t, c.policies...)
-			out, _, took := s.evaluate(t, newEvaluator(t, localDriver(t, sandbox.RequireNamespaces), s, c.opts))
+			out, _, _ := s.evaluate(t, newEvaluator(t, localDriver(t, sandbox.RequireNamespaces), s, c.opts))
 			got := s.codes(out)
 			if raceEnabled && c.name == "memory" && got[0] == rego.CodeEvaluatorFailed {
 				got[0] = rego.CodeEvaluationMemoryLimit // see race_test.go
@@ -233,9 +235,6 @@ func TestEvaluationsEndAtTheirCeilings(t *testing.T) {
 				if findings := s.findings(t, out, c.findings); len(findings) != 2 {
 					t.Fatalf("findings of the flagging policy: %+v", findings)
 				}
-			}
-			if took > timeout/2 {
-				t.Fatalf("the stage took %v; the ceilings should have ended it in seconds", took)
 			}
 		})
 	}

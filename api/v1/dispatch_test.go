@@ -56,6 +56,10 @@ func TestDispatchReconcilerBacksOffBoundsClaimsAndSparesTheBacklog(t *testing.T)
 	u.Mutate(http.MethodPost, "/v1/policy-sets", map[string]string{"name": "backlog"}).MustStatus(t, http.StatusCreated).Data(t, &set)
 	archive := corpusArchive(t, "always-pass")
 	const builds = 30
+	// The records are armed on the real clock as the versions are created
+	// (which takes seconds on a loaded machine): the test clock starts
+	// before the first and jumps past the last.
+	armedFrom := time.Now().UTC()
 	versions := make([]string, builds)
 	for i := range versions {
 		var v versionDoc
@@ -65,7 +69,8 @@ func TestDispatchReconcilerBacksOffBoundsClaimsAndSparesTheBacklog(t *testing.T)
 		versions[i] = v.ID
 	}
 	ctx := context.Background()
-	clock := &testClock{now: time.Now().UTC()}
+	armedUntil := time.Now().UTC()
+	clock := &testClock{now: armedFrom}
 	policies := env.Server.Services().Policies.WithClock(clock.Now)
 	row := func(versionID string) dispatchRow {
 		t.Helper()
@@ -91,7 +96,7 @@ func TestDispatchReconcilerBacksOffBoundsClaimsAndSparesTheBacklog(t *testing.T)
 	}
 	// Past it, one tick claims 25 records, the next the other 5, then none:
 	// the 25 are claimed for a minute.
-	clock.Set(clock.Now().Add(10 * time.Second))
+	clock.Set(armedUntil.Add(10 * time.Second))
 	if r := tick(); r.Claimed != policy.ReconcileBatch || r.Waiting != policy.ReconcileBatch || r.Redelivered != 0 {
 		t.Fatalf("first tick: %+v", r)
 	}

@@ -157,6 +157,9 @@ output "cidr" { value = "10.0.0.0/16" }
 		chromedp.SetValue(chromedp.CSS("#desc-"+secret.ID), "payment gateway key"),
 		chromedp.Submit(chromedp.CSS("#desc-"+secret.ID)),
 	)
+	// The notice of the previous save is still on the page until the new
+	// one loads: wait for the row itself.
+	waitText(t, ctx, "#var-"+secret.ID, "payment gateway key")
 	waitText(t, ctx, ".notice", "Variable saved")
 	after := s.variables(t, m, ws)
 	if after["region_name"].Value == nil || *after["region_name"].Value != "us-east" {

@@ -70,7 +70,7 @@ func TestTeamGrantsTakeEffectOnTheNextRequest(t *testing.T) {
 
 	// The member role alone reads no workspace anywhere: refused before
 	// anything is looked up, as for a missing one.
-	f.member.Get("/v1/workspaces/" + a.ID).MustStatus(t, http.StatusForbidden)
+	f.member.Get("/v1/workspaces/"+a.ID).MustStatus(t, http.StatusForbidden)
 	f.member.Get("/v1/workspaces/ws_missing").MustStatus(t, http.StatusForbidden)
 
 	var tm team.Team
@@ -96,12 +96,12 @@ func TestTeamGrantsTakeEffectOnTheNextRequest(t *testing.T) {
 			Header: map[string]string{"Authorization": "Bearer " + token}})
 	}
 	m := f.member
-	m.Get("/v1/workspaces/" + a.ID).MustStatus(t, http.StatusOK)
-	v2("/workspaces/" + a.ID).MustStatus(t, http.StatusOK)
-	m.Get("/v1/workspaces/" + b.ID).MustStatus(t, http.StatusNotFound)
-	v2("/workspaces/" + b.ID).MustStatus(t, http.StatusNotFound)
-	m.Get("/v1/workspaces/" + b.ID + "/state-versions").MustStatus(t, http.StatusNotFound)
-	m.Get("/v1/runs/" + ownerRunA.ID).MustStatus(t, http.StatusOK)
+	m.Get("/v1/workspaces/"+a.ID).MustStatus(t, http.StatusOK)
+	v2("/workspaces/"+a.ID).MustStatus(t, http.StatusOK)
+	m.Get("/v1/workspaces/"+b.ID).MustStatus(t, http.StatusNotFound)
+	v2("/workspaces/"+b.ID).MustStatus(t, http.StatusNotFound)
+	m.Get("/v1/workspaces/"+b.ID+"/state-versions").MustStatus(t, http.StatusNotFound)
+	m.Get("/v1/runs/"+ownerRunA.ID).MustStatus(t, http.StatusOK)
 	m.Mutate(http.MethodPost, "/v1/runs", map[string]any{"workspace_id": a.ID, "configuration_version_id": cvA.ID, "kind": "plan_only"}).
 		MustStatus(t, http.StatusCreated)
 	m.Mutate(http.MethodPost, "/v1/runs/"+ownerRunA.ID+"/actions/approve", staleBinding).MustStatus(t, http.StatusForbidden)
@@ -134,16 +134,16 @@ func TestTeamGrantsTakeEffectOnTheNextRequest(t *testing.T) {
 	}))
 	m.Mutate(http.MethodPost, "/v1/runs", map[string]any{"workspace_id": b.ID, "configuration_version_id": cvB.ID, "kind": "plan_and_apply"}).
 		MustStatus(t, http.StatusCreated)
-	v2("/workspaces/" + b.ID).MustStatus(t, http.StatusOK)
-	m.Get("/v1/workspaces/" + b2.ID).MustStatus(t, http.StatusNotFound)
+	v2("/workspaces/"+b.ID).MustStatus(t, http.StatusOK)
+	m.Get("/v1/workspaces/"+b2.ID).MustStatus(t, http.StatusNotFound)
 
 	// A read grant on project B reaches its other workspace, and no further.
 	f.must(f.tx(func(tx *sqlx.Tx) error {
 		_, err := f.teams.GrantProject(ctx, tx, f.admin, tm.ID, projB, team.ProjectAccessInput{Access: access.LevelRead})
 		return err
 	}))
-	m.Get("/v1/workspaces/" + b2.ID).MustStatus(t, http.StatusOK)
-	v2("/workspaces/" + b2.ID).MustStatus(t, http.StatusOK)
+	m.Get("/v1/workspaces/"+b2.ID).MustStatus(t, http.StatusOK)
+	v2("/workspaces/"+b2.ID).MustStatus(t, http.StatusOK)
 	gzipUpload(m, "/v1/workspaces/"+b2.ID+"/configuration-versions", configArchive).MustStatus(t, http.StatusForbidden)
 
 	// Revoking B's grant narrows at once; leaving the team narrows the rest.
@@ -156,8 +156,8 @@ func TestTeamGrantsTakeEffectOnTheNextRequest(t *testing.T) {
 	f.must(f.tx(func(tx *sqlx.Tx) error {
 		return f.teams.RemoveMembers(ctx, tx, f.admin, tm.ID, []string{f.member.ID})
 	}))
-	m.Get("/v1/workspaces/" + a.ID).MustStatus(t, http.StatusForbidden)
-	v2("/workspaces/" + b2.ID).MustStatus(t, http.StatusForbidden)
+	m.Get("/v1/workspaces/"+a.ID).MustStatus(t, http.StatusForbidden)
+	v2("/workspaces/"+b2.ID).MustStatus(t, http.StatusForbidden)
 }
 
 // staleBinding is a well-formed review binding that matches no plan: a
@@ -190,7 +190,9 @@ func TestOwnersTeam(t *testing.T) {
 			_, err := f.teams.Update(ctx, tx, f.admin, owners.ID, team.UpdateInput{Name: &n})
 			return err
 		},
-		"empty": func(tx *sqlx.Tx) error { return f.teams.RemoveMembers(ctx, tx, f.admin, owners.ID, []string{f.owner.ID}) },
+		"empty": func(tx *sqlx.Tx) error {
+			return f.teams.RemoveMembers(ctx, tx, f.admin, owners.ID, []string{f.owner.ID})
+		},
 	} {
 		err := f.tx(change)
 		if !errors.Is(err, team.ErrOwnersTeam) && !errors.Is(err, team.ErrOwnersTeamEmpty) {
@@ -210,11 +212,11 @@ func TestOwnersTeam(t *testing.T) {
 	// every workspace, on the next request.
 	proj := newProject(t, f.owner, "P")
 	w := newWorkspace(t, f.owner, proj, "w")
-	f.member.Get("/v1/workspaces/" + w.ID).MustStatus(t, http.StatusForbidden)
+	f.member.Get("/v1/workspaces/"+w.ID).MustStatus(t, http.StatusForbidden)
 	f.must(f.tx(func(tx *sqlx.Tx) error {
 		return f.teams.AddMembers(ctx, tx, f.admin, owners.ID, []string{f.member.ID})
 	}))
-	f.member.Get("/v1/workspaces/" + w.ID).MustStatus(t, http.StatusOK)
+	f.member.Get("/v1/workspaces/"+w.ID).MustStatus(t, http.StatusOK)
 	f.member.Get("/v1/audit-events").MustStatus(t, http.StatusOK)
 	// With two members the first may leave; the last may not leave the
 	// organization either.

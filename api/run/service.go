@@ -1104,7 +1104,7 @@ func (s *Service) ListRunsPage(ctx context.Context, p access.Principal, f RunFil
 		return nil, 0, fmt.Errorf("counting runs: %w", err)
 	}
 	var out []Run
-	if err := s.db.SelectContext(ctx, &out, `SELECT `+runColumns+where+` ORDER BY created_at DESC, id DESC LIMIT $9 OFFSET $10`,
+	if err := s.db.SelectContext(ctx, &out, `SELECT `+runColumns+where+` ORDER BY created_at DESC, id DESC LIMIT $12 OFFSET $13`,
 		append(args, size, (number-1)*size)...); err != nil {
 		return nil, 0, fmt.Errorf("listing runs: %w", err)
 	}

@@ -13,20 +13,23 @@ import (
 type Permission string
 
 const (
-	PermOrganizationRead      Permission = "organization:read"
-	PermMemberManage          Permission = "member:manage"
-	PermProjectRead           Permission = "project:read"
-	PermProjectWrite          Permission = "project:write"
-	PermWorkspaceRead         Permission = "workspace:read"
-	PermWorkspaceWrite        Permission = "workspace:write"
-	PermWorkspaceAdmin        Permission = "workspace:admin"
-	PermVariableWrite         Permission = "variable:write"
-	PermRunRead               Permission = "run:read"
-	PermRunCreate             Permission = "run:create"
-	PermRunApprove            Permission = "run:approve"
-	PermRunCancel             Permission = "run:cancel"
-	PermRunRecover            Permission = "run:recover"
-	PermStateRead             Permission = "state:read"
+	PermOrganizationRead Permission = "organization:read"
+	PermMemberManage     Permission = "member:manage"
+	PermProjectRead      Permission = "project:read"
+	PermProjectWrite     Permission = "project:write"
+	PermWorkspaceRead    Permission = "workspace:read"
+	PermWorkspaceWrite   Permission = "workspace:write"
+	PermWorkspaceAdmin   Permission = "workspace:admin"
+	PermVariableWrite    Permission = "variable:write"
+	PermRunRead          Permission = "run:read"
+	PermRunCreate        Permission = "run:create"
+	PermRunApprove       Permission = "run:approve"
+	PermRunCancel        Permission = "run:cancel"
+	PermRunRecover       Permission = "run:recover"
+	PermStateRead        Permission = "state:read"
+	// PermStateReadOutputs reads a state version's outputs (sensitive
+	// values absent), never its raw body. state:read implies it.
+	PermStateReadOutputs      Permission = "state:read_outputs"
 	PermStateWrite            Permission = "state:write"
 	PermStateForceUnlock      Permission = "state:force_unlock"
 	PermStateRecover          Permission = "state:recover"
@@ -38,7 +41,18 @@ const (
 	PermCredentialWrite       Permission = "credential:write"
 	PermServiceAccountManage  Permission = "service_account:manage"
 	PermAuditRead             Permission = "audit:read"
+	// PermTeamManage creates, changes and deletes teams, their members and
+	// their workspace and project access.
+	PermTeamManage Permission = "team:manage"
+	// PermTeamOrganizationAccess sets a team's organization-access flags.
+	PermTeamOrganizationAccess Permission = "team:organization_access"
+	// PermTeamReadSecret sees secret teams one is not a member of.
+	PermTeamReadSecret Permission = "team:read_secret"
 )
+
+// implied lists permissions that another one includes: whoever may read a
+// state body may read its outputs (HCP: state read ⊃ read-outputs).
+var implied = map[Permission]Permission{PermStateReadOutputs: PermStateRead}
 
 // Role is a member's standing in an organization.
 type Role string
@@ -48,7 +62,12 @@ const (
 	RoleAdmin  Role = "admin"
 	RoleWriter Role = "writer"
 	RoleReader Role = "reader"
+	// RoleMember belongs to the organization and reaches only what its
+	// teams grant (HCP's default). It is the default for invitations.
+	RoleMember Role = "member"
 )
+
+var memberPermissions = []Permission{PermOrganizationRead}
 
 var readerPermissions = []Permission{
 	PermOrganizationRead, PermProjectRead, PermWorkspaceRead, PermRunRead, PermStateRead, PermPolicyRead,
@@ -63,7 +82,7 @@ var writerPermissions = append(slices.Clone(readerPermissions),
 var adminPermissions = append(slices.Clone(writerPermissions),
 	PermMemberManage, PermWorkspaceAdmin, PermRunRecover, PermStateForceUnlock, PermStateRecover,
 	PermArtifactReadSensitive, PermPolicyOverrideSoft, PermVCSInstall, PermCredentialWrite,
-	PermServiceAccountManage, PermAuditRead,
+	PermServiceAccountManage, PermAuditRead, PermTeamManage, PermTeamOrganizationAccess, PermTeamReadSecret,
 )
 
 // rolePermissions is the one table of what each role may do. Owners and
@@ -74,12 +93,13 @@ var rolePermissions = map[Role][]Permission{
 	RoleAdmin:  adminPermissions,
 	RoleWriter: writerPermissions,
 	RoleReader: readerPermissions,
+	RoleMember: memberPermissions,
 }
 
 // Roles lists the roles in descending order of authority.
-func Roles() []Role { return []Role{RoleOwner, RoleAdmin, RoleWriter, RoleReader} }
+func Roles() []Role { return []Role{RoleOwner, RoleAdmin, RoleWriter, RoleReader, RoleMember} }
 
-// ParseRole accepts one of the four role names.
+// ParseRole accepts one of the role names.
 func ParseRole(s string) (Role, error) {
 	r := Role(s)
 	if _, ok := rolePermissions[r]; !ok {
@@ -91,11 +111,11 @@ func ParseRole(s string) (Role, error) {
 // PermissionsOf returns the permissions a role grants.
 func PermissionsOf(r Role) PermissionSet { return NewPermissionSet(rolePermissions[r]...) }
 
-// AllPermissions lists every permission a role can grant, sorted.
+// AllPermissions lists every permission a role or team can grant, sorted.
 func AllPermissions() []Permission {
-	all := slices.Clone(adminPermissions)
+	all := append(slices.Clone(adminPermissions), PermStateReadOutputs)
 	slices.Sort(all)
-	return all
+	return slices.Compact(all)
 }
 
 // PermissionSet is an immutable set of permissions.
@@ -108,11 +128,28 @@ func NewPermissionSet(perms ...Permission) PermissionSet {
 	return PermissionSet{perms: slices.Compact(s)}
 }
 
-// Has reports whether p is in the set.
+// Has reports whether p is in the set, or a permission that implies it.
 func (s PermissionSet) Has(p Permission) bool {
-	_, found := slices.BinarySearch(s.perms, p)
-	return found
+	if _, found := slices.BinarySearch(s.perms, p); found {
+		return true
+	}
+	by, ok := implied[p]
+	return ok && s.Has(by)
 }
+
+// Union returns the permissions in either set.
+func (s PermissionSet) Union(other PermissionSet) PermissionSet {
+	if len(other.perms) == 0 {
+		return s
+	}
+	if len(s.perms) == 0 {
+		return other
+	}
+	return NewPermissionSet(append(slices.Clone(s.perms), other.perms...)...)
+}
+
+// Empty reports whether the set holds no permission.
+func (s PermissionSet) Empty() bool { return len(s.perms) == 0 }
 
 // Contains reports whether every permission of other is in s.
 func (s PermissionSet) Contains(other PermissionSet) bool {

@@ -39,6 +39,9 @@ type Principal struct {
 	// access token. Kind stays "user": the agent has the user's tenancy,
 	// live membership and audit identity, confined further by Agent.
 	Agent *Agent
+	// Grants is what the principal's teams grant beyond Permissions, the
+	// organization-wide baseline of its role (or a token's explicit set).
+	Grants TeamGrants
 }
 
 // Agent is what an agent access token adds to the user it acts for.
@@ -69,11 +72,16 @@ var (
 // AgentPermissions is what an agent acting for a member of role may do:
 // the role's permissions within the agent ceiling of its scopes.
 func AgentPermissions(role Role, write bool) PermissionSet {
-	ceiling := NewPermissionSet(agentReadPermissions...)
+	return PermissionsOf(role).Intersect(AgentCeiling(write))
+}
+
+// AgentCeiling is the most an agent with or without mcp:write may hold,
+// whatever its member's role and teams grant.
+func AgentCeiling(write bool) PermissionSet {
 	if write {
-		ceiling = NewPermissionSet(append(slices.Clone(agentReadPermissions), agentWritePermissions...)...)
+		return NewPermissionSet(append(slices.Clone(agentReadPermissions), agentWritePermissions...)...)
 	}
-	return PermissionsOf(role).Intersect(ceiling)
+	return NewPermissionSet(agentReadPermissions...)
 }
 
 // IsAgent reports whether an agent acts for the principal.
@@ -110,12 +118,88 @@ func CodeHost(organizationID string) Principal {
 		Permissions: NewPermissionSet(PermWorkspaceRead, PermRunRead, PermRunCreate)}
 }
 
-// Require returns fault.ErrForbidden unless the principal holds p.
+// Require returns fault.ErrForbidden unless the principal holds p
+// anywhere: in its baseline or in any of its teams' grants. It is the
+// cheap early check; a workspace-scoped operation checks again with
+// RequireIn once it has loaded the workspace.
 func (p Principal) Require(perm Permission) error {
-	if !p.Permissions.Has(perm) {
+	if !p.Permissions.Has(perm) && !p.Grants.anywhere.Has(perm) {
 		return fmt.Errorf("%w: missing %s", fault.ErrForbidden, perm)
 	}
 	return nil
+}
+
+// PermissionsIn is what the principal may do in a workspace of a project:
+// its baseline, its teams' organization access and their grants on the
+// workspace and on its project. It ignores token boundaries (see
+// CanReadWorkspace).
+func (p Principal) PermissionsIn(workspaceID, projectID string) PermissionSet {
+	g := p.Grants
+	return p.Permissions.Union(g.organization).Union(g.workspaces[workspaceID]).Union(g.projects[projectID])
+}
+
+// PermissionsOnProject is what the principal may do on a project itself.
+func (p Principal) PermissionsOnProject(projectID string) PermissionSet {
+	return p.Permissions.Union(p.Grants.organization).Union(p.Grants.projectsOwn[projectID])
+}
+
+// reachesEveryWorkspace reports whether the baseline or organization
+// access acts on every workspace; the member role alone does not.
+func (p Principal) reachesEveryWorkspace() bool {
+	return !p.Permissions.Union(p.Grants.organization).Intersect(workspaceScoped).Empty()
+}
+
+// withinBoundary applies a token's project and workspace boundaries.
+func (p Principal) withinBoundary(workspaceID, projectID string) bool {
+	return (p.WorkspaceID == "" || p.WorkspaceID == workspaceID) && (p.ProjectID == "" || p.ProjectID == projectID)
+}
+
+// CanReadWorkspace reports whether the workspace exists for the principal
+// at all: inside its token boundaries, and reached by its baseline, its
+// organization access or a team grant on the workspace or its project.
+// A workspace it cannot read answers exactly like a missing one.
+func (p Principal) CanReadWorkspace(workspaceID, projectID string) bool {
+	if !p.withinBoundary(workspaceID, projectID) {
+		return false
+	}
+	if p.reachesEveryWorkspace() {
+		return true
+	}
+	_, ws := p.Grants.workspaces[workspaceID]
+	_, prj := p.Grants.projects[projectID]
+	return ws || prj
+}
+
+// RequireIn checks perm in a loaded workspace: fault.ErrNotFound when the
+// principal cannot read the workspace, fault.ErrForbidden when it can but
+// lacks perm.
+func (p Principal) RequireIn(workspaceID, projectID string, perm Permission) error {
+	if !p.CanReadWorkspace(workspaceID, projectID) {
+		return fault.ErrNotFound
+	}
+	if !p.PermissionsIn(workspaceID, projectID).Has(perm) {
+		return fmt.Errorf("%w: missing %s", fault.ErrForbidden, perm)
+	}
+	return nil
+}
+
+// WorkspaceScope is what a list of workspace-scoped things may show: every
+// workspace, or those the teams reach. Token boundaries are applied by the
+// lists themselves.
+func (p Principal) WorkspaceScope() Scope {
+	if p.reachesEveryWorkspace() {
+		return Scope{All: true}
+	}
+	s := Scope{WorkspaceIDs: []string{}, ProjectIDs: []string{}}
+	for id := range p.Grants.workspaces {
+		s.WorkspaceIDs = append(s.WorkspaceIDs, id)
+	}
+	for id := range p.Grants.projects {
+		s.ProjectIDs = append(s.ProjectIDs, id)
+	}
+	slices.Sort(s.WorkspaceIDs)
+	slices.Sort(s.ProjectIDs)
+	return s
 }
 
 // RequireStepUp returns ErrStepUpRequired unless the principal re-entered a

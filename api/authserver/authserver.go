@@ -262,6 +262,10 @@ type invitationRef struct {
 }
 
 func (s *server) inviteMember(c *fiber.Ctx, p access.Principal, in memberRole) (any, error) {
+	if in.Role == "" {
+		// Invitees reach only what their teams grant unless a role is chosen.
+		in.Role = string(access.RoleMember)
+	}
 	role, err := access.ParseRole(in.Role)
 	if err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package identity
 
 import (
+	"cmp"
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
@@ -18,6 +19,7 @@ import (
 	"github.com/cairnhq/cairn/api/platform/db"
 	"github.com/cairnhq/cairn/api/platform/fault"
 	"github.com/cairnhq/cairn/api/platform/id"
+	"github.com/cairnhq/cairn/api/team"
 )
 
 // Options configure the identity service.
@@ -254,6 +256,10 @@ func (s *Service) AuthenticateSession(ctx context.Context, token string) (access
 		return access.Principal{}, fmt.Errorf("membership ended: %w", fault.ErrForbidden)
 	}
 	role := access.Role(*ls.Role)
+	grants, err := team.GrantsOf(ctx, s.db, *ls.ActiveOrganizationID, ls.UserID)
+	if err != nil {
+		return access.Principal{}, err
+	}
 	return access.Principal{
 		Kind:              access.KindUser,
 		ID:                ls.UserID,
@@ -262,6 +268,7 @@ func (s *Service) AuthenticateSession(ctx context.Context, token string) (access
 		OrganizationID:    *ls.ActiveOrganizationID,
 		Role:              role,
 		Permissions:       access.PermissionsOf(role),
+		Grants:            grants,
 		ReauthenticatedAt: ls.ReauthenticatedAt,
 	}, nil
 }
@@ -325,6 +332,9 @@ func createOrganization(ctx context.Context, tx *sqlx.Tx, org Organization, owne
 		return err
 	}
 	if err := insertMembership(ctx, tx, org.ID, ownerID, access.RoleOwner); err != nil {
+		return err
+	}
+	if _, err := team.CreateOwnersTeam(ctx, tx, org.ID, ownerID, org.CreatedAt); err != nil {
 		return err
 	}
 	_, err := audit.Append(ctx, tx, audit.Entry{
@@ -429,6 +439,9 @@ func (s *Service) RemoveMember(ctx context.Context, p access.Principal, userID s
 		}
 		if current == access.RoleOwner && len(owners) <= 1 {
 			return ErrLastOwner
+		}
+		if last, err := lastOwnersTeamMember(ctx, tx, p.OrganizationID, userID); err != nil || last {
+			return cmp.Or(err, ErrLastOwner)
 		}
 		if err := deleteMembership(ctx, tx, p.OrganizationID, userID); err != nil {
 			return err

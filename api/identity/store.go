@@ -446,6 +446,7 @@ func organizationByID(ctx context.Context, q sqlx.QueryerContext, organizationID
 func deleteOrganizationTree(ctx context.Context, tx *sqlx.Tx, organizationID string) error {
 	for _, stmt := range []string{
 		`UPDATE sessions SET active_organization_id = NULL WHERE active_organization_id = $1`,
+		`DELETE FROM teams WHERE organization_id = $1`,
 		`DELETE FROM memberships WHERE organization_id = $1`,
 		`DELETE FROM invitations WHERE organization_id = $1`,
 		`DELETE FROM user_tokens WHERE organization_id = $1`,
@@ -476,4 +477,19 @@ func updateDefaultExecutionMode(ctx context.Context, q sqlx.ExtContext, organiza
 		return fault.ErrNotFound
 	}
 	return nil
+}
+
+// lastOwnersTeamMember locks the organization's owners team and reports
+// whether userID is its only member: ending that membership would leave
+// the team empty.
+func lastOwnersTeamMember(ctx context.Context, tx *sqlx.Tx, organizationID, userID string) (bool, error) {
+	var members []string
+	err := sqlx.SelectContext(ctx, tx, &members, `
+		SELECT m.user_id FROM teams t JOIN team_members m ON m.team_id = t.id
+		WHERE t.organization_id = $1 AND t.owners
+		ORDER BY m.user_id FOR UPDATE OF t`, organizationID)
+	if err != nil {
+		return false, fmt.Errorf("reading the owners team: %w", err)
+	}
+	return len(members) == 1 && members[0] == userID, nil
 }

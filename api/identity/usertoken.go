@@ -19,6 +19,7 @@ import (
 	"github.com/cairnhq/cairn/api/platform/cursor"
 	"github.com/cairnhq/cairn/api/platform/fault"
 	"github.com/cairnhq/cairn/api/platform/id"
+	"github.com/cairnhq/cairn/api/team"
 )
 
 // UserTokenPrefix starts every user API token.
@@ -145,8 +146,12 @@ func (s *Service) AuthenticateUserToken(ctx context.Context, plaintext string) (
 		return access.Principal{}, fmt.Errorf("reading user token: %w", err)
 	}
 	role := access.Role(row.Role)
+	grants, err := team.GrantsOf(ctx, s.db, row.OrganizationID, row.UserID)
+	if err != nil {
+		return access.Principal{}, err
+	}
 	return access.Principal{
 		Kind: access.KindUser, ID: row.UserID, Name: row.UserName, OrganizationID: row.OrganizationID,
-		Role: role, Permissions: access.PermissionsOf(role), TokenID: row.ID,
+		Role: role, Permissions: access.PermissionsOf(role), Grants: grants, TokenID: row.ID,
 	}, nil
 }

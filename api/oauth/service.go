@@ -22,6 +22,7 @@ import (
 	"github.com/cairnhq/cairn/api/platform/db"
 	"github.com/cairnhq/cairn/api/platform/fault"
 	"github.com/cairnhq/cairn/api/platform/id"
+	"github.com/cairnhq/cairn/api/team"
 )
 
 // Options configure the authorization server.
@@ -701,10 +702,15 @@ func (s *Service) AuthenticateAccessToken(ctx context.Context, raw string) (acce
 	}
 	role := access.Role(*row.Role)
 	write := slices.Contains(scopes, access.ScopeMCPWrite)
+	grants, err := team.GrantsOf(ctx, s.db, row.OrganizationID, row.UserID)
+	if err != nil {
+		return access.Principal{}, err
+	}
 	return access.Principal{
 		Kind: access.KindUser, ID: row.UserID, Name: row.UserName, OrganizationID: row.OrganizationID,
 		Role: role, Permissions: access.AgentPermissions(role, write), TokenID: row.TokenID,
-		Agent: &access.Agent{ClientID: row.ClientID, GrantID: row.GrantID, TokenID: row.TokenID, Write: write},
+		Grants: grants.Within(access.AgentCeiling(write)),
+		Agent:  &access.Agent{ClientID: row.ClientID, GrantID: row.GrantID, TokenID: row.TokenID, Write: write},
 	}, nil
 }
 

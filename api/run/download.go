@@ -94,6 +94,9 @@ func (s *Service) OpenRunDownload(ctx context.Context, p access.Principal, runID
 	if err != nil {
 		return Download{}, err
 	}
+	if err := requireIn(p, r, append([]access.Permission{access.PermArtifactReadSensitive}, downloadPermissions[kind]...)...); err != nil {
+		return Download{}, err
+	}
 	return s.releaseArtifact(ctx, p, r, kind, reason)
 }
 
@@ -135,6 +138,9 @@ func (s *Service) ExportPlanJSON(ctx context.Context, p access.Principal, runID,
 	}
 	r, err := s.runOfWorkspace(ctx, p, runID, workspaceID)
 	if err != nil {
+		return Download{}, err
+	}
+	if err := requireIn(p, r, access.PermArtifactReadSensitive); err != nil {
 		return Download{}, err
 	}
 	return s.releaseArtifact(ctx, p, r, DownloadPlanJSON, "")

@@ -139,7 +139,7 @@ func (s *Service) OverridePolicy(ctx context.Context, tx *sqlx.Tx, p access.Prin
 	if err != nil {
 		return policy.Override{}, Run{}, err
 	}
-	if err := p.Require(access.PermPolicyOverrideSoft); err != nil {
+	if err := requireIn(p, r, access.PermPolicyOverrideSoft); err != nil {
 		return policy.Override{}, Run{}, err
 	}
 	now := s.stamp()
@@ -193,7 +193,7 @@ func (s *Service) OverrideAllSoftFailures(ctx context.Context, tx *sqlx.Tx, p ac
 	if err != nil {
 		return Run{}, err
 	}
-	if err := p.Require(access.PermPolicyOverrideSoft); err != nil {
+	if err := requireIn(p, r, access.PermPolicyOverrideSoft); err != nil {
 		return Run{}, err
 	}
 	now := s.stamp()

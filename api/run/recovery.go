@@ -154,6 +154,9 @@ func (s *Service) Recover(ctx context.Context, p access.Principal, runID string,
 		if r, err = visibleRun(ctx, tx, p, runID, access.PermRunRecover, true); err != nil {
 			return err
 		}
+		if err := requireIn(p, r, access.PermStateRecover); err != nil {
+			return err
+		}
 		if r.Status != StatusRecoveryRequired {
 			return ErrActionNotAllowed
 		}
@@ -181,6 +184,9 @@ func (s *Service) Recover(ctx context.Context, p access.Principal, runID string,
 	err = db.WithTx(ctx, s.db, func(tx *sqlx.Tx) error {
 		var err error
 		if r, err = visibleRun(ctx, tx, p, runID, access.PermRunRecover, true); err != nil {
+			return err
+		}
+		if err := requireIn(p, r, access.PermStateRecover); err != nil {
 			return err
 		}
 		var fence int

@@ -492,19 +492,25 @@ func (s *Service) advanceQueue(ctx context.Context, tx *sqlx.Tx, workspaceID str
 	return err
 }
 
-// boundary is a token's project and workspace limits.
-type boundary struct{ projectID, workspaceID string }
+// boundary is a token's project and workspace limits and the workspaces
+// its teams reach.
+type boundary struct {
+	projectID, workspaceID string
+	scope                  access.Scope
+}
 
 func boundaryOf(p access.Principal) boundary {
-	return boundary{projectID: p.ProjectID, workspaceID: p.WorkspaceID}
+	return boundary{projectID: p.ProjectID, workspaceID: p.WorkspaceID, scope: p.WorkspaceScope()}
 }
 
 func (b boundary) admits(r Run) bool {
 	return (b.projectID == "" || b.projectID == r.ProjectID) && (b.workspaceID == "" || b.workspaceID == r.WorkspaceID)
 }
 
-// visibleRun loads a run of the principal's organization inside its token
-// boundaries; anything else is not found, like a missing run.
+// visibleRun loads a run of the principal's organization in a workspace it
+// can read, inside its token boundaries; anything else is not found, like
+// a missing run. A readable run without perm in its workspace is
+// forbidden.
 func visibleRun(ctx context.Context, q sqlx.QueryerContext, p access.Principal, runID string, perm access.Permission, forUpdate bool) (Run, error) {
 	if err := p.Require(perm); err != nil {
 		return Run{}, err
@@ -516,7 +522,21 @@ func visibleRun(ctx context.Context, q sqlx.QueryerContext, p access.Principal, 
 	if p.OrganizationID == "" || !boundaryOf(p).admits(r) {
 		return Run{}, fault.ErrNotFound
 	}
+	if err := p.RequireIn(r.WorkspaceID, r.ProjectID, perm); err != nil {
+		return Run{}, err
+	}
 	return r, nil
+}
+
+// requireIn checks permissions in a loaded run's workspace, where the
+// principal's teams may grant less than they do elsewhere.
+func requireIn(p access.Principal, r Run, perms ...access.Permission) error {
+	for _, perm := range perms {
+		if err := p.RequireIn(r.WorkspaceID, r.ProjectID, perm); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // GetRun reads one run.
@@ -681,6 +701,9 @@ func (s *Service) ForceExecute(ctx context.Context, tx *sqlx.Tx, p access.Princi
 	// this one for it, and then sees what it did) instead of deadlocking.
 	target, err := visibleRun(ctx, tx, p, runID, access.PermRunCreate, false)
 	if err != nil {
+		return Run{}, err
+	}
+	if err := requireIn(p, target, access.PermRunApprove); err != nil {
 		return Run{}, err
 	}
 	if target.Speculative() {
@@ -865,7 +888,7 @@ func (s *Service) ReleaseRun(ctx context.Context, tx *sqlx.Tx, p access.Principa
 		return Run{}, ErrAlreadyReleased
 	}
 	if Cancelable(r.Status) && !r.CancelRequested() {
-		if err := p.Require(access.PermRunCancel); err != nil {
+		if err := requireIn(p, r, access.PermRunCancel); err != nil {
 			return Run{}, err
 		}
 		if r, err = s.cancel(ctx, tx, p, r); err != nil {
@@ -1073,15 +1096,16 @@ func (s *Service) ListRunsPage(ctx context.Context, p access.Principal, f RunFil
 		AND (cardinality($6::text[]) = 0 OR kind = ANY($6::text[]))
 		AND (cardinality($7::text[]) = 0 OR workspace_id IN (SELECT w.id FROM workspaces w
 			WHERE w.organization_id = $1 AND lower(w.cloud_name) = ANY($7::text[])))
-		AND (status <> 'awaiting_approval' OR $8 = '' OR save_plan = ($8 = 'only'))`
+		AND (status <> 'awaiting_approval' OR $8 = '' OR save_plan = ($8 = 'only'))
+		AND ($9 OR workspace_id = ANY($10::text[]) OR project_id = ANY($11::text[]))`
 	args := []any{p.OrganizationID, f.WorkspaceID, b.projectID, b.workspaceID, pqStrings(f.Statuses), pqStrings(f.Kinds), pqStrings(names),
-		string(f.SavedPlans)}
+		string(f.SavedPlans), b.scope.All, pqStrings(b.scope.WorkspaceIDs), pqStrings(b.scope.ProjectIDs)}
 	var total int
 	if err := s.db.GetContext(ctx, &total, `SELECT count(*)`+where, args...); err != nil {
 		return nil, 0, fmt.Errorf("counting runs: %w", err)
 	}
 	var out []Run
-	if err := s.db.SelectContext(ctx, &out, `SELECT `+runColumns+where+` ORDER BY created_at DESC, id DESC LIMIT $9 OFFSET $10`,
+	if err := s.db.SelectContext(ctx, &out, `SELECT `+runColumns+where+` ORDER BY created_at DESC, id DESC LIMIT $12 OFFSET $13`,
 		append(args, size, (number-1)*size)...); err != nil {
 		return nil, 0, fmt.Errorf("listing runs: %w", err)
 	}

@@ -227,10 +227,12 @@ const (
 )
 
 func listRuns(ctx context.Context, q sqlx.QueryerContext, organizationID string, f RunFilter, boundary boundary, page cursor.Page) ([]Run, error) {
-	keyset, args := page.Keyset([]any{organizationID, f.WorkspaceID, boundary.projectID, boundary.workspaceID, pqStrings(f.Statuses)}, "created_at", "id")
+	keyset, args := page.Keyset([]any{organizationID, f.WorkspaceID, boundary.projectID, boundary.workspaceID, pqStrings(f.Statuses),
+		boundary.scope.All, pqStrings(boundary.scope.WorkspaceIDs), pqStrings(boundary.scope.ProjectIDs)}, "created_at", "id")
 	query := `SELECT ` + runColumns + ` FROM runs WHERE organization_id = $1
 		AND ($2 = '' OR workspace_id = $2) AND ($3 = '' OR project_id = $3) AND ($4 = '' OR workspace_id = $4)
-		AND (cardinality($5::text[]) = 0 OR status = ANY($5::text[]))` + keyset + page.OrderLimit("created_at", "id")
+		AND (cardinality($5::text[]) = 0 OR status = ANY($5::text[]))
+		AND ($6 OR workspace_id = ANY($7::text[]) OR project_id = ANY($8::text[]))` + keyset + page.OrderLimit("created_at", "id")
 	var out []Run
 	if err := sqlx.SelectContext(ctx, q, &out, query, args...); err != nil {
 		return nil, fmt.Errorf("listing runs: %w", err)

@@ -264,16 +264,18 @@ func (s *Service) UploadJSON(ctx context.Context, versionID string, r io.Reader)
 	return nil
 }
 
-// visible loads a version the principal may read in its workspace.
-func (s *Service) visible(ctx context.Context, p access.Principal, versionID string) (Version, error) {
-	if err := p.Require(access.PermStateRead); err != nil {
+// visible loads a version the principal holds perm on in its workspace:
+// state:read for the version and its body, state:read_outputs for its
+// outputs alone.
+func (s *Service) visible(ctx context.Context, p access.Principal, versionID string, perm access.Permission) (Version, error) {
+	if err := p.Require(perm); err != nil {
 		return Version{}, err
 	}
 	v, err := versionByID(ctx, s.db, p.OrganizationID, versionID, false)
 	if err != nil {
 		return Version{}, err
 	}
-	if _, err := s.workspaces.GetWorkspace(ctx, p, v.WorkspaceID); err != nil {
+	if _, err := s.workspaces.WorkspaceWith(ctx, p, v.WorkspaceID, perm); err != nil {
 		return Version{}, err
 	}
 	if err := s.runMayRead(ctx, p, v); err != nil {
@@ -284,7 +286,7 @@ func (s *Service) visible(ctx context.Context, p access.Principal, versionID str
 
 // Get reads one version's metadata.
 func (s *Service) Get(ctx context.Context, p access.Principal, versionID string) (Version, error) {
-	return s.visible(ctx, p, versionID)
+	return s.visible(ctx, p, versionID, access.PermStateRead)
 }
 
 // Current returns the workspace's current version, or fault.ErrNotFound
@@ -293,7 +295,7 @@ func (s *Service) Current(ctx context.Context, p access.Principal, workspaceID s
 	if err := p.Require(access.PermStateRead); err != nil {
 		return Version{}, err
 	}
-	w, err := s.workspaces.GetWorkspace(ctx, p, workspaceID)
+	w, err := s.workspaces.WorkspaceWith(ctx, p, workspaceID, access.PermStateRead)
 	if err != nil {
 		return Version{}, err
 	}
@@ -325,7 +327,7 @@ func (s *Service) Download(ctx context.Context, p access.Principal, versionID st
 	if err != nil {
 		return nil, Version{}, err
 	}
-	v, err := s.visible(ctx, p, versionID)
+	v, err := s.visible(ctx, p, versionID, access.PermStateRead)
 	if err != nil {
 		return nil, Version{}, err
 	}
@@ -344,7 +346,7 @@ func (s *Service) Download(ctx context.Context, p access.Principal, versionID st
 
 // Outputs lists a version's outputs; sensitive values are absent.
 func (s *Service) Outputs(ctx context.Context, p access.Principal, versionID string) ([]Output, error) {
-	v, err := s.visible(ctx, p, versionID)
+	v, err := s.visible(ctx, p, versionID, access.PermStateReadOutputs)
 	if err != nil {
 		return nil, err
 	}
@@ -353,14 +355,14 @@ func (s *Service) Outputs(ctx context.Context, p access.Principal, versionID str
 
 // Output reads one output; a sensitive output's value is absent.
 func (s *Service) Output(ctx context.Context, p access.Principal, outputID string) (Output, error) {
-	if err := p.Require(access.PermStateRead); err != nil {
+	if err := p.Require(access.PermStateReadOutputs); err != nil {
 		return Output{}, err
 	}
 	o, v, err := outputByID(ctx, s.db, p.OrganizationID, outputID)
 	if err != nil {
 		return Output{}, err
 	}
-	if _, err := s.workspaces.GetWorkspace(ctx, p, v.WorkspaceID); err != nil {
+	if _, err := s.workspaces.WorkspaceWith(ctx, p, v.WorkspaceID, access.PermStateReadOutputs); err != nil {
 		return Output{}, err
 	}
 	if err := s.runMayRead(ctx, p, v); err != nil {
@@ -374,7 +376,7 @@ func (s *Service) History(ctx context.Context, p access.Principal, workspaceID s
 	if err := requireHistory(p); err != nil {
 		return nil, err
 	}
-	w, err := s.workspaces.GetWorkspace(ctx, p, workspaceID)
+	w, err := s.workspaces.WorkspaceWith(ctx, p, workspaceID, access.PermStateRead)
 	if err != nil {
 		return nil, err
 	}
@@ -387,7 +389,7 @@ func (s *Service) HistoryPage(ctx context.Context, p access.Principal, workspace
 	if err := requireHistory(p); err != nil {
 		return nil, 0, err
 	}
-	w, err := s.workspaces.GetWorkspace(ctx, p, workspaceID)
+	w, err := s.workspaces.WorkspaceWith(ctx, p, workspaceID, access.PermStateRead)
 	if err != nil {
 		return nil, 0, err
 	}

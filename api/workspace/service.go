@@ -105,6 +105,11 @@ func (s *Service) CreateWorkspace(ctx context.Context, tx *sqlx.Tx, p access.Pri
 	if _, err := projectByID(ctx, tx, p.OrganizationID, in.ProjectID); err != nil {
 		return Workspace{}, err
 	}
+	// Creating in a project needs workspace:write there (a role, the
+	// organization's manage flags or a project grant), not anywhere.
+	if !p.PermissionsIn("", in.ProjectID).Has(access.PermWorkspaceWrite) {
+		return Workspace{}, fmt.Errorf("%w: missing %s in project", fault.ErrForbidden, access.PermWorkspaceWrite)
+	}
 	if err := lockNames(ctx, tx, p.OrganizationID); err != nil {
 		return Workspace{}, err
 	}
@@ -174,19 +179,16 @@ func lowerASCII(s string) string {
 	return string(b)
 }
 
-// canSee applies a token's project and workspace boundaries to a workspace.
-func canSee(p access.Principal, w Workspace) bool {
-	return (p.WorkspaceID == "" || p.WorkspaceID == w.ID) && (p.ProjectID == "" || p.ProjectID == w.ProjectID)
-}
-
 // GetWorkspace reads one workspace with its current settings.
 func (s *Service) GetWorkspace(ctx context.Context, p access.Principal, workspaceID string) (Workspace, error) {
 	return visibleWorkspace(ctx, s.db, p, workspaceID, access.PermWorkspaceRead, false)
 }
 
 // visibleWorkspace loads a workspace of the principal's organization, inside
-// its token boundaries, when it holds perm; forUpdate locks the row. A
-// workspace outside the boundaries is not found, like a missing one.
+// its token boundaries, when it holds perm there; forUpdate locks the row.
+// A workspace the principal cannot read (outside the boundaries, or
+// reached by neither its role nor its teams) is not found, like a missing
+// one; a readable one without perm is forbidden.
 func visibleWorkspace(ctx context.Context, q sqlx.QueryerContext, p access.Principal, workspaceID string, perm access.Permission, forUpdate bool) (Workspace, error) {
 	if err := p.Require(perm); err != nil {
 		return Workspace{}, err
@@ -195,10 +197,16 @@ func visibleWorkspace(ctx context.Context, q sqlx.QueryerContext, p access.Princ
 	if err != nil {
 		return Workspace{}, err
 	}
-	if !canSee(p, w) {
-		return Workspace{}, fault.ErrNotFound
+	if err := p.RequireIn(w.ID, w.ProjectID, perm); err != nil {
+		return Workspace{}, err
 	}
 	return w, nil
+}
+
+// WorkspaceWith reads a workspace the principal holds perm in: not found
+// when it cannot read the workspace, forbidden without perm there.
+func (s *Service) WorkspaceWith(ctx context.Context, p access.Principal, workspaceID string, perm access.Permission) (Workspace, error) {
+	return visibleWorkspace(ctx, s.db, p, workspaceID, perm, false)
 }
 
 // ListWorkspaces reads one page of workspaces, newest first, optionally of
@@ -207,7 +215,7 @@ func (s *Service) ListWorkspaces(ctx context.Context, p access.Principal, projec
 	if err := p.Require(access.PermWorkspaceRead); err != nil {
 		return nil, err
 	}
-	return listWorkspaces(ctx, s.db, p.OrganizationID, projectID, page)
+	return listWorkspaces(ctx, s.db, p.OrganizationID, projectID, p.WorkspaceScope(), page)
 }
 
 // UpdateWorkspaceInput replaces the execution settings (always given in
@@ -471,8 +479,8 @@ func (s *Service) GetWorkspaceByCloudName(ctx context.Context, p access.Principa
 	if err != nil {
 		return Workspace{}, err
 	}
-	if !canSee(p, w) {
-		return Workspace{}, fault.ErrNotFound
+	if err := p.RequireIn(w.ID, w.ProjectID, access.PermWorkspaceRead); err != nil {
+		return Workspace{}, err
 	}
 	return w, nil
 }

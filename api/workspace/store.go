@@ -7,7 +7,9 @@ import (
 	"fmt"
 
 	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
 
+	"github.com/cairnhq/cairn/api/access"
 	"github.com/cairnhq/cairn/api/platform/cursor"
 	"github.com/cairnhq/cairn/api/platform/db"
 	"github.com/cairnhq/cairn/api/platform/fault"
@@ -162,11 +164,12 @@ func WorkspaceByCloudName(ctx context.Context, q sqlx.QueryerContext, organizati
 	return w, nil
 }
 
-func listWorkspaces(ctx context.Context, q sqlx.QueryerContext, organizationID, projectID string, page cursor.Page) ([]Workspace, error) {
-	query := `SELECT` + workspaceColumns + workspaceFrom + ` WHERE w.organization_id = $1`
-	args := []any{organizationID}
+func listWorkspaces(ctx context.Context, q sqlx.QueryerContext, organizationID, projectID string, scope access.Scope, page cursor.Page) ([]Workspace, error) {
+	query := `SELECT` + workspaceColumns + workspaceFrom + ` WHERE w.organization_id = $1
+		AND ($2 OR w.id = ANY($3::text[]) OR w.project_id = ANY($4::text[]))`
+	args := []any{organizationID, scope.All, pq.Array(scope.WorkspaceIDs), pq.Array(scope.ProjectIDs)}
 	if projectID != "" {
-		query += ` AND w.project_id = $2`
+		query += ` AND w.project_id = $5`
 		args = append(args, projectID)
 	}
 	keyset, args := page.Keyset(args, "w.created_at", "w.id")

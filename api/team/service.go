@@ -2,8 +2,10 @@ package team
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -91,7 +93,7 @@ func (s *Service) Create(ctx context.Context, tx *sqlx.Tx, p access.Principal, i
 		return Team{}, err
 	}
 	return t, audit.Record(ctx, tx, p, "team.created", "team", t.ID, map[string]any{
-		"name": t.Name, "visibility": t.Visibility, "organization_access": t.OrganizationAccess})
+		"name": t.Name, "visibility": t.Visibility, "organization_access": flagsOf(t.OrganizationAccess)})
 }
 
 func validateSSOTeamID(v *string) error {
@@ -99,6 +101,28 @@ func validateSSOTeamID(v *string) error {
 		return fmt.Errorf("%w: sso team id must be 1 to 200 characters", ErrInvalid)
 	}
 	return nil
+}
+
+// evidenceOf renders a flag or attribute set for the audit record by its
+// JSON names (strings and booleans only).
+func evidenceOf(v any) map[string]any {
+	raw, _ := json.Marshal(v)
+	out := map[string]any{}
+	_ = json.Unmarshal(raw, &out)
+	return out
+}
+
+// flagsOf lists the organization-access flags that are on, by HCP's names
+// (as values: the audit log refuses keys that look like secrets).
+func flagsOf(o access.OrganizationAccess) []string {
+	on := []string{}
+	for name, set := range evidenceOf(o) {
+		if set == true {
+			on = append(on, strings.ReplaceAll(name, "_", "-"))
+		}
+	}
+	slices.Sort(on)
+	return on
 }
 
 // visibleTeam loads a team the principal may see: an organization-visible
@@ -201,14 +225,17 @@ func (s *Service) Update(ctx context.Context, tx *sqlx.Tx, p access.Principal, t
 		if err := p.Require(access.PermTeamOrganizationAccess); err != nil {
 			return Team{}, err
 		}
-		evidence["organization_access"] = flags
+		evidence["organization_access"] = flagsOf(flags)
 		t.OrganizationAccess = flags
 	}
 	t.UpdatedAt = s.stamp()
 	if err := updateTeam(ctx, tx, t); err != nil {
 		return Team{}, err
 	}
-	evidence["visibility"], evidence["sso_team_id"] = t.Visibility, t.SSOTeamID
+	evidence["visibility"] = t.Visibility
+	if t.SSOTeamID != nil {
+		evidence["sso_team_id"] = *t.SSOTeamID
+	}
 	return t, audit.Record(ctx, tx, p, "team.updated", "team", t.ID, evidence)
 }
 
@@ -341,7 +368,7 @@ func (s *Service) GrantWorkspace(ctx context.Context, tx *sqlx.Tx, p access.Prin
 		return WorkspaceGrant{}, err
 	}
 	return g, audit.Record(ctx, tx, p, "team_access.granted", "team_workspace_access", g.ID,
-		map[string]any{"team_id": t.ID, "workspace_id": workspaceID, "access": a})
+		map[string]any{"team_id": t.ID, "workspace_id": workspaceID, "access": evidenceOf(a)})
 }
 
 // managedWorkspaceGrant loads and locks a grant of a team the principal
@@ -390,7 +417,7 @@ func (s *Service) UpdateWorkspaceGrant(ctx context.Context, tx *sqlx.Tx, p acces
 		return WorkspaceGrant{}, err
 	}
 	return g, audit.Record(ctx, tx, p, "team_access.changed", "team_workspace_access", g.ID,
-		map[string]any{"team_id": g.TeamID, "workspace_id": g.WorkspaceID, "from": from, "to": g.WorkspaceAccess})
+		map[string]any{"team_id": g.TeamID, "workspace_id": g.WorkspaceID, "from": evidenceOf(from), "to": evidenceOf(g.WorkspaceAccess)})
 }
 
 // RevokeWorkspaceGrant removes a grant.
@@ -457,7 +484,7 @@ func (s *Service) GrantProject(ctx context.Context, tx *sqlx.Tx, p access.Princi
 		return ProjectGrant{}, err
 	}
 	return g, audit.Record(ctx, tx, p, "team_access.granted", "team_project_access", g.ID,
-		map[string]any{"team_id": t.ID, "project_id": projectID, "access": a})
+		map[string]any{"team_id": t.ID, "project_id": projectID, "access": evidenceOf(a)})
 }
 
 func (s *Service) managedProjectGrant(ctx context.Context, tx *sqlx.Tx, p access.Principal, grantID string) (ProjectGrant, error) {
@@ -504,7 +531,7 @@ func (s *Service) UpdateProjectGrant(ctx context.Context, tx *sqlx.Tx, p access.
 		return ProjectGrant{}, err
 	}
 	return g, audit.Record(ctx, tx, p, "team_access.changed", "team_project_access", g.ID,
-		map[string]any{"team_id": g.TeamID, "project_id": g.ProjectID, "from": from, "to": g.ProjectAccess})
+		map[string]any{"team_id": g.TeamID, "project_id": g.ProjectID, "from": evidenceOf(from), "to": evidenceOf(g.ProjectAccess)})
 }
 
 // RevokeProjectGrant removes a project grant.

@@ -64,7 +64,6 @@ func TestTeamsThroughTheRemoteBackendAPI(t *testing.T) {
 		t.Fatalf("account details: %+v", account.Data)
 	}
 
-	t.Cleanup(func() { if t.Failed() { t.Log(env.Logs.String()) } })
 	created := u.call(t, http.MethodPost, base, teamDoc(map[string]any{"name": "platform", "sso-team-id": "grp-1",
 		"organization-access": map[string]bool{"manage-policies": true, "manage-modules": true}})).MustStatus(t, http.StatusCreated)
 	team := decode(t, created)
@@ -235,8 +234,9 @@ func TestTeamProjectAccessThroughTheRemoteBackendAPI(t *testing.T) {
 	u := newCloudUser(t, env, "Projects")
 	teamID := decode(t, u.call(t, http.MethodPost, "/api/v2/organizations/"+u.org+"/teams",
 		teamDoc(map[string]any{"name": "ops"})).MustStatus(t, http.StatusCreated)).Data.ID
-	var projects []struct{ ID string }
-	u.Get("/v1/projects").MustStatus(t, http.StatusOK).Data(t, &projects)
+	var project struct{ ID string }
+	u.Mutate(http.MethodPost, "/v1/projects", map[string]string{"name": "infra"}).MustStatus(t, http.StatusCreated).Data(t, &project)
+	projects := []struct{ ID string }{project}
 	doc := func(typ string, attrs map[string]any) map[string]any {
 		return map[string]any{"data": map[string]any{"type": typ, "attributes": attrs, "relationships": map[string]any{
 			"team":    map[string]any{"data": map[string]string{"type": "teams", "id": teamID}},

@@ -28,9 +28,12 @@ const goTFEVersion = "v1.103.0"
 
 // compatSelection names go-tfe's integration tests for what Cairn's
 // remote backend implements: workspace reads and locks, state versions,
-// configuration versions, runs, plans, applies and run events. Each
-// top-level test runs in its own process, as go-tfe's suite assumes.
-const compatSelection = `WorkspacesRead|Lock|Unlock|StateVersions|ConfigurationVersions|Runs|Plans|Applies|RunEvents`
+// configuration versions, runs, plans, applies, run events, teams, team
+// members, team workspace and project access, and organization
+// memberships. Each top-level test runs in its own process, as go-tfe's
+// suite assumes.
+const compatSelection = `WorkspacesRead|Lock|Unlock|StateVersions|ConfigurationVersions|Runs|Plans|Applies|RunEvents|` +
+	`Teams|Team_|TeamCreateOptions_|TeamMembers|TeamAccesses|TeamProjectAccesses|OrganizationMemberships`
 
 // compatSkips need capabilities Cairn does not model (agent pools, teams).
 var compatSkips = []string{

@@ -522,6 +522,9 @@ func (s *Service) CreateOrganizationAsOperator(ctx context.Context, name, slug s
 		if err := insertOrganization(ctx, tx, org); err != nil {
 			return err
 		}
+		if _, err := team.CreateEmptyOwnersTeam(ctx, tx, org.ID, org.CreatedAt); err != nil {
+			return err
+		}
 		_, err := audit.Append(ctx, tx, audit.Entry{
 			OrganizationID: org.ID, Action: "organization.created",
 			Actor:      audit.Actor{Type: audit.ActorOperator, ID: "operator"},

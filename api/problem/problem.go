@@ -26,6 +26,7 @@ import (
 	"github.com/cairnhq/cairn/api/run"
 	"github.com/cairnhq/cairn/api/serviceaccount"
 	"github.com/cairnhq/cairn/api/state"
+	"github.com/cairnhq/cairn/api/team"
 	"github.com/cairnhq/cairn/api/workspace"
 )
 
@@ -64,6 +65,11 @@ var table = []struct {
 	{workspace.ErrVariableKeyTaken, httpx.Problem{Status: http.StatusConflict, Code: "WORKSPACE_VARIABLE_KEY_TAKEN"}},
 	{workspace.ErrVariableValueRequired, httpx.Problem{Status: http.StatusBadRequest, Code: "WORKSPACE_VARIABLE_VALUE_REQUIRED"}},
 	{workspace.ErrInvalidHCL, httpx.Problem{Status: http.StatusBadRequest, Code: "WORKSPACE_VARIABLE_HCL_INVALID"}},
+	{team.ErrNameTaken, httpx.Problem{Status: http.StatusConflict, Code: "TEAM_NAME_TAKEN"}},
+	{team.ErrSSOTeamIDTaken, httpx.Problem{Status: http.StatusConflict, Code: "TEAM_SSO_TEAM_ID_TAKEN"}},
+	{team.ErrGrantExists, httpx.Problem{Status: http.StatusConflict, Code: "TEAM_ACCESS_EXISTS"}},
+	{team.ErrOwnersTeam, httpx.Problem{Status: http.StatusConflict, Code: "OWNERS_TEAM_FIXED"}},
+	{team.ErrOwnersTeamEmpty, httpx.Problem{Status: http.StatusConflict, Code: "OWNERS_TEAM_EMPTY"}},
 	{serviceaccount.ErrNameTaken, httpx.Problem{Status: http.StatusConflict, Code: "SERVICE_ACCOUNT_NAME_TAKEN"}},
 	{serviceaccount.ErrInvalidToken, httpx.Problem{Status: http.StatusUnauthorized, Code: "invalid_token"}},
 	{identity.ErrInvalidToken, httpx.Problem{Status: http.StatusUnauthorized, Code: "invalid_token"}},

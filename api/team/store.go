@@ -112,7 +112,7 @@ func listTeams(ctx context.Context, q sqlx.QueryerContext, organizationID, viewe
 	err := sqlx.SelectContext(ctx, q, &out, `SELECT `+teamColumns+` FROM teams t
 		WHERE t.organization_id = $1
 		  AND ($2 OR t.visibility = 'organization' OR EXISTS (SELECT 1 FROM team_members m WHERE m.team_id = t.id AND m.user_id = $3))
-		  AND (cardinality($4::text[]) = 0 OR t.name = ANY($4))
+		  AND (coalesce(cardinality($4::text[]), 0) = 0 OR t.name = ANY($4))
 		  AND ($5 = '' OR strpos(lower(t.name), lower($5)) > 0)
 		ORDER BY lower(t.name), t.id`, organizationID, seeSecret, viewerID, pq.Array(f.Names), f.Query)
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/cairnhq/cairn/api/problem"
 	"github.com/cairnhq/cairn/api/run"
 	"github.com/cairnhq/cairn/api/state"
+	"github.com/cairnhq/cairn/api/team"
 	"github.com/cairnhq/cairn/api/workspace"
 )
 
@@ -145,6 +146,11 @@ var details = []struct {
 	{run.ErrStaleBinding, "The run's plan, policy result or state changed since it was shown; review the run again."},
 	{run.ErrActionNotAllowed, "The run is not in a state where this action applies."},
 	{run.ErrQueueNotDiscardable, "A run ahead of this one in the workspace's queue is queued, running, approved or in recovery and cannot be discarded; wait for it or cancel it."},
+	{errInvalidInclude, "Invalid include parameter."},
+	{team.ErrNameTaken, "Name has already been taken."},
+	{team.ErrGrantExists, "Team has already been taken: the team already has access here."},
+	{team.ErrOwnersTeam, "The owners team cannot be deleted, renamed or given other organization access."},
+	{team.ErrOwnersTeamEmpty, "The owners team must keep at least one member."},
 	{fault.ErrValidation, "A value in the request is not valid."},
 }
 
@@ -179,6 +185,14 @@ func (s *server) writeError(c *fiber.Ctx, err error) error {
 		attr := runOptionAttributes[oe.Field]
 		e.Status, e.Title, e.Code = strconv.Itoa(http.StatusUnprocessableEntity), titleFor(http.StatusUnprocessableEntity), "invalid_attribute"
 		e.Detail, e.Source = attr+": "+oe.Reason+".", &errorSource{Pointer: "/data/attributes/" + attr}
+		p.Status = http.StatusUnprocessableEntity
+	}
+	// An attribute a fixed access level implies is named in HCP's words,
+	// which clients match.
+	var readOnly team.ReadOnlyAttributeError
+	if errors.As(err, &readOnly) {
+		e.Status, e.Title, e.Code = strconv.Itoa(http.StatusUnprocessableEntity), titleFor(http.StatusUnprocessableEntity), "invalid_attribute"
+		e.Detail = readOnly.Error()
 		p.Status = http.StatusUnprocessableEntity
 	}
 	if p.RetryAfter > 0 {

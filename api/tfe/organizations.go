@@ -107,7 +107,7 @@ func (s *server) entitlements(c *fiber.Ctx, p access.Principal, o owner) error {
 		ID: o.OrganizationSlug, Type: "entitlement-sets",
 		Attributes: map[string]bool{
 			"operations": true, "state-storage": true, "private-module-registry": false, "sentinel": false,
-			"teams": false, "vcs-integrations": false, "agents": false, "audit-logging": true,
+			"teams": true, "vcs-integrations": false, "agents": false, "audit-logging": true,
 			"cost-estimation": false, "run-tasks": false, "sso": false, "global-run-tasks": false,
 		},
 	})

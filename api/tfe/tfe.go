@@ -22,6 +22,7 @@ import (
 	"github.com/cairnhq/cairn/api/run"
 	"github.com/cairnhq/cairn/api/serviceaccount"
 	"github.com/cairnhq/cairn/api/state"
+	"github.com/cairnhq/cairn/api/team"
 	"github.com/cairnhq/cairn/api/workspace"
 )
 
@@ -41,6 +42,8 @@ type Deps struct {
 	State           *state.Service
 	Runs            *run.Service
 	Launch          *launch.Service
+	// Teams is built from DB and Workspaces when nil.
+	Teams *team.Service
 	// Capabilities signs and checks capability URLs (uploads, logs,
 	// policy bundle grants).
 	Capabilities capability.Signer
@@ -54,6 +57,9 @@ type server struct {
 // Mount registers service discovery and every /api/v2 route on app.
 func Mount(app *fiber.App, deps Deps) {
 	s := &server{Deps: deps}
+	if s.Teams == nil && deps.DB != nil && deps.Workspaces != nil {
+		s.Teams = team.NewService(deps.DB, deps.Workspaces)
+	}
 	s.ready = deps.DB != nil && deps.Identity != nil && deps.Workspaces != nil && deps.State != nil && deps.Launch != nil && deps.Runs != nil
 	app.Get("/.well-known/terraform.json", s.discovery)
 	v2 := app.Group("/api/v2")
@@ -64,6 +70,8 @@ func Mount(app *fiber.App, deps Deps) {
 	s.registerWorkspaces(v2)
 	s.registerState(v2)
 	s.registerRuns(v2)
+	s.registerTeams(v2)
+	s.registerTeamAccess(v2)
 	// Anything else is a JSON:API 404: clients retry 5xx for minutes, and a
 	// missing route must look like every other missing resource.
 	v2.Use(func(c *fiber.Ctx) error { return s.writeError(c, fault.ErrNotFound) })

@@ -28,9 +28,12 @@ const goTFEVersion = "v1.103.0"
 
 // compatSelection names go-tfe's integration tests for what Cairn's
 // remote backend implements: workspace reads and locks, state versions,
-// configuration versions, runs, plans, applies and run events. Each
-// top-level test runs in its own process, as go-tfe's suite assumes.
-const compatSelection = `WorkspacesRead|Lock|Unlock|StateVersions|ConfigurationVersions|Runs|Plans|Applies|RunEvents`
+// configuration versions, runs, plans, applies, run events, teams, team
+// members, team workspace and project access, and organization
+// memberships. Each top-level test runs in its own process, as go-tfe's
+// suite assumes.
+const compatSelection = `WorkspacesRead|Lock|Unlock|StateVersions|ConfigurationVersions|Runs|Plans|Applies|RunEvents|` +
+	`Teams|Team_|TeamCreateOptions_|TeamMembers|TeamAccesses|TeamProjectAccesses|OrganizationMemberships`
 
 // compatSkips need capabilities Cairn does not model (agent pools, teams).
 var compatSkips = []string{
@@ -62,6 +65,26 @@ var compatUnmodelled = map[string]string{
 	"TestRunsListForOrganization_RunDependent": "agent pools",
 	// It waits for the cost_estimated status.
 	"TestRunsRead_CostEstimate": "cost estimates",
+	// Memberships are listed, read, created and deleted only on /v1 and
+	// the identity server so far; /api/v2 answers 404.
+	"TestOrganizationMemberships": "organization memberships on /api/v2",
+	// Every one of them starts from createProject, POST
+	// organizations/:org/projects, which /api/v2 does not offer (the
+	// team-projects routes themselves are covered in api/tfe).
+	"TestTeamProjectAccesses": "projects on /api/v2",
+	// Their fixture creates an organization membership first.
+	"TestTeamMembersAddByOrganizationMembers":        "organization memberships on /api/v2",
+	"TestTeamMembersRemoveByOrganizationMemberships": "organization memberships on /api/v2",
+}
+
+// compatKnownGaps fail for a cause that is Cairn's to fix, named here.
+var compatKnownGaps = map[string]string{
+	// The compat token is the installation operator: it has no account
+	// (account/details is 404) and is no member of the organizations it
+	// creates, so it cannot be added to a team.
+	"TestTeamMembersAddByUsername":     "the operator token has no account to add (account/details is 404)",
+	"TestTeamMembersList":              "the operator token has no account to add (account/details is 404)",
+	"TestTeamMembersRemoveByUsernames": "the operator token has no account to add (account/details is 404)",
 }
 
 // compatNeedsProvider marks a failure whose run could not install go-tfe's
@@ -135,6 +158,11 @@ func compatCause(name, output string) failureCause {
 	for prefix, what := range compatUnmodelled {
 		if strings.HasPrefix(name, prefix) {
 			return failureCause{notModelled, what + " are a resource Cairn does not model"}
+		}
+	}
+	for prefix, cause := range compatKnownGaps {
+		if name == prefix || strings.HasPrefix(name, prefix+"/") {
+			return failureCause{knownGap, cause}
 		}
 	}
 	if strings.Contains(output, compatNeedsProvider) {

@@ -150,7 +150,7 @@ func (s *Service) visibleProfile(ctx context.Context, q sqlx.QueryerContext, p a
 			prof, err = profileByID(ctx, tx, p.OrganizationID, profileID, true)
 		}
 	} else {
-		w, err = s.workspaces.GetWorkspace(ctx, p, prof.WorkspaceID)
+		w, err = s.workspaces.WorkspaceWith(ctx, p, prof.WorkspaceID, perm)
 	}
 	if errors.Is(err, fault.ErrForbidden) {
 		return Detail{}, err

@@ -13,11 +13,17 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/jmoiron/sqlx"
+
+	"github.com/cairnhq/cairn/api/access"
 	"github.com/cairnhq/cairn/api/apitest"
 	"github.com/cairnhq/cairn/api/github"
 	"github.com/cairnhq/cairn/api/github/githubfake"
 	"github.com/cairnhq/cairn/api/platform/config"
+	"github.com/cairnhq/cairn/api/platform/db"
 	"github.com/cairnhq/cairn/api/run"
+	"github.com/cairnhq/cairn/api/team"
+	"github.com/cairnhq/cairn/api/workspace"
 )
 
 const webhookSecret = "test-webhook-secret-0123456789"
@@ -566,6 +572,36 @@ func TestSourceSettings(t *testing.T) {
 	if res := reader.Mutate(http.MethodPut, "/v1/workspaces/"+wsID+"/source", ok); res.Status != http.StatusForbidden {
 		t.Fatalf("reader saved: %d", res.Status)
 	}
+	// Admin of another workspace is not admin here: a member whose team
+	// administers one workspace and reads this one cannot bind this one
+	// to a repository (whose code would then run with its secrets).
+	member := s.env.SignUp("member")
+	s.env.Join(s.owner, member, "member")
+	elsewhere := s.workspace(t, "elsewhere")
+	owner := access.Principal{Kind: access.KindUser, ID: s.owner.ID, OrganizationID: s.owner.OrganizationID,
+		Role: access.RoleOwner, Permissions: access.PermissionsOf(access.RoleOwner)}
+	teams := team.NewService(s.env.DB, workspace.NewService(s.env.DB, nil, nil, s.env.Config.ToolVersions))
+	ctx := context.Background()
+	if err := db.WithTx(ctx, s.env.DB, func(tx *sqlx.Tx) error {
+		tm, err := teams.Create(ctx, tx, owner, team.CreateInput{Name: "platform"})
+		if err != nil {
+			return err
+		}
+		if err := teams.AddMembers(ctx, tx, owner, tm.ID, []string{member.ID}); err != nil {
+			return err
+		}
+		if _, err := teams.GrantWorkspace(ctx, tx, owner, tm.ID, elsewhere, team.WorkspaceAccessInput{Access: access.LevelAdmin}); err != nil {
+			return err
+		}
+		_, err = teams.GrantWorkspace(ctx, tx, owner, tm.ID, wsID, team.WorkspaceAccessInput{Access: access.LevelRead})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if res := member.Mutate(http.MethodPut, "/v1/workspaces/"+wsID+"/source", ok); res.Status != http.StatusForbidden {
+		t.Fatalf("another workspace's admin saved this one's source: %d", res.Status)
+	}
+	member.Mutate(http.MethodPut, "/v1/workspaces/"+elsewhere+"/source", ok).MustStatus(t, http.StatusCreated)
 }
 
 // TestIngestionCreatesRuns drives the ingestion job itself: a push to the

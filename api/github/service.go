@@ -293,10 +293,9 @@ func (s *Service) Repositories(ctx context.Context, p access.Principal) ([]Repos
 // version. The number is allocated without a lock: two writers racing for
 // it collide on the unique key and the loser gets ErrSettingsConflict.
 func (s *Service) SaveSource(ctx context.Context, tx *sqlx.Tx, p access.Principal, workspaceID string, in SourceInput) (SourceSettings, error) {
-	if err := p.Require(access.PermWorkspaceAdmin); err != nil {
-		return SourceSettings{}, err
-	}
-	w, err := s.workspaces.GetWorkspace(ctx, p, workspaceID)
+	// workspace:admin in this workspace, not anywhere: binding a
+	// repository decides whose code runs with the workspace's secrets.
+	w, err := s.workspaces.WorkspaceWith(ctx, p, workspaceID, access.PermWorkspaceAdmin)
 	if err != nil {
 		return SourceSettings{}, err
 	}

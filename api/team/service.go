@@ -354,7 +354,9 @@ func (s *Service) GrantWorkspace(ctx context.Context, tx *sqlx.Tx, p access.Prin
 	if err != nil {
 		return WorkspaceGrant{}, err
 	}
-	if _, err := s.workspaces.GetWorkspace(ctx, p, workspaceID); err != nil {
+	// Managing teams is not administering their workspaces: granting
+	// access to one needs workspace:admin there, as in HCP Terraform.
+	if _, err := s.workspaces.WorkspaceWith(ctx, p, workspaceID, access.PermWorkspaceAdmin); err != nil {
 		return WorkspaceGrant{}, err
 	}
 	a, err := in.resolve(access.WorkspaceAccess{})
@@ -382,6 +384,9 @@ func (s *Service) managedWorkspaceGrant(ctx context.Context, tx *sqlx.Tx, p acce
 		return WorkspaceGrant{}, err
 	}
 	if _, err := s.managedTeam(ctx, tx, p, g.TeamID); err != nil {
+		return WorkspaceGrant{}, err
+	}
+	if _, err := s.workspaces.WorkspaceWith(ctx, p, g.WorkspaceID, access.PermWorkspaceAdmin); err != nil {
 		return WorkspaceGrant{}, err
 	}
 	return g, nil
@@ -470,7 +475,7 @@ func (s *Service) GrantProject(ctx context.Context, tx *sqlx.Tx, p access.Princi
 	if err != nil {
 		return ProjectGrant{}, err
 	}
-	if _, err := s.workspaces.GetProject(ctx, p, projectID); err != nil {
+	if err := s.requireProjectAdmin(ctx, p, projectID); err != nil {
 		return ProjectGrant{}, err
 	}
 	a, err := in.resolve(access.ProjectAccess{})
@@ -496,6 +501,9 @@ func (s *Service) managedProjectGrant(ctx context.Context, tx *sqlx.Tx, p access
 		return ProjectGrant{}, err
 	}
 	if _, err := s.managedTeam(ctx, tx, p, g.TeamID); err != nil {
+		return ProjectGrant{}, err
+	}
+	if err := s.requireProjectAdmin(ctx, p, g.ProjectID); err != nil {
 		return ProjectGrant{}, err
 	}
 	return g, nil
@@ -558,4 +566,17 @@ func (s *Service) ProjectGrants(ctx context.Context, p access.Principal, project
 		return nil, err
 	}
 	return visibleGrants(ctx, s, p, all, func(g ProjectGrant) string { return g.TeamID })
+}
+
+// requireProjectAdmin checks that the principal administers a project it
+// can see: granting a team access to a project reaches every workspace in
+// it, so it needs workspace:admin on the project itself.
+func (s *Service) requireProjectAdmin(ctx context.Context, p access.Principal, projectID string) error {
+	if _, err := s.workspaces.GetProject(ctx, p, projectID); err != nil {
+		return err
+	}
+	if !p.PermissionsOnProject(projectID).Has(access.PermWorkspaceAdmin) {
+		return fmt.Errorf("%w: missing %s on the project", fault.ErrForbidden, access.PermWorkspaceAdmin)
+	}
+	return nil
 }

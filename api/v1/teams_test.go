@@ -12,6 +12,7 @@ import (
 	"github.com/cairnhq/cairn/api/access"
 	"github.com/cairnhq/cairn/api/apitest"
 	"github.com/cairnhq/cairn/api/platform/db"
+	"github.com/cairnhq/cairn/api/platform/fault"
 	"github.com/cairnhq/cairn/api/team"
 	"github.com/cairnhq/cairn/api/workspace"
 )
@@ -222,5 +223,44 @@ func TestOwnersTeam(t *testing.T) {
 	// organization either.
 	f.must(f.tx(func(tx *sqlx.Tx) error {
 		return f.teams.RemoveMembers(ctx, tx, f.admin, owners.ID, []string{f.owner.ID})
+	}))
+}
+
+// TestManagingTeamsIsNotAdministeringWorkspaces: someone who may manage
+// teams and read every workspace (HCP's manage-teams and read-workspaces)
+// but administers none cannot grant a team, their own included, access to
+// a workspace or a project; an owner can.
+func TestManagingTeamsIsNotAdministeringWorkspaces(t *testing.T) {
+	t.Parallel()
+	f := newTeamFixture(t)
+	ctx := context.Background()
+	proj := newProject(t, f.owner, "P")
+	w := newWorkspace(t, f.owner, proj, "guarded")
+	manager := access.Principal{Kind: access.KindUser, ID: f.member.ID, OrganizationID: f.owner.OrganizationID, Role: access.RoleMember,
+		Permissions: access.NewPermissionSet(access.PermOrganizationRead, access.PermTeamManage, access.PermProjectRead, access.PermWorkspaceRead)}
+	var tm team.Team
+	f.must(f.tx(func(tx *sqlx.Tx) (err error) {
+		if tm, err = f.teams.Create(ctx, tx, f.admin, team.CreateInput{Name: "self-granted"}); err != nil {
+			return err
+		}
+		return f.teams.AddMembers(ctx, tx, f.admin, tm.ID, []string{f.member.ID})
+	}))
+	err := f.tx(func(tx *sqlx.Tx) error {
+		_, err := f.teams.GrantWorkspace(ctx, tx, manager, tm.ID, w.ID, team.WorkspaceAccessInput{Access: access.LevelAdmin})
+		return err
+	})
+	if !errors.Is(err, fault.ErrForbidden) {
+		t.Fatalf("a team manager granted admin on a workspace: %v", err)
+	}
+	err = f.tx(func(tx *sqlx.Tx) error {
+		_, err := f.teams.GrantProject(ctx, tx, manager, tm.ID, proj, team.ProjectAccessInput{Access: access.LevelAdmin})
+		return err
+	})
+	if !errors.Is(err, fault.ErrForbidden) {
+		t.Fatalf("a team manager granted admin on a project: %v", err)
+	}
+	f.must(f.tx(func(tx *sqlx.Tx) error {
+		_, err := f.teams.GrantWorkspace(ctx, tx, f.admin, tm.ID, w.ID, team.WorkspaceAccessInput{Access: access.LevelAdmin})
+		return err
 	}))
 }

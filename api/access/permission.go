@@ -20,6 +20,7 @@ const (
 	PermWorkspaceRead    Permission = "workspace:read"
 	PermWorkspaceWrite   Permission = "workspace:write"
 	PermWorkspaceAdmin   Permission = "workspace:admin"
+	PermVariableRead     Permission = "variable:read"
 	PermVariableWrite    Permission = "variable:write"
 	PermRunRead          Permission = "run:read"
 	PermRunCreate        Permission = "run:create"
@@ -51,8 +52,9 @@ const (
 )
 
 // implied lists permissions that another one includes: whoever may read a
-// state body may read its outputs (HCP: state read ⊃ read-outputs).
-var implied = map[Permission]Permission{PermStateReadOutputs: PermStateRead}
+// state body may read its outputs (HCP: state read ⊃ read-outputs), and
+// whoever may write variables may read them.
+var implied = map[Permission]Permission{PermStateReadOutputs: PermStateRead, PermVariableRead: PermVariableWrite}
 
 // Role is a member's standing in an organization.
 type Role string
@@ -70,7 +72,7 @@ const (
 var memberPermissions = []Permission{PermOrganizationRead}
 
 var readerPermissions = []Permission{
-	PermOrganizationRead, PermProjectRead, PermWorkspaceRead, PermRunRead, PermStateRead, PermPolicyRead,
+	PermOrganizationRead, PermProjectRead, PermWorkspaceRead, PermVariableRead, PermRunRead, PermStateRead, PermPolicyRead,
 }
 
 var writerPermissions = append(slices.Clone(readerPermissions),

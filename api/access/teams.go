@@ -119,8 +119,11 @@ func attributePermissions(runs, variables, stateVersions string) []Permission {
 	case "apply":
 		perms = append(perms, PermRunCreate, PermRunApprove, PermRunCancel)
 	}
-	if variables == "write" {
-		perms = append(perms, PermVariableWrite)
+	switch variables {
+	case "read":
+		perms = append(perms, PermVariableRead)
+	case "write":
+		perms = append(perms, PermVariableRead, PermVariableWrite)
 	}
 	switch stateVersions {
 	case "read-outputs":
@@ -285,7 +288,7 @@ func (o OrganizationAccess) Permissions() PermissionSet {
 // in it. A baseline holding any of them reaches every workspace; one
 // holding none (the member role) reaches only what teams grant.
 var workspaceScoped = NewPermissionSet(PermWorkspaceRead, PermWorkspaceWrite, PermWorkspaceAdmin,
-	PermVariableWrite, PermRunRead, PermRunCreate, PermRunApprove, PermRunCancel, PermRunRecover,
+	PermVariableRead, PermVariableWrite, PermRunRead, PermRunCreate, PermRunApprove, PermRunCancel, PermRunRecover,
 	PermStateRead, PermStateReadOutputs, PermStateWrite, PermStateForceUnlock, PermStateRecover,
 	PermArtifactReadSensitive, PermCredentialWrite)
 

@@ -14,7 +14,7 @@ import (
 // attribute, and checks them against the mapping written out by hand.
 func TestEffectivePermissions(t *testing.T) {
 	t.Parallel()
-	read := []Permission{PermWorkspaceRead, PermRunRead, PermStateRead}
+	read := []Permission{PermWorkspaceRead, PermRunRead, PermStateRead, PermVariableRead}
 	plan := append(slices.Clone(read), PermRunCreate)
 	write := append(slices.Clone(plan), PermRunApprove, PermRunCancel, PermVariableWrite, PermStateWrite)
 	admin := append(slices.Clone(write), PermWorkspaceWrite, PermWorkspaceAdmin, PermRunRecover, PermStateRecover,
@@ -30,8 +30,8 @@ func TestEffectivePermissions(t *testing.T) {
 		{"defaults", func(*WorkspaceAccess) {}, base},
 		{"runs=plan", func(a *WorkspaceAccess) { a.Runs = "plan" }, append(slices.Clone(base), PermRunCreate)},
 		{"runs=apply", func(a *WorkspaceAccess) { a.Runs = "apply" }, append(slices.Clone(base), PermRunCreate, PermRunApprove, PermRunCancel)},
-		{"variables=read", func(a *WorkspaceAccess) { a.Variables = "read" }, base},
-		{"variables=write", func(a *WorkspaceAccess) { a.Variables = "write" }, append(slices.Clone(base), PermVariableWrite)},
+		{"variables=read", func(a *WorkspaceAccess) { a.Variables = "read" }, append(slices.Clone(base), PermVariableRead)},
+		{"variables=write", func(a *WorkspaceAccess) { a.Variables = "write" }, append(slices.Clone(base), PermVariableRead, PermVariableWrite)},
 		{"state=read-outputs", func(a *WorkspaceAccess) { a.StateVersions = "read-outputs" }, append(slices.Clone(base), PermStateReadOutputs)},
 		{"state=read", func(a *WorkspaceAccess) { a.StateVersions = "read" }, append(slices.Clone(base), PermStateRead)},
 		{"state=write", func(a *WorkspaceAccess) { a.StateVersions = "write" }, append(slices.Clone(base), PermStateRead, PermStateWrite)},

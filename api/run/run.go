@@ -486,45 +486,50 @@ func (r Run) Overridable(now time.Time) bool {
 // but never approval.
 func AvailableActions(r Run, ahead []Run, p access.Principal, now time.Time) []string {
 	actions := []string{}
+	// What the principal may do in the run's workspace: its baseline and
+	// its teams' grants there.
+	has := p.PermissionsIn(r.WorkspaceID, r.ProjectID).Has
 	waiting := r.Status == StatusAwaitingApproval || r.Status == StatusPolicyOverride
 	// An agent may reject or cancel; approving, overriding and recovering
 	// are a person's decisions.
 	human := !p.IsAgent()
-	if waiting && p.Permissions.Has(access.PermRunApprove) {
+	if waiting && has(access.PermRunApprove) {
 		if r.Status == StatusAwaitingApproval && r.GateOpen(now) && !r.PastApprovalDeadline(now) && human {
 			actions = append(actions, ActionApprove)
 		}
 		actions = append(actions, ActionReject)
 	}
-	if r.Overridable(now) && p.Permissions.Has(access.PermPolicyOverrideSoft) && human {
+	if r.Overridable(now) && has(access.PermPolicyOverrideSoft) && human {
 		actions = append(actions, ActionOverridePolicy)
 	}
-	if Cancelable(r.Status) && !r.CancelRequested() && p.Permissions.Has(access.PermRunCancel) {
+	if Cancelable(r.Status) && !r.CancelRequested() && has(access.PermRunCancel) {
 		actions = append(actions, ActionCancel)
 	}
-	if r.Status == StatusRecoveryRequired && p.Permissions.Has(access.PermRunRecover) && p.Permissions.Has(access.PermStateRecover) && human {
+	if r.Status == StatusRecoveryRequired && has(access.PermRunRecover) && has(access.PermStateRecover) && human {
 		actions = append(actions, ActionRecover)
 	}
-	if ForceExecutePermitted(p) && ForceExecutable(r, ahead) == nil {
+	if ForceExecutePermitted(p, r) && ForceExecutable(r, ahead) == nil {
 		actions = append(actions, ActionForceExecute)
 	}
-	if r.Releasable() && ReleasePermitted(p) {
+	if r.Releasable() && ReleasePermitted(p, r) {
 		actions = append(actions, ActionRelease)
 	}
 	return actions
 }
 
-// ReleasePermitted reports whether p may release an agent's run: a person
-// signed in (never an agent or a token) who may create runs.
-func ReleasePermitted(p access.Principal) bool {
-	return p.Kind == access.KindUser && !p.IsAgent() && p.Permissions.Has(access.PermRunCreate)
+// ReleasePermitted reports whether p may release an agent's run r: a
+// person signed in (never an agent or a token) who may create runs in its
+// workspace.
+func ReleasePermitted(p access.Principal, r Run) bool {
+	return p.Kind == access.KindUser && !p.IsAgent() && p.PermissionsIn(r.WorkspaceID, r.ProjectID).Has(access.PermRunCreate)
 }
 
-// ForceExecutePermitted reports whether p may force-execute runs: it
-// discards the runs ahead (what rejecting needs) and starts a plan (what
-// creating a run needs).
-func ForceExecutePermitted(p access.Principal) bool {
-	return p.Permissions.Has(access.PermRunApprove) && p.Permissions.Has(access.PermRunCreate)
+// ForceExecutePermitted reports whether p may force-execute runs in r's
+// workspace: it discards the runs ahead (what rejecting needs) and starts
+// a plan (what creating a run needs).
+func ForceExecutePermitted(p access.Principal, r Run) bool {
+	perms := p.PermissionsIn(r.WorkspaceID, r.ProjectID)
+	return perms.Has(access.PermRunApprove) && perms.Has(access.PermRunCreate)
 }
 
 // Ahead is what stands ahead of target in its workspace's queue, oldest

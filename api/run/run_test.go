@@ -193,9 +193,21 @@ func TestForceExecutable(t *testing.T) {
 func TestForceExecuteAction(t *testing.T) {
 	t.Parallel()
 	now := time.Now()
-	pending := Run{ID: "run_t", Kind: KindPlanAndApply, Status: StatusPending, CreatedAt: now}
+	pending := Run{ID: "run_t", WorkspaceID: "ws_t", ProjectID: "prj_t", Kind: KindPlanAndApply, Status: StatusPending, CreatedAt: now}
 	ahead := []Run{{ID: "run_a", Kind: KindPlanAndApply, Status: StatusAwaitingApproval, CreatedAt: now.Add(-time.Minute)}}
 	writer := access.Principal{Permissions: access.PermissionsOf(access.RoleWriter)}
+	// A member whose team writes the run's workspace may do what a
+	// writer may there; one whose team plans there, or writes another
+	// workspace, may not.
+	teamMember := func(workspaceID, level string) access.Principal {
+		p := access.Principal{Permissions: access.PermissionsOf(access.RoleMember)}
+		grant, err := access.WorkspaceLevel(level)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Grants.AddWorkspace(workspaceID, grant)
+		return p
+	}
 	discardOnly := access.Principal{Permissions: access.NewPermissionSet(access.PermRunApprove, access.PermRunCancel)}
 	createOnly := access.Principal{Permissions: access.NewPermissionSet(access.PermRunCreate, access.PermRunCancel)}
 	for _, tc := range []struct {
@@ -208,12 +220,15 @@ func TestForceExecuteAction(t *testing.T) {
 		{"writer with nothing ahead", writer, nil, []string{ActionCancel}},
 		{"without run:create", discardOnly, ahead, []string{ActionCancel}},
 		{"without run:approve", createOnly, ahead, []string{ActionCancel}},
+		{"member whose team writes the workspace", teamMember("ws_t", access.LevelWrite), ahead, []string{ActionCancel, ActionForceExecute}},
+		{"member whose team plans in the workspace", teamMember("ws_t", access.LevelPlan), ahead, []string{}},
+		{"member whose team writes another workspace", teamMember("ws_other", access.LevelWrite), ahead, []string{}},
 	} {
 		if got := AvailableActions(pending, tc.ahead, tc.p, now); !slices.Equal(got, tc.want) {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}
-	if !ForceExecutePermitted(writer) || ForceExecutePermitted(discardOnly) || ForceExecutePermitted(createOnly) {
+	if !ForceExecutePermitted(writer, pending) || ForceExecutePermitted(discardOnly, pending) || ForceExecutePermitted(createOnly, pending) {
 		t.Error("ForceExecutePermitted does not need exactly run:approve and run:create")
 	}
 }

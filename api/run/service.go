@@ -874,12 +874,15 @@ func (s *Service) ReleaseRun(ctx context.Context, tx *sqlx.Tx, p access.Principa
 	if err := p.RequireHuman(); err != nil {
 		return Run{}, err
 	}
-	if !ReleasePermitted(p) {
+	if p.Kind != access.KindUser {
 		return Run{}, fmt.Errorf("%w: releasing a run needs a person with run:create", fault.ErrForbidden)
 	}
 	r, err := visibleRun(ctx, tx, p, runID, access.PermRunRead, true)
 	if err != nil {
 		return Run{}, err
+	}
+	if !ReleasePermitted(p, r) {
+		return Run{}, fmt.Errorf("%w: releasing a run needs a person with run:create", fault.ErrForbidden)
 	}
 	switch {
 	case r.UntrustedReason == nil || *r.UntrustedReason != UntrustedAgent:

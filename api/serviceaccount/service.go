@@ -19,6 +19,7 @@ import (
 	"github.com/cairnhq/cairn/api/platform/cursor"
 	"github.com/cairnhq/cairn/api/platform/fault"
 	"github.com/cairnhq/cairn/api/platform/id"
+	"github.com/cairnhq/cairn/api/team"
 )
 
 // Service is service accounts and their tokens.
@@ -100,7 +101,7 @@ type Issued struct {
 }
 
 // IssueToken issues an sst_ token with an explicit subset of the issuer's
-// permissions, optional project and workspace boundaries, and an expiry at
+// permissions (and never more than the issuer holds at each use), optional project and workspace boundaries, and an expiry at
 // most a year ahead. Only a keyed hash of the plaintext is stored.
 func (s *Service) IssueToken(ctx context.Context, tx *sqlx.Tx, p access.Principal, accountID string, in IssueInput) (Issued, error) {
 	if err := p.Require(access.PermServiceAccountManage); err != nil {
@@ -210,9 +211,21 @@ func (s *Service) Authenticate(ctx context.Context, plaintext string) (access.Pr
 	if err != nil {
 		return access.Principal{}, ErrInvalidToken
 	}
+	// A token never outgrows the person who issued it: it acts with what
+	// they may do now (role and team grants, read on every request), so a
+	// demotion or a lost team narrows it at once and leaving the
+	// organization ends it.
+	issuerRole, err := activeMemberRole(ctx, s.db, t.OrganizationID, t.CreatedBy)
+	if err != nil {
+		return access.Principal{}, err
+	}
+	issuerGrants, err := team.GrantsOf(ctx, s.db, t.OrganizationID, t.CreatedBy)
+	if err != nil {
+		return access.Principal{}, err
+	}
 	p := access.Principal{
 		Kind: access.KindServiceAccount, ID: t.ServiceAccountID, OrganizationID: t.OrganizationID,
-		Permissions: perms, TokenID: t.ID,
+		Permissions: perms.Intersect(access.PermissionsOf(issuerRole)), Grants: issuerGrants.Within(perms), TokenID: t.ID,
 	}
 	if t.ProjectID != nil {
 		p.ProjectID = *t.ProjectID

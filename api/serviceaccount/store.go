@@ -9,6 +9,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
+	"github.com/cairnhq/cairn/api/access"
 	"github.com/cairnhq/cairn/api/platform/cursor"
 	"github.com/cairnhq/cairn/api/platform/db"
 	"github.com/cairnhq/cairn/api/platform/fault"
@@ -93,6 +94,22 @@ func liveTokenByHash(ctx context.Context, q sqlx.QueryerContext, hash []byte) (T
 		return Token{}, fmt.Errorf("reading token: %w", err)
 	}
 	return r.token(), nil
+}
+
+// activeMemberRole is the role of a token's issuer in its organization;
+// ErrInvalidToken when they are no longer a member or are banned.
+func activeMemberRole(ctx context.Context, q sqlx.QueryerContext, organizationID, userID string) (access.Role, error) {
+	var role string
+	err := sqlx.GetContext(ctx, q, &role, `SELECT m.role FROM memberships m
+		JOIN users u ON u.id = m.user_id AND u.banned_at IS NULL
+		WHERE m.organization_id = $1 AND m.user_id = $2`, organizationID, userID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", ErrInvalidToken
+	}
+	if err != nil {
+		return "", fmt.Errorf("reading the token issuer's membership: %w", err)
+	}
+	return access.Role(role), nil
 }
 
 func revokeToken(ctx context.Context, q sqlx.ExtContext, tokenID string) error {

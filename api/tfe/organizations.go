@@ -36,8 +36,8 @@ func organizationResource(p access.Principal, o identity.Organization) resource 
 			// managed plans, as HCP Terraform does.
 			"default-execution-mode": o.DefaultExecutionMode,
 			"permissions": map[string]bool{
-				"can-create-workspace": p.Permissions.Has(access.PermWorkspaceWrite),
-				"can-update":           p.Permissions.Has(access.PermMemberManage),
+				"can-create-workspace": p.Require(access.PermWorkspaceWrite) == nil,
+				"can-update":           p.Require(access.PermMemberManage) == nil,
 				"can-destroy":          p.Kind == access.KindOperator,
 			},
 		},

@@ -146,7 +146,7 @@ func (s *server) policyCheckResource(review run.PolicyReview, p access.Principal
 				"result": c.Completed() && policy.GateOpensOnItsOwn(c.Outcome), "duration": c.DurationMS, "sentinel": nil,
 			},
 			"actions":           map[string]bool{"is-overridable": overridable},
-			"permissions":       map[string]bool{"can-override": p.Permissions.Has(access.PermPolicyOverrideSoft)},
+			"permissions":       map[string]bool{"can-override": p.Require(access.PermPolicyOverrideSoft) == nil},
 			"status-timestamps": policyStamps(review, status),
 		},
 		Relationships: map[string]relationship{"run": toOne(c.RunID, "runs")},

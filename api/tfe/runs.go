@@ -389,7 +389,8 @@ func (s *server) runResource(r run.Run, p access.Principal, checks []ref) resour
 		timestamps["force-canceled-at"] = timestamp(*r.ForceCanceledAt)
 	}
 	hasChanges := r.HasChanges != nil && *r.HasChanges
-	canCancel := p.Permissions.Has(access.PermRunCancel)
+	perms := p.PermissionsIn(r.WorkspaceID, r.ProjectID)
+	canCancel := perms.Has(access.PermRunCancel)
 	attrs := map[string]any{
 		"status": runStatus(r, now), "has-changes": hasChanges, "created-at": timestamp(r.CreatedAt),
 		"message": r.Message, "source": "tfe-api", "auto-apply": false, "is-destroy": false, "refresh": r.Refresh,
@@ -405,9 +406,9 @@ func (s *server) runResource(r run.Run, p access.Principal, checks []ref) resour
 			"is-force-cancelable": canCancel && r.ForceCancelable(now),
 		},
 		"permissions": map[string]bool{
-			"can-apply": p.Permissions.Has(access.PermRunApprove), "can-cancel": canCancel,
-			"can-discard": p.Permissions.Has(access.PermRunApprove), "can-force-cancel": canCancel,
-			"can-force-execute": run.ForceExecutePermitted(p),
+			"can-apply": perms.Has(access.PermRunApprove), "can-cancel": canCancel,
+			"can-discard": perms.Has(access.PermRunApprove), "can-force-cancel": canCancel,
+			"can-force-execute": run.ForceExecutePermitted(p, r),
 		},
 	}
 	if t, ok := r.StatusTimestamps[string(run.StatusCanceled)]; ok {

@@ -158,7 +158,7 @@ func teamResource(p access.Principal, t team.Team, members []team.Member) resour
 		users = append(users, ref{ID: m.UserID, Type: "users"})
 		memberships = append(memberships, ref{ID: membershipID(t.OrganizationID, m.UserID), Type: "organization-memberships"})
 	}
-	manage := p.Permissions.Has(access.PermTeamManage)
+	manage := p.Require(access.PermTeamManage) == nil
 	var sso any
 	if t.SSOTeamID != nil {
 		sso = *t.SSOTeamID

@@ -440,9 +440,10 @@ func (s *Service) DeleteVariable(ctx context.Context, tx *sqlx.Tx, p access.Prin
 }
 
 // ListVariables lists a workspace's variables; sensitive values are never
-// included.
+// included. It needs variable:read there: a team with variables=none sees
+// the workspace but not its variables.
 func (s *Service) ListVariables(ctx context.Context, p access.Principal, workspaceID string) ([]Variable, error) {
-	if _, err := s.GetWorkspace(ctx, p, workspaceID); err != nil {
+	if _, err := s.WorkspaceWith(ctx, p, workspaceID, access.PermVariableRead); err != nil {
 		return nil, err
 	}
 	vars, err := listVariables(ctx, s.db, p.OrganizationID, workspaceID)

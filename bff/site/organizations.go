@@ -145,13 +145,15 @@ func (s *Site) renderOrganizations(w http.ResponseWriter, r *http.Request, token
 
 // inviteRoles lists the roles a member may invite as, following the
 // README's table: owners and admins manage members, only owners grant
-// owner. The API enforces the same; this only shapes the form.
+// owner. The first is the form's default: member, which reaches only what
+// teams grant (HCP's default). The API enforces the same; this only shapes
+// the form.
 func inviteRoles(role string) []string {
 	switch role {
 	case "owner":
-		return []string{"reader", "writer", "admin", "owner"}
+		return []string{"member", "reader", "writer", "admin", "owner"}
 	case "admin":
-		return []string{"reader", "writer", "admin"}
+		return []string{"member", "reader", "writer", "admin"}
 	}
 	return nil
 }

@@ -1,0 +1,350 @@
+package site
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"slices"
+
+	"github.com/cairnhq/cairn/api/access"
+	"github.com/cairnhq/cairn/bff/apiclient"
+)
+
+// accessAttribute is one of HCP's custom team-access attributes as the
+// grant forms offer it: a choice of values, or a checkbox when Choices is
+// nil. The first choice is the custom level's default.
+type accessAttribute struct {
+	Name    string
+	Group   string // "" for a workspace grant; project_access or workspace_access for a project grant
+	Choices []string
+}
+
+var (
+	runsAttribute          = accessAttribute{Name: "runs", Choices: []string{"read", "plan", "apply"}}
+	variablesAttribute     = accessAttribute{Name: "variables", Choices: []string{"none", "read", "write"}}
+	stateVersionsAttribute = accessAttribute{Name: "state_versions", Choices: []string{"none", "read-outputs", "read", "write"}}
+	sentinelMocksAttribute = accessAttribute{Name: "sentinel_mocks", Choices: []string{"none", "read"}}
+)
+
+// workspaceAttributes are a workspace grant's custom attributes.
+var workspaceAttributes = []accessAttribute{runsAttribute, variablesAttribute, stateVersionsAttribute, sentinelMocksAttribute,
+	{Name: "workspace_locking"}, {Name: "run_tasks"}}
+
+// projectAttributes are a project grant's: the project's own, then those
+// it gives in each of the project's workspaces.
+var projectAttributes = append([]accessAttribute{
+	{Name: "settings", Group: "project_access", Choices: []string{"read", "update", "delete"}},
+	{Name: "teams", Group: "project_access", Choices: []string{"none", "read", "manage"}},
+	{Name: "variable_sets", Group: "project_access", Choices: []string{"none", "read", "write"}},
+}, inGroup("workspace_access", runsAttribute, variablesAttribute, stateVersionsAttribute, sentinelMocksAttribute,
+	accessAttribute{Name: "create_workspaces"}, accessAttribute{Name: "locking"}, accessAttribute{Name: "move_workspaces"},
+	accessAttribute{Name: "delete_workspaces"}, accessAttribute{Name: "run_tasks"})...)
+
+func inGroup(group string, attrs ...accessAttribute) []accessAttribute {
+	for i := range attrs {
+		attrs[i].Group = group
+	}
+	return attrs
+}
+
+// Workspace and project levels in the order HCP lists them.
+var (
+	workspaceLevels = []string{access.LevelRead, access.LevelPlan, access.LevelWrite, access.LevelAdmin, access.LevelCustom}
+	projectLevels   = []string{access.LevelRead, access.LevelWrite, access.LevelMaintain, access.LevelAdmin, access.LevelCustom}
+)
+
+// teamGrant is a team's workspace or project grant. Values holds its
+// custom attributes by name: a workspace grant carries them at the top
+// level, a project grant in project_access and workspace_access.
+type teamGrant struct {
+	ID       string `json:"id"`
+	TeamID   string `json:"team_id"`
+	TeamName string `json:"team_name"`
+	Access   string `json:"access"`
+	Values   map[string]any
+}
+
+func (g *teamGrant) UnmarshalJSON(raw []byte) error {
+	type plain teamGrant
+	if err := json.Unmarshal(raw, (*plain)(g)); err != nil {
+		return err
+	}
+	var all map[string]any
+	if err := json.Unmarshal(raw, &all); err != nil {
+		return err
+	}
+	g.Values = map[string]any{}
+	for k, v := range all {
+		if nested, ok := v.(map[string]any); ok && (k == "project_access" || k == "workspace_access") {
+			for nk, nv := range nested {
+				g.Values[k+"."+nk] = nv
+			}
+			continue
+		}
+		g.Values[k] = v
+	}
+	return nil
+}
+
+// attributeField is one attribute's control in a grant form.
+type attributeField struct {
+	accessAttribute
+	// ID is unique on the page (a grant's ID, or "new").
+	ID    string
+	Value any
+}
+
+// Key is the attribute's form and Values name.
+func (a accessAttribute) Key() string {
+	if a.Group == "" {
+		return a.Name
+	}
+	return a.Group + "." + a.Name
+}
+
+// Selected reports whether choice is the field's value, or, without one,
+// the first (the custom level's default).
+func (f attributeField) Selected(choice string) bool {
+	if v, ok := f.Value.(string); ok {
+		return v == choice
+	}
+	return choice == f.Choices[0]
+}
+
+// Checked reports whether a checkbox attribute is on.
+func (f attributeField) Checked() bool { v, _ := f.Value.(bool); return v }
+
+// Fields are the grant's attribute controls.
+func (g teamGrant) Fields(attrs []accessAttribute) []attributeField {
+	id := g.ID
+	if id == "" {
+		id = "new"
+	}
+	out := make([]attributeField, len(attrs))
+	for i, a := range attrs {
+		out[i] = attributeField{accessAttribute: a, ID: id, Value: g.Values[a.Key()]}
+	}
+	return out
+}
+
+// Custom describes a custom grant's attributes for the grants table.
+func (g teamGrant) Custom(attrs []accessAttribute) []string {
+	if g.Access != access.LevelCustom {
+		return nil
+	}
+	var out []string
+	for _, f := range g.Fields(attrs) {
+		switch v := f.Value.(type) {
+		case string:
+			out = append(out, f.Name+": "+v)
+		case bool:
+			if v {
+				out = append(out, f.Name)
+			}
+		}
+	}
+	return out
+}
+
+// grantBody reads a grant form: the level, and with custom the
+// attributes (the API refuses them with a fixed level).
+func grantBody(r *http.Request, attrs []accessAttribute) map[string]any {
+	level := r.PostFormValue("access")
+	body := map[string]any{"access": level}
+	if level != access.LevelCustom {
+		return body
+	}
+	for _, a := range attrs {
+		var v any = r.PostFormValue(a.Key()) == "on"
+		if a.Choices != nil {
+			v = r.PostFormValue(a.Key())
+		}
+		if a.Group == "" {
+			body[a.Name] = v
+			continue
+		}
+		group, _ := body[a.Group].(map[string]any)
+		if group == nil {
+			group = map[string]any{}
+			body[a.Group] = group
+		}
+		group[a.Name] = v
+	}
+	return body
+}
+
+// grantRefusal explains a refused grant change.
+func grantRefusal(err error) string {
+	if apiclient.StatusOf(err) == http.StatusConflict {
+		return "That team already has access here: change its level instead."
+	}
+	return teamRefusal(err)
+}
+
+// teamAccess is the grants panel of a workspace or a project: the grants,
+// the teams that have none yet, and whether the caller may change them.
+type teamAccess struct {
+	Grants    []teamGrant
+	Teams     []team
+	Levels    []string
+	attrs     []accessAttribute
+	CanManage bool
+	// Subject is what the grants are on: workspace or project.
+	Subject string
+	// Action is the grants' base path on the dashboard.
+	Action string
+}
+
+// Fields are a grant's attribute controls.
+func (t teamAccess) Fields(g teamGrant) []attributeField { return g.Fields(t.attrs) }
+
+// Custom describes a custom grant.
+func (t teamAccess) Custom(g teamGrant) []string { return g.Custom(t.attrs) }
+
+// NewFields are the grant form's attribute controls.
+func (t teamAccess) NewFields() []attributeField { return teamGrant{}.Fields(t.attrs) }
+
+// loadTeamAccess reads a workspace's or project's grants from path and,
+// for a caller who may grant, the teams without one.
+func (s *Site) loadTeamAccess(ctx context.Context, token, path string, ta teamAccess) (teamAccess, error) {
+	grants, err := apiclient.List[teamGrant](ctx, s.api, token, path)
+	if err != nil {
+		return ta, err
+	}
+	ta.Grants = grants.Data
+	if !ta.CanManage {
+		return ta, nil
+	}
+	teams, err := apiclient.List[team](ctx, s.api, token, "/v1/teams?limit=100")
+	if err != nil {
+		return ta, err
+	}
+	for _, t := range teams.Data {
+		if !t.Owners && !slices.ContainsFunc(ta.Grants, func(g teamGrant) bool { return g.TeamID == t.ID }) {
+			ta.Teams = append(ta.Teams, t)
+		}
+	}
+	return ta, nil
+}
+
+// workspaceTeamAccessPage is the workspace's Settings → Team access.
+type workspaceTeamAccessPage struct {
+	*workspaceShell
+	Access teamAccess
+}
+
+func workspaceTeamAccessPath(workspaceID string) string {
+	return "/workspaces/" + url.PathEscape(workspaceID) + "/settings/team-access"
+}
+
+func (s *Site) loadWorkspaceTeamAccess(ctx context.Context, _ *http.Request, token string, sh *workspaceShell) (any, error) {
+	// The page belongs to Settings in the tab bar.
+	sh.Tab = "settings"
+	canManage := sh.Caller.Can(string(access.PermTeamManage)) && sh.Caller.Can(string(access.PermWorkspaceAdmin))
+	ta, err := s.loadTeamAccess(ctx, token, "/v1/workspaces/"+url.PathEscape(sh.Workspace.ID)+"/team-access?limit=100",
+		teamAccess{Subject: "workspace", Action: workspaceTeamAccessPath(sh.Workspace.ID), attrs: workspaceAttributes, Levels: workspaceLevels, CanManage: canManage})
+	return workspaceTeamAccessPage{workspaceShell: sh, Access: ta}, err
+}
+
+// workspaceGrantAction runs a workspace grant mutation and returns to the
+// team access page, or shows it again with the refusal.
+func (s *Site) workspaceGrantAction(w http.ResponseWriter, r *http.Request, token, method, path string, body any, done string) {
+	if err := s.api.Mutate(r.Context(), token, method, path, newKey(), body, nil); err != nil {
+		s.showWorkspaceTab(w, r, token, "team-access", s.loadWorkspaceTeamAccess, refusedStatus(err), grantRefusal(err))
+		return
+	}
+	backTo(w, r, "settings/team-access", done)
+}
+
+func (s *Site) grantWorkspaceTeamAccess(w http.ResponseWriter, r *http.Request, token string) {
+	body := grantBody(r, workspaceAttributes)
+	body["team_id"] = r.PostFormValue("team_id")
+	s.workspaceGrantAction(w, r, token, http.MethodPost, "/v1/workspaces/"+url.PathEscape(r.PathValue("id"))+"/team-access", body, "grant-added")
+}
+
+func (s *Site) updateWorkspaceTeamAccess(w http.ResponseWriter, r *http.Request, token string) {
+	s.workspaceGrantAction(w, r, token, http.MethodPatch, "/v1/workspace-team-access/"+url.PathEscape(r.PathValue("grantId")),
+		grantBody(r, workspaceAttributes), "grant-saved")
+}
+
+func (s *Site) revokeWorkspaceTeamAccess(w http.ResponseWriter, r *http.Request, token string) {
+	s.workspaceGrantAction(w, r, token, http.MethodDelete, "/v1/workspace-team-access/"+url.PathEscape(r.PathValue("grantId")), nil, "grant-revoked")
+}
+
+// projectPage is one project: its workspaces and its team access.
+type projectPage struct {
+	Tab        string
+	Project    project
+	Workspaces []workspaceRef
+	Access     teamAccess
+	Notice     string
+	Error      string
+}
+
+func projectPath(id string) string { return "/organization/projects/" + url.PathEscape(id) }
+
+func (s *Site) projectPage(w http.ResponseWriter, r *http.Request, token string) {
+	s.renderProject(w, r, token, http.StatusOK, projectPage{Notice: workspaceNotices[r.URL.Query().Get("done")]})
+}
+
+func (s *Site) renderProject(w http.ResponseWriter, r *http.Request, token string, status int, page projectPage) {
+	f := s.frame(r, "Project")
+	ctx := r.Context()
+	page.Tab = "projects"
+	id := r.PathValue("projectId")
+	if err := s.api.Call(ctx, token, http.MethodGet, "/v1/projects/"+url.PathEscape(id), nil, &page.Project); err != nil {
+		s.unavailable(w, r, f, err)
+		return
+	}
+	f.Title = page.Project.Name
+	c, err := s.callerFor(ctx, token, f)
+	if err != nil {
+		s.unavailable(w, r, f, err)
+		return
+	}
+	_, workspaces, err := s.workspaceNames(ctx, token)
+	if err != nil {
+		s.unavailable(w, r, f, err)
+		return
+	}
+	for _, ws := range workspaces {
+		if ws.ProjectID == page.Project.ID {
+			page.Workspaces = append(page.Workspaces, ws)
+		}
+	}
+	canManage := c.Can(string(access.PermTeamManage)) && c.Can(string(access.PermWorkspaceAdmin))
+	page.Access, err = s.loadTeamAccess(ctx, token, "/v1/projects/"+url.PathEscape(page.Project.ID)+"/team-access?limit=100",
+		teamAccess{Subject: "project", Action: projectPath(page.Project.ID) + "/team-access", attrs: projectAttributes, Levels: projectLevels, CanManage: canManage})
+	if err != nil {
+		s.unavailable(w, r, f, err)
+		return
+	}
+	f.Page = page
+	s.render(w, r, status, "org-project.html", f)
+}
+
+// projectGrantAction runs a project grant mutation and returns to the
+// project, or shows it again with the refusal.
+func (s *Site) projectGrantAction(w http.ResponseWriter, r *http.Request, token, method, path string, body any, done string) {
+	if err := s.api.Mutate(r.Context(), token, method, path, newKey(), body, nil); err != nil {
+		s.renderProject(w, r, token, refusedStatus(err), projectPage{Error: grantRefusal(err)})
+		return
+	}
+	http.Redirect(w, r, projectPath(r.PathValue("projectId"))+"?done="+done, http.StatusSeeOther)
+}
+
+func (s *Site) grantProjectTeamAccess(w http.ResponseWriter, r *http.Request, token string) {
+	body := grantBody(r, projectAttributes)
+	body["team_id"] = r.PostFormValue("team_id")
+	s.projectGrantAction(w, r, token, http.MethodPost, "/v1/projects/"+url.PathEscape(r.PathValue("projectId"))+"/team-access", body, "grant-added")
+}
+
+func (s *Site) updateProjectTeamAccess(w http.ResponseWriter, r *http.Request, token string) {
+	s.projectGrantAction(w, r, token, http.MethodPatch, "/v1/project-team-access/"+url.PathEscape(r.PathValue("grantId")),
+		grantBody(r, projectAttributes), "grant-saved")
+}
+
+func (s *Site) revokeProjectTeamAccess(w http.ResponseWriter, r *http.Request, token string) {
+	s.projectGrantAction(w, r, token, http.MethodDelete, "/v1/project-team-access/"+url.PathEscape(r.PathValue("grantId")), nil, "grant-revoked")
+}

@@ -242,7 +242,7 @@ func (s *Site) loadWorkspaceTeamAccess(ctx context.Context, _ *http.Request, tok
 	// The page belongs to Settings in the tab bar.
 	sh.Tab = "settings"
 	canManage := sh.Caller.Can(string(access.PermTeamManage)) && sh.Caller.Can(string(access.PermWorkspaceAdmin))
-	ta, err := s.loadTeamAccess(ctx, token, "/v1/workspaces/"+url.PathEscape(sh.Workspace.ID)+"/team-access?limit=100",
+	ta, err := s.loadTeamAccess(ctx, token, "/v1/workspaces/"+url.PathEscape(sh.Workspace.ID)+"/team-access",
 		teamAccess{Subject: "workspace", Action: workspaceTeamAccessPath(sh.Workspace.ID), attrs: workspaceAttributes, Levels: workspaceLevels, CanManage: canManage})
 	return workspaceTeamAccessPage{workspaceShell: sh, Access: ta}, err
 }
@@ -298,7 +298,7 @@ func (s *Site) renderProject(w http.ResponseWriter, r *http.Request, token strin
 		return
 	}
 	f.Title = page.Project.Name
-	c, err := s.callerFor(ctx, token, f)
+	c, err := s.effectiveCaller(ctx, token, f, "")
 	if err != nil {
 		s.unavailable(w, r, f, err)
 		return
@@ -314,7 +314,7 @@ func (s *Site) renderProject(w http.ResponseWriter, r *http.Request, token strin
 		}
 	}
 	canManage := c.Can(string(access.PermTeamManage)) && c.Can(string(access.PermWorkspaceAdmin))
-	page.Access, err = s.loadTeamAccess(ctx, token, "/v1/projects/"+url.PathEscape(page.Project.ID)+"/team-access?limit=100",
+	page.Access, err = s.loadTeamAccess(ctx, token, "/v1/projects/"+url.PathEscape(page.Project.ID)+"/team-access",
 		teamAccess{Subject: "project", Action: projectPath(page.Project.ID) + "/team-access", attrs: projectAttributes, Levels: projectLevels, CanManage: canManage})
 	if err != nil {
 		s.unavailable(w, r, f, err)

@@ -103,7 +103,7 @@ func (s *Site) teams(w http.ResponseWriter, r *http.Request, token string) {
 func (s *Site) renderTeams(w http.ResponseWriter, r *http.Request, token string, status int, page teamsPage) {
 	f := s.frame(r, "Teams")
 	page.Tab, page.Visibility, page.AccessFlags = "teams", teamVisibilities, organizationAccessFlags
-	c, err := s.callerFor(r.Context(), token, f)
+	c, err := s.effectiveCaller(r.Context(), token, f, "")
 	if err != nil {
 		s.unavailable(w, r, f, err)
 		return
@@ -130,13 +130,14 @@ func (s *Site) renderTeams(w http.ResponseWriter, r *http.Request, token string,
 // visibility and SSO team ID, and the organization access when the form
 // offered it (only to who may set it, and never for the owners team, which
 // holds every permission whatever its flags say). An empty SSO team ID is
-// left out of a new team and clears an existing one's.
+// left out of a new team and clears an existing one's (the API clears it
+// on an empty string).
 func teamBody(r *http.Request, update bool) map[string]any {
 	body := map[string]any{"name": strings.TrimSpace(r.PostFormValue("name")), "visibility": r.PostFormValue("visibility")}
 	if sso := strings.TrimSpace(r.PostFormValue("sso_team_id")); sso != "" {
 		body["sso_team_id"] = sso
 	} else if update {
-		body["sso_team_id"] = nil
+		body["sso_team_id"] = ""
 	}
 	if r.PostFormValue("organization_access") == "shown" {
 		body["organization_access"] = organizationAccessForm(r)
@@ -194,7 +195,7 @@ func (s *Site) renderTeam(w http.ResponseWriter, r *http.Request, token string, 
 		return
 	}
 	f.Title = page.Team.Name
-	c, err := s.callerFor(ctx, token, f)
+	c, err := s.effectiveCaller(ctx, token, f, "")
 	if err != nil {
 		s.unavailable(w, r, f, err)
 		return

@@ -69,7 +69,7 @@ func TestTeamBody(t *testing.T) {
 	if _, has := body["sso_team_id"]; has || body["name"] != "platform" || body["organization_access"] != nil {
 		t.Fatalf("create body %v", body)
 	}
-	if v, has := teamBody(plain, true)["sso_team_id"]; !has || v != nil {
+	if v, has := teamBody(plain, true)["sso_team_id"]; !has || v != "" {
 		t.Fatalf("an emptied SSO team ID does not clear it: %v", v)
 	}
 	shown := postForm(url.Values{"name": {"p"}, "sso_team_id": {"grp-1"}, "organization_access": {"shown"}, "access_manage_teams": {"on"}})
@@ -213,7 +213,7 @@ func TestTeamPagesOfferOnlyWhatTheCallerMay(t *testing.T) {
 // revoke to who may grant, and only the list to anyone else.
 func TestTeamAccessPanels(t *testing.T) {
 	t.Parallel()
-	owner, member := callerOf(ptr("owner")), callerOf(ptr("member"))
+	owner, member := callerOf(ptr("owner"), "usr_1"), callerOf(ptr("member"), "usr_2")
 	grants := []teamGrant{{ID: "twa_1", TeamID: "team_p", TeamName: "platform", Access: "plan"},
 		{ID: "twa_2", TeamID: "team_c", TeamName: "contractors", Access: "custom", Values: map[string]any{"runs": "read", "state_versions": "read-outputs"}}}
 	panel := func(manage bool) teamAccess {
@@ -296,4 +296,3 @@ func TestEmptyWorkspacesExplainTeams(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
-

@@ -91,7 +91,7 @@ func (s *Site) showWorkspaceTab(w http.ResponseWriter, r *http.Request, token, t
 		return
 	}
 	var err error
-	if sh.Caller, err = s.callerFor(ctx, token, f); err != nil {
+	if sh.Caller, err = s.effectiveCaller(ctx, token, f, sh.Workspace.ID); err != nil {
 		s.unavailable(w, r, f, err)
 		return
 	}

@@ -46,7 +46,7 @@ func (s *Site) renderWorkspaces(w http.ResponseWriter, r *http.Request, token, m
 		return
 	}
 	page.Projects = projects.Data
-	c, err := s.callerFor(r.Context(), token, f)
+	c, err := s.effectiveCaller(r.Context(), token, f, "")
 	if err != nil {
 		s.unavailable(w, r, f, err)
 		return

@@ -138,6 +138,13 @@ func (p Principal) PermissionsIn(workspaceID, projectID string) PermissionSet {
 	return p.Permissions.Union(g.organization).Union(g.workspaces[workspaceID]).Union(g.projects[projectID])
 }
 
+// OrganizationPermissions is what the principal may do across the
+// organization: its baseline and its teams' organization access, without
+// any one workspace's or project's grants.
+func (p Principal) OrganizationPermissions() PermissionSet {
+	return p.Permissions.Union(p.Grants.organization)
+}
+
 // PermissionsOnProject is what the principal may do on a project itself.
 func (p Principal) PermissionsOnProject(projectID string) PermissionSet {
 	return p.Permissions.Union(p.Grants.organization).Union(p.Grants.projectsOwn[projectID])

@@ -30,6 +30,7 @@ import (
 	"github.com/cairnhq/cairn/api/run"
 	"github.com/cairnhq/cairn/api/serviceaccount"
 	"github.com/cairnhq/cairn/api/state"
+	"github.com/cairnhq/cairn/api/team"
 	v1 "github.com/cairnhq/cairn/api/v1"
 	"github.com/cairnhq/cairn/api/workspace"
 )
@@ -114,6 +115,7 @@ func Assemble(cfg config.Config, conn *sqlx.DB, logger *slog.Logger) (Deps, erro
 		State:           states,
 		Policies:        policies,
 		Credentials:     creds,
+		Teams:           team.NewService(conn, workspaces),
 		Runs:            runs,
 		GitHub: github.NewService(conn, app, workspaces, runs, inserter,
 			secret.Derive(cfg.AuthSecret, "github-installation-state"), logger,

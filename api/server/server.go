@@ -123,7 +123,7 @@ func New(deps Deps) (*Server, error) {
 		Config: deps.Config, DB: deps.DB, Logger: deps.Logger, Identity: deps.Identity,
 		ServiceAccounts: deps.Services.ServiceAccounts, Workspaces: deps.Services.Workspaces,
 		State: deps.Services.State, Launch: deps.Services.Launch, Runs: deps.Services.Runs,
-		Capabilities: capability.NewSigner(deps.Config.AuthSecret),
+		Teams: deps.Services.Teams, Capabilities: capability.NewSigner(deps.Config.AuthSecret),
 	})
 	operator.Mount(app.Group("/operator/v1"), operator.Deps{
 		Token: deps.Config.OperatorToken, Launch: deps.Services.Launch, Logger: deps.Logger,

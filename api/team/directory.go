@@ -19,11 +19,17 @@ func MembersIn(ctx context.Context, q sqlx.QueryerContext, teamID string) ([]Mem
 	return membersOf(ctx, q, teamID)
 }
 
+// TeamIn reads a team inside the caller's transaction, for rendering what
+// a change just named (the change checked that the team may be managed).
+func TeamIn(ctx context.Context, q sqlx.QueryerContext, organizationID, teamID string) (Team, error) {
+	return teamByID(ctx, q, organizationID, teamID, false)
+}
+
 // MemberOf reads one member of an organization as a team member would be
 // shown; someone outside it is not found.
 func MemberOf(ctx context.Context, q sqlx.QueryerContext, organizationID, userID string) (Member, error) {
 	var m Member
-	err := sqlx.GetContext(ctx, q, &m, `SELECT m.user_id, u.name, u.email, m.created_at
+	err := sqlx.GetContext(ctx, q, &m, `SELECT m.user_id, u.name, u.email, m.role, m.created_at
 		FROM memberships m JOIN users u ON u.id = m.user_id
 		WHERE m.organization_id = $1 AND m.user_id = $2 AND u.banned_at IS NULL`, organizationID, userID)
 	if errors.Is(err, sql.ErrNoRows) {

@@ -11,6 +11,7 @@ import (
 	"github.com/lib/pq"
 
 	"github.com/cairnhq/cairn/api/access"
+	"github.com/cairnhq/cairn/api/platform/cursor"
 	"github.com/cairnhq/cairn/api/platform/db"
 	"github.com/cairnhq/cairn/api/platform/fault"
 )
@@ -99,22 +100,30 @@ func teamByID(ctx context.Context, q sqlx.QueryerContext, organizationID, teamID
 	return t, nil
 }
 
-// ListFilter narrows a team list: exact names, or a name substring.
+// ListFilter narrows a team list: exact names, or a name substring. With
+// a Page the list is that cursor page, newest first; without one it is
+// every match by name.
 type ListFilter struct {
 	Names []string
 	Query string
+	Page  *cursor.Page
 }
 
 // listTeams reads the organization's teams by name that the viewer may
 // see: organization-visible ones, its own, or all with seeSecret.
 func listTeams(ctx context.Context, q sqlx.QueryerContext, organizationID, viewerID string, seeSecret bool, f ListFilter) ([]Team, error) {
+	args := []any{organizationID, seeSecret, viewerID, pq.Array(f.Names), f.Query}
+	keyset, order := "", ` ORDER BY lower(t.name), t.id`
+	if f.Page != nil {
+		keyset, args = f.Page.Keyset(args, "t.created_at", "t.id")
+		order = f.Page.OrderLimit("t.created_at", "t.id")
+	}
 	var out []Team
 	err := sqlx.SelectContext(ctx, q, &out, `SELECT `+teamColumns+` FROM teams t
 		WHERE t.organization_id = $1
 		  AND ($2 OR t.visibility = 'organization' OR EXISTS (SELECT 1 FROM team_members m WHERE m.team_id = t.id AND m.user_id = $3))
 		  AND (coalesce(cardinality($4::text[]), 0) = 0 OR t.name = ANY($4))
-		  AND ($5 = '' OR strpos(lower(t.name), lower($5)) > 0)
-		ORDER BY lower(t.name), t.id`, organizationID, seeSecret, viewerID, pq.Array(f.Names), f.Query)
+		  AND ($5 = '' OR strpos(lower(t.name), lower($5)) > 0)`+keyset+order, args...)
 	if err != nil {
 		return nil, fmt.Errorf("listing teams: %w", err)
 	}
@@ -176,8 +185,10 @@ func removeMember(ctx context.Context, q sqlx.ExtContext, teamID, userID string)
 
 func membersOf(ctx context.Context, q sqlx.QueryerContext, teamID string) ([]Member, error) {
 	out := []Member{}
-	err := sqlx.SelectContext(ctx, q, &out, `SELECT m.user_id, u.name, u.email, m.created_at
-		FROM team_members m JOIN users u ON u.id = m.user_id WHERE m.team_id = $1 ORDER BY u.email, m.user_id`, teamID)
+	err := sqlx.SelectContext(ctx, q, &out, `SELECT m.user_id, u.name, u.email, o.role, m.created_at
+		FROM team_members m JOIN users u ON u.id = m.user_id
+		JOIN memberships o ON o.organization_id = m.organization_id AND o.user_id = m.user_id
+		WHERE m.team_id = $1 ORDER BY u.email, m.user_id`, teamID)
 	if err != nil {
 		return nil, fmt.Errorf("listing team members: %w", err)
 	}
@@ -294,21 +305,35 @@ func deleteGrant(ctx context.Context, q sqlx.ExtContext, table, grantID string) 
 // grantRows is what one member's teams grant, read in one statement.
 type grantRows struct {
 	Teams []struct {
-		ID     string `json:"id"`
-		Owners bool   `json:"owners"`
+		ID         string `json:"id"`
+		Name       string `json:"name"`
+		Visibility string `json:"visibility"`
+		Owners     bool   `json:"owners"`
 		access.OrganizationAccess
 	} `json:"teams"`
 	Workspaces []struct {
+		TeamID      string `json:"team_id"`
 		WorkspaceID string `json:"workspace_id"`
 		access.WorkspaceAccess
 	} `json:"workspaces"`
-	Projects []struct {
-		ProjectID        string `json:"project_id"`
-		CreateWorkspaces bool   `json:"create_workspaces"`
-		DeleteWorkspaces bool   `json:"delete_workspaces"`
-		MoveWorkspaces   bool   `json:"move_workspaces"`
-		access.ProjectAccess
-	} `json:"projects"`
+	Projects []projectGrantRow `json:"projects"`
+}
+
+type projectGrantRow struct {
+	TeamID           string `json:"team_id"`
+	ProjectID        string `json:"project_id"`
+	CreateWorkspaces bool   `json:"create_workspaces"`
+	DeleteWorkspaces bool   `json:"delete_workspaces"`
+	MoveWorkspaces   bool   `json:"move_workspaces"`
+	access.ProjectAccess
+}
+
+// projectAccess is the grant with the workspace flags its columns name
+// differently from their JSON.
+func (p projectGrantRow) projectAccess() access.ProjectAccess {
+	a := p.ProjectAccess
+	a.Create, a.Delete, a.Move = p.CreateWorkspaces, p.DeleteWorkspaces, p.MoveWorkspaces
+	return a
 }
 
 // GrantsOf resolves what a member's teams grant in an organization, in one
@@ -316,6 +341,25 @@ type grantRows struct {
 // it on every authenticated request: there is no cache to outlive a
 // revocation.
 func GrantsOf(ctx context.Context, q sqlx.QueryerContext, organizationID, userID string) (access.TeamGrants, error) {
+	rows, err := readGrantRows(ctx, q, organizationID, userID)
+	if err != nil {
+		return access.TeamGrants{}, err
+	}
+	var g access.TeamGrants
+	for _, t := range rows.Teams {
+		g.TeamIDs = append(g.TeamIDs, t.ID)
+		g.AddOrganization(t.OrganizationAccess, t.Owners)
+	}
+	for _, w := range rows.Workspaces {
+		g.AddWorkspace(w.WorkspaceID, w.WorkspaceAccess)
+	}
+	for _, p := range rows.Projects {
+		g.AddProject(p.ProjectID, p.projectAccess())
+	}
+	return g, nil
+}
+
+func readGrantRows(ctx context.Context, q sqlx.QueryerContext, organizationID, userID string) (grantRows, error) {
 	var raw []byte
 	err := sqlx.GetContext(ctx, q, &raw, `
 		WITH mine AS (
@@ -327,24 +371,11 @@ func GrantsOf(ctx context.Context, q sqlx.QueryerContext, organizationID, userID
 			'projects', (SELECT coalesce(json_agg(a), '[]') FROM team_project_access a JOIN mine ON mine.id = a.team_id))`,
 		organizationID, userID)
 	if err != nil {
-		return access.TeamGrants{}, fmt.Errorf("reading team grants: %w", err)
+		return grantRows{}, fmt.Errorf("reading team grants: %w", err)
 	}
 	var rows grantRows
 	if err := json.Unmarshal(raw, &rows); err != nil {
-		return access.TeamGrants{}, fmt.Errorf("decoding team grants: %w", err)
+		return grantRows{}, fmt.Errorf("decoding team grants: %w", err)
 	}
-	var g access.TeamGrants
-	for _, t := range rows.Teams {
-		g.TeamIDs = append(g.TeamIDs, t.ID)
-		g.AddOrganization(t.OrganizationAccess, t.Owners)
-	}
-	for _, w := range rows.Workspaces {
-		g.AddWorkspace(w.WorkspaceID, w.WorkspaceAccess)
-	}
-	for _, p := range rows.Projects {
-		a := p.ProjectAccess
-		a.Create, a.Delete, a.Move = p.CreateWorkspaces, p.DeleteWorkspaces, p.MoveWorkspaces
-		g.AddProject(p.ProjectID, a)
-	}
-	return g, nil
+	return rows, nil
 }

@@ -34,12 +34,14 @@ type Team struct {
 	UpdatedAt  time.Time `db:"updated_at"`
 }
 
-// Member is a user in a team.
+// Member is a user in a team, with their baseline role in the
+// organization.
 type Member struct {
-	UserID  string    `db:"user_id"`
-	Name    string    `db:"name"`
-	Email   string    `db:"email"`
-	AddedAt time.Time `db:"created_at"`
+	UserID  string      `db:"user_id"`
+	Name    string      `db:"name"`
+	Email   string      `db:"email"`
+	Role    access.Role `db:"role"`
+	AddedAt time.Time   `db:"created_at"`
 }
 
 // WorkspaceGrant is a team's access to a workspace.

@@ -42,6 +42,9 @@ const (
 	// admitSourceIngestion resolves the workspace of the source ingestion
 	// the {id} path parameter names.
 	admitSourceIngestion
+	// admitWorkspaceGrant resolves the workspace of the team's workspace
+	// access grant the {id} path parameter names.
+	admitWorkspaceGrant
 	// admitInHandler operations carry their ownership in the JSON body:
 	// the handler resolves it and calls requireAdmission before writing
 	// (creating a run also passes the new-run rule in its transaction).
@@ -99,6 +102,8 @@ func (a *API) subjectOf(ctx context.Context, p access.Principal, kind admission,
 		query = `SELECT workspace_id FROM credential_profiles WHERE id = $1 AND organization_id = $2`
 	case admitSourceIngestion:
 		query = `SELECT workspace_id FROM source_ingestions WHERE id = $1 AND organization_id = $2`
+	case admitWorkspaceGrant:
+		query = `SELECT workspace_id FROM team_workspace_access WHERE id = $1 AND organization_id = $2`
 	default:
 		return launch.Subject{}, fmt.Errorf("admission %d has no ownership projection", kind)
 	}

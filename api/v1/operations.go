@@ -13,6 +13,7 @@ import (
 	"github.com/cairnhq/cairn/api/run"
 	"github.com/cairnhq/cairn/api/serviceaccount"
 	"github.com/cairnhq/cairn/api/state"
+	"github.com/cairnhq/cairn/api/team"
 	"github.com/cairnhq/cairn/api/workspace"
 )
 
@@ -29,6 +30,7 @@ type Services struct {
 	State           *state.Service
 	Policies        *policy.Service
 	Credentials     *credential.Service
+	Teams           *team.Service
 	// GitHub is the code-host app; nil without a database.
 	GitHub *github.Service
 	// RunEvents wakes live run streams when a run's log or status changes.
@@ -44,6 +46,9 @@ func (a *API) registerOperations() {
 	a.registerWorkspaces()
 	a.registerVariables()
 	a.registerServiceAccounts()
+	a.registerTeams()
+	a.registerTeamAccess()
+	a.registerMembers()
 	a.registerAudit()
 	a.registerUserTokens()
 	a.registerState()

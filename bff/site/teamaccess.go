@@ -174,14 +174,6 @@ func grantBody(r *http.Request, attrs []accessAttribute) map[string]any {
 	return body
 }
 
-// grantRefusal explains a refused grant change.
-func grantRefusal(err error) string {
-	if apiclient.StatusOf(err) == http.StatusConflict {
-		return "That team already has access here: change its level instead."
-	}
-	return teamRefusal(err)
-}
-
 // teamAccess is the grants panel of a workspace or a project: the grants,
 // the teams that have none yet, and whether the caller may change them.
 type teamAccess struct {
@@ -251,7 +243,7 @@ func (s *Site) loadWorkspaceTeamAccess(ctx context.Context, _ *http.Request, tok
 // team access page, or shows it again with the refusal.
 func (s *Site) workspaceGrantAction(w http.ResponseWriter, r *http.Request, token, method, path string, body any, done string) {
 	if err := s.api.Mutate(r.Context(), token, method, path, newKey(), body, nil); err != nil {
-		s.showWorkspaceTab(w, r, token, "team-access", s.loadWorkspaceTeamAccess, refusedStatus(err), grantRefusal(err))
+		s.showWorkspaceTab(w, r, token, "team-access", s.loadWorkspaceTeamAccess, refusedStatus(err), teamRefusal(err))
 		return
 	}
 	backTo(w, r, "settings/team-access", done)
@@ -328,7 +320,7 @@ func (s *Site) renderProject(w http.ResponseWriter, r *http.Request, token strin
 // project, or shows it again with the refusal.
 func (s *Site) projectGrantAction(w http.ResponseWriter, r *http.Request, token, method, path string, body any, done string) {
 	if err := s.api.Mutate(r.Context(), token, method, path, newKey(), body, nil); err != nil {
-		s.renderProject(w, r, token, refusedStatus(err), projectPage{Error: grantRefusal(err)})
+		s.renderProject(w, r, token, refusedStatus(err), projectPage{Error: teamRefusal(err)})
 		return
 	}
 	http.Redirect(w, r, projectPath(r.PathValue("projectId"))+"?done="+done, http.StatusSeeOther)

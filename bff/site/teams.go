@@ -59,17 +59,22 @@ func organizationAccessForm(r *http.Request) map[string]bool {
 
 // teamRefusal explains a refused team change without the API's text.
 func teamRefusal(err error) string {
-	switch apiclient.StatusOf(err) {
-	case http.StatusConflict:
-		return "Another team already has that name or SSO team ID, or the team already has that access."
-	case http.StatusUnprocessableEntity, http.StatusBadRequest:
-		return "Check what you entered: the API refused it as invalid."
-	case http.StatusNotFound:
-		return "That team, member or grant no longer exists."
-	}
 	switch apiclient.CodeOf(err) {
-	case "TEAM_OWNERS", "OWNERS_TEAM":
-		return "The owners team cannot be deleted or renamed, and keeps at least one member."
+	case "TEAM_NAME_TAKEN":
+		return "Another team already has that name."
+	case "TEAM_SSO_TEAM_ID_TAKEN":
+		return "Another team already has that SSO team ID."
+	case "TEAM_ACCESS_EXISTS":
+		return "That team already has access here: change its level instead."
+	case "OWNERS_TEAM_FIXED":
+		return "The owners team cannot be deleted or renamed, and its organization access is fixed."
+	case "OWNERS_TEAM_EMPTY":
+		return "The owners team keeps at least one member."
+	case "VALIDATION_FAILED":
+		return "Check what you entered: the API refused it as invalid."
+	}
+	if apiclient.StatusOf(err) == http.StatusNotFound {
+		return "That team, member or grant no longer exists, or you cannot see it."
 	}
 	return refusal(err)
 }

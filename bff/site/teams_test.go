@@ -296,3 +296,17 @@ func TestEmptyWorkspacesExplainTeams(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestTeamRefusalsNameTheirCause: each team conflict the API names is
+// explained as itself, not as a generic failure.
+func TestTeamRefusalsNameTheirCause(t *testing.T) {
+	t.Parallel()
+	seen := map[string]bool{}
+	for _, code := range []string{"TEAM_NAME_TAKEN", "TEAM_SSO_TEAM_ID_TAKEN", "TEAM_ACCESS_EXISTS", "OWNERS_TEAM_FIXED", "OWNERS_TEAM_EMPTY"} {
+		message := teamRefusal(&apiclient.Error{Status: http.StatusConflict, Code: code})
+		if seen[message] || strings.Contains(message, "refused (409") {
+			t.Errorf("%s: %q", code, message)
+		}
+		seen[message] = true
+	}
+}

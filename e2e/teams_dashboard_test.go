@@ -73,13 +73,7 @@ func TestTeamsDashboard(t *testing.T) {
 
 	member := newBrowser(t)
 	signInAs(t, member, s, second.email)
-	browse(t, member, "switching organization",
-		chromedp.Navigate(s.DashboardURL+"/organizations"),
-		chromedp.WaitVisible(chromedp.CSS("#switch-org")),
-		chromedp.SetValue(chromedp.CSS("#switch-org"), owner.orgID),
-		chromedp.Submit(chromedp.CSS("#switch-org")),
-		chromedp.WaitVisible(chromedp.CSS("#main-nav")),
-	)
+	switchOrganization(t, member, s, owner.orgID)
 	browse(t, member, "the member's workspaces", chromedp.Navigate(s.DashboardURL+"/workspaces"), chromedp.WaitVisible(chromedp.CSS("main table")))
 	waitText(t, member, "main table", "alpha")
 	if text, _ := chromedp.Run(member, chromedp.Text(chromedp.CSS("main"))); strings.Contains(text, "bravo") || count(t, member, "a[href='/workspaces/"+bravo+"']") != 0 {

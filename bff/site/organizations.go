@@ -107,14 +107,7 @@ func (s *Site) renderOrganizations(w http.ResponseWriter, r *http.Request, token
 		s.unavailable(w, r, f, err)
 		return
 	}
-	var current struct {
-		User struct {
-			ID string `json:"id"`
-		} `json:"user"`
-		Session struct {
-			ActiveOrganizationID *string `json:"active_organization_id"`
-		} `json:"session"`
-	}
+	var current apiSession
 	if err := s.api.Call(r.Context(), token, http.MethodGet, "/api/auth/get-session", nil, &current); err != nil {
 		s.unavailable(w, r, f, err)
 		return

@@ -239,31 +239,6 @@ func (s *Site) loadWorkspaceTeamAccess(ctx context.Context, _ *http.Request, tok
 	return workspaceTeamAccessPage{workspaceShell: sh, Access: ta}, err
 }
 
-// workspaceGrantAction runs a workspace grant mutation and returns to the
-// team access page, or shows it again with the refusal.
-func (s *Site) workspaceGrantAction(w http.ResponseWriter, r *http.Request, token, method, path string, body any, done string) {
-	if err := s.api.Mutate(r.Context(), token, method, path, newKey(), body, nil); err != nil {
-		s.showWorkspaceTab(w, r, token, "team-access", s.loadWorkspaceTeamAccess, refusedStatus(err), teamRefusal(err))
-		return
-	}
-	backTo(w, r, "settings/team-access", done)
-}
-
-func (s *Site) grantWorkspaceTeamAccess(w http.ResponseWriter, r *http.Request, token string) {
-	body := grantBody(r, workspaceAttributes)
-	body["team_id"] = r.PostFormValue("team_id")
-	s.workspaceGrantAction(w, r, token, http.MethodPost, "/v1/workspaces/"+url.PathEscape(r.PathValue("id"))+"/team-access", body, "grant-added")
-}
-
-func (s *Site) updateWorkspaceTeamAccess(w http.ResponseWriter, r *http.Request, token string) {
-	s.workspaceGrantAction(w, r, token, http.MethodPatch, "/v1/workspace-team-access/"+url.PathEscape(r.PathValue("grantId")),
-		grantBody(r, workspaceAttributes), "grant-saved")
-}
-
-func (s *Site) revokeWorkspaceTeamAccess(w http.ResponseWriter, r *http.Request, token string) {
-	s.workspaceGrantAction(w, r, token, http.MethodDelete, "/v1/workspace-team-access/"+url.PathEscape(r.PathValue("grantId")), nil, "grant-revoked")
-}
-
 // projectPage is one project: its workspaces and its team access.
 type projectPage struct {
 	Tab        string
@@ -316,27 +291,51 @@ func (s *Site) renderProject(w http.ResponseWriter, r *http.Request, token strin
 	s.render(w, r, status, "org-project.html", f)
 }
 
-// projectGrantAction runs a project grant mutation and returns to the
-// project, or shows it again with the refusal.
-func (s *Site) projectGrantAction(w http.ResponseWriter, r *http.Request, token, method, path string, body any, done string) {
-	if err := s.api.Mutate(r.Context(), token, method, path, newKey(), body, nil); err != nil {
+// grantActions are one kind of grant's /v1 paths and form attributes, and
+// how the dashboard answers an action on it: back to its page with a
+// notice, or that page again with the refusal.
+type grantActions struct {
+	attrs []accessAttribute
+	// collection and param name the subject's grants:
+	// collection + {param} + "/team-access".
+	collection, param string
+	// grants is the prefix of one grant's path.
+	grants  string
+	refused func(s *Site, w http.ResponseWriter, r *http.Request, token string, err error)
+	back    func(w http.ResponseWriter, r *http.Request, done string)
+}
+
+var workspaceGrants = grantActions{attrs: workspaceAttributes, collection: "/v1/workspaces/", param: "id", grants: "/v1/workspace-team-access/",
+	refused: func(s *Site, w http.ResponseWriter, r *http.Request, token string, err error) {
+		s.showWorkspaceTab(w, r, token, "team-access", s.loadWorkspaceTeamAccess, refusedStatus(err), teamRefusal(err))
+	},
+	back: func(w http.ResponseWriter, r *http.Request, done string) { backTo(w, r, "settings/team-access", done) }}
+
+var projectGrants = grantActions{attrs: projectAttributes, collection: "/v1/projects/", param: "projectId", grants: "/v1/project-team-access/",
+	refused: func(s *Site, w http.ResponseWriter, r *http.Request, token string, err error) {
 		s.renderProject(w, r, token, refusedStatus(err), projectPage{Error: teamRefusal(err)})
-		return
+	},
+	back: func(w http.ResponseWriter, r *http.Request, done string) {
+		http.Redirect(w, r, projectPath(r.PathValue("projectId"))+"?done="+done, http.StatusSeeOther)
+	}}
+
+// teamAccessAction grants a team access from the form (action "grant"),
+// changes a grant's level ("update") or revokes it ("revoke").
+func (s *Site) teamAccessAction(g grantActions, action string) func(http.ResponseWriter, *http.Request, string) {
+	return func(w http.ResponseWriter, r *http.Request, token string) {
+		grant := g.grants + url.PathEscape(r.PathValue("grantId"))
+		method, path, done, body := http.MethodDelete, grant, "grant-revoked", map[string]any(nil)
+		switch action {
+		case "grant":
+			method, path, done, body = http.MethodPost, g.collection+url.PathEscape(r.PathValue(g.param))+"/team-access", "grant-added", grantBody(r, g.attrs)
+			body["team_id"] = r.PostFormValue("team_id")
+		case "update":
+			method, done, body = http.MethodPatch, "grant-saved", grantBody(r, g.attrs)
+		}
+		if err := s.api.Mutate(r.Context(), token, method, path, newKey(), body, nil); err != nil {
+			g.refused(s, w, r, token, err)
+			return
+		}
+		g.back(w, r, done)
 	}
-	http.Redirect(w, r, projectPath(r.PathValue("projectId"))+"?done="+done, http.StatusSeeOther)
-}
-
-func (s *Site) grantProjectTeamAccess(w http.ResponseWriter, r *http.Request, token string) {
-	body := grantBody(r, projectAttributes)
-	body["team_id"] = r.PostFormValue("team_id")
-	s.projectGrantAction(w, r, token, http.MethodPost, "/v1/projects/"+url.PathEscape(r.PathValue("projectId"))+"/team-access", body, "grant-added")
-}
-
-func (s *Site) updateProjectTeamAccess(w http.ResponseWriter, r *http.Request, token string) {
-	s.projectGrantAction(w, r, token, http.MethodPatch, "/v1/project-team-access/"+url.PathEscape(r.PathValue("grantId")),
-		grantBody(r, projectAttributes), "grant-saved")
-}
-
-func (s *Site) revokeProjectTeamAccess(w http.ResponseWriter, r *http.Request, token string) {
-	s.projectGrantAction(w, r, token, http.MethodDelete, "/v1/project-team-access/"+url.PathEscape(r.PathValue("grantId")), nil, "grant-revoked")
 }

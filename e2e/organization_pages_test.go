@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"net/url"
@@ -25,13 +26,7 @@ func TestDashboardReaderSeesNoMutatingControls(t *testing.T) {
 	signInAs(t, ctx, s, reader.email)
 	// A new session starts in the reader's own organization: switch with
 	// the navigation's organization switcher.
-	browse(t, ctx, "switching organization",
-		chromedp.Navigate(s.DashboardURL+"/organizations"),
-		chromedp.WaitVisible(chromedp.CSS("#switch-org")),
-		chromedp.SetValue(chromedp.CSS("#switch-org"), owner.orgID),
-		chromedp.Submit(chromedp.CSS("#switch-org")),
-		chromedp.WaitVisible(chromedp.CSS("#main-nav")),
-	)
+	switchOrganization(t, ctx, s, owner.orgID)
 	waitText(t, ctx, "#main-nav [aria-current=page]", "Runs")
 	mutating := "main form[method=post], main button[type=submit]:not([disabled] *), main input[type=file]"
 	for _, path := range []string{"", "/runs", "/states", "/variables", "/policies", "/settings"} {
@@ -148,6 +143,19 @@ func TestDashboardDarkCanaryShowsOnlyItsWorkspace(t *testing.T) {
 		}
 	}
 	expectNoExceptions(t, ctx)
+}
+
+// switchOrganization makes orgID the browser session's active
+// organization with the navigation's switcher.
+func switchOrganization(t *testing.T, ctx context.Context, s *Stack, orgID string) {
+	t.Helper()
+	browse(t, ctx, "switching organization",
+		chromedp.Navigate(s.DashboardURL+"/organizations"),
+		chromedp.WaitVisible(chromedp.CSS("#switch-org")),
+		chromedp.SetValue(chromedp.CSS("#switch-org"), orgID),
+		chromedp.Submit(chromedp.CSS("#switch-org")),
+		chromedp.WaitVisible(chromedp.CSS("#main-nav")),
+	)
 }
 
 // formResponse posts a dashboard form as the browser would: same origin,

@@ -10,9 +10,10 @@ import (
 type switcher struct {
 	Organizations []organization
 	ActiveID      string
-	// role is the session's role in the active organization, read with
-	// it, so a page need not ask again.
-	role *string
+	// role is the session's role in the active organization and userID
+	// its user, read with it, so a page need not ask again.
+	role   *string
+	userID string
 }
 
 // Active is the active organization's name, or "" when none is active.
@@ -33,16 +34,11 @@ func (s *Site) switcher(ctx context.Context, token string) *switcher {
 	if err := s.api.Call(ctx, token, http.MethodGet, "/api/auth/organization/list", nil, &sw.Organizations); err != nil {
 		return nil
 	}
-	var current struct {
-		Role    *string `json:"role"`
-		Session struct {
-			ActiveOrganizationID *string `json:"active_organization_id"`
-		} `json:"session"`
-	}
+	var current apiSession
 	if err := s.api.Call(ctx, token, http.MethodGet, "/api/auth/get-session", nil, &current); err != nil {
 		return nil
 	}
-	sw.role = current.Role
+	sw.role, sw.userID = current.Role, current.User.ID
 	if current.Session.ActiveOrganizationID != nil {
 		sw.ActiveID = *current.Session.ActiveOrganizationID
 	}

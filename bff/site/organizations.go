@@ -107,14 +107,7 @@ func (s *Site) renderOrganizations(w http.ResponseWriter, r *http.Request, token
 		s.unavailable(w, r, f, err)
 		return
 	}
-	var current struct {
-		User struct {
-			ID string `json:"id"`
-		} `json:"user"`
-		Session struct {
-			ActiveOrganizationID *string `json:"active_organization_id"`
-		} `json:"session"`
-	}
+	var current apiSession
 	if err := s.api.Call(r.Context(), token, http.MethodGet, "/api/auth/get-session", nil, &current); err != nil {
 		s.unavailable(w, r, f, err)
 		return
@@ -145,13 +138,15 @@ func (s *Site) renderOrganizations(w http.ResponseWriter, r *http.Request, token
 
 // inviteRoles lists the roles a member may invite as, following the
 // README's table: owners and admins manage members, only owners grant
-// owner. The API enforces the same; this only shapes the form.
+// owner. The first is the form's default: member, which reaches only what
+// teams grant (HCP's default). The API enforces the same; this only shapes
+// the form.
 func inviteRoles(role string) []string {
 	switch role {
 	case "owner":
-		return []string{"reader", "writer", "admin", "owner"}
+		return []string{"member", "reader", "writer", "admin", "owner"}
 	case "admin":
-		return []string{"reader", "writer", "admin"}
+		return []string{"member", "reader", "writer", "admin"}
 	}
 	return nil
 }

@@ -59,7 +59,7 @@ type workspaceRef struct {
 }
 
 func (s *Site) workspaceNames(ctx context.Context, token string) (map[string]string, []workspaceRef, error) {
-	page, err := apiclient.List[workspaceRef](ctx, s.api, token, "/v1/workspaces?limit=100")
+	page, err := reachable(apiclient.List[workspaceRef](ctx, s.api, token, "/v1/workspaces?limit=100"))
 	names := map[string]string{}
 	for _, w := range page.Data {
 		names[w.ID] = w.Name
@@ -67,14 +67,27 @@ func (s *Site) workspaceNames(ctx context.Context, token string) (map[string]str
 	return names, page.Data, err
 }
 
+// reachable is a list read in which a refusal for want of the permission
+// in any workspace is the answer "none": the caller (a member whose teams
+// grant nothing yet) reaches no workspace, which is an empty list, not a
+// failure.
+func reachable[T any](page apiclient.Page[T], err error) (apiclient.Page[T], error) {
+	if err != nil && apiclient.StatusOf(err) == http.StatusForbidden {
+		return apiclient.Page[T]{}, nil
+	}
+	return page, err
+}
+
 // runsPage is the runs list.
 type runsPage struct {
 	Runs       []runSummary
 	Workspaces []workspaceRef
-	Query      string
-	Status     string
-	Workspace  string
-	Statuses   []string
+	// Reaches says the caller reaches at least one workspace.
+	Reaches   bool
+	Query     string
+	Status    string
+	Workspace string
+	Statuses  []string
 	// Live is set while a listed run is not terminal: the page re-reads
 	// its first page on a short interval.
 	Live bool
@@ -116,11 +129,12 @@ func (s *Site) runs(w http.ResponseWriter, r *http.Request, token string) {
 	if c := q.Get("cursor"); c != "" {
 		path += "&cursor=" + url.QueryEscape(c)
 	}
-	list, err := apiclient.List[runSummary](r.Context(), s.api, token, path)
+	list, err := reachable(apiclient.List[runSummary](r.Context(), s.api, token, path))
 	if err != nil {
 		s.unavailable(w, r, f, err)
 		return
 	}
+	page.Reaches = len(workspaces) > 0
 	for _, run := range list.Data {
 		run.WorkspaceName = names[run.WorkspaceID]
 		if page.Status != "" && run.Status != page.Status {

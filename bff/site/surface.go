@@ -99,44 +99,80 @@ func canaryOnly(ctx context.Context) bool {
 // and what it may do. Pages offer only the controls it allows; the API
 // decides again on every request.
 type caller struct {
-	Role  string
-	perms access.PermissionSet
+	Role   string
+	userID string
+	perms  access.PermissionSet
 }
 
 // Can reports whether the caller holds the named permission.
 func (c caller) Can(permission string) bool { return c.perms.Has(access.Permission(permission)) }
 
+// apiSession is the part of the API session a caller is read from.
+type apiSession struct {
+	Role *string `json:"role"`
+	User struct {
+		ID string `json:"id"`
+	} `json:"user"`
+	Session struct {
+		ActiveOrganizationID *string `json:"active_organization_id"`
+	} `json:"session"`
+}
+
 // caller reads the session's role in its active organization. Failing to
 // read it fails the page: guessing would either hide what the caller may
 // do or offer what they may not.
 func (s *Site) caller(ctx context.Context, token string) (caller, error) {
-	var current struct {
-		Role *string `json:"role"`
-	}
+	var current apiSession
 	if err := s.api.Call(ctx, token, http.MethodGet, "/api/auth/get-session", nil, &current); err != nil {
 		return caller{}, err
 	}
-	return callerOf(current.Role), nil
+	return callerOf(current.Role, current.User.ID), nil
 }
 
 // callerFor is caller, reusing the role the page's navigation already read
 // in this request.
 func (s *Site) callerFor(ctx context.Context, token string, f frame) (caller, error) {
 	if f.Switcher != nil {
-		return callerOf(f.Switcher.role), nil
+		return callerOf(f.Switcher.role, f.Switcher.userID), nil
 	}
 	return s.caller(ctx, token)
 }
 
+// effectiveCaller is callerFor with what the caller's teams add, as the
+// API derives it from the one mapping (their own member read): their
+// teams' organization access, and in workspaceID (when given) their teams'
+// grants there and on its project. A role that already holds every
+// permission needs no second read.
+func (s *Site) effectiveCaller(ctx context.Context, token string, f frame, workspaceID string) (caller, error) {
+	c, err := s.callerFor(ctx, token, f)
+	if err != nil || c.userID == "" || c.perms.Contains(access.NewPermissionSet(access.AllPermissions()...)) {
+		return c, err
+	}
+	var self memberAccess
+	if err := s.api.Call(ctx, token, http.MethodGet, "/v1/members/"+url.PathEscape(c.userID), nil, &self); err != nil {
+		return caller{}, err
+	}
+	granted := self.OrganizationPermissions
+	for _, w := range self.Workspaces {
+		if workspaceID != "" && w.WorkspaceID == workspaceID {
+			granted = append(granted, w.Permissions...)
+		}
+	}
+	for _, p := range granted {
+		c.perms = c.perms.Union(access.NewPermissionSet(access.Permission(p)))
+	}
+	return c, nil
+}
+
 // callerOf maps a role to what it may do; no role or an unknown one may do
 // nothing.
-func callerOf(name *string) caller {
+func callerOf(name *string, userID string) caller {
 	if name == nil {
-		return caller{perms: access.NewPermissionSet()}
+		return caller{userID: userID, perms: access.NewPermissionSet()}
 	}
 	role, err := access.ParseRole(*name)
 	if err != nil {
-		return caller{perms: access.NewPermissionSet()}
+		return caller{userID: userID, perms: access.NewPermissionSet()}
 	}
-	return caller{Role: string(role), perms: access.PermissionsOf(role)}
+	return caller{Role: string(role), userID: userID, perms: access.PermissionsOf(role)}
 }

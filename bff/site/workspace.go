@@ -62,6 +62,9 @@ var workspaceNotices = map[string]string{
 	"policy-attached":  "Policy attached. Runs created from now on evaluate it.",
 	"policy-detached":  "Policy detached. Existing runs keep their snapshot.",
 	"set-created":      "Policy set created.",
+	"grant-added":      "Team access granted. The team's members have it from their next request.",
+	"grant-saved":      "Team access changed. It applies from the members' next request.",
+	"grant-revoked":    "Team access revoked. The team's members lose it on their next request.",
 }
 
 // tabLoader reads one tab's content; an error renders the page unavailable.
@@ -88,7 +91,7 @@ func (s *Site) showWorkspaceTab(w http.ResponseWriter, r *http.Request, token, t
 		return
 	}
 	var err error
-	if sh.Caller, err = s.callerFor(ctx, token, f); err != nil {
+	if sh.Caller, err = s.effectiveCaller(ctx, token, f, sh.Workspace.ID); err != nil {
 		s.unavailable(w, r, f, err)
 		return
 	}

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/cairnhq/cairn/api/access"
 	"github.com/cairnhq/cairn/bff/apiclient"
 )
 
@@ -18,6 +19,8 @@ type workspacesPage struct {
 	Workspaces []workspaceRef
 	Projects   []project
 	Error      string
+	// CanCreate offers the new-workspace form.
+	CanCreate bool
 }
 
 // workspaces lists the organization's workspaces and offers to create one.
@@ -37,12 +40,18 @@ func (s *Site) renderWorkspaces(w http.ResponseWriter, r *http.Request, token, m
 		s.unavailable(w, r, f, err)
 		return
 	}
-	projects, err := apiclient.List[project](r.Context(), s.api, token, "/v1/projects?limit=100")
+	projects, err := reachable(apiclient.List[project](r.Context(), s.api, token, "/v1/projects?limit=100"))
 	if err != nil {
 		s.unavailable(w, r, f, err)
 		return
 	}
 	page.Projects = projects.Data
+	c, err := s.effectiveCaller(r.Context(), token, f, "")
+	if err != nil {
+		s.unavailable(w, r, f, err)
+		return
+	}
+	page.CanCreate = c.Can(string(access.PermWorkspaceWrite))
 	f.Page = page
 	s.render(w, r, http.StatusOK, "workspaces.html", f)
 }

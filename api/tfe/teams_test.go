@@ -272,8 +272,8 @@ func TestTeamProjectAccessThroughTheRemoteBackendAPI(t *testing.T) {
 	u.call(t, http.MethodDelete, "/api/v2/team-projects/"+created.Data.ID, nil).MustStatus(t, http.StatusNoContent)
 }
 
-// TestUnreachableWorkspaceAnswersAsMissing: a member whose team reaches
-// workspace A gets, for workspace B, exactly the answer a missing
+// TestUnreachableWorkspaceAnswersAsMissing: a member whose team reads
+// outputs in workspace A reads them there, and gets, for workspace B, exactly the answer a missing
 // workspace gets, whatever the operation: outputs (a permission it holds
 // in A) and force-unlock and update (permissions it holds nowhere) alike.
 func TestUnreachableWorkspaceAnswersAsMissing(t *testing.T) {
@@ -291,7 +291,7 @@ func TestUnreachableWorkspaceAnswersAsMissing(t *testing.T) {
 	u.call(t, http.MethodPost, "/api/v2/teams/"+teamID+"/relationships/users", map[string]any{"data": []map[string]string{
 		{"type": "users", "id": member.ID}}}).MustStatus(t, http.StatusNoContent)
 	u.call(t, http.MethodPost, "/api/v2/team-workspaces", map[string]any{"data": map[string]any{
-		"type": "team-workspaces", "attributes": map[string]any{"access": "write"},
+		"type": "team-workspaces", "attributes": map[string]any{"access": "custom", "state-versions": "read-outputs"},
 		"relationships": map[string]any{
 			"team":      map[string]any{"data": map[string]string{"type": "teams", "id": teamID}},
 			"workspace": map[string]any{"data": map[string]string{"type": "workspaces", "id": a}},
@@ -311,5 +311,7 @@ func TestUnreachableWorkspaceAnswersAsMissing(t *testing.T) {
 			t.Errorf("%s %s: unreachable %d, missing %d, want both 404", op.method, op.path, got.Status, want.Status)
 		}
 	}
+	// read-outputs reads the current outputs and nothing of the state.
 	callWith(t, env, memberToken, http.MethodGet, "/api/v2/workspaces/"+a+"/current-state-version-outputs", nil).MustStatus(t, http.StatusOK)
+	callWith(t, env, memberToken, http.MethodGet, "/api/v2/workspaces/"+a+"/current-state-version", nil).MustStatus(t, http.StatusForbidden)
 }

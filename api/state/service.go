@@ -289,13 +289,29 @@ func (s *Service) Get(ctx context.Context, p access.Principal, versionID string)
 	return s.visible(ctx, p, versionID, access.PermStateRead)
 }
 
+// GetForOutputs reads one version's metadata for reading its outputs:
+// state:read_outputs suffices.
+func (s *Service) GetForOutputs(ctx context.Context, p access.Principal, versionID string) (Version, error) {
+	return s.visible(ctx, p, versionID, access.PermStateReadOutputs)
+}
+
 // Current returns the workspace's current version, or fault.ErrNotFound
 // when it has none yet.
 func (s *Service) Current(ctx context.Context, p access.Principal, workspaceID string) (Version, error) {
-	if err := p.Require(access.PermStateRead); err != nil {
+	return s.current(ctx, p, workspaceID, access.PermStateRead)
+}
+
+// CurrentForOutputs is Current for reading the version's outputs:
+// state:read_outputs suffices.
+func (s *Service) CurrentForOutputs(ctx context.Context, p access.Principal, workspaceID string) (Version, error) {
+	return s.current(ctx, p, workspaceID, access.PermStateReadOutputs)
+}
+
+func (s *Service) current(ctx context.Context, p access.Principal, workspaceID string, perm access.Permission) (Version, error) {
+	if err := p.Require(perm); err != nil {
 		return Version{}, err
 	}
-	w, err := s.workspaces.WorkspaceWith(ctx, p, workspaceID, access.PermStateRead)
+	w, err := s.workspaces.WorkspaceWith(ctx, p, workspaceID, perm)
 	if err != nil {
 		return Version{}, err
 	}

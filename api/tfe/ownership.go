@@ -29,6 +29,24 @@ func (s *server) project(ctx context.Context, p access.Principal, query string, 
 	if err != nil {
 		return owner{}, fmt.Errorf("resolving ownership: %w", err)
 	}
+	return s.reachable(ctx, p, o)
+}
+
+// reachable leaves a workspace the principal's role and teams do not reach
+// unresolved, so that it answers exactly as a missing one whatever the
+// operation: otherwise an operation refused for a permission held nowhere
+// (403) would tell an existing workspace from a missing one (404).
+func (s *server) reachable(ctx context.Context, p access.Principal, o owner) (owner, error) {
+	if o.WorkspaceID == "" || p.Kind == access.KindOperator || p.WorkspaceScope().All {
+		return o, nil
+	}
+	var projectID string
+	if err := s.DB.GetContext(ctx, &projectID, `SELECT project_id FROM workspaces WHERE id = $1`, o.WorkspaceID); err != nil {
+		return owner{}, fmt.Errorf("resolving ownership: %w", err)
+	}
+	if !p.CanReadWorkspace(o.WorkspaceID, projectID) {
+		return owner{}, nil
+	}
 	return o, nil
 }
 

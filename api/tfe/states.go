@@ -307,7 +307,7 @@ func (s *server) currentOutputs(c *fiber.Ctx, p access.Principal, o owner) error
 // currentStateOutputs lists the outputs of a workspace's current state; a
 // workspace without state has none (not an error).
 func (s *server) currentStateOutputs(c *fiber.Ctx, p access.Principal, workspaceID string) ([]state.Output, error) {
-	v, err := s.State.Current(c.UserContext(), p, workspaceID)
+	v, err := s.State.CurrentForOutputs(c.UserContext(), p, workspaceID)
 	if errors.Is(err, fault.ErrNotFound) {
 		return nil, nil
 	}

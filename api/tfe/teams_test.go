@@ -271,3 +271,47 @@ func TestTeamProjectAccessThroughTheRemoteBackendAPI(t *testing.T) {
 	}
 	u.call(t, http.MethodDelete, "/api/v2/team-projects/"+created.Data.ID, nil).MustStatus(t, http.StatusNoContent)
 }
+
+// TestUnreachableWorkspaceAnswersAsMissing: a member whose team reads
+// outputs in workspace A reads them there, and gets, for workspace B, exactly the answer a missing
+// workspace gets, whatever the operation: outputs (a permission it holds
+// in A) and force-unlock and update (permissions it holds nowhere) alike.
+func TestUnreachableWorkspaceAnswersAsMissing(t *testing.T) {
+	t.Parallel()
+	env := apitest.New(t)
+	u := newCloudUser(t, env, "Reach")
+	member, memberToken := joinWithToken(t, env, u, "Member", "member")
+	newWorkspace := func(name string) string {
+		return decode(t, u.call(t, http.MethodPost, "/api/v2/organizations/"+u.org+"/workspaces", map[string]any{"data": map[string]any{
+			"type": "workspaces", "attributes": map[string]any{"name": name}}}).MustStatus(t, http.StatusCreated)).Data.ID
+	}
+	a, b := newWorkspace("a"), newWorkspace("b")
+	teamID := decode(t, u.call(t, http.MethodPost, "/api/v2/organizations/"+u.org+"/teams",
+		teamDoc(map[string]any{"name": "a-team"})).MustStatus(t, http.StatusCreated)).Data.ID
+	u.call(t, http.MethodPost, "/api/v2/teams/"+teamID+"/relationships/users", map[string]any{"data": []map[string]string{
+		{"type": "users", "id": member.ID}}}).MustStatus(t, http.StatusNoContent)
+	u.call(t, http.MethodPost, "/api/v2/team-workspaces", map[string]any{"data": map[string]any{
+		"type": "team-workspaces", "attributes": map[string]any{"access": "custom", "state-versions": "read-outputs"},
+		"relationships": map[string]any{
+			"team":      map[string]any{"data": map[string]string{"type": "teams", "id": teamID}},
+			"workspace": map[string]any{"data": map[string]string{"type": "workspaces", "id": a}},
+		}}}).MustStatus(t, http.StatusCreated)
+
+	missing := b[:len(b)-1] + map[bool]string{true: "b", false: "a"}[strings.HasSuffix(b, "a")]
+	for _, op := range []struct{ method, path string }{
+		{http.MethodGet, "/current-state-version-outputs"},
+		{http.MethodPost, "/actions/force-unlock"},
+		{http.MethodPatch, ""},
+		{http.MethodGet, ""},
+	} {
+		body := map[string]any{"data": map[string]any{"type": "workspaces", "attributes": map[string]any{"description": "x"}}}
+		got := callWith(t, env, memberToken, op.method, "/api/v2/workspaces/"+b+op.path, body)
+		want := callWith(t, env, memberToken, op.method, "/api/v2/workspaces/"+missing+op.path, body)
+		if got.Status != http.StatusNotFound || want.Status != http.StatusNotFound {
+			t.Errorf("%s %s: unreachable %d, missing %d, want both 404", op.method, op.path, got.Status, want.Status)
+		}
+	}
+	// read-outputs reads the current outputs and nothing of the state.
+	callWith(t, env, memberToken, http.MethodGet, "/api/v2/workspaces/"+a+"/current-state-version-outputs", nil).MustStatus(t, http.StatusOK)
+	callWith(t, env, memberToken, http.MethodGet, "/api/v2/workspaces/"+a+"/current-state-version", nil).MustStatus(t, http.StatusForbidden)
+}

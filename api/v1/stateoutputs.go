@@ -41,7 +41,7 @@ func (a *API) registerStateOutputs() {
 		Summary: "A state version's outputs (sensitive values omitted)", Tags: []string{"State"},
 	}, operationOptions{}, func(ctx context.Context, in *IDPath) (*Single[[]StateOutputView], error) {
 		return single(ctx, a, func(p access.Principal) ([]StateOutputView, error) {
-			v, err := a.deps.Services.State.Get(ctx, p, in.ID)
+			v, err := a.deps.Services.State.GetForOutputs(ctx, p, in.ID)
 			if err != nil {
 				return nil, err
 			}

@@ -168,13 +168,21 @@ func (s *Site) loadOverview(ctx context.Context, r *http.Request, token string, 
 	page.Chart = chartOf(runs.Data)
 	page.Recent = runs.Data[:min(5, len(runs.Data))]
 	page.Held = s.loadHeldPullRequests(ctx, token, sh.Workspace.ID)
+	// A team grant may read the workspace and its runs without its state
+	// (state versions: none) or without raw state (read-outputs): the
+	// overview then leaves out what the API refuses.
 	states, err := apiclient.List[stateVersion](ctx, s.api, token, "/v1/workspaces/"+url.PathEscape(sh.Workspace.ID)+"/state-versions?limit=1")
+	if apiclient.StatusOf(err) == http.StatusForbidden {
+		return page, nil
+	}
 	if err != nil {
 		return nil, err
 	}
 	if len(states.Data) > 0 {
 		page.Current = &states.Data[0]
-		if page.Outputs, err = s.outputs(ctx, token, page.Current.ID); err != nil {
+		if page.Outputs, err = s.outputs(ctx, token, page.Current.ID); apiclient.StatusOf(err) == http.StatusForbidden {
+			page.Outputs = nil
+		} else if err != nil {
 			return nil, err
 		}
 	}

@@ -48,9 +48,6 @@ type guardProbe struct {
 	perm          access.Permission
 	ok            int
 	do            func(t *testing.T, u guardUser, g guardTargets) int
-	// knownGap explains a disagreement the mapping cannot express yet; the
-	// case is logged, not failed.
-	knownGap func(a *access.WorkspaceAccess) string
 }
 
 // TestTeamGuardsAgreeWithTheMapping: for every baseline role × team
@@ -129,12 +126,6 @@ func TestTeamGuardsAgreeWithTheMapping(t *testing.T) {
 				}
 				if got == expect {
 					continue
-				}
-				if p.knownGap != nil {
-					if why := p.knownGap(a); why != "" {
-						t.Logf("known gap: %s %s %s with %s answers %d, want %d: %s", u.role, p.surface, p.name, describe(a), got, expect, why)
-						continue
-					}
 				}
 				t.Errorf("%s with %s: %s %s (%s) answers %d, want %d", u.role, describe(a), p.surface, p.name, p.perm, got, expect)
 			}
@@ -342,14 +333,6 @@ func guardProbes(s *Stack) []guardProbe {
 			return st
 		}
 	}
-	variablesGap := func(a *access.WorkspaceAccess) string {
-		if a != nil && a.Variables == "none" {
-			// TODO(variable:read): variables=none should hide variables
-			// once the mapping has a variable:read permission.
-			return "there is no variable:read permission yet"
-		}
-		return ""
-	}
 	lockUnlock := func(t *testing.T, u guardUser, g guardTargets) int {
 		st, _ := s.v2(t, u.token, http.MethodPost, "/workspaces/"+g.workspace+"/actions/lock", map[string]any{"reason": "guards"})
 		if st == http.StatusOK {
@@ -362,7 +345,7 @@ func guardProbes(s *Stack) []guardProbe {
 	return []guardProbe{
 		{surface: "/v1", name: "read workspace", perm: access.PermWorkspaceRead, ok: 200, do: v1("GET", "/v1/workspaces/{ws}", nil)},
 		{surface: "/v1", name: "read run", perm: access.PermRunRead, ok: 200, do: v1("GET", "/v1/runs/{run}", nil)},
-		{surface: "/v1", name: "list variables", perm: access.PermWorkspaceRead, ok: 200, do: v1("GET", "/v1/workspaces/{ws}/variables", nil), knownGap: variablesGap},
+		{surface: "/v1", name: "list variables", perm: access.PermVariableRead, ok: 200, do: v1("GET", "/v1/workspaces/{ws}/variables", nil)},
 		{surface: "/v1", name: "upload configuration", perm: access.PermRunCreate, ok: 201, do: func(t *testing.T, u guardUser, g guardTargets) int {
 			st, _ := call(t, s.Client, http.MethodPost, s.APIURL+"/v1/workspaces/"+g.workspace+"/configuration-versions",
 				devstack.TarGz(map[string]string{"main.tf": `output "x" { value = 1 }`}), append(u.m.mutate(uniqueKey("cfg")), "Content-Type", "application/gzip")...)
@@ -390,7 +373,7 @@ func guardProbes(s *Stack) []guardProbe {
 			map[string]any{"data": map[string]any{"type": "workspaces", "attributes": map[string]any{"description": "guarded"}}})},
 		{surface: "dashboard", name: "workspace page", perm: access.PermWorkspaceRead, ok: 200, do: page("/workspaces/{ws}")},
 		{surface: "dashboard", name: "run page", perm: access.PermRunRead, ok: 200, do: page("/runs/{run}")},
-		{surface: "dashboard", name: "variables page", perm: access.PermWorkspaceRead, ok: 200, do: page("/workspaces/{ws}/variables"), knownGap: variablesGap},
+		{surface: "dashboard", name: "variables page", perm: access.PermVariableRead, ok: 200, do: page("/workspaces/{ws}/variables")},
 		{surface: "dashboard", name: "states page", perm: access.PermStateRead, ok: 200, do: page("/workspaces/{ws}/states")},
 		{surface: "dashboard", name: "add variable", perm: access.PermVariableWrite, ok: 303, do: form("/workspaces/{ws}/variables", map[string]string{"key": "k_{unique}", "value": "x"})},
 		{surface: "dashboard", name: "save settings", perm: access.PermWorkspaceWrite, ok: 303, do: form("/workspaces/{ws}/settings", map[string]string{"tool_version": "1.10.6", "region": "us", "platform": "linux_amd64", "execution_mode": "remote"})},

@@ -67,11 +67,24 @@ type ProjectGrant struct {
 }
 
 // OrganizationAccessPatch sets the flags that are not nil and keeps the
-// others (HCP merges organization-access flag by flag).
+// others (HCP merges organization-access flag by flag). Its JSON names are
+// access.OrganizationAccess's, as /v1 takes them.
 type OrganizationAccessPatch struct {
-	ManagePolicies, ManagePolicyOverrides, ManageWorkspaces, ManageProjects, ManageVCSSettings,
-	ManageProviders, ManageModules, ManageRunTasks, ReadWorkspaces, ReadProjects, ManageMembership,
-	ManageTeams, ManageOrganizationAccess, AccessSecretTeams, ManageAgentPools *bool
+	ManagePolicies           *bool `json:"manage_policies,omitempty"`
+	ManagePolicyOverrides    *bool `json:"manage_policy_overrides,omitempty"`
+	ManageWorkspaces         *bool `json:"manage_workspaces,omitempty"`
+	ManageProjects           *bool `json:"manage_projects,omitempty"`
+	ManageVCSSettings        *bool `json:"manage_vcs_settings,omitempty"`
+	ManageProviders          *bool `json:"manage_providers,omitempty"`
+	ManageModules            *bool `json:"manage_modules,omitempty"`
+	ManageRunTasks           *bool `json:"manage_run_tasks,omitempty"`
+	ReadWorkspaces           *bool `json:"read_workspaces,omitempty"`
+	ReadProjects             *bool `json:"read_projects,omitempty"`
+	ManageMembership         *bool `json:"manage_membership,omitempty"`
+	ManageTeams              *bool `json:"manage_teams,omitempty"`
+	ManageOrganizationAccess *bool `json:"manage_organization_access,omitempty"`
+	AccessSecretTeams        *bool `json:"access_secret_teams,omitempty"`
+	ManageAgentPools         *bool `json:"manage_agent_pools,omitempty"`
 }
 
 // Apply merges the patch into o.

@@ -215,10 +215,24 @@ func (a *API) teamNames(ctx context.Context, p access.Principal) (map[string]str
 	return names, err
 }
 
-// teamNameIn names the team of a grant just changed in tx.
-func teamNameIn(ctx context.Context, tx *sqlx.Tx, p access.Principal, teamID string) (string, error) {
-	t, err := team.TeamIn(ctx, tx, p.OrganizationID, teamID)
-	return t.Name, err
+// workspaceGrantIn renders a workspace grant just changed in tx with its
+// team's name.
+func workspaceGrantIn(ctx context.Context, tx *sqlx.Tx, p access.Principal, g team.WorkspaceGrant, err error) (WorkspaceTeamAccessView, error) {
+	if err != nil {
+		return WorkspaceTeamAccessView{}, err
+	}
+	t, err := team.TeamIn(ctx, tx, p.OrganizationID, g.TeamID)
+	return workspaceTeamAccessView(g, t.Name), err
+}
+
+// projectGrantIn renders a project grant just changed in tx with its
+// team's name.
+func projectGrantIn(ctx context.Context, tx *sqlx.Tx, p access.Principal, g team.ProjectGrant, err error) (ProjectTeamAccessView, error) {
+	if err != nil {
+		return ProjectTeamAccessView{}, err
+	}
+	t, err := team.TeamIn(ctx, tx, p.OrganizationID, g.TeamID)
+	return projectTeamAccessView(g, t.Name), err
 }
 
 func (a *API) registerTeamAccess() {
@@ -248,11 +262,7 @@ func (a *API) registerTeamAccess() {
 		return mutation(ctx, a, in.IdempotencyKey, in.Body, http.StatusCreated,
 			func(ctx context.Context, tx *sqlx.Tx, p access.Principal) (WorkspaceTeamAccessView, error) {
 				g, err := a.deps.Services.Teams.GrantWorkspace(ctx, tx, p, in.Body.TeamID, in.ID, in.Body.input(in.Body.Access))
-				if err != nil {
-					return WorkspaceTeamAccessView{}, err
-				}
-				name, err := teamNameIn(ctx, tx, p, g.TeamID)
-				return workspaceTeamAccessView(g, name), err
+				return workspaceGrantIn(ctx, tx, p, g, err)
 			})
 	})
 
@@ -264,11 +274,7 @@ func (a *API) registerTeamAccess() {
 		return mutation(ctx, a, in.IdempotencyKey, in.Body, http.StatusOK,
 			func(ctx context.Context, tx *sqlx.Tx, p access.Principal) (WorkspaceTeamAccessView, error) {
 				g, err := a.deps.Services.Teams.UpdateWorkspaceGrant(ctx, tx, p, in.ID, in.Body.input(in.Body.Access))
-				if err != nil {
-					return WorkspaceTeamAccessView{}, err
-				}
-				name, err := teamNameIn(ctx, tx, p, g.TeamID)
-				return workspaceTeamAccessView(g, name), err
+				return workspaceGrantIn(ctx, tx, p, g, err)
 			})
 	})
 
@@ -281,11 +287,7 @@ func (a *API) registerTeamAccess() {
 		return mutation(ctx, a, in.IdempotencyKey, struct{}{}, http.StatusOK,
 			func(ctx context.Context, tx *sqlx.Tx, p access.Principal) (WorkspaceTeamAccessView, error) {
 				g, err := a.deps.Services.Teams.RevokeWorkspaceGrant(ctx, tx, p, in.ID)
-				if err != nil {
-					return WorkspaceTeamAccessView{}, err
-				}
-				name, err := teamNameIn(ctx, tx, p, g.TeamID)
-				return workspaceTeamAccessView(g, name), err
+				return workspaceGrantIn(ctx, tx, p, g, err)
 			})
 	})
 
@@ -316,11 +318,7 @@ func (a *API) registerTeamAccess() {
 		return mutation(ctx, a, in.IdempotencyKey, in.Body, http.StatusCreated,
 			func(ctx context.Context, tx *sqlx.Tx, p access.Principal) (ProjectTeamAccessView, error) {
 				g, err := a.deps.Services.Teams.GrantProject(ctx, tx, p, in.Body.TeamID, in.ID, in.Body.input(in.Body.Access))
-				if err != nil {
-					return ProjectTeamAccessView{}, err
-				}
-				name, err := teamNameIn(ctx, tx, p, g.TeamID)
-				return projectTeamAccessView(g, name), err
+				return projectGrantIn(ctx, tx, p, g, err)
 			})
 	})
 
@@ -332,11 +330,7 @@ func (a *API) registerTeamAccess() {
 		return mutation(ctx, a, in.IdempotencyKey, in.Body, http.StatusOK,
 			func(ctx context.Context, tx *sqlx.Tx, p access.Principal) (ProjectTeamAccessView, error) {
 				g, err := a.deps.Services.Teams.UpdateProjectGrant(ctx, tx, p, in.ID, in.Body.input(in.Body.Access))
-				if err != nil {
-					return ProjectTeamAccessView{}, err
-				}
-				name, err := teamNameIn(ctx, tx, p, g.TeamID)
-				return projectTeamAccessView(g, name), err
+				return projectGrantIn(ctx, tx, p, g, err)
 			})
 	})
 
@@ -348,11 +342,7 @@ func (a *API) registerTeamAccess() {
 		return mutation(ctx, a, in.IdempotencyKey, struct{}{}, http.StatusOK,
 			func(ctx context.Context, tx *sqlx.Tx, p access.Principal) (ProjectTeamAccessView, error) {
 				g, err := a.deps.Services.Teams.RevokeProjectGrant(ctx, tx, p, in.ID)
-				if err != nil {
-					return ProjectTeamAccessView{}, err
-				}
-				name, err := teamNameIn(ctx, tx, p, g.TeamID)
-				return projectTeamAccessView(g, name), err
+				return projectGrantIn(ctx, tx, p, g, err)
 			})
 	})
 }

@@ -37,46 +37,12 @@ func teamView(t team.Team) TeamView {
 		CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt}
 }
 
-// OrganizationAccessRequest sets a team's organization access flags;
-// omitted flags keep their values.
-type OrganizationAccessRequest struct {
-	ManagePolicies           *bool `json:"manage_policies,omitempty"`
-	ManagePolicyOverrides    *bool `json:"manage_policy_overrides,omitempty"`
-	ManageWorkspaces         *bool `json:"manage_workspaces,omitempty"`
-	ManageProjects           *bool `json:"manage_projects,omitempty"`
-	ManageVCSSettings        *bool `json:"manage_vcs_settings,omitempty"`
-	ManageProviders          *bool `json:"manage_providers,omitempty"`
-	ManageModules            *bool `json:"manage_modules,omitempty"`
-	ManageRunTasks           *bool `json:"manage_run_tasks,omitempty"`
-	ReadWorkspaces           *bool `json:"read_workspaces,omitempty"`
-	ReadProjects             *bool `json:"read_projects,omitempty"`
-	ManageMembership         *bool `json:"manage_membership,omitempty"`
-	ManageTeams              *bool `json:"manage_teams,omitempty"`
-	ManageOrganizationAccess *bool `json:"manage_organization_access,omitempty"`
-	AccessSecretTeams        *bool `json:"access_secret_teams,omitempty"`
-	ManageAgentPools         *bool `json:"manage_agent_pools,omitempty"`
-}
-
-func (r *OrganizationAccessRequest) patch() team.OrganizationAccessPatch {
-	if r == nil {
-		return team.OrganizationAccessPatch{}
-	}
-	return team.OrganizationAccessPatch{
-		ManagePolicies: r.ManagePolicies, ManagePolicyOverrides: r.ManagePolicyOverrides,
-		ManageWorkspaces: r.ManageWorkspaces, ManageProjects: r.ManageProjects, ManageVCSSettings: r.ManageVCSSettings,
-		ManageProviders: r.ManageProviders, ManageModules: r.ManageModules, ManageRunTasks: r.ManageRunTasks,
-		ReadWorkspaces: r.ReadWorkspaces, ReadProjects: r.ReadProjects, ManageMembership: r.ManageMembership,
-		ManageTeams: r.ManageTeams, ManageOrganizationAccess: r.ManageOrganizationAccess,
-		AccessSecretTeams: r.AccessSecretTeams, ManageAgentPools: r.ManageAgentPools,
-	}
-}
-
 // CreateTeamRequest is the body of POST /v1/teams.
 type CreateTeamRequest struct {
-	Name               string                     `json:"name" minLength:"1" maxLength:"200" doc:"Unique in the organization."`
-	Visibility         string                     `json:"visibility,omitempty" enum:"secret,organization" doc:"Omitted: secret."`
-	SSOTeamID          *string                    `json:"sso_team_id,omitempty" minLength:"1" maxLength:"200"`
-	OrganizationAccess *OrganizationAccessRequest `json:"organization_access,omitempty" doc:"Needs team:organization_access."`
+	Name               string                        `json:"name" minLength:"1" maxLength:"200" doc:"Unique in the organization."`
+	Visibility         string                        `json:"visibility,omitempty" enum:"secret,organization" doc:"Omitted: secret."`
+	SSOTeamID          *string                       `json:"sso_team_id,omitempty" minLength:"1" maxLength:"200"`
+	OrganizationAccess *team.OrganizationAccessPatch `json:"organization_access,omitempty" doc:"Needs team:organization_access."`
 }
 
 type createTeamInput struct {
@@ -87,10 +53,10 @@ type createTeamInput struct {
 // UpdateTeamRequest is the body of PATCH /v1/teams/{id}: omitted fields
 // keep their values and organization_access merges flag by flag.
 type UpdateTeamRequest struct {
-	Name               *string                    `json:"name,omitempty" minLength:"1" maxLength:"200" doc:"The owners team keeps its name."`
-	Visibility         *string                    `json:"visibility,omitempty" enum:"secret,organization"`
-	SSOTeamID          *string                    `json:"sso_team_id,omitempty" maxLength:"200" doc:"An empty string clears it."`
-	OrganizationAccess *OrganizationAccessRequest `json:"organization_access,omitempty" doc:"Needs team:organization_access; not settable on the owners team."`
+	Name               *string                       `json:"name,omitempty" minLength:"1" maxLength:"200" doc:"The owners team keeps its name."`
+	Visibility         *string                       `json:"visibility,omitempty" enum:"secret,organization"`
+	SSOTeamID          *string                       `json:"sso_team_id,omitempty" maxLength:"200" doc:"An empty string clears it."`
+	OrganizationAccess *team.OrganizationAccessPatch `json:"organization_access,omitempty" doc:"Needs team:organization_access; not settable on the owners team."`
 }
 
 type updateTeamInput struct {
@@ -166,7 +132,7 @@ func (a *API) registerTeams() {
 		return mutation(ctx, a, in.IdempotencyKey, in.Body, http.StatusCreated,
 			func(ctx context.Context, tx *sqlx.Tx, p access.Principal) (TeamView, error) {
 				t, err := a.deps.Services.Teams.Create(ctx, tx, p, team.CreateInput{Name: in.Body.Name,
-					Visibility: in.Body.Visibility, SSOTeamID: in.Body.SSOTeamID, OrganizationAccess: in.Body.OrganizationAccess.patch()})
+					Visibility: in.Body.Visibility, SSOTeamID: in.Body.SSOTeamID, OrganizationAccess: organizationAccessPatch(in.Body.OrganizationAccess)})
 				return teamView(t), err
 			})
 	})
@@ -189,7 +155,7 @@ func (a *API) registerTeams() {
 		return mutation(ctx, a, in.IdempotencyKey, in.Body, http.StatusOK,
 			func(ctx context.Context, tx *sqlx.Tx, p access.Principal) (TeamView, error) {
 				change := team.UpdateInput{Name: in.Body.Name, Visibility: in.Body.Visibility,
-					OrganizationAccess: in.Body.OrganizationAccess.patch()}
+					OrganizationAccess: organizationAccessPatch(in.Body.OrganizationAccess)}
 				if sso := in.Body.SSOTeamID; sso != nil && *sso == "" {
 					change.ClearSSOTeamID = true
 				} else {
@@ -256,6 +222,15 @@ func (a *API) registerTeams() {
 				return teamMembersIn(ctx, tx, in.ID)
 			})
 	})
+}
+
+// organizationAccessPatch is the flags a request sets; none when it names
+// no organization_access.
+func organizationAccessPatch(r *team.OrganizationAccessPatch) team.OrganizationAccessPatch {
+	if r == nil {
+		return team.OrganizationAccessPatch{}
+	}
+	return *r
 }
 
 func teamMembersIn(ctx context.Context, tx *sqlx.Tx, teamID string) (TeamMembersView, error) {

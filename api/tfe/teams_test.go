@@ -271,3 +271,44 @@ func TestTeamProjectAccessThroughTheRemoteBackendAPI(t *testing.T) {
 	}
 	u.call(t, http.MethodDelete, "/api/v2/team-projects/"+created.Data.ID, nil).MustStatus(t, http.StatusNoContent)
 }
+
+// TestWorkspacePermissionsIncludeTeamGrants: what a workspace reports the
+// caller may do in it (the CLI refuses to plan or apply on these before it
+// asks for a run), and its current state and latest run, follow the
+// caller's access in that workspace, team grants included: a member whose
+// team has plan may queue runs and read state there, not apply or lock.
+func TestWorkspacePermissionsIncludeTeamGrants(t *testing.T) {
+	t.Parallel()
+	env := apitest.New(t)
+	u := newCloudUser(t, env, "Shown")
+	ws := u.uploadedWorkspace(t, "app")
+	sv := u.publishState(t, ws, 1, []byte(`{"version":4,"terraform_version":"1.10.6","serial":1,"lineage":"lin-1","outputs":{},"resources":[],"check_results":null}`))
+	runID := u.newRun(t, ws)
+	teamID := decode(t, u.call(t, http.MethodPost, "/api/v2/organizations/"+u.org+"/teams",
+		teamDoc(map[string]any{"name": "payments"})).MustStatus(t, http.StatusCreated)).Data.ID
+	member, token := joinWithToken(t, env, u, "Member", "member")
+	u.call(t, http.MethodPost, "/api/v2/teams/"+teamID+"/relationships/users", map[string]any{"data": []map[string]string{
+		{"type": "users", "id": member.ID}}}).MustStatus(t, http.StatusNoContent)
+	u.call(t, http.MethodPost, "/api/v2/team-workspaces", map[string]any{"data": map[string]any{
+		"type": "team-workspaces", "attributes": map[string]any{"access": "plan"},
+		"relationships": map[string]any{
+			"team":      map[string]any{"data": map[string]string{"type": "teams", "id": teamID}},
+			"workspace": map[string]any{"data": map[string]string{"type": "workspaces", "id": ws}},
+		}}}).MustStatus(t, http.StatusCreated)
+
+	read := decode(t, callWith(t, env, token, http.MethodGet, "/api/v2/workspaces/"+ws, nil).MustStatus(t, http.StatusOK))
+	perms, _ := read.Data.Attributes["permissions"].(map[string]any)
+	for name, want := range map[string]bool{"can-read-settings": true, "can-queue-run": true, "can-read-state-versions": true,
+		"can-queue-apply": false, "can-update": false, "can-lock": false, "can-update-variable": false} {
+		if perms[name] != want {
+			t.Errorf("%s = %v, want %v (permissions %v)", name, perms[name], want, perms)
+		}
+	}
+	idOf := func(rel string) any {
+		d, _ := read.Data.Relationships[rel].Data.(map[string]any)
+		return d["id"]
+	}
+	if idOf("current-state-version") != sv || idOf("latest-run") != runID {
+		t.Errorf("current state %v, latest run %v; want %s and %s", idOf("current-state-version"), idOf("latest-run"), sv, runID)
+	}
+}

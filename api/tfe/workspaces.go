@@ -51,9 +51,12 @@ type workspaceFacts struct {
 
 // readWorkspaceFacts starts the reads behind a workspace's representation
 // in g: the CLI reads its workspace several times per command, and these
-// go out at once.
+// go out at once. They go out before the workspace is loaded, so they are
+// read whenever the principal holds the permission anywhere (its role or
+// any team grant); workspaceRepresentation drops what it may not see in
+// this workspace.
 func (s *server) readWorkspaceFacts(ctx context.Context, g *errgroup.Group, p access.Principal, organizationID, workspaceID string, f *workspaceFacts) {
-	if p.Permissions.Has(access.PermStateRead) {
+	if p.Require(access.PermStateRead) == nil {
 		g.Go(func() error {
 			cur, err := s.State.CurrentOfWorkspace(ctx, organizationID, workspaceID)
 			if cur != nil {
@@ -62,7 +65,7 @@ func (s *server) readWorkspaceFacts(ctx context.Context, g *errgroup.Group, p ac
 			return err
 		})
 	}
-	if p.Permissions.Has(access.PermRunRead) {
+	if p.Require(access.PermRunRead) == nil {
 		g.Go(func() error {
 			cur, err := s.Runs.CurrentRun(ctx, organizationID, workspaceID)
 			if cur != nil {
@@ -84,8 +87,16 @@ func (s *server) readWorkspaceFacts(ctx context.Context, g *errgroup.Group, p ac
 	}
 }
 
+// workspaceRepresentation renders w with what the principal may do in it:
+// its role's baseline and its teams' grants on w and w's project.
 func workspaceRepresentation(p access.Principal, o owner, w workspace.Workspace, f workspaceFacts) resource {
-	has := p.Permissions.Has
+	has := p.PermissionsIn(w.ID, w.ProjectID).Has
+	if !has(access.PermStateRead) {
+		f.currentSV, f.resourceCount = "", 0
+	}
+	if !has(access.PermRunRead) {
+		f.currentRun, f.latestRun, f.currentCV, f.runCount = "", "", "", 0
+	}
 	currentSV, currentRun, latestRun, currentCV := f.currentSV, f.currentRun, f.latestRun, f.currentCV
 	resourceCount, runCount := f.resourceCount, f.runCount
 	lockedBy := relationship{Data: nil}

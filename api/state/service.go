@@ -292,10 +292,28 @@ func (s *Service) Get(ctx context.Context, p access.Principal, versionID string)
 // Current returns the workspace's current version, or fault.ErrNotFound
 // when it has none yet.
 func (s *Service) Current(ctx context.Context, p access.Principal, workspaceID string) (Version, error) {
-	if err := p.Require(access.PermStateRead); err != nil {
+	return s.current(ctx, p, workspaceID, access.PermStateRead)
+}
+
+// CurrentOutputs lists the outputs of the workspace's current version
+// (sensitive values absent) to a principal that may read outputs there,
+// state:read_outputs alone being enough; fault.ErrNotFound when the
+// workspace has no state yet.
+func (s *Service) CurrentOutputs(ctx context.Context, p access.Principal, workspaceID string) ([]Output, error) {
+	v, err := s.current(ctx, p, workspaceID, access.PermStateReadOutputs)
+	if err != nil {
+		return nil, err
+	}
+	return outputsOf(ctx, s.db, v.ID)
+}
+
+// current loads the workspace's current version for a principal holding
+// perm in the workspace.
+func (s *Service) current(ctx context.Context, p access.Principal, workspaceID string, perm access.Permission) (Version, error) {
+	if err := p.Require(perm); err != nil {
 		return Version{}, err
 	}
-	w, err := s.workspaces.WorkspaceWith(ctx, p, workspaceID, access.PermStateRead)
+	w, err := s.workspaces.WorkspaceWith(ctx, p, workspaceID, perm)
 	if err != nil {
 		return Version{}, err
 	}
@@ -346,11 +364,21 @@ func (s *Service) Download(ctx context.Context, p access.Principal, versionID st
 
 // Outputs lists a version's outputs; sensitive values are absent.
 func (s *Service) Outputs(ctx context.Context, p access.Principal, versionID string) ([]Output, error) {
+	_, outputs, err := s.VersionOutputs(ctx, p, versionID)
+	return outputs, err
+}
+
+// VersionOutputs reads a version and its outputs (sensitive values absent)
+// for a principal that may read outputs in its workspace: state:read_outputs
+// alone is enough, and the version comes back for its status, never its
+// body.
+func (s *Service) VersionOutputs(ctx context.Context, p access.Principal, versionID string) (Version, []Output, error) {
 	v, err := s.visible(ctx, p, versionID, access.PermStateReadOutputs)
 	if err != nil {
-		return nil, err
+		return Version{}, nil, err
 	}
-	return outputsOf(ctx, s.db, v.ID)
+	outputs, err := outputsOf(ctx, s.db, v.ID)
+	return v, outputs, err
 }
 
 // Output reads one output; a sensitive output's value is absent.

@@ -355,6 +355,6 @@ func TestReadOutputsGrantReadsOnlyOutputs(t *testing.T) {
 		"/api/v2/workspaces/" + ws + "/current-state-version"} {
 		callWith(t, env, token, http.MethodGet, path, nil).MustStatus(t, http.StatusForbidden)
 	}
-	member.Get("/v1/state-versions/" + sv).MustStatus(t, http.StatusForbidden)
-	member.Get("/v1/workspaces/" + ws + "/state-versions").MustStatus(t, http.StatusForbidden)
+	member.Get("/v1/state-versions/"+sv).MustStatus(t, http.StatusForbidden)
+	member.Get("/v1/workspaces/"+ws+"/state-versions").MustStatus(t, http.StatusForbidden)
 }

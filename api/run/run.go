@@ -490,19 +490,22 @@ func AvailableActions(r Run, ahead []Run, p access.Principal, now time.Time) []s
 	// An agent may reject or cancel; approving, overriding and recovering
 	// are a person's decisions.
 	human := !p.IsAgent()
-	if waiting && p.Permissions.Has(access.PermRunApprove) {
+	// What the principal may do in the run's workspace: its role and its
+	// teams' grants there.
+	perms := p.PermissionsIn(r.WorkspaceID, r.ProjectID)
+	if waiting && perms.Has(access.PermRunApprove) {
 		if r.Status == StatusAwaitingApproval && r.GateOpen(now) && !r.PastApprovalDeadline(now) && human {
 			actions = append(actions, ActionApprove)
 		}
 		actions = append(actions, ActionReject)
 	}
-	if r.Overridable(now) && p.Permissions.Has(access.PermPolicyOverrideSoft) && human {
+	if r.Overridable(now) && perms.Has(access.PermPolicyOverrideSoft) && human {
 		actions = append(actions, ActionOverridePolicy)
 	}
-	if Cancelable(r.Status) && !r.CancelRequested() && p.Permissions.Has(access.PermRunCancel) {
+	if Cancelable(r.Status) && !r.CancelRequested() && perms.Has(access.PermRunCancel) {
 		actions = append(actions, ActionCancel)
 	}
-	if r.Status == StatusRecoveryRequired && p.Permissions.Has(access.PermRunRecover) && p.Permissions.Has(access.PermStateRecover) && human {
+	if r.Status == StatusRecoveryRequired && perms.Has(access.PermRunRecover) && perms.Has(access.PermStateRecover) && human {
 		actions = append(actions, ActionRecover)
 	}
 	if ForceExecutePermitted(p) && ForceExecutable(r, ahead) == nil {

@@ -389,7 +389,8 @@ func (s *server) runResource(r run.Run, p access.Principal, checks []ref) resour
 		timestamps["force-canceled-at"] = timestamp(*r.ForceCanceledAt)
 	}
 	hasChanges := r.HasChanges != nil && *r.HasChanges
-	canCancel := p.Permissions.Has(access.PermRunCancel)
+	in := p.PermissionsIn(r.WorkspaceID, r.ProjectID)
+	canCancel := in.Has(access.PermRunCancel)
 	attrs := map[string]any{
 		"status": runStatus(r, now), "has-changes": hasChanges, "created-at": timestamp(r.CreatedAt),
 		"message": r.Message, "source": "tfe-api", "auto-apply": false, "is-destroy": false, "refresh": r.Refresh,
@@ -405,8 +406,8 @@ func (s *server) runResource(r run.Run, p access.Principal, checks []ref) resour
 			"is-force-cancelable": canCancel && r.ForceCancelable(now),
 		},
 		"permissions": map[string]bool{
-			"can-apply": p.Permissions.Has(access.PermRunApprove), "can-cancel": canCancel,
-			"can-discard": p.Permissions.Has(access.PermRunApprove), "can-force-cancel": canCancel,
+			"can-apply": in.Has(access.PermRunApprove), "can-cancel": canCancel,
+			"can-discard": in.Has(access.PermRunApprove), "can-force-cancel": canCancel,
 			"can-force-execute": run.ForceExecutePermitted(p),
 		},
 	}

@@ -221,6 +221,12 @@ func (s *Service) OpenStateDownload(ctx context.Context, p access.Principal, ver
 	if err != nil {
 		return Download{}, missingBlob(err)
 	}
+	// authorizeDownload saw artifact:read_sensitive anywhere; a team's
+	// admin grant on another workspace releases nothing in this one.
+	if _, err := s.workspaces.WorkspaceWith(ctx, p, v.WorkspaceID, access.PermArtifactReadSensitive); err != nil {
+		body.Close()
+		return Download{}, err
+	}
 	if err := s.auditDownload(ctx, p, DownloadState, "state_version", v.ID, withReason(map[string]any{"workspace_id": v.WorkspaceID,
 		"serial": v.Serial, "size_bytes": *v.Size, "sha256": HexDigest(v.SHA256)}, reason)); err != nil {
 		body.Close()

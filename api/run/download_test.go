@@ -16,9 +16,11 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/cairnhq/cairn/api/access"
 	"github.com/cairnhq/cairn/api/apitest"
 	"github.com/cairnhq/cairn/api/authserver"
 	"github.com/cairnhq/cairn/api/state"
+	"github.com/cairnhq/cairn/api/team"
 )
 
 func downloadAs(u *apitest.User, path string, body string, header map[string]string) *apitest.Response {
@@ -169,6 +171,31 @@ func TestRestrictedDownloadAuditsBeforeTheFirstByte(t *testing.T) {
 	}
 }
 
+// ownerPublishesState writes raw (serial 1) as the workspace's state version as
+// its owner, holding the lock, and returns the version's ID.
+func (h *harness) ownerPublishesState(workspaceID string, raw []byte) string {
+	h.t.Helper()
+	sum := md5.Sum(raw)
+	owner := h.ownerPrincipal()
+	states, workspaces := h.env.Server.Services().State, h.env.Server.Services().Workspaces
+	var versionID string
+	if err := h.inTx(func(tx *sqlx.Tx) error {
+		if _, err := workspaces.LockWorkspace(h.ctx, tx, owner, workspaceID, "publishing"); err != nil {
+			return err
+		}
+		v, err := states.Create(h.ctx, tx, owner, workspaceID, state.CreateInput{Serial: 1, MD5: hex.EncodeToString(sum[:]),
+			Lineage: "4a1b2c3d-0000-4000-8000-000000000001"})
+		versionID = v.ID
+		return err
+	}); err != nil {
+		h.t.Fatal(err)
+	}
+	if _, err := states.Upload(h.ctx, versionID, bytes.NewReader(raw)); err != nil {
+		h.t.Fatal(err)
+	}
+	return versionID
+}
+
 // TestRawStateDownloadStreamsTheStoredState: a published state version's
 // raw bytes come back exactly, audited against the version, for a
 // principal with state:read, artifact:read_sensitive and a recent step-up.
@@ -178,24 +205,7 @@ func TestRawStateDownloadStreamsTheStoredState(t *testing.T) {
 	ws := h.workspace("raw-state")
 	raw := []byte(`{"version":4,"terraform_version":"1.10.6","serial":1,"lineage":"4a1b2c3d-0000-4000-8000-000000000001",` +
 		`"outputs":{"password":{"value":"hunter2","type":"string","sensitive":true}},"resources":[],"check_results":null}`)
-	sum := md5.Sum(raw)
-	owner := h.ownerPrincipal()
-	states, workspaces := h.env.Server.Services().State, h.env.Server.Services().Workspaces
-	var versionID string
-	if err := h.inTx(func(tx *sqlx.Tx) error {
-		if _, err := workspaces.LockWorkspace(h.ctx, tx, owner, ws, "publishing"); err != nil {
-			return err
-		}
-		v, err := states.Create(h.ctx, tx, owner, ws, state.CreateInput{Serial: 1, MD5: hex.EncodeToString(sum[:]),
-			Lineage: "4a1b2c3d-0000-4000-8000-000000000001"})
-		versionID = v.ID
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := states.Upload(h.ctx, versionID, bytes.NewReader(raw)); err != nil {
-		t.Fatal(err)
-	}
+	versionID := h.ownerPublishesState(ws, raw)
 	path := "/v1/state-versions/" + versionID + "/download"
 	writer := h.env.SignUp("writer")
 	h.env.Join(h.owner, writer, "writer")
@@ -208,5 +218,47 @@ func TestRawStateDownloadStreamsTheStoredState(t *testing.T) {
 	}
 	if n := h.downloadEvents(versionID); n != 1 {
 		t.Fatalf("%d audit records for the state version, want 1", n)
+	}
+}
+
+// TestRawStateDownloadNeedsSensitiveAccessInItsWorkspace: a member whose
+// teams read workspace W (state:read there) and administer workspace X
+// (artifact:read_sensitive there), freshly stepped up, is refused W's raw
+// state: the sensitive-artifact permission must hold in W itself.
+func TestRawStateDownloadNeedsSensitiveAccessInItsWorkspace(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	w, x := h.workspace("read-only-here"), h.workspace("admin-there")
+	versionID := h.ownerPublishesState(w, []byte(`{"version":4,"terraform_version":"1.10.6","serial":1,`+
+		`"lineage":"4a1b2c3d-0000-4000-8000-000000000001","outputs":{},"resources":[],"check_results":null}`))
+	member := h.env.SignUp("member")
+	h.env.Join(h.owner, member, "member")
+	teams := team.NewService(h.env.DB, h.env.Server.Services().Workspaces)
+	owner := h.ownerPrincipal()
+	if err := h.inTx(func(tx *sqlx.Tx) error {
+		for _, g := range []struct{ name, workspaceID, level string }{{"readers", w, access.LevelRead}, {"admins", x, access.LevelAdmin}} {
+			tm, err := teams.Create(h.ctx, tx, owner, team.CreateInput{Name: g.name})
+			if err != nil {
+				return err
+			}
+			if err := teams.AddMembers(h.ctx, tx, owner, tm.ID, []string{member.ID}); err != nil {
+				return err
+			}
+			if _, err := teams.GrantWorkspace(h.ctx, tx, owner, tm.ID, g.workspaceID, team.WorkspaceAccessInput{Access: g.level}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	member.Do(apitest.Request{Method: http.MethodPost, Path: "/api/auth/reauthenticate",
+		Body: map[string]string{"password": member.Password}}).MustStatus(t, http.StatusOK)
+	member.Get("/v1/state-versions/"+versionID).MustStatus(t, http.StatusOK)
+	if resp := downloadAs(member, "/v1/state-versions/"+versionID+"/download", reasonForm("audit"), nil); resp.Status != http.StatusForbidden {
+		t.Fatalf("raw state of a workspace the member only reads: %d %s", resp.Status, resp.Body)
+	}
+	if n := h.downloadEvents(versionID); n != 0 {
+		t.Fatalf("a refused download wrote %d audit records", n)
 	}
 }

@@ -103,6 +103,13 @@ func TestAvailableActions(t *testing.T) {
 	writer := access.Principal{Permissions: access.PermissionsOf(access.RoleWriter)}
 	admin := access.Principal{Permissions: access.PermissionsOf(access.RoleAdmin)}
 	reader := access.Principal{Permissions: access.PermissionsOf(access.RoleReader)}
+	// A member reaches workspaces through its teams: write on ws_write,
+	// plan on ws_plan.
+	teamMember := access.Principal{Permissions: access.PermissionsOf(access.RoleMember)}
+	for id, level := range map[string]string{"ws_write": access.LevelWrite, "ws_plan": access.LevelPlan} {
+		grant, _ := access.WorkspaceLevel(level)
+		teamMember.Grants.AddWorkspace(id, grant)
+	}
 	for _, tc := range []struct {
 		name string
 		run  Run
@@ -119,6 +126,10 @@ func TestAvailableActions(t *testing.T) {
 		{"applied", Run{Status: StatusApplied}, admin, []string{}},
 		{"recovery needs both permissions", Run{Status: StatusRecoveryRequired}, writer, []string{}},
 		{"recovery", Run{Status: StatusRecoveryRequired}, admin, []string{ActionRecover}},
+		{"a team's write grant approves there", Run{WorkspaceID: "ws_write", Status: StatusAwaitingApproval, PolicyOutcome: &pass, PolicyGateUntil: &open},
+			teamMember, []string{ActionApprove, ActionReject, ActionCancel}},
+		{"a team's plan grant does not approve", Run{WorkspaceID: "ws_plan", Status: StatusAwaitingApproval, PolicyOutcome: &pass, PolicyGateUntil: &open},
+			teamMember, []string{}},
 	} {
 		if got := AvailableActions(tc.run, nil, tc.p, now); !slices.Equal(got, tc.want) {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)

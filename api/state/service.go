@@ -289,24 +289,26 @@ func (s *Service) Get(ctx context.Context, p access.Principal, versionID string)
 	return s.visible(ctx, p, versionID, access.PermStateRead)
 }
 
-// GetForOutputs reads one version's metadata for reading its outputs:
-// state:read_outputs suffices.
-func (s *Service) GetForOutputs(ctx context.Context, p access.Principal, versionID string) (Version, error) {
-	return s.visible(ctx, p, versionID, access.PermStateReadOutputs)
-}
-
 // Current returns the workspace's current version, or fault.ErrNotFound
 // when it has none yet.
 func (s *Service) Current(ctx context.Context, p access.Principal, workspaceID string) (Version, error) {
 	return s.current(ctx, p, workspaceID, access.PermStateRead)
 }
 
-// CurrentForOutputs is Current for reading the version's outputs:
-// state:read_outputs suffices.
-func (s *Service) CurrentForOutputs(ctx context.Context, p access.Principal, workspaceID string) (Version, error) {
-	return s.current(ctx, p, workspaceID, access.PermStateReadOutputs)
+// CurrentOutputs lists the outputs of the workspace's current version
+// (sensitive values absent) to a principal that may read outputs there,
+// state:read_outputs alone being enough; fault.ErrNotFound when the
+// workspace has no state yet.
+func (s *Service) CurrentOutputs(ctx context.Context, p access.Principal, workspaceID string) ([]Output, error) {
+	v, err := s.current(ctx, p, workspaceID, access.PermStateReadOutputs)
+	if err != nil {
+		return nil, err
+	}
+	return outputsOf(ctx, s.db, v.ID)
 }
 
+// current loads the workspace's current version for a principal holding
+// perm in the workspace.
 func (s *Service) current(ctx context.Context, p access.Principal, workspaceID string, perm access.Permission) (Version, error) {
 	if err := p.Require(perm); err != nil {
 		return Version{}, err
@@ -362,11 +364,21 @@ func (s *Service) Download(ctx context.Context, p access.Principal, versionID st
 
 // Outputs lists a version's outputs; sensitive values are absent.
 func (s *Service) Outputs(ctx context.Context, p access.Principal, versionID string) ([]Output, error) {
+	_, outputs, err := s.VersionOutputs(ctx, p, versionID)
+	return outputs, err
+}
+
+// VersionOutputs reads a version and its outputs (sensitive values absent)
+// for a principal that may read outputs in its workspace: state:read_outputs
+// alone is enough, and the version comes back for its status, never its
+// body.
+func (s *Service) VersionOutputs(ctx context.Context, p access.Principal, versionID string) (Version, []Output, error) {
 	v, err := s.visible(ctx, p, versionID, access.PermStateReadOutputs)
 	if err != nil {
-		return nil, err
+		return Version{}, nil, err
 	}
-	return outputsOf(ctx, s.db, v.ID)
+	outputs, err := outputsOf(ctx, s.db, v.ID)
+	return v, outputs, err
 }
 
 // Output reads one output; a sensitive output's value is absent.

@@ -304,17 +304,15 @@ func (s *server) currentOutputs(c *fiber.Ctx, p access.Principal, o owner) error
 	return s.outputsDocument(c, outputs)
 }
 
-// currentStateOutputs lists the outputs of a workspace's current state; a
-// workspace without state has none (not an error).
+// currentStateOutputs lists the outputs of a workspace's current state
+// (state:read_outputs is enough); a workspace without state has none (not
+// an error).
 func (s *server) currentStateOutputs(c *fiber.Ctx, p access.Principal, workspaceID string) ([]state.Output, error) {
-	v, err := s.State.CurrentForOutputs(c.UserContext(), p, workspaceID)
+	outputs, err := s.State.CurrentOutputs(c.UserContext(), p, workspaceID)
 	if errors.Is(err, fault.ErrNotFound) {
 		return nil, nil
 	}
-	if err != nil {
-		return nil, err
-	}
-	return s.State.Outputs(c.UserContext(), p, v.ID)
+	return outputs, err
 }
 
 func (s *server) readOutput(c *fiber.Ctx, p access.Principal, o owner) error {

@@ -315,3 +315,90 @@ func TestUnreachableWorkspaceAnswersAsMissing(t *testing.T) {
 	callWith(t, env, memberToken, http.MethodGet, "/api/v2/workspaces/"+a+"/current-state-version-outputs", nil).MustStatus(t, http.StatusOK)
 	callWith(t, env, memberToken, http.MethodGet, "/api/v2/workspaces/"+a+"/current-state-version", nil).MustStatus(t, http.StatusForbidden)
 }
+
+// TestWorkspacePermissionsIncludeTeamGrants: what a workspace reports the
+// caller may do in it (the CLI refuses to plan or apply on these before it
+// asks for a run), and its current state and latest run, follow the
+// caller's access in that workspace, team grants included: a member whose
+// team has plan may queue runs and read state there, not apply or lock.
+func TestWorkspacePermissionsIncludeTeamGrants(t *testing.T) {
+	t.Parallel()
+	env := apitest.New(t)
+	u := newCloudUser(t, env, "Shown")
+	ws := u.uploadedWorkspace(t, "app")
+	sv := u.publishState(t, ws, 1, []byte(`{"version":4,"terraform_version":"1.10.6","serial":1,"lineage":"lin-1","outputs":{},"resources":[],"check_results":null}`))
+	runID := u.newRun(t, ws)
+	teamID := decode(t, u.call(t, http.MethodPost, "/api/v2/organizations/"+u.org+"/teams",
+		teamDoc(map[string]any{"name": "payments"})).MustStatus(t, http.StatusCreated)).Data.ID
+	member, token := joinWithToken(t, env, u, "Member", "member")
+	u.call(t, http.MethodPost, "/api/v2/teams/"+teamID+"/relationships/users", map[string]any{"data": []map[string]string{
+		{"type": "users", "id": member.ID}}}).MustStatus(t, http.StatusNoContent)
+	u.call(t, http.MethodPost, "/api/v2/team-workspaces", map[string]any{"data": map[string]any{
+		"type": "team-workspaces", "attributes": map[string]any{"access": "plan"},
+		"relationships": map[string]any{
+			"team":      map[string]any{"data": map[string]string{"type": "teams", "id": teamID}},
+			"workspace": map[string]any{"data": map[string]string{"type": "workspaces", "id": ws}},
+		}}}).MustStatus(t, http.StatusCreated)
+
+	read := decode(t, callWith(t, env, token, http.MethodGet, "/api/v2/workspaces/"+ws, nil).MustStatus(t, http.StatusOK))
+	perms, _ := read.Data.Attributes["permissions"].(map[string]any)
+	for name, want := range map[string]bool{"can-read-settings": true, "can-queue-run": true, "can-read-state-versions": true,
+		"can-queue-apply": false, "can-update": false, "can-lock": false, "can-update-variable": false} {
+		if perms[name] != want {
+			t.Errorf("%s = %v, want %v (permissions %v)", name, perms[name], want, perms)
+		}
+	}
+	idOf := func(rel string) any {
+		d, _ := read.Data.Relationships[rel].Data.(map[string]any)
+		return d["id"]
+	}
+	if idOf("current-state-version") != sv || idOf("latest-run") != runID {
+		t.Errorf("current state %v, latest run %v; want %s and %s", idOf("current-state-version"), idOf("latest-run"), sv, runID)
+	}
+}
+
+// TestReadOutputsGrantReadsOnlyOutputs: a member whose team has custom
+// access with state-versions read-outputs reads the current outputs on
+// /api/v2 (also as a workspace's included outputs) and a version's outputs
+// on /v1, the sensitive one without its value, and is refused the state
+// version itself and its body.
+func TestReadOutputsGrantReadsOnlyOutputs(t *testing.T) {
+	t.Parallel()
+	env := apitest.New(t)
+	u := newCloudUser(t, env, "Outputs")
+	ws := u.uploadedWorkspace(t, "app")
+	sv := u.publishState(t, ws, 1, []byte(`{"version":4,"terraform_version":"1.10.6","serial":1,"lineage":"lin-1",`+
+		`"outputs":{"region":{"value":"eu-west-1","type":"string"},"secret":{"value":"s3cr3t","type":"string","sensitive":true}},`+
+		`"resources":[],"check_results":null}`))
+	teamID := decode(t, u.call(t, http.MethodPost, "/api/v2/organizations/"+u.org+"/teams",
+		teamDoc(map[string]any{"name": "readers"})).MustStatus(t, http.StatusCreated)).Data.ID
+	member, token := joinWithToken(t, env, u, "Member", "member")
+	u.call(t, http.MethodPost, "/api/v2/teams/"+teamID+"/relationships/users", map[string]any{"data": []map[string]string{
+		{"type": "users", "id": member.ID}}}).MustStatus(t, http.StatusNoContent)
+	u.call(t, http.MethodPost, "/api/v2/team-workspaces", map[string]any{"data": map[string]any{
+		"type": "team-workspaces", "attributes": map[string]any{"access": "custom", "state-versions": "read-outputs"},
+		"relationships": map[string]any{
+			"team":      map[string]any{"data": map[string]string{"type": "teams", "id": teamID}},
+			"workspace": map[string]any{"data": map[string]string{"type": "workspaces", "id": ws}},
+		}}}).MustStatus(t, http.StatusCreated)
+
+	outputs := func(what string, r *apitest.Response) {
+		t.Helper()
+		r.MustStatus(t, http.StatusOK)
+		body := string(r.Body)
+		if strings.Contains(body, "s3cr3t") || !strings.Contains(body, "eu-west-1") || !strings.Contains(body, "secret") {
+			t.Errorf("%s: %s", what, body)
+		}
+	}
+	outputs("/api/v2 current outputs", callWith(t, env, token, http.MethodGet, "/api/v2/workspaces/"+ws+"/current-state-version-outputs", nil))
+	outputs("/api/v2 workspace with its outputs", callWith(t, env, token, http.MethodGet, "/api/v2/workspaces/"+ws+"?include=outputs", nil))
+	outputs("/api/v2 version outputs", callWith(t, env, token, http.MethodGet, "/api/v2/state-versions/"+sv+"/outputs", nil))
+	outputs("/v1 version outputs", member.Get("/v1/state-versions/"+sv+"/outputs"))
+
+	for _, path := range []string{"/api/v2/state-versions/" + sv + "/download", "/api/v2/state-versions/" + sv,
+		"/api/v2/workspaces/" + ws + "/current-state-version"} {
+		callWith(t, env, token, http.MethodGet, path, nil).MustStatus(t, http.StatusForbidden)
+	}
+	member.Get("/v1/state-versions/"+sv).MustStatus(t, http.StatusForbidden)
+	member.Get("/v1/workspaces/"+ws+"/state-versions").MustStatus(t, http.StatusForbidden)
+}

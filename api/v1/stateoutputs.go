@@ -41,15 +41,16 @@ func (a *API) registerStateOutputs() {
 		Summary: "A state version's outputs (sensitive values omitted)", Tags: []string{"State"},
 	}, operationOptions{}, func(ctx context.Context, in *IDPath) (*Single[[]StateOutputView], error) {
 		return single(ctx, a, func(p access.Principal) ([]StateOutputView, error) {
-			v, err := a.deps.Services.State.GetForOutputs(ctx, p, in.ID)
+			// Outputs need only state:read_outputs (a team's read-outputs
+			// access), never state:read.
+			v, outputs, err := a.deps.Services.State.VersionOutputs(ctx, p, in.ID)
 			if err != nil {
 				return nil, err
 			}
 			if !v.Finalized() {
 				return nil, fault.ErrNotFound
 			}
-			outputs, err := a.deps.Services.State.Outputs(ctx, p, in.ID)
-			return mapSlice(outputs, stateOutputView), err
+			return mapSlice(outputs, stateOutputView), nil
 		})
 	})
 }

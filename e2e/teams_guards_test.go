@@ -97,10 +97,10 @@ func TestTeamGuardsAgreeWithTheMapping(t *testing.T) {
 	for i, u := range users {
 		allIDs[i] = u.id
 	}
-	elsewhere := s.createTeam(t, owner, "elsewhere", allIDs)
+	elsewhere := s.createTeamWith(t, owner, "elsewhere", allIDs)
 	write, _ := access.WorkspaceLevel(access.LevelWrite)
 	s.grantTeam(t, owner, elsewhere, other, "", write)
-	guards := s.createTeam(t, owner, "guards", allIDs)
+	guards := s.createTeamWith(t, owner, "guards", allIDs)
 
 	probes := guardProbes(s)
 	grant := ""
@@ -249,8 +249,8 @@ func (s *Stack) seedState(t *testing.T, m member, workspaceID string) string {
 	return id
 }
 
-// createTeam creates an organization-visible team with members.
-func (s *Stack) createTeam(t *testing.T, m member, name string, userIDs []string) string {
+// createTeamWith creates an organization-visible team with members.
+func (s *Stack) createTeamWith(t *testing.T, m member, name string, userIDs []string) string {
 	t.Helper()
 	id, _ := s.v2Data(t, m.token, http.MethodPost, "/organizations/"+m.slug+"/teams", map[string]any{"data": map[string]any{
 		"type": "teams", "attributes": map[string]any{"name": name, "visibility": "organization"}}}, http.StatusCreated)

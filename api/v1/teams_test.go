@@ -12,6 +12,7 @@ import (
 
 	"github.com/cairnhq/cairn/api/access"
 	"github.com/cairnhq/cairn/api/apitest"
+	"github.com/cairnhq/cairn/api/launch"
 	"github.com/cairnhq/cairn/api/platform/db"
 	"github.com/cairnhq/cairn/api/platform/fault"
 	"github.com/cairnhq/cairn/api/team"
@@ -649,4 +650,41 @@ func TestMemberEffectiveAccessV1(t *testing.T) {
 	}
 	other := f.env.WithOrganization("Other")
 	owner.Get("/v1/members/"+other.ID).MustStatus(t, http.StatusNotFound)
+}
+
+// TestTeamAccessFollowsLaunchControl: with the public gate closed and one
+// canary pair, team and project-wide changes and grants on another
+// workspace get the non-disclosing 503; a grant on the canary workspace is
+// changed (its workspace resolved from the grant), and revocations, which
+// only narrow access, are never held back.
+func TestTeamAccessFollowsLaunchControl(t *testing.T) {
+	t.Parallel()
+	f := newTeamFixture(t)
+	owner := f.owner
+	proj := newProject(t, owner, "P")
+	canary, other := newWorkspace(t, owner, proj, "canary"), newWorkspace(t, owner, proj, "other")
+	tm := createTeamV1(t, owner, map[string]any{"name": "payments"})
+	onCanary := grantWorkspaceV1(t, owner, canary.ID, map[string]any{"team_id": tm.ID, "access": "read"})
+	onOther := grantWorkspaceV1(t, owner, other.ID, map[string]any{"team_id": tm.ID, "access": "read"})
+
+	c := launch.Default()
+	c.CanaryAllowlist = []launch.Pair{{OrganizationID: owner.OrganizationID, WorkspaceID: canary.ID}}
+	applyControl(t, f.env, "canary-only", 1, c)
+
+	for what, r := range map[string]*apitest.Response{
+		"team create":  owner.Mutate(http.MethodPost, "/v1/teams", map[string]any{"name": "another"}),
+		"team update":  owner.Mutate(http.MethodPatch, "/v1/teams/"+tm.ID, map[string]any{"name": "renamed"}),
+		"member add":   owner.Mutate(http.MethodPost, "/v1/teams/"+tm.ID+"/members", map[string]any{"user_ids": []string{f.member.ID}}),
+		"grant other":  owner.Mutate(http.MethodPost, "/v1/workspaces/"+other.ID+"/team-access", map[string]any{"team_id": tm.ID, "access": "read"}),
+		"change other": owner.Mutate(http.MethodPatch, "/v1/workspace-team-access/"+onOther.ID, map[string]any{"access": "write"}),
+		"grant project": owner.Mutate(http.MethodPost, "/v1/projects/"+proj+"/team-access",
+			map[string]any{"team_id": tm.ID, "access": "read"}),
+	} {
+		if r.Status != http.StatusServiceUnavailable || !strings.Contains(string(r.Body), "service_unavailable") {
+			t.Errorf("%s: %d %s, want the non-disclosing 503", what, r.Status, r.Body)
+		}
+	}
+	owner.Mutate(http.MethodPatch, "/v1/workspace-team-access/"+onCanary.ID, map[string]any{"access": "write"}).MustStatus(t, http.StatusOK)
+	owner.Mutate(http.MethodDelete, "/v1/workspace-team-access/"+onOther.ID, nil).MustStatus(t, http.StatusOK)
+	owner.Mutate(http.MethodDelete, "/v1/teams/"+tm.ID, nil).MustStatus(t, http.StatusOK)
 }

@@ -176,8 +176,10 @@ func removeMember(ctx context.Context, q sqlx.ExtContext, teamID, userID string)
 
 func membersOf(ctx context.Context, q sqlx.QueryerContext, teamID string) ([]Member, error) {
 	out := []Member{}
-	err := sqlx.SelectContext(ctx, q, &out, `SELECT m.user_id, u.name, u.email, m.created_at
-		FROM team_members m JOIN users u ON u.id = m.user_id WHERE m.team_id = $1 ORDER BY u.email, m.user_id`, teamID)
+	err := sqlx.SelectContext(ctx, q, &out, `SELECT m.user_id, om.invitation_id, u.name, u.email, m.created_at
+		FROM team_members m JOIN users u ON u.id = m.user_id
+		JOIN memberships om ON om.organization_id = m.organization_id AND om.user_id = m.user_id
+		WHERE m.team_id = $1 ORDER BY u.email, m.user_id`, teamID)
 	if err != nil {
 		return nil, fmt.Errorf("listing team members: %w", err)
 	}

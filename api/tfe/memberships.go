@@ -132,7 +132,11 @@ func (s *server) membershipsDocument(ctx context.Context, q sqlx.QueryerContext,
 				if err != nil {
 					return nil, nil, err
 				}
-				included = append(included, teamResource(p, t, nil, nil))
+				members, invitees, err := teamPeople(ctx, q, t.ID)
+				if err != nil {
+					return nil, nil, err
+				}
+				included = append(included, teamResource(p, t, members, invitees))
 			}
 		}
 	}

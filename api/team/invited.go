@@ -63,14 +63,9 @@ func ResolveMemberships(ctx context.Context, q sqlx.QueryerContext, organization
 // AddInvitees puts open invitations of the organization in a team. Like
 // members, only an owner puts anyone in the owners team.
 func (s *Service) AddInvitees(ctx context.Context, tx *sqlx.Tx, p access.Principal, teamID string, invitationIDs []string) error {
-	t, err := s.managedTeam(ctx, tx, p, teamID)
+	t, err := s.membershipTeam(ctx, tx, p, teamID)
 	if err != nil {
 		return err
-	}
-	if t.Owners {
-		if err := requireOwner(ctx, tx, p, t); err != nil {
-			return err
-		}
 	}
 	for _, inv := range invitationIDs {
 		// Locked so that it is neither accepted nor canceled before the
@@ -84,18 +79,9 @@ func (s *Service) AddInvitees(ctx context.Context, tx *sqlx.Tx, p access.Princip
 		if !open {
 			return fmt.Errorf("invitation %s: %w", inv, fault.ErrNotFound)
 		}
-		res, err := tx.ExecContext(ctx, `INSERT INTO team_invitations (team_id, organization_id, invitation_id)
-			VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`, t.ID, p.OrganizationID, inv)
+		err = changeInvitee(ctx, tx, p, t.ID, inv, "team.invitee_added", `INSERT INTO team_invitations (team_id, organization_id, invitation_id)
+			VALUES ($1, $3, $2) ON CONFLICT DO NOTHING`)
 		if err != nil {
-			return fmt.Errorf("adding invitee to team: %w", err)
-		}
-		if n, err := res.RowsAffected(); err != nil || n == 0 {
-			if err != nil {
-				return fmt.Errorf("adding invitee to team: %w", err)
-			}
-			continue
-		}
-		if err := audit.Record(ctx, tx, p, "team.invitee_added", "team", t.ID, map[string]any{"invitation_id": inv}); err != nil {
 			return err
 		}
 	}
@@ -104,31 +90,35 @@ func (s *Service) AddInvitees(ctx context.Context, tx *sqlx.Tx, p access.Princip
 
 // RemoveInvitees takes invitations out of a team.
 func (s *Service) RemoveInvitees(ctx context.Context, tx *sqlx.Tx, p access.Principal, teamID string, invitationIDs []string) error {
-	t, err := s.managedTeam(ctx, tx, p, teamID)
+	t, err := s.membershipTeam(ctx, tx, p, teamID)
 	if err != nil {
 		return err
 	}
-	if t.Owners {
-		if err := requireOwner(ctx, tx, p, t); err != nil {
-			return err
-		}
-	}
 	for _, inv := range invitationIDs {
-		res, err := tx.ExecContext(ctx, `DELETE FROM team_invitations WHERE team_id = $1 AND invitation_id = $2`, t.ID, inv)
+		err := changeInvitee(ctx, tx, p, t.ID, inv, "team.invitee_removed",
+			`DELETE FROM team_invitations WHERE team_id = $1 AND invitation_id = $2 AND organization_id = $3`)
 		if err != nil {
-			return fmt.Errorf("removing invitee from team: %w", err)
-		}
-		if n, err := res.RowsAffected(); err != nil || n == 0 {
-			if err != nil {
-				return fmt.Errorf("removing invitee from team: %w", err)
-			}
-			continue
-		}
-		if err := audit.Record(ctx, tx, p, "team.invitee_removed", "team", t.ID, map[string]any{"invitation_id": inv}); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// changeInvitee runs an insert or delete of one team place ($1 team, $2
+// invitation, $3 organization) and audits it when it changed anything.
+func changeInvitee(ctx context.Context, tx *sqlx.Tx, p access.Principal, teamID, invitationID, action, stmt string) error {
+	res, err := tx.ExecContext(ctx, stmt, teamID, invitationID, p.OrganizationID)
+	if err != nil {
+		return fmt.Errorf("changing team invitee: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("changing team invitee: %w", err)
+	}
+	if n == 0 {
+		return nil
+	}
+	return audit.Record(ctx, tx, p, action, "team", teamID, map[string]any{"invitation_id": invitationID})
 }
 
 // Invitees lists the open invitations in a team.

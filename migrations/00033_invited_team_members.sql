@@ -13,6 +13,11 @@ FROM (SELECT DISTINCT ON (organization_id, closed_by) id, organization_id, close
       ORDER BY organization_id, closed_by, closed_at DESC, id) i
 WHERE i.organization_id = m.organization_id AND i.closed_by = m.user_id;
 
+-- The installation operator, which administers every organization on
+-- /api/v2 and has no account, invites too: its invitations name no
+-- inviter, and its authority does not lapse before acceptance.
+ALTER TABLE invitations ALTER COLUMN inviter_id DROP NOT NULL;
+
 -- Invited people can be put in teams before they join (HCP Terraform
 -- allows it). The row turns into a team membership in the accepting
 -- transaction and is deleted when the invitation is canceled or declined;
@@ -34,5 +39,7 @@ CREATE INDEX team_invitations_invitation ON team_invitations (invitation_id);
 -- +goose Down
 DROP TABLE team_invitations;
 ALTER TABLE invitations DROP CONSTRAINT invitations_id_organization_key;
+DELETE FROM invitations WHERE inviter_id IS NULL;
+ALTER TABLE invitations ALTER COLUMN inviter_id SET NOT NULL;
 DROP INDEX memberships_invitation_key;
 ALTER TABLE memberships DROP COLUMN invitation_id;

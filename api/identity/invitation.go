@@ -49,11 +49,13 @@ type Invitation struct {
 	OrganizationName string      `db:"organization_name" json:"organization_name"`
 	Email            string      `db:"email" json:"email"`
 	Role             access.Role `db:"role" json:"role"`
-	InviterID        string      `db:"inviter_id" json:"inviter_id"`
-	InviterName      string      `db:"inviter_name" json:"inviter_name"`
-	Status           string      `db:"status" json:"status"`
-	CreatedAt        time.Time   `db:"created_at" json:"created_at"`
-	ExpiresAt        time.Time   `db:"expires_at" json:"expires_at"`
+	// InviterID is empty for the installation operator, whose authority
+	// does not lapse.
+	InviterID   string    `db:"inviter_id" json:"inviter_id"`
+	InviterName string    `db:"inviter_name" json:"inviter_name"`
+	Status      string    `db:"status" json:"status"`
+	CreatedAt   time.Time `db:"created_at" json:"created_at"`
+	ExpiresAt   time.Time `db:"expires_at" json:"expires_at"`
 }
 
 // statusAt is the status as of now: pending turns expired at expires_at.
@@ -112,7 +114,7 @@ func (s *Service) InviteMemberTx(ctx context.Context, tx *sqlx.Tx, p access.Prin
 	if err := p.Require(access.PermMemberManage); err != nil {
 		return Invitation{}, "", err
 	}
-	if p.Kind != access.KindUser || !mayGrant(p.Role, role) {
+	if (p.Kind != access.KindUser && p.Kind != access.KindOperator) || !mayGrant(p.Role, role) {
 		return Invitation{}, "", fmt.Errorf("inviting as %s: %w", role, fault.ErrForbidden)
 	}
 	email, err := NormalizeEmail(email)
@@ -126,7 +128,7 @@ func (s *Service) InviteMemberTx(ctx context.Context, tx *sqlx.Tx, p access.Prin
 	token := InvitationTokenPrefix + tokenEncoding.EncodeToString(raw)
 	now := s.now().UTC().Truncate(time.Microsecond)
 	inv := Invitation{
-		ID: id.New("inv"), OrganizationID: p.OrganizationID, Email: email, Role: role, InviterID: p.ID,
+		ID: id.New("inv"), OrganizationID: p.OrganizationID, Email: email, Role: role, InviterID: memberID(p),
 		InviterName: p.Name, Status: InvitationPending, CreatedAt: now, ExpiresAt: now.Add(invitationTTL),
 	}
 	org, err := organizationByID(ctx, tx, p.OrganizationID)
@@ -158,6 +160,16 @@ func (s *Service) InviteMemberTx(ctx context.Context, tx *sqlx.Tx, p access.Prin
 		return Invitation{}, "", err
 	}
 	return inv, token, nil
+}
+
+// memberID is the user who invites or cancels: none for the installation
+// operator (which administers every organization on /api/v2 and has no
+// account).
+func memberID(p access.Principal) string {
+	if p.Kind == access.KindOperator {
+		return ""
+	}
+	return p.ID
 }
 
 // ListInvitations lists the principal's organization's pending invitations
@@ -199,7 +211,7 @@ func (s *Service) CancelInvitation(ctx context.Context, p access.Principal, invi
 			return ErrInvitationClosed
 		}
 		now := s.now().UTC().Truncate(time.Microsecond)
-		if err := closeInvitation(ctx, tx, inv.ID, InvitationCanceled, p.ID, now); err != nil {
+		if err := closeInvitation(ctx, tx, inv.ID, InvitationCanceled, memberID(p), now); err != nil {
 			return err
 		}
 		if err := team.DropInvitation(ctx, tx, inv.ID); err != nil {
@@ -243,12 +255,14 @@ func (s *Service) AcceptInvitation(ctx context.Context, sessionToken, invitation
 		if err := inv.open(now); err != nil {
 			return err
 		}
-		granter, err := lockMembershipRole(ctx, tx, inv.OrganizationID, inv.InviterID)
-		if errors.Is(err, fault.ErrNotFound) || (err == nil && !mayGrant(granter, inv.Role)) {
-			return fmt.Errorf("the inviter may no longer grant %s: %w", inv.Role, ErrInvitationClosed)
-		}
-		if err != nil {
-			return err
+		if inv.InviterID != "" {
+			granter, err := lockMembershipRole(ctx, tx, inv.OrganizationID, inv.InviterID)
+			if errors.Is(err, fault.ErrNotFound) || (err == nil && !mayGrant(granter, inv.Role)) {
+				return fmt.Errorf("the inviter may no longer grant %s: %w", inv.Role, ErrInvitationClosed)
+			}
+			if err != nil {
+				return err
+			}
 		}
 		if err := insertMembership(ctx, tx, inv.OrganizationID, ls.UserID, inv.Role, inv.ID); err != nil {
 			return err

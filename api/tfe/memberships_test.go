@@ -263,6 +263,32 @@ func TestLastOwnerMembershipCannotBeDeleted(t *testing.T) {
 	u.call(t, http.MethodGet, "/api/v2/organization-memberships/"+list.Data[0].ID, nil).MustStatus(t, http.StatusNotFound)
 }
 
+// TestOperatorInvitationIsAccepted: the installation operator (go-tfe's
+// compat token) invites through /api/v2 although it has no account; the
+// invitation names no inviter, is accepted, and the operator can cancel
+// another.
+func TestOperatorInvitationIsAcceptedThroughMemberships(t *testing.T) {
+	t.Parallel()
+	env := apitest.New(t)
+	u := newCloudUser(t, env, "Operated")
+	base := "/api/v2/organizations/" + u.org + "/organization-memberships"
+	invitee := env.SignUp("Invitee")
+	var created membershipDocument
+	callWith(t, env, apitest.OperatorToken, http.MethodPost, base, membershipDoc(invitee.Email)).
+		MustStatus(t, http.StatusCreated).JSON(t, &created)
+	invitee.Do(apitest.Request{Method: http.MethodPost, Path: "/api/auth/organization/accept-invitation",
+		Body: map[string]string{"invitation_id": strings.SplitN(created.Data.ID, ".", 2)[1], "token": created.Meta.InvitationToken}}).
+		MustStatus(t, http.StatusOK)
+	read := decode(t, u.call(t, http.MethodGet, "/api/v2/organization-memberships/"+created.Data.ID, nil).MustStatus(t, http.StatusOK))
+	if read.Data.Attributes["status"] != "active" {
+		t.Fatalf("accepted: %+v", read.Data)
+	}
+	other := decode(t, callWith(t, env, apitest.OperatorToken, http.MethodPost, base, membershipDoc("other@example.com")).
+		MustStatus(t, http.StatusCreated)).Data.ID
+	callWith(t, env, apitest.OperatorToken, http.MethodDelete, "/api/v2/organization-memberships/"+other, nil).MustStatus(t, http.StatusNoContent)
+	u.call(t, http.MethodGet, "/api/v2/organization-memberships/"+other, nil).MustStatus(t, http.StatusNotFound)
+}
+
 func mustJSON(t *testing.T, v any) string {
 	t.Helper()
 	b, err := json.Marshal(v)

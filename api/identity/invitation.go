@@ -16,6 +16,7 @@ import (
 	"github.com/cairnhq/cairn/api/platform/db"
 	"github.com/cairnhq/cairn/api/platform/fault"
 	"github.com/cairnhq/cairn/api/platform/id"
+	"github.com/cairnhq/cairn/api/team"
 )
 
 // Invitation statuses. A pending invitation past its expiry is shown as
@@ -48,11 +49,13 @@ type Invitation struct {
 	OrganizationName string      `db:"organization_name" json:"organization_name"`
 	Email            string      `db:"email" json:"email"`
 	Role             access.Role `db:"role" json:"role"`
-	InviterID        string      `db:"inviter_id" json:"inviter_id"`
-	InviterName      string      `db:"inviter_name" json:"inviter_name"`
-	Status           string      `db:"status" json:"status"`
-	CreatedAt        time.Time   `db:"created_at" json:"created_at"`
-	ExpiresAt        time.Time   `db:"expires_at" json:"expires_at"`
+	// InviterID is empty for the installation operator, whose authority
+	// does not lapse.
+	InviterID   string    `db:"inviter_id" json:"inviter_id"`
+	InviterName string    `db:"inviter_name" json:"inviter_name"`
+	Status      string    `db:"status" json:"status"`
+	CreatedAt   time.Time `db:"created_at" json:"created_at"`
+	ExpiresAt   time.Time `db:"expires_at" json:"expires_at"`
 }
 
 // statusAt is the status as of now: pending turns expired at expires_at.
@@ -92,10 +95,26 @@ func (s *Service) invitationTokenHash(token string) []byte {
 // accepts with the returned token, which is shown only here and stored only
 // as a keyed hash.
 func (s *Service) InviteMember(ctx context.Context, p access.Principal, email string, role access.Role) (Invitation, string, error) {
+	var inv Invitation
+	var token string
+	err := db.WithTx(ctx, s.db, func(tx *sqlx.Tx) error {
+		var err error
+		inv, token, err = s.InviteMemberTx(ctx, tx, p, email, role)
+		return err
+	})
+	if err != nil {
+		return Invitation{}, "", err
+	}
+	return inv, token, nil
+}
+
+// InviteMemberTx is InviteMember in the caller's transaction, for callers
+// that do more with the invitation before it commits (put it in teams).
+func (s *Service) InviteMemberTx(ctx context.Context, tx *sqlx.Tx, p access.Principal, email string, role access.Role) (Invitation, string, error) {
 	if err := p.Require(access.PermMemberManage); err != nil {
 		return Invitation{}, "", err
 	}
-	if p.Kind != access.KindUser || !mayGrant(p.Role, role) {
+	if (p.Kind != access.KindUser && p.Kind != access.KindOperator) || !mayGrant(p.Role, role) {
 		return Invitation{}, "", fmt.Errorf("inviting as %s: %w", role, fault.ErrForbidden)
 	}
 	email, err := NormalizeEmail(email)
@@ -109,40 +128,48 @@ func (s *Service) InviteMember(ctx context.Context, p access.Principal, email st
 	token := InvitationTokenPrefix + tokenEncoding.EncodeToString(raw)
 	now := s.now().UTC().Truncate(time.Microsecond)
 	inv := Invitation{
-		ID: id.New("inv"), OrganizationID: p.OrganizationID, Email: email, Role: role, InviterID: p.ID,
+		ID: id.New("inv"), OrganizationID: p.OrganizationID, Email: email, Role: role, InviterID: memberID(p),
 		InviterName: p.Name, Status: InvitationPending, CreatedAt: now, ExpiresAt: now.Add(invitationTTL),
 	}
-	err = db.WithTx(ctx, s.db, func(tx *sqlx.Tx) error {
-		org, err := organizationByID(ctx, tx, p.OrganizationID)
-		if err != nil {
-			return err
-		}
-		inv.OrganizationName = org.Name
-		if member, err := isMemberByEmail(ctx, tx, p.OrganizationID, email); err != nil {
-			return err
-		} else if member {
-			return ErrMemberExists
-		}
-		if err := expireInvitations(ctx, tx, p.OrganizationID, email, now); err != nil {
-			return err
-		}
-		open, err := countOpenInvitations(ctx, tx, p.OrganizationID, now)
-		if err != nil {
-			return err
-		}
-		if open >= maxOpenInvitations {
-			return ErrTooManyInvitations
-		}
-		if err := insertInvitation(ctx, tx, inv, s.invitationTokenHash(token)); err != nil {
-			return err
-		}
-		return audit.Record(ctx, tx, p, "invitation.created", "invitation", inv.ID,
-			map[string]any{"email": email, "role": string(role), "expires_at": inv.ExpiresAt})
-	})
+	org, err := organizationByID(ctx, tx, p.OrganizationID)
+	if err != nil {
+		return Invitation{}, "", err
+	}
+	inv.OrganizationName = org.Name
+	if member, err := isMemberByEmail(ctx, tx, p.OrganizationID, email); err != nil {
+		return Invitation{}, "", err
+	} else if member {
+		return Invitation{}, "", ErrMemberExists
+	}
+	if err := expireInvitations(ctx, tx, p.OrganizationID, email, now); err != nil {
+		return Invitation{}, "", err
+	}
+	open, err := countOpenInvitations(ctx, tx, p.OrganizationID, now)
+	if err != nil {
+		return Invitation{}, "", err
+	}
+	if open >= maxOpenInvitations {
+		return Invitation{}, "", ErrTooManyInvitations
+	}
+	if err := insertInvitation(ctx, tx, inv, s.invitationTokenHash(token)); err != nil {
+		return Invitation{}, "", err
+	}
+	err = audit.Record(ctx, tx, p, "invitation.created", "invitation", inv.ID,
+		map[string]any{"email": email, "role": string(role), "expires_at": inv.ExpiresAt})
 	if err != nil {
 		return Invitation{}, "", err
 	}
 	return inv, token, nil
+}
+
+// memberID is the user who invites or cancels: none for the installation
+// operator (which administers every organization on /api/v2 and has no
+// account).
+func memberID(p access.Principal) string {
+	if p.Kind == access.KindOperator {
+		return ""
+	}
+	return p.ID
 }
 
 // ListInvitations lists the principal's organization's pending invitations
@@ -184,7 +211,10 @@ func (s *Service) CancelInvitation(ctx context.Context, p access.Principal, invi
 			return ErrInvitationClosed
 		}
 		now := s.now().UTC().Truncate(time.Microsecond)
-		if err := closeInvitation(ctx, tx, inv.ID, InvitationCanceled, p.ID, now); err != nil {
+		if err := closeInvitation(ctx, tx, inv.ID, InvitationCanceled, memberID(p), now); err != nil {
+			return err
+		}
+		if err := team.DropInvitation(ctx, tx, inv.ID); err != nil {
 			return err
 		}
 		inv.Status = InvitationCanceled
@@ -225,14 +255,16 @@ func (s *Service) AcceptInvitation(ctx context.Context, sessionToken, invitation
 		if err := inv.open(now); err != nil {
 			return err
 		}
-		granter, err := lockMembershipRole(ctx, tx, inv.OrganizationID, inv.InviterID)
-		if errors.Is(err, fault.ErrNotFound) || (err == nil && !mayGrant(granter, inv.Role)) {
-			return fmt.Errorf("the inviter may no longer grant %s: %w", inv.Role, ErrInvitationClosed)
+		if inv.InviterID != "" {
+			granter, err := lockMembershipRole(ctx, tx, inv.OrganizationID, inv.InviterID)
+			if errors.Is(err, fault.ErrNotFound) || (err == nil && !mayGrant(granter, inv.Role)) {
+				return fmt.Errorf("the inviter may no longer grant %s: %w", inv.Role, ErrInvitationClosed)
+			}
+			if err != nil {
+				return err
+			}
 		}
-		if err != nil {
-			return err
-		}
-		if err := insertMembership(ctx, tx, inv.OrganizationID, ls.UserID, inv.Role); err != nil {
+		if err := insertMembership(ctx, tx, inv.OrganizationID, ls.UserID, inv.Role, inv.ID); err != nil {
 			return err
 		}
 		if err := closeInvitation(ctx, tx, inv.ID, InvitationAccepted, ls.UserID, now); err != nil {
@@ -250,6 +282,20 @@ func (s *Service) AcceptInvitation(ctx context.Context, sessionToken, invitation
 			Evidence: map[string]any{"role": string(inv.Role), "invitation_id": inv.ID, "invited_by": inv.InviterID},
 		}); err != nil {
 			return err
+		}
+		// The teams the invitee was put in while invited are joined now,
+		// each audited as the invitee's own joining.
+		teams, err := team.JoinInvitedTeams(ctx, tx, inv.ID, ls.UserID)
+		if err != nil {
+			return err
+		}
+		for _, teamID := range teams {
+			if _, err := audit.Append(ctx, tx, audit.Entry{
+				OrganizationID: inv.OrganizationID, Action: "team.member_added", Actor: audit.Actor{Type: audit.ActorUser, ID: ls.UserID},
+				TargetType: "team", TargetID: teamID, Evidence: map[string]any{"user_id": ls.UserID, "invitation_id": inv.ID},
+			}); err != nil {
+				return err
+			}
 		}
 		org, err := organizationByID(ctx, tx, inv.OrganizationID)
 		out = OrganizationMembership{Organization: org, Role: inv.Role}
@@ -279,6 +325,9 @@ func (s *Service) RejectInvitation(ctx context.Context, sessionToken, invitation
 			return err
 		}
 		if err := closeInvitation(ctx, tx, inv.ID, InvitationRejected, ls.UserID, now); err != nil {
+			return err
+		}
+		if err := team.DropInvitation(ctx, tx, inv.ID); err != nil {
 			return err
 		}
 		inv.Status = InvitationRejected

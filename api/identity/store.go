@@ -137,9 +137,11 @@ func insertOrganization(ctx context.Context, q sqlx.ExtContext, o Organization) 
 	return nil
 }
 
-func insertMembership(ctx context.Context, q sqlx.ExtContext, organizationID, userID string, role access.Role) error {
-	_, err := q.ExecContext(ctx, `INSERT INTO memberships (organization_id, user_id, role) VALUES ($1, $2, $3)`,
-		organizationID, userID, role)
+// insertMembership makes a user a member; invitationID, when not empty,
+// is the invitation accepted, which names the membership on /api/v2.
+func insertMembership(ctx context.Context, q sqlx.ExtContext, organizationID, userID string, role access.Role, invitationID string) error {
+	_, err := q.ExecContext(ctx, `INSERT INTO memberships (organization_id, user_id, role, invitation_id)
+		VALUES ($1, $2, $3, nullif($4, ''))`, organizationID, userID, role, invitationID)
 	if db.IsUniqueViolation(err, "memberships_pkey") {
 		return ErrMemberExists
 	}
@@ -261,16 +263,17 @@ func deleteMembership(ctx context.Context, q sqlx.ExtContext, organizationID, us
 // invitationColumns reads an invitation with its organization's and its
 // inviter's names (aliases i, o, u).
 const invitationColumns = `
-	i.id, i.organization_id, o.name AS organization_name, i.email, i.role, i.inviter_id, u.name AS inviter_name,
+	i.id, i.organization_id, o.name AS organization_name, i.email, i.role, coalesce(i.inviter_id, '') AS inviter_id,
+	coalesce(u.name, 'operator') AS inviter_name,
 	i.status, i.created_at, i.expires_at
 	FROM invitations i
 	JOIN organizations o ON o.id = i.organization_id
-	JOIN users u ON u.id = i.inviter_id`
+	LEFT JOIN users u ON u.id = i.inviter_id`
 
 func insertInvitation(ctx context.Context, q sqlx.ExtContext, inv Invitation, tokenHash []byte) error {
 	_, err := q.ExecContext(ctx, `
 		INSERT INTO invitations (id, organization_id, email, role, token_hash, inviter_id, status, created_at, expires_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+		VALUES ($1, $2, $3, $4, $5, nullif($6, ''), $7, $8, $9)`,
 		inv.ID, inv.OrganizationID, inv.Email, inv.Role, tokenHash, inv.InviterID, inv.Status, inv.CreatedAt, inv.ExpiresAt)
 	if db.IsUniqueViolation(err, "invitations_pending_key") {
 		return ErrInvitationPending
@@ -357,7 +360,7 @@ func lockInvitation(ctx context.Context, tx *sqlx.Tx, invitationID string) (Invi
 
 func closeInvitation(ctx context.Context, q sqlx.ExtContext, invitationID, status, by string, at time.Time) error {
 	_, err := q.ExecContext(ctx, `
-		UPDATE invitations SET status = $2, closed_by = $3, closed_at = $4 WHERE id = $1 AND status = 'pending'`,
+		UPDATE invitations SET status = $2, closed_by = nullif($3, ''), closed_at = $4 WHERE id = $1 AND status = 'pending'`,
 		invitationID, status, by, at)
 	if err != nil {
 		return fmt.Errorf("closing invitation: %w", err)

@@ -29,7 +29,7 @@ func TeamIn(ctx context.Context, q sqlx.QueryerContext, organizationID, teamID s
 // shown; someone outside it is not found.
 func MemberOf(ctx context.Context, q sqlx.QueryerContext, organizationID, userID string) (Member, error) {
 	var m Member
-	err := sqlx.GetContext(ctx, q, &m, `SELECT m.user_id, u.name, u.email, m.role, m.created_at
+	err := sqlx.GetContext(ctx, q, &m, `SELECT m.user_id, m.invitation_id, u.name, u.email, m.role, m.created_at
 		FROM memberships m JOIN users u ON u.id = m.user_id
 		WHERE m.organization_id = $1 AND m.user_id = $2 AND u.banned_at IS NULL`, organizationID, userID)
 	if errors.Is(err, sql.ErrNoRows) {

@@ -269,17 +269,27 @@ func requireOwner(ctx context.Context, q sqlx.QueryerContext, p access.Principal
 	return ErrNotOwner
 }
 
-// AddMembers adds members of the organization to a team. A user who is not
-// a member of the organization is not found.
-func (s *Service) AddMembers(ctx context.Context, tx *sqlx.Tx, p access.Principal, teamID string, userIDs []string) error {
+// membershipTeam loads and locks a team whose members the principal may
+// change: one it manages, and the owners team only for an owner.
+func (s *Service) membershipTeam(ctx context.Context, tx *sqlx.Tx, p access.Principal, teamID string) (Team, error) {
 	t, err := s.managedTeam(ctx, tx, p, teamID)
 	if err != nil {
-		return err
+		return Team{}, err
 	}
 	if t.Owners {
 		if err := requireOwner(ctx, tx, p, t); err != nil {
-			return err
+			return Team{}, err
 		}
+	}
+	return t, nil
+}
+
+// AddMembers adds members of the organization to a team. A user who is not
+// a member of the organization is not found.
+func (s *Service) AddMembers(ctx context.Context, tx *sqlx.Tx, p access.Principal, teamID string, userIDs []string) error {
+	t, err := s.membershipTeam(ctx, tx, p, teamID)
+	if err != nil {
+		return err
 	}
 	members, err := organizationMembers(ctx, tx, p.OrganizationID, userIDs)
 	if err != nil {
@@ -307,14 +317,9 @@ func (s *Service) AddMembers(ctx context.Context, tx *sqlx.Tx, p access.Principa
 // RemoveMembers removes users from a team. The owners team keeps at least
 // one member.
 func (s *Service) RemoveMembers(ctx context.Context, tx *sqlx.Tx, p access.Principal, teamID string, userIDs []string) error {
-	t, err := s.managedTeam(ctx, tx, p, teamID)
+	t, err := s.membershipTeam(ctx, tx, p, teamID)
 	if err != nil {
 		return err
-	}
-	if t.Owners {
-		if err := requireOwner(ctx, tx, p, t); err != nil {
-			return err
-		}
 	}
 	for _, u := range userIDs {
 		removed, err := removeMember(ctx, tx, t.ID, u)

@@ -185,7 +185,7 @@ func removeMember(ctx context.Context, q sqlx.ExtContext, teamID, userID string)
 
 func membersOf(ctx context.Context, q sqlx.QueryerContext, teamID string) ([]Member, error) {
 	out := []Member{}
-	err := sqlx.SelectContext(ctx, q, &out, `SELECT m.user_id, u.name, u.email, o.role, m.created_at
+	err := sqlx.SelectContext(ctx, q, &out, `SELECT m.user_id, o.invitation_id, u.name, u.email, o.role, m.created_at
 		FROM team_members m JOIN users u ON u.id = m.user_id
 		JOIN memberships o ON o.organization_id = m.organization_id AND o.user_id = m.user_id
 		WHERE m.team_id = $1 ORDER BY u.email, m.user_id`, teamID)

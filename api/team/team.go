@@ -37,11 +37,14 @@ type Team struct {
 // Member is a user in a team, with their baseline role in the
 // organization.
 type Member struct {
-	UserID  string      `db:"user_id"`
-	Name    string      `db:"name"`
-	Email   string      `db:"email"`
-	Role    access.Role `db:"role"`
-	AddedAt time.Time   `db:"created_at"`
+	UserID string `db:"user_id"`
+	// InvitationID is the invitation the member joined the organization
+	// with, if any: /api/v2 names the membership after it.
+	InvitationID *string     `db:"invitation_id"`
+	Name         string      `db:"name"`
+	Email        string      `db:"email"`
+	Role         access.Role `db:"role"`
+	AddedAt      time.Time   `db:"created_at"`
 }
 
 // WorkspaceGrant is a team's access to a workspace.

@@ -11,6 +11,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/cairnhq/cairn/api/access"
+	"github.com/cairnhq/cairn/api/identity"
 	"github.com/cairnhq/cairn/api/platform/db"
 	"github.com/cairnhq/cairn/api/platform/fault"
 	"github.com/cairnhq/cairn/api/team"
@@ -18,7 +19,8 @@ import (
 
 // Teams on /api/v2 are HCP Terraform's: a team's members are users (a
 // user's username is its Cairn user ID, which never changes) and, for the
-// organization-memberships spelling, membership IDs (membershipID).
+// organization-memberships spelling, membership IDs (membershipID), which
+// also name open invitations put in the team.
 
 func (s *server) registerTeams(r fiber.Router) {
 	r.Get("/organizations/:org/teams", s.guard(s.byOrganization, s.listTeams))
@@ -49,23 +51,6 @@ func (s *server) byOwnOrganization(ctx context.Context, _ *fiber.Ctx, p access.P
 	}
 	return s.project(ctx, p, `SELECT o.id, o.slug, '' FROM organizations o WHERE o.id = $1 AND ($2 = '' OR o.id = $2)`,
 		p.OrganizationID)
-}
-
-// membershipID names a member of an organization on /api/v2 (HCP's
-// ou- IDs): stable for as long as the membership lasts.
-func membershipID(organizationID, userID string) string {
-	return "ou-" + organizationID + "." + userID
-}
-
-// parseMembershipID returns the organization and user (or invitation) a
-// membership ID names.
-func parseMembershipID(v string) (organizationID, subjectID string, ok bool) {
-	rest, ok := strings.CutPrefix(v, "ou-")
-	if !ok {
-		return "", "", false
-	}
-	organizationID, subjectID, ok = strings.Cut(rest, ".")
-	return organizationID, subjectID, ok && organizationID != "" && subjectID != ""
 }
 
 var errInvalidInclude = fmt.Errorf("invalid include parameter: %w", fault.ErrValidation)
@@ -150,13 +135,17 @@ type teamDocument struct {
 }
 
 // teamResource renders a team with its members as relationships (the
-// users and, for the same people, their organization memberships).
-func teamResource(p access.Principal, t team.Team, members []team.Member) resource {
+// users and, for the same people and the team's open invitations, their
+// organization memberships).
+func teamResource(p access.Principal, t team.Team, members []team.Member, invitees []team.Invitee) resource {
 	users := make([]ref, 0, len(members))
-	memberships := make([]ref, 0, len(members))
+	memberships := make([]ref, 0, len(members)+len(invitees))
 	for _, m := range members {
 		users = append(users, ref{ID: m.UserID, Type: "users"})
-		memberships = append(memberships, ref{ID: membershipID(t.OrganizationID, m.UserID), Type: "organization-memberships"})
+		memberships = append(memberships, ref{ID: membershipID(t.OrganizationID, memberSubject(m)), Type: "organization-memberships"})
+	}
+	for _, i := range invitees {
+		memberships = append(memberships, ref{ID: membershipID(t.OrganizationID, i.InvitationID), Type: "organization-memberships"})
 	}
 	manage := p.Require(access.PermTeamManage) == nil
 	var sso any
@@ -192,36 +181,24 @@ func userResource(m team.Member) resource {
 }
 
 // memberIncludes renders the included resources a team's include asks for.
-func memberIncludes(organizationID string, members []team.Member, want map[string]bool) []resource {
+func memberIncludes(o owner, members []team.Member, invitees []team.Invitee, want map[string]bool) []resource {
 	var out []resource
 	for _, m := range members {
 		if want["users"] {
 			out = append(out, userResource(m))
 		}
 		if want["organization-memberships"] {
-			out = append(out, activeMembershipResource(organizationID, m, nil))
+			out = append(out, membershipResource(o, identity.RosterEntry{Subject: memberSubject(m), Status: identity.RosterActive,
+				Email: m.Email, UserID: &m.UserID, InvitationID: m.InvitationID}, nil))
+		}
+	}
+	for _, i := range invitees {
+		if want["organization-memberships"] {
+			out = append(out, membershipResource(o, identity.RosterEntry{Subject: i.InvitationID, Status: identity.RosterInvited,
+				Email: i.Email, InvitationID: &i.InvitationID}, nil))
 		}
 	}
 	return out
-}
-
-// activeMembershipResource renders a member of the organization.
-func activeMembershipResource(organizationID string, m team.Member, teamIDs []string) resource {
-	rels := map[string]relationship{"user": toOne(m.UserID, "users")}
-	if teamIDs != nil {
-		refs := make([]ref, 0, len(teamIDs))
-		for _, id := range teamIDs {
-			refs = append(refs, ref{ID: id, Type: "teams"})
-		}
-		rels["teams"] = relationship{Data: refs}
-	}
-	id := membershipID(organizationID, m.UserID)
-	return resource{
-		ID: id, Type: "organization-memberships",
-		Attributes:    map[string]any{"status": "active", "email": m.Email},
-		Relationships: rels,
-		Links:         map[string]string{"self": "/api/v2/organization-memberships/" + id},
-	}
 }
 
 func writeWithIncluded(c *fiber.Ctx, status int, data any, included []resource, meta map[string]any) error {
@@ -235,7 +212,18 @@ func writeWithIncluded(c *fiber.Ctx, status int, data any, included []resource, 
 	return writeDocument(c, status, doc)
 }
 
-func (s *server) listTeams(c *fiber.Ctx, p access.Principal, _ owner) error {
+// teamPeople reads a team's members and open invitations (the caller has
+// checked that the principal may see the team).
+func teamPeople(ctx context.Context, q sqlx.QueryerContext, teamID string) ([]team.Member, []team.Invitee, error) {
+	members, err := team.MembersIn(ctx, q, teamID)
+	if err != nil {
+		return nil, nil, err
+	}
+	invitees, err := team.InviteesIn(ctx, q, teamID)
+	return members, invitees, err
+}
+
+func (s *server) listTeams(c *fiber.Ctx, p access.Principal, o owner) error {
 	want, err := strictIncludes(c, "users", "organization-memberships")
 	if err != nil {
 		return s.writeError(c, err)
@@ -255,12 +243,12 @@ func (s *server) listTeams(c *fiber.Ctx, p access.Principal, _ owner) error {
 	data := make([]resource, 0, len(page))
 	var included []resource
 	for _, t := range page {
-		members, err := s.Teams.Members(ctx, p, t.ID)
+		members, invitees, err := teamPeople(ctx, s.DB, t.ID)
 		if err != nil {
 			return s.writeError(c, err)
 		}
-		data = append(data, teamResource(p, t, members))
-		included = append(included, memberIncludes(t.OrganizationID, members, want)...)
+		data = append(data, teamResource(p, t, members, invitees))
+		included = append(included, memberIncludes(o, members, invitees, want)...)
 	}
 	return writeWithIncluded(c, http.StatusOK, data, included, paginate(number, size, len(teams)))
 }
@@ -289,10 +277,10 @@ func (s *server) createTeam(c *fiber.Ctx, p access.Principal, _ owner) error {
 	if err != nil {
 		return s.writeError(c, err)
 	}
-	return writeData(c, http.StatusCreated, teamResource(p, t, nil))
+	return writeData(c, http.StatusCreated, teamResource(p, t, nil, nil))
 }
 
-func (s *server) readTeam(c *fiber.Ctx, p access.Principal, _ owner) error {
+func (s *server) readTeam(c *fiber.Ctx, p access.Principal, o owner) error {
 	want, err := strictIncludes(c, "users", "organization-memberships")
 	if err != nil {
 		return s.writeError(c, err)
@@ -302,11 +290,11 @@ func (s *server) readTeam(c *fiber.Ctx, p access.Principal, _ owner) error {
 	if err != nil {
 		return s.writeError(c, err)
 	}
-	members, err := s.Teams.Members(ctx, p, t.ID)
+	members, invitees, err := teamPeople(ctx, s.DB, t.ID)
 	if err != nil {
 		return s.writeError(c, err)
 	}
-	return writeWithIncluded(c, http.StatusOK, teamResource(p, t, members), memberIncludes(t.OrganizationID, members, want), nil)
+	return writeWithIncluded(c, http.StatusOK, teamResource(p, t, members, invitees), memberIncludes(o, members, invitees, want), nil)
 }
 
 func (s *server) updateTeam(c *fiber.Ctx, p access.Principal, _ owner) error {
@@ -328,18 +316,19 @@ func (s *server) updateTeam(c *fiber.Ctx, p access.Principal, _ owner) error {
 	ctx := c.UserContext()
 	var t team.Team
 	var members []team.Member
+	var invitees []team.Invitee
 	err := db.WithTx(ctx, s.DB, func(tx *sqlx.Tx) error {
 		var err error
 		if t, err = s.Teams.Update(ctx, tx, p, c.Params("id"), in); err != nil {
 			return err
 		}
-		members, err = team.MembersIn(ctx, tx, t.ID)
+		members, invitees, err = teamPeople(ctx, tx, t.ID)
 		return err
 	})
 	if err != nil {
 		return s.writeError(c, err)
 	}
-	return writeData(c, http.StatusOK, teamResource(p, t, members))
+	return writeData(c, http.StatusOK, teamResource(p, t, members, invitees))
 }
 
 func (s *server) deleteTeam(c *fiber.Ctx, p access.Principal, _ owner) error {
@@ -355,7 +344,8 @@ func (s *server) deleteTeam(c *fiber.Ctx, p access.Principal, _ owner) error {
 }
 
 // changeTeamMembers adds or removes members named by username (users) or
-// by membership ID (organization-memberships).
+// by membership ID (organization-memberships, which also name open
+// invitations: an invitee joins the team on accepting).
 func (s *server) changeTeamMembers(add bool, typ string) handler {
 	return func(c *fiber.Ctx, p access.Principal, o owner) error {
 		var doc struct {
@@ -367,29 +357,41 @@ func (s *server) changeTeamMembers(add bool, typ string) handler {
 		if len(doc.Data) == 0 {
 			return s.writeError(c, errInvalidDocument)
 		}
-		userIDs := make([]string, 0, len(doc.Data))
+		ids := make([]string, 0, len(doc.Data))
 		for _, r := range doc.Data {
 			if r.Type != typ {
 				return s.writeError(c, errInvalidDocument)
 			}
-			userID := r.ID
+			id := r.ID
 			if typ == "organization-memberships" {
-				// A membership of another organization, or an invitation
-				// (no account has joined yet), names nobody here.
+				// A membership of another organization names nobody here.
 				org, subject, ok := parseMembershipID(r.ID)
 				if !ok || org != o.OrganizationID {
 					return s.writeError(c, fault.ErrNotFound)
 				}
-				userID = subject
+				id = subject
 			}
-			userIDs = append(userIDs, userID)
+			ids = append(ids, id)
 		}
 		ctx := c.UserContext()
 		err := db.WithTx(ctx, s.DB, func(tx *sqlx.Tx) error {
-			if add {
-				return s.Teams.AddMembers(ctx, tx, p, c.Params("id"), userIDs)
+			userIDs, invitationIDs := ids, []string(nil)
+			if typ == "organization-memberships" {
+				var err error
+				if userIDs, invitationIDs, err = team.ResolveMemberships(ctx, tx, o.OrganizationID, ids); err != nil {
+					return err
+				}
 			}
-			return s.Teams.RemoveMembers(ctx, tx, p, c.Params("id"), userIDs)
+			if add {
+				if err := s.Teams.AddMembers(ctx, tx, p, c.Params("id"), userIDs); err != nil {
+					return err
+				}
+				return s.Teams.AddInvitees(ctx, tx, p, c.Params("id"), invitationIDs)
+			}
+			if err := s.Teams.RemoveMembers(ctx, tx, p, c.Params("id"), userIDs); err != nil {
+				return err
+			}
+			return s.Teams.RemoveInvitees(ctx, tx, p, c.Params("id"), invitationIDs)
 		})
 		if err != nil {
 			return s.writeError(c, err)

@@ -65,27 +65,31 @@ var compatUnmodelled = map[string]string{
 	"TestRunsListForOrganization_RunDependent": "agent pools",
 	// It waits for the cost_estimated status.
 	"TestRunsRead_CostEstimate": "cost estimates",
-	// Memberships are listed, read, created and deleted only on /v1 and
-	// the identity server so far; /api/v2 answers 404.
-	"TestOrganizationMemberships": "organization memberships on /api/v2",
 	// Every one of them starts from createProject, POST
 	// organizations/:org/projects, which /api/v2 does not offer (the
 	// team-projects routes themselves are covered in api/tfe).
 	"TestTeamProjectAccesses": "projects on /api/v2",
-	// Their fixture creates an organization membership first.
-	"TestTeamMembersAddByOrganizationMembers":        "organization memberships on /api/v2",
-	"TestTeamMembersRemoveByOrganizationMemberships": "organization memberships on /api/v2",
 }
 
 // compatKnownGaps fail for a cause that is Cairn's to fix, named here.
+//
+// go-tfe runs with one token and creates a fresh organization per test,
+// then acts in it. The compat token is the installation operator because
+// no person's token can do that: /api/v2 lets only the operator create
+// organizations, and a user token (cut_) is bound to the one organization
+// it was issued in (README, API tokens), so a person's token could not act
+// in the organizations go-tfe creates. The operator administers every
+// organization (it invites, too) but has no account and is no member of
+// what it creates. Account-wide user tokens would close these.
 var compatKnownGaps = map[string]string{
-	// The compat token is the installation operator: it has no account
-	// (account/details is 404) and is no member of the organizations it
-	// creates, so it cannot be added to a team.
-	"TestTeamMembersAddByUsername":     "the operator token has no account to add (account/details is 404)",
-	"TestTeamMembersList":              "the operator token has no account to add (account/details is 404)",
-	"TestTeamMembersRemoveByUsernames": "the operator token has no account to add (account/details is 404)",
+	"TestTeamMembersAddByUsername":     compatNoAccount,
+	"TestTeamMembersList":              compatNoAccount,
+	"TestTeamMembersRemoveByUsernames": compatNoAccount,
+	// It counts the creator among the members.
+	"TestOrganizationMembershipsList/with_pagination_options": "the compat token is the operator, which is no member of the organizations it creates (2 memberships, not 3); a person's token is bound to one organization",
 }
+
+const compatNoAccount = "the compat token is the operator, which has no account to add (account/details is 404); a person's token is bound to one organization, and go-tfe acts in the organizations it creates"
 
 // compatNeedsProvider marks a failure whose run could not install go-tfe's
 // fixture provider (hashicorp/null), which `make tools` builds into the

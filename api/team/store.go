@@ -316,16 +316,27 @@ type grantRows struct {
 // it on every authenticated request: there is no cache to outlive a
 // revocation.
 func GrantsOf(ctx context.Context, q sqlx.QueryerContext, organizationID, userID string) (access.TeamGrants, error) {
+	return grantsOfTeams(ctx, q, `SELECT t.* FROM team_members m JOIN teams t ON t.id = m.team_id
+		WHERE m.user_id = $2 AND m.organization_id = $1`, organizationID, userID)
+}
+
+// grantsOfTeam resolves what one team grants (a team token's principal),
+// on every request like GrantsOf.
+func grantsOfTeam(ctx context.Context, q sqlx.QueryerContext, organizationID, teamID string) (access.TeamGrants, error) {
+	return grantsOfTeams(ctx, q, `SELECT t.* FROM teams t WHERE t.organization_id = $1 AND t.id = $2`, organizationID, teamID)
+}
+
+// grantsOfTeams resolves the grants of the teams that selectTeams (with
+// the organization as $1 and one more argument as $2) returns.
+func grantsOfTeams(ctx context.Context, q sqlx.QueryerContext, selectTeams, organizationID, arg string) (access.TeamGrants, error) {
 	var raw []byte
 	err := sqlx.GetContext(ctx, q, &raw, `
-		WITH mine AS (
-			SELECT t.* FROM team_members m JOIN teams t ON t.id = m.team_id
-			WHERE m.user_id = $2 AND m.organization_id = $1)
+		WITH mine AS (`+selectTeams+`)
 		SELECT json_build_object(
 			'teams', (SELECT coalesce(json_agg(mine), '[]') FROM mine),
 			'workspaces', (SELECT coalesce(json_agg(a), '[]') FROM team_workspace_access a JOIN mine ON mine.id = a.team_id),
 			'projects', (SELECT coalesce(json_agg(a), '[]') FROM team_project_access a JOIN mine ON mine.id = a.team_id))`,
-		organizationID, userID)
+		organizationID, arg)
 	if err != nil {
 		return access.TeamGrants{}, fmt.Errorf("reading team grants: %w", err)
 	}

@@ -134,6 +134,7 @@ var details = []struct {
 	{run.ErrConfigurationCurrent, "transition not allowed: configuration could not be archived because it is current"},
 	{run.ErrConfigurationNotArchivable, "transition not allowed: only an uploaded configuration version that no unfinished run uses can be archived"},
 	{workspace.ErrLockedByRun, "Unable to unlock the workspace: it is locked by Run, which releases it when it ends. Use force-unlock to take it anyway."},
+	{workspace.ErrLockedByTeam, "Unable to unlock the workspace: it is locked by Team holding a team token. Use force-unlock to take it anyway."},
 	{workspace.ErrLockedByOther, "Unable to unlock the workspace: it is locked by User holding another credential. Use force-unlock if the holder is gone."},
 	{state.ErrNotLockedByWriter, "The workspace must be locked by the credential writing state."},
 	{state.ErrConflict, "The state version does not follow the current state: its serial must be greater than the current serial and its lineage must match, unless forced."},

@@ -85,16 +85,19 @@ func (s *server) readWorkspaceFacts(ctx context.Context, g *errgroup.Group, p ac
 }
 
 func workspaceRepresentation(p access.Principal, o owner, w workspace.Workspace, f workspaceFacts) resource {
-	has := p.Permissions.Has
+	has := p.PermissionsIn(w.ID, w.ProjectID).Has
 	currentSV, currentRun, latestRun, currentCV := f.currentSV, f.currentRun, f.latestRun, f.currentCV
 	resourceCount, runCount := f.resourceCount, f.runCount
 	lockedBy := relationship{Data: nil}
 	if w.Locked() {
-		// Every non-run holder is presented as a user: the protocol knows
-		// only users, teams and runs.
+		// Every holder but a run and a team token is presented as a
+		// user: the protocol knows only users, teams and runs.
 		typ := "users"
-		if *w.LockedByKind == "run" {
+		switch *w.LockedByKind {
+		case access.KindRun:
 			typ = "runs"
+		case access.KindTeam:
+			typ = "teams"
 		}
 		lockedBy = toOne(*w.LockedByID, typ)
 	}
@@ -218,8 +221,15 @@ type workspaceAttributes struct {
 
 type workspaceDocument struct {
 	Data struct {
-		Type       string              `json:"type"`
-		Attributes workspaceAttributes `json:"attributes"`
+		Type          string              `json:"type"`
+		Attributes    workspaceAttributes `json:"attributes"`
+		Relationships struct {
+			// Project places a new workspace in a project; without it the
+			// workspace lands in the default project.
+			Project *struct {
+				Data *ref `json:"data"`
+			} `json:"project"`
+		} `json:"relationships"`
 	} `json:"data"`
 }
 
@@ -254,17 +264,24 @@ func (s *server) createWorkspace(c *fiber.Ctx, p access.Principal, o owner) erro
 	ctx := c.UserContext()
 	var w workspace.Workspace
 	err := db.WithTx(ctx, s.DB, func(tx *sqlx.Tx) error {
-		proj, err := s.Workspaces.DefaultProject(ctx, tx, p)
-		if err != nil {
-			return err
+		projectID := ""
+		if rel := doc.Data.Relationships.Project; rel != nil && rel.Data != nil {
+			projectID = rel.Data.ID
+		} else {
+			proj, err := s.Workspaces.DefaultProject(ctx, tx, p)
+			if err != nil {
+				return err
+			}
+			projectID = proj.ID
 		}
 		in := workspace.CreateWorkspaceInput{
-			ProjectID: proj.ID, Name: *a.Name, CloudName: *a.Name,
+			ProjectID: projectID, Name: *a.Name, CloudName: *a.Name,
 			Settings: s.settingsFor(workspace.ExecutionSettings{}, a.TerraformVersion),
 		}
 		if a.ExecutionMode != nil {
 			in.ExecutionMode = *a.ExecutionMode
 		}
+		var err error
 		w, err = s.Workspaces.CreateWorkspace(ctx, tx, p, in)
 		return err
 	})

@@ -62,6 +62,7 @@ var table = []struct {
 
 	{workspace.ErrNameTaken, httpx.Problem{Status: http.StatusConflict, Code: "WORKSPACE_NAME_TAKEN"}},
 	{workspace.ErrProjectNameTaken, httpx.Problem{Status: http.StatusConflict, Code: "PROJECT_NAME_TAKEN"}},
+	{workspace.ErrProjectNotEmpty, httpx.Problem{Status: http.StatusConflict, Code: "PROJECT_NOT_EMPTY"}},
 	{workspace.ErrVariableKeyTaken, httpx.Problem{Status: http.StatusConflict, Code: "WORKSPACE_VARIABLE_KEY_TAKEN"}},
 	{workspace.ErrVariableValueRequired, httpx.Problem{Status: http.StatusBadRequest, Code: "WORKSPACE_VARIABLE_VALUE_REQUIRED"}},
 	{workspace.ErrInvalidHCL, httpx.Problem{Status: http.StatusBadRequest, Code: "WORKSPACE_VARIABLE_HCL_INVALID"}},

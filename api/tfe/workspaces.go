@@ -53,7 +53,10 @@ type workspaceFacts struct {
 // in g: the CLI reads its workspace several times per command, and these
 // go out at once.
 func (s *server) readWorkspaceFacts(ctx context.Context, g *errgroup.Group, p access.Principal, organizationID, workspaceID string, f *workspaceFacts) {
-	if p.Permissions.Has(access.PermStateRead) {
+	// Fetched when the principal holds the permission anywhere, before the
+	// workspace is loaded; workspaceRepresentation drops what it may not
+	// see in this workspace.
+	if p.Require(access.PermStateRead) == nil {
 		g.Go(func() error {
 			cur, err := s.State.CurrentOfWorkspace(ctx, organizationID, workspaceID)
 			if cur != nil {
@@ -62,7 +65,7 @@ func (s *server) readWorkspaceFacts(ctx context.Context, g *errgroup.Group, p ac
 			return err
 		})
 	}
-	if p.Permissions.Has(access.PermRunRead) {
+	if p.Require(access.PermRunRead) == nil {
 		g.Go(func() error {
 			cur, err := s.Runs.CurrentRun(ctx, organizationID, workspaceID)
 			if cur != nil {
@@ -86,6 +89,12 @@ func (s *server) readWorkspaceFacts(ctx context.Context, g *errgroup.Group, p ac
 
 func workspaceRepresentation(p access.Principal, o owner, w workspace.Workspace, f workspaceFacts) resource {
 	has := p.PermissionsIn(w.ID, w.ProjectID).Has
+	if !has(access.PermStateRead) {
+		f.currentSV, f.resourceCount = "", 0
+	}
+	if !has(access.PermRunRead) {
+		f.currentRun, f.latestRun, f.currentCV, f.runCount = "", "", "", 0
+	}
 	currentSV, currentRun, latestRun, currentCV := f.currentSV, f.currentRun, f.latestRun, f.currentCV
 	resourceCount, runCount := f.resourceCount, f.runCount
 	lockedBy := relationship{Data: nil}

@@ -301,10 +301,11 @@ func (s *Service) GetWorkspace(ctx context.Context, p access.Principal, workspac
 // A workspace the principal cannot read (outside the boundaries, or
 // reached by neither its role nor its teams) is not found, like a missing
 // one; a readable one without perm is forbidden.
+//
+// There is no early p.Require(perm): a principal holding perm nowhere (a
+// team token or member without grants) would learn that the workspace
+// exists from a 403 where a missing one is 404.
 func visibleWorkspace(ctx context.Context, q sqlx.QueryerContext, p access.Principal, workspaceID string, perm access.Permission, forUpdate bool) (Workspace, error) {
-	if err := p.Require(perm); err != nil {
-		return Workspace{}, err
-	}
 	w, err := workspaceByID(ctx, q, p.OrganizationID, workspaceID, forUpdate)
 	if err != nil {
 		return Workspace{}, err

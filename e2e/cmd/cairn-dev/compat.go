@@ -29,16 +29,16 @@ const goTFEVersion = "v1.103.0"
 // compatSelection names go-tfe's integration tests for what Cairn's
 // remote backend implements: workspace reads and locks, state versions,
 // configuration versions, runs, plans, applies, run events, teams, team
-// members, team workspace and project access, and organization
-// memberships. Each top-level test runs in its own process, as go-tfe's
-// suite assumes.
+// members, team workspace and project access, team tokens, projects and
+// organization memberships. Each top-level test runs in its own process,
+// as go-tfe's suite assumes.
 const compatSelection = `WorkspacesRead|Lock|Unlock|StateVersions|ConfigurationVersions|Runs|Plans|Applies|RunEvents|` +
-	`Teams|Team_|TeamCreateOptions_|TeamMembers|TeamAccesses|TeamProjectAccesses|OrganizationMemberships`
+	`Teams|Team_|TeamCreateOptions_|TeamMembers|TeamAccesses|TeamProjectAccesses|OrganizationMemberships|` +
+	`TeamTokens|Projects`
 
-// compatSkips need capabilities Cairn does not model (agent pools, teams).
+// compatSkips need capabilities Cairn does not model (agent pools).
 var compatSkips = []string{
 	"TestWorkspacesRead/when_workspace_is_inheriting_the_default_execution_mode",
-	"TestWorkspacesUnlock_RunDependent/when_a_workspace_is_locked_by_a_team",
 }
 
 // compatDeviations fail on purpose, each for the reason given: SPEC.md
@@ -68,10 +68,6 @@ var compatUnmodelled = map[string]string{
 	// Memberships are listed, read, created and deleted only on /v1 and
 	// the identity server so far; /api/v2 answers 404.
 	"TestOrganizationMemberships": "organization memberships on /api/v2",
-	// Every one of them starts from createProject, POST
-	// organizations/:org/projects, which /api/v2 does not offer (the
-	// team-projects routes themselves are covered in api/tfe).
-	"TestTeamProjectAccesses": "projects on /api/v2",
 	// Their fixture creates an organization membership first.
 	"TestTeamMembersAddByOrganizationMembers":        "organization memberships on /api/v2",
 	"TestTeamMembersRemoveByOrganizationMemberships": "organization memberships on /api/v2",

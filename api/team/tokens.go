@@ -192,8 +192,8 @@ var nonOwnersCeiling = access.NewPermissionSet(slices.DeleteFunc(access.AllPermi
 var ErrInvalidToken = errors.New("invalid team token")
 
 // Authenticate resolves a team token to its team: a principal with no role
-// baseline whose permissions are the team's grants and organization
-// access, read now (a revoked grant or a deleted team narrows or ends it
+// baseline (only organization:read) whose permissions are the team's
+// grants and organization access, read now (a revoked grant or a deleted team narrows or ends it
 // on the next request).
 func (s *Tokens) Authenticate(ctx context.Context, plaintext string) (access.Principal, error) {
 	if !strings.HasPrefix(plaintext, TokenPrefix) || len(plaintext) > 128 || len(s.key) == 0 {
@@ -222,6 +222,8 @@ func (s *Tokens) Authenticate(ctx context.Context, plaintext string) (access.Pri
 	if !row.Owners {
 		grants = grants.Within(nonOwnersCeiling)
 	}
+	// organization:read is what belonging to the organization means (the
+	// CLI reads the entitlement set first); it reaches no workspace.
 	return access.Principal{Kind: access.KindTeam, ID: row.TeamID, Name: row.Name, OrganizationID: row.OrganizationID,
-		Grants: grants, TokenID: row.ID}, nil
+		Permissions: access.NewPermissionSet(access.PermOrganizationRead), Grants: grants, TokenID: row.ID}, nil
 }

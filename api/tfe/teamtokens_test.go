@@ -91,7 +91,10 @@ func TestTeamTokensActAsTheirTeam(t *testing.T) {
 		decode(t, hiddenResp).Errors[0].Title != decode(t, missing).Errors[0].Title {
 		t.Fatalf("ungranted = %d %s, missing = %d %s", hiddenResp.Status, hiddenResp.Body, missing.Status, missing.Body)
 	}
-	// No baseline: the token manages no team, not even its own token.
+	// Only the owners team's token manages teams, whatever its team's
+	// flags say.
+	u.call(t, http.MethodPatch, "/api/v2/teams/"+teamID, teamDoc(map[string]any{
+		"organization-access": map[string]bool{"manage-membership": true, "manage-teams": true}})).MustStatus(t, http.StatusOK)
 	if r := callWith(t, env, token, http.MethodPost, "/api/v2/organizations/"+u.org+"/teams", teamDoc(map[string]any{"name": "x"})); r.Status != http.StatusForbidden {
 		t.Fatalf("team token creating a team = %d %s", r.Status, r.Body)
 	}

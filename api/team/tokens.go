@@ -166,6 +166,37 @@ func (s *Tokens) Get(ctx context.Context, p access.Principal, teamID string) (To
 	return tok, nil
 }
 
+// tokenOrders are the sort keys of a token list (HCP's, a leading "-"
+// reverses), mapped to SQL; anything else is refused.
+var tokenOrders = map[string]string{
+	"": "k.created_at, k.id", "team-name": "lower(t.name), k.id", "-team-name": "lower(t.name) DESC, k.id DESC",
+	"expired-at": "k.expires_at, k.id", "-expired-at": "k.expires_at DESC, k.id DESC",
+	"created-at": "k.created_at, k.id", "-created-at": "k.created_at DESC, k.id DESC",
+}
+
+// List reads the organization's team tokens (never a plaintext) for a
+// team:manage holder: those of teams whose name contains query, in the
+// order sort names.
+func (s *Tokens) List(ctx context.Context, p access.Principal, query, sort string) ([]Token, error) {
+	if err := p.Require(access.PermTeamManage); err != nil {
+		return nil, err
+	}
+	order, ok := tokenOrders[sort]
+	if !ok {
+		return nil, fmt.Errorf("%w: sort must be one of team-name, expired-at, created-at, optionally with a leading -", ErrInvalid)
+	}
+	out := []Token{}
+	err := sqlx.SelectContext(ctx, s.db, &out, `SELECT k.id, k.organization_id, k.team_id, k.created_by_kind, k.created_by,
+		k.created_at, k.expires_at, k.last_used_at
+		FROM team_tokens k JOIN teams t ON t.id = k.team_id
+		WHERE k.organization_id = $1 AND ($2 = '' OR strpos(lower(t.name), lower($2)) > 0)
+		ORDER BY `+order, p.OrganizationID, query)
+	if err != nil {
+		return nil, fmt.Errorf("listing team tokens: %w", err)
+	}
+	return out, nil
+}
+
 // TeamOf returns the team a token ID of the principal's organization
 // belongs to; another organization's token is not found.
 func (s *Tokens) TeamOf(ctx context.Context, p access.Principal, tokenID string) (string, error) {

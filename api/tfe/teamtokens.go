@@ -20,6 +20,7 @@ func (s *server) registerTeamTokens(r fiber.Router) {
 	r.Post("/teams/:id/authentication-token", s.guard(s.byTeam, s.createTeamToken))
 	r.Get("/teams/:id/authentication-token", s.guard(s.byTeam, s.readTeamToken))
 	r.Delete("/teams/:id/authentication-token", s.guardStop(s.byTeam, s.deleteTeamToken))
+	r.Get("/organizations/:org/team-tokens", s.guard(s.byOrganization, s.listTeamTokens))
 	r.Get("/authentication-tokens/:id", s.guard(s.byTeamToken, s.readTeamTokenByID))
 	r.Delete("/authentication-tokens/:id", s.guardStop(s.byTeamToken, s.deleteTeamTokenByID))
 }
@@ -136,4 +137,18 @@ func (s *server) deleteTeamTokenByID(c *fiber.Ctx, p access.Principal, _ owner) 
 		return s.writeError(c, err)
 	}
 	return s.revokeTeamToken(c, p, teamID)
+}
+
+func (s *server) listTeamTokens(c *fiber.Ctx, p access.Principal, o owner) error {
+	tokens, err := s.TeamTokens.List(c.UserContext(), p, c.Query("q"), c.Query("sort"))
+	if err != nil {
+		return s.writeError(c, err)
+	}
+	number, size := pageParams(c)
+	start := min((number-1)*size, len(tokens))
+	data := make([]resource, 0, size)
+	for _, tok := range tokens[start:min(start+size, len(tokens))] {
+		data = append(data, teamTokenResource(o, tok, ""))
+	}
+	return writeWithIncluded(c, http.StatusOK, data, nil, paginate(number, size, len(tokens)))
 }

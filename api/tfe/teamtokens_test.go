@@ -114,6 +114,18 @@ func TestTeamTokensActAsTheirTeam(t *testing.T) {
 	callWith(t, env, token, http.MethodGet, "/api/v2/workspaces/"+granted, nil).MustStatus(t, http.StatusUnauthorized)
 	callWith(t, env, nextToken, http.MethodGet, "/api/v2/workspaces/"+granted, nil).MustStatus(t, http.StatusOK)
 
+	// The organization's token list filters by team name and sorts.
+	second, _ := teamWithToken(t, u, "auditors")
+	var tokens listDocument
+	u.call(t, http.MethodGet, "/api/v2/organizations/"+u.org+"/team-tokens?sort=-expired-at", nil).MustStatus(t, http.StatusOK).JSON(t, &tokens)
+	if len(tokens.Data) != 2 || tokens.Data[0].ID != next.Data.ID {
+		t.Fatalf("sorted by expiry, latest first: %+v", tokens)
+	}
+	u.call(t, http.MethodGet, "/api/v2/organizations/"+u.org+"/team-tokens?q=audit", nil).MustStatus(t, http.StatusOK).JSON(t, &tokens)
+	if len(tokens.Data) != 1 || tokens.Data[0].Relationships["team"].Data.(map[string]any)["id"] != second {
+		t.Fatalf("filtered by team name: %+v", tokens)
+	}
+
 	// Another organization cannot see or revoke it.
 	other := newCloudUser(t, env, "Others")
 	other.call(t, http.MethodGet, "/api/v2/authentication-tokens/"+next.Data.ID, nil).MustStatus(t, http.StatusNotFound)

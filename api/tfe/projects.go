@@ -94,13 +94,12 @@ func (s *server) listProjects(c *fiber.Ctx, p access.Principal, o owner) error {
 	if err != nil {
 		return s.writeError(c, err)
 	}
-	number, size := pageParams(c)
-	start := min((number-1)*size, len(projects))
-	data := make([]resource, 0, size)
-	for _, proj := range projects[start:min(start+size, len(projects))] {
+	page, meta := pageOf(c, projects)
+	data := make([]resource, 0, len(page))
+	for _, proj := range page {
 		data = append(data, projectResource(p, o, proj))
 	}
-	return writeWithIncluded(c, http.StatusOK, data, nil, paginate(number, size, len(projects)))
+	return writeWithIncluded(c, http.StatusOK, data, nil, meta)
 }
 
 func (s *server) createProject(c *fiber.Ctx, p access.Principal, o owner) error {

@@ -144,11 +144,10 @@ func (s *server) listTeamTokens(c *fiber.Ctx, p access.Principal, o owner) error
 	if err != nil {
 		return s.writeError(c, err)
 	}
-	number, size := pageParams(c)
-	start := min((number-1)*size, len(tokens))
-	data := make([]resource, 0, size)
-	for _, tok := range tokens[start:min(start+size, len(tokens))] {
+	page, meta := pageOf(c, tokens)
+	data := make([]resource, 0, len(page))
+	for _, tok := range page {
 		data = append(data, teamTokenResource(o, tok, ""))
 	}
-	return writeWithIncluded(c, http.StatusOK, data, nil, paginate(number, size, len(tokens)))
+	return writeWithIncluded(c, http.StatusOK, data, nil, meta)
 }

@@ -109,6 +109,9 @@ const (
 	// it creates a workspace's runs from its source settings and nothing
 	// else.
 	KindCodeHost = "code_host"
+	// KindTeam is a team API token: ID is the team's, and its permissions
+	// are exactly the team's grants (Grants), with no role baseline.
+	KindTeam = "team"
 )
 
 // CodeHost is the principal a verified code-host delivery acts as in one

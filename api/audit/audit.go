@@ -15,6 +15,8 @@ const (
 	ActorOperator       = "operator"
 	ActorSystem         = "system"
 	ActorRun            = "run"
+	// ActorTeam is a team API token: it acts as its team.
+	ActorTeam = "team"
 )
 
 // Actor is who caused an event.
@@ -71,7 +73,7 @@ func Sanitize(e Entry) ([]byte, error) {
 		return nil, fmt.Errorf("%w: action %q", ErrEvidenceRejected, e.Action)
 	}
 	switch e.Actor.Type {
-	case ActorUser, ActorServiceAccount, ActorOperator, ActorSystem, ActorRun:
+	case ActorUser, ActorServiceAccount, ActorOperator, ActorSystem, ActorRun, ActorTeam:
 	default:
 		return nil, fmt.Errorf("%w: actor type %q", ErrEvidenceRejected, e.Actor.Type)
 	}

@@ -73,6 +73,8 @@ func ActorOf(p access.Principal) Actor {
 		return Actor{Type: ActorRun, ID: p.ID}
 	case access.KindCodeHost:
 		return Actor{Type: ActorSystem, ID: p.ID}
+	case access.KindTeam:
+		return Actor{Type: ActorTeam, ID: p.ID}
 	}
 	return Actor{Type: ActorUser, ID: p.ID}
 }

@@ -2,9 +2,6 @@ package identity
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/rand"
-	"crypto/sha256"
 	"database/sql"
 	"encoding/base32"
 	"errors"
@@ -19,6 +16,7 @@ import (
 	"github.com/cairnhq/cairn/api/platform/cursor"
 	"github.com/cairnhq/cairn/api/platform/fault"
 	"github.com/cairnhq/cairn/api/platform/id"
+	"github.com/cairnhq/cairn/api/platform/secret"
 	"github.com/cairnhq/cairn/api/team"
 )
 
@@ -45,9 +43,7 @@ type UserToken struct {
 var tokenEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
 
 func (s *Service) userTokenHash(plaintext string) []byte {
-	m := hmac.New(sha256.New, s.opts.TokenKey)
-	m.Write([]byte("user-token\x00" + plaintext))
-	return m.Sum(nil)
+	return secret.TokenHash(s.opts.TokenKey, "user-token", plaintext)
 }
 
 // CreateUserToken issues a token for the signed-in member in the active
@@ -64,11 +60,10 @@ func (s *Service) CreateUserToken(ctx context.Context, tx *sqlx.Tx, p access.Pri
 	if expiresAt != nil && !expiresAt.After(now) {
 		return UserToken{}, "", fmt.Errorf("%w: expires_at must be in the future", ErrInvalidInput)
 	}
-	raw := make([]byte, 25)
-	if _, err := rand.Read(raw); err != nil {
-		return UserToken{}, "", fmt.Errorf("generating token: %w", err)
+	plaintext, err := secret.NewToken(UserTokenPrefix)
+	if err != nil {
+		return UserToken{}, "", err
 	}
-	plaintext := UserTokenPrefix + tokenEncoding.EncodeToString(raw)
 	t := UserToken{ID: id.New("ut"), OrganizationID: p.OrganizationID, UserID: p.ID, Description: description, ExpiresAt: expiresAt, CreatedAt: now}
 	if _, err := tx.ExecContext(ctx, `
 		INSERT INTO user_tokens (id, organization_id, user_id, token_hash, description, expires_at, created_at)

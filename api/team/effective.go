@@ -56,7 +56,7 @@ func (s *Service) EffectiveAccess(ctx context.Context, viewer access.Principal, 
 	if err != nil {
 		return Effective{}, err
 	}
-	rows, err := readGrantRows(ctx, s.db, viewer.OrganizationID, userID)
+	rows, err := readGrantRows(ctx, s.db, memberTeams, viewer.OrganizationID, userID)
 	if err != nil {
 		return Effective{}, err
 	}

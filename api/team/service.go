@@ -258,7 +258,8 @@ func (s *Service) Delete(ctx context.Context, tx *sqlx.Tx, p access.Principal, t
 // requireOwner admits only an owner to change the owners team's members:
 // its members hold every permission.
 func requireOwner(ctx context.Context, q sqlx.QueryerContext, p access.Principal, owners Team) error {
-	if p.Kind == access.KindOperator || (p.Kind == access.KindUser && p.Role == access.RoleOwner) {
+	if p.Kind == access.KindOperator || (p.Kind == access.KindUser && p.Role == access.RoleOwner) ||
+		(p.Kind == access.KindTeam && p.ID == owners.ID) {
 		return nil
 	}
 	if p.Kind == access.KindUser {

@@ -341,10 +341,28 @@ func (p projectGrantRow) projectAccess() access.ProjectAccess {
 // it on every authenticated request: there is no cache to outlive a
 // revocation.
 func GrantsOf(ctx context.Context, q sqlx.QueryerContext, organizationID, userID string) (access.TeamGrants, error) {
-	rows, err := readGrantRows(ctx, q, organizationID, userID)
+	rows, err := readGrantRows(ctx, q, memberTeams, organizationID, userID)
 	if err != nil {
 		return access.TeamGrants{}, err
 	}
+	return grantsFromRows(rows), nil
+}
+
+// grantsOfTeam resolves what one team grants (a team token's principal),
+// on every request like GrantsOf.
+func grantsOfTeam(ctx context.Context, q sqlx.QueryerContext, organizationID, teamID string) (access.TeamGrants, error) {
+	rows, err := readGrantRows(ctx, q, `SELECT t.* FROM teams t WHERE t.organization_id = $1 AND t.id = $2`, organizationID, teamID)
+	if err != nil {
+		return access.TeamGrants{}, err
+	}
+	return grantsFromRows(rows), nil
+}
+
+// memberTeams selects a member's teams ($1 the organization, $2 the user).
+const memberTeams = `SELECT t.* FROM team_members m JOIN teams t ON t.id = m.team_id
+		WHERE m.user_id = $2 AND m.organization_id = $1`
+
+func grantsFromRows(rows grantRows) access.TeamGrants {
 	var g access.TeamGrants
 	for _, t := range rows.Teams {
 		g.TeamIDs = append(g.TeamIDs, t.ID)
@@ -356,20 +374,20 @@ func GrantsOf(ctx context.Context, q sqlx.QueryerContext, organizationID, userID
 	for _, p := range rows.Projects {
 		g.AddProject(p.ProjectID, p.projectAccess())
 	}
-	return g, nil
+	return g
 }
 
-func readGrantRows(ctx context.Context, q sqlx.QueryerContext, organizationID, userID string) (grantRows, error) {
+// readGrantRows reads the teams that selectTeams returns (with the
+// organization as $1 and one more argument as $2) and their grants.
+func readGrantRows(ctx context.Context, q sqlx.QueryerContext, selectTeams, organizationID, arg string) (grantRows, error) {
 	var raw []byte
 	err := sqlx.GetContext(ctx, q, &raw, `
-		WITH mine AS (
-			SELECT t.* FROM team_members m JOIN teams t ON t.id = m.team_id
-			WHERE m.user_id = $2 AND m.organization_id = $1)
+		WITH mine AS (`+selectTeams+`)
 		SELECT json_build_object(
 			'teams', (SELECT coalesce(json_agg(mine), '[]') FROM mine),
 			'workspaces', (SELECT coalesce(json_agg(a), '[]') FROM team_workspace_access a JOIN mine ON mine.id = a.team_id),
 			'projects', (SELECT coalesce(json_agg(a), '[]') FROM team_project_access a JOIN mine ON mine.id = a.team_id))`,
-		organizationID, userID)
+		organizationID, arg)
 	if err != nil {
 		return grantRows{}, fmt.Errorf("reading team grants: %w", err)
 	}

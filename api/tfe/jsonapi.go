@@ -134,6 +134,7 @@ var details = []struct {
 	{run.ErrConfigurationCurrent, "transition not allowed: configuration could not be archived because it is current"},
 	{run.ErrConfigurationNotArchivable, "transition not allowed: only an uploaded configuration version that no unfinished run uses can be archived"},
 	{workspace.ErrLockedByRun, "Unable to unlock the workspace: it is locked by Run, which releases it when it ends. Use force-unlock to take it anyway."},
+	{workspace.ErrLockedByTeam, "Unable to unlock the workspace: it is locked by Team holding a team token. Use force-unlock to take it anyway."},
 	{workspace.ErrLockedByOther, "Unable to unlock the workspace: it is locked by User holding another credential. Use force-unlock if the holder is gone."},
 	{state.ErrNotLockedByWriter, "The workspace must be locked by the credential writing state."},
 	{state.ErrConflict, "The state version does not follow the current state: its serial must be greater than the current serial and its lineage must match, unless forced."},
@@ -148,6 +149,9 @@ var details = []struct {
 	{run.ErrQueueNotDiscardable, "A run ahead of this one in the workspace's queue is queued, running, approved or in recovery and cannot be discarded; wait for it or cancel it."},
 	{errInvalidInclude, "Invalid include parameter."},
 	{team.ErrNameTaken, "Name has already been taken."},
+	{workspace.ErrProjectNameTaken, "Name has already been taken."},
+	{workspace.ErrProjectNotEmpty, "The project still holds workspaces; move or delete them first."},
+	{errProjectName, "Name may only contain letters, numbers, spaces, `-`, and `_`."},
 	{team.ErrGrantExists, "Team has already been taken: the team already has access here."},
 	{team.ErrOwnersTeam, "The owners team cannot be deleted, renamed or given other organization access."},
 	{team.ErrOwnersTeamEmpty, "The owners team must keep at least one member."},
@@ -166,7 +170,7 @@ func (s *server) writeError(c *fiber.Ctx, err error) error {
 	// The protocol's own refusals are the client's to fix: they are
 	// answered, not logged as failures as unmapped errors are.
 	var p httpx.Problem
-	if errors.Is(err, errInvalidDocument) || errors.Is(err, errAutoApply) {
+	if errors.Is(err, errInvalidDocument) || errors.Is(err, errAutoApply) || errors.Is(err, errProjectName) {
 		p = httpx.Problem{Status: http.StatusUnprocessableEntity, Code: "invalid_document"}
 	} else {
 		p = problem.Of(c.UserContext(), s.Logger, err)

@@ -342,6 +342,14 @@ const maxPageNumber = 1_000_000
 
 // pageParams reads page[number] and page[size] (defaults 1 and 20, size at
 // most 100, number at most maxPageNumber).
+// pageOf is the page of items the request's page parameters ask for, with
+// its pagination metadata.
+func pageOf[T any](c *fiber.Ctx, items []T) ([]T, map[string]any) {
+	number, size := pageParams(c)
+	start := min((number-1)*size, len(items))
+	return items[start:min(start+size, len(items))], paginate(number, size, len(items))
+}
+
 func pageParams(c *fiber.Ctx) (int, int) {
 	number, _ := strconv.Atoi(c.Query("page[number]"))
 	size, _ := strconv.Atoi(c.Query("page[size]"))

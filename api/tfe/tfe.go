@@ -19,6 +19,7 @@ import (
 	"github.com/cairnhq/cairn/api/platform/config"
 	"github.com/cairnhq/cairn/api/platform/fault"
 	"github.com/cairnhq/cairn/api/platform/httpx"
+	"github.com/cairnhq/cairn/api/platform/secret"
 	"github.com/cairnhq/cairn/api/run"
 	"github.com/cairnhq/cairn/api/serviceaccount"
 	"github.com/cairnhq/cairn/api/state"
@@ -44,6 +45,8 @@ type Deps struct {
 	Launch          *launch.Service
 	// Teams is built from DB and Workspaces when nil.
 	Teams *team.Service
+	// TeamTokens is built from DB, Teams and AUTH_SECRET when nil.
+	TeamTokens *team.Tokens
 	// Capabilities signs and checks capability URLs (uploads, logs,
 	// policy bundle grants).
 	Capabilities capability.Signer
@@ -60,7 +63,10 @@ func Mount(app *fiber.App, deps Deps) {
 	if s.Teams == nil && deps.DB != nil && deps.Workspaces != nil {
 		s.Teams = team.NewService(deps.DB, deps.Workspaces)
 	}
-	s.ready = deps.DB != nil && deps.Identity != nil && deps.Workspaces != nil && deps.State != nil && deps.Launch != nil && deps.Runs != nil
+	if s.TeamTokens == nil && s.Teams != nil && deps.Config.AuthSecret != "" {
+		s.TeamTokens = team.NewTokens(deps.DB, s.Teams, secret.Derive(deps.Config.AuthSecret, "team-token"))
+	}
+	s.ready = s.TeamTokens != nil && deps.DB != nil && deps.Identity != nil && deps.Workspaces != nil && deps.State != nil && deps.Launch != nil && deps.Runs != nil
 	app.Get("/.well-known/terraform.json", s.discovery)
 	v2 := app.Group("/api/v2")
 	v2.Use(s.headers)
@@ -73,6 +79,8 @@ func Mount(app *fiber.App, deps Deps) {
 	s.registerTeams(v2)
 	s.registerTeamAccess(v2)
 	s.registerMemberships(v2)
+	s.registerProjects(v2)
+	s.registerTeamTokens(v2)
 	// Anything else is a JSON:API 404: clients retry 5xx for minutes, and a
 	// missing route must look like every other missing resource.
 	v2.Use(func(c *fiber.Ctx) error { return s.writeError(c, fault.ErrNotFound) })
@@ -109,8 +117,8 @@ func operatorPrincipal() access.Principal {
 }
 
 // authenticate validates the bearer credential. Anything that is not a
-// live user token, service-account token or the operator token is
-// invalid_token, before anything else is looked at.
+// live user token, service-account token, team token, run token or the
+// operator token is invalid_token, before anything else is looked at.
 func (s *server) authenticate(c *fiber.Ctx) (access.Principal, error) {
 	token, ok := strings.CutPrefix(c.Get(fiber.HeaderAuthorization), "Bearer ")
 	token = strings.TrimSpace(token)
@@ -125,6 +133,8 @@ func (s *server) authenticate(c *fiber.Ctx) (access.Principal, error) {
 		return s.ServiceAccounts.Authenticate(ctx, token)
 	case strings.HasPrefix(token, run.TokenPrefix):
 		return s.Runs.AuthenticateToken(ctx, token)
+	case strings.HasPrefix(token, team.TokenPrefix):
+		return s.TeamTokens.Authenticate(ctx, token)
 	case len(s.Config.OperatorToken) >= config.MinSecretBytes &&
 		subtle.ConstantTimeCompare([]byte(token), []byte(s.Config.OperatorToken.Reveal())) == 1:
 		return operatorPrincipal(), nil

@@ -53,9 +53,9 @@ type workspaceFacts struct {
 // in g: the CLI reads its workspace several times per command, and these
 // go out at once.
 func (s *server) readWorkspaceFacts(ctx context.Context, g *errgroup.Group, p access.Principal, organizationID, workspaceID string, f *workspaceFacts) {
-	// Read when the principal may read state or runs anywhere; the
-	// representation drops what it may not see in this workspace, which is
-	// loaded beside these reads.
+	// Fetched when the principal holds the permission anywhere, before the
+	// workspace is loaded; workspaceRepresentation drops what it may not
+	// see in this workspace.
 	if p.Require(access.PermStateRead) == nil {
 		g.Go(func() error {
 			cur, err := s.State.CurrentOfWorkspace(ctx, organizationID, workspaceID)
@@ -101,11 +101,14 @@ func workspaceRepresentation(p access.Principal, o owner, w workspace.Workspace,
 	resourceCount, runCount := f.resourceCount, f.runCount
 	lockedBy := relationship{Data: nil}
 	if w.Locked() {
-		// Every non-run holder is presented as a user: the protocol knows
-		// only users, teams and runs.
+		// Every holder but a run and a team token is presented as a
+		// user: the protocol knows only users, teams and runs.
 		typ := "users"
-		if *w.LockedByKind == "run" {
+		switch *w.LockedByKind {
+		case access.KindRun:
 			typ = "runs"
+		case access.KindTeam:
+			typ = "teams"
 		}
 		lockedBy = toOne(*w.LockedByID, typ)
 	}
@@ -229,8 +232,15 @@ type workspaceAttributes struct {
 
 type workspaceDocument struct {
 	Data struct {
-		Type       string              `json:"type"`
-		Attributes workspaceAttributes `json:"attributes"`
+		Type          string              `json:"type"`
+		Attributes    workspaceAttributes `json:"attributes"`
+		Relationships struct {
+			// Project places a new workspace in a project; without it the
+			// workspace lands in the default project.
+			Project *struct {
+				Data *ref `json:"data"`
+			} `json:"project"`
+		} `json:"relationships"`
 	} `json:"data"`
 }
 
@@ -265,17 +275,24 @@ func (s *server) createWorkspace(c *fiber.Ctx, p access.Principal, o owner) erro
 	ctx := c.UserContext()
 	var w workspace.Workspace
 	err := db.WithTx(ctx, s.DB, func(tx *sqlx.Tx) error {
-		proj, err := s.Workspaces.DefaultProject(ctx, tx, p)
-		if err != nil {
-			return err
+		projectID := ""
+		if rel := doc.Data.Relationships.Project; rel != nil && rel.Data != nil {
+			projectID = rel.Data.ID
+		} else {
+			proj, err := s.Workspaces.DefaultProject(ctx, tx, p)
+			if err != nil {
+				return err
+			}
+			projectID = proj.ID
 		}
 		in := workspace.CreateWorkspaceInput{
-			ProjectID: proj.ID, Name: *a.Name, CloudName: *a.Name,
+			ProjectID: projectID, Name: *a.Name, CloudName: *a.Name,
 			Settings: s.settingsFor(workspace.ExecutionSettings{}, a.TerraformVersion),
 		}
 		if a.ExecutionMode != nil {
 			in.ExecutionMode = *a.ExecutionMode
 		}
+		var err error
 		w, err = s.Workspaces.CreateWorkspace(ctx, tx, p, in)
 		return err
 	})

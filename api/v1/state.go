@@ -16,7 +16,7 @@ import (
 
 // StateVersionCreatorView names who wrote a state version.
 type StateVersionCreatorView struct {
-	Kind string `json:"kind" enum:"user,service_account,operator,run"`
+	Kind string `json:"kind" enum:"user,service_account,operator,run,team"`
 	ID   string `json:"id"`
 }
 

@@ -71,10 +71,10 @@ func TestTeamGrantsTakeEffectOnTheNextRequest(t *testing.T) {
 	f.owner.Mutate(http.MethodPost, "/v1/runs", map[string]any{"workspace_id": a.ID, "configuration_version_id": cvA.ID, "kind": "plan_only"}).
 		MustStatus(t, http.StatusCreated).Data(t, &ownerRunA)
 
-	// The member role alone reads no workspace anywhere: refused before
-	// anything is looked up, as for a missing one.
-	f.member.Get("/v1/workspaces/"+a.ID).MustStatus(t, http.StatusForbidden)
-	f.member.Get("/v1/workspaces/ws_missing").MustStatus(t, http.StatusForbidden)
+	// The member role alone reads no workspace anywhere: an existing one
+	// answers exactly as a missing one (SPEC §7), on /v1 as on /api/v2.
+	f.member.Get("/v1/workspaces/"+a.ID).MustStatus(t, http.StatusNotFound)
+	f.member.Get("/v1/workspaces/ws_missing").MustStatus(t, http.StatusNotFound)
 
 	var tm team.Team
 	var grantA team.WorkspaceGrant
@@ -159,9 +159,7 @@ func TestTeamGrantsTakeEffectOnTheNextRequest(t *testing.T) {
 	f.must(f.tx(func(tx *sqlx.Tx) error {
 		return f.teams.RemoveMembers(ctx, tx, f.admin, tm.ID, []string{f.member.ID})
 	}))
-	m.Get("/v1/workspaces/"+a.ID).MustStatus(t, http.StatusForbidden)
-	// /api/v2 resolves the workspace first: one no team reaches answers
-	// 404, exactly as a missing one does there.
+	m.Get("/v1/workspaces/"+a.ID).MustStatus(t, http.StatusNotFound)
 	v2("/workspaces/"+b2.ID).MustStatus(t, http.StatusNotFound)
 }
 
@@ -217,7 +215,7 @@ func TestOwnersTeam(t *testing.T) {
 	// every workspace, on the next request.
 	proj := newProject(t, f.owner, "P")
 	w := newWorkspace(t, f.owner, proj, "w")
-	f.member.Get("/v1/workspaces/"+w.ID).MustStatus(t, http.StatusForbidden)
+	f.member.Get("/v1/workspaces/"+w.ID).MustStatus(t, http.StatusNotFound)
 	f.must(f.tx(func(tx *sqlx.Tx) error {
 		return f.teams.AddMembers(ctx, tx, f.admin, owners.ID, []string{f.member.ID})
 	}))

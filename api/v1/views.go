@@ -52,7 +52,7 @@ type WorkspaceView struct {
 
 // LockHolderView names a workspace lock's holder.
 type LockHolderView struct {
-	Kind     string    `json:"kind" enum:"user,service_account,operator,run"`
+	Kind     string    `json:"kind" enum:"user,service_account,operator,run,team"`
 	ID       string    `json:"id"`
 	Reason   string    `json:"reason"`
 	LockedAt time.Time `json:"locked_at"`
@@ -154,7 +154,7 @@ type IssuedTokenView struct {
 
 // AuditActorView names who caused an event.
 type AuditActorView struct {
-	Type string `json:"type" enum:"user,service_account,operator,system,run"`
+	Type string `json:"type" enum:"user,service_account,operator,system,run,team"`
 	ID   string `json:"id"`
 }
 

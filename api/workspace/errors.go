@@ -16,6 +16,9 @@ var (
 	ErrNameTaken = errors.New("workspace name taken")
 	// ErrProjectNameTaken means another project has the name.
 	ErrProjectNameTaken = errors.New("project name taken")
+	// ErrProjectNotEmpty means a project still holds workspaces, so it
+	// cannot be deleted (as in HCP Terraform).
+	ErrProjectNotEmpty = errors.New("project holds workspaces")
 	// ErrVariableKeyTaken means the workspace already has a variable of that key.
 	ErrVariableKeyTaken = errors.New("variable key taken")
 	// ErrLocked means the workspace is already locked.
@@ -28,6 +31,9 @@ var (
 	// ErrLockedByRun means an unlock came for a lock a run holds: it is
 	// released when the run ends (or by force-unlock).
 	ErrLockedByRun = errors.New("workspace locked by a run")
+	// ErrLockedByTeam means an unlock came for a lock a team token holds:
+	// only that team's token (or force-unlock) releases it.
+	ErrLockedByTeam = errors.New("workspace locked by a team")
 	// ErrVariableValueRequired means a replace without value changed
 	// sensitivity, which would need the value.
 	ErrVariableValueRequired = errors.New("variable value required")

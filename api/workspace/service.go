@@ -39,6 +39,11 @@ func (s *Service) stamp() time.Time { return s.now().UTC().Truncate(time.Microse
 
 // CreateProject creates a project in the principal's organization.
 func (s *Service) CreateProject(ctx context.Context, tx *sqlx.Tx, p access.Principal, name string) (Project, error) {
+	return s.CreateDescribedProject(ctx, tx, p, name, "")
+}
+
+// CreateDescribedProject creates a project with a description.
+func (s *Service) CreateDescribedProject(ctx context.Context, tx *sqlx.Tx, p access.Principal, name, description string) (Project, error) {
 	if err := p.Require(access.PermProjectWrite); err != nil {
 		return Project{}, err
 	}
@@ -46,11 +51,22 @@ func (s *Service) CreateProject(ctx context.Context, tx *sqlx.Tx, p access.Princ
 	if err != nil {
 		return Project{}, err
 	}
-	return s.createProject(ctx, tx, p, name)
+	if err := validateProjectDescription(description); err != nil {
+		return Project{}, err
+	}
+	return s.createProject(ctx, tx, p, name, description)
 }
 
-func (s *Service) createProject(ctx context.Context, tx *sqlx.Tx, p access.Principal, name string) (Project, error) {
-	proj := Project{ID: id.New("prj"), OrganizationID: p.OrganizationID, Name: name, CreatedBy: p.ID, CreatedAt: s.stamp()}
+func validateProjectDescription(d string) error {
+	if len(d) > maxProjectDescription {
+		return fmt.Errorf("%w: description is over %d bytes", ErrInvalid, maxProjectDescription)
+	}
+	return nil
+}
+
+func (s *Service) createProject(ctx context.Context, tx *sqlx.Tx, p access.Principal, name, description string) (Project, error) {
+	proj := Project{ID: id.New("prj"), OrganizationID: p.OrganizationID, Name: name, Description: description,
+		CreatedBy: p.ID, CreatedAt: s.stamp()}
 	if err := insertProject(ctx, tx, proj); err != nil {
 		return Project{}, err
 	}
@@ -63,6 +79,102 @@ func (s *Service) GetProject(ctx context.Context, p access.Principal, projectID 
 		return Project{}, err
 	}
 	return projectByID(ctx, s.db, p.OrganizationID, projectID)
+}
+
+// SearchProjects reads the projects the principal may see on the project
+// itself (its baseline, organization access, or a grant on it), by name:
+// exactly named ones, or those whose name contains query, or all.
+func (s *Service) SearchProjects(ctx context.Context, p access.Principal, names []string, query string) ([]Project, error) {
+	if err := p.Require(access.PermProjectRead); err != nil {
+		return nil, err
+	}
+	all, err := searchProjects(ctx, s.db, p.OrganizationID, names, query)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Project, 0, len(all))
+	for _, proj := range all {
+		if p.PermissionsOnProject(proj.ID).Has(access.PermProjectRead) && (p.ProjectID == "" || p.ProjectID == proj.ID) {
+			out = append(out, proj)
+		}
+	}
+	return out, nil
+}
+
+// ProjectWith reads a project the principal holds perm on: one it cannot
+// read at all is not found, one it reads without perm is forbidden.
+func (s *Service) ProjectWith(ctx context.Context, p access.Principal, projectID string, perm access.Permission) (Project, error) {
+	proj, err := projectByID(ctx, s.db, p.OrganizationID, projectID)
+	if err != nil {
+		return Project{}, err
+	}
+	return proj, requireOnProject(p, proj.ID, perm)
+}
+
+func requireOnProject(p access.Principal, projectID string, perm access.Permission) error {
+	on := p.PermissionsOnProject(projectID)
+	if !on.Has(access.PermProjectRead) || (p.ProjectID != "" && p.ProjectID != projectID) {
+		return fault.ErrNotFound
+	}
+	if !on.Has(perm) {
+		return fmt.Errorf("%w: missing %s on the project", fault.ErrForbidden, perm)
+	}
+	return nil
+}
+
+// UpdateProjectInput changes a project; nil keeps a value.
+type UpdateProjectInput struct {
+	Name, Description *string
+}
+
+// UpdateProject renames or describes a project; it needs project:write on
+// the project.
+func (s *Service) UpdateProject(ctx context.Context, tx *sqlx.Tx, p access.Principal, projectID string, in UpdateProjectInput) (Project, error) {
+	proj, err := lockProject(ctx, tx, p.OrganizationID, projectID)
+	if err != nil {
+		return Project{}, err
+	}
+	if err := requireOnProject(p, proj.ID, access.PermProjectWrite); err != nil {
+		return Project{}, err
+	}
+	evidence := map[string]any{}
+	if in.Name != nil {
+		name, err := ValidateName(*in.Name)
+		if err != nil {
+			return Project{}, err
+		}
+		if name != proj.Name {
+			evidence["from_name"], evidence["to_name"] = proj.Name, name
+		}
+		proj.Name = name
+	}
+	if in.Description != nil {
+		if err := validateProjectDescription(*in.Description); err != nil {
+			return Project{}, err
+		}
+		evidence["description_changed"] = *in.Description != proj.Description
+		proj.Description = *in.Description
+	}
+	if err := updateProject(ctx, tx, proj); err != nil {
+		return Project{}, err
+	}
+	return proj, audit.Record(ctx, tx, p, "project.updated", "project", proj.ID, evidence)
+}
+
+// DeleteProject deletes a project that holds no workspace, with the team
+// grants on it; it needs project:write on the project.
+func (s *Service) DeleteProject(ctx context.Context, tx *sqlx.Tx, p access.Principal, projectID string) (Project, error) {
+	proj, err := lockProject(ctx, tx, p.OrganizationID, projectID)
+	if err != nil {
+		return Project{}, err
+	}
+	if err := requireOnProject(p, proj.ID, access.PermProjectWrite); err != nil {
+		return Project{}, err
+	}
+	if err := deleteEmptyProject(ctx, tx, p.OrganizationID, proj.ID); err != nil {
+		return Project{}, err
+	}
+	return proj, audit.Record(ctx, tx, p, "project.deleted", "project", proj.ID, map[string]any{"name": proj.Name})
 }
 
 // ListProjects reads one page of projects, newest first.
@@ -189,10 +301,11 @@ func (s *Service) GetWorkspace(ctx context.Context, p access.Principal, workspac
 // A workspace the principal cannot read (outside the boundaries, or
 // reached by neither its role nor its teams) is not found, like a missing
 // one; a readable one without perm is forbidden.
+//
+// There is no early p.Require(perm): a principal holding perm nowhere (a
+// team token or member without grants) would learn that the workspace
+// exists from a 403 where a missing one is 404.
 func visibleWorkspace(ctx context.Context, q sqlx.QueryerContext, p access.Principal, workspaceID string, perm access.Permission, forUpdate bool) (Workspace, error) {
-	if err := p.Require(perm); err != nil {
-		return Workspace{}, err
-	}
 	w, err := workspaceByID(ctx, q, p.OrganizationID, workspaceID, forUpdate)
 	if err != nil {
 		return Workspace{}, err
@@ -468,7 +581,7 @@ func (s *Service) DefaultProject(ctx context.Context, tx *sqlx.Tx, p access.Prin
 	if !errors.Is(err, fault.ErrNotFound) {
 		return proj, err
 	}
-	return s.createProject(ctx, tx, p, DefaultProjectName)
+	return s.createProject(ctx, tx, p, DefaultProjectName, "")
 }
 
 // GetWorkspaceByCloudName reads a workspace by its remote-backend selector.
@@ -543,8 +656,11 @@ func (s *Service) UnlockWorkspace(ctx context.Context, tx *sqlx.Tx, p access.Pri
 		return w, nil
 	}
 	if !w.HeldBy(Holder(p)) {
-		if *w.LockedByKind == access.KindRun {
+		switch *w.LockedByKind {
+		case access.KindRun:
 			return Workspace{}, ErrLockedByRun
+		case access.KindTeam:
+			return Workspace{}, ErrLockedByTeam
 		}
 		return Workspace{}, ErrLockedByOther
 	}

@@ -17,8 +17,8 @@ import (
 
 func insertProject(ctx context.Context, q sqlx.ExtContext, p Project) error {
 	_, err := q.ExecContext(ctx, `
-		INSERT INTO projects (id, organization_id, name, created_by, created_at) VALUES ($1, $2, $3, $4, $5)`,
-		p.ID, p.OrganizationID, p.Name, p.CreatedBy, p.CreatedAt)
+		INSERT INTO projects (id, organization_id, name, description, created_by, created_at) VALUES ($1, $2, $3, $4, $5, $6)`,
+		p.ID, p.OrganizationID, p.Name, p.Description, p.CreatedBy, p.CreatedAt)
 	if db.IsUniqueViolation(err, "projects_organization_name_key") {
 		return ErrProjectNameTaken
 	}
@@ -28,10 +28,12 @@ func insertProject(ctx context.Context, q sqlx.ExtContext, p Project) error {
 	return nil
 }
 
+const projectColumns = `id, organization_id, name, description, created_by, created_at`
+
 func projectByID(ctx context.Context, q sqlx.QueryerContext, organizationID, projectID string) (Project, error) {
 	var p Project
 	err := sqlx.GetContext(ctx, q, &p, `
-		SELECT id, organization_id, name, created_by, created_at FROM projects
+		SELECT `+projectColumns+` FROM projects
 		WHERE organization_id = $1 AND id = $2`, organizationID, projectID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return p, fault.ErrNotFound
@@ -44,13 +46,70 @@ func projectByID(ctx context.Context, q sqlx.QueryerContext, organizationID, pro
 
 func listProjects(ctx context.Context, q sqlx.QueryerContext, organizationID string, page cursor.Page) ([]Project, error) {
 	keyset, args := page.Keyset([]any{organizationID}, "created_at", "id")
-	query := `SELECT id, organization_id, name, created_by, created_at FROM projects WHERE organization_id = $1` +
+	query := `SELECT ` + projectColumns + ` FROM projects WHERE organization_id = $1` +
 		keyset + page.OrderLimit("created_at", "id")
 	var out []Project
 	if err := sqlx.SelectContext(ctx, q, &out, query, args...); err != nil {
 		return nil, fmt.Errorf("listing projects: %w", err)
 	}
 	return out, nil
+}
+
+// searchProjects reads an organization's projects by name: those named
+// exactly (any of names), or whose name contains query, or all.
+func searchProjects(ctx context.Context, q sqlx.QueryerContext, organizationID string, names []string, query string) ([]Project, error) {
+	out := []Project{}
+	err := sqlx.SelectContext(ctx, q, &out, `SELECT `+projectColumns+` FROM projects
+		WHERE organization_id = $1
+		  AND (coalesce(cardinality($2::text[]), 0) = 0 OR name = ANY($2))
+		  AND ($3 = '' OR strpos(lower(name), lower($3)) > 0)
+		ORDER BY lower(name), id`, organizationID, pq.Array(names), query)
+	if err != nil {
+		return nil, fmt.Errorf("searching projects: %w", err)
+	}
+	return out, nil
+}
+
+// lockProject locks a project row for a change to it or to what it holds.
+func lockProject(ctx context.Context, tx *sqlx.Tx, organizationID, projectID string) (Project, error) {
+	var p Project
+	err := tx.GetContext(ctx, &p, `SELECT `+projectColumns+` FROM projects WHERE organization_id = $1 AND id = $2 FOR UPDATE`,
+		organizationID, projectID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return p, fault.ErrNotFound
+	}
+	if err != nil {
+		return p, fmt.Errorf("locking project: %w", err)
+	}
+	return p, nil
+}
+
+func updateProject(ctx context.Context, q sqlx.ExtContext, p Project) error {
+	_, err := q.ExecContext(ctx, `UPDATE projects SET name = $3, description = $4 WHERE organization_id = $1 AND id = $2`,
+		p.OrganizationID, p.ID, p.Name, p.Description)
+	if db.IsUniqueViolation(err, "projects_organization_name_key") {
+		return ErrProjectNameTaken
+	}
+	if err != nil {
+		return fmt.Errorf("updating project: %w", err)
+	}
+	return nil
+}
+
+// deleteEmptyProject deletes a project that holds no workspace (team grants
+// on it go with it); one that holds any is ErrProjectNotEmpty.
+func deleteEmptyProject(ctx context.Context, tx *sqlx.Tx, organizationID, projectID string) error {
+	var holds bool
+	if err := tx.GetContext(ctx, &holds, `SELECT EXISTS (SELECT 1 FROM workspaces WHERE project_id = $1)`, projectID); err != nil {
+		return fmt.Errorf("reading project workspaces: %w", err)
+	}
+	if holds {
+		return ErrProjectNotEmpty
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM projects WHERE organization_id = $1 AND id = $2`, organizationID, projectID); err != nil {
+		return fmt.Errorf("deleting project: %w", err)
+	}
+	return nil
 }
 
 // lockNames serializes naming within one organization, so choosing a free
@@ -278,7 +337,7 @@ func setLock(ctx context.Context, q sqlx.ExtContext, w Workspace) error {
 func projectByName(ctx context.Context, q sqlx.QueryerContext, organizationID, name string) (Project, error) {
 	var p Project
 	err := sqlx.GetContext(ctx, q, &p, `
-		SELECT id, organization_id, name, created_by, created_at FROM projects
+		SELECT `+projectColumns+` FROM projects
 		WHERE organization_id = $1 AND lower(name) = lower($2)`, organizationID, name)
 	if errors.Is(err, sql.ErrNoRows) {
 		return p, fault.ErrNotFound

@@ -14,6 +14,7 @@ type Project struct {
 	ID             string    `db:"id"`
 	OrganizationID string    `db:"organization_id"`
 	Name           string    `db:"name"`
+	Description    string    `db:"description"`
 	CreatedBy      string    `db:"created_by"`
 	CreatedAt      time.Time `db:"created_at"`
 }
@@ -69,6 +70,9 @@ const (
 // DefaultProjectName is the project that workspaces created without one
 // (through the remote-backend API) land in.
 const DefaultProjectName = "Default Project"
+
+// maxProjectDescription bounds a project's description (bytes).
+const maxProjectDescription = 2000
 
 // Regions a workspace may pin. Only "us" launches today; an "eu"
 // workspace is accepted but never runs anywhere else.

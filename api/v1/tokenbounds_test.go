@@ -56,12 +56,13 @@ func TestServiceAccountTokensStayWithinTheirIssuer(t *testing.T) {
 	read(w.ID, http.StatusOK)
 	read(other.ID, http.StatusOK)
 
-	// Demoted to member: the issuer reaches no workspace, nor does the token.
+	// Demoted to member: the issuer reaches no workspace, nor does the
+	// token, which finds it as missing as one that never existed.
 	if _, err := f.env.DB.Exec(`UPDATE memberships SET role = 'member' WHERE organization_id = $1 AND user_id = $2`,
 		f.owner.OrganizationID, issuer.ID); err != nil {
 		t.Fatal(err)
 	}
-	read(w.ID, http.StatusForbidden)
+	read(w.ID, http.StatusNotFound)
 
 	// A team grant on one workspace reaches that workspace only, and the
 	// token still holds nothing it was not given: the grant writes and

@@ -451,7 +451,7 @@ func TestTeamsV1(t *testing.T) {
 	}
 	member.Get("/v1/workspaces/"+w.ID).MustStatus(t, http.StatusOK)
 	owner.Mutate(http.MethodDelete, "/v1/workspace-team-access/"+g.ID, nil).MustStatus(t, http.StatusOK)
-	member.Get("/v1/workspaces/"+w.ID).MustStatus(t, http.StatusForbidden)
+	member.Get("/v1/workspaces/"+w.ID).MustStatus(t, http.StatusNotFound)
 	owner.Get("/v1/workspaces/"+w.ID+"/team-access").MustStatus(t, http.StatusOK).Data(t, &grants)
 	if len(grants) != 0 {
 		t.Fatalf("revoked grant still listed: %+v", grants)
@@ -480,7 +480,7 @@ func TestTeamsV1(t *testing.T) {
 		t.Fatalf("changed project grant %+v", pg)
 	}
 	owner.Mutate(http.MethodDelete, "/v1/project-team-access/"+pg.ID, nil).MustStatus(t, http.StatusOK)
-	member.Get("/v1/workspaces/"+w.ID).MustStatus(t, http.StatusForbidden)
+	member.Get("/v1/workspaces/"+w.ID).MustStatus(t, http.StatusNotFound)
 	if got := strings.Join(auditActions(t, f.env, pg.ID), ","); got != "team_access.granted,team_access.changed,team_access.revoked" {
 		t.Fatalf("project grant audit %q", got)
 	}

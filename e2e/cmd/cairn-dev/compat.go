@@ -34,7 +34,7 @@ const goTFEVersion = "v1.103.0"
 // as go-tfe's suite assumes.
 const compatSelection = `WorkspacesRead|Lock|Unlock|StateVersions|ConfigurationVersions|Runs|Plans|Applies|RunEvents|` +
 	`Teams|Team_|TeamCreateOptions_|TeamMembers|TeamAccesses|TeamProjectAccesses|OrganizationMemberships|` +
-	`TeamTokens|Projects`
+	`TeamTokens|TestProjects`
 
 // compatSkips need capabilities Cairn does not model (agent pools).
 var compatSkips = []string{

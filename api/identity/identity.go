@@ -46,6 +46,19 @@ type OrganizationMembership struct {
 	Role access.Role `db:"role" json:"role"`
 }
 
+// JoinedVia is how a person arrived in an organization.
+type JoinedVia string
+
+const (
+	// JoinedByPassword covers creating the organization and accepting an
+	// invitation after signing in with a password.
+	JoinedByPassword JoinedVia = "password"
+	// JoinedBySSO is a just-in-time membership from an SSO sign-in.
+	JoinedBySSO JoinedVia = "sso"
+	// JoinedBySCIM is a person provisioned by the organization's SCIM client.
+	JoinedBySCIM JoinedVia = "scim"
+)
+
 // Member is a user seen from an organization.
 type Member struct {
 	UserID    string      `db:"user_id" json:"user_id"`

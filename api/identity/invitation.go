@@ -264,7 +264,7 @@ func (s *Service) AcceptInvitation(ctx context.Context, sessionToken, invitation
 				return err
 			}
 		}
-		if err := insertMembership(ctx, tx, inv.OrganizationID, ls.UserID, inv.Role, inv.ID); err != nil {
+		if err := insertMembership(ctx, tx, inv.OrganizationID, ls.UserID, inv.Role, inv.ID, JoinedByPassword); err != nil {
 			return err
 		}
 		if err := closeInvitation(ctx, tx, inv.ID, InvitationAccepted, ls.UserID, now); err != nil {

@@ -331,7 +331,7 @@ func createOrganization(ctx context.Context, tx *sqlx.Tx, org Organization, owne
 	if err := insertOrganization(ctx, tx, org); err != nil {
 		return err
 	}
-	if err := insertMembership(ctx, tx, org.ID, ownerID, access.RoleOwner, ""); err != nil {
+	if err := insertMembership(ctx, tx, org.ID, ownerID, access.RoleOwner, "", JoinedByPassword); err != nil {
 		return err
 	}
 	if _, err := team.CreateOwnersTeam(ctx, tx, org.ID, ownerID, org.CreatedAt); err != nil {

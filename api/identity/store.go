@@ -138,10 +138,11 @@ func insertOrganization(ctx context.Context, q sqlx.ExtContext, o Organization) 
 }
 
 // insertMembership makes a user a member; invitationID, when not empty,
-// is the invitation accepted, which names the membership on /api/v2.
-func insertMembership(ctx context.Context, q sqlx.ExtContext, organizationID, userID string, role access.Role, invitationID string) error {
-	_, err := q.ExecContext(ctx, `INSERT INTO memberships (organization_id, user_id, role, invitation_id)
-		VALUES ($1, $2, $3, nullif($4, ''))`, organizationID, userID, role, invitationID)
+// is the invitation accepted, which names the membership on /api/v2, and
+// via records how they arrived.
+func insertMembership(ctx context.Context, q sqlx.ExtContext, organizationID, userID string, role access.Role, invitationID string, via JoinedVia) error {
+	_, err := q.ExecContext(ctx, `INSERT INTO memberships (organization_id, user_id, role, invitation_id, joined_via)
+		VALUES ($1, $2, $3, nullif($4, ''), $5)`, organizationID, userID, role, invitationID, via)
 	if db.IsUniqueViolation(err, "memberships_pkey") {
 		return ErrMemberExists
 	}

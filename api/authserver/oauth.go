@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -23,6 +24,7 @@ const (
 	tokenPath     = "/oauth2/token"
 	registerPath  = "/oauth2/register"
 	revokePath    = "/oauth2/revoke"
+	userinfoPath  = "/oauth2/userinfo"
 	jwksPath      = "/jwks"
 	// formLimit bounds token and revocation request bodies.
 	formLimit = 16 << 10
@@ -42,7 +44,7 @@ func MountDiscovery(app fiber.Router, deps Deps) {
 
 // mountOAuth registers the authorization server's endpoints.
 func (s *server) mountOAuth(router fiber.Router) {
-	for _, path := range []string{jwksPath, registerPath, tokenPath, revokePath} {
+	for _, path := range []string{jwksPath, registerPath, tokenPath, revokePath, userinfoPath} {
 		router.Options(path, s.publicCORS)
 	}
 	router.Get(jwksPath, s.publicCORS, s.requireOAuth, s.jwks)
@@ -50,6 +52,8 @@ func (s *server) mountOAuth(router fiber.Router) {
 	router.Get(authorizePath, s.requireOAuth, s.authorize)
 	router.Post(tokenPath, s.publicCORS, s.requireOAuth, s.token)
 	router.Post(revokePath, s.publicCORS, s.requireOAuth, s.revoke)
+	router.Get(userinfoPath, s.publicCORS, s.requireOAuth, s.userinfo)
+	router.Post(userinfoPath, s.publicCORS, s.requireOAuth, s.userinfo)
 	// The dashboard's side: consent and the authorized clients, with the
 	// person's session.
 	router.Get("/oauth2/consent", s.requireOAuth, s.describeConsent)
@@ -101,12 +105,16 @@ func (s *server) discovery(openID bool) fiber.Handler {
 			"client_id_metadata_document_supported":          s.OAuth.MetadataDocuments(),
 			"authorization_response_iss_parameter_supported": true,
 		}
+		if s.OAuth.OpenID() {
+			// The OpenID provider: ID tokens (RS256, keys of their own, in
+			// the same JWKS) and userinfo for the openid scope.
+			doc["scopes_supported"] = append(slices.Clone(oauth.Scopes), oauth.IdentityScopes...)
+			doc["userinfo_endpoint"] = issuer + "/api/auth" + userinfoPath
+			doc["claims_supported"] = oauth.ClaimsSupported
+		}
 		if openID {
-			// OpenID discovery names the same server for clients that look
-			// there first. No ID tokens are issued (there is no openid
-			// scope); the fields OpenID requires describe the access tokens.
 			doc["subject_types_supported"] = []string{"public"}
-			doc["id_token_signing_alg_values_supported"] = []string{string(oauth.SigningAlgorithm)}
+			doc["id_token_signing_alg_values_supported"] = []string{"RS256"}
 		}
 		c.Set(fiber.HeaderCacheControl, "public, max-age=300")
 		return c.JSON(doc)
@@ -114,8 +122,36 @@ func (s *server) discovery(openID bool) fiber.Handler {
 }
 
 func (s *server) jwks(c *fiber.Ctx) error {
+	keys, err := s.OAuth.JWKS(c.UserContext())
+	if err != nil {
+		return s.fail(c, err)
+	}
 	c.Set(fiber.HeaderCacheControl, "public, max-age=300")
-	return c.JSON(s.OAuth.KeySet())
+	return c.JSON(keys)
+}
+
+// userinfo is the OpenID Connect userinfo endpoint: the person behind an
+// access token with the openid scope, by its scopes. Errors are bearer
+// challenges (RFC 6750 §3).
+func (s *server) userinfo(c *fiber.Ctx) error {
+	c.Set(fiber.HeaderCacheControl, "no-store")
+	raw, ok := strings.CutPrefix(c.Get(fiber.HeaderAuthorization), "Bearer ")
+	if !ok || raw == "" {
+		c.Set(fiber.HeaderWWWAuthenticate, `Bearer realm="cairn"`)
+		return c.Status(http.StatusUnauthorized).JSON(fiber.Map{"error": "invalid_token"})
+	}
+	info, err := s.OAuth.UserInfo(c.UserContext(), raw)
+	switch {
+	case errors.Is(err, oauth.ErrInsufficientScope):
+		c.Set(fiber.HeaderWWWAuthenticate, `Bearer error="insufficient_scope", scope="openid"`)
+		return c.Status(http.StatusForbidden).JSON(fiber.Map{"error": "insufficient_scope"})
+	case errors.Is(err, oauth.ErrInvalidToken):
+		c.Set(fiber.HeaderWWWAuthenticate, `Bearer error="invalid_token"`)
+		return c.Status(http.StatusUnauthorized).JSON(fiber.Map{"error": "invalid_token"})
+	case err != nil:
+		return s.fail(c, err)
+	}
+	return c.JSON(info)
 }
 
 // oauthError answers an OAuth endpoint's error in the protocol's own shape
@@ -192,7 +228,7 @@ func (s *server) authorize(c *fiber.Ctx) error {
 	for _, r := range q.PeekMulti("resource") {
 		resources = append(resources, string(r))
 	}
-	for _, single := range []string{"client_id", "redirect_uri", "response_type", "scope", "state", "code_challenge", "code_challenge_method"} {
+	for _, single := range []string{"client_id", "redirect_uri", "response_type", "scope", "state", "code_challenge", "code_challenge_method", "nonce"} {
 		if len(q.PeekMulti(single)) > 1 {
 			return s.oauthError(c, &oauth.Error{Code: oauth.ErrInvalidRequest.Code, Description: single + " appears twice", Status: http.StatusBadRequest})
 		}
@@ -201,7 +237,7 @@ func (s *server) authorize(c *fiber.Ctx) error {
 	next, err := s.OAuth.Authorize(c.UserContext(), oauth.AuthorizeInput{
 		ClientID: get("client_id"), RedirectURI: get("redirect_uri"), ResponseType: get("response_type"),
 		Scope: get("scope"), State: get("state"), CodeChallenge: get("code_challenge"),
-		CodeChallengeMethod: get("code_challenge_method"), Resources: resources,
+		CodeChallengeMethod: get("code_challenge_method"), Resources: resources, Nonce: get("nonce"),
 	})
 	var redirect *oauth.RedirectError
 	if errors.As(err, &redirect) {
@@ -372,6 +408,7 @@ func (s *server) consent(c *fiber.Ctx, in consentBody) (any, error) {
 	}
 	redirect, err := s.OAuth.Consent(c.UserContext(), oauth.ConsentInput{
 		Query: in.Query, UserID: view.User.ID, OrganizationID: in.OrganizationID, Allow: in.Allow, Scopes: in.Scopes,
+		AuthTime: view.Session.ReauthenticatedAt,
 	})
 	if err != nil {
 		return nil, err

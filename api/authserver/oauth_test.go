@@ -24,6 +24,7 @@ import (
 type agentClient struct {
 	env         *apitest.Env
 	id          string
+	name        string
 	redirectURI string
 	http        *http.Client
 }
@@ -60,7 +61,7 @@ func newAgentClient(t *testing.T, env *apitest.Env, grants ...string) *agentClie
 		"token_endpoint_auth_method": "none", "grant_types": grants, "unknown_member": true,
 	})
 	resp.MustStatus(t, http.StatusCreated)
-	return &agentClient{env: env, id: id, redirectURI: redirect, http: &http.Client{
+	return &agentClient{env: env, id: id, name: "Test agent", redirectURI: redirect, http: &http.Client{
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}}
 }
@@ -116,7 +117,7 @@ func (a *agentClient) consent(t *testing.T, u *apitest.User, consentURL *url.URL
 		Scopes []string              `json:"scopes"`
 	}
 	u.Get("/api/auth/oauth2/consent?"+consentURL.RawQuery).MustStatus(t, http.StatusOK).Data(t, &view)
-	if view.Client.Name != "Test agent" || len(view.Scopes) == 0 {
+	if view.Client.Name != a.name || len(view.Scopes) == 0 {
 		t.Fatalf("consent view %+v", view)
 	}
 	var answer struct {

@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/cairnhq/cairn/api/platform/fault"
+	"github.com/cairnhq/cairn/api/platform/signingkey"
 )
 
 var (
@@ -32,7 +33,7 @@ var (
 	ErrHandleInvalid = errors.New("credential handle invalid")
 	// ErrNoSigningKey means the OIDC issuer has no key it can sign with
 	// (no master key to unseal one).
-	ErrNoSigningKey = errors.New("no OIDC signing key")
+	ErrNoSigningKey = signingkey.ErrNoKey
 )
 
 // notFound hides every missing, cross-tenant or mismatched identifier

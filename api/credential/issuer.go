@@ -2,82 +2,52 @@ package credential
 
 import (
 	"context"
-	"crypto"
 	"crypto/rand"
-	"crypto/rsa"
-	"crypto/sha256"
-	"crypto/x509"
-	"database/sql"
 	"encoding/base32"
 	"encoding/base64"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"math/big"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/jmoiron/sqlx"
 
-	"github.com/cairnhq/cairn/api/platform/db"
 	"github.com/cairnhq/cairn/api/platform/seal"
+	"github.com/cairnhq/cairn/api/platform/signingkey"
 )
 
-// Key rotation and token lifetimes of the workload-identity issuer.
+// Token lifetimes of the workload-identity issuer; its keys rotate as
+// every signing-key ring's do.
 const (
-	// SigningPeriod is how long one key signs.
-	SigningPeriod = 30 * 24 * time.Hour
-	// PublishAhead is how long a successor key is in the JWKS before it
-	// signs, so a verifier's cached JWKS already holds it.
-	PublishAhead = 48 * time.Hour
+	SigningPeriod = signingkey.SigningPeriod
+	PublishAhead  = signingkey.PublishAhead
 	// MaxTokenLifetime caps a token's life (the phase timeout sets it
 	// otherwise); Google's STS refuses longer ones.
-	MaxTokenLifetime = 24 * time.Hour
+	MaxTokenLifetime = signingkey.MaxTokenLifetime
 	// ClockSkew backdates iat and nbf, so a verifier whose clock is a
 	// little behind Cairn's accepts a token at once.
 	ClockSkew = 30 * time.Second
-	// retiredKeyGrace keeps a retired key in the JWKS for the longest
-	// token it signed, and a margin.
-	retiredKeyGrace = MaxTokenLifetime + time.Hour
-	rsaBits         = 2048
 	// MaxSubjectBytes is Google's limit on google.subject.
 	MaxSubjectBytes = 127
 )
 
 // Issuer is Cairn's OIDC issuer for workload identity: its discovery
-// document, its JWKS and RS256 tokens signed with keys of its own (used for
-// nothing else), rotated with overlap. Private keys are sealed in the
-// database, so every API and worker process serves and signs with the same
-// keys; a worker keeps the key it signs with in memory until it retires.
+// document, its JWKS and RS256 tokens signed with keys of its own (the
+// workload-identity ring, used for nothing else), rotated with overlap.
 type Issuer struct {
-	db     *sqlx.DB
-	sealer *seal.Sealer
-	url    string
-	now    func() time.Time
-
-	mu     sync.Mutex
-	cached *signingKey
-}
-
-type signingKey struct {
-	kid         string
-	key         *rsa.PrivateKey
-	notBefore   time.Time
-	retireAfter time.Time
-	loadedAt    time.Time
+	keys *signingkey.Ring
+	url  string
 }
 
 // NewIssuer returns the issuer whose identifier is issuerURL
 // (CAIRN_PUBLIC_URL followed by IssuerPath). sealer may be nil: nothing is signed then.
 func NewIssuer(conn *sqlx.DB, sealer *seal.Sealer, issuerURL string) *Issuer {
-	return &Issuer{db: conn, sealer: sealer, url: strings.TrimRight(issuerURL, "/"), now: time.Now}
+	return &Issuer{keys: signingkey.New(conn, sealer, signingkey.WorkloadIdentity), url: strings.TrimRight(issuerURL, "/")}
 }
 
 // WithClock returns an issuer reading the time from now (tests let keys
 // age without waiting).
 func (i *Issuer) WithClock(now func() time.Time) *Issuer {
-	return &Issuer{db: i.db, sealer: i.sealer, url: i.url, now: now}
+	return &Issuer{keys: i.keys.WithClock(now), url: i.url}
 }
 
 // URL is the issuer identifier, the iss of every token.
@@ -113,164 +83,13 @@ func (i *Issuer) Discovery() map[string]any {
 }
 
 // JWK is one public key of the key set.
-type JWK struct {
-	KeyType   string `json:"kty"`
-	Use       string `json:"use"`
-	Algorithm string `json:"alg"`
-	KeyID     string `json:"kid"`
-	N         string `json:"n"`
-	E         string `json:"e"`
-}
+type JWK = signingkey.JWK
 
-// JWKS is the issuer's published key set: the key that signs now, its
-// successor once it is created, and retired keys until their last token
-// expired.
-func (i *Issuer) JWKS(ctx context.Context) ([]JWK, error) {
-	var rows []json.RawMessage
-	if err := i.db.SelectContext(ctx, &rows, `SELECT public_jwk FROM oidc_signing_keys WHERE publish_until > $1
-		ORDER BY not_before`, i.now()); err != nil {
-		return nil, fmt.Errorf("reading signing keys: %w", err)
-	}
-	keys := make([]JWK, 0, len(rows))
-	for _, raw := range rows {
-		var k JWK
-		if err := json.Unmarshal(raw, &k); err != nil {
-			return nil, fmt.Errorf("decoding signing key: %w", err)
-		}
-		keys = append(keys, k)
-	}
-	return keys, nil
-}
+// JWKS is the issuer's published key set.
+func (i *Issuer) JWKS(ctx context.Context) ([]JWK, error) { return i.keys.JWKS(ctx) }
 
-// Rotate keeps the key set current: a key that signs now (the first one
-// is created on first need), a successor published PublishAhead before
-// its predecessor retires, and retired keys dropped once no token they
-// signed can be valid. Concurrent callers serialize on a lock.
-func (i *Issuer) Rotate(ctx context.Context) error {
-	if i.sealer == nil {
-		return fmt.Errorf("rotating signing keys: %w", ErrNoSigningKey)
-	}
-	now := i.now().UTC().Truncate(time.Microsecond)
-	return db.WithTx(ctx, i.db, func(tx *sqlx.Tx) error {
-		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('cairn/oidc-signing-keys', 0))`); err != nil {
-			return fmt.Errorf("locking signing keys: %w", err)
-		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM oidc_signing_keys WHERE publish_until <= $1`, now); err != nil {
-			return fmt.Errorf("dropping retired keys: %w", err)
-		}
-		var latest sql.NullTime
-		if err := tx.GetContext(ctx, &latest, `SELECT max(retire_after) FROM oidc_signing_keys WHERE retire_after > $1`, now); err != nil {
-			return fmt.Errorf("reading signing keys: %w", err)
-		}
-		var active bool
-		if err := tx.GetContext(ctx, &active, `SELECT EXISTS (SELECT 1 FROM oidc_signing_keys WHERE not_before <= $1 AND retire_after > $1)`, now); err != nil {
-			return fmt.Errorf("reading signing keys: %w", err)
-		}
-		switch {
-		case !active:
-			// No key signs now: the first, or a gap after a long outage.
-			return i.insertKey(ctx, tx, now, now.Add(SigningPeriod))
-		case latest.Time.Sub(now) <= PublishAhead:
-			return i.insertKey(ctx, tx, latest.Time, latest.Time.Add(SigningPeriod))
-		}
-		return nil
-	})
-}
-
-func (i *Issuer) insertKey(ctx context.Context, tx *sqlx.Tx, notBefore, retireAfter time.Time) error {
-	key, err := rsa.GenerateKey(rand.Reader, rsaBits)
-	if err != nil {
-		return fmt.Errorf("generating signing key: %w", err)
-	}
-	jwk := publicJWK(&key.PublicKey)
-	der, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		return fmt.Errorf("encoding signing key: %w", err)
-	}
-	sealed, err := i.sealer.Seal(der, keyAssociation(jwk.KeyID))
-	if err != nil {
-		return err
-	}
-	public, _ := json.Marshal(jwk)
-	if _, err := tx.ExecContext(ctx, `INSERT INTO oidc_signing_keys (kid, public_jwk, sealed_private_key, not_before, retire_after,
-		publish_until) VALUES ($1, $2, $3, $4, $5, $6)`, jwk.KeyID, string(public), sealed, notBefore, retireAfter,
-		retireAfter.Add(retiredKeyGrace)); err != nil {
-		return fmt.Errorf("storing signing key: %w", err)
-	}
-	return nil
-}
-
-func keyAssociation(kid string) []byte { return []byte("cairn/oidc-signing-key/" + kid) }
-
-// publicJWK is the RSA public key as a JWK, its kid the RFC 7638
-// thumbprint.
-func publicJWK(pub *rsa.PublicKey) JWK {
-	n := base64.RawURLEncoding.EncodeToString(pub.N.Bytes())
-	e := base64.RawURLEncoding.EncodeToString(big.NewInt(int64(pub.E)).Bytes())
-	thumb := sha256.Sum256([]byte(`{"e":"` + e + `","kty":"RSA","n":"` + n + `"}`))
-	return JWK{KeyType: "RSA", Use: "sig", Algorithm: "RS256", KeyID: base64.RawURLEncoding.EncodeToString(thumb[:]), N: n, E: e}
-}
-
-// keyRefresh is how long a process signs with the key it loaded before it
-// looks again: each look also keeps the rotation going, so a successor is
-// published PublishAhead before its predecessor retires.
-const keyRefresh = time.Hour
-
-// signer returns the key that signs now, from memory while it is current
-// and was loaded within keyRefresh.
-func (i *Issuer) signer(ctx context.Context) (*signingKey, error) {
-	now := i.now()
-	i.mu.Lock()
-	cached := i.cached
-	i.mu.Unlock()
-	if cached != nil && !now.Before(cached.notBefore) && now.Before(cached.retireAfter) && now.Sub(cached.loadedAt) < keyRefresh {
-		return cached, nil
-	}
-	if i.sealer == nil {
-		return nil, ErrNoSigningKey
-	}
-	if err := i.Rotate(ctx); err != nil {
-		return nil, err
-	}
-	// The first key signs from the moment Rotate read the clock, which is
-	// after now.
-	k, err := i.activeKey(ctx, i.now())
-	if err != nil {
-		return nil, err
-	}
-	k.loadedAt = now
-	i.mu.Lock()
-	i.cached = k
-	i.mu.Unlock()
-	return k, nil
-}
-
-func (i *Issuer) activeKey(ctx context.Context, now time.Time) (*signingKey, error) {
-	var row struct {
-		KID         string    `db:"kid"`
-		Sealed      []byte    `db:"sealed_private_key"`
-		NotBefore   time.Time `db:"not_before"`
-		RetireAfter time.Time `db:"retire_after"`
-	}
-	err := i.db.GetContext(ctx, &row, `SELECT kid, sealed_private_key, not_before, retire_after FROM oidc_signing_keys
-		WHERE not_before <= $1 AND retire_after > $1 ORDER BY not_before DESC LIMIT 1`, now)
-	if err != nil {
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil, fmt.Errorf("no signing key in force: %w", ErrNoSigningKey)
-		}
-		return nil, fmt.Errorf("reading signing key: %w", err)
-	}
-	der, err := i.sealer.Open(row.Sealed, keyAssociation(row.KID))
-	if err != nil {
-		return nil, fmt.Errorf("unsealing signing key %s: %w", row.KID, err)
-	}
-	parsed, err := x509.ParsePKCS8PrivateKey(der)
-	key, ok := parsed.(*rsa.PrivateKey)
-	if err != nil || !ok {
-		return nil, fmt.Errorf("signing key %s is not an RSA key", row.KID)
-	}
-	return &signingKey{kid: row.KID, key: key, notBefore: row.NotBefore, retireAfter: row.RetireAfter}, nil
-}
+// Rotate keeps the key set current (see signingkey.Ring.Rotate).
+func (i *Issuer) Rotate(ctx context.Context) error { return i.keys.Rotate(ctx) }
 
 // Claims are a workload-identity token's claims. The subject is built from
 // stable IDs only; names are informative claims beside it.
@@ -300,31 +119,16 @@ type Claims struct {
 // filled) valid for lifetime, capped at MaxTokenLifetime, with a fresh
 // jti and iat and nbf backdated by ClockSkew.
 func (i *Issuer) Mint(ctx context.Context, c Claims, lifetime time.Duration) (string, error) {
-	k, err := i.signer(ctx)
-	if err != nil {
-		return "", err
-	}
 	var jti [16]byte
 	if _, err := rand.Read(jti[:]); err != nil {
 		return "", err
 	}
-	now := i.now()
+	now := i.keys.Now()
 	lifetime = min(max(lifetime, time.Minute), MaxTokenLifetime)
 	c.Issuer, c.ID = i.url, base64.RawURLEncoding.EncodeToString(jti[:])
 	c.IssuedAt, c.NotBefore = now.Add(-ClockSkew).Unix(), now.Add(-ClockSkew).Unix()
 	c.Expiry = now.Add(lifetime).Unix()
-	header, _ := json.Marshal(map[string]string{"alg": "RS256", "typ": "JWT", "kid": k.kid})
-	payload, err := json.Marshal(c)
-	if err != nil {
-		return "", err
-	}
-	input := base64.RawURLEncoding.EncodeToString(header) + "." + base64.RawURLEncoding.EncodeToString(payload)
-	digest := sha256.Sum256([]byte(input))
-	sig, err := rsa.SignPKCS1v15(rand.Reader, k.key, crypto.SHA256, digest[:])
-	if err != nil {
-		return "", fmt.Errorf("signing token: %w", err)
-	}
-	return input + "." + base64.RawURLEncoding.EncodeToString(sig), nil
+	return i.keys.Sign(ctx, c)
 }
 
 // Subject is the workload-identity subject of a run phase:

@@ -382,7 +382,7 @@ func (s *Service) Verify(ctx context.Context, tx *sqlx.Tx, p access.Principal, p
 		if _, err := ParseFederation(v.Provider, raw); err != nil {
 			return Detail{}, Version{}, err
 		}
-		if _, err := s.issuer.signer(ctx); err != nil {
+		if err := s.issuer.keys.Ready(ctx); err != nil {
 			if errors.Is(err, ErrNoSigningKey) {
 				return Detail{}, Version{}, fmt.Errorf("verifying a federation without a signing key: %w", fault.ErrUnavailable)
 			}

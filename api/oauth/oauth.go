@@ -43,10 +43,28 @@ const (
 const (
 	ClientRegistered       = "registered"
 	ClientMetadataDocument = "metadata_document"
+	// ClientBuiltin is a client Cairn itself defines (the CLI's).
+	ClientBuiltin = "builtin"
 )
 
-// Scopes lists every scope the server knows, in canonical order.
+// OpenID Connect scopes: who the person is, for a client that uses Cairn
+// as its identity provider. They grant nothing in Cairn itself.
+const (
+	ScopeOpenID  = "openid"
+	ScopeProfile = "profile"
+	ScopeEmail   = "email"
+)
+
+// Scopes lists the agent scopes, what a client registers when it names
+// none.
 var Scopes = []string{access.ScopeMCPTools, access.ScopeMCPWrite}
+
+// IdentityScopes are the OpenID Connect scopes, which any registered or
+// metadata-document client may request without registering them.
+var IdentityScopes = []string{ScopeOpenID, ScopeProfile, ScopeEmail}
+
+// knownScopes lists every scope the server knows, in canonical order.
+var knownScopes = []string{access.ScopeMCPTools, access.ScopeMCPWrite, ScopeOpenID, ScopeProfile, ScopeEmail, ScopeCLI}
 
 // Client is an OAuth client: registered through RFC 7591, or named by the
 // URL of its client ID metadata document.
@@ -70,6 +88,26 @@ func (c Client) Public() bool { return c.TokenEndpointAuthMethod == AuthNone }
 
 // Refreshable reports whether the client asked for refresh tokens.
 func (c Client) Refreshable() bool { return slices.Contains(c.GrantTypes, GrantRefreshToken) }
+
+// allows reports whether the client may be granted scopes: those it
+// registered, and the OpenID Connect scopes unless it is built in.
+func (c Client) allows(scopes []string) bool {
+	for _, s := range scopes {
+		if !slices.Contains(c.Scopes, s) && (c.Kind == ClientBuiltin || !slices.Contains(IdentityScopes, s)) {
+			return false
+		}
+	}
+	return true
+}
+
+// redirectAllowed reports whether a redirect URI may receive the client's
+// codes.
+func (c Client) redirectAllowed(redirectURI string) bool {
+	if c.ID == CLIClientID {
+		return CLIRedirectMatches(redirectURI)
+	}
+	return c.Kind != ClientBuiltin && RedirectMatches(c.RedirectURIs, redirectURI)
+}
 
 // Grant is a person's consent for a client to act in one organization.
 type Grant struct {
@@ -104,6 +142,7 @@ const (
 	maxURILength      = 512
 	maxNameChars      = 200
 	maxStateBytes     = 1024
+	maxNonceBytes     = 512
 	maxClientIDLength = 512
 )
 
@@ -180,7 +219,7 @@ func ParseScope(raw string) ([]string, error) {
 	}
 	var out []string
 	for _, f := range fields {
-		if !slices.Contains(Scopes, f) {
+		if !slices.Contains(knownScopes, f) {
 			return nil, describe(ErrInvalidScope, "unknown scope")
 		}
 		out = append(out, f)
@@ -191,10 +230,10 @@ func ParseScope(raw string) ([]string, error) {
 	return canonicalScopes(out), nil
 }
 
-// canonicalScopes sorts and deduplicates scopes in the order of Scopes.
+// canonicalScopes sorts and deduplicates scopes in their canonical order.
 func canonicalScopes(in []string) []string {
 	out := []string{}
-	for _, s := range Scopes {
+	for _, s := range knownScopes {
 		if slices.Contains(in, s) {
 			out = append(out, s)
 		}
@@ -314,6 +353,9 @@ func validateMetadata(m Metadata, kind string) (Client, error) {
 		if err != nil {
 			return Client{}, err
 		}
+		if slices.Contains(parsed, ScopeCLI) {
+			return Client{}, describe(ErrInvalidClientMetadata, "the "+ScopeCLI+" scope belongs to the built-in CLI client")
+		}
 		scopes = parsed
 	}
 	c.Scopes = scopes
@@ -345,6 +387,14 @@ func IsMetadataDocumentID(clientID string) bool { return strings.HasPrefix(clien
 func ValidateState(state string) error {
 	if len(state) > maxStateBytes || !utf8.ValidString(state) || strings.ContainsRune(state, 0) {
 		return describe(ErrInvalidRequest, "state must be at most 1024 bytes of text")
+	}
+	return nil
+}
+
+// ValidateNonce bounds the OpenID Connect nonce, echoed in the ID token.
+func ValidateNonce(nonce string) error {
+	if len(nonce) > maxNonceBytes || !utf8.ValidString(nonce) || strings.ContainsRune(nonce, 0) {
+		return describe(ErrInvalidRequest, "nonce must be at most 512 bytes of text")
 	}
 	return nil
 }

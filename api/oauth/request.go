@@ -21,12 +21,14 @@ type AuthorizationRequest struct {
 	State         string
 	CodeChallenge string
 	Resource      string
-	ExpiresAt     time.Time
+	// Nonce is the OpenID Connect nonce, echoed in the ID token.
+	Nonce     string
+	ExpiresAt time.Time
 }
 
 // signedFields are exactly the fields of a signed request, in no order
 // that matters: url.Values encodes them sorted.
-var signedFields = []string{"client_id", "redirect_uri", "scope", "state", "code_challenge", "resource", "exp"}
+var signedFields = []string{"client_id", "redirect_uri", "scope", "state", "code_challenge", "resource", "nonce", "exp"}
 
 // signRequest renders the request as a query carrying its MAC.
 func signRequest(key []byte, r AuthorizationRequest) string {
@@ -43,6 +45,7 @@ func (r AuthorizationRequest) values() url.Values {
 		"state":          {r.State},
 		"code_challenge": {r.CodeChallenge},
 		"resource":       {r.Resource},
+		"nonce":          {r.Nonce},
 		"exp":            {strconv.FormatInt(r.ExpiresAt.Unix(), 10)},
 	}
 }
@@ -79,7 +82,7 @@ func verifyRequest(key []byte, query string, now time.Time) (AuthorizationReques
 	}
 	r := AuthorizationRequest{
 		ClientID: v.Get("client_id"), RedirectURI: v.Get("redirect_uri"), State: v.Get("state"),
-		CodeChallenge: v.Get("code_challenge"), Resource: v.Get("resource"), ExpiresAt: time.Unix(exp, 0),
+		CodeChallenge: v.Get("code_challenge"), Resource: v.Get("resource"), Nonce: v.Get("nonce"), ExpiresAt: time.Unix(exp, 0),
 	}
 	if r.Scopes, err = ParseScope(v.Get("scope")); err != nil {
 		return AuthorizationRequest{}, err

@@ -19,9 +19,11 @@ import (
 
 	"github.com/cairnhq/cairn/api/access"
 	"github.com/cairnhq/cairn/api/audit"
+	"github.com/cairnhq/cairn/api/identity"
 	"github.com/cairnhq/cairn/api/platform/db"
 	"github.com/cairnhq/cairn/api/platform/fault"
 	"github.com/cairnhq/cairn/api/platform/id"
+	"github.com/cairnhq/cairn/api/platform/signingkey"
 	"github.com/cairnhq/cairn/api/team"
 )
 
@@ -46,6 +48,12 @@ type Options struct {
 	AccessTokenTTL time.Duration
 	// Metadata fetches client ID metadata documents; nil turns them off.
 	Metadata *MetadataFetcher
+	// IDTokenKeys signs ID tokens (RS256, keys of their own); nil refuses
+	// the openid scope.
+	IDTokenKeys *signingkey.Ring
+	// UserTokens issues the user API token the CLI's code exchange
+	// answers; nil refuses the exchange.
+	UserTokens *identity.Service
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
 }
@@ -87,6 +95,29 @@ func (s *Service) Resource() string { return s.opts.Resource }
 
 // KeySet is the JWKS that verifies access tokens.
 func (s *Service) KeySet() jose.JSONWebKeySet { return s.signer.KeySet() }
+
+// JWKS is the published key set: the access tokens' key and the ID
+// tokens' keys. Each verifier picks by kid and algorithm, so neither kind
+// of token verifies as the other.
+func (s *Service) JWKS(ctx context.Context) (map[string][]any, error) {
+	keys := []any{}
+	for _, k := range s.signer.KeySet().Keys {
+		keys = append(keys, k)
+	}
+	if s.opts.IDTokenKeys != nil {
+		idKeys, err := s.opts.IDTokenKeys.JWKS(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range idKeys {
+			keys = append(keys, k)
+		}
+	}
+	return map[string][]any{"keys": keys}, nil
+}
+
+// OpenID reports whether ID tokens can be issued.
+func (s *Service) OpenID() bool { return s.opts.IDTokenKeys != nil }
 
 // MetadataDocuments reports whether URL client IDs are accepted.
 func (s *Service) MetadataDocuments() bool { return s.opts.Metadata != nil }
@@ -149,7 +180,7 @@ func (s *Service) client(ctx context.Context, clientID string) (Client, error) {
 	}
 	if !IsMetadataDocumentID(clientID) {
 		c, err := clientByID(ctx, s.db, clientID)
-		if errors.Is(err, fault.ErrNotFound) || (err == nil && c.Kind != ClientRegistered) {
+		if errors.Is(err, fault.ErrNotFound) || (err == nil && c.Kind != ClientRegistered && c.Kind != ClientBuiltin) {
 			return Client{}, describe(ErrInvalidClient, "unknown client")
 		}
 		return c, err
@@ -187,6 +218,7 @@ type AuthorizeInput struct {
 	CodeChallenge       string
 	CodeChallengeMethod string
 	Resources           []string
+	Nonce               string
 }
 
 // Authorize validates an authorization request and returns where the
@@ -199,7 +231,7 @@ func (s *Service) Authorize(ctx context.Context, in AuthorizeInput) (string, err
 	if err != nil {
 		return "", err
 	}
-	if !RedirectMatches(c.RedirectURIs, in.RedirectURI) {
+	if !c.redirectAllowed(in.RedirectURI) {
 		return "", describe(ErrInvalidRequest, "redirect_uri is not registered for this client")
 	}
 	if err := ValidateState(in.State); err != nil {
@@ -220,7 +252,7 @@ func (s *Service) Authorize(ctx context.Context, in AuthorizeInput) (string, err
 	if err := ValidateChallenge(in.CodeChallenge, in.CodeChallengeMethod); err != nil {
 		return fail(err)
 	}
-	resource, err := s.resourceOf(in.Resources)
+	resource, err := s.resourceFor(c, in.Resources)
 	if err != nil {
 		return fail(err)
 	}
@@ -230,20 +262,33 @@ func (s *Service) Authorize(ctx context.Context, in AuthorizeInput) (string, err
 			return fail(err)
 		}
 	}
-	if !subset(scopes, c.Scopes) {
+	if !c.allows(scopes) {
 		return fail(describe(ErrInvalidScope, "the client did not register this scope"))
+	}
+	if slices.Contains(scopes, ScopeOpenID) && s.opts.IDTokenKeys == nil {
+		return fail(describe(ErrInvalidScope, "ID tokens are not available: no master key to sign them"))
+	}
+	if err := ValidateNonce(in.Nonce); err != nil {
+		return fail(err)
 	}
 	req := AuthorizationRequest{
 		ClientID: c.ID, RedirectURI: in.RedirectURI, Scopes: scopes, State: in.State,
-		CodeChallenge: in.CodeChallenge, Resource: resource, ExpiresAt: s.stamp().Add(RequestTTL),
+		CodeChallenge: in.CodeChallenge, Resource: resource, Nonce: in.Nonce, ExpiresAt: s.stamp().Add(RequestTTL),
 	}
 	return s.opts.ConsentURL + "?" + signRequest(s.opts.RequestKey, req), nil
 }
 
-// resourceOf checks the RFC 8707 resources of a request: none (the one
+// resourceFor checks the RFC 8707 resources of a request: none (the one
 // resource there is) or exactly that one. A token has exactly one
-// audience, so two resources cannot be honoured.
-func (s *Service) resourceOf(resources []string) (string, error) {
+// audience, so two resources cannot be honoured. The CLI names none: its
+// token is for the remote-backend API.
+func (s *Service) resourceFor(c Client, resources []string) (string, error) {
+	if c.ID == CLIClientID {
+		if len(resources) > 0 {
+			return "", describe(ErrInvalidTarget, "the CLI's token names no resource")
+		}
+		return s.cliResource(), nil
+	}
 	switch len(resources) {
 	case 0:
 		return s.opts.Resource, nil
@@ -284,7 +329,7 @@ func (s *Service) consentRequest(ctx context.Context, query string) (Authorizati
 	if err != nil {
 		return AuthorizationRequest{}, Client{}, err
 	}
-	if !RedirectMatches(c.RedirectURIs, req.RedirectURI) || !subset(req.Scopes, c.Scopes) {
+	if !c.redirectAllowed(req.RedirectURI) || !c.allows(req.Scopes) {
 		return AuthorizationRequest{}, Client{}, describe(ErrInvalidRequest, "the client changed since the request")
 	}
 	return req, c, nil
@@ -299,6 +344,9 @@ type ConsentInput struct {
 	// Scopes narrows what was requested (the person may withhold
 	// mcp:write); empty keeps the request's.
 	Scopes []string
+	// AuthTime is when the person last authenticated in the consenting
+	// session: the ID token's auth_time.
+	AuthTime time.Time
 }
 
 // Consent records the person's answer and returns the client's redirect
@@ -330,6 +378,10 @@ func (s *Service) Consent(ctx context.Context, in ConsentInput) (string, error) 
 	if err != nil {
 		return "", err
 	}
+	var authTime *time.Time
+	if !in.AuthTime.IsZero() {
+		authTime = &in.AuthTime
+	}
 	g := Grant{
 		ID: id.New("ogr"), ClientID: c.ID, OrganizationID: in.OrganizationID, UserID: in.UserID,
 		Scopes: scopes, Resource: req.Resource, CreatedAt: now, ExpiresAt: now.Add(CodeTTL),
@@ -341,7 +393,8 @@ func (s *Service) Consent(ctx context.Context, in ConsentInput) (string, error) 
 		if err := insertGrant(ctx, tx, g); err != nil {
 			return err
 		}
-		if err := insertCode(ctx, tx, s.hash("code", code), g.ID, req.RedirectURI, req.CodeChallenge, g.ExpiresAt); err != nil {
+		if err := insertCode(ctx, tx, codeRow{GrantID: g.ID, RedirectURI: req.RedirectURI, CodeChallenge: req.CodeChallenge,
+			ExpiresAt: g.ExpiresAt, Nonce: req.Nonce, AuthTime: authTime}, s.hash("code", code)); err != nil {
 			return err
 		}
 		return audit.Record(ctx, tx, grantPrincipal(g, false), "oauth_grant.created", "oauth_grant", g.ID,
@@ -400,11 +453,14 @@ type TokenInput struct {
 
 // TokenResponse is a successful token response (RFC 6749 §5.1).
 type TokenResponse struct {
-	AccessToken  string `json:"access_token"`
-	TokenType    string `json:"token_type"`
-	ExpiresIn    int    `json:"expires_in"`
+	AccessToken string `json:"access_token"`
+	TokenType   string `json:"token_type"`
+	// ExpiresIn is absent for the CLI's user token, which does not expire.
+	ExpiresIn    int    `json:"expires_in,omitempty"`
 	RefreshToken string `json:"refresh_token,omitempty"`
 	Scope        string `json:"scope"`
+	// IDToken is the OpenID Connect ID token, for the openid scope.
+	IDToken string `json:"id_token,omitempty"`
 }
 
 // Token answers a token request: an authorization code exchange or a
@@ -492,7 +548,7 @@ func (s *Service) exchangeCode(ctx context.Context, c Client, in TokenInput) (To
 		if !VerifyS256(in.CodeVerifier, code.CodeChallenge) {
 			return describe(ErrInvalidGrant, "code_verifier does not match the code_challenge")
 		}
-		if _, err := s.resourceOf(in.Resources); err != nil {
+		if _, err := s.resourceFor(c, in.Resources); err != nil {
 			return err
 		}
 		if err := markCodeUsed(ctx, tx, codeHash, now); err != nil {
@@ -501,7 +557,16 @@ func (s *Service) exchangeCode(ctx context.Context, c Client, in TokenInput) (To
 		if err := requireMember(ctx, tx, g); err != nil {
 			return err
 		}
-		out, err = s.issue(ctx, tx, c, g, g.Scopes, now)
+		if c.ID == CLIClientID {
+			out, err = s.issueUserToken(ctx, tx, g, now)
+			return err
+		}
+		if out, err = s.issue(ctx, tx, c, g, g.Scopes, now); err != nil {
+			return err
+		}
+		if slices.Contains(g.Scopes, ScopeOpenID) {
+			out.IDToken, err = s.idToken(ctx, tx, c, g, code, now)
+		}
 		return err
 	})
 	if err == nil && replayed {
@@ -553,7 +618,7 @@ func (s *Service) refresh(ctx context.Context, c Client, in TokenInput) (TokenRe
 			}
 			scopes = narrowed
 		}
-		if _, err := s.resourceOf(in.Resources); err != nil {
+		if _, err := s.resourceFor(c, in.Resources); err != nil {
 			return err
 		}
 		if err := requireMember(ctx, tx, g); err != nil {
@@ -682,16 +747,9 @@ func (s *Service) Revoke(ctx context.Context, in RevokeInput) error {
 // A bad token is ErrInvalidToken; one without mcp:tools is
 // ErrInsufficientScope; a membership that ended is fault.ErrForbidden.
 func (s *Service) AuthenticateAccessToken(ctx context.Context, raw string) (access.Principal, error) {
-	claims, err := VerifyAccessToken(raw, s.signer.KeySet(), s.opts.Issuer, s.opts.Resource, s.now(), 0)
-	if err != nil {
-		return access.Principal{}, ErrInvalidToken
-	}
-	row, err := accessTokenByHash(ctx, s.db, s.hash("access-token", raw))
+	row, err := s.liveToken(ctx, raw)
 	if err != nil {
 		return access.Principal{}, err
-	}
-	if row.TokenID != claims.ID || row.UserID != claims.Subject || row.OrganizationID != claims.OrganizationID || row.ClientID != claims.ClientID {
-		return access.Principal{}, ErrInvalidToken
 	}
 	scopes := []string(row.Scopes)
 	if !slices.Contains(scopes, access.ScopeMCPTools) {
@@ -712,6 +770,24 @@ func (s *Service) AuthenticateAccessToken(ctx context.Context, raw string) (acce
 		Grants: grants.Within(access.AgentCeiling(write)),
 		Agent:  &access.Agent{ClientID: row.ClientID, GrantID: row.GrantID, TokenID: row.TokenID, Write: write},
 	}, nil
+}
+
+// liveToken checks an access token's signature and claims, then resolves
+// it to its stored row (so a revoked token, or one of a revoked grant or a
+// banned person, fails at once) and checks that both say the same.
+func (s *Service) liveToken(ctx context.Context, raw string) (liveAccessToken, error) {
+	claims, err := VerifyAccessToken(raw, s.signer.KeySet(), s.opts.Issuer, s.opts.Resource, s.now(), 0)
+	if err != nil {
+		return liveAccessToken{}, ErrInvalidToken
+	}
+	row, err := accessTokenByHash(ctx, s.db, s.hash("access-token", raw))
+	if err != nil {
+		return liveAccessToken{}, err
+	}
+	if row.TokenID != claims.ID || row.UserID != claims.Subject || row.OrganizationID != claims.OrganizationID || row.ClientID != claims.ClientID {
+		return liveAccessToken{}, ErrInvalidToken
+	}
+	return row, nil
 }
 
 // ListGrants lists the live grants of the principal's organization: all

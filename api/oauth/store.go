@@ -125,28 +125,36 @@ func touchGrant(ctx context.Context, q sqlx.ExtContext, grantID string, at, expi
 	return nil
 }
 
-func insertCode(ctx context.Context, q sqlx.ExtContext, codeHash []byte, grantID, redirectURI, challenge string, expiresAt time.Time) error {
+func insertCode(ctx context.Context, q sqlx.ExtContext, code codeRow, codeHash []byte) error {
+	var nonce *string
+	if code.Nonce != "" {
+		nonce = &code.Nonce
+	}
 	_, err := q.ExecContext(ctx, `
-		INSERT INTO oauth_authorization_codes (code_hash, grant_id, redirect_uri, code_challenge, expires_at)
-		VALUES ($1, $2, $3, $4, $5)`, codeHash, grantID, redirectURI, challenge, expiresAt)
+		INSERT INTO oauth_authorization_codes (code_hash, grant_id, redirect_uri, code_challenge, expires_at, nonce, auth_time)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)`, codeHash, code.GrantID, code.RedirectURI, code.CodeChallenge, code.ExpiresAt, nonce, code.AuthTime)
 	if err != nil {
 		return fmt.Errorf("inserting authorization code: %w", err)
 	}
 	return nil
 }
 
+// codeRow is an authorization code's row. Nonce and AuthTime are what an
+// ID token needs (codes from before OpenID Connect have neither).
 type codeRow struct {
 	GrantID       string     `db:"grant_id"`
 	RedirectURI   string     `db:"redirect_uri"`
 	CodeChallenge string     `db:"code_challenge"`
 	ExpiresAt     time.Time  `db:"expires_at"`
 	UsedAt        *time.Time `db:"used_at"`
+	Nonce         string     `db:"nonce"`
+	AuthTime      *time.Time `db:"auth_time"`
 }
 
 func lockCode(ctx context.Context, q sqlx.QueryerContext, codeHash []byte) (codeRow, error) {
 	var r codeRow
 	err := sqlx.GetContext(ctx, q, &r, `
-		SELECT grant_id, redirect_uri, code_challenge, expires_at, used_at
+		SELECT grant_id, redirect_uri, code_challenge, expires_at, used_at, coalesce(nonce, '') AS nonce, auth_time
 		FROM oauth_authorization_codes WHERE code_hash = $1 FOR UPDATE`, codeHash)
 	if errors.Is(err, sql.ErrNoRows) {
 		return codeRow{}, fault.ErrNotFound
@@ -374,4 +382,24 @@ func Sweep(ctx context.Context, q sqlx.ExecerContext, now time.Time) (int64, err
 		total += n
 	}
 	return total, nil
+}
+
+// Person is what the OpenID provider tells about a person.
+type Person struct {
+	ID    string `db:"id"`
+	Email string `db:"email"`
+	Name  string `db:"name"`
+}
+
+// personByID reads a person who is not banned.
+func personByID(ctx context.Context, q sqlx.QueryerContext, userID string) (Person, error) {
+	var p Person
+	err := sqlx.GetContext(ctx, q, &p, `SELECT id, email, name FROM users WHERE id = $1 AND banned_at IS NULL`, userID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Person{}, fault.ErrNotFound
+	}
+	if err != nil {
+		return Person{}, fmt.Errorf("reading person: %w", err)
+	}
+	return p, nil
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/cairnhq/cairn/api/platform/notify"
 	"github.com/cairnhq/cairn/api/platform/seal"
 	"github.com/cairnhq/cairn/api/platform/secret"
+	"github.com/cairnhq/cairn/api/platform/signingkey"
 	"github.com/cairnhq/cairn/api/policy"
 	"github.com/cairnhq/cairn/api/run"
 	"github.com/cairnhq/cairn/api/serviceaccount"
@@ -74,7 +75,14 @@ func Assemble(cfg config.Config, conn *sqlx.DB, logger *slog.Logger) (Deps, erro
 	}
 	policies := policy.NewService(conn, blobs, workspaces, admission, inserter, logger, policy.Options{
 		EvaluationTimeout: cfg.PolicyEvaluationTimeout, Capabilities: capability.NewSigner(cfg.AuthSecret)})
-	agents, err := oauth.NewService(conn, OAuthOptions(cfg))
+	agentOpts := OAuthOptions(cfg)
+	agentOpts.UserTokens = ident
+	if sealer != nil {
+		// ID tokens are signed with keys of their own, sealed like the
+		// workload-identity issuer's and never used for its tokens.
+		agentOpts.IDTokenKeys = signingkey.New(conn, sealer, signingkey.IDToken)
+	}
+	agents, err := oauth.NewService(conn, agentOpts)
 	if err != nil {
 		return Deps{}, err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/cairnhq/cairn/api/access"
 	"github.com/cairnhq/cairn/api/identity"
 	"github.com/cairnhq/cairn/api/launch"
+	"github.com/cairnhq/cairn/api/oauth"
 	"github.com/cairnhq/cairn/api/platform/buildinfo"
 	"github.com/cairnhq/cairn/api/platform/capability"
 	"github.com/cairnhq/cairn/api/platform/config"
@@ -90,7 +91,21 @@ func Mount(app *fiber.App, deps Deps) {
 func (s *server) discovery(c *fiber.Ctx) error {
 	// state.v2 is what the legacy remote backend looks up; sandboxed runs
 	// use it to publish state.
-	return c.JSON(map[string]string{"tfe.v2": "/api/v2/", "tfe.v2.1": "/api/v2/", "tfe.v2.2": "/api/v2/", "state.v2": "/api/v2/"})
+	doc := map[string]any{"tfe.v2": "/api/v2/", "tfe.v2.1": "/api/v2/", "tfe.v2.2": "/api/v2/", "state.v2": "/api/v2/"}
+	if s.ready {
+		// `tofu login`: the authorization server's code flow with the
+		// CLI's built-in client, answered with a user API token. Without
+		// it the CLI asks for a pasted token instead.
+		doc["login.v1"] = map[string]any{
+			"client":      oauth.CLIClientID,
+			"grant_types": []string{"authz_code"},
+			"authz":       "/api/auth/oauth2/authorize",
+			"token":       "/api/auth/oauth2/token",
+			"ports":       oauth.CLIPorts,
+			"scopes":      []string{oauth.ScopeCLI},
+		}
+	}
+	return c.JSON(doc)
 }
 
 func (s *server) headers(c *fiber.Ctx) error {

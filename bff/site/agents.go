@@ -35,6 +35,11 @@ type consentPage struct {
 	ActiveID      string
 	ExpiresAt     time.Time
 	Error         string
+	// CLI is the OpenTofu/Terraform CLI's `tofu login`, which asks for a
+	// user API token rather than agent access.
+	CLI bool
+	// Agent, OpenID, Email and Profile say what the request asks for.
+	Agent, OpenID, Email, Profile bool
 }
 
 // consent shows what an agent asks for: the client, where it will be sent,
@@ -63,7 +68,10 @@ func (s *Site) renderConsent(w http.ResponseWriter, r *http.Request, token, quer
 		return
 	}
 	page := consentPage{Query: query, Client: view.Client, Scopes: view.Scopes, CanWrite: slices.Contains(view.Scopes, scopeWrite),
-		Organizations: view.Organizations, ExpiresAt: view.ExpiresAt, Error: message}
+		Organizations: view.Organizations, ExpiresAt: view.ExpiresAt, Error: message,
+		CLI: view.Client.Kind == "builtin", Agent: slices.Contains(view.Scopes, "mcp:tools"),
+		OpenID: slices.Contains(view.Scopes, "openid"), Email: slices.Contains(view.Scopes, "email"),
+		Profile: slices.Contains(view.Scopes, "profile")}
 	if u, err := url.Parse(view.Client.RedirectURI); err == nil {
 		page.RedirectHost = u.Host
 		// The answer redirects to the client: the form may go there.
@@ -84,7 +92,7 @@ func (s *Site) answerConsent(w http.ResponseWriter, r *http.Request, token strin
 	allow := r.PostFormValue("decision") == "allow"
 	body := map[string]any{"query": query, "organization_id": r.PostFormValue("organization_id"), "allow": allow}
 	if allow && r.PostFormValue("write") != "on" {
-		body["scopes"] = []string{"mcp:tools"}
+		body["scopes"] = withoutWrite(query)
 	}
 	var out struct {
 		RedirectURI string `json:"redirect_uri"`
@@ -98,6 +106,18 @@ func (s *Site) answerConsent(w http.ResponseWriter, r *http.Request, token strin
 		return
 	}
 	http.Redirect(w, r, out.RedirectURI, http.StatusSeeOther)
+}
+
+// withoutWrite is the scope set of a signed authorization request (its
+// query) without mcp:write: what a person who unticked write access
+// grants. The server checks it against the request's own scopes.
+func withoutWrite(query string) []string {
+	v, _ := url.ParseQuery(query)
+	scopes := slices.DeleteFunc(strings.Fields(v.Get("scope")), func(s string) bool { return s == scopeWrite })
+	if len(scopes) == 0 {
+		return nil
+	}
+	return scopes
 }
 
 type agentGrant struct {

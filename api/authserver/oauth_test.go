@@ -138,6 +138,7 @@ type tokenAnswer struct {
 	AccessToken  string `json:"access_token"`
 	RefreshToken string `json:"refresh_token"`
 	Scope        string `json:"scope"`
+	IDToken      string `json:"id_token"`
 	Error        string `json:"error"`
 	status       int
 }

@@ -31,14 +31,12 @@ func TestTofuLogin(t *testing.T) {
 	s := StartStack(t, WithTLS())
 	m := s.newMember(t, "login")
 
+	// HOME is the CLI's configuration directory (~/.terraform.d, where
+	// tofu login writes credentials.tfrc.json) and holds no other CLI
+	// configuration: TF_CLI_CONFIG_FILE stays unset, since with it the CLI
+	// never reads that directory. No browser opens by itself (xdg-open
+	// fails), so the CLI prints the URL to open.
 	home := t.TempDir()
-	// An empty CLI configuration: the credentials come from what tofu
-	// login writes, nothing else. No browser opens by itself (xdg-open is
-	// a no-op), so the CLI prints the URL to open.
-	rc := filepath.Join(home, "tofurc")
-	if err := os.WriteFile(rc, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
 	bin := filepath.Join(home, "bin")
 	if err := os.MkdirAll(bin, 0o755); err != nil {
 		t.Fatal(err)
@@ -46,7 +44,7 @@ func TestTofuLogin(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(bin, "xdg-open"), []byte("#!/bin/sh\nexit 1\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	env := []string{"HOME=" + home, "TF_CLI_CONFIG_FILE=" + rc, "SSL_CERT_FILE=" + s.TLS.Bundle, "CHECKPOINT_DISABLE=1", "TF_LOG="}
+	env := []string{"HOME=" + home, "TF_CLI_CONFIG_FILE=", "XDG_CONFIG_HOME=", "SSL_CERT_FILE=" + s.TLS.Bundle, "CHECKPOINT_DISABLE=1", "TF_LOG="}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -119,16 +117,9 @@ func TestTofuLogin(t *testing.T) {
 	}
 
 	// The CLI stored one credential for the host: a new user token.
-	var stored string
-	_ = filepath.WalkDir(home, func(path string, d os.DirEntry, err error) error {
-		if err == nil && d.Name() == "credentials.tfrc.json" {
-			stored = path
-		}
-		return nil
-	})
-	raw, err := os.ReadFile(stored)
+	raw, err := os.ReadFile(filepath.Join(home, ".terraform.d", "credentials.tfrc.json"))
 	if err != nil {
-		t.Fatalf("no credentials.tfrc.json under %s:\n%s", home, output.String())
+		t.Fatalf("no credentials.tfrc.json: %v\n%s", err, output.String())
 	}
 	var creds struct {
 		Credentials map[string]struct {
@@ -159,7 +150,7 @@ func TestTofuLogin(t *testing.T) {
 		[]byte(`{"data":{"type":"workspaces","attributes":{"execution-mode":"local"}}}`), append(auth, "Content-Type", "application/vnd.api+json")...); st != http.StatusOK {
 		t.Fatalf("init did not create the workspace, or the token cannot change it: %d %s", st, body)
 	}
-	if plan := tf.run(t, "plan"); !strings.Contains(plan, "terraform_data.item[0] will be created") {
+	if plan := tf.run(t, "plan", "-no-color"); !strings.Contains(plan, "terraform_data.item[0] will be created") {
 		t.Fatalf("plan:\n%s", plan)
 	}
 }

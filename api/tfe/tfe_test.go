@@ -106,9 +106,9 @@ func decode(t *testing.T, r *apitest.Response) document {
 func TestDiscoveryAndPing(t *testing.T) {
 	t.Parallel()
 	env := apitest.New(t)
-	var disco map[string]string
+	var disco map[string]any
 	env.Anonymous().Get("/.well-known/terraform.json").MustStatus(t, http.StatusOK).JSON(t, &disco)
-	if disco["tfe.v2"] != "/api/v2/" || disco["tfe.v2.1"] == "" || disco["tfe.v2.2"] == "" {
+	if disco["tfe.v2"] != "/api/v2/" || disco["tfe.v2.1"] == "" || disco["tfe.v2.2"] == "" || disco["login.v1"] == nil {
 		t.Fatalf("discovery %v", disco)
 	}
 	ping := env.Anonymous().Get("/api/v2/ping")

@@ -6,7 +6,9 @@
 // (RFC 7009), and the resolution of an access token to a principal for
 // /v1. Codes, tokens and client secrets are stored only as keyed hashes;
 // every access token is checked against its row, so revocation applies at
-// once.
+// once. The same server is an OpenID provider (the openid, profile and
+// email scopes: RS256 ID tokens and userinfo) and serves `tofu login`
+// through a built-in public client whose code becomes a user API token.
 //
 // It is our own code on go-jose rather than zitadel/oidc's op: that
 // provider is built around OpenID sessions, ID tokens and a storage

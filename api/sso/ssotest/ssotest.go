@@ -45,6 +45,7 @@ type IdP struct {
 	codes   map[string]grant
 	key     *rsa.PrivateKey
 	other   *rsa.PrivateKey
+	srv     *httptest.Server
 }
 
 type grant struct {
@@ -55,13 +56,23 @@ type grant struct {
 // Start runs a provider until the test ends.
 func Start(t testing.TB) *IdP {
 	t.Helper()
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	idp, err := New()
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(idp.Close)
+	return idp
+}
+
+// New runs a provider until Close (for benchmarks outside a test).
+func New() (*IdP, error) {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return nil, err
+	}
 	other, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	idp := &IdP{ClientID: "cairn-test", ClientSecret: "cairn-test-client-secret", codes: map[string]grant{},
 		key: key, other: other, user: User{Subject: "u-1", Email: "jane@example.com", EmailVerified: true, Name: "Jane"}}
@@ -71,11 +82,13 @@ func Start(t testing.TB) *IdP {
 	mux.HandleFunc("GET /authorize", idp.authorize)
 	mux.HandleFunc("POST /token", idp.token)
 	mux.HandleFunc("GET /userinfo", idp.userinfo)
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-	idp.URL = srv.URL
-	return idp
+	idp.srv = httptest.NewServer(mux)
+	idp.URL = idp.srv.URL
+	return idp, nil
 }
+
+// Close stops the provider.
+func (p *IdP) Close() { p.srv.Close() }
 
 // SetUser sets who signs in next.
 func (p *IdP) SetUser(u User) { p.mu.Lock(); p.user = u; p.mu.Unlock() }

@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"syscall"
-	"time"
 )
 
 // DexModule is the directory of the tools module that pins Dex, the OIDC
@@ -113,42 +112,22 @@ func (d *DexServer) Start(ctx context.Context, config string) error {
 	}
 	d.cmd, d.done = cmd, make(chan error, 1)
 	go func() { d.done <- cmd.Wait() }()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	return waitUntilReady(ctx, "Dex", d.done, d.Stop, func() error {
 		resp, err := http.Get(d.Issuer() + "/.well-known/openid-configuration")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
+		if err != nil {
+			return err
 		}
-		select {
-		case exitErr := <-d.done:
-			return fmt.Errorf("Dex exited during start-up: %v", exitErr)
-		case <-ctx.Done():
-			_ = d.Stop()
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("discovery: %d", resp.StatusCode)
 		}
-		if time.Now().After(deadline) {
-			_ = d.Stop()
-			return fmt.Errorf("Dex did not answer within 30s: %v", err)
-		}
-	}
+		return nil
+	})
 }
 
 // Stop ends Dex and waits for it.
 func (d *DexServer) Stop() error {
-	if d.cmd == nil || d.cmd.Process == nil {
-		return nil
-	}
-	_ = d.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-d.done:
-	case <-time.After(10 * time.Second):
-		_ = d.cmd.Process.Kill()
-		<-d.done
-	}
+	stopProcess(d.cmd, d.done)
 	d.cmd = nil
 	return nil
 }

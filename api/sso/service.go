@@ -401,8 +401,8 @@ func (s *Service) oidcIdentity(ctx context.Context, f Flow, code string) (Identi
 	return ident, err
 }
 
-// FailedTest records a dry run's failure for its owner; other flows' failures
-// are the caller's to report. Exported for the SAML callback.
+// failed records a dry run's failure for its owner; other flows' failures
+// are the caller's to report.
 func (s *Service) failed(ctx context.Context, f Flow, back Finish, cause error) (Finish, error) {
 	if f.Kind != KindTest || f.OrganizationID == nil || f.InitiatedBy == nil {
 		return back, cause

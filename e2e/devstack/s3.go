@@ -79,40 +79,58 @@ func (s *S3Server) Start(ctx context.Context) error {
 	s.cmd = cmd
 	s.done = make(chan error, 1)
 	go func() { s.done <- cmd.Wait() }()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	return waitUntilReady(ctx, "versitygw", s.done, s.Stop, func() error {
 		conn, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(s.Port), time.Second)
 		if err == nil {
 			conn.Close()
+		}
+		return err
+	})
+}
+
+// waitUntilReady polls ready for up to 30 s while the process started by
+// the caller runs; a process that exits, a canceled context or a deadline
+// ends the wait (and the process, through stop).
+func waitUntilReady(ctx context.Context, name string, done chan error, stop func() error, ready func() error) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := ready()
+		if err == nil {
 			return nil
 		}
 		select {
-		case exitErr := <-s.done:
-			return fmt.Errorf("versitygw exited during start-up: %v", exitErr)
+		case exitErr := <-done:
+			return fmt.Errorf("%s exited during start-up: %v", name, exitErr)
 		case <-ctx.Done():
-			_ = s.Stop()
+			_ = stop()
 			return ctx.Err()
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			_ = s.Stop()
-			return fmt.Errorf("versitygw did not listen within 30s: %w", err)
+			_ = stop()
+			return fmt.Errorf("%s was not ready within 30s: %w", name, err)
 		}
 	}
 }
 
 // Stop ends the gateway and waits for it.
 func (s *S3Server) Stop() error {
-	if s.cmd == nil || s.cmd.Process == nil {
-		return nil
-	}
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.done:
-	case <-time.After(10 * time.Second):
-		_ = s.cmd.Process.Kill()
-		<-s.done
-	}
+	stopProcess(s.cmd, s.done)
 	s.cmd = nil
 	return nil
+}
+
+// stopProcess sends SIGTERM and waits for the process, killing it after
+// 10 s; nil (never started or already stopped) is a no-op.
+func stopProcess(cmd *exec.Cmd, done chan error) {
+	if cmd == nil || cmd.Process == nil {
+		return
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+	}
 }

@@ -3,6 +3,7 @@ package authserver_test
 import (
 	"crypto/sha256"
 	"encoding/base64"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -152,5 +153,96 @@ func TestSocialSignInClosedWithoutStrongSecret(t *testing.T) {
 		"provider": "oidc", "callbackURL": env.Config.DashboardURL + "/done", "clientBinding": bindingHash()}})
 	if r.Status != http.StatusServiceUnavailable || r.Code() != "IDP_UNCONFIGURED" {
 		t.Fatalf("weak secret: %d %s", r.Status, r.Body)
+	}
+}
+
+// startSSO starts an organization SSO sign-in for email and walks the
+// provider's redirect, returning the API callback URL.
+func startSSO(t *testing.T, env *apitest.Env, email string) string {
+	t.Helper()
+	var start struct{ URL string }
+	env.Anonymous().Do(apitest.Request{Method: http.MethodPost, Path: "/api/auth/sign-in/sso", Body: map[string]string{
+		"email": email, "callbackURL": env.Config.DashboardURL + "/done", "clientBinding": bindingHash()}}).
+		MustStatus(t, http.StatusOK).Data(t, &start)
+	resp, err := noFollow.Get(start.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.Header.Get("Location")
+}
+
+// TestLinkingAnExistingAccountByEmail: a verified address is not enough to
+// take over the account that has it. An organization's provider links only
+// an account that belongs to no other organization, so an owner cannot
+// register a provider for a member's address and sign in as them
+// elsewhere; the instance IdP does not link an account that only an
+// organization's provider created.
+func TestLinkingAnExistingAccountByEmail(t *testing.T) {
+	t.Parallel()
+	env, idp := ssoEnv(t)
+	owner := env.WithOrganization("Olive")
+	domain := fmt.Sprintf("d%d.example", time.Now().UnixNano())
+	owner.Do(apitest.Request{Method: http.MethodPost, Path: "/api/auth/sso/register", Body: map[string]any{
+		"type": "oidc", "issuer": idp.URL, "domains": []string{domain},
+		"oidcConfig": map[string]any{"clientId": idp.ClientID, "clientSecret": "cairn-test-client-secret"},
+	}}).MustStatus(t, http.StatusOK)
+
+	signUp := func(local string) *apitest.User {
+		email := local + "@" + domain
+		c := env.Anonymous()
+		var out struct {
+			User  struct{ ID string } `json:"user"`
+			Token string              `json:"token"`
+		}
+		c.Do(apitest.Request{Method: http.MethodPost, Path: "/api/auth/sign-up/email", Body: map[string]string{
+			"email": email, "password": "correct horse battery staple", "name": local}}).MustStatus(t, http.StatusOK).Data(t, &out)
+		c.Token = out.Token
+		return &apitest.User{Client: c, ID: out.User.ID, Email: email, Password: "correct horse battery staple"}
+	}
+	ssoAs := func(email string) *url.URL {
+		idp.SetUser(ssotest.User{Subject: "sub-" + email, Email: email, EmailVerified: true, Name: email})
+		return callback(t, startSSO(t, env, email))
+	}
+	linked := func(email string) int {
+		var n int
+		if err := env.DB.Get(&n, `SELECT count(*) FROM external_identities e JOIN users u ON u.id = e.user_id
+			WHERE u.email = $1`, email); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	// Someone who works in another organization too: refused, nothing linked.
+	elsewhere := signUp("victim")
+	other := env.WithOrganization("Other")
+	env.Join(other, elsewhere, "reader")
+	env.Join(owner, elsewhere, "reader")
+	if back := ssoAs(elsewhere.Email); back.Query().Get("signInError") != "ACCOUNT_NOT_LINKABLE" || linked(elsewhere.Email) != 0 {
+		t.Fatalf("a member of another organization was linked: %s", back)
+	}
+
+	// A member of this organization only (or of none): linked and signed in.
+	member := signUp("member")
+	env.Join(owner, member, "reader")
+	if back := ssoAs(member.Email); back.Query().Get("signInCode") == "" || linked(member.Email) != 1 {
+		t.Fatalf("the organization's own member was not linked: %s", back)
+	}
+
+	// An account the organization's provider created cannot be claimed
+	// through the instance IdP by the same address.
+	created := "created@" + domain
+	if back := ssoAs(created); back.Query().Get("signInCode") == "" {
+		t.Fatalf("just-in-time account not created: %s", back)
+	}
+	idp.SetUser(ssotest.User{Subject: "google-" + created, Email: created, EmailVerified: true})
+	if back := callback(t, startSocial(t, env)); back.Query().Get("signInError") != "ACCOUNT_NOT_LINKABLE" || linked(created) != 1 {
+		t.Fatalf("the instance IdP claimed an account an organization created: %s", back)
+	}
+
+	// A password account is linked by the instance IdP.
+	idp.SetUser(ssotest.User{Subject: "google-" + elsewhere.Email, Email: elsewhere.Email, EmailVerified: true})
+	if back := callback(t, startSocial(t, env)); back.Query().Get("signInCode") == "" || linked(elsewhere.Email) != 1 {
+		t.Fatalf("the instance IdP did not link a password account: %s", back)
 	}
 }

@@ -37,6 +37,10 @@ var (
 	ErrEmailDomain = errors.New("e-mail address outside the provider's domains")
 	// ErrAccountDisabled is a sign-in for a deactivated account.
 	ErrAccountDisabled = errors.New("account deactivated")
+	// ErrAccountNotLinkable refuses to attach an identity provider's
+	// account to an existing Cairn account that provider cannot vouch for
+	// (see accountLinkable): the person signs in the way they always have.
+	ErrAccountNotLinkable = errors.New("an account with this e-mail address already exists and this identity provider cannot sign in to it")
 	// ErrCodeInvalid is a sign-in code that is unknown, expired, used or
 	// presented without its browser's binding secret.
 	ErrCodeInvalid = errors.New("sign-in code invalid")

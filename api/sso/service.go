@@ -420,7 +420,7 @@ func (s *Service) FailFlow(ctx context.Context, f Flow, cause error) (Finish, er
 // publicReason names a failure for a test result without its details.
 func publicReason(err error) string {
 	for _, known := range []error{ErrIDTokenInvalid, ErrEmailUnverified, ErrEmailDomain, ErrIdPError, ErrStateExpired,
-		ErrStateInvalid, ErrAccountDisabled, ErrUnknownProvider} {
+		ErrStateInvalid, ErrAccountDisabled, ErrAccountNotLinkable, ErrUnknownProvider} {
 		if errors.Is(err, known) {
 			return known.Error()
 		}
@@ -460,7 +460,11 @@ func (s *Service) CompleteSignIn(ctx context.Context, f Flow, ident Identity) (F
 	codeHash := s.keyedHash("code", code)
 	now := s.stamp()
 	err = db.WithTx(ctx, s.db, func(tx *sqlx.Tx) error {
-		user, err := s.account(ctx, tx, f.providerKey(), ident, email, now)
+		var organizationID *string
+		if row != nil {
+			organizationID = &row.OrganizationID
+		}
+		user, err := s.account(ctx, tx, f.providerKey(), organizationID, ident, email, now)
 		if err != nil {
 			return err
 		}
@@ -507,8 +511,10 @@ func checkAssertion(ident Identity, row *providerRow) (string, error) {
 }
 
 // account finds the user of an external identity, or links the account
-// of the verified address, or creates one.
-func (s *Service) account(ctx context.Context, tx *sqlx.Tx, providerKey string, ident Identity, email string, now time.Time) (identity.User, error) {
+// of the verified address when that provider may (accountLinkable), or
+// creates one. organizationID is an organization provider's, nil for the
+// instance IdP.
+func (s *Service) account(ctx context.Context, tx *sqlx.Tx, providerKey string, organizationID *string, ident Identity, email string, now time.Time) (identity.User, error) {
 	var acct identity.FederatedAccount
 	userID, err := externalUser(ctx, tx, providerKey, ident.Subject)
 	switch {
@@ -516,12 +522,15 @@ func (s *Service) account(ctx context.Context, tx *sqlx.Tx, providerKey string, 
 		acct, err = identity.AccountByID(ctx, tx, userID)
 	case errors.Is(err, fault.ErrNotFound):
 		acct, err = identity.AccountByEmail(ctx, tx, email)
-		if errors.Is(err, fault.ErrNotFound) {
+		switch {
+		case errors.Is(err, fault.ErrNotFound):
 			name := ident.Name
 			if name == "" {
 				name = email
 			}
 			acct.User, err = identity.CreateFederatedUser(ctx, tx, email, name, now)
+		case err == nil:
+			err = accountLinkable(ctx, tx, acct.ID, organizationID)
 		}
 	}
 	if err != nil {

@@ -194,6 +194,39 @@ func externalUser(ctx context.Context, q sqlx.QueryerContext, providerKey, subje
 	return userID, nil
 }
 
+// accountLinkable decides whether an identity provider that vouched for an
+// address may take over the existing account that has it. Domains are
+// claimed first come, first served (nobody proves owning one), so a
+// verified address alone is not enough:
+//   - an organization's provider links only an account that belongs to
+//     no other organization: otherwise the owner of one organization could
+//     register a provider asserting a member's address and sign in as that
+//     person everywhere else they work;
+//   - the instance IdP, which the operator configured, links any account
+//     except one that only an organization's provider or SCIM client
+//     created (passwordless and never signed in through the instance IdP),
+//     so an account an organization made for an address cannot become the
+//     one its real owner later uses.
+func accountLinkable(ctx context.Context, q sqlx.QueryerContext, userID string, organizationID *string) error {
+	var ok bool
+	var err error
+	if organizationID != nil {
+		err = sqlx.GetContext(ctx, q, &ok, `SELECT NOT EXISTS (
+			SELECT 1 FROM memberships WHERE user_id = $1 AND organization_id <> $2)`, userID, *organizationID)
+	} else {
+		err = sqlx.GetContext(ctx, q, &ok, `SELECT u.password_hash <> '' OR EXISTS (
+			SELECT 1 FROM external_identities e WHERE e.user_id = u.id AND e.provider_key LIKE 'idp:%')
+			FROM users u WHERE u.id = $1`, userID)
+	}
+	if err != nil {
+		return fmt.Errorf("checking whether the account may be linked: %w", err)
+	}
+	if !ok {
+		return ErrAccountNotLinkable
+	}
+	return nil
+}
+
 func linkExternal(ctx context.Context, tx *sqlx.Tx, providerKey, subject, userID string, at time.Time) error {
 	if _, err := tx.ExecContext(ctx, `
 		INSERT INTO external_identities (provider_key, subject, user_id, created_at, last_signed_in_at) VALUES ($1, $2, $3, $4, $4)

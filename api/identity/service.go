@@ -191,7 +191,9 @@ func (s *Service) checkPassword(ctx context.Context, email, password string, cli
 	}
 	u, err := userForSignIn(ctx, s.db, email)
 	hash := u.PasswordHash
-	if errors.Is(err, fault.ErrNotFound) {
+	// A provisioned account has no password: it costs the same decoy
+	// verification as a missing one and never signs in with a password.
+	if errors.Is(err, fault.ErrNotFound) || (err == nil && hash == "") {
 		hash = s.decoy
 	} else if err != nil {
 		return userWithHash{}, errors.Join(err, s.refund(ctx, checks...))
@@ -200,7 +202,7 @@ func (s *Service) checkPassword(ctx context.Context, email, password string, cli
 	if errors.Is(err, ErrBusy) || ctx.Err() != nil {
 		return userWithHash{}, errors.Join(err, ctx.Err(), s.refund(ctx, checks...))
 	}
-	if err != nil || !ok || u.ID == "" {
+	if err != nil || !ok || u.ID == "" || u.PasswordHash == "" {
 		return userWithHash{}, ErrInvalidCredentials
 	}
 	pair, address := checks[0], checks[1]

@@ -26,6 +26,7 @@ import (
 	"github.com/cairnhq/cairn/api/platform/db"
 	"github.com/cairnhq/cairn/api/platform/httpx"
 	"github.com/cairnhq/cairn/api/platform/telemetry"
+	"github.com/cairnhq/cairn/api/scim"
 	"github.com/cairnhq/cairn/api/tfe"
 	v1 "github.com/cairnhq/cairn/api/v1"
 )
@@ -38,7 +39,9 @@ type Deps struct {
 	Logger   *slog.Logger
 	Identity *identity.Service
 	// OAuth is the authorization server for agents (nil with Identity).
-	OAuth    *oauth.Service
+	OAuth *oauth.Service
+	// SCIM is organizations' provisioning (nil with Identity).
+	SCIM     *scim.Service
 	Services v1.Services
 	// Blobs is the sealed artifact store (nil without a master key).
 	Blobs *blob.Store
@@ -112,6 +115,7 @@ func New(deps Deps) (*Server, error) {
 	authDeps := authserver.Deps{
 		Identity:       deps.Identity,
 		OAuth:          deps.OAuth,
+		SCIM:           deps.SCIM,
 		Logger:         deps.Logger,
 		SecureCookies:  deps.Config.SecureCookies,
 		TrustedProxies: deps.Config.TrustedProxyPrefixes(),

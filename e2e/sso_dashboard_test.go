@@ -162,7 +162,7 @@ func TestSSODashboardSettings(t *testing.T) {
 			t.Fatalf("Require SSO after switching to %v: checked %v (%v)", on, checked, err)
 		}
 		if on {
-			waitText(t, ctx, "main .notice", "Owners")
+			waitText(t, ctx, "main .notice", "Owners keep their password sign-in")
 		}
 	}
 

@@ -60,7 +60,17 @@ func (s *Site) startFederatedSignIn(w http.ResponseWriter, r *http.Request, path
 			Next: r.PostFormValue("next"), SSOIdentifier: identifier})
 		return
 	}
-	http.Redirect(w, r, out.URL, http.StatusSeeOther)
+	s.leaveFor(w, r, "Signing in", out.URL)
+}
+
+// leaveFor sends the browser to an identity provider from a form post.
+// The dashboard's Content-Security-Policy keeps forms to its own origin
+// (form-action 'self'), which browsers apply to a form's redirects too, so
+// the post answers a page that moves on by itself instead of a redirect.
+func (s *Site) leaveFor(w http.ResponseWriter, r *http.Request, title, target string) {
+	f := s.frame(r, title)
+	f.Page = struct{ URL string }{target}
+	s.render(w, r, http.StatusOK, "leaving.html", f)
 }
 
 // outbound reports whether an identity provider URL the API answered is
@@ -118,7 +128,7 @@ func codeRefusal(err error) string {
 	switch apiclient.StatusOf(err) {
 	case http.StatusForbidden:
 		return signInErrorMessage(apiclient.CodeOf(err))
-	case http.StatusBadRequest, http.StatusUnauthorized, http.StatusNotFound, http.StatusGone, http.StatusConflict:
+	case http.StatusBadRequest, http.StatusUnauthorized, http.StatusNotFound:
 		return "This sign-in has expired or was already used. Sign in again."
 	case http.StatusTooManyRequests:
 		return "Too many attempts. Wait a minute and try again."
@@ -132,19 +142,21 @@ var errorCodePattern = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
 
 // signInErrorMessage words an error a federated sign-in came back with.
 func signInErrorMessage(code string) string {
-	switch strings.ToUpper(code) {
+	switch code {
 	case "":
 		return "The sign-in did not complete. Sign in again."
-	case "ACCESS_DENIED":
-		return "The identity provider did not sign you in (access was denied)."
+	case "IDP_ERROR":
+		return "The identity provider did not sign you in. Sign in again."
 	case "EMAIL_NOT_VERIFIED":
 		return "Your identity provider did not confirm your e-mail address, so Cairn cannot sign you in with it."
-	case "USER_BANNED", "USER_DEACTIVATED", "BANNED":
+	case "SSO_EMAIL_DOMAIN_MISMATCH":
+		return "Your identity provider signed you in with an address outside your organization's SSO domains."
+	case "ACCOUNT_DEACTIVATED":
 		return "This account is deactivated. Ask your organization's administrator."
-	case "STATE_EXPIRED", "STATE_INVALID", "INVALID_STATE", "FLOW_EXPIRED":
+	case "SIGN_IN_STATE_INVALID", "SIGN_IN_STATE_EXPIRED", "SIGN_IN_CODE_INVALID":
 		return "The sign-in took too long or was already used. Sign in again."
-	case "SSO_REQUIRED":
-		return "Your organization requires signing in with SSO."
+	case "ID_TOKEN_INVALID":
+		return "The identity provider's answer could not be verified. Sign in again."
 	}
 	if !errorCodePattern.MatchString(code) {
 		return "Signing in through the identity provider failed. Sign in again."

@@ -81,7 +81,7 @@ type ssoPage struct {
 var ssoNotices = map[string]string{
 	"registered":   "SSO provider registered. Give the identity provider the callback or metadata URL below, then test it.",
 	"deleted":      "SSO provider deleted. Its people sign in with it no longer.",
-	"required":     "SSO is now required: members other than owners can no longer sign in with a password.",
+	"required":     "SSO is now required: members can no longer sign in with a password. Owners keep their password sign-in.",
 	"not-required": "SSO is no longer required: members may sign in with a password again.",
 }
 
@@ -198,7 +198,7 @@ func (s *Site) testSSOProvider(w http.ResponseWriter, r *http.Request, token str
 		s.renderSSO(w, r, token, refusedStatus(err), ssoPage{Error: ssoRefusal(err, "The test could not be started.")})
 		return
 	}
-	http.Redirect(w, r, out.URL, http.StatusSeeOther)
+	s.leaveFor(w, r, "Testing single sign-on", out.URL)
 }
 
 // ssoTestResult shows what the dry run asserted: the e-mail, the groups

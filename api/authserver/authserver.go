@@ -15,6 +15,7 @@ import (
 	"github.com/cairnhq/cairn/api/platform/httpx"
 	"github.com/cairnhq/cairn/api/problem"
 	"github.com/cairnhq/cairn/api/scim"
+	"github.com/cairnhq/cairn/api/sso"
 )
 
 // SessionCookie is the cookie that carries the session token.
@@ -29,6 +30,8 @@ type Deps struct {
 	Identity      *identity.Service
 	Logger        *slog.Logger
 	SecureCookies bool
+	// DashboardURL is the origin federated sign-ins send the browser back to.
+	DashboardURL string
 	// TrustedProxies may name the client in X-Forwarded-For or Forwarded
 	// (CAIRN_TRUSTED_PROXIES); sign-in and sign-up are throttled per client.
 	TrustedProxies []netip.Prefix
@@ -40,6 +43,8 @@ type Deps struct {
 	OAuth *oauth.Service
 	// SCIM is organizations' provisioning; nil closes its routes with 503.
 	SCIM *scim.Service
+	// SSO is federated sign-in and organization SSO (nil with Identity).
+	SSO *sso.Service
 }
 
 type server struct {
@@ -72,6 +77,7 @@ func Mount(router fiber.Router, deps Deps) {
 	router.Post("/organization/reject-invitation", withBody(s, s.rejectInvitation))
 	s.mountOAuth(router)
 	s.mountSCIM(router)
+	s.mountSSO(router)
 }
 
 // client is the address the request comes from: the browser the

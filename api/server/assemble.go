@@ -30,6 +30,7 @@ import (
 	"github.com/cairnhq/cairn/api/run"
 	"github.com/cairnhq/cairn/api/scim"
 	"github.com/cairnhq/cairn/api/serviceaccount"
+	"github.com/cairnhq/cairn/api/sso"
 	"github.com/cairnhq/cairn/api/state"
 	"github.com/cairnhq/cairn/api/team"
 	v1 "github.com/cairnhq/cairn/api/v1"
@@ -80,6 +81,7 @@ func Assemble(cfg config.Config, conn *sqlx.DB, logger *slog.Logger) (Deps, erro
 		return Deps{}, err
 	}
 	deps.OAuth = agents
+	deps.SSO = sso.NewService(conn, ident, SSOOptions(cfg, sealer))
 	// The workload-identity issuer signs with keys of its own, sealed
 	// under the master key like every other secret at rest.
 	issuer := credential.NewIssuer(conn, sealer, cfg.Issuer()+credential.IssuerPath)
@@ -164,6 +166,18 @@ func OAuthOptions(cfg config.Config) oauth.Options {
 		RequestKey:     secret.Derive(cfg.AuthSecret, "oauth-authorization-request"),
 		AccessTokenTTL: cfg.OAuthAccessTokenTTL,
 		Metadata:       oauth.NewMetadataFetcher(),
+	}
+}
+
+// SSOOptions derives the federated sign-in's settings and keys.
+func SSOOptions(cfg config.Config, sealer *seal.Sealer) sso.Options {
+	return sso.Options{
+		PublicURL:    cfg.PublicURL,
+		DashboardURL: cfg.DashboardURL,
+		FlowKey:      secret.Derive(cfg.AuthSecret, "sign-in-flow"),
+		Sealer:       sealer,
+		IdP: sso.InstanceIdP{Name: cfg.IdPName, ClientID: cfg.IdPClientID,
+			ClientSecret: cfg.IdPClientSecret.Reveal(), Issuer: cfg.IdPIssuer},
 	}
 }
 

@@ -27,6 +27,7 @@ import (
 	"github.com/cairnhq/cairn/api/platform/httpx"
 	"github.com/cairnhq/cairn/api/platform/telemetry"
 	"github.com/cairnhq/cairn/api/scim"
+	"github.com/cairnhq/cairn/api/sso"
 	"github.com/cairnhq/cairn/api/tfe"
 	v1 "github.com/cairnhq/cairn/api/v1"
 )
@@ -41,7 +42,9 @@ type Deps struct {
 	// OAuth is the authorization server for agents (nil with Identity).
 	OAuth *oauth.Service
 	// SCIM is organizations' provisioning (nil with Identity).
-	SCIM     *scim.Service
+	SCIM *scim.Service
+	// SSO is federated sign-in and organization SSO (nil with Identity).
+	SSO      *sso.Service
 	Services v1.Services
 	// Blobs is the sealed artifact store (nil without a master key).
 	Blobs *blob.Store
@@ -116,8 +119,10 @@ func New(deps Deps) (*Server, error) {
 		Identity:       deps.Identity,
 		OAuth:          deps.OAuth,
 		SCIM:           deps.SCIM,
+		SSO:            deps.SSO,
 		Logger:         deps.Logger,
 		SecureCookies:  deps.Config.SecureCookies,
+		DashboardURL:   deps.Config.DashboardURL,
 		TrustedProxies: deps.Config.TrustedProxyPrefixes(),
 		VouchKey:       clientaddr.VouchKey(deps.Config),
 	}

@@ -10,9 +10,9 @@ import (
 
 // Revoked counts what a deactivation ended, for its audit evidence.
 type Revoked struct {
-	Sessions    int64 `json:"sessions"`
-	UserTokens  int64 `json:"user_tokens"`
-	AgentGrants int64 `json:"agent_grants"`
+	Sessions    int64
+	UserTokens  int64
+	AgentGrants int64
 }
 
 // Deactivate bans a user and, in the caller's transaction, deletes every

@@ -252,7 +252,7 @@ func (s *Service) deactivate(ctx context.Context, tx *sqlx.Tx, p access.Principa
 		return err
 	}
 	return audit.Record(ctx, tx, p, "scim.user_deactivated", "user", userID, map[string]any{
-		"sessions": revoked.Sessions, "user_tokens": revoked.UserTokens, "agent_grants": revoked.AgentGrants})
+		"ended_sessions": revoked.Sessions, "revoked_user_api_credentials": revoked.UserTokens, "revoked_agent_grants": revoked.AgentGrants})
 }
 
 // DeleteUser ends a provisioned person's membership and deactivates the

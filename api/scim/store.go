@@ -56,7 +56,7 @@ func organizationOfToken(ctx context.Context, q sqlx.QueryerContext, hash []byte
 	err := sqlx.GetContext(ctx, q, &organizationID, `
 		WITH used AS (
 			UPDATE scim_tokens SET last_used_at = $2
-			WHERE token_hash = $1 AND (last_used_at IS NULL OR last_used_at < $2 - interval '1 minute')
+			WHERE token_hash = $1 AND (last_used_at IS NULL OR last_used_at < $2::timestamptz - interval '1 minute')
 		)
 		SELECT organization_id FROM scim_tokens WHERE token_hash = $1`, hash, now)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -104,7 +104,7 @@ func insertUser(ctx context.Context, q sqlx.ExtContext, u User) error {
 	_, err = q.ExecContext(ctx, `
 		INSERT INTO scim_users (user_id, organization_id, user_name, external_id, display_name, attributes, created_at, updated_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $7)`,
-		u.ID, u.OrganizationID, u.UserName, u.ExternalID, u.displayName(), attrs, u.CreatedAt)
+		u.ID, u.OrganizationID, u.UserName, u.ExternalID, u.displayName(), string(attrs), u.CreatedAt)
 	if db.IsUniqueViolation(err, "scim_users_user_name_key") {
 		return fmt.Errorf("userName %q: %w", u.UserName, ErrUniqueness)
 	}
@@ -122,7 +122,7 @@ func updateUser(ctx context.Context, q sqlx.ExtContext, u User) error {
 	_, err = q.ExecContext(ctx, `
 		UPDATE scim_users SET user_name = $3, external_id = $4, display_name = $5, attributes = $6, updated_at = $7
 		WHERE organization_id = $1 AND user_id = $2`,
-		u.OrganizationID, u.ID, u.UserName, u.ExternalID, u.displayName(), attrs, u.UpdatedAt)
+		u.OrganizationID, u.ID, u.UserName, u.ExternalID, u.displayName(), string(attrs), u.UpdatedAt)
 	if db.IsUniqueViolation(err, "scim_users_user_name_key") {
 		return fmt.Errorf("userName %q: %w", u.UserName, ErrUniqueness)
 	}

@@ -112,7 +112,18 @@ const (
 	// KindTeam is a team API token: ID is the team's, and its permissions
 	// are exactly the team's grants (Grants), with no role baseline.
 	KindTeam = "team"
+	// KindSCIM is an organization's SCIM provisioning client: it manages
+	// the people it provisioned and the organization's teams, nothing else.
+	KindSCIM = "scim"
 )
+
+// SCIM is the principal an organization's SCIM client acts as. It sees
+// and changes every team but the owners team (the team service refuses
+// that one to anyone but an owner).
+func SCIM(organizationID string) Principal {
+	return Principal{Kind: KindSCIM, ID: "scim", Name: "SCIM", OrganizationID: organizationID,
+		Permissions: NewPermissionSet(PermOrganizationRead, PermTeamManage, PermTeamReadSecret)}
+}
 
 // CodeHost is the principal a verified code-host delivery acts as in one
 // organization.

@@ -14,6 +14,7 @@ import (
 	"github.com/cairnhq/cairn/api/platform/clientaddr"
 	"github.com/cairnhq/cairn/api/platform/httpx"
 	"github.com/cairnhq/cairn/api/problem"
+	"github.com/cairnhq/cairn/api/scim"
 	"github.com/cairnhq/cairn/api/sso"
 )
 
@@ -40,6 +41,8 @@ type Deps struct {
 	// OAuth is the authorization server for agents; nil (no database or
 	// AUTH_SECRET) closes its endpoints with 503.
 	OAuth *oauth.Service
+	// SCIM is organizations' provisioning; nil closes its routes with 503.
+	SCIM *scim.Service
 	// SSO is federated sign-in and organization SSO (nil with Identity).
 	SSO *sso.Service
 }
@@ -73,6 +76,7 @@ func Mount(router fiber.Router, deps Deps) {
 	router.Post("/organization/accept-invitation", withBody(s, s.acceptInvitation))
 	router.Post("/organization/reject-invitation", withBody(s, s.rejectInvitation))
 	s.mountOAuth(router)
+	s.mountSCIM(router)
 	s.mountSSO(router)
 }
 

@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -23,7 +22,6 @@ import (
 	"github.com/cairnhq/cairn/api/checkrun"
 	"github.com/cairnhq/cairn/api/github"
 	"github.com/cairnhq/cairn/api/github/githubfake"
-	"github.com/cairnhq/cairn/api/oauth"
 	"github.com/cairnhq/cairn/api/platform/db"
 	"github.com/cairnhq/cairn/api/platform/fault"
 	"github.com/cairnhq/cairn/api/run"
@@ -123,41 +121,6 @@ func (s *forkStack) syncAll(t *testing.T) {
 	}
 }
 
-// agentToken runs the OAuth code flow of an agent client with mcp:write
-// for u and returns its access token.
-func agentToken(t *testing.T, env *apitest.Env, u *apitest.User) string {
-	t.Helper()
-	redirect := "http://127.0.0.1:9/callback"
-	var client struct {
-		ClientID string `json:"client_id"`
-	}
-	env.Anonymous().Do(apitest.Request{Method: http.MethodPost, Path: "/api/auth/oauth2/register", Body: map[string]any{
-		"client_name": "Fork agent", "redirect_uris": []string{redirect}, "token_endpoint_auth_method": "none",
-		"grant_types": []string{"authorization_code"}}}).MustStatus(t, http.StatusCreated).JSON(t, &client)
-	verifier := strings.Repeat("v", 50)
-	q := url.Values{"client_id": {client.ClientID}, "redirect_uri": {redirect}, "response_type": {"code"}, "state": {"s"},
-		"resource": {env.Config.AgentResource()}, "scope": {"mcp:tools mcp:write"},
-		"code_challenge": {oauth.S256Challenge(verifier)}, "code_challenge_method": {"S256"}}
-	back, err := u.Consent(env.URL+"/api/auth/oauth2/authorize?"+q.Encode(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	form := url.Values{"grant_type": {"authorization_code"}, "code": {back.Query().Get("code")}, "redirect_uri": {redirect},
-		"code_verifier": {verifier}, "resource": {env.Config.AgentResource()}, "client_id": {client.ClientID}}
-	resp, err := http.Post(env.URL+"/api/auth/oauth2/token", "application/x-www-form-urlencoded", strings.NewReader(form.Encode()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var tok struct {
-		AccessToken string `json:"access_token"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&tok); err != nil || tok.AccessToken == "" {
-		t.Fatalf("agent token: %d %v", resp.StatusCode, err)
-	}
-	return tok.AccessToken
-}
-
 // TestForkPullRequestIsHeldUntilAPersonPlansIt: by default a pull request
 // from a fork downloads nothing and creates no run: its ingestion is held
 // (fork_pull_request) with a neutral check on the head commit linking to
@@ -215,7 +178,7 @@ func TestForkPullRequestIsHeldUntilAPersonPlansIt(t *testing.T) {
 		t.Fatalf("a reader planned: %d %s", res.Status, res.Body)
 	}
 	agent := s.env.Anonymous()
-	token := agentToken(t, s.env, s.owner)
+	token := s.owner.AgentToken()
 	res := agent.Do(apitest.Request{Method: http.MethodPost, Path: "/v1/source-ingestions/" + id + "/actions/plan",
 		Body: map[string]string{"commit_sha": head}, Header: map[string]string{"Authorization": "Bearer " + token,
 			"Idempotency-Key": apitest.NewKey()}})

@@ -66,6 +66,11 @@ type Member struct {
 	Name      string      `db:"name" json:"name"`
 	Role      access.Role `db:"role" json:"role"`
 	CreatedAt time.Time   `db:"created_at" json:"created_at"`
+	// JoinedVia and Deactivated are named as the dashboard reads them
+	// (better-auth's camelCase). A deactivated member stays listed, so
+	// owners see who their identity provider switched off.
+	JoinedVia   JoinedVia `db:"joined_via" json:"joinedVia"`
+	Deactivated bool      `db:"deactivated" json:"deactivated"`
 }
 
 const (

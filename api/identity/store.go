@@ -195,10 +195,13 @@ func lockMembershipRole(ctx context.Context, tx *sqlx.Tx, organizationID, userID
 	return role, nil
 }
 
+// memberColumns reads a Member from memberships m joined with users u.
+const memberColumns = `m.user_id, u.email, u.name, m.role, m.created_at, m.joined_via, u.banned_at IS NOT NULL AS deactivated`
+
 func membersOf(ctx context.Context, q sqlx.QueryerContext, organizationID string) ([]Member, error) {
 	var out []Member
 	err := sqlx.SelectContext(ctx, q, &out, `
-		SELECT m.user_id, u.email, u.name, m.role, m.created_at
+		SELECT `+memberColumns+`
 		FROM memberships m JOIN users u ON u.id = m.user_id
 		WHERE m.organization_id = $1
 		ORDER BY m.created_at, m.user_id`, organizationID)
@@ -211,7 +214,7 @@ func membersOf(ctx context.Context, q sqlx.QueryerContext, organizationID string
 func member(ctx context.Context, q sqlx.QueryerContext, organizationID, userID string) (Member, error) {
 	var m Member
 	err := sqlx.GetContext(ctx, q, &m, `
-		SELECT m.user_id, u.email, u.name, m.role, m.created_at
+		SELECT `+memberColumns+`
 		FROM memberships m JOIN users u ON u.id = m.user_id
 		WHERE m.organization_id = $1 AND m.user_id = $2`, organizationID, userID)
 	if errors.Is(err, sql.ErrNoRows) {

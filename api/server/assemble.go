@@ -29,6 +29,7 @@ import (
 	"github.com/cairnhq/cairn/api/platform/signingkey"
 	"github.com/cairnhq/cairn/api/policy"
 	"github.com/cairnhq/cairn/api/run"
+	"github.com/cairnhq/cairn/api/scim"
 	"github.com/cairnhq/cairn/api/serviceaccount"
 	"github.com/cairnhq/cairn/api/sso"
 	"github.com/cairnhq/cairn/api/state"
@@ -116,6 +117,11 @@ func Assemble(cfg config.Config, conn *sqlx.DB, logger *slog.Logger) (Deps, erro
 		ToolVersions:    cfg.ToolVersions,
 	})
 	states.Observe(runs)
+	teams := team.NewService(conn, workspaces)
+	deps.SCIM = scim.NewService(conn, teams, logger, scim.Options{
+		TokenKey: secret.Derive(cfg.AuthSecret, "scim-token"),
+		BaseURL:  cfg.Issuer() + "/api/auth/scim/v2",
+	})
 	deps.Services = v1.Services{
 		Audit:           audit.NewService(conn),
 		Identity:        ident,
@@ -125,7 +131,7 @@ func Assemble(cfg config.Config, conn *sqlx.DB, logger *slog.Logger) (Deps, erro
 		State:           states,
 		Policies:        policies,
 		Credentials:     creds,
-		Teams:           team.NewService(conn, workspaces),
+		Teams:           teams,
 		Runs:            runs,
 		GitHub: github.NewService(conn, app, workspaces, runs, inserter,
 			secret.Derive(cfg.AuthSecret, "github-installation-state"), logger,

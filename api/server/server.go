@@ -26,6 +26,7 @@ import (
 	"github.com/cairnhq/cairn/api/platform/db"
 	"github.com/cairnhq/cairn/api/platform/httpx"
 	"github.com/cairnhq/cairn/api/platform/telemetry"
+	"github.com/cairnhq/cairn/api/scim"
 	"github.com/cairnhq/cairn/api/sso"
 	"github.com/cairnhq/cairn/api/tfe"
 	v1 "github.com/cairnhq/cairn/api/v1"
@@ -40,6 +41,8 @@ type Deps struct {
 	Identity *identity.Service
 	// OAuth is the authorization server for agents (nil with Identity).
 	OAuth *oauth.Service
+	// SCIM is organizations' provisioning (nil with Identity).
+	SCIM *scim.Service
 	// SSO is federated sign-in and organization SSO (nil with Identity).
 	SSO      *sso.Service
 	Services v1.Services
@@ -115,6 +118,7 @@ func New(deps Deps) (*Server, error) {
 	authDeps := authserver.Deps{
 		Identity:       deps.Identity,
 		OAuth:          deps.OAuth,
+		SCIM:           deps.SCIM,
 		SSO:            deps.SSO,
 		Logger:         deps.Logger,
 		SecureCookies:  deps.Config.SecureCookies,

@@ -11,11 +11,13 @@ import (
 
 // OrganizationMemberView is a member of the organization.
 type OrganizationMemberView struct {
-	UserID    string `json:"user_id"`
-	Email     string `json:"email"`
-	Name      string `json:"name"`
-	Role      string `json:"role" enum:"owner,admin,writer,reader,member"`
-	TeamCount int    `json:"team_count" doc:"The teams you may see that they are in."`
+	UserID      string `json:"user_id"`
+	Email       string `json:"email"`
+	Name        string `json:"name"`
+	Role        string `json:"role" enum:"owner,admin,writer,reader,member"`
+	TeamCount   int    `json:"team_count" doc:"The teams you may see that they are in."`
+	JoinedVia   string `json:"joined_via" enum:"password,sso,scim" doc:"How they arrived: a password sign-in (creating the organization or accepting an invitation), an SSO sign-in, or the organization's SCIM client."`
+	Deactivated bool   `json:"deactivated" doc:"Their account is deactivated (by SCIM): they cannot sign in and hold no sessions or tokens."`
 }
 
 // OrganizationMembersView is the organization's members, oldest first.
@@ -68,7 +70,7 @@ func (a *API) registerMembers() {
 			out := OrganizationMembersView{Items: make([]OrganizationMemberView, 0, len(members))}
 			for _, m := range members {
 				out.Items = append(out.Items, OrganizationMemberView{UserID: m.UserID, Email: m.Email, Name: m.Name,
-					Role: string(m.Role), TeamCount: counts[m.UserID]})
+					Role: string(m.Role), TeamCount: counts[m.UserID], JoinedVia: string(m.JoinedVia), Deactivated: m.Deactivated})
 			}
 			return out, err
 		})

@@ -19,14 +19,34 @@ type signInPage struct {
 	APIReachable bool
 	APIVersion   string
 	APIURL       string
+	// Providers are the instance's identity providers ("Continue with");
+	// ProvidersUnavailable says they could not be read.
+	Providers            []socialProvider
+	ProvidersUnavailable bool
+	// SSOIdentifier is what was typed into "Sign in with SSO".
+	SSOIdentifier string
+	// From is "sign-up" on the sign-up page, whose federated forms come
+	// back to it with their errors.
+	From string
+}
+
+// socialProvider is an identity provider the sign-in page offers.
+type socialProvider struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
 }
 
 func (s *Site) signInPage(w http.ResponseWriter, r *http.Request) {
-	next := nextAfterSignIn(r.URL.Query().Get("next"))
-	if next == "/runs" {
-		next = ""
+	s.renderSignIn(w, r, http.StatusOK, "sign-in.html", "Sign in", signInPage{Next: pendingNext(r.URL.Query().Get("next"))})
+}
+
+// pendingNext is the consent screen a sign-in carries on to, or "" for
+// the default.
+func pendingNext(next string) string {
+	if next = nextAfterSignIn(next); next == "/runs" {
+		return ""
 	}
-	s.renderSignIn(w, r, http.StatusOK, "sign-in.html", "Sign in", signInPage{Next: next})
+	return next
 }
 
 func (s *Site) signUpPage(w http.ResponseWriter, r *http.Request) {
@@ -35,7 +55,17 @@ func (s *Site) signUpPage(w http.ResponseWriter, r *http.Request) {
 
 func (s *Site) renderSignIn(w http.ResponseWriter, r *http.Request, status int, name, title string, page signInPage) {
 	page.APIURL = s.opts.APIURL.String()
+	if name == "sign-up.html" {
+		page.From = "sign-up"
+	}
 	page.APIVersion, page.APIReachable = s.apiHealth(r.Context())
+	var providers struct {
+		Social []socialProvider `json:"social"`
+	}
+	if err := s.api.Call(r.Context(), "", http.MethodGet, "/api/auth/sign-in/providers", nil, &providers); err != nil {
+		page.ProvidersUnavailable = page.APIReachable
+	}
+	page.Providers = providers.Social
 	f := s.frame(r, title)
 	f.Page = page
 	s.render(w, r, status, name, f)
@@ -86,9 +116,23 @@ func (s *Site) finishSignIn(w http.ResponseWriter, r *http.Request, page, title,
 				message = "Cairn is busy checking other passwords. Try again in a few seconds."
 			}
 		}
+		if apiclient.CodeOf(err) == "SSO_REQUIRED" {
+			message = "Your organization requires signing in with SSO: use \"Sign in with SSO\" below."
+		}
 		s.renderSignIn(w, r, http.StatusOK, page, title, signInPage{Email: email, Error: message, Next: r.PostFormValue("next")})
 		return
 	}
+	next := nextAfterSignIn(r.PostFormValue("next"))
+	if page == "sign-up.html" && next == "/runs" {
+		// A new account's next step is its organization.
+		next = "/welcome"
+	}
+	s.startSession(w, r, title, out, next)
+}
+
+// startSession renews the dashboard session around the API session token
+// the sign-in answered (password or federated) and continues at next.
+func (s *Site) startSession(w http.ResponseWriter, r *http.Request, title string, out signedInBody, next string) {
 	name := out.User.Name
 	if name == "" {
 		name = out.User.Email
@@ -96,11 +140,6 @@ func (s *Site) finishSignIn(w http.ResponseWriter, r *http.Request, page, title,
 	if err := s.sessions.SignIn(r.Context(), out.Token, name); err != nil {
 		s.unavailable(w, r, s.frame(r, title), err)
 		return
-	}
-	next := nextAfterSignIn(r.PostFormValue("next"))
-	if page == "sign-up.html" && next == "/runs" {
-		// A new account's next step is its organization.
-		next = "/welcome"
 	}
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }

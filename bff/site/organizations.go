@@ -23,6 +23,23 @@ type orgMember struct {
 	Email  string `json:"email"`
 	Name   string `json:"name"`
 	Role   string `json:"role"`
+	// JoinedVia is how they arrived (password, sso, scim); Deactivated
+	// says their account is deactivated (by SCIM).
+	JoinedVia   string `json:"joinedVia"`
+	Deactivated bool   `json:"deactivated"`
+}
+
+// Arrival words how a member arrived, or "" when the API did not say.
+func (m orgMember) Arrival() string {
+	switch m.JoinedVia {
+	case "password":
+		return "Password"
+	case "sso":
+		return "SSO"
+	case "scim":
+		return "SCIM"
+	}
+	return ""
 }
 
 // invitation is an invitation as the identity server lists it.

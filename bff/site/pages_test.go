@@ -41,7 +41,14 @@ func TestPagesRenderForEveryRole(t *testing.T) {
 				TokensTruncated: true, Permissions: []string{"workspace:read"}, Lifetimes: tokenLifetimes},
 			"org-projects.html":  projectsPage{Tab: "projects", Projects: []project{{ID: "prj_1", Name: "p"}}, Counts: map[string]int{"prj_1": 2}, CanWrite: c.Can("project:write")},
 			"org-settings.html":  orgSettingsPage{Tab: "settings", CanManage: c.Can("member:manage"), Modes: []string{"remote", "local"}},
-			"organizations.html": organizationsPage{Tab: "general", ActiveID: "org_1", Organizations: []organization{{ID: "org_1", Name: "Acme"}}, Members: []orgMember{{UserID: "usr_2", Email: "b@x", Role: "writer"}}, InviteRoles: inviteRoles(string(role)), ConfirmRemove: "usr_2"},
+			"organizations.html": organizationsPage{Tab: "general", ActiveID: "org_1", Organizations: []organization{{ID: "org_1", Name: "Acme"}}, Members: []orgMember{{UserID: "usr_2", Email: "b@x", Role: "writer", JoinedVia: "scim", Deactivated: true}, {UserID: "usr_3", Email: "c@x", Role: "member"}}, InviteRoles: inviteRoles(string(role)), ConfirmRemove: "usr_2"},
+			"org-sso.html": ssoPage{Tab: "sso", Owner: role == access.RoleOwner, Required: true, ConfirmDelete: "ssop_2", CreatedSCIMToken: "scim_secret",
+				SCIM: scimTokenStatus{Exists: true, CreatedAt: &now}, Roles: []string{"member"}, Form: ssoRegistration{Type: "saml", DefaultRole: "member"},
+				Providers: []ssoProvider{{ID: "ssop_1", Type: "oidc", Issuer: "https://idp", Domains: []string{"a.example", "b.example"}, CallbackURL: "https://api/cb"},
+					{ID: "ssop_2", Type: "saml", Issuer: "urn:idp", SPMetadataURL: "https://api/md", SPEntityID: "urn:sp"}},
+				Test: &ssoTestResult{Email: "a@a.example", EmailVerified: true, Groups: []string{"eng"}, Teams: []string{"platform"}}},
+			"sign-in.html": signInPage{Next: "/oauth/consent?x=1", Providers: []socialProvider{{ID: "oidc", Name: "Dex"}}, ProvidersUnavailable: true, SSOIdentifier: "acme"},
+			"sign-up.html": signInPage{From: "sign-up", Providers: []socialProvider{{ID: "google", Name: "Google"}}},
 		}
 		for name, page := range pages {
 			base, err := template.New("").Funcs(funcs).ParseFS(web.Templates, "templates/layout.html", "templates/partials.html", "templates/"+name)
@@ -59,6 +66,25 @@ func TestPagesRenderForEveryRole(t *testing.T) {
 				if strings.Count(html, "/revoke\"") != 1 || !strings.Contains(html, ">expired<") || !strings.Contains(html, ">revoked<") ||
 					!strings.Contains(html, `id="sa-tokens-truncated"`) {
 					t.Errorf("the service account page as %s:\n%s", role, html)
+				}
+			}
+			switch name {
+			case "organizations.html":
+				// Arrival shows when the API says it; a deactivated member is badged.
+				if !strings.Contains(html, `<td class="member-arrival">SCIM</td>`) || strings.Count(html, `member-deactivated">Deactivated<`) != 1 {
+					t.Errorf("the members as %s:\n%s", role, html)
+				}
+			case "org-sso.html":
+				// Only owners see the providers, the switch and the SCIM token.
+				owner := strings.Contains(html, `id="sso-providers"`) && strings.Contains(html, `value="scim_secret"`) &&
+					strings.Contains(html, `id="sso-required" name="required" value="true" checked`) && strings.Contains(html, "https://api/cb") &&
+					strings.Contains(html, "https://api/md") && strings.Contains(html, `id="sso-test-teams">platform<`) && strings.Contains(html, "Yes, delete")
+				if owner != (role == access.RoleOwner) || (role != access.RoleOwner && !strings.Contains(html, `id="sso-owners-only"`)) {
+					t.Errorf("the SSO page as %s:\n%s", role, html)
+				}
+			case "sign-in.html", "sign-up.html":
+				if !strings.Contains(html, "Continue with") || !strings.Contains(html, `action="/sign-in/sso"`) {
+					t.Errorf("%s:\n%s", name, html)
 				}
 			}
 			if role == access.RoleReader && strings.HasPrefix(name, "workspace-") && name != "workspace-settings.html" &&

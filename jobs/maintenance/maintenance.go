@@ -12,6 +12,7 @@ import (
 	"github.com/cairnhq/cairn/api/dispatch"
 	"github.com/cairnhq/cairn/api/identity"
 	"github.com/cairnhq/cairn/api/oauth"
+	"github.com/cairnhq/cairn/api/sso"
 	"github.com/cairnhq/cairn/api/platform/idempotency"
 	"github.com/cairnhq/cairn/api/platform/telemetry"
 	"github.com/cairnhq/cairn/api/sweep"
@@ -62,7 +63,9 @@ const signInThrottleRetention = 24 * time.Hour
 const invitationRetention = 30 * 24 * time.Hour
 
 // SignInFailureSweepArgs schedules deletion of old sign-in throttle rows,
-// of long-closed invitations and of ended OAuth grants and unused clients.
+// of long-closed invitations, of ended OAuth grants and unused clients, and
+// of expired federated sign-in flows, codes and SSO test results (anyone
+// can start a flow, so they must not pile up).
 type SignInFailureSweepArgs struct{}
 
 // Kind implements river.JobArgs.
@@ -84,7 +87,10 @@ func (w *SignInFailureSweepWorker) Work(ctx context.Context, _ *river.Job[SignIn
 	if _, err := identity.SweepInvitations(ctx, w.DB, now.Add(-invitationRetention)); err != nil {
 		return err
 	}
-	_, err := oauth.Sweep(ctx, w.DB, now)
+	if _, err := oauth.Sweep(ctx, w.DB, now); err != nil {
+		return err
+	}
+	_, err := sso.SweepFlows(ctx, w.DB, now)
 	return err
 }
 

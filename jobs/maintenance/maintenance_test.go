@@ -72,7 +72,8 @@ func TestSignInSweepDeletesOnlyStaleThrottlesAndInvitations(t *testing.T) {
 
 // TestSignInSweepDeletesEndedGrantsAndUnusedClients: open registration
 // cannot grow the client table without bound, and grants that ended long
-// ago go (with their tokens); live ones and their clients stay.
+// ago go (with their tokens); live ones and their clients stay, and so
+// does the built-in client of `tofu login`.
 func TestSignInSweepDeletesEndedGrantsAndUnusedClients(t *testing.T) {
 	t.Parallel()
 	conn := dbtest.New(t)
@@ -104,7 +105,35 @@ func TestSignInSweepDeletesEndedGrantsAndUnusedClients(t *testing.T) {
 	}
 	var tokens int
 	_ = conn.Get(&tokens, `SELECT count(*) FROM oauth_access_tokens`)
-	if fmt.Sprint(grants) != "[ogr_live]" || fmt.Sprint(clients) != "[ocl_unused_new ocl_used]" || tokens != 0 {
+	if fmt.Sprint(grants) != "[ogr_live]" || fmt.Sprint(clients) != "[ocl_unused_new ocl_used terraform-cli]" || tokens != 0 {
 		t.Fatalf("after sweep: grants %v, clients %v, tokens %d", grants, clients, tokens)
+	}
+}
+
+// TestSignInSweepDeletesExpiredFederatedFlows: sign-in flows and one-time
+// codes past their expiry go; live ones stay.
+func TestSignInSweepDeletesExpiredFederatedFlows(t *testing.T) {
+	t.Parallel()
+	conn := dbtest.New(t)
+	if _, err := conn.Exec(`
+		INSERT INTO users (id, email, name, password_hash) VALUES ('usr_x', 'x@example.com', 'X', 'h');
+		INSERT INTO sessions (id, token_hash, user_id, expires_at) VALUES ('ses_x', '\x01', 'usr_x', now() + interval '1 day');
+		INSERT INTO sign_in_flows (state_hash, kind, provider, nonce, callback_url, binding_hash, expires_at) VALUES
+			('\x01', 'social', 'oidc', 'n', 'https://d.example/', decode(repeat('00', 32), 'hex'), now() - interval '1 minute'),
+			('\x02', 'social', 'oidc', 'n', 'https://d.example/', decode(repeat('00', 32), 'hex'), now() + interval '9 minutes');
+		INSERT INTO sign_in_codes (code_hash, user_id, session_id, binding_hash, expires_at) VALUES
+			('\x01', 'usr_x', 'ses_x', decode(repeat('00', 32), 'hex'), now() - interval '1 minute'),
+			('\x02', 'usr_x', 'ses_x', decode(repeat('00', 32), 'hex'), now() + interval '4 minutes')`); err != nil {
+		t.Fatal(err)
+	}
+	w := &maintenance.SignInFailureSweepWorker{DB: conn}
+	if err := w.Work(context.Background(), &river.Job[maintenance.SignInFailureSweepArgs]{}); err != nil {
+		t.Fatal(err)
+	}
+	var flows, codes int
+	_ = conn.Get(&flows, `SELECT count(*) FROM sign_in_flows`)
+	_ = conn.Get(&codes, `SELECT count(*) FROM sign_in_codes`)
+	if flows != 1 || codes != 1 {
+		t.Fatalf("after sweep: %d flows, %d codes", flows, codes)
 	}
 }

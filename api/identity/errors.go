@@ -37,6 +37,9 @@ var (
 	ErrInvitationClosed = errors.New("invitation no longer pending")
 	// ErrInvitationExpired means the invitation's time ran out.
 	ErrInvitationExpired = errors.New("invitation expired")
+	// ErrSSORequired refuses the password sign-in of a non-owner member of
+	// an organization that requires SSO.
+	ErrSSORequired = errors.New("organization requires SSO sign-in")
 	// ErrTooManyInvitations bounds the open invitations of an organization.
 	ErrTooManyInvitations = errors.New("too many open invitations")
 )

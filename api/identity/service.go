@@ -162,6 +162,11 @@ func (s *Service) SignIn(ctx context.Context, email, password string, client net
 	if err != nil {
 		return SignedIn{}, err
 	}
+	// Checked after the password, so the answer tells only the account's
+	// holder that their organization requires SSO.
+	if required, err := ssoRequiredFor(ctx, s.db, u.ID); err != nil || required {
+		return SignedIn{}, cmp.Or(err, ErrSSORequired)
+	}
 	// Resume in the organization the user belongs to when there is exactly
 	// one, which is what a person with one organization expects.
 	orgs, err := organizationsOfUser(ctx, s.db, u.ID)
@@ -191,7 +196,10 @@ func (s *Service) checkPassword(ctx context.Context, email, password string, cli
 	}
 	u, err := userForSignIn(ctx, s.db, email)
 	hash := u.PasswordHash
-	if errors.Is(err, fault.ErrNotFound) {
+	// An account without a password (created by an identity provider)
+	// costs the same verification as a missing one, and fails like it.
+	passwordless := err == nil && hash == ""
+	if errors.Is(err, fault.ErrNotFound) || passwordless {
 		hash = s.decoy
 	} else if err != nil {
 		return userWithHash{}, errors.Join(err, s.refund(ctx, checks...))
@@ -200,7 +208,7 @@ func (s *Service) checkPassword(ctx context.Context, email, password string, cli
 	if errors.Is(err, ErrBusy) || ctx.Err() != nil {
 		return userWithHash{}, errors.Join(err, ctx.Err(), s.refund(ctx, checks...))
 	}
-	if err != nil || !ok || u.ID == "" {
+	if err != nil || !ok || u.ID == "" || passwordless {
 		return userWithHash{}, ErrInvalidCredentials
 	}
 	pair, address := checks[0], checks[1]

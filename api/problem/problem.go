@@ -25,6 +25,7 @@ import (
 	"github.com/cairnhq/cairn/api/policy"
 	"github.com/cairnhq/cairn/api/run"
 	"github.com/cairnhq/cairn/api/serviceaccount"
+	"github.com/cairnhq/cairn/api/sso"
 	"github.com/cairnhq/cairn/api/state"
 	"github.com/cairnhq/cairn/api/team"
 	"github.com/cairnhq/cairn/api/workspace"
@@ -49,6 +50,7 @@ var table = []struct {
 
 	{access.ErrStepUpRequired, httpx.Problem{Status: http.StatusForbidden, Code: "REAUTHENTICATION_REQUIRED"}},
 	{identity.ErrInvalidCredentials, httpx.Problem{Status: http.StatusUnauthorized, Code: "INVALID_CREDENTIALS"}},
+	{identity.ErrSSORequired, httpx.Problem{Status: http.StatusForbidden, Code: "SSO_REQUIRED"}},
 	{identity.ErrRateLimited, httpx.Problem{Status: http.StatusTooManyRequests, Code: "RATE_LIMITED", RetryAfter: 60}},
 	{identity.ErrBusy, httpx.Problem{Status: http.StatusServiceUnavailable, Code: "SIGN_IN_BUSY", RetryAfter: 2}},
 	{identity.ErrEmailTaken, httpx.Problem{Status: http.StatusConflict, Code: "EMAIL_TAKEN"}},
@@ -59,6 +61,21 @@ var table = []struct {
 	{identity.ErrInvitationClosed, httpx.Problem{Status: http.StatusConflict, Code: "INVITATION_NOT_PENDING"}},
 	{identity.ErrInvitationExpired, httpx.Problem{Status: http.StatusGone, Code: "INVITATION_EXPIRED"}},
 	{identity.ErrTooManyInvitations, httpx.Problem{Status: http.StatusConflict, Code: "TOO_MANY_INVITATIONS"}},
+
+	{sso.ErrUnknownProvider, httpx.Problem{Status: http.StatusNotFound, Code: "SSO_PROVIDER_NOT_FOUND"}},
+	{sso.ErrIdPUnconfigured, httpx.Problem{Status: http.StatusServiceUnavailable, Code: "IDP_UNCONFIGURED"}},
+	{sso.ErrSealUnavailable, httpx.Problem{Status: http.StatusServiceUnavailable, Code: httpx.CodeUnavailable}},
+	{sso.ErrSAMLUnavailable, httpx.Problem{Status: http.StatusServiceUnavailable, Code: "SAML_UNAVAILABLE"}},
+	{sso.ErrCallbackURL, httpx.Problem{Status: http.StatusBadRequest, Code: "CALLBACK_URL_UNTRUSTED"}},
+	{sso.ErrStateInvalid, httpx.Problem{Status: http.StatusBadRequest, Code: "SIGN_IN_STATE_INVALID"}},
+	{sso.ErrStateExpired, httpx.Problem{Status: http.StatusBadRequest, Code: "SIGN_IN_STATE_EXPIRED"}},
+	{sso.ErrIDTokenInvalid, httpx.Problem{Status: http.StatusUnauthorized, Code: "ID_TOKEN_INVALID"}},
+	{sso.ErrIdPError, httpx.Problem{Status: http.StatusBadRequest, Code: "IDP_ERROR"}},
+	{sso.ErrEmailUnverified, httpx.Problem{Status: http.StatusForbidden, Code: "EMAIL_NOT_VERIFIED"}},
+	{sso.ErrEmailDomain, httpx.Problem{Status: http.StatusForbidden, Code: "SSO_EMAIL_DOMAIN_MISMATCH"}},
+	{sso.ErrAccountDisabled, httpx.Problem{Status: http.StatusForbidden, Code: "ACCOUNT_DEACTIVATED"}},
+	{sso.ErrCodeInvalid, httpx.Problem{Status: http.StatusBadRequest, Code: "SIGN_IN_CODE_INVALID"}},
+	{sso.ErrDomainTaken, httpx.Problem{Status: http.StatusConflict, Code: "SSO_DOMAIN_TAKEN"}},
 
 	{workspace.ErrNameTaken, httpx.Problem{Status: http.StatusConflict, Code: "WORKSPACE_NAME_TAKEN"}},
 	{workspace.ErrProjectNameTaken, httpx.Problem{Status: http.StatusConflict, Code: "PROJECT_NAME_TAKEN"}},

@@ -14,6 +14,7 @@ import (
 	"github.com/cairnhq/cairn/api/platform/clientaddr"
 	"github.com/cairnhq/cairn/api/platform/httpx"
 	"github.com/cairnhq/cairn/api/problem"
+	"github.com/cairnhq/cairn/api/sso"
 )
 
 // SessionCookie is the cookie that carries the session token.
@@ -37,6 +38,8 @@ type Deps struct {
 	// OAuth is the authorization server for agents; nil (no database or
 	// AUTH_SECRET) closes its endpoints with 503.
 	OAuth *oauth.Service
+	// SSO is federated sign-in and organization SSO; nil closes it.
+	SSO *sso.Service
 }
 
 type server struct {
@@ -68,6 +71,7 @@ func Mount(router fiber.Router, deps Deps) {
 	router.Post("/organization/accept-invitation", withBody(s, s.acceptInvitation))
 	router.Post("/organization/reject-invitation", withBody(s, s.rejectInvitation))
 	s.mountOAuth(router)
+	s.mountSAML(router)
 }
 
 // client is the address the request comes from: the browser the

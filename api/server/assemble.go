@@ -29,6 +29,7 @@ import (
 	"github.com/cairnhq/cairn/api/policy"
 	"github.com/cairnhq/cairn/api/run"
 	"github.com/cairnhq/cairn/api/serviceaccount"
+	"github.com/cairnhq/cairn/api/sso"
 	"github.com/cairnhq/cairn/api/state"
 	"github.com/cairnhq/cairn/api/team"
 	v1 "github.com/cairnhq/cairn/api/v1"
@@ -55,6 +56,8 @@ func Assemble(cfg config.Config, conn *sqlx.DB, logger *slog.Logger) (Deps, erro
 	// A missing master key leaves the sealer nil: sensitive values then
 	// fail closed while everything else keeps working.
 	sealer, _ := seal.NewSealer(cfg.MasterKeyBytes())
+	deps.SSO = sso.NewService(conn, ident, SSOOptions(cfg, sealer))
+	sso.EnableSAML(deps.SSO)
 	blobs, err := openBlobs(cfg)
 	if err != nil {
 		return Deps{}, err
@@ -159,6 +162,12 @@ func OAuthOptions(cfg config.Config) oauth.Options {
 		AccessTokenTTL: cfg.OAuthAccessTokenTTL,
 		Metadata:       oauth.NewMetadataFetcher(),
 	}
+}
+
+// SSOOptions derives the SSO service's settings and keys.
+func SSOOptions(cfg config.Config, sealer *seal.Sealer) sso.Options {
+	return sso.Options{PublicURL: cfg.PublicURL, DashboardURL: cfg.DashboardURL,
+		FlowKey: secret.Derive(cfg.AuthSecret, "sso-flow"), Sealer: sealer}
 }
 
 // IdentityOptions derives the identity service's settings and keys.

@@ -26,6 +26,7 @@ import (
 	"github.com/cairnhq/cairn/api/platform/db"
 	"github.com/cairnhq/cairn/api/platform/httpx"
 	"github.com/cairnhq/cairn/api/platform/telemetry"
+	"github.com/cairnhq/cairn/api/sso"
 	"github.com/cairnhq/cairn/api/tfe"
 	v1 "github.com/cairnhq/cairn/api/v1"
 )
@@ -38,7 +39,9 @@ type Deps struct {
 	Logger   *slog.Logger
 	Identity *identity.Service
 	// OAuth is the authorization server for agents (nil with Identity).
-	OAuth    *oauth.Service
+	OAuth *oauth.Service
+	// SSO is federated sign-in and organization SSO (nil with Identity).
+	SSO      *sso.Service
 	Services v1.Services
 	// Blobs is the sealed artifact store (nil without a master key).
 	Blobs *blob.Store
@@ -112,6 +115,7 @@ func New(deps Deps) (*Server, error) {
 	authDeps := authserver.Deps{
 		Identity:       deps.Identity,
 		OAuth:          deps.OAuth,
+		SSO:            deps.SSO,
 		Logger:         deps.Logger,
 		SecureCookies:  deps.Config.SecureCookies,
 		TrustedProxies: deps.Config.TrustedProxyPrefixes(),

@@ -32,12 +32,6 @@ var (
 	ErrSAMLMetadataInvalid = errors.New("SAML IdP metadata invalid")
 )
 
-// SAML routes, under the identity server (/api/auth).
-const (
-	samlMetadataPath = "/api/auth/sso/saml2/sp/metadata"
-	samlACSPath      = "/api/auth/sso/saml2/sp/acs/"
-)
-
 // DefaultSAMLGroupsAttribute is the attribute that carries a person's
 // groups unless the provider's mapping names another (HCP's default).
 const DefaultSAMLGroupsAttribute = "MemberOf"
@@ -45,20 +39,6 @@ const DefaultSAMLGroupsAttribute = "MemberOf"
 // samlNameAttributes are read, in order, for the person's display name
 // when the provider's mapping names none that the assertion carries.
 var samlNameAttributes = []string{"displayName", "urn:oid:2.16.840.1.113730.3.1.241", "cn", "urn:oid:2.5.4.3", "name"}
-
-// SAMLMetadataURL is where a SAML provider's SP metadata is served; it is
-// also the SP's entity ID, so every provider's SP has its own.
-func SAMLMetadataURL(publicURL, providerID string) string {
-	return strings.TrimRight(publicURL, "/") + samlMetadataPath + "?providerId=" + url.QueryEscape(providerID)
-}
-
-// SAMLEntityID is the SP's entity ID for a provider: its metadata URL.
-func SAMLEntityID(publicURL, providerID string) string { return SAMLMetadataURL(publicURL, providerID) }
-
-// SAMLACSURL is where the IdP posts a provider's responses.
-func SAMLACSURL(publicURL, providerID string) string {
-	return strings.TrimRight(publicURL, "/") + samlACSPath + url.PathEscape(providerID)
-}
 
 // ParseSAMLMetadata checks IdP metadata as an owner registers it: one IdP
 // entity (the one named entityID when given), an SSO endpoint with the
@@ -101,27 +81,18 @@ func hasSigningCertificate(entity *saml.EntityDescriptor) bool {
 	return false
 }
 
-// samlProvider is what one provider's SP is built from.
-type samlProvider struct {
-	ID              string
-	Issuer          string // the IdP's entity ID
-	MetadataXML     string
-	GroupsAttribute string
-	NameAttribute   string
-}
-
 // newServiceProvider builds the provider's SP. ledger records accepted
 // assertion IDs; clock is nil outside tests.
-func newServiceProvider(p samlProvider, publicURL string, keys spKeyPair, ledger saml.AssertionReplayCache, clock *dsig.Clock) (*saml.ServiceProvider, error) {
+func newServiceProvider(p Provider, metadataURLText, acsURLText string, keys spKeyPair, ledger saml.AssertionReplayCache, clock *dsig.Clock) (*saml.ServiceProvider, error) {
 	idp, err := ParseSAMLMetadata(p.MetadataXML, p.Issuer)
 	if err != nil {
 		return nil, err
 	}
-	metadataURL, err := url.Parse(SAMLMetadataURL(publicURL, p.ID))
+	metadataURL, err := url.Parse(metadataURLText)
 	if err != nil {
 		return nil, fmt.Errorf("building SP metadata URL: %w", err)
 	}
-	acsURL, err := url.Parse(SAMLACSURL(publicURL, p.ID))
+	acsURL, err := url.Parse(acsURLText)
 	if err != nil {
 		return nil, fmt.Errorf("building SP ACS URL: %w", err)
 	}
@@ -270,7 +241,7 @@ func samlIdentityOf(a *saml.Assertion, groupsAttribute, nameAttribute string) (s
 		groupsAttribute = DefaultSAMLGroupsAttribute
 	}
 	groups, asserted := samlAttribute(a, groupsAttribute)
-	id := samlIdentity{Email: email, Groups: splitGroups(groups), GroupsAsserted: asserted}
+	id := samlIdentity{Email: email, Groups: SplitGroups(groups), GroupsAsserted: asserted}
 	for _, name := range append([]string{nameAttribute}, samlNameAttributes...) {
 		if name == "" {
 			continue
@@ -321,23 +292,6 @@ func samlAttribute(a *saml.Assertion, name string) ([]string, bool) {
 		return values, true
 	}
 	return byFriendly, foundFriendly
-}
-
-// splitGroups takes repeated values and comma-separated ones alike, and
-// drops blanks and repeats; matching stays exact and case-sensitive.
-func splitGroups(values []string) []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, v := range values {
-		for _, g := range strings.Split(v, ",") {
-			g = strings.TrimSpace(g)
-			if g != "" && !seen[g] {
-				seen[g] = true
-				out = append(out, g)
-			}
-		}
-	}
-	return out
 }
 
 // spMetadataXML is the SP's metadata document, as the IdP's admin needs it.

@@ -29,6 +29,8 @@ type Deps struct {
 	Identity      *identity.Service
 	Logger        *slog.Logger
 	SecureCookies bool
+	// DashboardURL is the origin federated sign-ins send the browser back to.
+	DashboardURL string
 	// TrustedProxies may name the client in X-Forwarded-For or Forwarded
 	// (CAIRN_TRUSTED_PROXIES); sign-in and sign-up are throttled per client.
 	TrustedProxies []netip.Prefix
@@ -38,7 +40,7 @@ type Deps struct {
 	// OAuth is the authorization server for agents; nil (no database or
 	// AUTH_SECRET) closes its endpoints with 503.
 	OAuth *oauth.Service
-	// SSO is federated sign-in and organization SSO; nil closes it.
+	// SSO is federated sign-in and organization SSO (nil with Identity).
 	SSO *sso.Service
 }
 
@@ -72,6 +74,7 @@ func Mount(router fiber.Router, deps Deps) {
 	router.Post("/organization/reject-invitation", withBody(s, s.rejectInvitation))
 	s.mountOAuth(router)
 	s.mountSAML(router)
+	s.mountSSO(router)
 }
 
 // client is the address the request comes from: the browser the

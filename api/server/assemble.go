@@ -56,8 +56,6 @@ func Assemble(cfg config.Config, conn *sqlx.DB, logger *slog.Logger) (Deps, erro
 	// A missing master key leaves the sealer nil: sensitive values then
 	// fail closed while everything else keeps working.
 	sealer, _ := seal.NewSealer(cfg.MasterKeyBytes())
-	deps.SSO = sso.NewService(conn, ident, SSOOptions(cfg, sealer))
-	sso.EnableSAML(deps.SSO)
 	blobs, err := openBlobs(cfg)
 	if err != nil {
 		return Deps{}, err
@@ -82,6 +80,8 @@ func Assemble(cfg config.Config, conn *sqlx.DB, logger *slog.Logger) (Deps, erro
 		return Deps{}, err
 	}
 	deps.OAuth = agents
+	deps.SSO = sso.NewService(conn, ident, SSOOptions(cfg, sealer))
+	sso.EnableSAML(deps.SSO)
 	// The workload-identity issuer signs with keys of its own, sealed
 	// under the master key like every other secret at rest.
 	issuer := credential.NewIssuer(conn, sealer, cfg.Issuer()+credential.IssuerPath)
@@ -164,10 +164,16 @@ func OAuthOptions(cfg config.Config) oauth.Options {
 	}
 }
 
-// SSOOptions derives the SSO service's settings and keys.
+// SSOOptions derives the federated sign-in's settings and keys.
 func SSOOptions(cfg config.Config, sealer *seal.Sealer) sso.Options {
-	return sso.Options{PublicURL: cfg.PublicURL, DashboardURL: cfg.DashboardURL,
-		FlowKey: secret.Derive(cfg.AuthSecret, "sso-flow"), Sealer: sealer}
+	return sso.Options{
+		PublicURL:    cfg.PublicURL,
+		DashboardURL: cfg.DashboardURL,
+		FlowKey:      secret.Derive(cfg.AuthSecret, "sign-in-flow"),
+		Sealer:       sealer,
+		IdP: sso.InstanceIdP{Name: cfg.IdPName, ClientID: cfg.IdPClientID,
+			ClientSecret: cfg.IdPClientSecret.Reveal(), Issuer: cfg.IdPIssuer},
+	}
 }
 
 // IdentityOptions derives the identity service's settings and keys.

@@ -118,6 +118,7 @@ func New(deps Deps) (*Server, error) {
 		SSO:            deps.SSO,
 		Logger:         deps.Logger,
 		SecureCookies:  deps.Config.SecureCookies,
+		DashboardURL:   deps.Config.DashboardURL,
 		TrustedProxies: deps.Config.TrustedProxyPrefixes(),
 		VouchKey:       clientaddr.VouchKey(deps.Config),
 	}

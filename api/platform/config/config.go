@@ -124,6 +124,14 @@ type Config struct {
 	// each must exist in the toolchain mirror.
 	ToolVersions []string `env:"CAIRN_TOOL_VERSIONS" envDefault:"1.10.6" envSeparator:","`
 
+	// The instance identity provider ("Continue with …"): an OIDC issuer
+	// with discovery, or google or github by name alone. A missing or
+	// weak (shorter than 16 bytes) secret closes its sign-in.
+	IdPClientID     string `env:"IDP_CLIENT_ID"`
+	IdPClientSecret Secret `env:"IDP_CLIENT_SECRET"`
+	IdPIssuer       string `env:"CAIRN_IDP_ISSUER"`
+	IdPName         string `env:"CAIRN_IDP_NAME" envDefault:"oidc"`
+
 	// OperatorToken authorizes the operator-only API (launch control,
 	// suspensions). Unset: that API answers 503.
 	OperatorToken Secret `env:"CAIRN_OPERATOR_TOKEN"`

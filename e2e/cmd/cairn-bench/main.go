@@ -35,7 +35,7 @@ import (
 var (
 	duration    = flag.Duration("duration", 5*time.Second, "how long each load phase runs")
 	concurrency = flag.Int("concurrency", 32, "concurrent clients")
-	only        = flag.String("only", "", "run only these phases (comma-separated: health,mutation,replay,list,agents,state,tofu,runs,providers,credentials,policy,dashboard,live,signin,codehost,replicas,logs,teams)")
+	only        = flag.String("only", "", "run only these phases (comma-separated: health,mutation,replay,list,agents,state,tofu,runs,providers,credentials,policy,dashboard,live,signin,codehost,replicas,logs,teams,sso)")
 	logMiB      = flag.Int("log-mib", 24, "size of the large run log the logs phase reads")
 	rounds      = flag.Int("rounds", 5, "rounds of each tofu command (medians are reported)")
 )
@@ -350,6 +350,12 @@ func run() error {
 			if err := benchTofu(tlsAPI, files, userToken.Data.Token, "bench", *rounds); err != nil {
 				return err
 			}
+		}
+	}
+
+	if enabled("sso") {
+		if err := benchSSO(dbURL); err != nil {
+			return err
 		}
 	}
 

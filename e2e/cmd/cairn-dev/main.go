@@ -35,7 +35,8 @@ commands:
   compat  run go-tfe's integration tests against a real cairn-api and cairn-worker [-run REGEX]
   tools   build the pinned OpenTofu into .tools/toolchains, versitygw
           into .tools/versitygw and hashicorp/null into the provider
-          mirror .tools/providers (once)
+          mirror .tools/providers and Dex (the SSO tests' identity
+          provider, from e2e/tools/dex) into .tools/dex (once)
   cluster start a throwaway cluster with a migrated template, print the test
           environment and wait (for running single tests by hand)
 `
@@ -67,6 +68,9 @@ func main() {
 		}
 		if err == nil {
 			_, err = devstack.EnsureProviderMirror(ctx, ".", os.Stdout)
+		}
+		if err == nil {
+			_, err = devstack.EnsureDex(ctx, ".", os.Stdout)
 		}
 	default:
 		fmt.Fprint(os.Stderr, usage)

@@ -13,7 +13,6 @@ import (
 	"github.com/beevik/etree"
 	"github.com/crewjam/saml"
 	"github.com/crewjam/saml/samlsp"
-	dsig "github.com/russellhaering/goxmldsig"
 )
 
 // The SAML side of organization SSO. Cairn is a service provider (SP)
@@ -82,8 +81,8 @@ func hasSigningCertificate(entity *saml.EntityDescriptor) bool {
 }
 
 // newServiceProvider builds the provider's SP. ledger records accepted
-// assertion IDs; clock is nil outside tests.
-func newServiceProvider(p Provider, metadataURLText, acsURLText string, keys spKeyPair, ledger saml.AssertionReplayCache, clock *dsig.Clock) (*saml.ServiceProvider, error) {
+// assertion IDs.
+func newServiceProvider(p Provider, metadataURLText, acsURLText string, keys spKeyPair, ledger saml.AssertionReplayCache) (*saml.ServiceProvider, error) {
 	idp, err := ParseSAMLMetadata(p.MetadataXML, p.Issuer)
 	if err != nil {
 		return nil, err
@@ -118,7 +117,6 @@ func newServiceProvider(p Provider, metadataURLText, acsURLText string, keys spK
 		AllowIDPInitiated:       false,
 		ReplayCache:             ledger,
 		RejectUnknownConditions: true,
-		Clock:                   clock,
 	}, nil
 }
 

@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/crewjam/saml"
-	dsig "github.com/russellhaering/goxmldsig"
 )
 
 // SAMLProvider is the service-provider side of organization SSO: it
@@ -17,8 +16,6 @@ import (
 // provider's SP metadata and consumes the IdP's responses.
 type SAMLProvider struct {
 	sso *Service
-	// clock, when set, is the SP's time source (tests).
-	clock *dsig.Clock
 }
 
 var _ SAMLStarter = (*SAMLProvider)(nil)
@@ -57,7 +54,7 @@ func (p *SAMLProvider) serviceProvider(ctx context.Context, prov Provider) (*sam
 		return nil, err
 	}
 	ledger := &assertionLedger{ctx: ctx, q: p.sso.db, providerID: prov.ID, now: p.sso.now}
-	return newServiceProvider(prov, p.sso.SPMetadataURL(prov.ID), p.sso.ACSURL(prov.ID), keys, ledger, p.clock)
+	return newServiceProvider(prov, p.sso.SPMetadataURL(prov.ID), p.sso.ACSURL(prov.ID), keys, ledger)
 }
 
 // Metadata is a SAML provider's SP metadata XML, which the IdP's admin

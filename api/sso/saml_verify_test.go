@@ -48,7 +48,7 @@ func newVerifyFixture(t *testing.T, encrypted bool) *verifyFixture {
 	}
 	p := Provider{ID: "ssop_test", Type: TypeSAML, Issuer: idp.EntityID(), MetadataXML: idp.Metadata()}
 	svc := NewService(nil, nil, Options{PublicURL: testPublicURL})
-	sp, err := newServiceProvider(p, svc.SPMetadataURL(p.ID), svc.ACSURL(p.ID), keys, &memoryLedger{seen: map[string]bool{}}, nil)
+	sp, err := newServiceProvider(p, svc.SPMetadataURL(p.ID), svc.ACSURL(p.ID), keys, &memoryLedger{seen: map[string]bool{}})
 	if err != nil {
 		t.Fatal(err)
 	}

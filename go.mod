@@ -69,12 +69,12 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/ssooidc v1.42.0 // indirect
 	github.com/aws/aws-sdk-go-v2/service/sts v1.49.0 // indirect
 	github.com/aws/smithy-go v1.28.1 // indirect
-	github.com/beevik/etree v1.8.1 // indirect
+	github.com/beevik/etree v1.8.1
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/clipperhouse/uax29/v2 v2.7.0 // indirect
-	github.com/crewjam/saml v0.6.3 // indirect
+	github.com/crewjam/saml v0.6.3
 	github.com/decred/dcrd/dcrec/secp256k1/v4 v4.4.1 // indirect
 	github.com/elimity-com/scim v0.0.0-20260728105928-2641426a1539 // indirect
 	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
@@ -125,7 +125,7 @@ require (
 	github.com/q-uint/xsd-datetime v1.0.0 // indirect
 	github.com/rcrowley/go-metrics v0.0.0-20250401214520-65e299d6c5c9 // indirect
 	github.com/riverqueue/river/rivershared v0.41.0 // indirect
-	github.com/russellhaering/goxmldsig v1.6.1 // indirect
+	github.com/russellhaering/goxmldsig v1.6.1 // >= v1.6.1: signature bypass GO-2026-4753 in older versions
 	github.com/scim2/filter-parser/v2 v2.3.1 // indirect
 	github.com/segmentio/asm v1.2.1 // indirect
 	github.com/segmentio/encoding v0.5.4 // indirect

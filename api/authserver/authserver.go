@@ -77,6 +77,7 @@ func Mount(router fiber.Router, deps Deps) {
 	router.Post("/organization/reject-invitation", withBody(s, s.rejectInvitation))
 	s.mountOAuth(router)
 	s.mountSCIM(router)
+	s.mountSAML(router)
 	s.mountSSO(router)
 }
 

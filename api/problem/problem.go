@@ -77,6 +77,8 @@ var table = []struct {
 	{sso.ErrAccountNotLinkable, httpx.Problem{Status: http.StatusConflict, Code: "ACCOUNT_NOT_LINKABLE"}},
 	{sso.ErrCodeInvalid, httpx.Problem{Status: http.StatusBadRequest, Code: "SIGN_IN_CODE_INVALID"}},
 	{sso.ErrDomainTaken, httpx.Problem{Status: http.StatusConflict, Code: "SSO_DOMAIN_TAKEN"}},
+	{sso.ErrSAMLResponseInvalid, httpx.Problem{Status: http.StatusBadRequest, Code: "SAML_RESPONSE_INVALID"}},
+	{sso.ErrSAMLMetadataInvalid, httpx.Problem{Status: http.StatusBadRequest, Code: "SAML_METADATA_INVALID"}},
 
 	{workspace.ErrNameTaken, httpx.Problem{Status: http.StatusConflict, Code: "WORKSPACE_NAME_TAKEN"}},
 	{workspace.ErrProjectNameTaken, httpx.Problem{Status: http.StatusConflict, Code: "PROJECT_NAME_TAKEN"}},

@@ -90,6 +90,7 @@ func Assemble(cfg config.Config, conn *sqlx.DB, logger *slog.Logger) (Deps, erro
 	}
 	deps.OAuth = agents
 	deps.SSO = sso.NewService(conn, ident, SSOOptions(cfg, sealer))
+	sso.EnableSAML(deps.SSO)
 	// The workload-identity issuer signs with keys of its own, sealed
 	// under the master key like every other secret at rest.
 	issuer := credential.NewIssuer(conn, sealer, cfg.Issuer()+credential.IssuerPath)

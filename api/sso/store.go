@@ -57,7 +57,7 @@ func insertProvider(ctx context.Context, tx *sqlx.Tx, p Provider, secretSealed [
 		INSERT INTO sso_providers (id, organization_id, type, issuer, oidc_client_id, oidc_client_secret_sealed, oidc_scopes,
 			saml_metadata_xml, groups_attribute, email_attribute, name_attribute, default_role, created_by, created_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
-		p.ID, p.OrganizationID, p.Type, p.Issuer, clientID, secretSealed, pq.Array(p.Scopes), metadata,
+		p.ID, p.OrganizationID, p.Type, p.Issuer, clientID, secretSealed, pq.Array(nonNil(p.Scopes)), metadata,
 		p.Mapping.Groups, p.Mapping.Email, p.Mapping.Name, p.DefaultRole, p.CreatedBy, p.CreatedAt); err != nil {
 		return fmt.Errorf("inserting SSO provider: %w", err)
 	}

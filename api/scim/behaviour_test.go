@@ -218,6 +218,12 @@ func TestFiltersAndPaging(t *testing.T) {
 	if capped.Body["itemsPerPage"] != float64(100) {
 		t.Fatalf("count is not capped: %s", capped.Raw)
 	}
+	// A replace that leaves active out keeps the person deactivated.
+	put := h.do(t, http.MethodPut, "/Users/"+b, map[string]any{"schemas": []string{userSchema}, "userName": "renamed@example.com",
+		"displayName": "Bob Baker"}).must(t, http.StatusOK)
+	if put.Body["active"] != false || put.Body["userName"] != "renamed@example.com" {
+		t.Fatalf("replace without active: %s", put.Raw)
+	}
 }
 
 func queryEscape(s string) string {

@@ -2,10 +2,13 @@ package apitest
 
 import (
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
 
+	"github.com/cairnhq/cairn/api/authserver"
 	"github.com/cairnhq/cairn/api/oauth"
 )
 
@@ -17,7 +20,14 @@ import (
 func (u *User) Consent(authorizeURL string, scopes []string) (*url.URL, error) {
 	t := u.env.T
 	t.Helper()
-	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	return Consent(u.http, u.env.URL, u.Token, u.OrganizationID, authorizeURL, scopes)
+}
+
+// Consent is User.Consent for any API and session: the end-to-end tests
+// drive the real binaries with it.
+func Consent(client *http.Client, apiURL, session, organizationID, authorizeURL string, scopes []string) (*url.URL, error) {
+	noFollow := &http.Client{Transport: client.Transport,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	resp, err := noFollow.Get(authorizeURL)
 	if err != nil {
 		return nil, err
@@ -31,48 +41,114 @@ func (u *User) Consent(authorizeURL string, scopes []string) (*url.URL, error) {
 		// An error the authorization server sends back to the client.
 		return consent, nil
 	}
-	u.Get("/api/auth/oauth2/consent?"+consent.RawQuery).MustStatus(t, http.StatusOK)
-	var answer struct {
-		RedirectURI string `json:"redirect_uri"`
+	if _, err := sessionCall(client, http.MethodGet, apiURL+"/api/auth/oauth2/consent?"+consent.RawQuery, session, nil); err != nil {
+		return nil, err
 	}
-	u.Do(Request{Method: http.MethodPost, Path: "/api/auth/oauth2/consent", Body: map[string]any{
-		"query": consent.RawQuery, "organization_id": u.OrganizationID, "allow": true, "scopes": scopes,
-	}}).MustStatus(t, http.StatusOK).Data(t, &answer)
-	return url.Parse(answer.RedirectURI)
+	raw, err := sessionCall(client, http.MethodPost, apiURL+"/api/auth/oauth2/consent", session, map[string]any{
+		"query": consent.RawQuery, "organization_id": organizationID, "allow": true, "scopes": scopes})
+	if err != nil {
+		return nil, err
+	}
+	var answer struct {
+		Data struct {
+			RedirectURI string `json:"redirect_uri"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(raw, &answer); err != nil {
+		return nil, err
+	}
+	return url.Parse(answer.Data.RedirectURI)
+}
+
+// sessionCall is one identity-server call with a session cookie; anything
+// but 200 is an error.
+func sessionCall(client *http.Client, method, target, session string, body any) ([]byte, error) {
+	var rd io.Reader
+	if body != nil {
+		raw, err := json.Marshal(body)
+		if err != nil {
+			return nil, err
+		}
+		rd = strings.NewReader(string(raw))
+	}
+	req, err := http.NewRequest(method, target, rd)
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Cookie", authserver.SessionCookie+"="+session)
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s %s: %d %s", method, target, resp.StatusCode, raw)
+	}
+	return raw, nil
 }
 
 // AgentToken runs the OAuth code flow of a freshly registered agent client
 // with mcp:write for u and returns its access token.
 func (u *User) AgentToken() string {
-	env, t := u.env, u.env.T
+	t := u.env.T
 	t.Helper()
+	token, err := AgentToken(u.http, u.env.URL, u.env.Config.AgentResource(), u.Token, u.OrganizationID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return token
+}
+
+// AgentToken registers an agent client and runs its OAuth code flow with
+// mcp:write for the person of a session in an organization, returning
+// the access token for resource.
+func AgentToken(client *http.Client, apiURL, resource, session, organizationID string) (string, error) {
 	redirect := "http://127.0.0.1:9/callback"
-	var client struct {
+	raw, err := json.Marshal(map[string]any{
+		"client_name": "Test agent", "redirect_uris": []string{redirect}, "token_endpoint_auth_method": "none",
+		"grant_types": []string{"authorization_code"}})
+	if err != nil {
+		return "", err
+	}
+	resp, err := client.Post(apiURL+"/api/auth/oauth2/register", "application/json", strings.NewReader(string(raw)))
+	if err != nil {
+		return "", err
+	}
+	var registered struct {
 		ClientID string `json:"client_id"`
 	}
-	env.Anonymous().Do(Request{Method: http.MethodPost, Path: "/api/auth/oauth2/register", Body: map[string]any{
-		"client_name": "Test agent", "redirect_uris": []string{redirect}, "token_endpoint_auth_method": "none",
-		"grant_types": []string{"authorization_code"}}}).MustStatus(t, http.StatusCreated).JSON(t, &client)
+	err = json.NewDecoder(resp.Body).Decode(&registered)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusCreated {
+		return "", fmt.Errorf("registering an agent client: %d %v", resp.StatusCode, err)
+	}
 	verifier := strings.Repeat("v", 50)
-	q := url.Values{"client_id": {client.ClientID}, "redirect_uri": {redirect}, "response_type": {"code"}, "state": {"s"},
-		"resource": {env.Config.AgentResource()}, "scope": {"mcp:tools mcp:write"},
+	q := url.Values{"client_id": {registered.ClientID}, "redirect_uri": {redirect}, "response_type": {"code"}, "state": {"s"},
+		"resource": {resource}, "scope": {"mcp:tools mcp:write"},
 		"code_challenge": {oauth.S256Challenge(verifier)}, "code_challenge_method": {"S256"}}
-	back, err := u.Consent(env.URL+"/api/auth/oauth2/authorize?"+q.Encode(), nil)
+	back, err := Consent(client, apiURL, session, organizationID, apiURL+"/api/auth/oauth2/authorize?"+q.Encode(), nil)
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	form := url.Values{"grant_type": {"authorization_code"}, "code": {back.Query().Get("code")}, "redirect_uri": {redirect},
-		"code_verifier": {verifier}, "resource": {env.Config.AgentResource()}, "client_id": {client.ClientID}}
-	resp, err := http.Post(env.URL+"/api/auth/oauth2/token", "application/x-www-form-urlencoded", strings.NewReader(form.Encode()))
+		"code_verifier": {verifier}, "resource": {resource}, "client_id": {registered.ClientID}}
+	resp, err = client.Post(apiURL+"/api/auth/oauth2/token", "application/x-www-form-urlencoded", strings.NewReader(form.Encode()))
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	defer resp.Body.Close()
 	var tok struct {
 		AccessToken string `json:"access_token"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&tok); err != nil || tok.AccessToken == "" {
-		t.Fatalf("agent token: %d %v", resp.StatusCode, err)
+		return "", fmt.Errorf("agent token: %d %v", resp.StatusCode, err)
 	}
-	return tok.AccessToken
+	return tok.AccessToken, nil
 }

@@ -99,19 +99,7 @@ func (c *compiler) arg(v any) string {
 func (c *compiler) expr(e filter.Expression) (string, error) {
 	switch e := e.(type) {
 	case *filter.LogicalExpression:
-		left, err := c.expr(e.Left)
-		if err != nil {
-			return "", err
-		}
-		right, err := c.expr(e.Right)
-		if err != nil {
-			return "", err
-		}
-		op := "AND"
-		if e.Operator == filter.OR {
-			op = "OR"
-		}
-		return "(" + left + " " + op + " " + right + ")", nil
+		return logical(e, c.expr)
 	case *filter.NotExpression:
 		inner, err := c.expr(e.Expression)
 		if err != nil {
@@ -153,24 +141,29 @@ func (c *compiler) expr(e filter.Expression) (string, error) {
 	return "", fmt.Errorf("%w: expression %v", ErrUnsupportedFilter, e)
 }
 
+// logical joins the compiled sides of an and or or.
+func logical(e *filter.LogicalExpression, side func(filter.Expression) (string, error)) (string, error) {
+	left, err := side(e.Left)
+	if err != nil {
+		return "", err
+	}
+	right, err := side(e.Right)
+	if err != nil {
+		return "", err
+	}
+	op := "AND"
+	if e.Operator == filter.OR {
+		op = "OR"
+	}
+	return "(" + left + " " + op + " " + right + ")", nil
+}
+
 // elementFilter compiles the filter inside a value path, whose attribute
 // names are the element's sub-attributes.
 func (c *compiler) elementFilter(col column, e filter.Expression) (string, error) {
 	switch e := e.(type) {
 	case *filter.LogicalExpression:
-		left, err := c.elementFilter(col, e.Left)
-		if err != nil {
-			return "", err
-		}
-		right, err := c.elementFilter(col, e.Right)
-		if err != nil {
-			return "", err
-		}
-		op := "AND"
-		if e.Operator == filter.OR {
-			op = "OR"
-		}
-		return "(" + left + " " + op + " " + right + ")", nil
+		return logical(e, func(side filter.Expression) (string, error) { return c.elementFilter(col, side) })
 	case *filter.AttributeExpression:
 		return c.element(col, strings.ToLower(e.AttributePath.AttributeName), e)
 	}

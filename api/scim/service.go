@@ -121,7 +121,7 @@ func (s *Service) Authenticate(ctx context.Context, plaintext string) (string, e
 // An e-mail that already has an account, or a userName in use, is
 // ErrUniqueness: SCIM never takes over an existing account.
 func (s *Service) CreateUser(ctx context.Context, organizationID string, res map[string]any) (User, error) {
-	u, err := userFromResource(res)
+	u, err := userFromResource(res, true)
 	if err != nil {
 		return User{}, err
 	}
@@ -212,7 +212,7 @@ func (s *Service) changeUser(ctx context.Context, organizationID, userID string,
 		if err != nil {
 			return err
 		}
-		u, err := userFromResource(res)
+		u, err := userFromResource(res, current.Active)
 		if err != nil {
 			return err
 		}

@@ -47,8 +47,10 @@ func (u User) resource() map[string]any {
 }
 
 // userFromResource reads a user's stored fields from a full attribute map
-// (a create or replace body, or a patched resource).
-func userFromResource(res map[string]any) (User, error) {
+// (a create or replace body, or a patched resource). Without an active
+// attribute the user is activeByDefault: a create makes an active person,
+// a replace that leaves active out keeps the person's state.
+func userFromResource(res map[string]any, activeByDefault bool) (User, error) {
 	var u User
 	var err error
 	if u.UserName, err = textAttribute(res, "userName", true); err != nil {
@@ -64,7 +66,7 @@ func userFromResource(res map[string]any) (User, error) {
 	if _, err := textAttribute(res, "displayName", false); err != nil {
 		return User{}, err
 	}
-	u.Active = true
+	u.Active = activeByDefault
 	if v, ok := res[keyOf(res, "active")]; ok && v != nil {
 		active, ok := v.(bool)
 		if !ok {

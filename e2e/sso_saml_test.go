@@ -20,7 +20,7 @@ func samlTarget(t *testing.T) samltest.Target {
 	}
 	t.Cleanup(func() { conn.Close() })
 	return samltest.Target{APIURL: s.APIURL, DashboardURL: s.DashboardURL, OwnerToken: owner.session,
-		OrganizationID: owner.orgID, DB: conn}
+		OrganizationID: owner.orgID, DB: conn, LiveDashboard: true}
 }
 
 func TestSAMLSignInEndToEnd(t *testing.T) {

@@ -64,7 +64,7 @@ func (s *server) signInSocial(c *fiber.Ctx, in startBody) (any, error) {
 
 func (s *server) signInSSO(c *fiber.Ctx, in startBody) (any, error) {
 	return redirectTo(s.SSO.StartSSO(c.UserContext(), sso.SSOStartInput{
-		StartInput: in.start(), Email: in.Email, OrganizationSlug: in.OrganizationSlug}))
+		StartInput: in.start(), Email: in.Email, OrganizationSlug: in.OrganizationSlug, ProviderID: in.ProviderID}))
 }
 
 func (s *server) signInCode(c *fiber.Ctx, in struct {

@@ -2,10 +2,8 @@ package sso
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/base64"
 	"errors"
-	"fmt"
+	"net/url"
 	"strings"
 
 	"github.com/crewjam/saml"
@@ -73,7 +71,7 @@ func (p *SAMLProvider) Metadata(ctx context.Context, providerID string) ([]byte,
 
 // ACSResult is where the assertion consumer service sends the browser: the
 // flow's callbackURL with the sign-in code or the dry run's result, or,
-// for an unsolicited response, the IdP with a fresh AuthnRequest.
+// for an unsolicited response, the dashboard, which starts a fresh one.
 type ACSResult struct {
 	Location    string
 	Unsolicited bool
@@ -82,7 +80,7 @@ type ACSResult struct {
 // Consume handles a response the IdP posted to a provider's ACS.
 // Only an answer to a flow this SP started signs anyone in: a response
 // without RelayState, with one no flow issued, or without InResponseTo is
-// unsolicited (IdP-initiated) and starts a fresh SP-initiated flow
+// unsolicited (IdP-initiated) and leads to a fresh SP-initiated flow
 // instead. Everything else is checked against the flow's AuthnRequest ID
 // and refused with ErrSAMLResponseInvalid unless it verifies.
 func (p *SAMLProvider) Consume(ctx context.Context, providerID, samlResponse, relayState string) (ACSResult, error) {
@@ -99,11 +97,11 @@ func (p *SAMLProvider) Consume(ctx context.Context, providerID, samlResponse, re
 		return ACSResult{}, err
 	}
 	if relayState == "" || samlInResponseTo(raw) == "" {
-		return p.restart(ctx, row)
+		return p.restart(row), nil
 	}
 	f, err := p.sso.ConsumeFlow(ctx, relayState)
 	if errors.Is(err, ErrStateInvalid) {
-		return p.restart(ctx, row)
+		return p.restart(row), nil
 	}
 	if err != nil {
 		return ACSResult{}, err
@@ -145,25 +143,15 @@ func (p *SAMLProvider) verify(ctx context.Context, prov Provider, raw []byte, re
 		Groups: id.Groups, GroupsAsserted: id.GroupsAsserted}, nil
 }
 
-// restart answers an unsolicited response with a fresh SP-initiated flow
-// to the same IdP: whoever the response names, nobody is signed in by it.
-// No dashboard started this flow, so it is bound to a secret nobody holds
-// and returns to the dashboard's front page: its code cannot be redeemed,
-// and the person signs in from the dashboard (the IdP's session makes
-// that one click).
-func (p *SAMLProvider) restart(ctx context.Context, row providerRow) (ACSResult, error) {
-	secret, err := randomToken(32)
-	if err != nil {
-		return ACSResult{}, err
-	}
-	binding := sha256.Sum256([]byte(secret))
-	in := StartInput{CallbackURL: strings.TrimRight(p.sso.opts.DashboardURL, "/") + "/",
-		ClientBinding: base64.RawURLEncoding.EncodeToString(binding[:])}
-	location, err := p.sso.startProvider(ctx, KindSSO, row, in, nil)
-	if err != nil {
-		return ACSResult{}, fmt.Errorf("restarting an unsolicited SAML sign-in: %w", err)
-	}
-	return ACSResult{Location: location, Unsolicited: true}, nil
+// restart answers an unsolicited (IdP-initiated) response without
+// reading whom it names: it sends the browser to the dashboard, which
+// starts a fresh SP-initiated sign-in through the same provider bound to
+// that browser. The IdP's own session usually makes that round trip
+// invisible, so a tile in the IdP's portal still signs the person in, but
+// only through a response to a request Cairn made.
+func (p *SAMLProvider) restart(row providerRow) ACSResult {
+	start := strings.TrimRight(p.sso.opts.DashboardURL, "/") + "/sign-in/sso?" + url.Values{"providerId": {row.ID}}.Encode()
+	return ACSResult{Location: start, Unsolicited: true}
 }
 
 // SAMLProvider returns s's SAML service provider; ErrSAMLUnavailable when

@@ -259,11 +259,13 @@ func (s *Service) StartSocial(ctx context.Context, provider string, in StartInpu
 }
 
 // SSOStartInput starts an organization SSO sign-in, found by the
-// address's domain or by the organization's slug.
+// address's domain, by the organization's slug or by the provider's ID
+// (where an unsolicited SAML response sends the dashboard).
 type SSOStartInput struct {
 	StartInput
 	Email            string
 	OrganizationSlug string
+	ProviderID       string
 }
 
 // StartSSO starts a sign-in through an organization's provider.
@@ -279,8 +281,10 @@ func (s *Service) StartSSO(ctx context.Context, in SSOStartInput) (string, error
 		row, err = providerByDomain(ctx, s.db, EmailDomain(email))
 	case in.OrganizationSlug != "":
 		row, err = providerBySlug(ctx, s.db, in.OrganizationSlug)
+	case in.ProviderID != "":
+		row, err = providerByID(ctx, s.db, in.ProviderID)
 	default:
-		return "", fmt.Errorf("%w: email or organizationSlug", fault.ErrValidation)
+		return "", fmt.Errorf("%w: email, organizationSlug or providerId", fault.ErrValidation)
 	}
 	if err != nil {
 		return "", err

@@ -38,6 +38,19 @@ func (s *Site) signInWithSSO(w http.ResponseWriter, r *http.Request) {
 	s.startFederatedSignIn(w, r, "/api/auth/sign-in/sso", body, identifier)
 }
 
+// restartSSO is where the API sends a browser that arrived with an
+// unsolicited (IdP-initiated) SAML response: a fresh SP-initiated sign-in
+// through that provider, bound to this browser like any other. It changes
+// nothing but this browser's pending flow, so it needs no form token.
+func (s *Site) restartSSO(w http.ResponseWriter, r *http.Request) {
+	providerID := r.URL.Query().Get("providerId")
+	if !errorCodePattern.MatchString(providerID) {
+		http.Redirect(w, r, "/sign-in", http.StatusSeeOther)
+		return
+	}
+	s.startFederatedSignIn(w, r, "/api/auth/sign-in/sso", map[string]any{"providerId": providerID}, "")
+}
+
 // startFederatedSignIn binds a new flow to this browser's session, asks
 // the API for the identity provider's URL and sends the browser there.
 // The API returns to signInCompletePath; where sign-in continues after

@@ -102,6 +102,7 @@ func (s *Site) Handler() http.Handler {
 	mux.HandleFunc("POST /sign-up", s.form(s.signUp))
 	mux.HandleFunc("POST /sign-in/social", s.form(s.signInWithProvider))
 	mux.HandleFunc("POST /sign-in/sso", s.form(s.signInWithSSO))
+	mux.HandleFunc("GET /sign-in/sso", s.restartSSO)
 	mux.HandleFunc("GET "+signInCompletePath, s.completeSignIn)
 	mux.HandleFunc("POST /sign-out", s.form(s.signOut))
 	mux.HandleFunc("GET /organizations", s.signedIn(s.organizations))

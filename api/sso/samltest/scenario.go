@@ -29,6 +29,9 @@ type Target struct {
 	OrganizationID string
 	// DB reads what a sign-in created.
 	DB *sqlx.DB
+	// LiveDashboard says a real dashboard serves DashboardURL, so the
+	// scenarios follow the API's redirects into it.
+	LiveDashboard bool
 }
 
 // site is a Target with a SAML provider whose IdP runs in the test.
@@ -292,14 +295,26 @@ func CorpusScenario(t *testing.T, tg Target) {
 	t.Run("unsolicited response starts a fresh SP-initiated sign-in", func(t *testing.T) {
 		before := s.rows(t)
 		a := s.post(t, s.idp.Unsolicited(s.provider.SPEntityID, victim))
-		if a.Status != http.StatusSeeOther || !strings.HasPrefix(a.Location, s.idp.URL+"/sso?") {
-			t.Fatalf("answered %+v, want a 303 to the IdP", a)
-		}
-		if q, _ := url.Parse(a.Location); q.Query().Get("SAMLRequest") == "" || q.Query().Get("RelayState") == "" {
-			t.Fatalf("no fresh AuthnRequest in %q", a.Location)
+		if a.Status != http.StatusSeeOther || !strings.Contains(a.Location, "/sign-in/sso?providerId="+s.provider.ID) {
+			t.Fatalf("answered %+v, want a 303 to the dashboard's fresh SSO sign-in", a)
 		}
 		if after := s.rows(t); fmt.Sprint(before) != fmt.Sprint(after) {
 			t.Fatalf("rows changed: %v → %v", before, after)
+		}
+		if !s.LiveDashboard {
+			return
+		}
+		// The dashboard starts the fresh sign-in: a page that moves the
+		// browser on to the IdP with a new AuthnRequest.
+		resp, err := http.Get(a.Location)
+		if err != nil {
+			t.Fatal(err)
+		}
+		page, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(page), s.idp.URL+"/sso?") ||
+			!strings.Contains(string(page), "SAMLRequest=") {
+			t.Fatalf("the dashboard answered %d without moving on to the IdP: %.600s", resp.StatusCode, page)
 		}
 	})
 }

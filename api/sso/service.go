@@ -469,7 +469,13 @@ func (s *Service) CompleteSignIn(ctx context.Context, f Flow, ident Identity) (F
 			return err
 		}
 		var active *string
-		if row != nil {
+		if row == nil {
+			// The instance IdP is not an organization's SSO: who must sign
+			// in through theirs is refused here as a password is.
+			if required, err := identity.SSORequiredFor(ctx, tx, user.ID); err != nil || required {
+				return cmp.Or(err, identity.ErrSSORequired)
+			}
+		} else {
 			if err := s.joinAndSync(ctx, tx, *row, user, ident); err != nil {
 				return err
 			}

@@ -1,0 +1,59 @@
+package authserver_test
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/cairnhq/cairn/api/apitest"
+	"github.com/cairnhq/cairn/api/sso/ssotest"
+)
+
+// TestSSORequiredRefusesTheInstanceIdP: a member of an organization that
+// requires SSO cannot sign in through the instance IdP instead of the
+// organization's provider (the organization's IdP may have disabled them),
+// and nothing is linked or started; its owner can, and the organization's
+// own provider still signs the member in.
+func TestSSORequiredRefusesTheInstanceIdP(t *testing.T) {
+	t.Parallel()
+	env, idp := ssoEnv(t)
+	owner := env.WithOrganization("Olive")
+	owner.Do(apitest.Request{Method: http.MethodPost, Path: "/api/auth/sso/register", Body: map[string]any{
+		"type": "oidc", "issuer": idp.URL, "domains": []string{"example.com"},
+		"oidcConfig": map[string]any{"clientId": idp.ClientID, "clientSecret": "cairn-test-client-secret"},
+	}}).MustStatus(t, http.StatusOK)
+	owner.Do(apitest.Request{Method: http.MethodPost, Path: "/api/auth/sso/require",
+		Body: map[string]any{"required": true}}).MustStatus(t, http.StatusOK)
+	member := env.SignUp("member")
+	env.Join(owner, member, "reader")
+	if r := env.Anonymous().Do(apitest.Request{Method: http.MethodPost, Path: "/api/auth/sign-in/email",
+		Body: map[string]string{"email": member.Email, "password": member.Password}}); r.Code() != "SSO_REQUIRED" {
+		t.Fatalf("password sign-in while SSO is required: %d %s", r.Status, r.Body)
+	}
+	sessions := func() int {
+		var n int
+		if err := env.DB.Get(&n, `SELECT count(*) FROM sessions WHERE user_id = $1`, member.ID); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := sessions()
+
+	idp.SetUser(ssotest.User{Subject: "instance-" + member.Email, Email: member.Email, EmailVerified: true})
+	back := callback(t, startSocial(t, env))
+	if back.Query().Get("signInError") != "SSO_REQUIRED" || back.Query().Has("signInCode") || sessions() != before {
+		t.Fatalf("the instance IdP signed in a member whose organization requires SSO: %s", back)
+	}
+	var linked int
+	if err := env.DB.Get(&linked, `SELECT count(*) FROM external_identities WHERE user_id = $1`, member.ID); err != nil || linked != 0 {
+		t.Fatalf("linked %d identities (%v)", linked, err)
+	}
+
+	idp.SetUser(ssotest.User{Subject: "instance-" + owner.Email, Email: owner.Email, EmailVerified: true})
+	if back := callback(t, startSocial(t, env)); !back.Query().Has("signInCode") {
+		t.Fatalf("the owner was refused: %s", back)
+	}
+	idp.SetUser(ssotest.User{Subject: "org-" + member.Email, Email: member.Email, EmailVerified: true})
+	if back := callback(t, startSSO(t, env, member.Email)); !back.Query().Has("signInCode") {
+		t.Fatalf("the organization's provider was refused: %s", back)
+	}
+}

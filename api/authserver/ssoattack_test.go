@@ -2,6 +2,7 @@ package authserver_test
 
 import (
 	"net/http"
+	"strconv"
 	"testing"
 
 	"github.com/cairnhq/cairn/api/apitest"
@@ -55,5 +56,51 @@ func TestSSORequiredRefusesTheInstanceIdP(t *testing.T) {
 	idp.SetUser(ssotest.User{Subject: "org-" + member.Email, Email: member.Email, EmailVerified: true})
 	if back := callback(t, startSSO(t, env, member.Email)); !back.Query().Has("signInCode") {
 		t.Fatalf("the organization's provider was refused: %s", back)
+	}
+}
+
+// TestSignInRefusesTooManyGroups: a provider that asserts more groups
+// than any team mapping needs is refused before anything is created or
+// synced, and a dry run records the refusal without storing the list.
+func TestSignInRefusesTooManyGroups(t *testing.T) {
+	t.Parallel()
+	env, idp := ssoEnv(t)
+	owner := env.WithOrganization("Olive")
+	var prov struct{ ID string }
+	owner.Do(apitest.Request{Method: http.MethodPost, Path: "/api/auth/sso/register", Body: map[string]any{
+		"type": "oidc", "issuer": idp.URL, "domains": []string{"many.example"},
+		"oidcConfig": map[string]any{"clientId": idp.ClientID, "clientSecret": "cairn-test-client-secret"},
+	}}).MustStatus(t, http.StatusOK).Data(t, &prov)
+	groups := make([]string, 20_000)
+	for i := range groups {
+		groups[i] = "g" + strconv.Itoa(i)
+	}
+	idp.SetUser(ssotest.User{Subject: "many", Email: "many@many.example", EmailVerified: true, Groups: groups})
+	back := callback(t, startSSO(t, env, "many@many.example"))
+	if back.Query().Get("signInError") != "SSO_TOO_MANY_GROUPS" || back.Query().Has("signInCode") {
+		t.Fatalf("sent back to %s", back)
+	}
+	var n int
+	if err := env.DB.Get(&n, `SELECT count(*) FROM users WHERE email = 'many@many.example'`); err != nil || n != 0 {
+		t.Fatalf("%d accounts created (%v)", n, err)
+	}
+
+	var start struct{ URL string }
+	owner.Do(apitest.Request{Method: http.MethodPost, Path: "/api/auth/sso/test", Body: map[string]string{
+		"providerId": prov.ID, "callbackURL": env.Config.DashboardURL + "/done", "clientBinding": bindingHash()}}).
+		MustStatus(t, http.StatusOK).Data(t, &start)
+	resp, err := noFollow.Get(start.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	test := callback(t, resp.Header.Get("Location")).Query().Get("ssoTest")
+	var result struct {
+		Groups []string
+		Error  string
+	}
+	owner.Get("/api/auth/sso/test-result?id="+test).MustStatus(t, http.StatusOK).Data(t, &result)
+	if result.Error == "" || len(result.Groups) > 1000 {
+		t.Fatalf("dry run: error %q, %d groups stored", result.Error, len(result.Groups))
 	}
 }

@@ -419,7 +419,7 @@ func (s *Service) FailFlow(ctx context.Context, f Flow, cause error) (Finish, er
 
 // publicReason names a failure for a test result without its details.
 func publicReason(err error) string {
-	for _, known := range []error{ErrIDTokenInvalid, ErrEmailUnverified, ErrEmailDomain, ErrIdPError, ErrStateExpired,
+	for _, known := range []error{ErrIDTokenInvalid, ErrEmailUnverified, ErrEmailDomain, ErrTooManyGroups, ErrIdPError, ErrStateExpired,
 		ErrStateInvalid, ErrAccountDisabled, ErrAccountNotLinkable, ErrUnknownProvider} {
 		if errors.Is(err, known) {
 			return known.Error()
@@ -513,6 +513,9 @@ func checkAssertion(ident Identity, row *providerRow) (string, error) {
 	if row != nil && !slices.Contains(row.DomainsRaw, EmailDomain(email)) {
 		return "", ErrEmailDomain
 	}
+	if len(ident.Groups) > maxGroups {
+		return "", ErrTooManyGroups
+	}
 	return email, nil
 }
 
@@ -581,7 +584,7 @@ func (s *Service) completeTest(ctx context.Context, f Flow, ident Identity) (Fin
 	if err != nil {
 		return back, err
 	}
-	result := TestResult{Email: ident.Email, EmailVerified: ident.EmailVerified, Groups: ident.Groups}
+	result := TestResult{Email: ident.Email, EmailVerified: ident.EmailVerified, Groups: ident.Groups[:min(len(ident.Groups), maxGroups)]}
 	if _, err := checkAssertion(ident, &row); err != nil {
 		result.Error = publicReason(err)
 	}
@@ -591,7 +594,7 @@ func (s *Service) completeTest(ctx context.Context, f Flow, ident Identity) (Fin
 			return back, err
 		}
 		for _, t := range teams {
-			if t.Mapped(ident.Groups) {
+			if t.Mapped(result.Groups) {
 				result.Teams = append(result.Teams, t.Name)
 			}
 		}

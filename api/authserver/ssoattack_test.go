@@ -2,7 +2,10 @@ package authserver_test
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/cairnhq/cairn/api/apitest"
@@ -102,5 +105,40 @@ func TestSignInRefusesTooManyGroups(t *testing.T) {
 	owner.Get("/api/auth/sso/test-result?id="+test).MustStatus(t, http.StatusOK).Data(t, &result)
 	if result.Error == "" || len(result.Groups) > 1000 {
 		t.Fatalf("dry run: error %q, %d groups stored", result.Error, len(result.Groups))
+	}
+}
+
+// TestIdPResponsesAreBounded: an organization's provider whose discovery
+// document never ends is read only up to a bound, and the sign-in is
+// refused instead of holding the whole answer in memory.
+func TestIdPResponsesAreBounded(t *testing.T) {
+	t.Parallel()
+	var written atomic.Int64
+	huge := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		chunk := []byte(strings.Repeat(" ", 64<<10))
+		for written.Load() < 64<<20 {
+			n, err := w.Write(chunk)
+			written.Add(int64(n))
+			if err != nil {
+				return
+			}
+		}
+	}))
+	t.Cleanup(huge.Close)
+	env, _ := ssoEnv(t)
+	owner := env.WithOrganization("Olive")
+	owner.Do(apitest.Request{Method: http.MethodPost, Path: "/api/auth/sso/register", Body: map[string]any{
+		"type": "oidc", "issuer": huge.URL, "domains": []string{"huge.example"},
+		"oidcConfig": map[string]any{"clientId": "c", "clientSecret": "cairn-test-client-secret"},
+	}}).MustStatus(t, http.StatusOK)
+	r := env.Anonymous().Do(apitest.Request{Method: http.MethodPost, Path: "/api/auth/sign-in/sso", Body: map[string]string{
+		"email": "a@huge.example", "callbackURL": env.Config.DashboardURL + "/done", "clientBinding": bindingHash()}})
+	if r.Status < 400 {
+		t.Fatalf("sign-in started: %d %s", r.Status, r.Body)
+	}
+	huge.CloseClientConnections()
+	if n := written.Load(); n > 16<<20 {
+		t.Fatalf("the API read %d MiB of the provider's discovery document", n>>20)
 	}
 }

@@ -76,12 +76,32 @@ func NewService(conn *sqlx.DB, ident *identity.Service, opts Options) *Service {
 	if opts.HTTPClient == nil {
 		opts.HTTPClient = &http.Client{Timeout: 10 * time.Second}
 	}
+	bounded := *opts.HTTPClient
+	bounded.Transport = boundedTransport{cmp.Or[http.RoundTripper](bounded.Transport, http.DefaultTransport)}
+	opts.HTTPClient = &bounded
 	now := opts.Now
 	if now == nil {
 		now = time.Now
 	}
 	opts.PublicURL = strings.TrimRight(opts.PublicURL, "/")
 	return &Service{db: conn, identity: ident, opts: opts, now: now, parties: map[string]*relyingParty{}}
+}
+
+// maxIdPResponseBytes bounds every answer read from an identity provider
+// (discovery, keys, tokens, userinfo): a provider is whatever URL an
+// organization owner registered, and its answers are read whole.
+const maxIdPResponseBytes = 1 << 20
+
+// boundedTransport cuts every response body at maxIdPResponseBytes: a
+// longer answer fails to read rather than fill memory.
+type boundedTransport struct{ base http.RoundTripper }
+
+func (t boundedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.base.RoundTrip(r)
+	if err == nil {
+		resp.Body = http.MaxBytesReader(nil, resp.Body, maxIdPResponseBytes)
+	}
+	return resp, err
 }
 
 func (s *Service) stamp() time.Time { return s.now().UTC().Truncate(time.Microsecond) }

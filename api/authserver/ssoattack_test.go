@@ -12,6 +12,18 @@ import (
 	"github.com/cairnhq/cairn/api/sso/ssotest"
 )
 
+// registerOIDC registers an OIDC provider for owner's organization and
+// returns its ID.
+func registerOIDC(t *testing.T, owner *apitest.User, issuer, clientID, domain string) string {
+	t.Helper()
+	var prov struct{ ID string }
+	owner.Do(apitest.Request{Method: http.MethodPost, Path: "/api/auth/sso/register", Body: map[string]any{
+		"type": "oidc", "issuer": issuer, "domains": []string{domain},
+		"oidcConfig": map[string]any{"clientId": clientID, "clientSecret": "cairn-test-client-secret"},
+	}}).MustStatus(t, http.StatusOK).Data(t, &prov)
+	return prov.ID
+}
+
 // TestSSORequiredRefusesTheInstanceIdP: a member of an organization that
 // requires SSO cannot sign in through the instance IdP instead of the
 // organization's provider (the organization's IdP may have disabled them),
@@ -21,10 +33,7 @@ func TestSSORequiredRefusesTheInstanceIdP(t *testing.T) {
 	t.Parallel()
 	env, idp := ssoEnv(t)
 	owner := env.WithOrganization("Olive")
-	owner.Do(apitest.Request{Method: http.MethodPost, Path: "/api/auth/sso/register", Body: map[string]any{
-		"type": "oidc", "issuer": idp.URL, "domains": []string{"example.com"},
-		"oidcConfig": map[string]any{"clientId": idp.ClientID, "clientSecret": "cairn-test-client-secret"},
-	}}).MustStatus(t, http.StatusOK)
+	registerOIDC(t, owner, idp.URL, idp.ClientID, "example.com")
 	owner.Do(apitest.Request{Method: http.MethodPost, Path: "/api/auth/sso/require",
 		Body: map[string]any{"required": true}}).MustStatus(t, http.StatusOK)
 	member := env.SignUp("member")
@@ -69,11 +78,7 @@ func TestSignInRefusesTooManyGroups(t *testing.T) {
 	t.Parallel()
 	env, idp := ssoEnv(t)
 	owner := env.WithOrganization("Olive")
-	var prov struct{ ID string }
-	owner.Do(apitest.Request{Method: http.MethodPost, Path: "/api/auth/sso/register", Body: map[string]any{
-		"type": "oidc", "issuer": idp.URL, "domains": []string{"many.example"},
-		"oidcConfig": map[string]any{"clientId": idp.ClientID, "clientSecret": "cairn-test-client-secret"},
-	}}).MustStatus(t, http.StatusOK).Data(t, &prov)
+	providerID := registerOIDC(t, owner, idp.URL, idp.ClientID, "many.example")
 	groups := make([]string, 20_000)
 	for i := range groups {
 		groups[i] = "g" + strconv.Itoa(i)
@@ -90,7 +95,7 @@ func TestSignInRefusesTooManyGroups(t *testing.T) {
 
 	var start struct{ URL string }
 	owner.Do(apitest.Request{Method: http.MethodPost, Path: "/api/auth/sso/test", Body: map[string]string{
-		"providerId": prov.ID, "callbackURL": env.Config.DashboardURL + "/done", "clientBinding": bindingHash()}}).
+		"providerId": providerID, "callbackURL": env.Config.DashboardURL + "/done", "clientBinding": bindingHash()}}).
 		MustStatus(t, http.StatusOK).Data(t, &start)
 	resp, err := noFollow.Get(start.URL)
 	if err != nil {
@@ -128,10 +133,7 @@ func TestIdPResponsesAreBounded(t *testing.T) {
 	t.Cleanup(huge.Close)
 	env, _ := ssoEnv(t)
 	owner := env.WithOrganization("Olive")
-	owner.Do(apitest.Request{Method: http.MethodPost, Path: "/api/auth/sso/register", Body: map[string]any{
-		"type": "oidc", "issuer": huge.URL, "domains": []string{"huge.example"},
-		"oidcConfig": map[string]any{"clientId": "c", "clientSecret": "cairn-test-client-secret"},
-	}}).MustStatus(t, http.StatusOK)
+	registerOIDC(t, owner, huge.URL, "c", "huge.example")
 	r := env.Anonymous().Do(apitest.Request{Method: http.MethodPost, Path: "/api/auth/sign-in/sso", Body: map[string]string{
 		"email": "a@huge.example", "callbackURL": env.Config.DashboardURL + "/done", "clientBinding": bindingHash()}})
 	if r.Status < 400 {

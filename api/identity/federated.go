@@ -118,10 +118,11 @@ func SessionByID(ctx context.Context, q sqlx.QueryerContext, sessionID string) (
 	return s, nil
 }
 
-// ssoRequiredFor reports whether any organization the user is a non-owner
+// SSORequiredFor reports whether any organization the user is a non-owner
 // member of requires SSO: such a person signs in through the
-// organization's identity provider, never with a password.
-func ssoRequiredFor(ctx context.Context, q sqlx.QueryerContext, userID string) (bool, error) {
+// organization's identity provider, never with a password nor through the
+// instance IdP.
+func SSORequiredFor(ctx context.Context, q sqlx.QueryerContext, userID string) (bool, error) {
 	var required bool
 	err := sqlx.GetContext(ctx, q, &required, `
 		SELECT EXISTS (SELECT 1 FROM memberships m JOIN organizations o ON o.id = m.organization_id

@@ -164,7 +164,7 @@ func (s *Service) SignIn(ctx context.Context, email, password string, client net
 	}
 	// Checked after the password, so the answer tells only the account's
 	// holder that their organization requires SSO.
-	if required, err := ssoRequiredFor(ctx, s.db, u.ID); err != nil || required {
+	if required, err := SSORequiredFor(ctx, s.db, u.ID); err != nil || required {
 		return SignedIn{}, cmp.Or(err, ErrSSORequired)
 	}
 	// Resume in the organization the user belongs to when there is exactly

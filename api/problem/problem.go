@@ -73,6 +73,7 @@ var table = []struct {
 	{sso.ErrIdPError, httpx.Problem{Status: http.StatusBadRequest, Code: "IDP_ERROR"}},
 	{sso.ErrEmailUnverified, httpx.Problem{Status: http.StatusForbidden, Code: "EMAIL_NOT_VERIFIED"}},
 	{sso.ErrEmailDomain, httpx.Problem{Status: http.StatusForbidden, Code: "SSO_EMAIL_DOMAIN_MISMATCH"}},
+	{sso.ErrTooManyGroups, httpx.Problem{Status: http.StatusForbidden, Code: "SSO_TOO_MANY_GROUPS"}},
 	{sso.ErrAccountDisabled, httpx.Problem{Status: http.StatusForbidden, Code: "ACCOUNT_DEACTIVATED"}},
 	{sso.ErrAccountNotLinkable, httpx.Problem{Status: http.StatusConflict, Code: "ACCOUNT_NOT_LINKABLE"}},
 	{sso.ErrCodeInvalid, httpx.Problem{Status: http.StatusBadRequest, Code: "SIGN_IN_CODE_INVALID"}},

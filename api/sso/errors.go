@@ -35,6 +35,9 @@ var (
 	// ErrEmailDomain means an organization provider asserted an address
 	// outside the domains registered for it.
 	ErrEmailDomain = errors.New("e-mail address outside the provider's domains")
+	// ErrTooManyGroups refuses an identity asserting more than maxGroups
+	// groups.
+	ErrTooManyGroups = errors.New("identity provider asserted too many groups")
 	// ErrAccountDisabled is a sign-in for a deactivated account.
 	ErrAccountDisabled = errors.New("account deactivated")
 	// ErrAccountNotLinkable refuses to attach an identity provider's

@@ -76,12 +76,32 @@ func NewService(conn *sqlx.DB, ident *identity.Service, opts Options) *Service {
 	if opts.HTTPClient == nil {
 		opts.HTTPClient = &http.Client{Timeout: 10 * time.Second}
 	}
+	bounded := *opts.HTTPClient
+	bounded.Transport = boundedTransport{cmp.Or[http.RoundTripper](bounded.Transport, http.DefaultTransport)}
+	opts.HTTPClient = &bounded
 	now := opts.Now
 	if now == nil {
 		now = time.Now
 	}
 	opts.PublicURL = strings.TrimRight(opts.PublicURL, "/")
 	return &Service{db: conn, identity: ident, opts: opts, now: now, parties: map[string]*relyingParty{}}
+}
+
+// maxIdPResponseBytes bounds every answer read from an identity provider
+// (discovery, keys, tokens, userinfo): a provider is whatever URL an
+// organization owner registered, and its answers are read whole.
+const maxIdPResponseBytes = 1 << 20
+
+// boundedTransport cuts every response body at maxIdPResponseBytes: a
+// longer answer fails to read rather than fill memory.
+type boundedTransport struct{ base http.RoundTripper }
+
+func (t boundedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.base.RoundTrip(r)
+	if err == nil {
+		resp.Body = http.MaxBytesReader(nil, resp.Body, maxIdPResponseBytes)
+	}
+	return resp, err
 }
 
 func (s *Service) stamp() time.Time { return s.now().UTC().Truncate(time.Microsecond) }
@@ -423,7 +443,7 @@ func (s *Service) FailFlow(ctx context.Context, f Flow, cause error) (Finish, er
 
 // publicReason names a failure for a test result without its details.
 func publicReason(err error) string {
-	for _, known := range []error{ErrIDTokenInvalid, ErrEmailUnverified, ErrEmailDomain, ErrIdPError, ErrStateExpired,
+	for _, known := range []error{ErrIDTokenInvalid, ErrEmailUnverified, ErrEmailDomain, ErrTooManyGroups, ErrIdPError, ErrStateExpired,
 		ErrStateInvalid, ErrAccountDisabled, ErrAccountNotLinkable, ErrUnknownProvider} {
 		if errors.Is(err, known) {
 			return known.Error()
@@ -473,7 +493,13 @@ func (s *Service) CompleteSignIn(ctx context.Context, f Flow, ident Identity) (F
 			return err
 		}
 		var active *string
-		if row != nil {
+		if row == nil {
+			// The instance IdP is not an organization's SSO: who must sign
+			// in through theirs is refused here as a password is.
+			if required, err := identity.SSORequiredFor(ctx, tx, user.ID); err != nil || required {
+				return cmp.Or(err, identity.ErrSSORequired)
+			}
+		} else {
 			if err := s.joinAndSync(ctx, tx, *row, user, ident); err != nil {
 				return err
 			}
@@ -510,6 +536,9 @@ func checkAssertion(ident Identity, row *providerRow) (string, error) {
 	}
 	if row != nil && !slices.Contains(row.DomainsRaw, EmailDomain(email)) {
 		return "", ErrEmailDomain
+	}
+	if len(ident.Groups) > maxGroups {
+		return "", ErrTooManyGroups
 	}
 	return email, nil
 }
@@ -579,7 +608,7 @@ func (s *Service) completeTest(ctx context.Context, f Flow, ident Identity) (Fin
 	if err != nil {
 		return back, err
 	}
-	result := TestResult{Email: ident.Email, EmailVerified: ident.EmailVerified, Groups: ident.Groups}
+	result := TestResult{Email: ident.Email, EmailVerified: ident.EmailVerified, Groups: ident.Groups[:min(len(ident.Groups), maxGroups)]}
 	if _, err := checkAssertion(ident, &row); err != nil {
 		result.Error = publicReason(err)
 	}
@@ -589,7 +618,7 @@ func (s *Service) completeTest(ctx context.Context, f Flow, ident Identity) (Fin
 			return back, err
 		}
 		for _, t := range teams {
-			if t.Mapped(ident.Groups) {
+			if t.Mapped(result.Groups) {
 				result.Teams = append(result.Teams, t.Name)
 			}
 		}

@@ -32,6 +32,9 @@ const (
 	// instanceKeyPrefix makes the instance IdP's external identities
 	// distinct from every organization provider's (whose keys are IDs).
 	instanceKeyPrefix = "idp:"
+	// maxGroups bounds the groups one sign-in may assert: more than any
+	// team mapping needs, and a bound on the work a provider can cause.
+	maxGroups = 1000
 )
 
 // Mapping names the claims (OIDC) or attributes (SAML) that carry a
@@ -156,9 +159,11 @@ func TrustedCallback(dashboardURL, callbackURL string) error {
 // kept (mapping is case-sensitive).
 func SplitGroups(values []string) []string {
 	var out []string
+	seen := map[string]bool{}
 	for _, v := range values {
 		for g := range strings.SplitSeq(v, ",") {
-			if g = strings.TrimSpace(g); g != "" && !slices.Contains(out, g) {
+			if g = strings.TrimSpace(g); g != "" && !seen[g] {
+				seen[g] = true
 				out = append(out, g)
 			}
 		}

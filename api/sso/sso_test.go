@@ -3,7 +3,9 @@ package sso
 import (
 	"errors"
 	"slices"
+	"strconv"
 	"testing"
+	"time"
 )
 
 func TestSplitGroupsReadsRepeatedAndCommaSeparatedValues(t *testing.T) {
@@ -54,5 +56,23 @@ func TestFinishRedirectCarriesOneOutcome(t *testing.T) {
 	}
 	if got := f.Redirect("ID_TOKEN_INVALID"); got != "https://dash.example.com/done?next=%2Fw&signInError=ID_TOKEN_INVALID" {
 		t.Errorf("failure: %s", got)
+	}
+}
+
+// TestSplitGroupsIsLinear: an identity provider can assert hundreds of
+// thousands of groups; reading them must not take quadratic time (with
+// deduplication by scanning, this input took minutes of CPU).
+func TestSplitGroupsIsLinear(t *testing.T) {
+	t.Parallel()
+	values := make([]string, 0, 100_000)
+	for i := range 100_000 {
+		values = append(values, "group-"+strconv.Itoa(i))
+	}
+	start := time.Now()
+	if got := SplitGroups(append(values, "group-7")); len(got) != len(values) {
+		t.Fatalf("%d groups, want %d", len(got), len(values))
+	}
+	if took := time.Since(start); took > 15*time.Second {
+		t.Fatalf("reading 100,000 groups took %s", took)
 	}
 }

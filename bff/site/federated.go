@@ -168,6 +168,8 @@ func signInErrorMessage(code string) string {
 		return "This account is deactivated. Ask your organization's administrator."
 	case "ACCOUNT_NOT_LINKABLE":
 		return "An account with this e-mail address already exists, and this identity provider cannot sign in to it. Sign in the way you usually do."
+	case "SSO_REQUIRED":
+		return "Your organization requires signing in with SSO: use \"Sign in with SSO\" below."
 	case "SIGN_IN_STATE_INVALID", "SIGN_IN_STATE_EXPIRED", "SIGN_IN_CODE_INVALID":
 		return "The sign-in took too long or was already used. Sign in again."
 	case "ID_TOKEN_INVALID":

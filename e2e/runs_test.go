@@ -521,6 +521,10 @@ func TestRemoteOperationsWithTheTofuCLI(t *testing.T) {
 	planning := s.newestRun(t, m, wsID, 60*time.Second, func(r runView) bool {
 		return r.Kind == "plan_and_apply" && (r.Status == "plan_queued" || r.Status == "planning")
 	})
+	// The server has the run before the CLI has read the answer: an
+	// interrupt in between only shuts the CLI down. The run's URL is the
+	// first thing it prints once it holds the run.
+	waitForOutput(t, plan, "To view this run in a browser")
 	_ = plan.cmd.Process.Signal(syscall.SIGINT)
 	waitForOutput(t, plan, "Do you want to cancel the remote operation?")
 	_, _ = io.WriteString(plan.stdin, "yes\n")

@@ -3,8 +3,6 @@ package devstack
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"net/http"
@@ -32,12 +30,12 @@ func EnsureDex(ctx context.Context, root string, log io.Writer) (string, error) 
 	dir := filepath.Join(absRoot, ".tools", "dex")
 	bin := filepath.Join(dir, "dex")
 	sums := filepath.Join(dir, "SHA256SUMS")
-	goSum, err := fileSHA256(filepath.Join(absRoot, DexModule, "go.sum"))
+	goSum, err := FileSHA256(filepath.Join(absRoot, DexModule, "go.sum"))
 	if err != nil {
 		return "", fmt.Errorf("reading the Dex tools module: %w", err)
 	}
 	if recorded, err := os.ReadFile(sums); err == nil {
-		if binSum, err := fileSHA256(bin); err == nil && bytes.Equal(recorded, dexSums(goSum, binSum)) {
+		if binSum, err := FileSHA256(bin); err == nil && bytes.Equal(recorded, dexSums(goSum, binSum)) {
 			return bin, nil
 		}
 	}
@@ -55,7 +53,7 @@ func EnsureDex(ctx context.Context, root string, log io.Writer) (string, error) 
 	if err := os.Rename(bin+".tmp", bin); err != nil {
 		return "", err
 	}
-	binSum, err := fileSHA256(bin)
+	binSum, err := FileSHA256(bin)
 	if err != nil {
 		return "", err
 	}
@@ -64,19 +62,6 @@ func EnsureDex(ctx context.Context, root string, log io.Writer) (string, error) 
 
 func dexSums(goSum, binSum string) []byte {
 	return []byte(goSum + "  go.sum\n" + binSum + "  dex\n")
-}
-
-func fileSHA256(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // DexServer is a Dex process serving one configuration on loopback.

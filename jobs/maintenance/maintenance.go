@@ -12,9 +12,9 @@ import (
 	"github.com/cairnhq/cairn/api/dispatch"
 	"github.com/cairnhq/cairn/api/identity"
 	"github.com/cairnhq/cairn/api/oauth"
-	"github.com/cairnhq/cairn/api/sso"
 	"github.com/cairnhq/cairn/api/platform/idempotency"
 	"github.com/cairnhq/cairn/api/platform/telemetry"
+	"github.com/cairnhq/cairn/api/sso"
 	"github.com/cairnhq/cairn/api/sweep"
 )
 

@@ -85,9 +85,11 @@ const unreadBodyAllowance = 64 << 10
 // well retry. Draining a bounded amount lets such a client finish writing
 // and read the refusal. Nothing drained is kept; a larger declared body
 // and a chunked one (cut at its limit) are not read further: that
-// connection is closed at once.
+// connection is closed at once. The allowance sits well above the common
+// 1 MiB document limits so that a body just over one of them is still
+// answered rather than reset.
 const (
-	refusedBodyAllowance = 1 << 20
+	refusedBodyAllowance = 4 << 20
 	refusedBodyDrainTime = 5 * time.Second
 )
 

@@ -343,11 +343,17 @@ func (s *server) readRegistryModuleByID(c *fiber.Ctx, p access.Principal, o owne
 }
 
 // deleteRegistryModules deletes every provider of a module name, or one
-// provider's module when the path names it, with all their versions.
+// provider's module when the path names it, with all their versions. The
+// deprecated path names no registry: it deletes the name in every
+// registry and namespace of the organization, as HCP's does (go-tfe
+// cleans up public modules through it).
 func (s *server) deleteRegistryModules(c *fiber.Ctx, p access.Principal, o owner) error {
 	a, err := addressOf(c, o)
 	if err != nil {
 		return s.writeError(c, err)
+	}
+	if c.Params("registry") == "" {
+		a.registry, a.namespace = "", ""
 	}
 	var provider *string
 	if a.provider != "" {

@@ -267,8 +267,18 @@ func TestRegistryModulesThroughTheRemoteBackendAPI(t *testing.T) {
 	u.call(t, http.MethodGet, private, nil).MustStatus(t, http.StatusNotFound)
 	u.call(t, http.MethodDelete, base+"/public/terraform-aws-modules/vpc", nil).MustStatus(t, http.StatusNoContent)
 	u.call(t, http.MethodGet, "/api/v2/registry-modules/"+public.Data.ID, nil).MustStatus(t, http.StatusNotFound)
+	// The deprecated delete names no registry: it deletes the name in
+	// every registry and namespace of the organization.
 	u.call(t, http.MethodPost, base, registryModuleDoc(map[string]any{"name": "network", "provider": "aws"})).MustStatus(t, http.StatusCreated)
+	u.call(t, http.MethodPost, base, registryModuleDoc(map[string]any{"name": "network", "provider": "google"})).MustStatus(t, http.StatusCreated)
+	u.call(t, http.MethodPost, base, registryModuleDoc(map[string]any{
+		"name": "network", "provider": "aws", "registry-name": "public", "namespace": "ns"})).MustStatus(t, http.StatusCreated)
+	u.call(t, http.MethodPost, "/api/v2/registry-modules/actions/delete/"+u.org+"/network/google", nil).MustStatus(t, http.StatusNoContent)
+	u.call(t, http.MethodGet, base+"/private/"+u.org+"/network/google", nil).MustStatus(t, http.StatusNotFound)
+	u.call(t, http.MethodGet, private, nil).MustStatus(t, http.StatusOK)
 	u.call(t, http.MethodPost, "/api/v2/registry-modules/actions/delete/"+u.org+"/network", nil).MustStatus(t, http.StatusNoContent)
+	u.call(t, http.MethodGet, private, nil).MustStatus(t, http.StatusNotFound)
+	u.call(t, http.MethodGet, base+"/public/ns/network/aws", nil).MustStatus(t, http.StatusNotFound)
 	u.call(t, http.MethodPost, "/api/v2/registry-modules/actions/delete/"+u.org+"/network", nil).MustStatus(t, http.StatusNotFound)
 }
 

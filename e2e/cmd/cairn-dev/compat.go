@@ -49,25 +49,27 @@ var compatSkips = map[string]string{
 }
 
 // compatRegistryNotSelected are go-tfe's registry-module tests left out of
-// the selection, each for the reason given. The two unit tests need no
-// server at all.
+// the selection, each for the reason given. The unit tests need no server
+// at all.
 var compatRegistryNotSelected = map[string]string{
-	"TestRegistryModule_Unmarshal":                                        "a unit test of go-tfe's decoder",
-	"TestRegistryCreateWithVCSOptions_Marshal":                            "a unit test of go-tfe's encoder",
-	"TestRegistryModulesCreateWithVCSConnection":                          "needs GITHUB_REGISTRY_MODULE_IDENTIFIER and a VCS OAuth client (OAUTH_CLIENT_GITHUB_TOKEN)",
-	"TestRegistryModulesCreateWithGithubApp":                              "needs GITHUB_REGISTRY_MODULE_IDENTIFIER and a GitHub App installation (GITHUB_APP_INSTALLATION_ID) on HCP",
-	"TestRegistryModuleUpdateWithVCSConnection":                           "beta-gated (ENABLE_BETA), and needs GITHUB_REGISTRY_MODULE_IDENTIFIER and a VCS OAuth client",
-	"TestRegistryModulesListCommit":                                       "beta-gated (ENABLE_BETA), and needs GITHUB_REGISTRY_MODULE_IDENTIFIER and a VCS OAuth client",
-	"TestRegistryModulesCreateBranchBasedWithVCSConnection":               "beta-gated (ENABLE_BETA), and needs GITHUB_REGISTRY_MODULE_IDENTIFIER and a VCS OAuth client",
-	"TestRegistryModulesCreateMonorepoBranchBasedWithVCSConnection":       "beta-gated (ENABLE_BETA), and needs GITHUB_REGISTRY_MODULE_IDENTIFIER and a VCS OAuth client",
-	"TestRegistryModulesCreateMonorepoTagBasedWithVCSConnection":          "beta-gated (ENABLE_BETA), and needs GITHUB_REGISTRY_MODULE_IDENTIFIER and a VCS OAuth client",
-	"TestRegistryModulesCreateMonorepoNonStandardName":                    "beta-gated (ENABLE_BETA), and needs GITHUB_REGISTRY_MODULE_IDENTIFIER and a VCS OAuth client",
-	"TestRegistryModulesCreateBranchBasedWithVCSConnectionWithTesting":    "beta-gated (ENABLE_BETA), and needs GITHUB_REGISTRY_MODULE_IDENTIFIER and a VCS OAuth client",
-	"TestRegistryModulesUpdate_AgentExecutionValidation":                  "beta-gated (ENABLE_BETA), and needs GITHUB_REGISTRY_MODULE_IDENTIFIER, a VCS OAuth client and agent pools",
-	"TestRegistryModulesCreateWithVCSConnection_AgentExecutionValidation": "beta-gated (ENABLE_BETA), and needs GITHUB_REGISTRY_MODULE_IDENTIFIER, a VCS OAuth client and agent pools",
-	"TestRegistryModuleUpdate":                                            "beta-gated (ENABLE_BETA): no-code and test-config updates",
-	"TestRegistryModulesShowVersion":                                      "beta-gated (ENABLE_BETA)",
-	"TestRegistryModulesReadTerraformRegistryModule":                      "skipped upstream (t.Skip, TF-31172), and needs GITHUB_REGISTRY_NO_CODE_MODULE_IDENTIFIER",
+	"TestRegistryModule_Unmarshal":                                         "a unit test of go-tfe's decoder",
+	"TestRegistryCreateWithVCSOptions_Marshal":                             "a unit test of go-tfe's encoder",
+	"TestRegistryModules_Update_AgentExecutionValidation":                  "a unit test of go-tfe's option checks",
+	"TestRegistryModules_CreateWithVCSConnection_AgentExecutionValidation": "a unit test of go-tfe's option checks",
+	"TestRegistryModulesCreateWithVCSConnection":                           "needs GITHUB_REGISTRY_MODULE_IDENTIFIER and a VCS OAuth client (OAUTH_CLIENT_GITHUB_TOKEN)",
+	"TestRegistryModulesCreateWithGithubApp":                               "needs GITHUB_REGISTRY_MODULE_IDENTIFIER and a GitHub App installation (GITHUB_APP_INSTALLATION_ID) on HCP",
+	"TestRegistryModuleUpdateWithVCSConnection":                            "beta-gated (ENABLE_BETA), and needs GITHUB_REGISTRY_MODULE_IDENTIFIER and a VCS OAuth client",
+	"TestRegistryModulesListCommit":                                        "beta-gated (ENABLE_BETA), and needs GITHUB_REGISTRY_MODULE_IDENTIFIER and a VCS OAuth client",
+	"TestRegistryModulesCreateBranchBasedWithVCSConnection":                "beta-gated (ENABLE_BETA), and needs GITHUB_REGISTRY_MODULE_IDENTIFIER and a VCS OAuth client",
+	"TestRegistryModulesCreateMonorepoBranchBasedWithVCSConnection":        "beta-gated (ENABLE_BETA), and needs GITHUB_REGISTRY_MODULE_IDENTIFIER and a VCS OAuth client",
+	"TestRegistryModulesCreateMonorepoTagBasedWithVCSConnection":           "beta-gated (ENABLE_BETA), and needs GITHUB_REGISTRY_MODULE_IDENTIFIER and a VCS OAuth client",
+	"TestRegistryModulesCreateMonorepoNonStandardName":                     "beta-gated (ENABLE_BETA), and needs GITHUB_REGISTRY_MODULE_IDENTIFIER and a VCS OAuth client",
+	"TestRegistryModulesCreateBranchBasedWithVCSConnectionWithTesting":     "beta-gated (ENABLE_BETA), and needs GITHUB_REGISTRY_MODULE_IDENTIFIER and a VCS OAuth client",
+	"TestRegistryModulesUpdate_AgentExecutionValidation":                   "beta-gated (ENABLE_BETA), and needs GITHUB_REGISTRY_MODULE_IDENTIFIER, a VCS OAuth client and agent pools",
+	"TestRegistryModulesCreateWithVCSConnection_AgentExecutionValidation":  "beta-gated (ENABLE_BETA), and needs GITHUB_REGISTRY_MODULE_IDENTIFIER, a VCS OAuth client and agent pools",
+	"TestRegistryModuleUpdate":                                             "beta-gated (ENABLE_BETA): no-code and test-config updates",
+	"TestRegistryModulesShowVersion":                                       "beta-gated (ENABLE_BETA)",
+	"TestRegistryModulesReadTerraformRegistryModule":                       "skipped upstream (t.Skip, TF-31172), and needs GITHUB_REGISTRY_NO_CODE_MODULE_IDENTIFIER",
 }
 
 // compatDeviations fail on purpose, each for the reason given: SPEC.md

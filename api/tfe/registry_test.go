@@ -46,6 +46,17 @@ func putUploadResponse(t *testing.T, rawURL string, body []byte) *apitest.Respon
 	return &apitest.Response{Status: resp.StatusCode, Header: resp.Header, Body: read}
 }
 
+// registrySetup starts a server with an organization whose owner holds a
+// token; base is its registry-modules path, private the address of its
+// private network/aws module.
+func registrySetup(t *testing.T, name string) (env *apitest.Env, u *cloudUser, base, private string) {
+	t.Helper()
+	env = apitest.New(t)
+	u = newCloudUser(t, env, name)
+	base = "/api/v2/organizations/" + u.org + "/registry-modules"
+	return env, u, base, base + "/private/" + u.org + "/network/aws"
+}
+
 // moduleArchive is a publishable module: one root .tf file.
 func moduleArchive(body string) []byte {
 	return devstack.TarGz(map[string]string{"main.tf": body})
@@ -62,10 +73,7 @@ func moduleArchive(body string) []byte {
 // paths.
 func TestRegistryModulesThroughTheRemoteBackendAPI(t *testing.T) {
 	t.Parallel()
-	env := apitest.New(t)
-	u := newCloudUser(t, env, "Registry")
-	base := "/api/v2/organizations/" + u.org + "/registry-modules"
-	private := base + "/private/" + u.org + "/network/aws"
+	env, u, base, private := registrySetup(t, "Registry")
 
 	created := u.call(t, http.MethodPost, base, registryModuleDoc(map[string]any{"name": "network", "provider": "aws"})).
 		MustStatus(t, http.StatusCreated)
@@ -287,10 +295,7 @@ func TestRegistryModulesThroughTheRemoteBackendAPI(t *testing.T) {
 // modules (without permissions or an upload link) and changes nothing.
 func TestRegistryModulesAcrossOrganizationsAndRoles(t *testing.T) {
 	t.Parallel()
-	env := apitest.New(t)
-	u := newCloudUser(t, env, "Publisher")
-	base := "/api/v2/organizations/" + u.org + "/registry-modules"
-	private := base + "/private/" + u.org + "/network/aws"
+	env, u, base, private := registrySetup(t, "Publisher")
 	mod := decode(t, u.call(t, http.MethodPost, base, registryModuleDoc(map[string]any{"name": "network", "provider": "aws"})).
 		MustStatus(t, http.StatusCreated))
 	u.call(t, http.MethodPost, private+"/versions", moduleVersionDoc("1.0.0")).MustStatus(t, http.StatusCreated)

@@ -235,7 +235,8 @@ func (s *Service) DeleteModuleTx(ctx context.Context, tx *sqlx.Tx, p access.Prin
 }
 
 // DeleteModulesByName deletes every provider of a module name, or the one
-// provider given (HCP's delete by name and by provider).
+// provider given (HCP's delete by name and by provider). An empty registry
+// name and namespace match any (HCP's deprecated delete names neither).
 func (s *Service) DeleteModulesByName(ctx context.Context, p access.Principal, registryName, namespace, name string, provider *string) error {
 	if err := p.Require(access.PermRegistryWrite); err != nil {
 		return err

@@ -105,7 +105,7 @@ func moduleByID(ctx context.Context, q sqlx.QueryerContext, organizationID, modu
 func moduleByAddress(ctx context.Context, q sqlx.QueryerContext, organizationID, registryName, namespace, name, provider string) (Module, error) {
 	var r moduleRow
 	err := sqlx.GetContext(ctx, q, &r, moduleSelect+`
-		WHERE m.organization_id = $1 AND m.registry_name = $2 AND m.namespace = $3 AND m.name = $4 AND m.provider = $5`,
+		WHERE m.organization_id = $1 AND ($2 = '' OR m.registry_name = $2) AND ($3 = '' OR m.namespace = $3) AND m.name = $4 AND m.provider = $5`,
 		organizationID, registryName, namespace, name, provider)
 	return scannedModule(r, err)
 }
@@ -189,7 +189,7 @@ var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
 func modulesByName(ctx context.Context, q sqlx.QueryerContext, organizationID, registryName, namespace, name string, provider *string) ([]Module, error) {
 	var rows []moduleRow
 	err := sqlx.SelectContext(ctx, q, &rows, moduleSelect+`
-		WHERE m.organization_id = $1 AND m.registry_name = $2 AND m.namespace = $3 AND m.name = $4
+		WHERE m.organization_id = $1 AND ($2 = '' OR m.registry_name = $2) AND ($3 = '' OR m.namespace = $3) AND m.name = $4
 		  AND ($5::text IS NULL OR m.provider = $5) ORDER BY m.provider`,
 		organizationID, registryName, namespace, name, provider)
 	if err != nil {

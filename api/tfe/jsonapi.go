@@ -15,6 +15,7 @@ import (
 	"github.com/cairnhq/cairn/api/platform/httpx"
 	"github.com/cairnhq/cairn/api/platform/jsondoc"
 	"github.com/cairnhq/cairn/api/problem"
+	"github.com/cairnhq/cairn/api/registry"
 	"github.com/cairnhq/cairn/api/run"
 	"github.com/cairnhq/cairn/api/state"
 	"github.com/cairnhq/cairn/api/team"
@@ -155,6 +156,17 @@ var details = []struct {
 	{team.ErrGrantExists, "Team has already been taken: the team already has access here."},
 	{team.ErrOwnersTeam, "The owners team cannot be deleted, renamed or given other organization access."},
 	{team.ErrOwnersTeamEmpty, "The owners team must keep at least one member."},
+	{errRegistryName, "registry-name must be private or public."},
+	{errNamespace, "A private module's namespace is its organization's name and is not given; a public module needs one."},
+	{errNoCode, "No-code provisioning is not offered."},
+	{errVersionBody, "Give exactly one of deprecation (deprecated-status Deprecated or Undeprecated) and revocation (status Revoked or Unrevoked)."},
+	{registry.ErrModuleExists, "A module with this name and provider already exists."},
+	{registry.ErrVersionExists, "Version has already been taken."},
+	{registry.ErrVersionNotPending, "The module version already has its archive: a published version never changes."},
+	{registry.ErrNotDeprecated, "Only a deprecated module version can be revoked."},
+	{registry.ErrRevoked, "The module version is revoked: revert the revocation first."},
+	{registry.ErrNotRevoked, "The module version is not revoked."},
+	{registry.ErrNotPublished, "Only a published module version can be deprecated or revoked."},
 	{fault.ErrValidation, "A value in the request is not valid."},
 }
 
@@ -170,9 +182,13 @@ func (s *server) writeError(c *fiber.Ctx, err error) error {
 	// The protocol's own refusals are the client's to fix: they are
 	// answered, not logged as failures as unmapped errors are.
 	var p httpx.Problem
-	if errors.Is(err, errInvalidDocument) || errors.Is(err, errAutoApply) || errors.Is(err, errProjectName) {
+	switch {
+	case errors.Is(err, errInvalidDocument) || errors.Is(err, errAutoApply) || errors.Is(err, errProjectName):
 		p = httpx.Problem{Status: http.StatusUnprocessableEntity, Code: "invalid_document"}
-	} else {
+	case errors.Is(err, registry.ErrInvalid):
+		// HCP refuses a registry module's or version's attributes with 422.
+		p = httpx.Problem{Status: http.StatusUnprocessableEntity, Code: "invalid_attribute"}
+	default:
 		p = problem.Of(c.UserContext(), s.Logger, err)
 	}
 	id := httpx.RequestID(c)

@@ -85,6 +85,7 @@ func Mount(app *fiber.App, deps Deps) {
 	s.registerMemberships(v2)
 	s.registerProjects(v2)
 	s.registerTeamTokens(v2)
+	s.registerRegistryModules(v2)
 	// Anything else is a JSON:API 404: clients retry 5xx for minutes, and a
 	// missing route must look like every other missing resource.
 	v2.Use(func(c *fiber.Ctx) error { return s.writeError(c, fault.ErrNotFound) })

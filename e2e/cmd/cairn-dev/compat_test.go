@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -86,5 +87,23 @@ func TestSummarizeGatesOnNamedCausesAndThePassRate(t *testing.T) {
 				t.Fatalf("summarize: %v, want an error with %q", err, tc.wantErr)
 			}
 		})
+	}
+}
+
+// TestCompatSkipPatternNamesOnlyTheTestsOwnSubtests checks the pattern the
+// way go test reads -test.skip: split at slashes, one expression per level.
+func TestCompatSkipPatternNamesOnlyTheTestsOwnSubtests(t *testing.T) {
+	t.Parallel()
+	if p := compatSkipPattern("TestRunsCreate_RunDependent"); p != "" {
+		t.Fatalf("a test without skipped subtests got %q", p)
+	}
+	levels := strings.Split(compatSkipPattern("TestRegistryModulesList"), "/")
+	if len(levels) != 2 {
+		t.Fatalf("levels %q", levels)
+	}
+	matches := func(expr, s string) bool { return regexp.MustCompile(expr).MatchString(s) }
+	if !matches(levels[0], "TestRegistryModulesList") || matches(levels[0], "TestWorkspacesRead") ||
+		!matches(levels[1], "include_no-code_modules") || matches(levels[1], "with_search_query") {
+		t.Fatalf("pattern %q", levels)
 	}
 }

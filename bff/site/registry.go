@@ -80,6 +80,13 @@ type moduleVersion struct {
 // Published reports whether the version is ok, the only status with facts.
 func (v moduleVersion) Published() bool { return v.Status == "ok" }
 
+// Prerelease reports whether the version has a prerelease part, which a
+// version constraint other than an exact pin never selects.
+func (v moduleVersion) Prerelease() bool {
+	core, _, _ := strings.Cut(v.Version, "+")
+	return strings.Contains(core, "-")
+}
+
 // Actions are the version actions a writer is offered, in the HCP rules:
 // deprecate a published version, restore or revoke a deprecated one,
 // un-revoke a revoked one.
@@ -346,8 +353,9 @@ func (s *Site) renderModule(w http.ResponseWriter, r *http.Request, token, modul
 
 // selectVersion picks the version the page shows: the one asked for by ID
 // (read on its own, as it may be beyond the first page of versions), else
-// the newest published and unrevoked one, else the newest. It reads the
-// version's facts when it is published.
+// the newest published, unrevoked release (what a constraint like "~> 1.0"
+// would pick), else the newest published and unrevoked one, else the
+// newest. It reads the version's facts when it is published.
 func (s *Site) selectVersion(ctx context.Context, token, moduleID, asked string, page *modulePage) error {
 	if asked != "" {
 		var v moduleVersion
@@ -360,15 +368,7 @@ func (s *Site) selectVersion(ctx context.Context, token, moduleID, asked string,
 		}
 		page.Selected = &v
 	} else {
-		for i, v := range page.Versions {
-			if v.Published() && v.Revocation == nil {
-				page.Selected = &page.Versions[i]
-				break
-			}
-		}
-		if page.Selected == nil && len(page.Versions) > 0 {
-			page.Selected = &page.Versions[0]
-		}
+		page.Selected = defaultVersion(page.Versions)
 	}
 	if page.Selected == nil || !page.Selected.Published() {
 		return nil
@@ -383,6 +383,25 @@ func (s *Site) selectVersion(ctx context.Context, token, moduleID, asked string,
 		page.FactsProblem = apiErr
 	default:
 		return err
+	}
+	return nil
+}
+
+// defaultVersion is the version a module page shows unless asked for
+// another (selectVersion); nil when there are none. versions are newest
+// first.
+func defaultVersion(versions []moduleVersion) *moduleVersion {
+	resolvable := func(v moduleVersion) bool { return v.Published() && v.Revocation == nil }
+	for _, wanted := range []func(moduleVersion) bool{
+		func(v moduleVersion) bool { return resolvable(v) && !v.Prerelease() },
+		resolvable,
+		func(moduleVersion) bool { return true },
+	} {
+		for i := range versions {
+			if wanted(versions[i]) {
+				return &versions[i]
+			}
+		}
 	}
 	return nil
 }

@@ -152,3 +152,30 @@ func TestModulePageOffersNoActionsToReaders(t *testing.T) {
 		t.Fatal("a writer is not offered the publish form")
 	}
 }
+
+// TestDefaultVersionPrefersResolvableReleases: the page opens on the
+// newest published, unrevoked release, then a prerelease, then anything.
+func TestDefaultVersionPrefersResolvableReleases(t *testing.T) {
+	t.Parallel()
+	page := samplePage(t, false)
+	rc, stable := page.Versions[0], page.Versions[1]
+	rc.Revocation = nil
+	pending := moduleVersion{Version: "3.0.0", Status: "pending"}
+	for _, c := range []struct {
+		versions []moduleVersion
+		want     string
+	}{
+		{[]moduleVersion{pending, rc, stable}, "1.1.0"},
+		{[]moduleVersion{pending, rc}, "2.0.0-rc.1+b.7"},
+		{[]moduleVersion{pending, page.Versions[0]}, "3.0.0"},
+		{nil, ""},
+	} {
+		got := ""
+		if v := defaultVersion(c.versions); v != nil {
+			got = v.Version
+		}
+		if got != c.want {
+			t.Errorf("defaultVersion = %q, want %q", got, c.want)
+		}
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cairnhq/cairn/api/access"
 	"github.com/cairnhq/cairn/bff/apiclient"
 )
 
@@ -20,9 +21,6 @@ import (
 // module's versions with their README and facts, and what writers do with
 // them. Every page reads /v1/registry/...; the API decides every action
 // again, so a control the page hides is also refused upstream.
-
-// permRegistryWrite is the permission that offers the registry's actions.
-const permRegistryWrite = "registry:write"
 
 // registryModule is a module as /v1 reads it.
 type registryModule struct {
@@ -123,7 +121,7 @@ type moduleInput struct {
 
 // DefaultShown is the default value as HCL-like JSON, "" when there is none.
 func (i moduleInput) DefaultShown() string {
-	if i.Required || len(i.Default) == 0 {
+	if i.Required || len(i.Default) == 0 || string(i.Default) == "null" {
 		return ""
 	}
 	return string(i.Default)
@@ -249,7 +247,7 @@ func (s *Site) renderRegistry(w http.ResponseWriter, r *http.Request, token stri
 		s.unavailable(w, r, f, err)
 		return
 	}
-	page.CanWrite = c.Can(permRegistryWrite)
+	page.CanWrite = c.Can(string(access.PermRegistryWrite))
 	if page.CanWrite {
 		// The binding is optional: without the repositories the form
 		// still publishes by upload.
@@ -346,7 +344,7 @@ func (s *Site) renderModule(w http.ResponseWriter, r *http.Request, token, modul
 		s.unavailable(w, r, f, err)
 		return
 	}
-	page.CanWrite = c.Can(permRegistryWrite)
+	page.CanWrite = c.Can(string(access.PermRegistryWrite))
 	f.Page = page
 	s.render(w, r, status, "registry-module.html", f)
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"html/template"
 	"io"
-	"mime"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -473,70 +472,6 @@ func (s *Site) deleteModule(w http.ResponseWriter, r *http.Request, token string
 	http.Redirect(w, r, "/registry?done=deleted", http.StatusSeeOther)
 }
 
-// maxRegistryField bounds a small field of the registry's multipart forms;
-// the archive part streams through unbuffered, bounded by the API (100 MB).
-const maxRegistryField = 4 << 10
-
-// errFormRefused is a multipart form that is cross-origin, malformed or
-// without the session's CSRF token: nothing of it was forwarded.
-var errFormRefused = errors.New("form refused")
-
-// errFormBroken is a form that did not arrive whole.
-var errFormBroken = errors.New("form broken")
-
-// streamForm reads a multipart form whose small fields come first and
-// whose one file part, named file, streams to upload as it arrives, never
-// held whole. The CSRF token precedes the file, so nothing is forwarded
-// for a forged post. upload is not called when no file was chosen; its
-// error is returned as it is.
-func (s *Site) streamForm(r *http.Request, file string, upload func(fields map[string]string, archive io.Reader) error) (map[string]string, error) {
-	if !s.sameOrigin(r) {
-		return nil, errFormRefused
-	}
-	mediaType, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	if err != nil || mediaType != "multipart/form-data" {
-		return nil, errFormRefused
-	}
-	parts, err := r.MultipartReader()
-	if err != nil {
-		return nil, errFormRefused
-	}
-	fields := map[string]string{}
-	for n := 0; ; n++ {
-		if n > 16 {
-			return nil, errFormRefused
-		}
-		part, err := parts.NextPart()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, errFormBroken
-		}
-		if part.FormName() != file {
-			value, err := io.ReadAll(io.LimitReader(part, maxRegistryField+1))
-			if err != nil || len(value) > maxRegistryField {
-				return nil, errFormRefused
-			}
-			fields[part.FormName()] = string(value)
-			continue
-		}
-		if !s.sessions.ValidCSRF(r.Context(), fields["csrf_token"]) {
-			return nil, errFormRefused
-		}
-		if part.FileName() == "" {
-			continue
-		}
-		if err := upload(fields, part); err != nil {
-			return fields, err
-		}
-	}
-	if !s.sessions.ValidCSRF(r.Context(), fields["csrf_token"]) {
-		return nil, errFormRefused
-	}
-	return fields, nil
-}
-
 // uploadModuleVersion streams an archive to the API as a new version of
 // the module; the API answers with it published or errored.
 func (s *Site) uploadModuleVersion(ctx context.Context, token, moduleID, version string, archive io.Reader) (moduleVersion, error) {
@@ -554,20 +489,6 @@ func (s *Site) uploadModuleVersion(ctx context.Context, token, moduleID, version
 		return v, &apiclient.Error{Status: http.StatusBadGateway, Code: "UPSTREAM_RESPONSE_INVALID"}
 	}
 	return env.Data, nil
-}
-
-// answerForm answers a multipart form that streamForm refused or that
-// broke on the way.
-func answerForm(w http.ResponseWriter, err error) bool {
-	switch {
-	case errors.Is(err, errFormRefused):
-		http.Error(w, "This form could not be accepted: reload the page and try again.", http.StatusForbidden)
-	case errors.Is(err, errFormBroken):
-		http.Error(w, "The form did not arrive whole; try again.", http.StatusBadRequest)
-	default:
-		return false
-	}
-	return true
 }
 
 // publishModule creates a module from the publish form, bound to a
@@ -614,7 +535,7 @@ func (s *Site) publishModule(w http.ResponseWriter, r *http.Request, token strin
 	}
 	switch {
 	case err != nil && created.ID == "":
-		s.renderRegistry(w, r, token, refusedStatus(err), registryPage{Error: registryRefusal(err)})
+		s.renderRegistry(w, r, token, refusedStatus(err), registryPage{Error: uploadMessage(err)})
 	case err != nil:
 		// The module exists; the page says why its version does not.
 		s.renderModule(w, r, token, created.ID, refusedStatus(err), modulePage{Notice: moduleNotices["created"], Error: uploadMessage(err)})
@@ -630,8 +551,11 @@ var errNoVersion = errors.New("no version given")
 
 // uploadMessage explains a refused version upload.
 func uploadMessage(err error) string {
-	if errors.Is(err, errNoVersion) {
+	switch {
+	case errors.Is(err, errNoVersion):
 		return "Give the version to publish the archive as, e.g. 1.2.0."
+	case errors.Is(err, errFormBroken):
+		return "The form did not arrive whole; try again."
 	}
 	return registryRefusal(err)
 }

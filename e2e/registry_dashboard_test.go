@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"bytes"
+	"mime/multipart"
 	"net/http"
 	"net/url"
 	"os"
@@ -95,6 +97,31 @@ func (s *Stack) registryVersions(t *testing.T, m member, moduleID string) map[st
 	return out
 }
 
+// multipart posts a multipart form with one file part after the fields,
+// as a browser sends the registry's upload forms, from origin.
+func (d dashboardSession) multipart(t *testing.T, path, origin string, fields map[string]string, file string, content []byte) int {
+	t.Helper()
+	var body bytes.Buffer
+	w := multipart.NewWriter(&body)
+	for _, k := range []string{"csrf_token", "name", "provider", "version"} {
+		if v, ok := fields[k]; ok {
+			_ = w.WriteField(k, v)
+		}
+	}
+	part, _ := w.CreateFormFile(file, "module.tar.gz")
+	_, _ = part.Write(content)
+	_ = w.Close()
+	req, _ := http.NewRequest(http.MethodPost, d.base+path, &body)
+	req.Header.Set("Content-Type", w.FormDataContentType())
+	req.Header.Set("Origin", origin)
+	resp, err := d.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
 // TestRegistryDashboard: an owner publishes a module with its first
 // version from the Registry page and a second from the module page; the
 // list searches by name and filters by provider; the module page renders
@@ -102,8 +129,9 @@ func (s *Stack) registryVersions(t *testing.T, m member, moduleID string) map[st
 // resources and submodule, and the exact usage snippet; deprecating and
 // then revoking a version marks it with each reason. A reader sees the
 // same pages without any action, and the API refuses the action the page
-// did not offer. Without the API the pages say "unavailable", never an
-// empty list.
+// did not offer; a publish form without the session's CSRF token or from
+// another origin forwards nothing. Without the API the pages say
+// "unavailable", never an empty list.
 func TestRegistryDashboard(t *testing.T) {
 	t.Parallel()
 	s := StartStack(t)
@@ -255,6 +283,19 @@ func TestRegistryDashboard(t *testing.T) {
 	}
 	if v := s.registryVersions(t, owner, network.ID)["1.1.0"]; v.Deprecation != nil {
 		t.Fatalf("the reader deprecated 1.1.0: %+v", v)
+	}
+
+	// The multipart publish form forwards nothing without the session's
+	// CSRF token or from another origin.
+	o := signInToDashboard(t, s, owner.email)
+	for _, c := range []struct{ csrf, origin string }{{"not-the-token", s.DashboardURL}, {o.csrf, "https://evil.example"}} {
+		if st := o.multipart(t, "/registry/modules", c.origin, map[string]string{"csrf_token": c.csrf, "name": "forged", "provider": "aws", "version": "1.0.0"},
+			"archive", devstack.TarGz(registryModuleFiles("forged"))); st != http.StatusForbidden {
+			t.Fatalf("a publish form with CSRF %q from %s: %d", c.csrf, c.origin, st)
+		}
+	}
+	if st := s.apiJSON(t, http.MethodGet, "/v1/registry/modules?q=forged", nil, &modules, owner.cookie()...); st != http.StatusOK || len(modules) != 0 {
+		t.Fatalf("a refused publish form created %+v (%d)", modules, st)
 	}
 
 	// Without the API the pages are unavailable, not empty.

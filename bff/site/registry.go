@@ -300,8 +300,8 @@ func (s *Site) modulePage(w http.ResponseWriter, r *http.Request, token string) 
 	q := r.URL.Query()
 	page := modulePage{Notice: moduleNotices[q.Get("done")]}
 	if q.Get("done") == "synced" {
-		page.Notice = "Sync finished: " + strconv.Itoa(atoiOr(q.Get("published"))) + " version(s) published, " +
-			strconv.Itoa(atoiOr(q.Get("skipped"))) + " tag(s) skipped."
+		page.Notice = "Sync started: " + strconv.Itoa(atoiOr(q.Get("published"))) + " version(s) publishing, " +
+			strconv.Itoa(atoiOr(q.Get("skipped"))) + " tag(s) already published. Each new version ends ok or errored in the list below."
 	}
 	s.renderModule(w, r, token, r.PathValue("moduleId"), http.StatusOK, page)
 }
@@ -441,8 +441,8 @@ func (s *Site) versionAction(action, done string) func(http.ResponseWriter, *htt
 	}
 }
 
-// syncModule publishes the versions of every matching tag the bound
-// repository has and the module lacks.
+// syncModule starts publishing the versions of every matching tag the
+// bound repository has and the module lacks.
 func (s *Site) syncModule(w http.ResponseWriter, r *http.Request, token string) {
 	moduleID := r.PathValue("moduleId")
 	var result struct {

@@ -290,6 +290,7 @@ func (p modulePage) Usage() string {
 var moduleNotices = map[string]string{
 	"created":    "Module created. Publish its first version by uploading a .tar.gz of the module's files.",
 	"uploaded":   "Version uploaded.",
+	"errored":    "The version was created but its archive was refused: the reason is below.",
 	"deprecated": "Version deprecated. It still resolves; runs that use it log a warning with the reason.",
 	"restored":   "Deprecation removed.",
 	"revoked":    "Version revoked. It no longer resolves for new runs.",
@@ -540,10 +541,20 @@ func (s *Site) publishModule(w http.ResponseWriter, r *http.Request, token strin
 		// The module exists; the page says why its version does not.
 		s.renderModule(w, r, token, created.ID, refusedStatus(err), modulePage{Notice: moduleNotices["created"], Error: uploadMessage(err)})
 	case uploaded.ID != "":
-		http.Redirect(w, r, modulePath(created.ID)+"?done=uploaded&version="+url.QueryEscape(uploaded.ID), http.StatusSeeOther)
+		http.Redirect(w, r, uploadedPath(created.ID, uploaded), http.StatusSeeOther)
 	default:
 		http.Redirect(w, r, modulePath(created.ID)+"?done=created", http.StatusSeeOther)
 	}
+}
+
+// uploadedPath is the module page showing a version just uploaded, with
+// the notice its outcome calls for.
+func uploadedPath(moduleID string, v moduleVersion) string {
+	done := "uploaded"
+	if v.Status == "errored" {
+		done = "errored"
+	}
+	return modulePath(moduleID) + "?done=" + done + "&version=" + url.QueryEscape(v.ID)
 }
 
 // errNoVersion is an archive uploaded without the version to publish it as.
@@ -584,7 +595,7 @@ func (s *Site) uploadVersion(w http.ResponseWriter, r *http.Request, token strin
 		s.renderModule(w, r, token, moduleID, refusedStatus(err), modulePage{Error: uploadMessage(err)})
 		return
 	}
-	http.Redirect(w, r, modulePath(moduleID)+"?done=uploaded&version="+url.QueryEscape(uploaded.ID), http.StatusSeeOther)
+	http.Redirect(w, r, uploadedPath(moduleID, uploaded), http.StatusSeeOther)
 }
 
 // routeRegistry adds the registry pages and actions. The upload forms are

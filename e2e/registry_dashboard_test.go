@@ -199,9 +199,25 @@ func TestRegistryDashboard(t *testing.T) {
 	waitText(t, ctx, "main .notice", "Version uploaded")
 	waitText(t, ctx, "#readme", "Builds the network (second)")
 	waitText(t, ctx, "#usage-snippet", `version = "1.1.0"`)
+	// An archive without configuration ends errored, and the page says why.
+	empty := filepath.Join(t.TempDir(), "empty.tar.gz")
+	if err := os.WriteFile(empty, devstack.TarGz(map[string]string{"README.md": "# Nothing here\n"}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	browse(t, ctx, "uploading an archive without configuration",
+		chromedp.SendKeys(chromedp.CSS("#upload-version-number"), "0.9.0"),
+		chromedp.SetUploadFiles(chromedp.CSS("#upload-archive"), []string{empty}),
+		chromedp.Click(chromedp.CSS("#upload-version button[type=submit]")),
+		chromedp.WaitVisible(chromedp.CSS("#selected-error")),
+	)
+	waitText(t, ctx, "main .notice", "archive was refused")
+	waitText(t, ctx, "#selected-error", "module_no_configuration")
+	if n := count(t, ctx, "#usage-snippet, #readme"); n != 0 {
+		t.Fatal("an errored version shows a usage snippet or README")
+	}
 	s.publishRegistryVersion(t, owner, network.ID, "2.0.0-rc.1", registryModuleFiles("third"))
 	versions := s.registryVersions(t, owner, network.ID)
-	if len(versions) != 3 || versions["1.0.0"].Status != "ok" || versions["2.0.0-rc.1"].Status != "ok" {
+	if len(versions) != 4 || versions["1.0.0"].Status != "ok" || versions["2.0.0-rc.1"].Status != "ok" || versions["0.9.0"].Status != "errored" {
 		t.Fatalf("versions %+v", versions)
 	}
 

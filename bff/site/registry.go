@@ -177,6 +177,18 @@ func (f moduleFacts) SubmoduleViews() []factsView {
 
 // registryRefusal explains a refused registry change without the API's text.
 func registryRefusal(err error) string {
+	switch apiclient.CodeOf(err) {
+	case "REGISTRY_MODULE_EXISTS":
+		return "The organization already has a module with that name and provider."
+	case "REGISTRY_MODULE_VERSION_EXISTS":
+		return "The module already has that version: published versions never change, so publish a new version number."
+	case "REGISTRY_MODULE_SOURCE_UNSUPPORTED":
+		return "Publishing from a repository is not available here yet: leave the repository empty and upload archives."
+	case "REGISTRY_MODULE_VERSION_REVOKED":
+		return "That version is revoked: lift the revocation first."
+	case "REGISTRY_MODULE_VERSION_NOT_DEPRECATED":
+		return "Only a deprecated version can be revoked: deprecate it first."
+	}
 	switch apiclient.StatusOf(err) {
 	case http.StatusConflict:
 		return "That conflicts with what exists: the module or version is there already, or the version's state does not allow it."

@@ -35,6 +35,7 @@ require (
 	github.com/riverqueue/river/rivertype v0.41.0
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	github.com/tink-crypto/tink-go/v2 v2.6.0
+	github.com/yuin/goldmark v1.8.7
 	github.com/zclconf/go-cty v1.16.3
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp v1.47.0

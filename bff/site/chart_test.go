@@ -50,7 +50,7 @@ func TestSectionOfNamesWhereTheReaderIs(t *testing.T) {
 	t.Parallel()
 	for path, want := range map[string]string{
 		"/runs": "runs", "/runs/run_1": "runs", "/workspaces/ws_1/variables": "workspaces",
-		"/organization/audit": "organization", "/organizations": "organization", "/runsx": "", "/": "",
+		"/organization/audit": "organization", "/organizations": "organization", "/registry/modules/mod_1": "registry", "/runsx": "", "/": "",
 	} {
 		if got := sectionOf(path); got != want {
 			t.Errorf("sectionOf(%q) = %q, want %q", path, got, want)

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"mime"
-	"mime/multipart"
 	"net/http"
 	"net/url"
 	"strings"
@@ -181,14 +179,9 @@ func (s *Site) mintCLIToken(w http.ResponseWriter, r *http.Request, token string
 	s.renderStart(w, r, token, startPage{Token: issued.Token})
 }
 
-// maxRunForm bounds the small fields of the New run form; the archive part
-// streams through unbuffered, bounded by the API (100 MB).
-const maxRunForm = 8 << 10
-
 // newRun starts a run from the workspace's newest configuration, or from a
-// .tar.gz uploaded with the form: the file part is streamed to the API as
-// it arrives, never held whole. The form is multipart, so its CSRF token
-// is read from the first part rather than by the generic form guard.
+// .tar.gz uploaded with the form, streamed to the API as it arrives
+// (streamForm, which checks origin and CSRF itself: the form is multipart).
 func (s *Site) newRun(w http.ResponseWriter, r *http.Request) {
 	token, ok := s.sessions.APIToken(r.Context())
 	if !ok {
@@ -196,64 +189,20 @@ func (s *Site) newRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("id")
-	refuse := func() {
-		http.Error(w, "This form could not be accepted: reload the page and try again.", http.StatusForbidden)
-	}
-	if !s.sameOrigin(r) {
-		refuse()
-		return
-	}
-	mediaType, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	if err != nil || mediaType != "multipart/form-data" {
-		refuse()
-		return
-	}
-	parts, err := r.MultipartReader()
-	if err != nil {
-		refuse()
-		return
-	}
-	fields := map[string]string{}
 	var cfgID string
-	for n := 0; ; n++ {
-		if n > 16 {
-			refuse()
-			return
-		}
-		part, err := parts.NextPart()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			s.renderStart(w, r, token, startPage{Notice: "The form did not arrive whole; try again."})
-			return
-		}
-		name := part.FormName()
-		if name != "archive" {
-			value, err := io.ReadAll(io.LimitReader(part, maxRunForm+1))
-			if err != nil || len(value) > maxRunForm {
-				refuse()
-				return
-			}
-			fields[name] = string(value)
-			continue
-		}
-		// The CSRF token precedes the file in the form, so nothing is
-		// forwarded for a forged post.
-		if !s.sessions.ValidCSRF(r.Context(), fields["csrf_token"]) {
-			refuse()
-			return
-		}
-		if part.FileName() == "" {
-			continue
-		}
-		if cfgID, err = s.uploadConfiguration(r.Context(), token, id, part); err != nil {
-			s.renderStart(w, r, token, startPage{Notice: uploadRefusal(err)})
-			return
-		}
-	}
-	if !s.sessions.ValidCSRF(r.Context(), fields["csrf_token"]) {
-		refuse()
+	fields, err := s.streamForm(r, "archive", func(_ map[string]string, archive io.Reader) error {
+		var err error
+		cfgID, err = s.uploadConfiguration(r.Context(), token, id, archive)
+		return err
+	})
+	switch {
+	case answerForm(w, err):
+		return
+	case errors.Is(err, errFormBroken):
+		s.renderStart(w, r, token, startPage{Notice: "The form did not arrive whole; try again."})
+		return
+	case err != nil:
+		s.renderStart(w, r, token, startPage{Notice: uploadRefusal(err)})
 		return
 	}
 	kind := fields["kind"]
@@ -280,9 +229,9 @@ func (s *Site) newRun(w http.ResponseWriter, r *http.Request) {
 
 // uploadConfiguration streams one archive part to the API as a new
 // configuration version.
-func (s *Site) uploadConfiguration(ctx context.Context, token, workspaceID string, part *multipart.Part) (string, error) {
+func (s *Site) uploadConfiguration(ctx context.Context, token, workspaceID string, archive io.Reader) (string, error) {
 	resp, err := s.api.Stream(ctx, token, http.MethodPost, "/v1/workspaces/"+url.PathEscape(workspaceID)+"/configuration-versions",
-		"application/gzip", part, "Idempotency-Key", newKey(), "Accept", "application/json")
+		"application/gzip", archive, "Idempotency-Key", newKey(), "Accept", "application/json")
 	if err != nil {
 		return "", err
 	}

@@ -48,7 +48,7 @@ func (s *Site) switcher(ctx context.Context, token string) *switcher {
 // sectionOf names the main navigation entry a path belongs to, so the
 // navigation can say where the reader is.
 func sectionOf(path string) string {
-	for _, section := range []string{"runs", "workspaces", "organization", "organizations", "agents"} {
+	for _, section := range []string{"runs", "workspaces", "organization", "organizations", "registry", "agents"} {
 		if path == "/"+section || strings.HasPrefix(path, "/"+section+"/") {
 			if section == "organizations" {
 				return "organization"

@@ -160,6 +160,7 @@ func (s *Site) Handler() http.Handler {
 	mux.HandleFunc("GET /workspaces/{id}/pull-requests/{ingestionId}", ws(s.workspaceTab("pull-request", s.loadPullRequest)))
 	mux.HandleFunc("POST /workspaces/{id}/pull-requests/{ingestionId}/plan", s.form(ws(s.planPullRequest)))
 	s.routeRuns(mux)
+	s.routeRegistry(mux)
 	org := func(h func(http.ResponseWriter, *http.Request, string)) http.HandlerFunc {
 		return s.signedIn(s.admitted(scopeOrganization, h))
 	}

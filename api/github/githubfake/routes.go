@@ -22,7 +22,7 @@ const (
 	RouteRepositories = "GET /installation/repositories"
 	RouteRepository   = "GET /repos/{owner}/{repo}"
 	RouteCommit       = "GET /repos/{owner}/{repo}/commits/{ref}"
-	RouteTarball      = "GET /repos/{owner}/{repo}/tarball/{ref}"
+	RouteTarball      = "GET /repos/{owner}/{repo}/tarball/{ref...}"
 	RouteCodeload     = "GET /{owner}/{repo}/legacy.tar.gz/{sha}"
 	RoutePullFiles    = "GET /repos/{owner}/{repo}/pulls/{number}/files"
 	RouteTags         = "GET /repos/{owner}/{repo}/tags"

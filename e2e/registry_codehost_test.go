@@ -228,7 +228,7 @@ func TestRegistryPublishesFromTheCodeHost(t *testing.T) {
 		t.Fatalf("linked tag: %+v", got)
 	}
 	bad := c.settled(t, mod.ID, "1.1.0")["1.1.0"]
-	if bad.Status != "errored" || bad.Error == nil || bad.Error.Code != "archive_link_entry" || strings.Contains(bad.Error.Message, "shadow") {
+	if bad.Status != "errored" || bad.Error == nil || bad.Error.Code != "archive_link" || strings.Contains(bad.Error.Message, "shadow") {
 		t.Fatalf("linked version: %+v", bad)
 	}
 

@@ -23,6 +23,7 @@ import (
 	"github.com/cairnhq/cairn/api/platform/idempotency"
 	"github.com/cairnhq/cairn/api/platform/reqid"
 	"github.com/cairnhq/cairn/api/policy"
+	"github.com/cairnhq/cairn/api/registry"
 	"github.com/cairnhq/cairn/api/run"
 	"github.com/cairnhq/cairn/api/serviceaccount"
 	"github.com/cairnhq/cairn/api/sso"
@@ -157,6 +158,8 @@ var table = []struct {
 	{github.ErrInstallationInactive, httpx.Problem{Status: http.StatusConflict, Code: "GITHUB_INSTALLATION_INACTIVE"}},
 	{github.ErrNotHeld, httpx.Problem{Status: http.StatusConflict, Code: "SOURCE_INGESTION_NOT_HELD"}},
 	{github.ErrCommitMismatch, httpx.Problem{Status: http.StatusConflict, Code: "SOURCE_INGESTION_COMMIT_MISMATCH"}},
+	{registry.ErrNotBound, httpx.Problem{Status: http.StatusConflict, Code: "REGISTRY_MODULE_NOT_BOUND"}},
+	{registry.ErrSourceUnavailable, httpx.Problem{Status: http.StatusConflict, Code: "REGISTRY_MODULE_SOURCE_UNAVAILABLE"}},
 	{fault.ErrNotFound, httpx.Problem{Status: http.StatusNotFound, Code: httpx.CodeNotFound}},
 	{fault.ErrUnauthenticated, httpx.Problem{Status: http.StatusUnauthorized, Code: httpx.CodeUnauthenticated}},
 	{fault.ErrForbidden, httpx.Problem{Status: http.StatusForbidden, Code: httpx.CodeForbidden}},

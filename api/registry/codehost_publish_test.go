@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cairnhq/cairn/api/access"
 	"github.com/cairnhq/cairn/api/apitest"
 	"github.com/cairnhq/cairn/api/github/githubfake"
 	"github.com/cairnhq/cairn/api/platform/config"
@@ -88,6 +89,43 @@ func (c *codeHost) count(t *testing.T, query string, args ...any) int {
 	return n
 }
 
+// principal is the owner as the registry's Go API sees them.
+func (c *codeHost) principal() access.Principal {
+	return access.Principal{Kind: access.KindUser, ID: c.owner.ID, OrganizationID: c.owner.OrganizationID,
+		Role: access.RoleOwner, Permissions: access.PermissionsOf(access.RoleOwner)}
+}
+
+// module creates a module, bound when src names a repository.
+func (c *codeHost) module(t *testing.T, name string, src *registry.SourceInput) registry.Module {
+	t.Helper()
+	ctx := context.Background()
+	services := c.env.Server.Services()
+	source, err := services.RegistryCodeHost.ResolveSource(ctx, c.env.DB, c.principal(), src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := services.Registry.CreateModule(ctx, c.principal(), registry.CreateModuleInput{Name: name, Provider: "aws",
+		Source: source})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func (c *codeHost) versions(t *testing.T, moduleID string) map[string]registry.Version {
+	t.Helper()
+	list, _, err := c.env.Server.Services().Registry.ListVersions(context.Background(), c.principal(), moduleID,
+		registry.ListVersionsQuery{Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]registry.Version{}
+	for _, v := range list {
+		out[v.Version] = v
+	}
+	return out
+}
+
 type moduleDoc struct {
 	ID     string `json:"id"`
 	Status string `json:"status"`
@@ -98,30 +136,6 @@ type moduleDoc struct {
 		Directory    string `json:"directory"`
 		TagPrefix    string `json:"tag_prefix"`
 	} `json:"source"`
-}
-
-type versionDoc struct {
-	ID        string  `json:"id"`
-	Version   string  `json:"version"`
-	Status    string  `json:"status"`
-	Origin    string  `json:"origin"`
-	Tag       *string `json:"tag"`
-	CommitSHA *string `json:"commit_sha"`
-	Error     *struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
-}
-
-func (c *codeHost) versions(t *testing.T, moduleID string) map[string]versionDoc {
-	t.Helper()
-	var list []versionDoc
-	c.owner.Get("/v1/registry/modules/"+moduleID+"/versions?limit=100").MustStatus(t, http.StatusOK).Data(t, &list)
-	out := map[string]versionDoc{}
-	for _, v := range list {
-		out[v.Version] = v
-	}
-	return out
 }
 
 func moduleFiles(extra map[string]string) map[string]string {
@@ -149,10 +163,8 @@ func TestTagPushPublishesOnce(t *testing.T) {
 	c := startCodeHost(t, 901, 9401)
 	ctx := context.Background()
 	ch := c.env.Server.Services().RegistryCodeHost
-	var m moduleDoc
-	c.owner.Mutate(http.MethodPost, "/v1/registry/modules", map[string]any{"name": "network", "provider": "aws",
-		"source": map[string]any{"repository_id": 9401, "directory": "network", "tag_prefix": "network/"}}).
-		MustStatus(t, http.StatusCreated).Data(t, &m)
+	repo := int64(9401)
+	m := c.module(t, "network", &registry.SourceInput{RepositoryID: &repo, Directory: "network/", TagPrefix: "network/"})
 	if m.Source == nil || m.Source.Owner != "acme" || m.Source.Directory != "network" || m.Source.TagPrefix != "network/" {
 		t.Fatalf("created module: %+v", m)
 	}
@@ -200,24 +212,16 @@ func TestTagPushPublishesOnce(t *testing.T) {
 		t.Fatalf("settled ingest: %v", err)
 	}
 	v := c.versions(t, m.ID)["1.0.0"]
-	if v.Status != "ok" || v.Origin != "tag" || v.Tag == nil || *v.Tag != "network/v1.0.0" || v.CommitSHA == nil || *v.CommitSHA != sha {
+	if v.Status != registry.VersionOK || v.Origin != registry.OriginTag || v.Tag == nil || *v.Tag != "network/v1.0.0" || v.CommitSHA == nil || *v.CommitSHA != sha {
 		t.Fatalf("published version: %+v", v)
 	}
 	if n := c.count(t, `SELECT count(*) FROM registry_module_versions WHERE module_id = $1`, m.ID); n != 1 {
 		t.Fatalf("%d versions", n)
 	}
-	var facts struct {
-		Readme string `json:"readme"`
-		Inputs []struct {
-			Name string `json:"name"`
-		} `json:"inputs"`
-		Submodules []struct {
-			Path string `json:"path"`
-		} `json:"submodules"`
-	}
-	c.owner.Get("/v1/registry/module-versions/"+v.ID+"/facts").MustStatus(t, http.StatusOK).Data(t, &facts)
-	if facts.Readme != "# network\n" || len(facts.Inputs) != 1 || facts.Inputs[0].Name != "cidr" || len(facts.Submodules) != 1 {
-		t.Fatalf("facts of the subdirectory: %+v", facts)
+	facts, err := c.env.Server.Services().Registry.Facts(ctx, c.principal(), v.ID)
+	if err != nil || facts.README != "# network\n" || len(facts.Inputs) != 1 || facts.Inputs[0].Name != "cidr" ||
+		len(facts.Submodules) != 1 {
+		t.Fatalf("facts of the subdirectory: %v %+v", err, facts)
 	}
 	var ing struct {
 		Status    string  `db:"status"`
@@ -255,12 +259,12 @@ func TestTagPushPublishesOnce(t *testing.T) {
 		t.Fatalf("ingest linked: %v", err)
 	}
 	errored := c.versions(t, m.ID)["1.1.0"]
-	if errored.Status != "errored" || errored.Error == nil || errored.Error.Code != "archive_link_entry" ||
-		strings.Contains(errored.Error.Message, "/etc/shadow") {
-		t.Fatalf("linked version: %+v", errored)
+	if errored.Status != registry.VersionErrored || errored.ErrorCode == nil || *errored.ErrorCode != "archive_link" ||
+		errored.ErrorMessage == nil || strings.Contains(*errored.ErrorMessage, "shadow") {
+		t.Fatalf("linked version: %s %v %v", errored.Status, deref(errored.ErrorCode), deref(errored.ErrorMessage))
 	}
 	if n := c.count(t, `SELECT count(*) FROM registry_module_ingestions WHERE id = $1 AND status = 'errored'
-		AND error_code = 'archive_link_entry'`, bad.IngestionIDs[0]); n != 1 {
+		AND error_code = 'archive_link'`, bad.IngestionIDs[0]); n != 1 {
 		t.Fatal("linked ingestion not errored")
 	}
 
@@ -283,11 +287,7 @@ func TestSyncAndSource(t *testing.T) {
 	ctx := context.Background()
 	ch := c.env.Server.Services().RegistryCodeHost
 	var m moduleDoc
-	c.owner.Mutate(http.MethodPost, "/v1/registry/modules", map[string]any{"name": "network", "provider": "aws"}).
-		MustStatus(t, http.StatusCreated).Data(t, &m)
-	if m.Source != nil {
-		t.Fatalf("unbound module: %+v", m)
-	}
+	m.ID = c.module(t, "network", nil).ID
 	if res := c.owner.Mutate(http.MethodPost, "/v1/registry/modules/"+m.ID+"/actions/sync", nil); res.Status != http.StatusConflict {
 		t.Fatalf("sync of an unbound module: %d %s", res.Status, res.Body)
 	}
@@ -298,8 +298,8 @@ func TestSyncAndSource(t *testing.T) {
 		{map[string]any{"repository_id": 1234}, http.StatusBadRequest},
 		{map[string]any{"repository_id": 9403, "directory": "../up"}, http.StatusBadRequest},
 		{map[string]any{"repository_id": 9403, "tag_prefix": "bad prefix"}, http.StatusBadRequest},
-		{map[string]any{"repository_id": 9403, "tag_prefix": strings.Repeat("p", 101)}, http.StatusUnprocessableEntity},
-		{map[string]any{"directory": "x"}, http.StatusUnprocessableEntity},
+		{map[string]any{"repository_id": 9403, "tag_prefix": strings.Repeat("p", 101)}, http.StatusBadRequest},
+		{map[string]any{"directory": "x"}, http.StatusBadRequest},
 	} {
 		if res := c.owner.Mutate(http.MethodPut, "/v1/registry/modules/"+m.ID+"/source", tc.body); res.Status != tc.status {
 			t.Fatalf("source %v: %d %s", tc.body, res.Status, res.Body)
@@ -324,9 +324,9 @@ func TestSyncAndSource(t *testing.T) {
 		} `json:"skipped"`
 	}
 	c.owner.Mutate(http.MethodPost, "/v1/registry/modules/"+m.ID+"/actions/sync", nil).MustStatus(t, http.StatusOK).Data(t, &res)
-	c.owner.Get("/v1/registry/modules/"+m.ID).MustStatus(t, http.StatusOK).Data(t, &m)
-	if len(res.Published) != 0 || m.Status != registry.ModuleNoVersionTags {
-		t.Fatalf("empty sync: %+v, module %s", res, m.Status)
+	if mod, err := c.env.Server.Services().Registry.Module(ctx, c.principal(), m.ID); err != nil || len(res.Published) != 0 ||
+		mod.Status != registry.ModuleNoVersionTags {
+		t.Fatalf("empty sync: %+v, module %v %+v", res, err, mod)
 	}
 
 	sha := c.fake.Commit(9403, "main", "modules", moduleFiles(nil))
@@ -354,7 +354,7 @@ func TestSyncAndSource(t *testing.T) {
 		}
 	}
 	vs := c.versions(t, m.ID)
-	if len(vs) != 3 || vs["1.1.0"].Status != "ok" || vs["2.0.0-rc.1"].Status != "ok" {
+	if len(vs) != 3 || vs["1.1.0"].Status != registry.VersionOK || vs["2.0.0-rc.1"].Status != registry.VersionOK {
 		t.Fatalf("versions after sync: %+v", vs)
 	}
 	// A second sync publishes nothing again.
@@ -371,4 +371,11 @@ func TestSyncAndSource(t *testing.T) {
 	if n := c.count(t, `SELECT count(*) FROM audit_events WHERE action = 'registry_module.source_changed' AND target_id = $1`, m.ID); n != 2 {
 		t.Fatalf("%d source audit events", n)
 	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return "<nil>"
+	}
+	return *s
 }

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/rivertype"
 
 	"github.com/cairnhq/cairn/api/dispatch"
 	"github.com/cairnhq/cairn/api/github"
@@ -100,11 +99,7 @@ func (IngestArgs) Kind() string { return "module_ingestion" }
 
 // InsertOpts make the dispatch deterministic: one live job per ingestion
 // (on the code host's queue, which every worker with the app serves).
-func (IngestArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: github.QueueSources, MaxAttempts: 12, UniqueOpts: river.UniqueOpts{ByArgs: true,
-		ByState: []rivertype.JobState{rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRetryable,
-			rivertype.JobStateRunning, rivertype.JobStateScheduled}}}
-}
+func (IngestArgs) InsertOpts() river.InsertOpts { return github.SourceJobOpts() }
 
 // TagVersion is the version a tag publishes under a binding's prefix:
 // the tag must be the prefix followed by v?MAJOR.MINOR.PATCH[-pre][+build]

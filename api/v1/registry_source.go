@@ -1,7 +1,10 @@
 package v1
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -112,4 +115,24 @@ func (a *API) registerRegistrySource() {
 				return err
 			})
 	})
+}
+
+// moduleSource resolves the optional source of POST /v1/registry/modules
+// (a RegistrySourceRequest) in the creating transaction; absent or null is
+// no binding.
+func (a *API) moduleSource(ctx context.Context, tx *sqlx.Tx, p access.Principal, raw json.RawMessage) (*registry.Source, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var req RegistrySourceRequest
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil || req.RepositoryID == nil {
+		return nil, fmt.Errorf("%w: source must be {repository_id, directory?, tag_prefix?}", fault.ErrValidation)
+	}
+	ch, err := a.registryCodeHost()
+	if err != nil {
+		return nil, err
+	}
+	return ch.ResolveSource(ctx, tx, p, req.input())
 }

@@ -95,17 +95,11 @@ func (c *codeHost) principal() access.Principal {
 		Role: access.RoleOwner, Permissions: access.PermissionsOf(access.RoleOwner)}
 }
 
-// module creates a module, bound when src names a repository.
-func (c *codeHost) module(t *testing.T, name string, src *registry.SourceInput) registry.Module {
+// module creates an unbound module through the Go API.
+func (c *codeHost) module(t *testing.T, name string) registry.Module {
 	t.Helper()
-	ctx := context.Background()
-	services := c.env.Server.Services()
-	source, err := services.RegistryCodeHost.ResolveSource(ctx, c.env.DB, c.principal(), src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := services.Registry.CreateModule(ctx, c.principal(), registry.CreateModuleInput{Name: name, Provider: "aws",
-		Source: source})
+	m, err := c.env.Server.Services().Registry.CreateModule(context.Background(), c.principal(),
+		registry.CreateModuleInput{Name: name, Provider: "aws"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,8 +157,10 @@ func TestTagPushPublishesOnce(t *testing.T) {
 	c := startCodeHost(t, 901, 9401)
 	ctx := context.Background()
 	ch := c.env.Server.Services().RegistryCodeHost
-	repo := int64(9401)
-	m := c.module(t, "network", &registry.SourceInput{RepositoryID: &repo, Directory: "network/", TagPrefix: "network/"})
+	var m moduleDoc
+	c.owner.Mutate(http.MethodPost, "/v1/registry/modules", map[string]any{"name": "network", "provider": "aws",
+		"source": map[string]any{"repository_id": 9401, "directory": "network/", "tag_prefix": "network/"}}).
+		MustStatus(t, http.StatusCreated).Data(t, &m)
 	if m.Source == nil || m.Source.Owner != "acme" || m.Source.Directory != "network" || m.Source.TagPrefix != "network/" {
 		t.Fatalf("created module: %+v", m)
 	}
@@ -287,7 +283,7 @@ func TestSyncAndSource(t *testing.T) {
 	ctx := context.Background()
 	ch := c.env.Server.Services().RegistryCodeHost
 	var m moduleDoc
-	m.ID = c.module(t, "network", nil).ID
+	m.ID = c.module(t, "network").ID
 	if res := c.owner.Mutate(http.MethodPost, "/v1/registry/modules/"+m.ID+"/actions/sync", nil); res.Status != http.StatusConflict {
 		t.Fatalf("sync of an unbound module: %d %s", res.Status, res.Body)
 	}

@@ -320,3 +320,76 @@ func (a *App) PullFiles(ctx context.Context, installationID int64, owner, name s
 		opt.Page = resp.NextPage
 	}
 }
+
+// ProviderTag is a tag of a repository and the commit it names.
+type ProviderTag struct {
+	Name      string
+	CommitSHA string
+}
+
+// maxTagPages bounds a repository's tag list (100 a page).
+const maxTagPages = 50
+
+// Tags lists every tag of a repository with the commit it names, every
+// page of it; a repository with more than maxTagPages pages is an error
+// rather than a silently partial list.
+func (a *App) Tags(ctx context.Context, installationID int64, owner, name string) ([]ProviderTag, error) {
+	if a == nil {
+		return nil, ErrUnconfigured
+	}
+	c, _ := a.installationClient(installationID)
+	var out []ProviderTag
+	opt := &gh.ListOptions{PerPage: 100}
+	for range maxTagPages {
+		page, resp, err := c.Repositories.ListTags(ctx, owner, name, opt)
+		if err != nil {
+			return nil, fmt.Errorf("listing tags: %w", err)
+		}
+		for _, t := range page {
+			out = append(out, ProviderTag{Name: t.GetName(), CommitSHA: t.GetCommit().GetSHA()})
+		}
+		if resp.NextPage == 0 {
+			return out, nil
+		}
+		opt.Page = resp.NextPage
+	}
+	return nil, fmt.Errorf("repository lists more than %d pages of tags", maxTagPages)
+}
+
+// TagCommit resolves a tag as it is now: the object its ref names (the
+// commit of a lightweight tag, the tag object of an annotated one) and the
+// commit that is, peeling tag objects. ErrTagNotFound: the provider has no
+// such tag, or it does not lead to a commit.
+func (a *App) TagCommit(ctx context.Context, installationID int64, owner, name, tag string) (refSHA, commitSHA string, err error) {
+	if a == nil {
+		return "", "", ErrUnconfigured
+	}
+	c, _ := a.installationClient(installationID)
+	ref, _, err := c.Git.GetRef(ctx, owner, name, "tags/"+tag)
+	if err != nil {
+		if isClientError(err) {
+			return "", "", ErrTagNotFound
+		}
+		return "", "", fmt.Errorf("resolving tag: %w", err)
+	}
+	obj := ref.GetObject()
+	refSHA = obj.GetSHA()
+	// A tag of a tag is peeled again, a bounded number of times.
+	for range 4 {
+		if obj.GetType() != "tag" {
+			break
+		}
+		t, _, err := c.Git.GetTag(ctx, owner, name, obj.GetSHA())
+		if err != nil {
+			if isClientError(err) {
+				return "", "", ErrTagNotFound
+			}
+			return "", "", fmt.Errorf("peeling tag: %w", err)
+		}
+		obj = t.GetObject()
+	}
+	if obj.GetType() != "commit" {
+		return "", "", ErrTagNotFound
+	}
+	return refSHA, obj.GetSHA(), nil
+}

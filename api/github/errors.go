@@ -48,3 +48,7 @@ var (
 	// held ingestion's head commit.
 	ErrCommitMismatch = errors.New("commit is not the held pull request's head commit")
 )
+
+// ErrTagNotFound: the provider has no such tag (any more), or it does not
+// name a commit.
+var ErrTagNotFound = errors.New("tag not found at the code host")

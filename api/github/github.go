@@ -198,7 +198,12 @@ func (IngestArgs) Kind() string { return "source_ingestion" }
 // InsertOpts makes the dispatch deterministic: one live job per
 // ingestion. A finished job does not count, so a held ingestion a person
 // plans, or a lost one the reconciler redelivers, gets a job again.
-func (IngestArgs) InsertOpts() river.InsertOpts {
+func (IngestArgs) InsertOpts() river.InsertOpts { return SourceJobOpts() }
+
+// SourceJobOpts are the insert options of a job that ingests from the code
+// host (a workspace's source, a registry module's tag): on the sources
+// queue, retried, and unique while live by its arguments.
+func SourceJobOpts() river.InsertOpts {
 	return river.InsertOpts{Queue: QueueSources, MaxAttempts: 12, UniqueOpts: river.UniqueOpts{ByArgs: true,
 		ByState: []rivertype.JobState{rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRetryable,
 			rivertype.JobStateRunning, rivertype.JobStateScheduled}}}

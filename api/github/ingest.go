@@ -186,6 +186,21 @@ var errNoWorkingDirectory = errors.New("working directory has no files in the co
 // directory) as the archive of the working directory alone, rooted at it.
 // It reads as it writes; validation is Inspect's and StageArchive's.
 func repack(r io.Reader, w io.Writer, workingDirectory string) error {
+	return RepackDirectory(r, w, workingDirectory, false)
+}
+
+// ErrDirectoryMissing: the directory has no files in the commit.
+var ErrDirectoryMissing = errNoWorkingDirectory
+
+// RepackDirectory rewrites a provider archive (one top-level
+// "owner-repo-sha/" directory) as the archive of one directory alone,
+// rooted at it, reading as it writes. Names are carried over as they are
+// (a traversing name stays one), so whoever validates the result refuses
+// what the rules refuse. With keepOthers, links and special entries are
+// carried over too, for the validation of the result to refuse; without
+// it they are dropped (the caller validates the original).
+func RepackDirectory(r io.Reader, w io.Writer, directory string, keepOthers bool) error {
+	workingDirectory := directory
 	gz, err := gzip.NewReader(r)
 	if err != nil {
 		return err
@@ -231,9 +246,14 @@ func repack(r io.Reader, w io.Writer, workingDirectory string) error {
 			}
 			files++
 		default:
-			// Links and special entries are refused by Inspect on the
-			// original; nothing of them is carried over.
-			continue
+			if !keepOthers {
+				// Links and special entries are refused by Inspect on the
+				// original; nothing of them is carried over.
+				continue
+			}
+			err = tw.WriteHeader(&tar.Header{Typeflag: hdr.Typeflag, Name: rel, Linkname: hdr.Linkname, Mode: hdr.Mode,
+				ModTime: hdr.ModTime})
+			files++
 		}
 		if err != nil {
 			return err

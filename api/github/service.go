@@ -53,6 +53,9 @@ type Options struct {
 	// Checks publishes the neutral check run of a held ingestion; nil
 	// publishes none.
 	Checks *checkrun.Service
+	// Tags publishes what tag pushes concern (registry modules); nil
+	// ignores tag pushes.
+	Tags TagPublisher
 	// ForkRunsPerHour bounds the automatic fork-triggered runs of one
 	// repository in any rolling hour (CAIRN_FORK_RUNS_PER_HOUR); at least 1.
 	ForkRunsPerHour int
@@ -358,20 +361,31 @@ func validateSource(in *SourceInput) error {
 	if !validBranch(in.TrackedBranch) {
 		return fmt.Errorf("%w: tracked_branch is not a valid branch name", ErrInvalid)
 	}
-	wd := in.WorkingDirectory
-	if wd != "" {
-		if len(wd) > 1024 || strings.HasPrefix(wd, "/") || strings.Contains(wd, "\\") || strings.ContainsRune(wd, 0) {
-			return fmt.Errorf("%w: working_directory must be a repository-relative path", ErrInvalid)
-		}
-		clean := path.Clean(strings.TrimSuffix(wd, "/"))
-		for _, seg := range strings.Split(strings.TrimSuffix(wd, "/"), "/") {
-			if seg == "" || seg == "." || seg == ".." {
-				return fmt.Errorf("%w: working_directory must be a repository-relative path", ErrInvalid)
-			}
-		}
-		in.WorkingDirectory = clean
+	wd, ok := CleanDirectory(in.WorkingDirectory)
+	if !ok {
+		return fmt.Errorf("%w: working_directory must be a repository-relative path", ErrInvalid)
 	}
+	in.WorkingDirectory = wd
 	return ValidateTriggerPaths(in.TriggerPaths)
+}
+
+// CleanDirectory checks a repository-relative directory ("" is the root)
+// and returns it without a trailing slash; false when it is absolute,
+// traverses, has empty, "." or ".." segments, a backslash or a NUL, or is
+// longer than 1,024 bytes.
+func CleanDirectory(wd string) (string, bool) {
+	if wd == "" {
+		return "", true
+	}
+	if len(wd) > 1024 || strings.HasPrefix(wd, "/") || strings.Contains(wd, "\\") || strings.ContainsRune(wd, 0) {
+		return "", false
+	}
+	for _, seg := range strings.Split(strings.TrimSuffix(wd, "/"), "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return "", false
+		}
+	}
+	return path.Clean(strings.TrimSuffix(wd, "/")), true
 }
 
 // validBranch follows git's reference name rules closely enough to refuse

@@ -334,6 +334,9 @@ func (s *Service) receivePush(ctx context.Context, d Delivery, body []byte) (Del
 	if err := json.Unmarshal(body, &p); err != nil {
 		return s.settle(ctx, d, ResultIgnored, "payload_unreadable", nil)
 	}
+	if tag, ok := strings.CutPrefix(p.Ref, "refs/tags/"); ok {
+		return s.receiveTag(ctx, d, p, tag)
+	}
 	branch, ok := strings.CutPrefix(p.Ref, "refs/heads/")
 	switch {
 	case !ok:

@@ -167,6 +167,8 @@ var table = []struct {
 	{registry.ErrRevoked, httpx.Problem{Status: http.StatusConflict, Code: "REGISTRY_MODULE_VERSION_REVOKED"}},
 	{registry.ErrNotRevoked, httpx.Problem{Status: http.StatusConflict, Code: "REGISTRY_MODULE_VERSION_NOT_REVOKED"}},
 	{registry.ErrNotPublished, httpx.Problem{Status: http.StatusConflict, Code: "REGISTRY_MODULE_VERSION_NOT_PUBLISHED"}},
+	{registry.ErrNotBound, httpx.Problem{Status: http.StatusConflict, Code: "REGISTRY_MODULE_NOT_BOUND"}},
+	{registry.ErrSourceUnavailable, httpx.Problem{Status: http.StatusConflict, Code: "REGISTRY_MODULE_SOURCE_UNAVAILABLE"}},
 	{fault.ErrNotFound, httpx.Problem{Status: http.StatusNotFound, Code: httpx.CodeNotFound}},
 	{fault.ErrUnauthenticated, httpx.Problem{Status: http.StatusUnauthorized, Code: httpx.CodeUnauthenticated}},
 	{fault.ErrForbidden, httpx.Problem{Status: http.StatusForbidden, Code: httpx.CodeForbidden}},

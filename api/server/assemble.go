@@ -124,6 +124,11 @@ func Assemble(cfg config.Config, conn *sqlx.DB, logger *slog.Logger) (Deps, erro
 		TokenKey: secret.Derive(cfg.AuthSecret, "scim-token"),
 		BaseURL:  cfg.Issuer() + "/api/auth/scim/v2",
 	})
+	modules := registry.NewService(conn, blobs, registry.Options{Logger: logger,
+		CursorKey: secret.Derive(cfg.AuthSecret, "registry-cursor")})
+	// Tag pushes of bound repositories publish module versions: the code
+	// host's acceptance transaction hands them to the registry.
+	moduleCodeHost := registry.NewCodeHost(conn, modules, app, inserter, logger)
 	deps.Services = v1.Services{
 		Audit:           audit.NewService(conn),
 		Identity:        ident,
@@ -137,10 +142,10 @@ func Assemble(cfg config.Config, conn *sqlx.DB, logger *slog.Logger) (Deps, erro
 		Runs:            runs,
 		GitHub: github.NewService(conn, app, workspaces, runs, inserter,
 			secret.Derive(cfg.AuthSecret, "github-installation-state"), logger,
-			github.Options{Checks: checks, ForkRunsPerHour: cfg.ForkRunsPerHour}),
-		RunEvents: notify.New(cfg.DatabaseURL.Reveal(), v1.RunEventsChannel, logger),
-		Registry: registry.NewService(conn, blobs, registry.Options{Logger: logger,
-			CursorKey: secret.Derive(cfg.AuthSecret, "registry-cursor")}),
+			github.Options{Checks: checks, ForkRunsPerHour: cfg.ForkRunsPerHour, Tags: moduleCodeHost}),
+		RunEvents:        notify.New(cfg.DatabaseURL.Reveal(), v1.RunEventsChannel, logger),
+		Registry:         modules,
+		RegistryCodeHost: moduleCodeHost,
 	}
 	return deps, nil
 }

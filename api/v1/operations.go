@@ -38,6 +38,8 @@ type Services struct {
 	RunEvents *notify.Hub
 	// Registry is the private module registry.
 	Registry *registry.Service
+	// RegistryCodeHost publishes module versions from the code host.
+	RegistryCodeHost *registry.CodeHost
 }
 
 // registerOperations registers every /v1 operation, grouped by domain.
@@ -64,6 +66,7 @@ func (a *API) registerOperations() {
 	a.registerCredentials()
 	a.registerGitHub()
 	a.registerSourceIngestions()
+	a.registerRegistrySource()
 	a.checkAgentOperations()
 }
 

@@ -213,7 +213,7 @@ func resourceView(r registry.Resource) ModuleResourceView {
 type CreateModuleRequest struct {
 	Name     string          `json:"name" minLength:"1" maxLength:"64" doc:"Letters, digits, '-' and '_', starting and ending with a letter or digit."`
 	Provider string          `json:"provider" minLength:"1" maxLength:"64" doc:"Lowercase letters and digits (the main provider the module uses)."`
-	Source   json.RawMessage `json:"source,omitempty" doc:"A code-host binding {repository_id, directory?, tag_prefix?}; refused with 422 REGISTRY_MODULE_SOURCE_UNSUPPORTED until publishing from the code host is available."`
+	Source   json.RawMessage `json:"source,omitempty" doc:"A code-host binding {repository_id, directory?, tag_prefix?}, as PUT /v1/registry/modules/{id}/source takes it."`
 }
 
 type createModuleInput struct {
@@ -339,12 +339,15 @@ func (a *API) registerRegistry() {
 		Description: "Needs registry:write. The namespace is the organization's name; a module is unique by name and provider " +
 			"(409 REGISTRY_MODULE_EXISTS).",
 	}, operationOptions{mutation: true, admit: admitOrganization}, func(ctx context.Context, in *createModuleInput) (*Mutated[ModuleView], error) {
-		if len(in.Body.Source) > 0 && string(in.Body.Source) != "null" {
-			return nil, a.fail(ctx, registry.ErrSourceUnsupported)
-		}
 		return mutation(ctx, a, in.IdempotencyKey, in.Body, http.StatusCreated,
 			func(ctx context.Context, tx *sqlx.Tx, p access.Principal) (ModuleView, error) {
-				m, err := reg().CreateModuleTx(ctx, tx, p, registry.CreateModuleInput{Name: in.Body.Name, Provider: in.Body.Provider})
+				// The binding is the code host's (registry_source.go).
+				src, err := a.moduleSource(ctx, tx, p, in.Body.Source)
+				if err != nil {
+					return ModuleView{}, err
+				}
+				m, err := reg().CreateModuleTx(ctx, tx, p, registry.CreateModuleInput{Name: in.Body.Name, Provider: in.Body.Provider,
+					Source: src})
 				return a.moduleView(m), err
 			})
 	})

@@ -87,7 +87,7 @@ func TestRegistryOverV1(t *testing.T) {
 	if r := owner.Mutate(http.MethodPost, "/v1/registry/modules", map[string]string{"name": "network", "provider": "aws"}); r.Status != http.StatusConflict || r.Code() != "REGISTRY_MODULE_EXISTS" {
 		t.Errorf("second module at the address: %d %s", r.Status, r.Body)
 	}
-	if r := owner.Mutate(http.MethodPost, "/v1/registry/modules", map[string]any{"name": "other", "provider": "aws", "source": map[string]any{"repository_id": 1}}); r.Status != http.StatusUnprocessableEntity || r.Code() != "REGISTRY_MODULE_SOURCE_UNSUPPORTED" {
+	if r := owner.Mutate(http.MethodPost, "/v1/registry/modules", map[string]any{"name": "other", "provider": "aws", "source": map[string]any{"repository_id": 1}}); r.Status != http.StatusBadRequest || r.Code() != "VALIDATION_FAILED" {
 		t.Errorf("module with a source: %d %s", r.Status, r.Body)
 	}
 	if r := owner.Mutate(http.MethodPost, "/v1/registry/modules", map[string]string{"name": "-bad", "provider": "aws"}); r.Status != http.StatusBadRequest {

@@ -21,10 +21,12 @@ import (
 	"github.com/cairnhq/cairn/api/platform/config"
 	"github.com/cairnhq/cairn/api/platform/telemetry"
 	"github.com/cairnhq/cairn/api/policy"
+	"github.com/cairnhq/cairn/api/registry"
 	"github.com/cairnhq/cairn/api/run"
 	"github.com/cairnhq/cairn/api/server"
 	"github.com/cairnhq/cairn/api/sweep"
 	"github.com/cairnhq/cairn/jobs/maintenance"
+	"github.com/cairnhq/cairn/jobs/moduleingest"
 	"github.com/cairnhq/cairn/jobs/policybuild"
 	"github.com/cairnhq/cairn/jobs/policyeval"
 	"github.com/cairnhq/cairn/jobs/providercache"
@@ -132,6 +134,13 @@ func New(cfg config.Config, conn *sqlx.DB, driver sandbox.Driver, logger *slog.L
 		}
 		queues[github.QueueSources] = river.QueueConfig{MaxWorkers: 4}
 		dispatches[github.DispatchIngestion] = gh.Redeliver
+		if ch := deps.Services.RegistryCodeHost; ch != nil {
+			// Module ingestions share the code host's queue.
+			if err := add(river.AddWorkerSafely(workers, &moduleingest.Worker{CodeHost: ch})); err != nil {
+				return nil, err
+			}
+			dispatches[registry.DispatchIngestion] = ch.Redeliver
+		}
 	}
 	if policies := deps.Services.Policies; policies != nil {
 		program, err := os.Executable()

@@ -82,6 +82,8 @@ type Repository struct {
 	Private       bool
 	// Refs maps a branch name to its head commit SHA.
 	Refs map[string]string
+	// Tags maps a tag name to the commit it names (lightweight tags).
+	Tags map[string]string
 }
 
 // FullName is "owner/name".
@@ -93,6 +95,8 @@ type Commit struct {
 	RepoID  int64
 	Message string
 	Files   map[string]string
+	// Links are symbolic links in the tree: path → target.
+	Links map[string]string
 }
 
 type token struct {
@@ -298,9 +302,12 @@ func (s *Server) AddRepository(r Repository) {
 		r.OwnerID = r.ID + 2_000_000
 	}
 	c := r
-	c.Refs = map[string]string{}
+	c.Refs, c.Tags = map[string]string{}, map[string]string{}
 	for k, v := range r.Refs {
 		c.Refs[k] = v
+	}
+	for k, v := range r.Tags {
+		c.Tags[k] = v
 	}
 	s.repos[r.ID] = &c
 }
@@ -309,6 +316,12 @@ func (s *Server) AddRepository(r Repository) {
 // branch to it and returns its 40-character SHA (derived from the content,
 // so the same tree and message give the same SHA).
 func (s *Server) Commit(repoID int64, branch, message string, files map[string]string) string {
+	return s.CommitWithLinks(repoID, branch, message, files, nil)
+}
+
+// CommitWithLinks is Commit with symbolic links (path → target) in the
+// tree besides the files.
+func (s *Server) CommitWithLinks(repoID int64, branch, message string, files, links map[string]string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	h := sha1.New()
@@ -321,13 +334,24 @@ func (s *Server) Commit(repoID int64, branch, message string, files map[string]s
 	for _, n := range names {
 		fmt.Fprintf(h, "%s\x00%s\x00", n, files[n])
 	}
+	linkNames := make([]string, 0, len(links))
+	for n := range links {
+		linkNames = append(linkNames, n)
+	}
+	sort.Strings(linkNames)
+	for _, n := range linkNames {
+		fmt.Fprintf(h, "%s\x00->%s\x00", n, links[n])
+	}
 	if r := s.repos[repoID]; r != nil {
 		fmt.Fprintf(h, "%s", r.Refs[branch]) // parent
 	}
 	sha := hex.EncodeToString(h.Sum(nil))
-	c := &Commit{SHA: sha, RepoID: repoID, Message: message, Files: map[string]string{}}
+	c := &Commit{SHA: sha, RepoID: repoID, Message: message, Files: map[string]string{}, Links: map[string]string{}}
 	for k, v := range files {
 		c.Files[k] = v
+	}
+	for k, v := range links {
+		c.Links[k] = v
 	}
 	s.commits[sha] = c
 	if r := s.repos[repoID]; r != nil {

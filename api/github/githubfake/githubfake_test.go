@@ -2,6 +2,7 @@ package githubfake_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/url"
@@ -107,5 +108,72 @@ func TestFakePlaysTheProvider(t *testing.T) {
 
 	if len(githubfake.Examples(t, "push")) == 0 {
 		t.Fatal("no push examples")
+	}
+}
+
+// TestFakeTags: the real client lists a repository's tags page by page,
+// reads a tag's ref, and downloads the tarball of a tag; a tag push
+// payload names the tag and its commit.
+func TestFakeTags(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := githubfake.Start(t)
+	f.AddRepository(githubfake.Repository{ID: 12, Owner: "acme", Name: "modules"})
+	f.AddInstallation(githubfake.Installation{ID: 8, AccountLogin: "acme", Repositories: []int64{12}})
+	sha := f.Commit(12, "main", "first", map[string]string{"net/main.tf": "# net\n"})
+	for _, tag := range []string{"net/v1.0.0", "v0.1.0", "not-a-version"} {
+		f.Tag(12, tag, sha)
+	}
+	apps, err := ghinstallation.NewAppsTransport(http.DefaultTransport, f.AppID, f.KeyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	apps.BaseURL = f.URL
+	itr := ghinstallation.NewFromAppsTransport(apps, 8)
+	itr.BaseURL = f.URL
+	c := github.NewClient(&http.Client{Transport: itr})
+	c.BaseURL, _ = url.Parse(f.URL + "/")
+	var names []string
+	opt := &github.ListOptions{PerPage: 2}
+	for {
+		page, resp, err := c.Repositories.ListTags(ctx, "acme", "modules", opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tag := range page {
+			if tag.GetCommit().GetSHA() != sha {
+				t.Fatalf("tag %s names %s", tag.GetName(), tag.GetCommit().GetSHA())
+			}
+			names = append(names, tag.GetName())
+		}
+		if resp.NextPage == 0 {
+			break
+		}
+		opt.Page = resp.NextPage
+	}
+	if len(names) != 3 {
+		t.Fatalf("tags: %v", names)
+	}
+	ref, _, err := c.Git.GetRef(ctx, "acme", "modules", "tags/net/v1.0.0")
+	if err != nil || ref.GetRef() != "refs/tags/net/v1.0.0" || ref.GetObject().GetSHA() != sha || ref.GetObject().GetType() != "commit" {
+		t.Fatalf("ref: %v %+v", err, ref)
+	}
+	if _, resp, err := c.Git.GetRef(ctx, "acme", "modules", "tags/v9.9.9"); err == nil || resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("missing tag: %v", err)
+	}
+	resp, err := (&http.Client{Transport: itr}).Get(f.URL + "/repos/acme/modules/tarball/refs/tags/v0.1.0")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("tarball of a tag: %v %v", err, resp)
+	}
+	resp.Body.Close()
+	var push struct {
+		Ref     string `json:"ref"`
+		After   string `json:"after"`
+		Created bool   `json:"created"`
+		Deleted bool   `json:"deleted"`
+	}
+	if err := json.Unmarshal(f.TagPush(t, 8, 12, "v0.1.0", sha), &push); err != nil || push.Ref != "refs/tags/v0.1.0" ||
+		push.After != sha || !push.Created || push.Deleted {
+		t.Fatalf("tag push: %v %+v", err, push)
 	}
 }

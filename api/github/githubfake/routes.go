@@ -22,9 +22,11 @@ const (
 	RouteRepositories = "GET /installation/repositories"
 	RouteRepository   = "GET /repos/{owner}/{repo}"
 	RouteCommit       = "GET /repos/{owner}/{repo}/commits/{ref}"
-	RouteTarball      = "GET /repos/{owner}/{repo}/tarball/{ref}"
+	RouteTarball      = "GET /repos/{owner}/{repo}/tarball/{ref...}"
 	RouteCodeload     = "GET /{owner}/{repo}/legacy.tar.gz/{sha}"
 	RoutePullFiles    = "GET /repos/{owner}/{repo}/pulls/{number}/files"
+	RouteTags         = "GET /repos/{owner}/{repo}/tags"
+	RouteGitRef       = "GET /repos/{owner}/{repo}/git/ref/{ref...}"
 )
 
 func (s *Server) routes() {
@@ -36,6 +38,8 @@ func (s *Server) routes() {
 	s.Handle(RouteTarball, s.tarball)
 	s.cmux.Handle(RouteCodeload, s.wrap(RouteCodeload, s.codeload))
 	s.Handle(RoutePullFiles, s.pullFiles)
+	s.Handle(RouteTags, s.tags)
+	s.Handle(RouteGitRef, s.gitRef)
 	s.Handle(RouteOAuthToken, s.oauthToken)
 	s.Handle(RouteUserInstallations, s.userInstallations)
 	s.Handle(RouteUser, s.user)
@@ -175,6 +179,8 @@ func (s *Server) resolve(repo Repository, ref string) (*Commit, bool) {
 	defer s.mu.Unlock()
 	if sha, ok := repo.Refs[strings.TrimPrefix(ref, "refs/heads/")]; ok {
 		ref = sha
+	} else if sha, ok := repo.Tags[strings.TrimPrefix(strings.TrimPrefix(ref, "refs/"), "tags/")]; ok {
+		ref = sha
 	}
 	c := s.commits[ref]
 	if c == nil || c.RepoID != repo.ID {
@@ -254,7 +260,7 @@ func (s *Server) codeload(w http.ResponseWriter, r *http.Request) {
 		notFound(w)
 		return
 	}
-	body, err := Tarball(repo.Owner+"-"+repo.Name+"-"+sha[:7], sha, c.Files)
+	body, err := TarballWithLinks(repo.Owner+"-"+repo.Name+"-"+sha[:7], sha, c.Files, c.Links)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
@@ -267,6 +273,12 @@ func (s *Server) codeload(w http.ResponseWriter, r *http.Request) {
 
 // Tarball builds a gzip-compressed tar as git archive does for a commit.
 func Tarball(prefix, sha string, files map[string]string) ([]byte, error) {
+	return TarballWithLinks(prefix, sha, files, nil)
+}
+
+// TarballWithLinks is Tarball with symbolic links (path → target), which
+// git archive writes as symlink entries after the files.
+func TarballWithLinks(prefix, sha string, files, links map[string]string) ([]byte, error) {
 	var buf bytes.Buffer
 	gz := gzip.NewWriter(&buf)
 	tw := tar.NewWriter(gz)
@@ -303,6 +315,23 @@ func Tarball(prefix, sha string, files map[string]string) ([]byte, error) {
 			return nil, err
 		}
 		if _, err := tw.Write([]byte(files[n])); err != nil {
+			return nil, err
+		}
+	}
+	linkNames := make([]string, 0, len(links))
+	for n := range links {
+		linkNames = append(linkNames, n)
+	}
+	sort.Strings(linkNames)
+	for _, n := range linkNames {
+		parts := strings.Split(n, "/")
+		for i := 1; i < len(parts); i++ {
+			if err := writeDir(strings.Join(parts[:i], "/") + "/"); err != nil {
+				return nil, err
+			}
+		}
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: prefix + "/" + n, Linkname: links[n],
+			Mode: 0o777, ModTime: mtime}); err != nil {
 			return nil, err
 		}
 	}

@@ -49,12 +49,21 @@ const (
 	PermTeamOrganizationAccess Permission = "team:organization_access"
 	// PermTeamReadSecret sees secret teams one is not a member of.
 	PermTeamReadSecret Permission = "team:read_secret"
+	// PermRegistryRead reads the organization's private module registry
+	// (and lets the CLIs resolve and download its modules). Every role
+	// holds it, member included.
+	PermRegistryRead Permission = "registry:read"
+	// PermRegistryWrite creates, publishes, deprecates, revokes and
+	// deletes registry modules and versions.
+	PermRegistryWrite Permission = "registry:write"
 )
 
 // implied lists permissions that another one includes: whoever may read a
-// state body may read its outputs (HCP: state read ⊃ read-outputs), and
-// whoever may write variables may read them.
-var implied = map[Permission]Permission{PermStateReadOutputs: PermStateRead, PermVariableRead: PermVariableWrite}
+// state body may read its outputs (HCP: state read ⊃ read-outputs),
+// whoever may write variables may read them, and whoever may publish
+// registry modules may read the registry.
+var implied = map[Permission]Permission{PermStateReadOutputs: PermStateRead, PermVariableRead: PermVariableWrite,
+	PermRegistryRead: PermRegistryWrite}
 
 // Role is a member's standing in an organization.
 type Role string
@@ -69,16 +78,17 @@ const (
 	RoleMember Role = "member"
 )
 
-var memberPermissions = []Permission{PermOrganizationRead}
+var memberPermissions = []Permission{PermOrganizationRead, PermRegistryRead}
 
 var readerPermissions = []Permission{
 	PermOrganizationRead, PermProjectRead, PermWorkspaceRead, PermVariableRead, PermRunRead, PermStateRead, PermPolicyRead,
+	PermRegistryRead,
 }
 
 var writerPermissions = append(slices.Clone(readerPermissions),
 	PermProjectWrite, PermWorkspaceWrite, PermVariableWrite,
 	PermRunCreate, PermRunApprove, PermRunCancel,
-	PermStateWrite, PermPolicyWrite,
+	PermStateWrite, PermPolicyWrite, PermRegistryWrite,
 )
 
 var adminPermissions = append(slices.Clone(writerPermissions),

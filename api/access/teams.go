@@ -24,9 +24,11 @@ import (
 //     artifact:read_sensitive, credential:write, workspace:write and
 //     workspace:admin come only with the admin level (project: admin and
 //     maintain), or with manage-workspaces / manage-projects;
+//   - manage-modules is registry:write (publishing, deprecating, revoking
+//     and deleting private registry modules);
 //   - sentinel-mocks, run-tasks, variable-sets, manage-providers,
-//     manage-modules, manage-run-tasks and manage-agent-pools are stored
-//     and reported; Cairn has nothing they govern yet.
+//     manage-run-tasks and manage-agent-pools are stored and reported;
+//     Cairn has nothing they govern yet.
 
 // Workspace access levels (team-workspaces "access").
 const (
@@ -277,6 +279,7 @@ func (o OrganizationAccess) Permissions() PermissionSet {
 	add(o.ManagePolicies, PermPolicyRead, PermPolicyWrite)
 	add(o.ManagePolicyOverrides, PermPolicyRead, PermPolicyOverrideSoft)
 	add(o.ManageVCSSettings, PermVCSInstall)
+	add(o.ManageModules, PermRegistryRead, PermRegistryWrite)
 	add(o.ManageMembership, PermMemberManage)
 	add(o.ManageTeams, PermTeamManage)
 	add(o.ManageOrganizationAccess, PermTeamManage, PermTeamOrganizationAccess)

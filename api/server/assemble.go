@@ -28,6 +28,7 @@ import (
 	"github.com/cairnhq/cairn/api/platform/secret"
 	"github.com/cairnhq/cairn/api/platform/signingkey"
 	"github.com/cairnhq/cairn/api/policy"
+	"github.com/cairnhq/cairn/api/registry"
 	"github.com/cairnhq/cairn/api/run"
 	"github.com/cairnhq/cairn/api/scim"
 	"github.com/cairnhq/cairn/api/serviceaccount"
@@ -138,6 +139,8 @@ func Assemble(cfg config.Config, conn *sqlx.DB, logger *slog.Logger) (Deps, erro
 			secret.Derive(cfg.AuthSecret, "github-installation-state"), logger,
 			github.Options{Checks: checks, ForkRunsPerHour: cfg.ForkRunsPerHour}),
 		RunEvents: notify.New(cfg.DatabaseURL.Reveal(), v1.RunEventsChannel, logger),
+		Registry: registry.NewService(conn, blobs, registry.Options{Logger: logger,
+			CursorKey: secret.Derive(cfg.AuthSecret, "registry-cursor")}),
 	}
 	return deps, nil
 }

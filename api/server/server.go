@@ -133,6 +133,7 @@ func New(deps Deps) (*Server, error) {
 		ServiceAccounts: deps.Services.ServiceAccounts, Workspaces: deps.Services.Workspaces,
 		State: deps.Services.State, Launch: deps.Services.Launch, Runs: deps.Services.Runs,
 		Teams: deps.Services.Teams, Capabilities: capability.NewSigner(deps.Config.AuthSecret),
+		Registry: deps.Services.Registry,
 	})
 	operator.Mount(app.Group("/operator/v1"), operator.Deps{
 		Token: deps.Config.OperatorToken, Launch: deps.Services.Launch, Logger: deps.Logger,

@@ -18,7 +18,8 @@ func referencedKeys(ctx context.Context, q sqlx.QueryerContext, keys []string) (
 		UNION SELECT blob_key FROM configuration_versions WHERE blob_key = ANY($1)
 		UNION SELECT blob_key FROM run_artifacts WHERE blob_key = ANY($1)
 		UNION SELECT blob_key FROM policy_artifacts WHERE blob_key = ANY($1)
-		UNION SELECT blob_key FROM run_log_segments WHERE blob_key = ANY($1)`, pq.Array(keys))
+		UNION SELECT blob_key FROM run_log_segments WHERE blob_key = ANY($1)
+		UNION SELECT blob_key FROM registry_module_versions WHERE blob_key = ANY($1)`, pq.Array(keys))
 	if err != nil {
 		return nil, fmt.Errorf("finding referenced objects: %w", err)
 	}

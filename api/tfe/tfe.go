@@ -21,6 +21,7 @@ import (
 	"github.com/cairnhq/cairn/api/platform/fault"
 	"github.com/cairnhq/cairn/api/platform/httpx"
 	"github.com/cairnhq/cairn/api/platform/secret"
+	"github.com/cairnhq/cairn/api/registry"
 	"github.com/cairnhq/cairn/api/run"
 	"github.com/cairnhq/cairn/api/serviceaccount"
 	"github.com/cairnhq/cairn/api/state"
@@ -51,6 +52,8 @@ type Deps struct {
 	// Capabilities signs and checks capability URLs (uploads, logs,
 	// policy bundle grants).
 	Capabilities capability.Signer
+	// Registry is the private module registry (registry-modules).
+	Registry *registry.Service
 }
 
 type server struct {

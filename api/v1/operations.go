@@ -10,6 +10,7 @@ import (
 	"github.com/cairnhq/cairn/api/identity"
 	"github.com/cairnhq/cairn/api/launch"
 	"github.com/cairnhq/cairn/api/policy"
+	"github.com/cairnhq/cairn/api/registry"
 	"github.com/cairnhq/cairn/api/run"
 	"github.com/cairnhq/cairn/api/serviceaccount"
 	"github.com/cairnhq/cairn/api/state"
@@ -35,6 +36,8 @@ type Services struct {
 	GitHub *github.Service
 	// RunEvents wakes live run streams when a run's log or status changes.
 	RunEvents *notify.Hub
+	// Registry is the private module registry.
+	Registry *registry.Service
 }
 
 // registerOperations registers every /v1 operation, grouped by domain.

@@ -19,6 +19,7 @@ const (
 	runLogSegmentLayout  = "runs/{org}/{run}/log/{logseg}"
 	policySourceLayout   = "policy-sources/{org}/{obj}"
 	policyArtifactLayout = "policy-versions/{org}/{pol}/{obj}"
+	registryLayout       = "registry/{org}/{mod}/{modv}/{obj}"
 )
 
 // runArtifactKinds are the run artifact kinds (run.Artifact*, the
@@ -29,7 +30,8 @@ func runArtifactLayout(kind string) string { return "runs/{org}/{run}/" + kind +
 
 // layouts is every layout Recognised accepts.
 var layouts = func() []string {
-	out := []string{stateLayout, stateJSONLayout, configurationLayout, runLogSegmentLayout, policySourceLayout, policyArtifactLayout}
+	out := []string{stateLayout, stateJSONLayout, configurationLayout, runLogSegmentLayout, policySourceLayout, policyArtifactLayout,
+		registryLayout}
 	for _, kind := range runArtifactKinds {
 		out = append(out, runArtifactLayout(kind))
 	}
@@ -89,6 +91,13 @@ func PolicySource(organizationID string) string {
 // PolicyArtifact is the key of an artifact a policy version's build made.
 func PolicyArtifact(organizationID, policyVersionID string) string {
 	return fill(policyArtifactLayout, organizationID, policyVersionID, id.New("obj"))
+}
+
+// RegistryModuleVersion is the key of one upload of a registry module
+// version's archive. Each upload gets an object ID of its own, so two
+// concurrent uploads of one pending version never overwrite each other.
+func RegistryModuleVersion(organizationID, moduleID, versionID string) string {
+	return fill(registryLayout, organizationID, moduleID, versionID, id.New("obj"))
 }
 
 // fill puts values into the layout's placeholders in order, each with

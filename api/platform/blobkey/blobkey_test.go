@@ -13,6 +13,7 @@ import (
 func TestConstructorsKeepTheirLayouts(t *testing.T) {
 	t.Parallel()
 	org, ws, sv, run, cfg, pol, seg := id.New("org"), id.New("ws"), id.New("sv"), id.New("run"), id.New("cfg"), id.New("pol"), id.New("logseg")
+	mod, modv := id.New("mod"), id.New("modv")
 	for _, tc := range []struct{ key, start, end string }{
 		{blobkey.State(org, ws, sv), "state/" + org + "/" + ws + "/" + sv + "-obj_", ".tfstate"},
 		{blobkey.StateJSON(org, ws, sv), "state/" + org + "/" + ws + "/" + sv + "-json_", ".json"},
@@ -21,6 +22,7 @@ func TestConstructorsKeepTheirLayouts(t *testing.T) {
 		{blobkey.RunLogSegment(org, run, seg), "runs/" + org + "/" + run + "/log/logseg_", ""},
 		{blobkey.PolicySource(org), "policy-sources/" + org + "/obj_", ""},
 		{blobkey.PolicyArtifact(org, pol), "policy-versions/" + org + "/" + pol + "/obj_", ""},
+		{blobkey.RegistryModuleVersion(org, mod, modv), "registry/" + org + "/" + mod + "/" + modv + "/obj_", ""},
 	} {
 		middle, started := strings.CutPrefix(tc.key, tc.start)
 		middle, ended := strings.CutSuffix(middle, tc.end)
@@ -51,6 +53,7 @@ func TestRecognisedAcceptsOnlyCairnsExactKeys(t *testing.T) {
 		blobkey.RunLogSegment(org, run, seg),
 		blobkey.PolicySource(org),
 		blobkey.PolicyArtifact(org, pol),
+		blobkey.RegistryModuleVersion(org, id.New("mod"), id.New("modv")),
 	}
 	for _, kind := range []string{"plan_file", "plan_json", "plan_diff", "emergency_state"} {
 		accepted = append(accepted, blobkey.RunArtifact(org, run, kind))
@@ -70,6 +73,7 @@ func TestRecognisedAcceptsOnlyCairnsExactKeys(t *testing.T) {
 		"organization slot holds a ws":   blobkey.Configuration(ws, cfg),
 		"run slot holds a configuration": blobkey.RunArtifact(org, cfg, "plan_file"),
 		"version slot holds a state":     blobkey.PolicyArtifact(org, sv),
+		"module slot holds a version":    blobkey.RegistryModuleVersion(org, id.New("modv"), id.New("modv")),
 		"object slot holds a run":        "policy-sources/" + org + "/" + run,
 		"short ID":                       blobkey.PolicySource(org[:len(org)-1]),
 		"long ID":                        blobkey.PolicySource(org + "a"),

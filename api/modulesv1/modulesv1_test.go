@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -13,7 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairnhq/cairn/api/access"
 	"github.com/cairnhq/cairn/api/apitest"
+	reg "github.com/cairnhq/cairn/api/registry"
 )
 
 // moduleArchive is a module version's upload: one .tf file naming it.
@@ -33,46 +36,51 @@ func moduleArchive(t *testing.T, version string) []byte {
 }
 
 // registry is a test server with one organization's module and its
-// versions, and a user API token of that organization.
+// versions, published through the registry service, and a user API token
+// of that organization.
 type registry struct {
 	env       *apitest.Env
+	svc       *reg.Service
 	owner     *apitest.User
+	principal access.Principal
 	token     string
 	namespace string
 	moduleID  string
-	versions  map[string]string // version string → ID
+	versions  map[string]reg.Version
 }
 
 func setup(t *testing.T, opts ...apitest.Option) *registry {
 	t.Helper()
 	env := apitest.New(t, opts...)
 	owner := env.WithOrganization("modules")
-	r := &registry{env: env, owner: owner, versions: map[string]string{}}
+	ctx := context.Background()
+	p, err := env.Server.Services().Identity.AuthenticateSession(ctx, owner.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &registry{env: env, svc: env.Server.Services().Registry, owner: owner, principal: p, versions: map[string]reg.Version{}}
 	var tok struct{ Token string }
 	owner.Mutate(http.MethodPost, "/v1/user-tokens", map[string]string{"description": "cli"}).MustStatus(t, http.StatusCreated).Data(t, &tok)
 	r.token = tok.Token
-	var mod struct{ ID, Namespace string }
-	owner.Mutate(http.MethodPost, "/v1/registry/modules", map[string]string{"name": "network", "provider": "aws"}).
-		MustStatus(t, http.StatusCreated).Data(t, &mod)
-	r.moduleID, r.namespace = mod.ID, mod.Namespace
+	m, err := r.svc.CreateModule(ctx, p, reg.CreateModuleInput{Name: "network", Provider: "aws"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.moduleID, r.namespace = m.ID, m.Namespace
 	return r
 }
 
 func (r *registry) publish(t *testing.T, version string) {
 	t.Helper()
-	var v struct{ ID, Status string }
-	r.owner.Do(apitest.Request{Method: http.MethodPost, Path: "/v1/registry/modules/" + r.moduleID + "/versions?version=" + version,
-		Body: moduleArchive(t, version), Header: map[string]string{"Idempotency-Key": apitest.NewKey(), "Content-Type": "application/gzip"}}).
-		MustStatus(t, http.StatusCreated).Data(t, &v)
-	if v.Status != "ok" {
-		t.Fatalf("%s published as %s", version, v.Status)
+	ctx := context.Background()
+	v, err := r.svc.CreateVersion(ctx, r.principal, r.moduleID, version, reg.VersionOrigin{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	r.versions[version] = v.ID
-}
-
-func (r *registry) action(t *testing.T, version, action string, body any) {
-	t.Helper()
-	r.owner.Mutate(http.MethodPost, "/v1/registry/module-versions/"+r.versions[version]+"/actions/"+action, body).MustStatus(t, http.StatusOK)
+	if v, err = r.svc.PublishArchive(ctx, v.ID, bytes.NewReader(moduleArchive(t, version))); err != nil || v.Status != reg.VersionOK {
+		t.Fatalf("%s published as %+v: %v", version, v, err)
+	}
+	r.versions[version] = v
 }
 
 // get calls modules.v1 with a bearer token ("" sends none).
@@ -106,9 +114,16 @@ func TestModulesV1ServesResolvableVersions(t *testing.T) {
 	for _, v := range []string{"1.0.0", "1.1.0", "2.0.0-rc.1+build.5"} {
 		r.publish(t, v)
 	}
-	r.action(t, "1.0.0", "deprecate", map[string]string{"reason": "use 2.x", "link": "https://example.com/why"})
-	r.action(t, "1.1.0", "deprecate", map[string]string{"reason": "broken"})
-	r.action(t, "1.1.0", "revoke", map[string]string{"reason": "broken"})
+	ctx := context.Background()
+	if _, err := r.svc.Deprecate(ctx, r.principal, r.versions["1.0.0"].ID, "use 2.x", "https://example.com/why"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.svc.Deprecate(ctx, r.principal, r.versions["1.1.0"].ID, "broken", ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.svc.Revoke(ctx, r.principal, r.versions["1.1.0"].ID, "broken"); err != nil {
+		t.Fatal(err)
+	}
 
 	var disco map[string]any
 	r.get(http.MethodGet, "/.well-known/terraform.json", "").MustStatus(t, http.StatusOK).JSON(t, &disco)
@@ -139,16 +154,15 @@ func TestModulesV1ServesResolvableVersions(t *testing.T) {
 		t.Fatalf("listed %v, want %v", listed, want)
 	}
 
-	var view struct {
-		ArchiveSHA256 string `json:"archive_sha256"`
-		ArchiveBytes  int64  `json:"archive_bytes"`
+	view := r.versions["2.0.0-rc.1+build.5"]
+	if view.ArchiveSHA256 == nil || view.ArchiveBytes == nil {
+		t.Fatalf("published version %+v", view)
 	}
-	r.owner.Get("/v1/registry/module-versions/"+r.versions["2.0.0-rc.1+build.5"]).MustStatus(t, http.StatusOK).Data(t, &view)
 	loc := r.location(t, "2.0.0-rc.1+build.5")
 	head := r.get(http.MethodHead, loc, "").MustStatus(t, http.StatusOK)
 	got := r.get(http.MethodGet, loc+"?archive=tar.gz&terraform-get=1", "").MustStatus(t, http.StatusOK)
 	sum := sha256.Sum256(got.Body)
-	if hex.EncodeToString(sum[:]) != view.ArchiveSHA256 || head.Header.Get("Content-Length") != strconv.FormatInt(view.ArchiveBytes, 10) ||
+	if hex.EncodeToString(sum[:]) != *view.ArchiveSHA256 || head.Header.Get("Content-Length") != strconv.FormatInt(*view.ArchiveBytes, 10) ||
 		len(head.Body) != 0 || got.Header.Get("Accept-Ranges") != "none" || got.Header.Get("Content-Type") != "application/gzip" {
 		t.Fatalf("archive: HEAD %v, GET %d bytes %v, version %+v", head.Header, len(got.Body), got.Header, view)
 	}
@@ -198,4 +212,19 @@ func TestModulesV1ArchiveGrantExpires(t *testing.T) {
 	time.Sleep(time.Until(signed.Add(3500 * time.Millisecond)))
 	r.get(http.MethodHead, loc, "").MustStatus(t, http.StatusNotFound)
 	r.get(http.MethodGet, loc, "").MustStatus(t, http.StatusNotFound)
+}
+
+// TestModulesV1FailsClosedWithoutTheRegistry: a server without its
+// database announces no modules.v1 and answers the protocol with 503.
+func TestModulesV1FailsClosedWithoutTheRegistry(t *testing.T) {
+	t.Parallel()
+	env := apitest.Start(t, nil, "")
+	var disco map[string]any
+	env.Anonymous().Get("/.well-known/terraform.json").MustStatus(t, http.StatusOK).JSON(t, &disco)
+	if _, ok := disco["modules.v1"]; ok {
+		t.Fatalf("discovery without a registry: %v", disco)
+	}
+	env.Anonymous().Do(apitest.Request{Method: http.MethodGet, Path: "/api/registry/v1/modules/acme/network/aws/versions",
+		Header: map[string]string{"Authorization": "Bearer ut_x"}}).MustStatus(t, http.StatusServiceUnavailable)
+	env.Anonymous().Get("/api/registry/v1/_dl/a.b.c.d.1.e.tar.gz").MustStatus(t, http.StatusServiceUnavailable)
 }

@@ -1,11 +1,13 @@
 package run_test
 
 import (
+	"bytes"
 	"fmt"
 	"net/http"
 	"testing"
 
 	"github.com/cairnhq/cairn/api/apitest"
+	"github.com/cairnhq/cairn/api/registry"
 	"github.com/cairnhq/cairn/api/run"
 	"github.com/cairnhq/cairn/e2e/devstack"
 )
@@ -18,21 +20,27 @@ import (
 func TestRunTokenDownloadsAreTheRunsEvidence(t *testing.T) {
 	t.Parallel()
 	h := setup(t)
-	var mod struct{ ID, Namespace string }
-	h.owner.Mutate(http.MethodPost, "/v1/registry/modules", map[string]string{"name": "network", "provider": "aws"}).
-		MustStatus(t, http.StatusCreated).Data(t, &mod)
+	svc, owner := h.env.Server.Services().Registry, h.ownerPrincipal()
+	mod, err := svc.CreateModule(h.ctx, owner, registry.CreateModuleInput{Name: "network", Provider: "aws"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	versions := map[string]string{}
 	for _, v := range []string{"1.0.0", "1.1.0"} {
-		var out struct{ ID string }
-		h.owner.Do(apitest.Request{Method: http.MethodPost, Path: "/v1/registry/modules/" + mod.ID + "/versions?version=" + v,
-			Body:   devstack.TarGz(map[string]string{"main.tf": `output "v" { value = "` + v + `" }`}),
-			Header: map[string]string{"Idempotency-Key": apitest.NewKey(), "Content-Type": "application/gzip"}}).
-			MustStatus(t, http.StatusCreated).Data(t, &out)
-		versions[v] = out.ID
+		created, err := svc.CreateVersion(h.ctx, owner, mod.ID, v, registry.VersionOrigin{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		archive := devstack.TarGz(map[string]string{"main.tf": `output "v" { value = "` + v + `" }`})
+		if published, err := svc.PublishArchive(h.ctx, created.ID, bytes.NewReader(archive)); err != nil || published.Status != registry.VersionOK {
+			t.Fatalf("publishing %s: %+v %v", v, published, err)
+		}
+		versions[v] = created.ID
 	}
 	deprecate := func(v string) {
-		h.owner.Mutate(http.MethodPost, "/v1/registry/module-versions/"+versions[v]+"/actions/deprecate",
-			map[string]string{"reason": "moving to 2.x"}).MustStatus(t, http.StatusOK)
+		if _, err := svc.Deprecate(h.ctx, owner, versions[v], "moving to 2.x", ""); err != nil {
+			t.Fatal(err)
+		}
 	}
 	deprecate("1.0.0")
 
@@ -93,9 +101,12 @@ func TestRunTokenDownloadsAreTheRunsEvidence(t *testing.T) {
 	// Revoking (after deprecating) and deleting a version leave the run's
 	// evidence as it was.
 	deprecate("1.1.0")
-	h.owner.Mutate(http.MethodPost, "/v1/registry/module-versions/"+versions["1.1.0"]+"/actions/revoke",
-		map[string]string{"reason": "withdrawn"}).MustStatus(t, http.StatusOK)
-	h.owner.Mutate(http.MethodDelete, "/v1/registry/module-versions/"+versions["1.0.0"], nil).MustStatus(t, http.StatusNoContent)
+	if _, err := svc.Revoke(h.ctx, owner, versions["1.1.0"], "withdrawn"); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.DeleteVersion(h.ctx, owner, versions["1.0.0"]); err != nil {
+		t.Fatal(err)
+	}
 	h.owner.Get("/v1/runs/"+r.ID).MustStatus(t, http.StatusOK).Data(t, &after)
 	if fmt.Sprint(after.Evidence.RegistryModules) != fmt.Sprint(before.Evidence.RegistryModules) {
 		t.Fatalf("evidence changed: %+v, was %+v", after.Evidence.RegistryModules, before.Evidence.RegistryModules)

@@ -407,11 +407,15 @@ func (s *Service) PublishArchive(ctx context.Context, versionID string, r io.Rea
 // named in the verdict until the caller keeps or deletes it.
 func (s *Service) inspectUpload(ctx context.Context, key, identity string, r io.Reader) (publishedArchive, error) {
 	_, digests, err := archive.Store(ctx, s.blobs, key, identity, r, MaxArchiveBytes)
+	if err != nil {
+		// A small archive can be stored whole before the validator
+		// refuses it, so a refusal may leave an object too.
+		s.deleteObjects(ctx, []string{key})
+	}
 	if code := archive.CodeOf(err); code != "" {
 		return publishedArchive{ErrorCode: code, Message: archiveMessage(err)}, nil
 	}
 	if err != nil {
-		s.deleteObjects(ctx, []string{key})
 		return publishedArchive{}, fmt.Errorf("storing module archive: %w", err)
 	}
 	verdict := publishedArchive{BlobKey: key, SHA256: hex.EncodeToString(digests.SHA256), Bytes: digests.Size}

@@ -389,7 +389,7 @@ func recordArchive(ctx context.Context, tx *sqlx.Tx, versionID string, a publish
 	_, err = tx.ExecContext(ctx, `
 		UPDATE registry_module_versions SET status = 'ok', blob_key = $2, archive_sha256 = $3, archive_bytes = $4,
 		       facts = $5, published_at = $6
-		 WHERE id = $1`, versionID, a.BlobKey, a.SHA256, a.Bytes, facts, at)
+		 WHERE id = $1`, versionID, a.BlobKey, a.SHA256, a.Bytes, string(facts), at)
 	if err != nil {
 		return fmt.Errorf("recording published registry module version: %w", err)
 	}

@@ -364,8 +364,8 @@ func TestRegistryModulesWithTheCLIs(t *testing.T) {
 	}
 
 	// One byte of the signed path changed, anywhere: refused.
-	signedAt := time.Now()
 	_, loc := s.downloadLocation(t, m.token, m.slug, "1.1.0")
+	signedBy := time.Now()
 	token := strings.TrimSuffix(strings.TrimPrefix(loc, "/api/registry/v1/_dl/"), ".tar.gz")
 	for _, i := range []int{0, strings.Index(token, ".") + 5, len(token) - 70, len(token) - 1} {
 		b := []byte(token)
@@ -443,12 +443,14 @@ func TestRegistryModulesWithTheCLIs(t *testing.T) {
 
 	// The grant signed earlier has expired by now, or does shortly; until
 	// then it still works.
-	if time.Since(signedAt) < registryDownloadTTL-2*time.Second {
+	if time.Since(signedBy) < registryDownloadTTL-2*time.Second {
 		if st, _ := call(t, s.Client, http.MethodGet, s.APIURL+loc, nil); st != http.StatusOK {
 			t.Fatalf("a live archive URL answered %d", st)
 		}
 	}
-	time.Sleep(time.Until(signedAt.Add(registryDownloadTTL + 1500*time.Millisecond)))
+	// Its expiry, rounded up to the second, is at most a second later
+	// than the TTL; it is refused once that second has passed.
+	time.Sleep(time.Until(signedBy.Add(registryDownloadTTL + 2200*time.Millisecond)))
 	if st, _ := call(t, s.Client, http.MethodGet, s.APIURL+loc, nil); st != http.StatusNotFound {
 		t.Fatalf("an expired archive URL answered %d", st)
 	}

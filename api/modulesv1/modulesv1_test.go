@@ -204,12 +204,15 @@ func TestModulesV1ServesResolvableVersions(t *testing.T) {
 // lifetime (CAIRN_REGISTRY_DOWNLOAD_TTL) has passed, and not after.
 func TestModulesV1ArchiveGrantExpires(t *testing.T) {
 	t.Parallel()
-	r := setup(t, func(s *apitest.Settings) { s.Config.RegistryDownloadTTL = 2 * time.Second })
+	const ttl = 3 * time.Second
+	r := setup(t, func(s *apitest.Settings) { s.Config.RegistryDownloadTTL = ttl })
 	r.publish(t, "1.0.0")
-	signed := time.Now()
 	loc := r.location(t, "1.0.0")
+	// The grant's expiry, rounded up to the second, is at most a second
+	// past this; a grant is refused once its expiry second has passed.
+	signedBy := time.Now()
 	r.get(http.MethodHead, loc, "").MustStatus(t, http.StatusOK)
-	time.Sleep(time.Until(signed.Add(3500 * time.Millisecond)))
+	time.Sleep(time.Until(signedBy.Add(ttl + 2200*time.Millisecond)))
 	r.get(http.MethodHead, loc, "").MustStatus(t, http.StatusNotFound)
 	r.get(http.MethodGet, loc, "").MustStatus(t, http.StatusNotFound)
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/cairnhq/cairn/api/platform/idempotency"
 	"github.com/cairnhq/cairn/api/platform/reqid"
 	"github.com/cairnhq/cairn/api/policy"
+	"github.com/cairnhq/cairn/api/registry"
 	"github.com/cairnhq/cairn/api/run"
 	"github.com/cairnhq/cairn/api/serviceaccount"
 	"github.com/cairnhq/cairn/api/sso"
@@ -157,6 +158,15 @@ var table = []struct {
 	{github.ErrInstallationInactive, httpx.Problem{Status: http.StatusConflict, Code: "GITHUB_INSTALLATION_INACTIVE"}},
 	{github.ErrNotHeld, httpx.Problem{Status: http.StatusConflict, Code: "SOURCE_INGESTION_NOT_HELD"}},
 	{github.ErrCommitMismatch, httpx.Problem{Status: http.StatusConflict, Code: "SOURCE_INGESTION_COMMIT_MISMATCH"}},
+	{registry.ErrInvalidCursor, httpx.Problem{Status: http.StatusBadRequest, Code: "REGISTRY_LIST_CURSOR_INVALID"}},
+	{registry.ErrSourceUnsupported, httpx.Problem{Status: http.StatusUnprocessableEntity, Code: "REGISTRY_MODULE_SOURCE_UNSUPPORTED"}},
+	{registry.ErrModuleExists, httpx.Problem{Status: http.StatusConflict, Code: "REGISTRY_MODULE_EXISTS"}},
+	{registry.ErrVersionExists, httpx.Problem{Status: http.StatusConflict, Code: "REGISTRY_MODULE_VERSION_EXISTS"}},
+	{registry.ErrVersionNotPending, httpx.Problem{Status: http.StatusConflict, Code: "REGISTRY_MODULE_VERSION_IMMUTABLE"}},
+	{registry.ErrNotDeprecated, httpx.Problem{Status: http.StatusConflict, Code: "REGISTRY_MODULE_VERSION_NOT_DEPRECATED"}},
+	{registry.ErrRevoked, httpx.Problem{Status: http.StatusConflict, Code: "REGISTRY_MODULE_VERSION_REVOKED"}},
+	{registry.ErrNotRevoked, httpx.Problem{Status: http.StatusConflict, Code: "REGISTRY_MODULE_VERSION_NOT_REVOKED"}},
+	{registry.ErrNotPublished, httpx.Problem{Status: http.StatusConflict, Code: "REGISTRY_MODULE_VERSION_NOT_PUBLISHED"}},
 	{fault.ErrNotFound, httpx.Problem{Status: http.StatusNotFound, Code: httpx.CodeNotFound}},
 	{fault.ErrUnauthenticated, httpx.Problem{Status: http.StatusUnauthorized, Code: httpx.CodeUnauthenticated}},
 	{fault.ErrForbidden, httpx.Problem{Status: http.StatusForbidden, Code: httpx.CodeForbidden}},

@@ -70,6 +70,26 @@ var registryActor = audit.Actor{Type: audit.ActorSystem, ID: "registry"}
 
 // CreateModule creates a module with no version.
 func (s *Service) CreateModule(ctx context.Context, p access.Principal, in CreateModuleInput) (Module, error) {
+	return inTx(ctx, s, func(tx *sqlx.Tx) (Module, error) { return s.CreateModuleTx(ctx, tx, p, in) })
+}
+
+// inTx runs fn in a transaction of its own.
+func inTx[T any](ctx context.Context, s *Service, fn func(tx *sqlx.Tx) (T, error)) (T, error) {
+	var out T
+	err := db.WithTx(ctx, s.db, func(tx *sqlx.Tx) error {
+		var err error
+		out, err = fn(tx)
+		return err
+	})
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return out, nil
+}
+
+// CreateModuleTx is CreateModule in the caller's transaction.
+func (s *Service) CreateModuleTx(ctx context.Context, tx *sqlx.Tx, p access.Principal, in CreateModuleInput) (Module, error) {
 	if err := p.Require(access.PermRegistryWrite); err != nil {
 		return Module{}, err
 	}
@@ -88,34 +108,27 @@ func (s *Service) CreateModule(ctx context.Context, p access.Principal, in Creat
 	if err := validateSource(in.Source); err != nil {
 		return Module{}, err
 	}
-	var m Module
-	err := db.WithTx(ctx, s.db, func(tx *sqlx.Tx) error {
-		orgName, err := organizationName(ctx, tx, p.OrganizationID)
-		if err != nil {
-			return err
-		}
-		namespace, err := namespaceOf(in.RegistryName, in.Namespace, orgName)
-		if err != nil {
-			return err
-		}
-		now := s.stamp()
-		m = Module{ID: id.New("mod"), OrganizationID: p.OrganizationID, OrganizationName: orgName,
-			RegistryName: in.RegistryName, Namespace: namespace, Name: in.Name, Provider: in.Provider,
-			Status: ModulePending, Source: in.Source, CreatedAt: now, UpdatedAt: now}
-		if err := insertModule(ctx, tx, m, p.ID); err != nil {
-			return err
-		}
-		evidence := map[string]any{"registry_name": m.RegistryName, "namespace": m.Namespace, "name": m.Name, "provider": m.Provider}
-		if m.Source != nil {
-			evidence["repository"] = m.Source.Owner + "/" + m.Source.Repository
-			evidence["directory"], evidence["tag_prefix"] = m.Source.Directory, m.Source.TagPrefix
-		}
-		return audit.Record(ctx, tx, p, "registry_module.created", "registry_module", m.ID, evidence)
-	})
+	orgName, err := organizationName(ctx, tx, p.OrganizationID)
 	if err != nil {
 		return Module{}, err
 	}
-	return m, nil
+	namespace, err := namespaceOf(in.RegistryName, in.Namespace, orgName)
+	if err != nil {
+		return Module{}, err
+	}
+	now := s.stamp()
+	m := Module{ID: id.New("mod"), OrganizationID: p.OrganizationID, OrganizationName: orgName,
+		RegistryName: in.RegistryName, Namespace: namespace, Name: in.Name, Provider: in.Provider,
+		Status: ModulePending, Source: in.Source, CreatedAt: now, UpdatedAt: now}
+	if err := insertModule(ctx, tx, m, p.ID); err != nil {
+		return Module{}, err
+	}
+	evidence := map[string]any{"registry_name": m.RegistryName, "namespace": m.Namespace, "name": m.Name, "provider": m.Provider}
+	if m.Source != nil {
+		evidence["repository"] = m.Source.Owner + "/" + m.Source.Repository
+		evidence["directory"], evidence["tag_prefix"] = m.Source.Directory, m.Source.TagPrefix
+	}
+	return m, audit.Record(ctx, tx, p, "registry_module.created", "registry_module", m.ID, evidence)
 }
 
 // namespaceOf is a new module's namespace: the organization's name in the
@@ -193,23 +206,26 @@ func (s *Service) ListModules(ctx context.Context, p access.Principal, q ListMod
 // DeleteModule deletes a module and its versions; their archives are
 // deleted once that has committed.
 func (s *Service) DeleteModule(ctx context.Context, p access.Principal, moduleID string) error {
-	if err := p.Require(access.PermRegistryWrite); err != nil {
-		return err
-	}
-	var keys []string
-	err := db.WithTx(ctx, s.db, func(tx *sqlx.Tx) error {
-		m, err := moduleByID(ctx, tx, p.OrganizationID, moduleID)
-		if err != nil {
-			return err
-		}
-		keys, err = s.deleteModule(ctx, tx, p, m)
-		return err
-	})
+	keys, err := inTx(ctx, s, func(tx *sqlx.Tx) ([]string, error) { return s.DeleteModuleTx(ctx, tx, p, moduleID) })
 	if err != nil {
 		return err
 	}
-	s.deleteObjects(ctx, keys)
+	s.DeleteArchives(ctx, keys)
 	return nil
+}
+
+// DeleteModuleTx is DeleteModule in the caller's transaction. It returns
+// the keys of the archives the caller deletes (DeleteArchives) once it
+// has committed.
+func (s *Service) DeleteModuleTx(ctx context.Context, tx *sqlx.Tx, p access.Principal, moduleID string) ([]string, error) {
+	if err := p.Require(access.PermRegistryWrite); err != nil {
+		return nil, err
+	}
+	m, err := moduleByID(ctx, tx, p.OrganizationID, moduleID)
+	if err != nil {
+		return nil, err
+	}
+	return s.deleteModule(ctx, tx, p, m)
 }
 
 // DeleteModulesByName deletes every provider of a module name, or the one
@@ -239,7 +255,7 @@ func (s *Service) DeleteModulesByName(ctx context.Context, p access.Principal, r
 	if err != nil {
 		return err
 	}
-	s.deleteObjects(ctx, keys)
+	s.DeleteArchives(ctx, keys)
 	return nil
 }
 
@@ -256,9 +272,9 @@ func (s *Service) deleteModule(ctx context.Context, tx *sqlx.Tx, p access.Princi
 		"version_count": m.VersionCount})
 }
 
-// deleteObjects removes archives whose rows are already gone, best
+// DeleteArchives removes archives whose rows are already gone, best
 // effort: what fails stays for the orphan sweep.
-func (s *Service) deleteObjects(ctx context.Context, keys []string) {
+func (s *Service) DeleteArchives(ctx context.Context, keys []string) {
 	if s.blobs == nil {
 		return
 	}
@@ -272,6 +288,14 @@ func (s *Service) deleteObjects(ctx context.Context, keys []string) {
 // CreateVersion adds a pending version to a module; its archive comes
 // with PublishArchive. A version string the module has is ErrVersionExists.
 func (s *Service) CreateVersion(ctx context.Context, p access.Principal, moduleID, version string, origin VersionOrigin) (Version, error) {
+	return inTx(ctx, s, func(tx *sqlx.Tx) (Version, error) {
+		return s.createVersion(ctx, tx, p, moduleID, version, origin, nil)
+	})
+}
+
+// createVersion inserts a version under the module's lock: pending, or
+// with a staged upload's verdict already recorded.
+func (s *Service) createVersion(ctx context.Context, tx *sqlx.Tx, p access.Principal, moduleID, version string, origin VersionOrigin, staged *StagedUpload) (Version, error) {
 	if err := p.Require(access.PermRegistryWrite); err != nil {
 		return Version{}, err
 	}
@@ -281,6 +305,12 @@ func (s *Service) CreateVersion(ctx context.Context, p access.Principal, moduleI
 	}
 	v := Version{ID: id.New("modv"), ModuleID: moduleID, OrganizationID: p.OrganizationID, Version: sv.Original,
 		Status: VersionPending, Origin: OriginUpload}
+	if staged != nil {
+		if staged.moduleID != moduleID || staged.organizationID != p.OrganizationID {
+			return Version{}, fault.ErrNotFound
+		}
+		v.ID = staged.versionID
+	}
 	switch origin.Kind {
 	case "", OriginUpload:
 	case OriginTag:
@@ -292,24 +322,99 @@ func (s *Service) CreateVersion(ctx context.Context, p access.Principal, moduleI
 	default:
 		return Version{}, fmt.Errorf("%w: unknown version origin %q", ErrInvalid, origin.Kind)
 	}
-	err = db.WithTx(ctx, s.db, func(tx *sqlx.Tx) error {
-		if err := lockModule(ctx, tx, p.OrganizationID, moduleID); err != nil {
-			return err
-		}
-		v.CreatedAt = s.stamp()
-		if err := insertVersion(ctx, tx, v, sv.Key(), p.ID); err != nil {
-			return err
-		}
-		evidence := map[string]any{"module_id": moduleID, "version": v.Version, "origin": v.Origin}
-		if v.Tag != nil {
-			evidence["tag"], evidence["commit_sha"] = *v.Tag, *v.CommitSHA
-		}
-		return audit.Record(ctx, tx, p, "registry_module_version.created", "registry_module_version", v.ID, evidence)
-	})
-	if err != nil {
+	if err := lockModule(ctx, tx, p.OrganizationID, moduleID); err != nil {
 		return Version{}, err
 	}
-	return v, nil
+	v.CreatedAt = s.stamp()
+	if err := insertVersion(ctx, tx, v, sv.Key(), p.ID); err != nil {
+		return Version{}, err
+	}
+	evidence := map[string]any{"module_id": moduleID, "version": v.Version, "origin": v.Origin}
+	if v.Tag != nil {
+		evidence["tag"], evidence["commit_sha"] = *v.Tag, *v.CommitSHA
+	}
+	if err := audit.Record(ctx, tx, p, "registry_module_version.created", "registry_module_version", v.ID, evidence); err != nil {
+		return Version{}, err
+	}
+	if staged == nil {
+		return v, nil
+	}
+	if err := s.settle(ctx, tx, v, staged.verdict, audit.ActorOf(p)); err != nil {
+		return Version{}, err
+	}
+	row, err := versionByID(ctx, tx, p.OrganizationID, v.ID, false)
+	return row.version(), err
+}
+
+// StagedUpload is an upload stored and checked before its version exists,
+// so that the version, its verdict and the caller's own records commit in
+// one transaction (PublishStagedTx).
+type StagedUpload struct {
+	organizationID, moduleID, versionID string
+	verdict                             publishedArchive
+}
+
+// StageUpload stores and checks an archive for a new version of a module
+// the principal may publish to. The caller publishes it with
+// PublishStagedTx, or discards it (DiscardStaged) when that fails.
+func (s *Service) StageUpload(ctx context.Context, p access.Principal, moduleID string, r io.Reader) (StagedUpload, error) {
+	if err := p.Require(access.PermRegistryWrite); err != nil {
+		return StagedUpload{}, err
+	}
+	if _, err := moduleByID(ctx, s.db, p.OrganizationID, moduleID); err != nil {
+		return StagedUpload{}, err
+	}
+	if s.blobs == nil {
+		return StagedUpload{}, ErrStorageUnavailable
+	}
+	st := StagedUpload{organizationID: p.OrganizationID, moduleID: moduleID, versionID: id.New("modv")}
+	key := blobkey.RegistryModuleVersion(st.organizationID, moduleID, st.versionID)
+	verdict, err := s.inspectUpload(ctx, key, archiveIdentity(st.organizationID, st.versionID), r)
+	if err != nil {
+		return StagedUpload{}, err
+	}
+	st.verdict = verdict
+	return st, nil
+}
+
+// SHA256 is the staged archive's hex digest, "" when it was refused
+// before it was read whole.
+func (st StagedUpload) SHA256() string { return st.verdict.SHA256 }
+
+// DiscardStaged deletes a staged upload's archive; no row references it.
+func (s *Service) DiscardStaged(ctx context.Context, st StagedUpload) {
+	if st.verdict.BlobKey != "" {
+		s.DeleteArchives(ctx, []string{st.verdict.BlobKey})
+	}
+}
+
+// PublishStagedTx creates a version of a staged upload in the caller's
+// transaction, ok or errored as the archive was found. An errored one's
+// archive is the caller's to discard after the commit (a published one's
+// is kept).
+func (s *Service) PublishStagedTx(ctx context.Context, tx *sqlx.Tx, p access.Principal, moduleID, version string, st StagedUpload) (Version, error) {
+	return s.createVersion(ctx, tx, p, moduleID, version, VersionOrigin{}, &st)
+}
+
+// settle records a verdict on a pending version, with the module's new
+// status and the audit event, in tx.
+func (s *Service) settle(ctx context.Context, tx *sqlx.Tx, v Version, verdict publishedArchive, actor audit.Actor) error {
+	now := s.stamp()
+	if err := recordArchive(ctx, tx, v.ID, verdict, now); err != nil {
+		return err
+	}
+	if err := refreshModuleStatus(ctx, tx, v.ModuleID, now); err != nil {
+		return err
+	}
+	action, evidence := "registry_module_version.published", map[string]any{
+		"module_id": v.ModuleID, "version": v.Version, "archive_sha256": verdict.SHA256, "archive_bytes": verdict.Bytes}
+	if verdict.ErrorCode != "" {
+		action, evidence = "registry_module_version.errored", map[string]any{
+			"module_id": v.ModuleID, "version": v.Version, "error_code": verdict.ErrorCode}
+	}
+	_, err := audit.Append(ctx, tx, audit.Entry{OrganizationID: v.OrganizationID, Action: action, Actor: actor,
+		TargetType: "registry_module_version", TargetID: v.ID, Evidence: evidence})
+	return err
 }
 
 func isCommitSHA(s string) bool {
@@ -371,21 +476,7 @@ func (s *Service) PublishArchive(ctx context.Context, versionID string, r io.Rea
 			v, err = sameUpload(locked, verdict.SHA256)
 			return err
 		}
-		now := s.stamp()
-		if err := recordArchive(ctx, tx, versionID, verdict, now); err != nil {
-			return err
-		}
-		if err := refreshModuleStatus(ctx, tx, locked.ModuleID, now); err != nil {
-			return err
-		}
-		action, evidence := "registry_module_version.published", map[string]any{
-			"module_id": locked.ModuleID, "version": locked.Version, "archive_sha256": verdict.SHA256, "archive_bytes": verdict.Bytes}
-		if verdict.ErrorCode != "" {
-			action, evidence = "registry_module_version.errored", map[string]any{
-				"module_id": locked.ModuleID, "version": locked.Version, "error_code": verdict.ErrorCode}
-		}
-		if _, err := audit.Append(ctx, tx, audit.Entry{OrganizationID: locked.OrganizationID, Action: action, Actor: registryActor,
-			TargetType: "registry_module_version", TargetID: versionID, Evidence: evidence}); err != nil {
+		if err := s.settle(ctx, tx, locked.version(), verdict, registryActor); err != nil {
 			return err
 		}
 		keep = verdict.ErrorCode == ""
@@ -394,7 +485,7 @@ func (s *Service) PublishArchive(ctx context.Context, versionID string, r io.Rea
 		return err
 	})
 	if !keep && verdict.BlobKey != "" {
-		s.deleteObjects(ctx, []string{verdict.BlobKey})
+		s.DeleteArchives(ctx, []string{verdict.BlobKey})
 	}
 	if err != nil {
 		return Version{}, err
@@ -410,7 +501,7 @@ func (s *Service) inspectUpload(ctx context.Context, key, identity string, r io.
 	if err != nil {
 		// A small archive can be stored whole before the validator
 		// refuses it, so a refusal may leave an object too.
-		s.deleteObjects(ctx, []string{key})
+		s.DeleteArchives(ctx, []string{key})
 	}
 	if code := archive.CodeOf(err); code != "" {
 		return publishedArchive{ErrorCode: code, Message: archiveMessage(err)}, nil
@@ -425,7 +516,7 @@ func (s *Service) inspectUpload(ctx context.Context, key, identity string, r io.
 	case errors.As(err, &refused):
 		verdict.ErrorCode, verdict.Message = refused.code, refused.message
 	case err != nil:
-		s.deleteObjects(ctx, []string{key})
+		s.DeleteArchives(ctx, []string{key})
 		return publishedArchive{}, err
 	default:
 		verdict.Facts = &facts
@@ -609,10 +700,15 @@ func (s *Service) Facts(ctx context.Context, p access.Principal, versionID strin
 // Deprecate marks a published version deprecated, or replaces the reason
 // and link of a deprecated one.
 func (s *Service) Deprecate(ctx context.Context, p access.Principal, versionID, reason, link string) (Version, error) {
+	return inTx(ctx, s, func(tx *sqlx.Tx) (Version, error) { return s.DeprecateTx(ctx, tx, p, versionID, reason, link) })
+}
+
+// DeprecateTx is Deprecate in the caller's transaction.
+func (s *Service) DeprecateTx(ctx context.Context, tx *sqlx.Tx, p access.Principal, versionID, reason, link string) (Version, error) {
 	if err := validateDeprecation(reason, link); err != nil {
 		return Version{}, err
 	}
-	return s.changeFlags(ctx, p, versionID, "registry_module_version.deprecated", func(tx *sqlx.Tx, v Version) (map[string]any, error) {
+	return s.changeFlags(ctx, tx, p, versionID, "registry_module_version.deprecated", func(v Version) (map[string]any, error) {
 		if err := CanDeprecate(v); err != nil {
 			return nil, err
 		}
@@ -623,7 +719,12 @@ func (s *Service) Deprecate(ctx context.Context, p access.Principal, versionID, 
 
 // Restore clears a version's deprecation.
 func (s *Service) Restore(ctx context.Context, p access.Principal, versionID string) (Version, error) {
-	return s.changeFlags(ctx, p, versionID, "registry_module_version.restored", func(tx *sqlx.Tx, v Version) (map[string]any, error) {
+	return inTx(ctx, s, func(tx *sqlx.Tx) (Version, error) { return s.RestoreTx(ctx, tx, p, versionID) })
+}
+
+// RestoreTx is Restore in the caller's transaction.
+func (s *Service) RestoreTx(ctx context.Context, tx *sqlx.Tx, p access.Principal, versionID string) (Version, error) {
+	return s.changeFlags(ctx, tx, p, versionID, "registry_module_version.restored", func(v Version) (map[string]any, error) {
 		if err := CanRestore(v); err != nil {
 			return nil, err
 		}
@@ -633,10 +734,15 @@ func (s *Service) Restore(ctx context.Context, p access.Principal, versionID str
 
 // Revoke withdraws a deprecated version: no CLI resolves it again.
 func (s *Service) Revoke(ctx context.Context, p access.Principal, versionID, reason string) (Version, error) {
+	return inTx(ctx, s, func(tx *sqlx.Tx) (Version, error) { return s.RevokeTx(ctx, tx, p, versionID, reason) })
+}
+
+// RevokeTx is Revoke in the caller's transaction.
+func (s *Service) RevokeTx(ctx context.Context, tx *sqlx.Tx, p access.Principal, versionID, reason string) (Version, error) {
 	if err := validateReason(reason); err != nil {
 		return Version{}, err
 	}
-	return s.changeFlags(ctx, p, versionID, "registry_module_version.revoked", func(tx *sqlx.Tx, v Version) (map[string]any, error) {
+	return s.changeFlags(ctx, tx, p, versionID, "registry_module_version.revoked", func(v Version) (map[string]any, error) {
 		if err := CanRevoke(v); err != nil {
 			return nil, err
 		}
@@ -646,7 +752,12 @@ func (s *Service) Revoke(ctx context.Context, p access.Principal, versionID, rea
 
 // Unrevoke returns a revoked version to deprecated.
 func (s *Service) Unrevoke(ctx context.Context, p access.Principal, versionID string) (Version, error) {
-	return s.changeFlags(ctx, p, versionID, "registry_module_version.unrevoked", func(tx *sqlx.Tx, v Version) (map[string]any, error) {
+	return inTx(ctx, s, func(tx *sqlx.Tx) (Version, error) { return s.UnrevokeTx(ctx, tx, p, versionID) })
+}
+
+// UnrevokeTx is Unrevoke in the caller's transaction.
+func (s *Service) UnrevokeTx(ctx context.Context, tx *sqlx.Tx, p access.Principal, versionID string) (Version, error) {
+	return s.changeFlags(ctx, tx, p, versionID, "registry_module_version.unrevoked", func(v Version) (map[string]any, error) {
 		if err := CanUnrevoke(v); err != nil {
 			return nil, err
 		}
@@ -656,72 +767,68 @@ func (s *Service) Unrevoke(ctx context.Context, p access.Principal, versionID st
 
 // changeFlags runs one flag transition under the version's row lock, with
 // its audit event.
-func (s *Service) changeFlags(ctx context.Context, p access.Principal, versionID, action string,
-	change func(tx *sqlx.Tx, v Version) (map[string]any, error),
+func (s *Service) changeFlags(ctx context.Context, tx *sqlx.Tx, p access.Principal, versionID, action string,
+	change func(v Version) (map[string]any, error),
 ) (Version, error) {
 	if err := p.Require(access.PermRegistryWrite); err != nil {
 		return Version{}, err
 	}
-	var out Version
-	err := db.WithTx(ctx, s.db, func(tx *sqlx.Tx) error {
-		row, err := versionByID(ctx, tx, p.OrganizationID, versionID, true)
-		if err != nil {
-			return err
-		}
-		evidence, err := change(tx, row.version())
-		if err != nil {
-			return err
-		}
-		evidence["module_id"], evidence["version"] = row.ModuleID, row.Version
-		if err := audit.Record(ctx, tx, p, action, "registry_module_version", versionID, evidence); err != nil {
-			return err
-		}
-		changed, err := versionByID(ctx, tx, p.OrganizationID, versionID, false)
-		out = changed.version()
-		return err
-	})
+	row, err := versionByID(ctx, tx, p.OrganizationID, versionID, true)
 	if err != nil {
 		return Version{}, err
 	}
-	return out, nil
+	evidence, err := change(row.version())
+	if err != nil {
+		return Version{}, err
+	}
+	evidence["module_id"], evidence["version"] = row.ModuleID, row.Version
+	if err := audit.Record(ctx, tx, p, action, "registry_module_version", versionID, evidence); err != nil {
+		return Version{}, err
+	}
+	changed, err := versionByID(ctx, tx, p.OrganizationID, versionID, false)
+	return changed.version(), err
 }
 
 // DeleteVersion deletes a version; its archive is deleted once that has
 // committed.
 func (s *Service) DeleteVersion(ctx context.Context, p access.Principal, versionID string) error {
-	if err := p.Require(access.PermRegistryWrite); err != nil {
-		return err
-	}
-	var key string
-	err := db.WithTx(ctx, s.db, func(tx *sqlx.Tx) error {
-		row, err := versionByID(ctx, tx, p.OrganizationID, versionID, false)
-		if err != nil {
-			return err
-		}
-		// The module's lock first, as everywhere, then the version's.
-		if err := lockModule(ctx, tx, p.OrganizationID, row.ModuleID); err != nil {
-			return err
-		}
-		if row, err = versionByID(ctx, tx, p.OrganizationID, versionID, true); err != nil {
-			return err
-		}
-		if err := deleteVersionRow(ctx, tx, versionID); err != nil {
-			return err
-		}
-		if err := refreshModuleStatus(ctx, tx, row.ModuleID, s.stamp()); err != nil {
-			return err
-		}
-		key = row.BlobKey.String
-		return audit.Record(ctx, tx, p, "registry_module_version.deleted", "registry_module_version", versionID,
-			map[string]any{"module_id": row.ModuleID, "version": row.Version})
-	})
+	keys, err := inTx(ctx, s, func(tx *sqlx.Tx) ([]string, error) { return s.DeleteVersionTx(ctx, tx, p, versionID) })
 	if err != nil {
 		return err
 	}
-	if key != "" {
-		s.deleteObjects(ctx, []string{key})
-	}
+	s.DeleteArchives(ctx, keys)
 	return nil
+}
+
+// DeleteVersionTx is DeleteVersion in the caller's transaction; it
+// returns the archive keys to delete (DeleteArchives) after the commit.
+func (s *Service) DeleteVersionTx(ctx context.Context, tx *sqlx.Tx, p access.Principal, versionID string) ([]string, error) {
+	if err := p.Require(access.PermRegistryWrite); err != nil {
+		return nil, err
+	}
+	row, err := versionByID(ctx, tx, p.OrganizationID, versionID, false)
+	if err != nil {
+		return nil, err
+	}
+	// The module's lock first, as everywhere, then the version's.
+	if err := lockModule(ctx, tx, p.OrganizationID, row.ModuleID); err != nil {
+		return nil, err
+	}
+	if row, err = versionByID(ctx, tx, p.OrganizationID, versionID, true); err != nil {
+		return nil, err
+	}
+	if err := deleteVersionRow(ctx, tx, versionID); err != nil {
+		return nil, err
+	}
+	if err := refreshModuleStatus(ctx, tx, row.ModuleID, s.stamp()); err != nil {
+		return nil, err
+	}
+	var keys []string
+	if row.BlobKey.Valid {
+		keys = append(keys, row.BlobKey.String)
+	}
+	return keys, audit.Record(ctx, tx, p, "registry_module_version.deleted", "registry_module_version", versionID,
+		map[string]any{"module_id": row.ModuleID, "version": row.Version})
 }
 
 // OpenArchive opens a resolvable version's archive for a download

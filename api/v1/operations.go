@@ -50,6 +50,7 @@ func (a *API) registerOperations() {
 	a.registerVariables()
 	a.registerServiceAccounts()
 	a.registerTeams()
+	a.registerRegistry()
 	a.registerTeamAccess()
 	a.registerMembers()
 	a.registerAudit()

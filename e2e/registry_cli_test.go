@@ -324,11 +324,11 @@ func (s *Stack) listedVersions(t *testing.T, token, org string) map[string]*stri
 // organization's, init fails; a revoked version leaves the list.
 func TestRegistryModulesWithTheCLIs(t *testing.T) {
 	t.Parallel()
-	s := StartStack(t, WithTLS(), WithEnv(fmt.Sprintf("CAIRN_REGISTRY_DOWNLOAD_TTL=%s", registryDownloadTTL)))
+	s := StartStack(t, WithTLS(), WithDottedHost(), WithEnv(fmt.Sprintf("CAIRN_REGISTRY_DOWNLOAD_TTL=%s", registryDownloadTTL)))
 	m := s.newMember(t, "registry")
 	mod := s.publishModule(t, m, "network", "aws", "1.0.0", "1.1.0", "2.0.0-rc.1")
 
-	_, body := get(t, s.APIURL+"/.well-known/terraform.json")
+	_, body := call(t, s.Client, http.MethodGet, s.APIURL+"/.well-known/terraform.json", nil)
 	var disco map[string]any
 	if json.Unmarshal(body, &disco) != nil || disco["modules.v1"] != "/api/registry/v1/modules/" {
 		t.Fatalf("discovery: %s", body)
@@ -466,7 +466,9 @@ func TestRegistryModulesWithTheCLIs(t *testing.T) {
 // evidence names the version it downloaded even after it is revoked.
 func TestManagedRunUsesRegistryModules(t *testing.T) {
 	t.Parallel()
-	s := runsStack(t)
+	tofuBinary(t)
+	mirror := filepath.Dir(filepath.Dir(devstack.ToolchainDir(repoRoot(t), "tofu", "1.10.6")))
+	s := StartStack(t, WithTLS(), WithDottedHost(), WithEnv("CAIRN_TOOLCHAIN_DIR="+mirror))
 	m := s.newMember(t, "modrun")
 	mod := s.publishModule(t, m, "network", "aws", "1.1.0")
 	s.versionAction(t, m, mod.Versions["1.1.0"], "deprecate", map[string]string{"reason": "move to 2.x\nWarning: forged"})

@@ -85,8 +85,11 @@ func benchRegistry(api *apiProcess, tlsFiles devstack.TLSFiles, session, userTok
 		return err
 	}
 	defer os.RemoveAll(home)
+	// A registry source address needs a host name with a dot: the API's
+	// certificate also names 127.0.0.1.
+	host := strings.Replace(api.Host, "localhost", "127.0.0.1", 1)
 	rc := filepath.Join(home, "tofurc")
-	if err := os.WriteFile(rc, []byte(fmt.Sprintf("credentials %q {\n  token = %q\n}\n", api.Host, userToken)), 0o600); err != nil {
+	if err := os.WriteFile(rc, []byte(fmt.Sprintf("credentials %q {\n  token = %q\n}\n", host, userToken)), 0o600); err != nil {
 		return err
 	}
 	env := append(os.Environ(), "HOME="+home, "TF_CLI_CONFIG_FILE="+rc, "SSL_CERT_FILE="+tlsFiles.Bundle,
@@ -112,7 +115,7 @@ func benchRegistry(api *apiProcess, tlsFiles devstack.TLSFiles, session, userTok
 	}
 	configs := map[string]string{
 		"registry": config(func(name string) string {
-			return fmt.Sprintf("source  = %q\n  version = \"~> 1.0\"", api.Host+"/"+org+"/"+name+"/aws")
+			return fmt.Sprintf("source  = %q\n  version = \"~> 1.0\"", host+"/"+org+"/"+name+"/aws")
 		}),
 		"local": config(func(name string) string { return fmt.Sprintf("source = %q", filepath.Join(local, name)) }),
 	}

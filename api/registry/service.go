@@ -206,7 +206,13 @@ func (s *Service) ListModules(ctx context.Context, p access.Principal, q ListMod
 // DeleteModule deletes a module and its versions; their archives are
 // deleted once that has committed.
 func (s *Service) DeleteModule(ctx context.Context, p access.Principal, moduleID string) error {
-	keys, err := inTx(ctx, s, func(tx *sqlx.Tx) ([]string, error) { return s.DeleteModuleTx(ctx, tx, p, moduleID) })
+	return s.deleteThenRelease(ctx, func(tx *sqlx.Tx) ([]string, error) { return s.DeleteModuleTx(ctx, tx, p, moduleID) })
+}
+
+// deleteThenRelease runs a deletion in a transaction of its own and, once
+// it has committed, deletes the archives it released.
+func (s *Service) deleteThenRelease(ctx context.Context, del func(tx *sqlx.Tx) ([]string, error)) error {
+	keys, err := inTx(ctx, s, del)
 	if err != nil {
 		return err
 	}
@@ -234,29 +240,24 @@ func (s *Service) DeleteModulesByName(ctx context.Context, p access.Principal, r
 	if err := p.Require(access.PermRegistryWrite); err != nil {
 		return err
 	}
-	var keys []string
-	err := db.WithTx(ctx, s.db, func(tx *sqlx.Tx) error {
+	return s.deleteThenRelease(ctx, func(tx *sqlx.Tx) ([]string, error) {
 		mods, err := modulesByName(ctx, tx, p.OrganizationID, registryName, namespace, name, provider)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if len(mods) == 0 {
-			return fault.ErrNotFound
+			return nil, fault.ErrNotFound
 		}
+		var keys []string
 		for _, m := range mods {
 			deleted, err := s.deleteModule(ctx, tx, p, m)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			keys = append(keys, deleted...)
 		}
-		return nil
+		return keys, nil
 	})
-	if err != nil {
-		return err
-	}
-	s.DeleteArchives(ctx, keys)
-	return nil
 }
 
 func (s *Service) deleteModule(ctx context.Context, tx *sqlx.Tx, p access.Principal, m Module) ([]string, error) {
@@ -792,12 +793,7 @@ func (s *Service) changeFlags(ctx context.Context, tx *sqlx.Tx, p access.Princip
 // DeleteVersion deletes a version; its archive is deleted once that has
 // committed.
 func (s *Service) DeleteVersion(ctx context.Context, p access.Principal, versionID string) error {
-	keys, err := inTx(ctx, s, func(tx *sqlx.Tx) ([]string, error) { return s.DeleteVersionTx(ctx, tx, p, versionID) })
-	if err != nil {
-		return err
-	}
-	s.DeleteArchives(ctx, keys)
-	return nil
+	return s.deleteThenRelease(ctx, func(tx *sqlx.Tx) ([]string, error) { return s.DeleteVersionTx(ctx, tx, p, versionID) })
 }
 
 // DeleteVersionTx is DeleteVersion in the caller's transaction; it

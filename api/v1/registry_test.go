@@ -202,16 +202,23 @@ func TestRegistryOverV1(t *testing.T) {
 	owner.Get("/v1/registry/modules/"+m.ID).MustStatus(t, http.StatusNotFound)
 }
 
-// TestRegistryUploadOverLimitIsRefusedBeforeStoring declares one byte
-// more than 100,000,000 and sends almost nothing: the answer is 413 at
-// once and no version or object exists.
-func TestRegistryUploadOverLimitIsRefusedBeforeStoring(t *testing.T) {
-	t.Parallel()
+// newRegistryModule is an API with an organization whose owner created
+// the module network/aws.
+func newRegistryModule(t *testing.T) (*apitest.Env, *apitest.User, moduleView) {
 	env := apitest.New(t)
 	owner := env.WithOrganization("Registry")
 	var m moduleView
 	owner.Mutate(http.MethodPost, "/v1/registry/modules", map[string]string{"name": "network", "provider": "aws"}).
 		MustStatus(t, http.StatusCreated).Data(t, &m)
+	return env, owner, m
+}
+
+// TestRegistryUploadOverLimitIsRefusedBeforeStoring declares one byte
+// more than 100,000,000 and sends almost nothing: the answer is 413 at
+// once and no version or object exists.
+func TestRegistryUploadOverLimitIsRefusedBeforeStoring(t *testing.T) {
+	t.Parallel()
+	env, owner, m := newRegistryModule(t)
 	u, err := url.Parse(env.URL)
 	if err != nil {
 		t.Fatal(err)
@@ -244,11 +251,7 @@ func TestRegistryUploadOverLimitIsRefusedBeforeStoring(t *testing.T) {
 // only the winner's archive stays.
 func TestRegistryConcurrentUploadsOfOneVersionOneWins(t *testing.T) {
 	t.Parallel()
-	env := apitest.New(t)
-	owner := env.WithOrganization("Registry")
-	var m moduleView
-	owner.Mutate(http.MethodPost, "/v1/registry/modules", map[string]string{"name": "network", "provider": "aws"}).
-		MustStatus(t, http.StatusCreated).Data(t, &m)
+	env, owner, m := newRegistryModule(t)
 	statuses := make([]int, 2)
 	var wg sync.WaitGroup
 	for i := range statuses {

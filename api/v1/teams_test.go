@@ -611,7 +611,7 @@ func TestMemberEffectiveAccessV1(t *testing.T) {
 	if beta.WorkspaceID != b.ID || !slices.Contains(beta.Permissions, "run:approve") || !slices.Contains(beta.Permissions, "state:write") {
 		t.Fatalf("access in beta %+v", beta)
 	}
-	if strings.Join(got.OrganizationPermissions, ",") != "organization:read" {
+	if strings.Join(got.OrganizationPermissions, ",") != "organization:read,registry:read" {
 		t.Fatalf("organization permissions %v", got.OrganizationPermissions)
 	}
 	var own v1MemberAccess

@@ -40,8 +40,9 @@ FUZZTIME ?= 30s
 fuzz: build
 	./bin/cairn-dev fuzz -fuzztime $(FUZZTIME)
 
-## tools: build the pinned OpenTofu (1.10.6) into .tools/toolchains/tofu/ with its SHA256SUMS, and versitygw
-##        (1.8.0, the S3-compatible store tests use) into .tools/versitygw/
+## tools: build the pinned OpenTofu (1.10.6) into .tools/toolchains/tofu/ with its SHA256SUMS, versitygw
+##        (1.8.0, the S3-compatible store tests use) into .tools/versitygw/, and Terraform 1.5.7 (the registry
+##        tests' second CLI) into .tools/toolchains/terraform/
 tools: build
 	./bin/cairn-dev tools
 

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -154,7 +155,13 @@ type stackSettings struct {
 	env []string
 	// noLaunchControl leaves the database without a launch control.
 	noLaunchControl bool
+	// apiHostName names the API's host (default localhost).
+	apiHostName string
 }
+
+// WithDottedHost names the API 127.0.0.1 instead of localhost: a module
+// registry source address needs a host name with a dot in it.
+func WithDottedHost() StackOption { return func(s *stackSettings) { s.apiHostName = "127.0.0.1" } }
 
 // WithoutLaunchControl starts the stack without writing a launch control
 // (every admission is refused until one exists); by default the stack
@@ -226,7 +233,7 @@ func StartStack(t *testing.T, opts ...StackOption) *Stack {
 	t.Cleanup(func() { _ = os.RemoveAll(dataDir) })
 	s := &Stack{
 		APIURL:          fmt.Sprintf("http://127.0.0.1:%d", apiPort),
-		APIHost:         fmt.Sprintf("localhost:%d", apiPort),
+		APIHost:         fmt.Sprintf("%s:%d", cmp.Or(settings.apiHostName, "localhost"), apiPort),
 		DashboardURL:    fmt.Sprintf("http://127.0.0.1:%d", bffPort),
 		MCPURL:          fmt.Sprintf("http://127.0.0.1:%d", mcpPort),
 		DatabaseURL:     dbURL,

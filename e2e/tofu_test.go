@@ -12,23 +12,12 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/cairnhq/cairn/e2e/devstack"
 )
 
 // tofuBinary is the checksum-verified OpenTofu of the toolchain mirror.
 func tofuBinary(t *testing.T) string {
 	t.Helper()
-	dir := devstack.ToolchainDir(repoRoot(t), "tofu", "1.10.6")
-	want, err := os.ReadFile(filepath.Join(dir, "SHA256SUMS"))
-	if err != nil {
-		t.Fatalf("no OpenTofu in the toolchain mirror (run `make tools`): %v", err)
-	}
-	got, err := devstack.FileSHA256(filepath.Join(dir, "tofu"))
-	if err != nil || !strings.HasPrefix(string(want), got) {
-		t.Fatalf("tofu checksum mismatch (%v)", err)
-	}
-	return filepath.Join(dir, "tofu")
+	return toolchainBinary(t, "tofu", "1.10.6")
 }
 
 // member is a signed-up person with an organization and an API token.

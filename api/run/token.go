@@ -64,10 +64,11 @@ func (s *Service) IssueToken(ctx context.Context, st Started, lifetime time.Dura
 // AuthenticateToken resolves a run token to its principal: the run,
 // bounded to its workspace, with what a plan or apply needs and nothing
 // more. It reads its organization (the entitlements the remote backend
-// asks for), its workspace and that workspace's current state (the state
-// service refuses it older versions) in every phase, and writes state only
-// in apply, never for a speculative run. It reads no run, plan or plan
-// JSON: the code it runs is not trusted with them.
+// asks for), its workspace, that workspace's current state (the state
+// service refuses it older versions) and the organization's module
+// registry in every phase, and writes state only in apply, never for a
+// speculative run. It reads no run, plan or plan JSON: the code it runs is
+// not trusted with them.
 func (s *Service) AuthenticateToken(ctx context.Context, token string) (access.Principal, error) {
 	if len(s.opts.TokenKey) == 0 || !strings.HasPrefix(token, TokenPrefix) {
 		return access.Principal{}, ErrInvalidToken
@@ -90,7 +91,9 @@ func (s *Service) AuthenticateToken(ctx context.Context, token string) (access.P
 	if err != nil {
 		return access.Principal{}, fmt.Errorf("reading run token: %w", err)
 	}
-	perms := []access.Permission{access.PermOrganizationRead, access.PermWorkspaceRead, access.PermStateRead}
+	// registry:read lets the sandboxed CLI install the organization's
+	// private registry modules (modules.v1) with no credential of a user.
+	perms := []access.Permission{access.PermOrganizationRead, access.PermWorkspaceRead, access.PermStateRead, access.PermRegistryRead}
 	if row.Phase == PhaseApply && row.Kind != string(KindSpeculative) {
 		perms = append(perms, access.PermStateWrite)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/cairnhq/cairn/api/checkrun"
 	"github.com/cairnhq/cairn/api/credential"
 	"github.com/cairnhq/cairn/api/identity"
+	"github.com/cairnhq/cairn/api/modulesv1"
 	"github.com/cairnhq/cairn/api/oauth"
 	"github.com/cairnhq/cairn/api/operator"
 	"github.com/cairnhq/cairn/api/platform/blob"
@@ -128,13 +129,23 @@ func New(deps Deps) (*Server, error) {
 	}
 	authserver.MountDiscovery(app, authDeps)
 	authserver.Mount(app.Group("/api/auth"), authDeps)
-	tfe.Mount(app, tfe.Deps{
+	remote := tfe.Deps{
 		Config: deps.Config, DB: deps.DB, Logger: deps.Logger, Identity: deps.Identity,
 		ServiceAccounts: deps.Services.ServiceAccounts, Workspaces: deps.Services.Workspaces,
 		State: deps.Services.State, Launch: deps.Services.Launch, Runs: deps.Services.Runs,
 		Teams: deps.Services.Teams, Capabilities: capability.NewSigner(deps.Config.AuthSecret),
 		Registry: deps.Services.Registry,
-	})
+	}
+	// The module registry protocol takes the remote-backend API's tokens:
+	// the same CLIs present the same credentials for the host.
+	modules := modulesv1.Deps{Registry: deps.Services.Registry, Runs: deps.Services.Runs, Launch: deps.Services.Launch,
+		Authenticate: tfe.Authenticator(remote), Capabilities: remote.Capabilities, Logger: deps.Logger,
+		DownloadTTL: deps.Config.RegistryDownloadTTL}
+	if modulesv1.Ready(modules) {
+		remote.ModulesV1 = modulesv1.ModulesPath
+	}
+	tfe.Mount(app, remote)
+	modulesv1.Mount(app, modules)
 	operator.Mount(app.Group("/operator/v1"), operator.Deps{
 		Token: deps.Config.OperatorToken, Launch: deps.Services.Launch, Logger: deps.Logger,
 	})

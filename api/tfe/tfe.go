@@ -54,6 +54,9 @@ type Deps struct {
 	Capabilities capability.Signer
 	// Registry is the private module registry (registry-modules).
 	Registry *registry.Service
+	// ModulesV1 is the module registry protocol's path that discovery
+	// announces as modules.v1; "" (no registry) announces none.
+	ModulesV1 string
 }
 
 type server struct {
@@ -61,8 +64,8 @@ type server struct {
 	ready bool
 }
 
-// Mount registers service discovery and every /api/v2 route on app.
-func Mount(app *fiber.App, deps Deps) {
+// newServer fills in what deps leaves to be built.
+func newServer(deps Deps) *server {
 	s := &server{Deps: deps}
 	if s.Teams == nil && deps.DB != nil && deps.Workspaces != nil {
 		s.Teams = team.NewService(deps.DB, deps.Workspaces)
@@ -71,6 +74,23 @@ func Mount(app *fiber.App, deps Deps) {
 		s.TeamTokens = team.NewTokens(deps.DB, s.Teams, secret.Derive(deps.Config.AuthSecret, "team-token"))
 	}
 	s.ready = s.TeamTokens != nil && deps.DB != nil && deps.Identity != nil && deps.Workspaces != nil && deps.State != nil && deps.Launch != nil && deps.Runs != nil
+	return s
+}
+
+// Authenticator returns the remote-backend API's bearer authentication,
+// for a surface that accepts exactly its tokens (the module registry
+// protocol the same CLIs call). It is nil when deps cannot serve the API.
+func Authenticator(deps Deps) func(ctx context.Context, token string) (access.Principal, error) {
+	s := newServer(deps)
+	if !s.ready {
+		return nil
+	}
+	return s.principal
+}
+
+// Mount registers service discovery and every /api/v2 route on app.
+func Mount(app *fiber.App, deps Deps) {
+	s := newServer(deps)
 	app.Get("/.well-known/terraform.json", s.discovery)
 	v2 := app.Group("/api/v2")
 	v2.Use(s.headers)
@@ -109,6 +129,9 @@ func (s *server) discovery(c *fiber.Ctx) error {
 			"scopes":      []string{oauth.ScopeCLI},
 		}
 	}
+	if s.ready && s.ModulesV1 != "" {
+		doc["modules.v1"] = s.ModulesV1
+	}
 	return c.JSON(doc)
 }
 
@@ -144,7 +167,11 @@ func (s *server) authenticate(c *fiber.Ctx) (access.Principal, error) {
 	if !ok || token == "" {
 		return access.Principal{}, identity.ErrInvalidToken
 	}
-	ctx := c.UserContext()
+	return s.principal(c.UserContext(), token)
+}
+
+// principal resolves a bearer token to its principal.
+func (s *server) principal(ctx context.Context, token string) (access.Principal, error) {
 	switch {
 	case strings.HasPrefix(token, identity.UserTokenPrefix):
 		return s.Identity.AuthenticateUserToken(ctx, token)

@@ -215,16 +215,31 @@ type AttemptView struct {
 // newest plan attempt, where policies are evaluated); each is null, and
 // listed in not_recorded, while no worker recorded it.
 type EvidenceView struct {
-	WorkflowID         *string       `json:"workflow_id" doc:"The job that ran the newest recorded attempt: its kind and ID."`
-	DefinitionSHA      *string       `json:"definition_sha" doc:"Full commit ID of the source that worker was built from."`
-	BuildSHA           *string       `json:"build_sha" doc:"SHA-256 of that worker's executable."`
-	WorkflowBuild      *string       `json:"workflow_build" doc:"That worker's build version."`
-	ToolVersion        string        `json:"tool_version"`
-	RunnerRelease      string        `json:"runner_release"`
-	SandboxBaseProfile *string       `json:"sandbox_base_profile" doc:"Derived from the attempts' recorded sandbox profiles (the weakest isolation that ran user code): <driver>-namespaces, <driver>-unisolated or <driver>-isolation-unavailable. Null until an attempt recorded one."`
-	Protocol           *string       `json:"protocol" doc:"The state protocol that worker's runner speaks."`
-	PolicyEngine       *string       `json:"policy_engine" doc:"The policy engine of the worker of the newest recorded plan attempt, which evaluated the policies."`
-	Attempts           []AttemptView `json:"attempts"`
+	WorkflowID         *string              `json:"workflow_id" doc:"The job that ran the newest recorded attempt: its kind and ID."`
+	DefinitionSHA      *string              `json:"definition_sha" doc:"Full commit ID of the source that worker was built from."`
+	BuildSHA           *string              `json:"build_sha" doc:"SHA-256 of that worker's executable."`
+	WorkflowBuild      *string              `json:"workflow_build" doc:"That worker's build version."`
+	ToolVersion        string               `json:"tool_version"`
+	RunnerRelease      string               `json:"runner_release"`
+	SandboxBaseProfile *string              `json:"sandbox_base_profile" doc:"Derived from the attempts' recorded sandbox profiles (the weakest isolation that ran user code): <driver>-namespaces, <driver>-unisolated or <driver>-isolation-unavailable. Null until an attempt recorded one."`
+	Protocol           *string              `json:"protocol" doc:"The state protocol that worker's runner speaks."`
+	PolicyEngine       *string              `json:"policy_engine" doc:"The policy engine of the worker of the newest recorded plan attempt, which evaluated the policies."`
+	Attempts           []AttemptView        `json:"attempts"`
+	RegistryModules    []RegistryModuleView `json:"registry_modules" doc:"The private registry module versions the run's attempts downloaded, in download order; kept when a version is later revoked or deleted."`
+}
+
+// RegistryModuleView is one registry module version one attempt
+// downloaded, as it was then.
+type RegistryModuleView struct {
+	AttemptID         string    `json:"attempt_id"`
+	Phase             string    `json:"phase" enum:"plan,apply"`
+	Address           string    `json:"address" doc:"namespace/name/provider"`
+	Version           string    `json:"version"`
+	VersionID         string    `json:"version_id"`
+	ArchiveSHA256     string    `json:"archive_sha256"`
+	Deprecated        bool      `json:"deprecated" doc:"The version was deprecated when downloaded; the phase's log warns about it."`
+	DeprecationReason *string   `json:"deprecation_reason"`
+	DownloadedAt      time.Time `json:"downloaded_at"`
 }
 
 // SourceProvenanceView is the source chain of a code-host run.
@@ -315,13 +330,14 @@ func (a *API) runView(ctx context.Context, q sqlx.QueryerContext, p access.Princ
 		Plan: PlanPhaseView{Status: r.PlanStatus, HasChanges: r.HasChanges, ResourceAdditions: r.ResourceAdditions,
 			ResourceChanges: r.ResourceChanges, ResourceDestructions: r.ResourceDestructions, PlanDigest: hexOrNil(r.PlanDigest),
 			PredecessorStateVersionID: r.PredecessorStateVersionID},
-		Policy:               PolicyStageView{Outcome: r.PolicyOutcome, ResultDigest: hexOrNil(r.PolicyResultDigest)},
-		ApprovalDeadline:     r.ApprovalDeadline,
-		Apply:                ApplyPhaseView{Status: r.ApplyStatus, StateVersionID: r.StateVersionID},
-		TerminalReason:       r.TerminalReason,
-		LogTruncated:         r.LogTruncated,
-		Overrides:            OverridesView{Records: []PolicyOverrideView{}},
-		Evidence:             EvidenceView{ToolVersion: r.ToolVersion, RunnerRelease: r.RunnerRelease, Attempts: []AttemptView{}},
+		Policy:           PolicyStageView{Outcome: r.PolicyOutcome, ResultDigest: hexOrNil(r.PolicyResultDigest)},
+		ApprovalDeadline: r.ApprovalDeadline,
+		Apply:            ApplyPhaseView{Status: r.ApplyStatus, StateVersionID: r.StateVersionID},
+		TerminalReason:   r.TerminalReason,
+		LogTruncated:     r.LogTruncated,
+		Overrides:        OverridesView{Records: []PolicyOverrideView{}},
+		Evidence: EvidenceView{ToolVersion: r.ToolVersion, RunnerRelease: r.RunnerRelease, Attempts: []AttemptView{},
+			RegistryModules: []RegistryModuleView{}},
 		NotRecorded:          []string{},
 		ForceExecuteDiscards: []string{},
 		Initiator:            r.Initiator,
@@ -382,6 +398,15 @@ func (a *API) runView(ctx context.Context, q sqlx.QueryerContext, p access.Princ
 	}
 	if base, ok := run.BaseProfile(attempts); ok {
 		v.Evidence.SandboxBaseProfile = &base
+	}
+	modules, err := runs.RegistryModulesOf(ctx, q, r)
+	if err != nil {
+		return RunView{}, err
+	}
+	for _, m := range modules {
+		v.Evidence.RegistryModules = append(v.Evidence.RegistryModules, RegistryModuleView{AttemptID: m.AttemptID, Phase: m.Phase,
+			Address: m.Address, Version: m.Version, VersionID: m.VersionID, ArchiveSHA256: m.ArchiveSHA256, Deprecated: m.Deprecated,
+			DeprecationReason: m.DeprecationReason, DownloadedAt: m.DownloadedAt})
 	}
 	rec, err := runs.RecoveryOf(ctx, q, r.ID)
 	if err != nil {

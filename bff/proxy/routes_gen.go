@@ -51,6 +51,8 @@ var routes = []route{
 	{method: "POST", pattern: "/v1/registry/modules"},
 	{method: "DELETE", pattern: "/v1/registry/modules/{id}"},
 	{method: "GET", pattern: "/v1/registry/modules/{id}"},
+	{method: "POST", pattern: "/v1/registry/modules/{id}/actions/sync"},
+	{method: "PUT", pattern: "/v1/registry/modules/{id}/source"},
 	{method: "GET", pattern: "/v1/registry/modules/{id}/versions"},
 	{method: "POST", pattern: "/v1/registry/modules/{id}/versions"},
 	{method: "GET", pattern: "/v1/runs"},

@@ -28,3 +28,18 @@ func TestCLIConfigNamesTheMirrorAsTheOnlySource(t *testing.T) {
 		}
 	}
 }
+
+// TestPublisherTextStaysOnOneLine: a deprecation reason cannot start a
+// log line of its own that would pass for the runner's or the CLI's.
+func TestPublisherTextStaysOnOneLine(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"use 2.x":                          "use 2.x",
+		"use 2.x\nWarning: forged":         "use 2.x Warning: forged",
+		"a\r\nb\tc\x1b[31md\u2028e\u0085f": "a  b c [31md e f",
+	} {
+		if got := oneLine(in); got != want {
+			t.Errorf("oneLine(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
 
 	"github.com/hashicorp/hcl/v2/hclwrite"
 	"github.com/zclconf/go-cty/cty"
@@ -765,7 +766,40 @@ func (r *Runner) init(ctx context.Context, env *attemptEnv, extra ...string) err
 		}
 		return exitError{step: "init", code: code}
 	}
+	return r.warnDeprecated(ctx, env)
+}
+
+// warnDeprecated writes a warning into the phase's log for every
+// deprecated registry module version the attempt's init downloaded, with
+// the reason its publisher gave: the CLIs themselves say nothing about it.
+func (r *Runner) warnDeprecated(ctx context.Context, env *attemptEnv) error {
+	modules, err := r.Runs.AttemptRegistryModules(ctx, env.st.Attempt.ID)
+	if err != nil {
+		return err
+	}
+	for _, m := range modules {
+		if !m.Deprecated {
+			continue
+		}
+		if m.DeprecationReason == nil || strings.TrimSpace(*m.DeprecationReason) == "" {
+			env.logs.Line("Warning: registry module %s version %s is deprecated.", m.Address, m.Version)
+			continue
+		}
+		env.logs.Line("Warning: registry module %s version %s is deprecated: %s", m.Address, m.Version, oneLine(*m.DeprecationReason))
+	}
 	return nil
+}
+
+// oneLine keeps a publisher's text on one log line: line breaks and other
+// control characters become spaces, so it cannot pass for the runner's or
+// the CLI's own lines.
+func oneLine(s string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) || r == '\u2028' || r == '\u2029' {
+			return ' '
+		}
+		return r
+	}, s)
 }
 
 // tailBuffer keeps the last limit bytes written to it. It holds up to

@@ -49,11 +49,18 @@ func (s Signer) Query(method, resource string, lifetime time.Duration) string {
 // QueryUntil returns "expires=…&signature=…" for a grant that ends at
 // deadline, rounded up to the second so it never ends early.
 func (s Signer) QueryUntil(method, resource string, deadline time.Time) string {
+	expires := Expires(deadline)
+	return "expires=" + strconv.FormatInt(expires, 10) + "&signature=" + s.Sign(method, resource, expires)
+}
+
+// Expires is the expiry (Unix seconds) of a grant that ends at deadline,
+// rounded up to the second so it never ends early.
+func Expires(deadline time.Time) int64 {
 	expires := deadline.Unix()
 	if deadline.After(time.Unix(expires, 0)) {
 		expires++
 	}
-	return "expires=" + strconv.FormatInt(expires, 10) + "&signature=" + s.Sign(method, resource, expires)
+	return expires
 }
 
 // Valid reports whether signature grants method on resource now: the expiry

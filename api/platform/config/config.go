@@ -188,6 +188,9 @@ type Config struct {
 	ApprovalTimeout time.Duration `env:"CAIRN_APPROVAL_TIMEOUT" envDefault:"168h"`
 	// PhaseTimeout bounds one sandboxed phase.
 	PhaseTimeout time.Duration `env:"CAIRN_PHASE_TIMEOUT" envDefault:"1h"`
+	// RegistryDownloadTTL is how long the signed archive URL of a
+	// registry module version (modules.v1's download answer) lasts.
+	RegistryDownloadTTL time.Duration `env:"CAIRN_REGISTRY_DOWNLOAD_TTL" envDefault:"1h"`
 	// ApplyInterruptGrace is how long an interrupted apply's tofu gets
 	// between its interrupt and SIGKILL to stop and write what state it
 	// has (cancel, phase timeout, worker shutdown).
@@ -318,6 +321,9 @@ func (c Config) validate() error {
 	}
 	if c.PhaseTimeout < time.Second {
 		problems = append(problems, errors.New("CAIRN_PHASE_TIMEOUT must be at least 1s"))
+	}
+	if c.RegistryDownloadTTL < time.Second || c.RegistryDownloadTTL > 24*time.Hour {
+		problems = append(problems, errors.New("CAIRN_REGISTRY_DOWNLOAD_TTL must be between 1s and 24h"))
 	}
 	if c.PlanMaxAttempts < 1 || c.PlanMaxAttempts > 20 {
 		problems = append(problems, errors.New("CAIRN_PLAN_MAX_ATTEMPTS must be between 1 and 20"))

@@ -35,7 +35,7 @@ import (
 var (
 	duration    = flag.Duration("duration", 5*time.Second, "how long each load phase runs")
 	concurrency = flag.Int("concurrency", 32, "concurrent clients")
-	only        = flag.String("only", "", "run only these phases (comma-separated: health,mutation,replay,list,agents,state,tofu,runs,providers,credentials,policy,dashboard,live,signin,codehost,replicas,logs,teams,sso,scim)")
+	only        = flag.String("only", "", "run only these phases (comma-separated: health,mutation,replay,list,agents,state,tofu,runs,providers,credentials,policy,dashboard,live,signin,codehost,replicas,logs,teams,sso,scim,registry)")
 	logMiB      = flag.Int("log-mib", 24, "size of the large run log the logs phase reads")
 	rounds      = flag.Int("rounds", 5, "rounds of each tofu command (medians are reported)")
 )
@@ -283,7 +283,7 @@ func run() error {
 		}
 	}
 
-	if enabled("state") || enabled("tofu") || enabled("runs") || enabled("providers") || enabled("codehost") || enabled("credentials") || enabled("policy") || enabled("dashboard") || enabled("logs") {
+	if enabled("state") || enabled("tofu") || enabled("runs") || enabled("providers") || enabled("codehost") || enabled("credentials") || enabled("policy") || enabled("dashboard") || enabled("logs") || enabled("registry") {
 		var userToken struct {
 			Data struct {
 				Token string `json:"token"`
@@ -354,6 +354,16 @@ func run() error {
 			}
 			defer stop()
 			if err := benchTofu(tlsAPI, files, userToken.Data.Token, "bench", *rounds); err != nil {
+				return err
+			}
+		}
+		if enabled("registry") {
+			tlsAPI, files, stop, err := startTLSAPI(dbURL)
+			if err != nil {
+				return err
+			}
+			defer stop()
+			if err := benchRegistry(tlsAPI, files, token, userToken.Data.Token, "bench", *rounds); err != nil {
 				return err
 			}
 		}

@@ -35,8 +35,9 @@ commands:
   compat  run go-tfe's integration tests against a real cairn-api and cairn-worker [-run REGEX]
   tools   build the pinned OpenTofu into .tools/toolchains, versitygw
           into .tools/versitygw and hashicorp/null into the provider
-          mirror .tools/providers and Dex (the SSO tests' identity
-          provider, from e2e/tools/dex) into .tools/dex (once)
+          mirror .tools/providers, Dex (the SSO tests' identity
+          provider, from e2e/tools/dex) into .tools/dex and Terraform
+          1.5.7 into .tools/toolchains/terraform (each once)
   cluster start a throwaway cluster with a migrated template, print the test
           environment and wait (for running single tests by hand)
 `
@@ -71,6 +72,9 @@ func main() {
 		}
 		if err == nil {
 			_, err = devstack.EnsureDex(ctx, ".", os.Stdout)
+		}
+		if err == nil {
+			_, err = devstack.EnsureTerraform(ctx, ".", terraformVersion, os.Stdout)
 		}
 	default:
 		fmt.Fprint(os.Stderr, usage)
@@ -152,6 +156,10 @@ func throwawayCluster(ctx context.Context, logPrefix string) (*devstack.Postgres
 
 // tofuVersion is the OpenTofu version the toolchain mirror carries.
 const tofuVersion = "1.10.6"
+
+// terraformVersion is the Terraform CLI the registry's end-to-end tests
+// drive beside OpenTofu: its last MPL release.
+const terraformVersion = "1.5.7"
 
 // templateDB is the migrated database that tests clone for each test.
 const templateDB = "cairn_template"

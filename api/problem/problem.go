@@ -159,7 +159,6 @@ var table = []struct {
 	{github.ErrNotHeld, httpx.Problem{Status: http.StatusConflict, Code: "SOURCE_INGESTION_NOT_HELD"}},
 	{github.ErrCommitMismatch, httpx.Problem{Status: http.StatusConflict, Code: "SOURCE_INGESTION_COMMIT_MISMATCH"}},
 	{registry.ErrInvalidCursor, httpx.Problem{Status: http.StatusBadRequest, Code: "REGISTRY_LIST_CURSOR_INVALID"}},
-	{registry.ErrSourceUnsupported, httpx.Problem{Status: http.StatusUnprocessableEntity, Code: "REGISTRY_MODULE_SOURCE_UNSUPPORTED"}},
 	{registry.ErrModuleExists, httpx.Problem{Status: http.StatusConflict, Code: "REGISTRY_MODULE_EXISTS"}},
 	{registry.ErrVersionExists, httpx.Problem{Status: http.StatusConflict, Code: "REGISTRY_MODULE_VERSION_EXISTS"}},
 	{registry.ErrVersionNotPending, httpx.Problem{Status: http.StatusConflict, Code: "REGISTRY_MODULE_VERSION_IMMUTABLE"}},

@@ -33,9 +33,6 @@ var (
 	// ErrNotPublished means the version is pending or errored, which
 	// deprecation and revocation do not apply to.
 	ErrNotPublished = fmt.Errorf("module version is not published: %w", fault.ErrConflict)
-	// ErrSourceUnsupported means a code-host binding was asked for where
-	// none can be made yet.
-	ErrSourceUnsupported = fmt.Errorf("module source binding is not available: %w", fault.ErrValidation)
 	// ErrStorageUnavailable means there is no sealed artifact store (no
 	// master key): archives can be neither stored nor read.
 	ErrStorageUnavailable = fmt.Errorf("module archive storage: %w", fault.ErrUnavailable)

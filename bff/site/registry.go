@@ -182,8 +182,10 @@ func registryRefusal(err error) string {
 		return "The organization already has a module with that name and provider."
 	case "REGISTRY_MODULE_VERSION_EXISTS":
 		return "The module already has that version: published versions never change, so publish a new version number."
-	case "REGISTRY_MODULE_SOURCE_UNSUPPORTED":
-		return "Publishing from a repository is not available here yet: leave the repository empty and upload archives."
+	case "REGISTRY_MODULE_NOT_BOUND":
+		return "The module is not bound to a repository: bind it before syncing."
+	case "REGISTRY_MODULE_SOURCE_UNAVAILABLE":
+		return "The repository cannot be reached through the organization's code-host app right now."
 	case "REGISTRY_MODULE_VERSION_REVOKED":
 		return "That version is revoked: lift the revocation first."
 	case "REGISTRY_MODULE_VERSION_NOT_DEPRECATED":

@@ -141,7 +141,7 @@ func (c *registryCodeHost) settled(t *testing.T, moduleID string, want ...string
 	}
 }
 
-var registryModuleFiles = map[string]string{
+var codehostModuleFiles = map[string]string{
 	"network/main.tf":             "variable \"cidr\" {\n  type    = string\n  default = \"10.0.0.0/16\"\n}\n\noutput \"cidr\" {\n  value = var.cidr\n}\n",
 	"network/README.md":           "# network\n",
 	"network/modules/sub/main.tf": "resource \"terraform_data\" \"sub\" {}\n",
@@ -171,7 +171,7 @@ func TestRegistryPublishesFromTheCodeHost(t *testing.T) {
 		t.Fatalf("bind module: %d", st)
 	}
 
-	sha := c.fake.Commit(registryRepo, "main", "network 1.0.0", registryModuleFiles)
+	sha := c.fake.Commit(registryRepo, "main", "network 1.0.0", codehostModuleFiles)
 	c.fake.Tag(registryRepo, "network/v1.0.0", sha)
 	d := githubfake.NewDelivery("push", c.fake.TagPush(t, registryInstallation, registryRepo, "network/v1.0.0", sha))
 	first := c.deliver(t, d)
@@ -221,7 +221,7 @@ func TestRegistryPublishesFromTheCodeHost(t *testing.T) {
 	}
 
 	// A symlink in the module's directory: errored, with a safe reason.
-	linked := c.fake.CommitWithLinks(registryRepo, "main", "network 1.1.0", registryModuleFiles,
+	linked := c.fake.CommitWithLinks(registryRepo, "main", "network 1.1.0", codehostModuleFiles,
 		map[string]string{"network/credentials": "/etc/shadow"})
 	c.fake.Tag(registryRepo, "network/v1.1.0", linked)
 	if got := c.deliver(t, githubfake.NewDelivery("push", c.fake.TagPush(t, registryInstallation, registryRepo, "network/v1.1.0", linked))); got.Result != "accepted" {
@@ -233,7 +233,7 @@ func TestRegistryPublishesFromTheCodeHost(t *testing.T) {
 	}
 
 	// Tags no push announced: a sync publishes the matching ones.
-	later := c.fake.Commit(registryRepo, "main", "network 1.2.0", registryModuleFiles)
+	later := c.fake.Commit(registryRepo, "main", "network 1.2.0", codehostModuleFiles)
 	c.fake.Tag(registryRepo, "network/v1.2.0", later)
 	c.fake.Tag(registryRepo, "network/v2.0.0-rc.1", later)
 	c.fake.Tag(registryRepo, "v9.9.9", later)

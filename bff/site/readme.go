@@ -17,6 +17,16 @@ import (
 // maxReadme bounds the markdown rendered; the API stores at most 256 KiB.
 const maxReadme = 256 << 10
 
+// goldmark's cost grows with the square of some inputs, and a README is
+// rendered on every view of its module: 64 KiB of '>' (nested quotes)
+// takes seconds, as do 16,000 unclosed links. A README past these bounds
+// is shown as plain text, which costs nothing to render and is still
+// readable; real READMEs stay far inside them.
+const (
+	maxReadmeBrackets = 2048
+	maxReadmeNesting  = 16
+)
+
 // readmeMarkdown renders a module's README. A README is written by whoever
 // publishes the module, so it is untrusted: raw HTML is left out (goldmark
 // renders it only WithUnsafe), no heading gets an ID or attributes (either
@@ -31,6 +41,9 @@ var readmeMarkdown = goldmark.New(
 func renderReadme(markdown string) template.HTML {
 	if len(markdown) > maxReadme {
 		markdown = markdown[:maxReadme]
+	}
+	if readmeTooComplex(markdown) {
+		return template.HTML("<pre class=\"readme-plain\">" + template.HTMLEscapeString(markdown) + "</pre>")
 	}
 	var out bytes.Buffer
 	if err := readmeMarkdown.Convert([]byte(markdown), &out); err != nil {
@@ -101,6 +114,37 @@ func allowedReadmeLink(dest string) bool {
 		return u.Host != "" && u.User == nil
 	case "mailto":
 		return u.Opaque != ""
+	}
+	return false
+}
+
+// readmeTooComplex reports whether rendering markdown as markdown could
+// cost far more than its length: too many link openers, or a line nested
+// deeper than maxReadmeNesting quotes and list levels.
+func readmeTooComplex(markdown string) bool {
+	if strings.Count(markdown, "[") > maxReadmeBrackets {
+		return true
+	}
+	for line := range strings.Lines(markdown) {
+		depth, indent := 0, 0
+	prefix:
+		for _, c := range line {
+			switch c {
+			case '>':
+				depth++
+			case ' ':
+				indent++
+			case '\t':
+				indent += 4
+			case '-', '*', '+':
+				depth++
+			default:
+				break prefix
+			}
+		}
+		if depth+indent/2 > maxReadmeNesting {
+			return true
+		}
 	}
 	return false
 }

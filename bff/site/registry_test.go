@@ -179,3 +179,39 @@ func TestDefaultVersionPrefersResolvableReleases(t *testing.T) {
 		}
 	}
 }
+
+// TestReadmeWhoseRenderingWouldCostSecondsIsShownAsText: inputs on which
+// goldmark's cost grows with the square of their size (deep quotes, deep
+// lists, thousands of unclosed links) are shown escaped as plain text; an
+// ordinary README with links, quotes and lists still renders as markdown.
+// Without the bound the first two take seconds each at 64 KiB.
+func TestReadmeWhoseRenderingWouldCostSecondsIsShownAsText(t *testing.T) {
+	t.Parallel()
+	var nested strings.Builder
+	for i := range 40 {
+		nested.WriteString(strings.Repeat("  ", i) + "- item\n")
+	}
+	hostile := map[string]string{
+		"quotes":      strings.Repeat(">", 64<<10),
+		"links":       strings.Repeat("[a](", 16<<10),
+		"nested list": nested.String(),
+		"script":      strings.Repeat("> ", 20) + "<script>alert(1)</script>",
+	}
+	for name, md := range hostile {
+		start := time.Now()
+		got := string(renderReadme(md))
+		if !strings.HasPrefix(got, `<pre class="readme-plain">`) || strings.Contains(got, "<script>") {
+			t.Errorf("%s: rendered as markdown or unescaped: %.120q", name, got)
+		}
+		if took := time.Since(start); took > time.Second {
+			t.Errorf("%s: took %v", name, took)
+		}
+	}
+	ordinary := "# network\n\n> a note\n> > quoted twice\n\n- one\n  - two\n    - three\n\n" +
+		strings.Repeat("See [the docs](https://example.com/docs).\n", 50)
+	got := string(renderReadme(ordinary))
+	if strings.Contains(got, "readme-plain") || !strings.Contains(got, "<blockquote>") ||
+		strings.Count(got, `<a href="https://example.com/docs">`) != 50 {
+		t.Errorf("an ordinary README did not render as markdown: %.300q", got)
+	}
+}

@@ -104,6 +104,10 @@ func readFacts(root *os.Root) (Facts, error) {
 	if !hasConfiguration(fsys, ".") {
 		return Facts{}, &factsError{CodeNoConfiguration, "the module's root directory has no .tf or .tofu file"}
 	}
+	budget := newConfigBudget()
+	if err := budget.check(tofuFS{fsys}, "."); err != nil {
+		return Facts{}, err
+	}
 	mod, diags := tfconfig.LoadModuleFromFilesystem(tofuFS{fsys}, ".")
 	if diags.HasErrors() {
 		return Facts{}, &factsError{CodeInvalidConfig, "the module's root configuration does not parse"}
@@ -119,6 +123,9 @@ func readFacts(root *os.Root) (Facts, error) {
 		dir := path.Join("modules", e.Name())
 		if !e.IsDir() || !hasConfiguration(fsys, dir) || len(f.Submodules) == maxSubmodules {
 			continue
+		}
+		if err := budget.check(tofuFS{fsys}, dir); err != nil {
+			return Facts{}, err
 		}
 		sub, diags := tfconfig.LoadModuleFromFilesystem(tofuFS{fsys}, dir)
 		if diags.HasErrors() {

@@ -108,8 +108,8 @@ func readFacts(root *os.Root) (Facts, error) {
 	if err := budget.check(tofuFS{fsys}, "."); err != nil {
 		return Facts{}, err
 	}
-	mod, diags := tfconfig.LoadModuleFromFilesystem(tofuFS{fsys}, ".")
-	if diags.HasErrors() {
+	mod, invalid := loadModule(tofuFS{fsys}, ".")
+	if invalid {
 		return Facts{}, &factsError{CodeInvalidConfig, "the module's root configuration does not parse"}
 	}
 	f := Facts{Inputs: inputsOf(mod), Outputs: outputsOf(mod), Resources: resourcesOf(mod), Providers: providersOf(mod),
@@ -127,13 +127,28 @@ func readFacts(root *os.Root) (Facts, error) {
 		if err := budget.check(tofuFS{fsys}, dir); err != nil {
 			return Facts{}, err
 		}
-		sub, diags := tfconfig.LoadModuleFromFilesystem(tofuFS{fsys}, dir)
-		if diags.HasErrors() {
+		sub, invalid := loadModule(tofuFS{fsys}, dir)
+		if invalid {
 			return Facts{}, &factsError{CodeInvalidConfig, fmt.Sprintf("submodule %s does not parse", clip(e.Name(), 64))}
 		}
 		f.Submodules = append(f.Submodules, Submodule{Path: dir, Inputs: inputsOf(sub), Outputs: outputsOf(sub), Resources: resourcesOf(sub)})
 	}
 	return f, nil
+}
+
+// loadModule reads one directory's configuration. The library panics on
+// some input it cannot re-encode (a default nested past encoding/json's
+// depth limit, which configBudget already refuses); a panic is treated as
+// configuration that does not parse, so a hostile archive ends its version
+// errored instead of failing the request or the ingestion job forever.
+func loadModule(fsys tofuFS, dir string) (mod *tfconfig.Module, invalid bool) {
+	defer func() {
+		if recover() != nil {
+			mod, invalid = nil, true
+		}
+	}()
+	m, diags := tfconfig.LoadModuleFromFilesystem(fsys, dir)
+	return m, diags.HasErrors()
 }
 
 func readmeOf(fsys fs.FS) string {

@@ -174,16 +174,20 @@ func (s *server) download(c *fiber.Ctx) error {
 // A revoked, pending or errored version is not found, as is a version of
 // a module the principal cannot see.
 func (s *server) resolve(ctx context.Context, p access.Principal, addr moduleAddress, version string) (registry.Version, error) {
-	list, err := s.Registry.ResolvableVersions(ctx, p, addr.namespace, addr.name, addr.provider)
+	m, err := s.Registry.ModuleByAddress(ctx, p, registry.RegistryPrivate, addr.namespace, addr.name, addr.provider)
 	if err != nil {
 		return registry.Version{}, err
 	}
-	for _, v := range list {
-		if v.Version == version && v.Resolvable() && v.ArchiveSHA256 != nil {
-			return v, nil
-		}
+	// One row by its exact string, not the module's whole version list:
+	// this is on every module download.
+	v, err := s.Registry.VersionByString(ctx, p, m.ID, version)
+	if err != nil {
+		return registry.Version{}, err
 	}
-	return registry.Version{}, fault.ErrNotFound
+	if !v.Resolvable() || v.ArchiveSHA256 == nil {
+		return registry.Version{}, fault.ErrNotFound
+	}
+	return v, nil
 }
 
 // archive streams a version's sealed archive to whoever holds a valid

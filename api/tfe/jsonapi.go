@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -19,6 +20,7 @@ import (
 	"github.com/cairnhq/cairn/api/run"
 	"github.com/cairnhq/cairn/api/state"
 	"github.com/cairnhq/cairn/api/team"
+	"github.com/cairnhq/cairn/api/varset"
 	"github.com/cairnhq/cairn/api/workspace"
 )
 
@@ -167,6 +169,12 @@ var details = []struct {
 	{registry.ErrRevoked, "The module version is revoked: revert the revocation first."},
 	{registry.ErrNotRevoked, "The module version is not revoked."},
 	{registry.ErrNotPublished, "Only a published module version can be deprecated or revoked."},
+	{varset.ErrNameTaken, "Name has already been taken."},
+	{varset.ErrKeyTaken, "Key has already been taken for this category in the variable set."},
+	{varset.ErrValueRequired, "A sensitive variable cannot become non-sensitive, or HCL, without its value being sent again."},
+	{workspace.ErrInvalidHCL, "The value is not a valid HCL expression."},
+	{errStacksNotModelled, "Stacks are not modelled: Cairn has no stacks to apply a variable set to."},
+	{errProjectOwnedSet, "Project-owned variable sets are not modelled: create the set in the organization and apply it to the project."},
 	{fault.ErrValidation, "A value in the request is not valid."},
 }
 
@@ -185,6 +193,10 @@ func (s *server) writeError(c *fiber.Ctx, err error) error {
 	switch {
 	case errors.Is(err, errInvalidDocument) || errors.Is(err, errAutoApply) || errors.Is(err, errProjectName):
 		p = httpx.Problem{Status: http.StatusUnprocessableEntity, Code: "invalid_document"}
+	case errors.Is(err, errVarsetAttribute):
+		// HCP refuses a variable set's or set variable's attributes with
+		// 422.
+		p = httpx.Problem{Status: http.StatusUnprocessableEntity, Code: "invalid_attribute"}
 	case errors.Is(err, registry.ErrInvalid):
 		// HCP refuses a registry module's or version's attributes with 422.
 		p = httpx.Problem{Status: http.StatusUnprocessableEntity, Code: "invalid_attribute"}
@@ -198,6 +210,11 @@ func (s *server) writeError(c *fiber.Ctx, err error) error {
 			e.Detail = d.detail
 			break
 		}
+	}
+	// A refused variable set attribute is named by the domain's rule: fixed
+	// text and the key at most, never a value.
+	if _, rule, ok := strings.Cut(err.Error(), fault.ErrValidation.Error()+": "); ok && errors.Is(err, errVarsetAttribute) {
+		e.Detail = rule + "."
 	}
 	// A refused run option names its attribute and the rule it broke, in
 	// a sentence of Cairn's own (never the value sent).

@@ -26,6 +26,7 @@ import (
 	"github.com/cairnhq/cairn/api/serviceaccount"
 	"github.com/cairnhq/cairn/api/state"
 	"github.com/cairnhq/cairn/api/team"
+	"github.com/cairnhq/cairn/api/varset"
 	"github.com/cairnhq/cairn/api/workspace"
 )
 
@@ -57,6 +58,9 @@ type Deps struct {
 	// ModulesV1 is the module registry protocol's path that discovery
 	// announces as modules.v1; "" (no registry) announces none.
 	ModulesV1 string
+	// VariableSets are the organization's variable sets (varsets); their
+	// routes answer 503 without them.
+	VariableSets *varset.Service
 }
 
 type server struct {
@@ -106,6 +110,7 @@ func Mount(app *fiber.App, deps Deps) {
 	s.registerProjects(v2)
 	s.registerTeamTokens(v2)
 	s.registerRegistryModules(v2)
+	s.registerVarsets(v2)
 	// Anything else is a JSON:API 404: clients retry 5xx for minutes, and a
 	// missing route must look like every other missing resource.
 	v2.Use(func(c *fiber.Ctx) error { return s.writeError(c, fault.ErrNotFound) })

@@ -35,7 +35,7 @@ import (
 var (
 	duration    = flag.Duration("duration", 5*time.Second, "how long each load phase runs")
 	concurrency = flag.Int("concurrency", 32, "concurrent clients")
-	only        = flag.String("only", "", "run only these phases (comma-separated: health,mutation,replay,list,agents,state,tofu,runs,providers,credentials,policy,dashboard,live,signin,codehost,replicas,logs,teams,sso,scim,registry)")
+	only        = flag.String("only", "", "run only these phases (comma-separated: health,mutation,replay,list,agents,state,tofu,runs,providers,credentials,policy,dashboard,live,signin,codehost,replicas,logs,teams,sso,scim,registry,varsets)")
 	logMiB      = flag.Int("log-mib", 24, "size of the large run log the logs phase reads")
 	rounds      = flag.Int("rounds", 5, "rounds of each tofu command (medians are reported)")
 )
@@ -267,6 +267,12 @@ func run() error {
 
 	if enabled("teams") {
 		if err := benchTeams(client, apiURL, dbURL, token, workspaceIDs[0]); err != nil {
+			return err
+		}
+	}
+
+	if enabled("varsets") {
+		if err := benchVarsets(api, dbURL, token); err != nil {
 			return err
 		}
 	}

@@ -56,14 +56,21 @@ const (
 	// PermRegistryWrite creates, publishes, deprecates, revokes and
 	// deletes registry modules and versions.
 	PermRegistryWrite Permission = "registry:write"
+	// PermVarsetRead reads the organization's variable sets, their scope
+	// and their variables (sensitive values never).
+	PermVarsetRead Permission = "varset:read"
+	// PermVarsetWrite creates, changes, applies and deletes variable sets
+	// and their variables.
+	PermVarsetWrite Permission = "varset:write"
 )
 
 // implied lists permissions that another one includes: whoever may read a
 // state body may read its outputs (HCP: state read ⊃ read-outputs),
-// whoever may write variables may read them, and whoever may publish
-// registry modules may read the registry.
+// whoever may write variables may read them, whoever may publish
+// registry modules may read the registry, and whoever may change variable
+// sets may read them.
 var implied = map[Permission]Permission{PermStateReadOutputs: PermStateRead, PermVariableRead: PermVariableWrite,
-	PermRegistryRead: PermRegistryWrite}
+	PermRegistryRead: PermRegistryWrite, PermVarsetRead: PermVarsetWrite}
 
 // Role is a member's standing in an organization.
 type Role string
@@ -82,7 +89,7 @@ var memberPermissions = []Permission{PermOrganizationRead, PermRegistryRead}
 
 var readerPermissions = []Permission{
 	PermOrganizationRead, PermProjectRead, PermWorkspaceRead, PermVariableRead, PermRunRead, PermStateRead, PermPolicyRead,
-	PermRegistryRead,
+	PermRegistryRead, PermVarsetRead,
 }
 
 var writerPermissions = append(slices.Clone(readerPermissions),
@@ -95,6 +102,7 @@ var adminPermissions = append(slices.Clone(writerPermissions),
 	PermMemberManage, PermWorkspaceAdmin, PermRunRecover, PermStateForceUnlock, PermStateRecover,
 	PermArtifactReadSensitive, PermPolicyOverrideSoft, PermVCSInstall, PermCredentialWrite,
 	PermServiceAccountManage, PermAuditRead, PermTeamManage, PermTeamOrganizationAccess, PermTeamReadSecret,
+	PermVarsetWrite,
 )
 
 // rolePermissions is the one table of what each role may do. Owners and

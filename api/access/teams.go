@@ -26,9 +26,13 @@ import (
 //     maintain), or with manage-workspaces / manage-projects;
 //   - manage-modules is registry:write (publishing, deprecating, revoking
 //     and deleting private registry modules);
-//   - sentinel-mocks, run-tasks, variable-sets, manage-providers,
-//     manage-run-tasks and manage-agent-pools are stored and reported;
-//     Cairn has nothing they govern yet.
+//   - variable sets are organization-wide: read-workspaces reads them
+//     (varset:read) and manage-workspaces manages them (varset:write); a
+//     project grant's variable-sets attribute (project-owned sets) is
+//     stored and reported only;
+//   - sentinel-mocks, run-tasks, manage-providers, manage-run-tasks and
+//     manage-agent-pools are stored and reported; Cairn has nothing they
+//     govern yet.
 
 // Workspace access levels (team-workspaces "access").
 const (
@@ -272,8 +276,8 @@ func (o OrganizationAccess) Permissions() PermissionSet {
 	}
 	readAll := attributePermissions("read", "read", "read")
 	adminAll := append(attributePermissions("apply", "write", "write"), workspaceAdminPermissions...)
-	add(o.ReadWorkspaces, readAll...)
-	add(o.ManageWorkspaces, append(adminAll, PermProjectRead)...)
+	add(o.ReadWorkspaces, append(readAll, PermVarsetRead)...)
+	add(o.ManageWorkspaces, append(adminAll, PermProjectRead, PermVarsetRead, PermVarsetWrite)...)
 	add(o.ReadProjects, PermProjectRead)
 	add(o.ManageProjects, append(adminAll, PermProjectRead, PermProjectWrite)...)
 	add(o.ManagePolicies, PermPolicyRead, PermPolicyWrite)

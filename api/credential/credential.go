@@ -408,24 +408,32 @@ var runnerOwned = map[string]bool{
 var runnerOwnedPrefixes = []string{"CAIRN_", "TF_", "TFE_", "TOFU_", "LD_", "MALLOC_", "BASH_FUNC_"}
 
 // ValidateEnvironmentName accepts a safe name the runner does not own.
-// TF_VAR_<name> is how a secret reaches an input variable, so TF_VAR_ with
-// a name passes although TF_ is the runner's.
 func ValidateEnvironmentName(name string) error {
 	if !envName.MatchString(name) {
 		return fmt.Errorf("%w: environment names are 1–128 letters, digits and underscores, not starting with a digit", ErrConfigurationInvalid)
 	}
+	if RunnerOwnsEnvironmentName(name) {
+		return fmt.Errorf("%w: %s is set by the runner", ErrConfigurationInvalid, name)
+	}
+	return nil
+}
+
+// RunnerOwnsEnvironmentName reports whether the runner, the sandbox, the
+// shell, the dynamic loader or a federation sets name (or it changes how
+// they behave), so that nothing a user writes (a credential profile's
+// environment, a variable set's env variable) may set it. TF_VAR_<name> is
+// how a value reaches an input variable, so TF_VAR_ with a name is not the
+// runner's although TF_ is.
+func RunnerOwnsEnvironmentName(name string) bool {
 	upper := strings.ToUpper(name)
 	if rest, ok := strings.CutPrefix(upper, "TF_VAR_"); ok && rest != "" {
-		return nil
+		return false
 	}
 	owned := runnerOwned[upper] || slices.Contains(FederationEnvironmentNames(), upper)
 	for _, p := range runnerOwnedPrefixes {
 		owned = owned || strings.HasPrefix(upper, p)
 	}
-	if owned {
-		return fmt.Errorf("%w: %s is set by the runner", ErrConfigurationInvalid, name)
-	}
-	return nil
+	return owned
 }
 
 // Lifecycle transitions (SPEC §3), as pure checks.

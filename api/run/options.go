@@ -255,22 +255,31 @@ func nonNil(s []string) []string {
 	return slices.Clone(s)
 }
 
-// WithRunVariables is what a run's plan is given: the workspace variables
-// it pinned, except those a run variable of the same key overrides, then
-// the run variables, as HCL expressions and not sensitive.
+// WithRunVariables is what a run's plan is given: the variables it pinned,
+// except the terraform ones a run variable of the same key overrides, then
+// the run variables, as HCL expressions and not sensitive. A priority
+// set's value is never overridden: the run variable of its key is dropped.
 func WithRunVariables(pinned []workspace.ResolvedVariable, vars RunVariables) []workspace.ResolvedVariable {
+	prioritized := map[string]bool{}
+	for _, v := range pinned {
+		if v.Priority && v.Category == workspace.CategoryTerraform {
+			prioritized[v.Key] = true
+		}
+	}
 	overridden := make(map[string]bool, len(vars))
 	for _, v := range vars {
-		overridden[v.Key] = true
+		overridden[v.Key] = !prioritized[v.Key]
 	}
 	out := make([]workspace.ResolvedVariable, 0, len(pinned)+len(vars))
 	for _, v := range pinned {
-		if !overridden[v.Key] {
+		if v.Category != workspace.CategoryTerraform || !overridden[v.Key] {
 			out = append(out, v)
 		}
 	}
 	for _, v := range vars {
-		out = append(out, workspace.ResolvedVariable{Key: v.Key, Value: v.Value, HCL: true})
+		if !prioritized[v.Key] {
+			out = append(out, workspace.ResolvedVariable{Key: v.Key, Category: workspace.CategoryTerraform, Value: v.Value, HCL: true})
+		}
 	}
 	return out
 }

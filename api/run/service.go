@@ -27,6 +27,7 @@ import (
 	"github.com/cairnhq/cairn/api/platform/id"
 	"github.com/cairnhq/cairn/api/policy"
 	"github.com/cairnhq/cairn/api/state"
+	"github.com/cairnhq/cairn/api/varset"
 	"github.com/cairnhq/cairn/api/workspace"
 )
 
@@ -193,8 +194,9 @@ func (s *Service) toolVersion(in CreateInput, w workspace.Workspace) (string, er
 }
 
 // inputSnapshot is what a run pins besides its configuration: the
-// workspace settings version, every variable by identity and digest (the
-// values are copied beside it, see workspace.PinValues) and the exact
+// workspace settings version, every effective variable (the workspace's
+// and its variable sets' winners) by identity and digest (the values are
+// copied beside it, see workspace.PinValues) and the exact
 // credential profile versions (by identity and the names they set; their
 // secrets stay sealed with the version until a sandbox redeems them).
 type inputSnapshot struct {
@@ -236,7 +238,9 @@ func (s *Service) CreateRun(ctx context.Context, tx *sqlx.Tx, p access.Principal
 	if _, err := s.launch.RequireBy(ctx, tx, launch.Subject{OrganizationID: w.OrganizationID, WorkspaceID: w.ID}, rule); err != nil {
 		return Run{}, err
 	}
-	vars, err := workspace.SnapshotVariables(ctx, tx, w.OrganizationID, w.ID)
+	// The effective variables: the workspace's own and its variable sets',
+	// one winner per category and key (varset.Tier).
+	vars, err := varset.SnapshotForRun(ctx, tx, w.OrganizationID, w.ID, w.ProjectID)
 	if err != nil {
 		return Run{}, err
 	}

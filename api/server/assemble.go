@@ -36,6 +36,7 @@ import (
 	"github.com/cairnhq/cairn/api/state"
 	"github.com/cairnhq/cairn/api/team"
 	v1 "github.com/cairnhq/cairn/api/v1"
+	"github.com/cairnhq/cairn/api/varset"
 	"github.com/cairnhq/cairn/api/workspace"
 )
 
@@ -64,7 +65,8 @@ func Assemble(cfg config.Config, conn *sqlx.DB, logger *slog.Logger) (Deps, erro
 		return Deps{}, err
 	}
 	deps.Blobs = blobs
-	workspaces := workspace.NewService(conn, sealer, secret.Derive(cfg.AuthSecret, "variable-digest"), cfg.ToolVersions)
+	variableDigestKey := secret.Derive(cfg.AuthSecret, "variable-digest")
+	workspaces := workspace.NewService(conn, sealer, variableDigestKey, cfg.ToolVersions)
 	states := state.NewService(conn, blobs, workspaces)
 	admission := launch.NewService(conn, logger)
 	// An insert-only River client: jobs a mutation implies are inserted in
@@ -146,6 +148,9 @@ func Assemble(cfg config.Config, conn *sqlx.DB, logger *slog.Logger) (Deps, erro
 		RunEvents:        notify.New(cfg.DatabaseURL.Reveal(), v1.RunEventsChannel, logger),
 		Registry:         modules,
 		RegistryCodeHost: moduleCodeHost,
+		// Set values are pinned and checked like workspace variables:
+		// the same sealer and digest key.
+		Varsets: varset.NewService(conn, sealer, variableDigestKey),
 	}
 	return deps, nil
 }

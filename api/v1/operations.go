@@ -15,6 +15,7 @@ import (
 	"github.com/cairnhq/cairn/api/serviceaccount"
 	"github.com/cairnhq/cairn/api/state"
 	"github.com/cairnhq/cairn/api/team"
+	"github.com/cairnhq/cairn/api/varset"
 	"github.com/cairnhq/cairn/api/workspace"
 )
 
@@ -40,6 +41,8 @@ type Services struct {
 	Registry *registry.Service
 	// RegistryCodeHost publishes module versions from the code host.
 	RegistryCodeHost *registry.CodeHost
+	// Varsets is the organization's variable sets.
+	Varsets *varset.Service
 }
 
 // registerOperations registers every /v1 operation, grouped by domain.
@@ -53,6 +56,7 @@ func (a *API) registerOperations() {
 	a.registerServiceAccounts()
 	a.registerTeams()
 	a.registerRegistry()
+	a.registerVarsets()
 	a.registerTeamAccess()
 	a.registerMembers()
 	a.registerAudit()

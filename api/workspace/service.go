@@ -427,8 +427,13 @@ type VariableInput struct {
 	Description string
 }
 
-func (s *Service) digest(value string) []byte {
-	m := hmac.New(sha256.New, s.digestKey)
+func (s *Service) digest(value string) []byte { return ValueDigest(s.digestKey, value) }
+
+// ValueDigest is a variable value's keyed digest, which a run's snapshot
+// records and checks the pinned value against. Variable sets use the same
+// key, so one check covers both.
+func ValueDigest(key []byte, value string) []byte {
+	m := hmac.New(sha256.New, key)
 	m.Write([]byte(value))
 	return m.Sum(nil)
 }

@@ -18,49 +18,101 @@ import (
 // was pinned, so the run cannot see the inputs it was created with.
 var ErrSnapshotChanged = errors.New("pinned variable value unavailable")
 
+// Variable categories: input variables written to the run's tfvars file,
+// and environment variables of the run's tofu commands.
+const (
+	CategoryTerraform = "terraform"
+	CategoryEnv       = "env"
+)
+
+// Where a pinned variable came from.
+const (
+	SourceWorkspace   = "workspace"
+	SourceVariableSet = "variable_set"
+)
+
 // VariableRef is a variable as a run's input snapshot records it: identity,
-// value version and keyed digest, never the value itself.
+// value version and keyed digest, never the value itself. Snapshots written
+// before variable sets have no category (terraform) and no source
+// (workspace).
 type VariableRef struct {
 	ID           string `json:"id"`
 	Key          string `json:"key"`
+	Category     string `json:"category,omitempty"`
 	Sensitive    bool   `json:"sensitive"`
 	HCL          bool   `json:"hcl"`
 	ValueVersion int    `json:"value_version"`
 	ValueDigest  string `json:"value_digest"`
+	Source       string `json:"source,omitempty"`
+	SetID        string `json:"set_id,omitempty"`
+	SetName      string `json:"set_name,omitempty"`
+	// Scope is how a set reached the workspace: global, project or
+	// workspace.
+	Scope    string `json:"scope,omitempty"`
+	Priority bool   `json:"priority,omitempty"`
 }
 
-// pinnableVariable is a variable row with its stored value, plain or sealed.
-type pinnableVariable struct {
+// PinnableVariable is a variable a new run may pin: a workspace variable
+// or a variable of a set that applies to the workspace, with its stored
+// value, plain or sealed.
+type PinnableVariable struct {
 	ID           string  `db:"id"`
 	Key          string  `db:"key"`
+	Category     string  `db:"category"`
 	Sensitive    bool    `db:"sensitive"`
 	HCL          bool    `db:"hcl"`
 	Value        *string `db:"value"`
 	Sealed       []byte  `db:"sealed_value"`
 	ValueVersion int     `db:"value_version"`
 	ValueDigest  []byte  `db:"value_digest"`
+	Source       string  `db:"source"`
+	SetID        string  `db:"set_id"`
+	SetName      string  `db:"set_name"`
+	Scope        string  `db:"scope"`
+	Priority     bool    `db:"priority"`
 }
 
-// VariableSnapshot is the workspace's variables as a new run pins them,
-// values still as stored (sensitive ones sealed).
-type VariableSnapshot struct{ vars []pinnableVariable }
-
-// SnapshotVariables reads the workspace's variables for a new run, ordered
-// by key so equal inputs give equal snapshot digests.
-func SnapshotVariables(ctx context.Context, q sqlx.QueryerContext, organizationID, workspaceID string) (VariableSnapshot, error) {
-	var vars []pinnableVariable
-	if err := sqlx.SelectContext(ctx, q, &vars, `SELECT id, key, sensitive, hcl, value, sealed_value, value_version, value_digest
-		FROM workspace_variables WHERE organization_id = $1 AND workspace_id = $2 ORDER BY key`, organizationID, workspaceID); err != nil {
-		return VariableSnapshot{}, fmt.Errorf("reading variables to pin: %w", err)
+// association is what the stored sealed value is bound to.
+func (v PinnableVariable) association() []byte {
+	if v.Source == SourceVariableSet {
+		return SetVariableAssociation(v.ID, v.ValueVersion)
 	}
-	return VariableSnapshot{vars: vars}, nil
+	return sealedAssociation(v.ID, v.ValueVersion)
+}
+
+// SetVariableAssociation binds a variable set variable's sealed value to
+// the variable and its value version.
+func SetVariableAssociation(variableID string, version int) []byte {
+	return fmt.Appendf(nil, "cairn/varset-variable/%s/%d", variableID, version)
+}
+
+// VariableSnapshot is the variables a new run pins, values still as stored
+// (sensitive ones sealed).
+type VariableSnapshot struct{ vars []PinnableVariable }
+
+// NewVariableSnapshot is the snapshot of exactly vars, in their order: the
+// caller (variable-set resolution) has chosen one per category and key.
+func NewVariableSnapshot(vars []PinnableVariable) VariableSnapshot {
+	return VariableSnapshot{vars: vars}
+}
+
+// WorkspaceVariables reads the workspace's own variables as pinnable
+// terraform variables, ordered by key.
+func WorkspaceVariables(ctx context.Context, q sqlx.QueryerContext, organizationID, workspaceID string) ([]PinnableVariable, error) {
+	var vars []PinnableVariable
+	if err := sqlx.SelectContext(ctx, q, &vars, `SELECT id, key, 'terraform' AS category, sensitive, hcl, value, sealed_value,
+		value_version, value_digest, 'workspace' AS source, '' AS set_id, '' AS set_name, '' AS scope, false AS priority
+		FROM workspace_variables WHERE organization_id = $1 AND workspace_id = $2 ORDER BY key`, organizationID, workspaceID); err != nil {
+		return nil, fmt.Errorf("reading variables to pin: %w", err)
+	}
+	return vars, nil
 }
 
 // WithoutSensitive is the snapshot less its sensitive variables: what a
 // run pins when it must not get them, not as a value and not as a
 // reference.
 func (v VariableSnapshot) WithoutSensitive() VariableSnapshot {
-	kept := make([]pinnableVariable, 0, len(v.vars))
+	kept := make([]PinnableVariable, 0, len(v.vars))
 	for _, x := range v.vars {
 		if !x.Sensitive {
 			kept = append(kept, x)
@@ -70,12 +122,13 @@ func (v VariableSnapshot) WithoutSensitive() VariableSnapshot {
 }
 
 // Refs are the snapshot's references: identity, value version and keyed
-// digest of each variable.
+// digest of each variable, and where it came from.
 func (v VariableSnapshot) Refs() []VariableRef {
 	refs := make([]VariableRef, 0, len(v.vars))
 	for _, x := range v.vars {
-		refs = append(refs, VariableRef{ID: x.ID, Key: x.Key, Sensitive: x.Sensitive, HCL: x.HCL,
-			ValueVersion: x.ValueVersion, ValueDigest: hex.EncodeToString(x.ValueDigest)})
+		refs = append(refs, VariableRef{ID: x.ID, Key: x.Key, Category: x.Category, Sensitive: x.Sensitive, HCL: x.HCL,
+			ValueVersion: x.ValueVersion, ValueDigest: hex.EncodeToString(x.ValueDigest), Source: x.Source,
+			SetID: x.SetID, SetName: x.SetName, Scope: x.Scope, Priority: x.Priority})
 	}
 	return refs
 }
@@ -90,7 +143,7 @@ func (s *Service) PinValues(ctx context.Context, tx *sqlx.Tx, organizationID, ru
 		var plain *string
 		var sealed []byte
 		if v.Sensitive {
-			value, err := s.openSealed(v.Sealed, sealedAssociation(v.ID, v.ValueVersion), v.Key)
+			value, err := s.openSealed(v.Sealed, v.association(), v.Key)
 			if err != nil {
 				return err
 			}
@@ -127,10 +180,14 @@ func (s *Service) openSealed(sealed, associated []byte, key string) ([]byte, err
 
 // ResolvedVariable is a pinned variable with its value, for the runner only.
 type ResolvedVariable struct {
-	Key       string
+	Key string
+	// Category is terraform (the tfvars file) or env (the environment).
+	Category  string
 	Value     string
 	Sensitive bool
 	HCL       bool
+	// Priority is a priority set's value: no run variable replaces it.
+	Priority bool
 }
 
 // ResolvePinned reads the values a run pinned at creation, unsealing
@@ -180,7 +237,12 @@ func (s *Service) ResolvePinned(ctx context.Context, organizationID, workspaceID
 		if want, err := hex.DecodeString(ref.ValueDigest); err != nil || !hmac.Equal(s.digest(value), want) {
 			return nil, ErrSnapshotChanged
 		}
-		out = append(out, ResolvedVariable{Key: ref.Key, Value: value, Sensitive: ref.Sensitive, HCL: ref.HCL})
+		category := ref.Category
+		if category == "" {
+			category = CategoryTerraform
+		}
+		out = append(out, ResolvedVariable{Key: ref.Key, Category: category, Value: value, Sensitive: ref.Sensitive,
+			HCL: ref.HCL, Priority: ref.Priority})
 	}
 	return out, nil
 }

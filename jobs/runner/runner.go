@@ -126,6 +126,8 @@ type attemptEnv struct {
 	// credentialEnv is the environment the redeemed credentials set for
 	// every tofu command.
 	credentialEnv map[string]string
+	// variableEnv is the run's pinned env-category variables.
+	variableEnv map[string]string
 	mu            sync.Mutex
 	// profile is what the sandbox applied, or was refused.
 	profile *run.SandboxProfile
@@ -376,6 +378,7 @@ func (r *Runner) execute(ctx context.Context, env *attemptEnv) error {
 		}
 	}
 	env.secrets = secrets
+	env.variableEnv = variableEnvironment(inputs)
 	if env.logs, err = r.Runs.NewLogSink(ctx, st.Run.ID, st.Attempt.Phase, secrets); err != nil {
 		return err
 	}
@@ -650,11 +653,27 @@ func emptyStateOverride(path string) []byte {
 	return f.Bytes()
 }
 
-// tfvars renders the pinned variables: HCL values as written, the rest as
-// strings quoted by the HCL writer (so "${" in a value stays literal).
+// variableEnvironment is the env-category variables of a run's inputs,
+// for its tofu commands' environment.
+func variableEnvironment(inputs []workspace.ResolvedVariable) map[string]string {
+	out := map[string]string{}
+	for _, v := range inputs {
+		if v.Category == workspace.CategoryEnv {
+			out[v.Key] = v.Value
+		}
+	}
+	return out
+}
+
+// tfvars renders the pinned terraform-category variables: HCL values as
+// written, the rest as strings quoted by the HCL writer (so "${" in a
+// value stays literal).
 func tfvars(inputs []workspace.ResolvedVariable) []byte {
 	f := hclwrite.NewEmptyFile()
 	for _, v := range inputs {
+		if v.Category == workspace.CategoryEnv {
+			continue
+		}
 		if v.HCL {
 			f.Body().SetAttributeRaw(v.Key, hclwrite.Tokens{{Type: 0, Bytes: []byte(v.Value)}})
 			continue
@@ -673,8 +692,11 @@ func (r *Runner) tofu(ctx context.Context, env *attemptEnv, step string, stdout 
 func (r *Runner) tofuCommand(env *attemptEnv, stdout io.Writer, args ...string) sandbox.Command {
 	cmdEnv := map[string]string{}
 	maps.Copy(cmdEnv, env.credentialEnv)
-	// The runner's own variables are set last: a credential never
-	// replaces them (the names are refused when a version is written).
+	// Variable sets' env variables come after the credentials' (their
+	// names never include a federation's: both refuse the same list).
+	maps.Copy(cmdEnv, env.variableEnv)
+	// The runner's own variables are set last: a credential or an env
+	// variable never replaces them (the names are refused when written).
 	cmdEnv["TF_CLI_CONFIG_FILE"] = filepath.Join(env.sb.WorkDir(), privateDir, cliConfig)
 	// Links the state version the CLI publishes to this run.
 	cmdEnv["TFE_RUN_ID"] = env.st.Run.ID

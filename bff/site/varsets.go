@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cairnhq/cairn/api/access"
 	"github.com/cairnhq/cairn/bff/apiclient"
 )
 
@@ -85,9 +86,9 @@ func varsetRefusal(err error) string {
 		return "Another variable set already has that name."
 	case "VARIABLE_SET_VARIABLE_KEY_TAKEN":
 		return "This set already has a variable with that key and category."
-	case "VARIABLE_SET_VARIABLE_VALUE_REQUIRED", "WORKSPACE_VARIABLE_VALUE_REQUIRED":
-		return "Changing whether a variable is sensitive needs a new value."
-	case "WORKSPACE_VARIABLE_HCL_INVALID", "VARIABLE_SET_VARIABLE_HCL_INVALID":
+	case "VARIABLE_SET_VARIABLE_VALUE_REQUIRED":
+		return "Changing whether a variable is sensitive, or turning on HCL for a sensitive one, needs a new value."
+	case "WORKSPACE_VARIABLE_HCL_INVALID":
 		return "That value is not a valid HCL expression."
 	}
 	switch apiclient.StatusOf(err) {
@@ -156,7 +157,7 @@ func (s *Site) renderVariableSets(w http.ResponseWriter, r *http.Request, token 
 		s.unavailable(w, r, f, err)
 		return
 	}
-	page.CanWrite = c.Can("varset:write")
+	page.CanWrite = c.Can(string(access.PermVarsetWrite))
 	f.Page = page
 	s.render(w, r, status, "varsets.html", f)
 }
@@ -235,7 +236,7 @@ func (s *Site) renderVariableSet(w http.ResponseWriter, r *http.Request, token s
 		s.unavailable(w, r, f, err)
 		return
 	}
-	page.CanWrite = c.Can("varset:write")
+	page.CanWrite = c.Can(string(access.PermVarsetWrite))
 	if page.CanWrite {
 		projects, err := reachable(apiclient.List[project](ctx, s.api, token, "/v1/projects?limit=100"))
 		if err != nil {

@@ -165,6 +165,7 @@ func (s *Site) Handler() http.Handler {
 		return s.signedIn(s.admitted(scopeOrganization, h))
 	}
 	mux.HandleFunc("GET /organization/audit", org(s.auditLog))
+	s.routeVariableSets(mux, org)
 	mux.HandleFunc("GET /organization/projects", org(s.projects))
 	mux.HandleFunc("POST /organization/projects", s.form(org(s.createProject)))
 	mux.HandleFunc("GET /organization/projects/{projectId}", org(s.projectPage))

@@ -167,6 +167,8 @@ var details = []struct {
 	{registry.ErrRevoked, "The module version is revoked: revert the revocation first."},
 	{registry.ErrNotRevoked, "The module version is not revoked."},
 	{registry.ErrNotPublished, "Only a published module version can be deprecated or revoked."},
+	{workspace.ErrSelfConsumer, "A workspace cannot be a remote state consumer of itself: it always reads its own state."},
+	{workspace.ErrSharedGlobally, "The workspace shares its state with every workspace (global-remote-state); set it to false before adding remote state consumers."},
 	{fault.ErrValidation, "A value in the request is not valid."},
 }
 
@@ -185,6 +187,9 @@ func (s *server) writeError(c *fiber.Ctx, err error) error {
 	switch {
 	case errors.Is(err, errInvalidDocument) || errors.Is(err, errAutoApply) || errors.Is(err, errProjectName):
 		p = httpx.Problem{Status: http.StatusUnprocessableEntity, Code: "invalid_document"}
+	case errors.Is(err, workspace.ErrSelfConsumer) || errors.Is(err, workspace.ErrSharedGlobally):
+		// HCP refuses these remote-state-consumers changes with 422.
+		p = httpx.Problem{Status: http.StatusUnprocessableEntity, Code: "invalid_attribute"}
 	case errors.Is(err, registry.ErrInvalid):
 		// HCP refuses a registry module's or version's attributes with 422.
 		p = httpx.Problem{Status: http.StatusUnprocessableEntity, Code: "invalid_attribute"}

@@ -49,6 +49,7 @@ func (a *API) registerOperations() {
 	a.registerOrganization()
 	a.registerProjects()
 	a.registerWorkspaces()
+	a.registerSharing()
 	a.registerVariables()
 	a.registerServiceAccounts()
 	a.registerTeams()

@@ -175,6 +175,8 @@ var details = []struct {
 	{workspace.ErrInvalidHCL, "The value is not a valid HCL expression."},
 	{errStacksNotModelled, "Stacks are not modelled: Cairn has no stacks to apply a variable set to."},
 	{errProjectOwnedSet, "Project-owned variable sets are not modelled: create the set in the organization and apply it to the project."},
+	{workspace.ErrSelfConsumer, "A workspace cannot be a remote state consumer of itself: it always reads its own state."},
+	{workspace.ErrSharedGlobally, "The workspace shares its state with every workspace (global-remote-state); set it to false before adding remote state consumers."},
 	{fault.ErrValidation, "A value in the request is not valid."},
 }
 
@@ -193,9 +195,9 @@ func (s *server) writeError(c *fiber.Ctx, err error) error {
 	switch {
 	case errors.Is(err, errInvalidDocument) || errors.Is(err, errAutoApply) || errors.Is(err, errProjectName):
 		p = httpx.Problem{Status: http.StatusUnprocessableEntity, Code: "invalid_document"}
-	case errors.Is(err, errVarsetAttribute):
-		// HCP refuses a variable set's or set variable's attributes with
-		// 422.
+	case errors.Is(err, errVarsetAttribute) || errors.Is(err, workspace.ErrSelfConsumer) || errors.Is(err, workspace.ErrSharedGlobally):
+		// HCP refuses a variable set's or set variable's attributes, and
+		// these remote-state-consumers changes, with 422.
 		p = httpx.Problem{Status: http.StatusUnprocessableEntity, Code: "invalid_attribute"}
 	case errors.Is(err, registry.ErrInvalid):
 		// HCP refuses a registry module's or version's attributes with 422.

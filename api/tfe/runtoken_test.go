@@ -46,7 +46,9 @@ func runToken(t *testing.T, env *apitest.Env, runID, phase string) string {
 // workspace, its organization's entitlements and the workspace's current
 // state (metadata, outputs and body, the body audited as the run), and
 // nothing else: no older state version, no state history, no run (its own
-// included), plan or plan JSON, and it writes no state.
+// included), plan or plan JSON, and it writes no state. Another
+// workspace's run is not found, as a missing one: the token reaches no
+// other workspace but one that shares its state with its own.
 func TestRunTokenReadsOnlyWhatAPlanNeeds(t *testing.T) {
 	t.Parallel()
 	env := apitest.New(t)
@@ -77,7 +79,7 @@ func TestRunTokenReadsOnlyWhatAPlanNeeds(t *testing.T) {
 		"/api/v2/state-version-outputs/" + olderOutput:                                                    http.StatusNotFound,
 		"/api/v2/state-versions?filter[organization][name]=" + u.org + "&filter[workspace][name]=planned": http.StatusForbidden,
 		"/api/v2/runs/" + runID:                                                                           http.StatusForbidden,
-		"/api/v2/runs/" + other:                                                                           http.StatusForbidden,
+		"/api/v2/runs/" + other:                                                                           http.StatusNotFound,
 		"/api/v2/workspaces/" + ws + "/runs":                                                              http.StatusForbidden,
 		"/api/v2/organizations/" + u.org + "/runs":                                                        http.StatusForbidden,
 		plan:                           http.StatusForbidden,

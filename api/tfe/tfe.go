@@ -111,6 +111,7 @@ func Mount(app *fiber.App, deps Deps) {
 	s.registerTeamTokens(v2)
 	s.registerRegistryModules(v2)
 	s.registerVarsets(v2)
+	s.registerRemoteStateConsumers(v2)
 	// Anything else is a JSON:API 404: clients retry 5xx for minutes, and a
 	// missing route must look like every other missing resource.
 	v2.Use(func(c *fiber.Ctx) error { return s.writeError(c, fault.ErrNotFound) })
@@ -277,9 +278,13 @@ func (s *server) guardWith(rule launch.Rule, resolve resolver, h handler) fiber.
 			// organization-wide checks the CLI makes), and a suspension
 			// does not cut off a phase already running.
 			err := <-ownAdmission
-			if o.WorkspaceID != "" && o.WorkspaceID != p.WorkspaceID {
-				subject := launch.Subject{OrganizationID: p.OrganizationID, WorkspaceID: o.WorkspaceID}
-				_, err = s.Launch.RequireBy(ctx, nil, subject, launch.AdmitAccess)
+			if err == nil && o.WorkspaceID != "" && o.WorkspaceID != p.WorkspaceID {
+				// Another workspace: only its shared state, read as
+				// its consumer (remotestate.go), else not found.
+				if p, err = s.consumerPrincipal(ctx, c, p, o); err == nil {
+					subject := launch.Subject{OrganizationID: p.OrganizationID, WorkspaceID: o.WorkspaceID}
+					_, err = s.Launch.RequireBy(ctx, nil, subject, launch.AdmitAccess)
+				}
 			}
 			if err != nil {
 				return s.writeError(c, err)

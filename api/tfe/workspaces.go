@@ -120,6 +120,7 @@ func workspaceRepresentation(p access.Principal, o owner, w workspace.Workspace,
 			"name":                          w.CloudName,
 			"description":                   w.Name,
 			"execution-mode":                w.ExecutionMode,
+			"global-remote-state":           w.GlobalRemoteState,
 			"operations":                    w.ExecutionMode == workspace.ExecutionRemote,
 			"terraform-version":             w.ToolVersion,
 			"locked":                        w.Locked(),
@@ -228,6 +229,9 @@ type workspaceAttributes struct {
 	ExecutionMode    *string `json:"execution-mode"`
 	TerraformVersion *string `json:"terraform-version"`
 	AutoApply        *bool   `json:"auto-apply"`
+	// GlobalRemoteState shares the workspace's state with every workspace
+	// of the organization (remote-state consumers otherwise).
+	GlobalRemoteState *bool `json:"global-remote-state"`
 }
 
 type workspaceDocument struct {
@@ -293,7 +297,12 @@ func (s *server) createWorkspace(c *fiber.Ctx, p access.Principal, o owner) erro
 			in.ExecutionMode = *a.ExecutionMode
 		}
 		var err error
-		w, err = s.Workspaces.CreateWorkspace(ctx, tx, p, in)
+		if w, err = s.Workspaces.CreateWorkspace(ctx, tx, p, in); err != nil {
+			return err
+		}
+		if a.GlobalRemoteState != nil {
+			w, err = s.Workspaces.SetGlobalRemoteState(ctx, tx, p, w.ID, *a.GlobalRemoteState)
+		}
 		return err
 	})
 	if err != nil {
@@ -303,7 +312,8 @@ func (s *server) createWorkspace(c *fiber.Ctx, p access.Principal, o owner) erro
 	return s.respondWorkspace(c, http.StatusCreated, p, o, w)
 }
 
-// updateWorkspace accepts execution mode and tool version changes. Names
+// updateWorkspace accepts execution mode, tool version and
+// global-remote-state changes. Names
 // are fixed selectors here: renaming happens on /v1 and never changes the
 // cloud name.
 func (s *server) updateWorkspace(c *fiber.Ctx, p access.Principal, o owner) error {
@@ -335,6 +345,9 @@ func (s *server) updateWorkspace(c *fiber.Ctx, p access.Principal, o owner) erro
 			Settings:      s.settingsFor(current.ExecutionSettings, a.TerraformVersion),
 			ExecutionMode: a.ExecutionMode,
 		})
+		if err == nil && a.GlobalRemoteState != nil {
+			w, err = s.Workspaces.SetGlobalRemoteState(ctx, tx, p, current.ID, *a.GlobalRemoteState)
+		}
 		return err
 	})
 	if err != nil {

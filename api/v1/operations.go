@@ -52,6 +52,7 @@ func (a *API) registerOperations() {
 	a.registerOrganization()
 	a.registerProjects()
 	a.registerWorkspaces()
+	a.registerSharing()
 	a.registerVariables()
 	a.registerServiceAccounts()
 	a.registerTeams()

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
@@ -182,7 +183,7 @@ func insertSettingsVersion(ctx context.Context, q sqlx.ExtContext, workspaceID s
 
 const workspaceColumns = `
 	w.id, w.organization_id, w.project_id, w.name, w.slug, w.cloud_name, w.current_settings_version,
-	w.created_by, w.created_at, w.updated_at, w.execution_mode,
+	w.created_by, w.created_at, w.updated_at, w.execution_mode, w.global_remote_state,
 	w.locked_by_kind, w.locked_by_id, w.lock_reason, w.locked_at,
 	v.tool_version, v.region, v.platform`
 
@@ -409,4 +410,100 @@ func organizationExecutionMode(ctx context.Context, q sqlx.QueryerContext, organ
 		return "", fmt.Errorf("reading the organization's default execution mode: %w", err)
 	}
 	return mode, nil
+}
+
+// workspacesByID reads the organization's workspaces of ids, by name; IDs
+// it does not hold are left out.
+func workspacesByID(ctx context.Context, q sqlx.QueryerContext, organizationID string, ids []string) ([]Workspace, error) {
+	out := []Workspace{}
+	err := sqlx.SelectContext(ctx, q, &out, `SELECT`+workspaceColumns+workspaceFrom+`
+		WHERE w.organization_id = $1 AND w.id = ANY($2::text[]) ORDER BY lower(w.cloud_name), w.id`, organizationID, pq.Array(ids))
+	if err != nil {
+		return nil, fmt.Errorf("reading workspaces: %w", err)
+	}
+	return out, nil
+}
+
+// listConsumers reads the workspaces a workspace lists as consumers of its
+// state, by name.
+func listConsumers(ctx context.Context, q sqlx.QueryerContext, organizationID, workspaceID string) ([]Workspace, error) {
+	out := []Workspace{}
+	err := sqlx.SelectContext(ctx, q, &out, `SELECT`+workspaceColumns+workspaceFrom+`
+		JOIN workspace_remote_state_consumers x ON x.consumer_workspace_id = w.id
+		WHERE x.organization_id = $1 AND x.workspace_id = $2 ORDER BY lower(w.cloud_name), w.id`, organizationID, workspaceID)
+	if err != nil {
+		return nil, fmt.Errorf("reading remote-state consumers: %w", err)
+	}
+	return out, nil
+}
+
+// consumersPage reads a page of the workspaces that may read w's state
+// (every other one while w shares globally, else its list) within scope
+// and a token's workspace and project boundaries, by name, with their
+// total.
+func consumersPage(ctx context.Context, q sqlx.QueryerContext, w Workspace, scope access.Scope, boundWorkspace, boundProject string, number, size int) ([]Workspace, int, error) {
+	where := ` WHERE w.organization_id = $1 AND w.id <> $2
+		AND ($3 OR EXISTS (SELECT 1 FROM workspace_remote_state_consumers x WHERE x.workspace_id = $2 AND x.consumer_workspace_id = w.id))
+		AND ($4 OR w.id = ANY($5::text[]) OR w.project_id = ANY($6::text[]))
+		AND ($7 = '' OR w.id = $7) AND ($8 = '' OR w.project_id = $8)`
+	args := []any{w.OrganizationID, w.ID, w.GlobalRemoteState, scope.All, pq.Array(scope.WorkspaceIDs), pq.Array(scope.ProjectIDs),
+		boundWorkspace, boundProject}
+	var total int
+	if err := sqlx.GetContext(ctx, q, &total, `SELECT count(*) FROM workspaces w`+where, args...); err != nil {
+		return nil, 0, fmt.Errorf("counting remote-state consumers: %w", err)
+	}
+	out := []Workspace{}
+	err := sqlx.SelectContext(ctx, q, &out, `SELECT`+workspaceColumns+workspaceFrom+where+`
+		ORDER BY lower(w.cloud_name), w.id LIMIT $9 OFFSET $10`, append(args, size, (number-1)*size)...)
+	if err != nil {
+		return nil, 0, fmt.Errorf("listing remote-state consumers: %w", err)
+	}
+	return out, total, nil
+}
+
+func setGlobalRemoteState(ctx context.Context, q sqlx.ExtContext, w Workspace) error {
+	_, err := q.ExecContext(ctx, `UPDATE workspaces SET global_remote_state = $3, updated_at = $4 WHERE organization_id = $1 AND id = $2`,
+		w.OrganizationID, w.ID, w.GlobalRemoteState, w.UpdatedAt)
+	if err != nil {
+		return fmt.Errorf("updating global remote state: %w", err)
+	}
+	return nil
+}
+
+// insertConsumers lists consumers of w's state and returns the IDs that
+// were not listed before.
+func insertConsumers(ctx context.Context, q sqlx.QueryerContext, w Workspace, consumers []Workspace, createdBy string) ([]string, error) {
+	ids := make([]string, len(consumers))
+	for i, c := range consumers {
+		ids[i] = c.ID
+	}
+	added := []string{}
+	err := sqlx.SelectContext(ctx, q, &added, `
+		INSERT INTO workspace_remote_state_consumers (organization_id, workspace_id, consumer_workspace_id, created_by)
+		SELECT $1, $2, c, $4 FROM unnest($3::text[]) AS c
+		ON CONFLICT DO NOTHING RETURNING consumer_workspace_id`, w.OrganizationID, w.ID, pq.Array(ids), createdBy)
+	if err != nil {
+		return nil, fmt.Errorf("adding remote-state consumers: %w", err)
+	}
+	slices.Sort(added)
+	return added, nil
+}
+
+// deleteConsumers takes consumers off w's list and returns the IDs that
+// were on it.
+func deleteConsumers(ctx context.Context, q sqlx.QueryerContext, w Workspace, consumers []Workspace) ([]string, error) {
+	ids := make([]string, len(consumers))
+	for i, c := range consumers {
+		ids[i] = c.ID
+	}
+	removed := []string{}
+	err := sqlx.SelectContext(ctx, q, &removed, `
+		DELETE FROM workspace_remote_state_consumers
+		WHERE organization_id = $1 AND workspace_id = $2 AND consumer_workspace_id = ANY($3::text[])
+		RETURNING consumer_workspace_id`, w.OrganizationID, w.ID, pq.Array(ids))
+	if err != nil {
+		return nil, fmt.Errorf("removing remote-state consumers: %w", err)
+	}
+	slices.Sort(removed)
+	return removed, nil
 }

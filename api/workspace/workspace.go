@@ -41,6 +41,9 @@ type Workspace struct {
 	UpdatedAt       time.Time `db:"updated_at"`
 	// ExecutionMode is how the remote-backend CLI runs operations.
 	ExecutionMode string `db:"execution_mode"`
+	// GlobalRemoteState shares the workspace's state with the runs of every
+	// workspace of its organization (sharing.go).
+	GlobalRemoteState bool `db:"global_remote_state"`
 	Lock
 	ExecutionSettings
 }

@@ -101,6 +101,8 @@ var routes = []route{
 	{method: "POST", pattern: "/v1/workspaces/{id}/policy-attachments"},
 	{method: "DELETE", pattern: "/v1/workspaces/{id}/policy-attachments/{attachmentId}"},
 	{method: "POST", pattern: "/v1/workspaces/{id}/policy-sets/{setId}/versions"},
+	{method: "GET", pattern: "/v1/workspaces/{id}/remote-state-sharing"},
+	{method: "PUT", pattern: "/v1/workspaces/{id}/remote-state-sharing"},
 	{method: "GET", pattern: "/v1/workspaces/{id}/source"},
 	{method: "PUT", pattern: "/v1/workspaces/{id}/source"},
 	{method: "GET", pattern: "/v1/workspaces/{id}/state-versions"},

@@ -35,6 +35,7 @@ import (
 	"github.com/cairnhq/cairn/api/sso"
 	"github.com/cairnhq/cairn/api/state"
 	"github.com/cairnhq/cairn/api/team"
+	"github.com/cairnhq/cairn/api/trigger"
 	v1 "github.com/cairnhq/cairn/api/v1"
 	"github.com/cairnhq/cairn/api/workspace"
 )
@@ -146,6 +147,7 @@ func Assemble(cfg config.Config, conn *sqlx.DB, logger *slog.Logger) (Deps, erro
 		RunEvents:        notify.New(cfg.DatabaseURL.Reveal(), v1.RunEventsChannel, logger),
 		Registry:         modules,
 		RegistryCodeHost: moduleCodeHost,
+		Triggers:         trigger.NewService(conn, workspaces, runs, logger),
 	}
 	return deps, nil
 }

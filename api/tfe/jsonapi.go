@@ -19,6 +19,7 @@ import (
 	"github.com/cairnhq/cairn/api/run"
 	"github.com/cairnhq/cairn/api/state"
 	"github.com/cairnhq/cairn/api/team"
+	"github.com/cairnhq/cairn/api/trigger"
 	"github.com/cairnhq/cairn/api/workspace"
 )
 
@@ -142,6 +143,7 @@ var details = []struct {
 	{state.ErrChecksumMismatch, "The uploaded state does not match the declared md5."},
 	{state.ErrTooLarge, "The state is larger than 100,000,000 bytes."},
 	{state.ErrWriterRevoked, "The run writing this state can no longer write state: it was canceled or has ended."},
+	{errTriggerFilter, "filter[run-trigger][type] is required and must be inbound or outbound."},
 	{errInvalidDocument, "The request is not a valid JSON:API document for this operation."},
 	{errAutoApply, "Cairn never applies without a human approval. Run the command again without -auto-approve and approve the plan."},
 	{run.ErrDestroy, "Cairn does not run destroy plans."},
@@ -167,6 +169,9 @@ var details = []struct {
 	{registry.ErrRevoked, "The module version is revoked: revert the revocation first."},
 	{registry.ErrNotRevoked, "The module version is not revoked."},
 	{registry.ErrNotPublished, "Only a published module version can be deprecated or revoked."},
+	{trigger.ErrSelf, "A workspace cannot be its own run trigger source."},
+	{trigger.ErrDuplicate, "Sourceable has already been taken: the workspace already has this source."},
+	{trigger.ErrTooManySources, "A workspace can have at most 20 run trigger sources."},
 	{fault.ErrValidation, "A value in the request is not valid."},
 }
 
@@ -214,6 +219,11 @@ func (s *server) writeError(c *fiber.Ctx, err error) error {
 		e.Status, e.Title, e.Code = strconv.Itoa(http.StatusUnprocessableEntity), titleFor(http.StatusUnprocessableEntity), "invalid_attribute"
 		e.Detail = readOnly.Error()
 		p.Status = http.StatusUnprocessableEntity
+	}
+	// A refused cycle names the loop it would close.
+	var cycle trigger.CycleError
+	if errors.As(err, &cycle) {
+		e.Detail = cycle.Error() + "."
 	}
 	if p.RetryAfter > 0 {
 		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(p.RetryAfter))

@@ -26,6 +26,7 @@ import (
 	"github.com/cairnhq/cairn/api/serviceaccount"
 	"github.com/cairnhq/cairn/api/state"
 	"github.com/cairnhq/cairn/api/team"
+	"github.com/cairnhq/cairn/api/trigger"
 	"github.com/cairnhq/cairn/api/workspace"
 )
 
@@ -54,6 +55,8 @@ type Deps struct {
 	Capabilities capability.Signer
 	// Registry is the private module registry (registry-modules).
 	Registry *registry.Service
+	// Triggers are run triggers between workspaces (run-triggers).
+	Triggers *trigger.Service
 	// ModulesV1 is the module registry protocol's path that discovery
 	// announces as modules.v1; "" (no registry) announces none.
 	ModulesV1 string
@@ -106,6 +109,7 @@ func Mount(app *fiber.App, deps Deps) {
 	s.registerProjects(v2)
 	s.registerTeamTokens(v2)
 	s.registerRegistryModules(v2)
+	s.registerRunTriggers(v2)
 	// Anything else is a JSON:API 404: clients retry 5xx for minutes, and a
 	// missing route must look like every other missing resource.
 	v2.Use(func(c *fiber.Ctx) error { return s.writeError(c, fault.ErrNotFound) })

@@ -15,6 +15,7 @@ import (
 	"github.com/cairnhq/cairn/api/serviceaccount"
 	"github.com/cairnhq/cairn/api/state"
 	"github.com/cairnhq/cairn/api/team"
+	"github.com/cairnhq/cairn/api/trigger"
 	"github.com/cairnhq/cairn/api/workspace"
 )
 
@@ -40,6 +41,8 @@ type Services struct {
 	Registry *registry.Service
 	// RegistryCodeHost publishes module versions from the code host.
 	RegistryCodeHost *registry.CodeHost
+	// Triggers are run triggers between workspaces.
+	Triggers *trigger.Service
 }
 
 // registerOperations registers every /v1 operation, grouped by domain.
@@ -67,6 +70,7 @@ func (a *API) registerOperations() {
 	a.registerGitHub()
 	a.registerSourceIngestions()
 	a.registerRegistrySource()
+	a.registerRunTriggers()
 	a.checkAgentOperations()
 }
 

@@ -31,12 +31,13 @@ const goTFEVersion = "v1.103.0"
 // remote backend implements: workspace reads and locks, state versions,
 // configuration versions, runs, plans, applies, run events, teams, team
 // members, team workspace and project access, team tokens, projects and
-// organization memberships, projects, and the registry-module tests that
-// need no VCS connection (compatRegistryNotSelected names the rest). Each
+// organization memberships, projects, run triggers, and the registry-module
+// tests that need no VCS connection (compatRegistryNotSelected names the
+// rest). Each
 // top-level test runs in its own process, as go-tfe's suite assumes.
 const compatSelection = `WorkspacesRead|Lock|Unlock|StateVersions|ConfigurationVersions|Runs|Plans|Applies|RunEvents|` +
 	`Teams|Team_|TeamCreateOptions_|TeamMembers|TeamAccesses|TeamProjectAccesses|OrganizationMemberships|` +
-	`TeamTokens|TestProjects|` +
+	`TeamTokens|TestProjects|TestRunTrigger|` +
 	`TestRegistryModules(List|Create|CreateVersion|Read|Delete|DeleteByName|DeleteProvider|DeleteVersion|Upload|UploadTarGzip)$`
 
 // compatSkips are subtests left out of their test, each for the reason

@@ -65,23 +65,23 @@ func triggerByID(ctx context.Context, q sqlx.QueryerContext, organizationID, id 
 
 // inbound reads a destination's triggers, oldest first.
 func inbound(ctx context.Context, q sqlx.QueryerContext, organizationID, workspaceID string) ([]Trigger, error) {
-	var out []Trigger
-	err := sqlx.SelectContext(ctx, q, &out, triggerSelect+` WHERE t.organization_id = $1 AND t.workspace_id = $2
-		ORDER BY t.created_at, t.id`, organizationID, workspaceID)
-	if err != nil {
-		return nil, fmt.Errorf("listing inbound run triggers: %w", err)
-	}
-	return out, nil
+	return triggersWhere(ctx, q, `t.workspace_id`, organizationID, workspaceID)
 }
 
 // outbound reads the triggers naming a workspace as their source, oldest
 // first.
 func outbound(ctx context.Context, q sqlx.QueryerContext, organizationID, workspaceID string) ([]Trigger, error) {
+	return triggersWhere(ctx, q, `t.source_workspace_id`, organizationID, workspaceID)
+}
+
+// triggersWhere reads the triggers whose column (one of the two ends,
+// never input) is the workspace.
+func triggersWhere(ctx context.Context, q sqlx.QueryerContext, column, organizationID, workspaceID string) ([]Trigger, error) {
 	var out []Trigger
-	err := sqlx.SelectContext(ctx, q, &out, triggerSelect+` WHERE t.organization_id = $1 AND t.source_workspace_id = $2
+	err := sqlx.SelectContext(ctx, q, &out, triggerSelect+` WHERE t.organization_id = $1 AND `+column+` = $2
 		ORDER BY t.created_at, t.id`, organizationID, workspaceID)
 	if err != nil {
-		return nil, fmt.Errorf("listing outbound run triggers: %w", err)
+		return nil, fmt.Errorf("listing run triggers: %w", err)
 	}
 	return out, nil
 }

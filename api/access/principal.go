@@ -115,7 +115,18 @@ const (
 	// KindSCIM is an organization's SCIM provisioning client: it manages
 	// the people it provisioned and the organization's teams, nothing else.
 	KindSCIM = "scim"
+	// KindRunTrigger is a run trigger firing: it creates one run in its
+	// destination workspace and nothing else.
+	KindRunTrigger = "run_trigger"
 )
+
+// RunTrigger is the principal a run trigger fires as: bounded to the
+// destination workspace, it may read it and create runs there, nothing
+// more. ID is the trigger's.
+func RunTrigger(organizationID, triggerID, workspaceID string) Principal {
+	return Principal{Kind: KindRunTrigger, ID: triggerID, Name: "Run trigger", OrganizationID: organizationID,
+		WorkspaceID: workspaceID, Permissions: NewPermissionSet(PermWorkspaceRead, PermRunCreate)}
+}
 
 // SCIM is the principal an organization's SCIM client acts as. It sees
 // and changes every team but the owners team (the team service refuses

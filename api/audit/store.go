@@ -71,7 +71,7 @@ func ActorOf(p access.Principal) Actor {
 		return Actor{Type: ActorOperator, ID: p.ID}
 	case access.KindRun:
 		return Actor{Type: ActorRun, ID: p.ID}
-	case access.KindCodeHost, access.KindSCIM:
+	case access.KindCodeHost, access.KindSCIM, access.KindRunTrigger:
 		return Actor{Type: ActorSystem, ID: p.ID}
 	case access.KindTeam:
 		return Actor{Type: ActorTeam, ID: p.ID}

@@ -29,6 +29,7 @@ import (
 	"github.com/cairnhq/cairn/api/sso"
 	"github.com/cairnhq/cairn/api/state"
 	"github.com/cairnhq/cairn/api/team"
+	"github.com/cairnhq/cairn/api/trigger"
 	"github.com/cairnhq/cairn/api/workspace"
 )
 
@@ -168,6 +169,10 @@ var table = []struct {
 	{registry.ErrNotPublished, httpx.Problem{Status: http.StatusConflict, Code: "REGISTRY_MODULE_VERSION_NOT_PUBLISHED"}},
 	{registry.ErrNotBound, httpx.Problem{Status: http.StatusConflict, Code: "REGISTRY_MODULE_NOT_BOUND"}},
 	{registry.ErrSourceUnavailable, httpx.Problem{Status: http.StatusConflict, Code: "REGISTRY_MODULE_SOURCE_UNAVAILABLE"}},
+	{trigger.ErrSelf, httpx.Problem{Status: http.StatusUnprocessableEntity, Code: "RUN_TRIGGER_SELF"}},
+	{trigger.ErrDuplicate, httpx.Problem{Status: http.StatusUnprocessableEntity, Code: "RUN_TRIGGER_EXISTS"}},
+	{trigger.ErrTooManySources, httpx.Problem{Status: http.StatusUnprocessableEntity, Code: "RUN_TRIGGER_LIMIT_REACHED"}},
+	{trigger.ErrCycle, httpx.Problem{Status: http.StatusUnprocessableEntity, Code: "RUN_TRIGGER_CYCLE"}},
 	{fault.ErrNotFound, httpx.Problem{Status: http.StatusNotFound, Code: httpx.CodeNotFound}},
 	{fault.ErrUnauthenticated, httpx.Problem{Status: http.StatusUnauthorized, Code: httpx.CodeUnauthenticated}},
 	{fault.ErrForbidden, httpx.Problem{Status: http.StatusForbidden, Code: httpx.CodeForbidden}},

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 )
 
 // QueueRuns is the River queue of run phases.
@@ -48,4 +49,23 @@ func (ReapArgs) Kind() string { return "run_attempt_reaper" }
 // InsertOpts keeps one reaper at a time.
 func (ReapArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{UniqueOpts: river.UniqueOpts{ByPeriod: time.Second}}
+}
+
+// TriggerArgs fans an applied run out to the workspaces whose run triggers
+// name its workspace (jobs/runtrigger). Its identity is the run's
+// (run-trigger-{run_id}, unique by its arguments): one job per applied run, and the runs it creates
+// are unique per (run, destination), so a retry creates none twice.
+type TriggerArgs struct {
+	RunID string `json:"run_id"`
+}
+
+// Kind names the job.
+func (TriggerArgs) Kind() string { return "run_trigger" }
+
+// InsertOpts makes the fan-out unique per run, whatever state an earlier
+// insert's job is in.
+func (TriggerArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{MaxAttempts: 10, UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: []rivertype.JobState{
+		rivertype.JobStateAvailable, rivertype.JobStateCompleted, rivertype.JobStatePending, rivertype.JobStateRetryable,
+		rivertype.JobStateRunning, rivertype.JobStateScheduled, rivertype.JobStateCancelled, rivertype.JobStateDiscarded}}}
 }

@@ -223,6 +223,9 @@ type Run struct {
 	ReleasedAt     *time.Time `db:"released_at"`
 	// ReleasedFromRunID is the agent's run this run was released from.
 	ReleasedFromRunID *string `db:"released_from_run_id"`
+	// TriggeredByRunID is the applied run of another workspace whose run
+	// trigger created this run.
+	TriggeredByRunID *string `db:"triggered_by_run_id"`
 
 	// RunOptions are what the run was created with besides its kind.
 	RunOptions
@@ -254,6 +257,8 @@ func InitiatorOf(p access.Principal) string {
 		return InitiatorCodeHost
 	case p.Kind == access.KindOperator:
 		return InitiatorOperator
+	case p.Kind == access.KindRunTrigger:
+		return InitiatorTrigger
 	}
 	return InitiatorUser
 }

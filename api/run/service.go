@@ -148,6 +148,9 @@ type CreateInput struct {
 	// ReleasedFrom is the agent's run a person releases as this one: the
 	// new run keeps its initiator and trusts its configuration.
 	ReleasedFrom *Run
+	// TriggeredByRunID is the applied run of a source workspace whose run
+	// trigger creates this run (see TriggerArgs).
+	TriggeredByRunID string
 }
 
 const maxMessageChars = 2000
@@ -288,6 +291,9 @@ func (s *Service) CreateRun(ctx context.Context, tx *sqlx.Tx, p access.Principal
 	if in.ReleasedFrom != nil {
 		r.Initiator, r.ReleasedFromRunID = in.ReleasedFrom.Initiator, &in.ReleasedFrom.ID
 	}
+	if in.TriggeredByRunID != "" {
+		r.TriggeredByRunID = &in.TriggeredByRunID
+	}
 	if credErr != "" {
 		r.CredentialSnapshotError = &credErr
 	}
@@ -344,6 +350,9 @@ func (s *Service) CreateRun(ctx context.Context, tx *sqlx.Tx, p access.Principal
 	}
 	if in.ReleasedFrom != nil {
 		evidence["released_from_run_id"] = in.ReleasedFrom.ID
+	}
+	if in.TriggeredByRunID != "" {
+		evidence["triggered_by_run_id"] = in.TriggeredByRunID
 	}
 	if !opts.IsDefault() || in.ToolVersion != "" {
 		// Counts and flags only: addresses and values stay on the run.
@@ -449,12 +458,35 @@ func (s *Service) observe(ctx context.Context, tx *sqlx.Tx, r Run) error {
 }
 
 // finish ends a run and hands the workspace queue to the next pending run.
+// A run that applied fires its workspace's run triggers.
 func (s *Service) finish(ctx context.Context, tx *sqlx.Tx, r Run, status Status, reason string) (Run, error) {
 	r, err := s.end(ctx, tx, r, status, reason)
 	if err != nil || r.Speculative() {
 		return r, err
 	}
+	if status == StatusApplied {
+		if err := s.fireTriggers(ctx, tx, r); err != nil {
+			return Run{}, err
+		}
+	}
 	return r, s.advanceQueue(ctx, tx, r.WorkspaceID)
+}
+
+// fireTriggers inserts the fan-out job of an applied run when some
+// workspace subscribes to its workspace. It commits with the apply, and
+// its identity is the run's: a run fans out at most once.
+func (s *Service) fireTriggers(ctx context.Context, tx *sqlx.Tx, r Run) error {
+	subscribed, err := hasOutboundTriggers(ctx, tx, r.OrganizationID, r.WorkspaceID)
+	if err != nil || !subscribed {
+		return err
+	}
+	if s.jobs == nil {
+		return fmt.Errorf("no job inserter: %w", fault.ErrUnavailable)
+	}
+	if _, err := s.jobs.InsertTx(ctx, tx.Tx, TriggerArgs{RunID: r.ID}, nil); err != nil {
+		return fmt.Errorf("inserting run trigger job: %w", err)
+	}
+	return nil
 }
 
 // end ends a run and lets go of what it held (pinned values, the

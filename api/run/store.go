@@ -111,21 +111,21 @@ const runColumns = `id, organization_id, project_id, workspace_id, kind, status,
 	decision_actor_kind, decision_actor_id, decided_at, decision_reason, terminal_reason, state_version_id, status_timestamps,
 	log_truncated, created_at, updated_at, force_canceled_at, target_addrs, replace_addrs, refresh, refresh_only, allow_empty_apply,
 	save_plan, run_variables, initiator, untrusted_reason, released_run_id, released_by_kind, released_by_id, released_at,
-	released_from_run_id`
+	released_from_run_id, triggered_by_run_id`
 
 func insertRun(ctx context.Context, q sqlx.ExtContext, r Run) error {
 	_, err := q.ExecContext(ctx, `INSERT INTO runs (id, organization_id, project_id, workspace_id, kind, status, message,
 		source, configuration_version_id, configuration_digest, dependency_lock_digest, input_snapshot, input_snapshot_digest,
 		settings_version, tool_version, region, platform, runner_release, created_by_kind, created_by_id, status_timestamps,
 		created_at, updated_at, credential_snapshot_error, target_addrs, replace_addrs, refresh, refresh_only, allow_empty_apply,
-		save_plan, run_variables, initiator, untrusted_reason, released_from_run_id)
+		save_plan, run_variables, initiator, untrusted_reason, released_from_run_id, triggered_by_run_id)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $22, $23,
-		$24, $25, $26, $27, $28, $29, $30, $31, $32, $33)`,
+		$24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34)`,
 		r.ID, r.OrganizationID, r.ProjectID, r.WorkspaceID, r.Kind, r.Status, r.Message, r.Source, r.ConfigurationVersionID,
 		r.ConfigurationDigest, r.DependencyLockDigest, string(r.InputSnapshot), r.InputSnapshotDigest, r.SettingsVersion,
 		r.ToolVersion, r.Region, r.Platform, r.RunnerRelease, r.CreatedByKind, r.CreatedByID, r.StatusTimestamps, r.CreatedAt,
 		r.CredentialSnapshotError, pqStrings(r.TargetAddrs), pqStrings(r.ReplaceAddrs), r.Refresh, r.RefreshOnly,
-		r.AllowEmptyApply, r.SavePlan, r.Variables, r.Initiator, r.UntrustedReason, r.ReleasedFromRunID)
+		r.AllowEmptyApply, r.SavePlan, r.Variables, r.Initiator, r.UntrustedReason, r.ReleasedFromRunID, r.TriggeredByRunID)
 	if err != nil {
 		return fmt.Errorf("inserting run: %w", err)
 	}
@@ -318,6 +318,33 @@ func countUnfinished(ctx context.Context, q sqlx.QueryerContext, workspaceID str
 		return 0, fmt.Errorf("counting unfinished runs: %w", err)
 	}
 	return n, nil
+}
+
+// hasOutboundTriggers reports whether a run trigger names the workspace
+// as its source.
+func hasOutboundTriggers(ctx context.Context, q sqlx.QueryerContext, organizationID, workspaceID string) (bool, error) {
+	var found bool
+	err := sqlx.GetContext(ctx, q, &found, `SELECT EXISTS (SELECT 1 FROM run_triggers
+		WHERE organization_id = $1 AND source_workspace_id = $2)`, organizationID, workspaceID)
+	if err != nil {
+		return false, fmt.Errorf("reading run triggers: %w", err)
+	}
+	return found, nil
+}
+
+// TriggeredRun is the run a trigger already created in a workspace for a
+// source run, or nil.
+func TriggeredRun(ctx context.Context, q sqlx.QueryerContext, workspaceID, sourceRunID string) (*string, error) {
+	var id string
+	err := sqlx.GetContext(ctx, q, &id, `SELECT id FROM runs WHERE triggered_by_run_id = $1 AND workspace_id = $2`,
+		sourceRunID, workspaceID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading triggered run: %w", err)
+	}
+	return &id, nil
 }
 
 // currentRun is the workspace's newest non-terminal run.

@@ -35,6 +35,7 @@ import (
 	"github.com/cairnhq/cairn/api/sso"
 	"github.com/cairnhq/cairn/api/state"
 	"github.com/cairnhq/cairn/api/team"
+	"github.com/cairnhq/cairn/api/trigger"
 	v1 "github.com/cairnhq/cairn/api/v1"
 	"github.com/cairnhq/cairn/api/varset"
 	"github.com/cairnhq/cairn/api/workspace"
@@ -150,7 +151,8 @@ func Assemble(cfg config.Config, conn *sqlx.DB, logger *slog.Logger) (Deps, erro
 		RegistryCodeHost: moduleCodeHost,
 		// Set values are pinned and checked like workspace variables:
 		// the same sealer and digest key.
-		Varsets: varset.NewService(conn, sealer, variableDigestKey),
+		Varsets:  varset.NewService(conn, sealer, variableDigestKey),
+		Triggers: trigger.NewService(conn, workspaces, runs, logger),
 	}
 	return deps, nil
 }

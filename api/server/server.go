@@ -134,7 +134,7 @@ func New(deps Deps) (*Server, error) {
 		ServiceAccounts: deps.Services.ServiceAccounts, Workspaces: deps.Services.Workspaces,
 		State: deps.Services.State, Launch: deps.Services.Launch, Runs: deps.Services.Runs,
 		Teams: deps.Services.Teams, Capabilities: capability.NewSigner(deps.Config.AuthSecret),
-		Registry: deps.Services.Registry, VariableSets: deps.Services.Varsets,
+		Registry: deps.Services.Registry, VariableSets: deps.Services.Varsets, Triggers: deps.Services.Triggers,
 	}
 	// The module registry protocol takes the remote-backend API's tokens:
 	// the same CLIs present the same credentials for the host.

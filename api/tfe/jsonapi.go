@@ -21,6 +21,7 @@ import (
 	"github.com/cairnhq/cairn/api/state"
 	"github.com/cairnhq/cairn/api/team"
 	"github.com/cairnhq/cairn/api/varset"
+	"github.com/cairnhq/cairn/api/trigger"
 	"github.com/cairnhq/cairn/api/workspace"
 )
 
@@ -144,6 +145,7 @@ var details = []struct {
 	{state.ErrChecksumMismatch, "The uploaded state does not match the declared md5."},
 	{state.ErrTooLarge, "The state is larger than 100,000,000 bytes."},
 	{state.ErrWriterRevoked, "The run writing this state can no longer write state: it was canceled or has ended."},
+	{errTriggerFilter, "filter[run-trigger][type] is required and must be inbound or outbound."},
 	{errInvalidDocument, "The request is not a valid JSON:API document for this operation."},
 	{errAutoApply, "Cairn never applies without a human approval. Run the command again without -auto-approve and approve the plan."},
 	{run.ErrDestroy, "Cairn does not run destroy plans."},
@@ -177,6 +179,9 @@ var details = []struct {
 	{errProjectOwnedSet, "Project-owned variable sets are not modelled: create the set in the organization and apply it to the project."},
 	{workspace.ErrSelfConsumer, "A workspace cannot be a remote state consumer of itself: it always reads its own state."},
 	{workspace.ErrSharedGlobally, "The workspace shares its state with every workspace (global-remote-state); set it to false before adding remote state consumers."},
+	{trigger.ErrSelf, "A workspace cannot be its own run trigger source."},
+	{trigger.ErrDuplicate, "Sourceable has already been taken: the workspace already has this source."},
+	{trigger.ErrTooManySources, "A workspace can have at most 20 run trigger sources."},
 	{fault.ErrValidation, "A value in the request is not valid."},
 }
 
@@ -233,6 +238,11 @@ func (s *server) writeError(c *fiber.Ctx, err error) error {
 		e.Status, e.Title, e.Code = strconv.Itoa(http.StatusUnprocessableEntity), titleFor(http.StatusUnprocessableEntity), "invalid_attribute"
 		e.Detail = readOnly.Error()
 		p.Status = http.StatusUnprocessableEntity
+	}
+	// A refused cycle names the loop it would close.
+	var cycle trigger.CycleError
+	if errors.As(err, &cycle) {
+		e.Detail = cycle.Error() + "."
 	}
 	if p.RetryAfter > 0 {
 		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(p.RetryAfter))

@@ -27,6 +27,7 @@ import (
 	"github.com/cairnhq/cairn/api/state"
 	"github.com/cairnhq/cairn/api/team"
 	"github.com/cairnhq/cairn/api/varset"
+	"github.com/cairnhq/cairn/api/trigger"
 	"github.com/cairnhq/cairn/api/workspace"
 )
 
@@ -55,6 +56,8 @@ type Deps struct {
 	Capabilities capability.Signer
 	// Registry is the private module registry (registry-modules).
 	Registry *registry.Service
+	// Triggers are run triggers between workspaces (run-triggers).
+	Triggers *trigger.Service
 	// ModulesV1 is the module registry protocol's path that discovery
 	// announces as modules.v1; "" (no registry) announces none.
 	ModulesV1 string
@@ -112,6 +115,7 @@ func Mount(app *fiber.App, deps Deps) {
 	s.registerRegistryModules(v2)
 	s.registerVarsets(v2)
 	s.registerRemoteStateConsumers(v2)
+	s.registerRunTriggers(v2)
 	// Anything else is a JSON:API 404: clients retry 5xx for minutes, and a
 	// missing route must look like every other missing resource.
 	v2.Use(func(c *fiber.Ctx) error { return s.writeError(c, fault.ErrNotFound) })

@@ -15,6 +15,7 @@ import (
 	"github.com/cairnhq/cairn/api/serviceaccount"
 	"github.com/cairnhq/cairn/api/state"
 	"github.com/cairnhq/cairn/api/team"
+	"github.com/cairnhq/cairn/api/trigger"
 	"github.com/cairnhq/cairn/api/varset"
 	"github.com/cairnhq/cairn/api/workspace"
 )
@@ -43,6 +44,8 @@ type Services struct {
 	RegistryCodeHost *registry.CodeHost
 	// Varsets is the organization's variable sets.
 	Varsets *varset.Service
+	// Triggers are run triggers between workspaces.
+	Triggers *trigger.Service
 }
 
 // registerOperations registers every /v1 operation, grouped by domain.
@@ -72,6 +75,7 @@ func (a *API) registerOperations() {
 	a.registerGitHub()
 	a.registerSourceIngestions()
 	a.registerRegistrySource()
+	a.registerRunTriggers()
 	a.checkAgentOperations()
 }
 

@@ -288,6 +288,7 @@ type RunView struct {
 	Initiator             string          `json:"initiator" enum:"user,agent,service_account,code_host,operator,trigger" doc:"Who started the run; a run released from an agent's keeps agent. Workload-identity tokens carry it as run_initiator."`
 	Untrusted             *UntrustedView  `json:"untrusted" doc:"Set for a run whose configuration no trusted person has looked at; null for every other run."`
 	ReleasedFromRunID     *string         `json:"released_from_run_id" doc:"The agent's run a person released as this one."`
+	TriggeredByRunID      *string         `json:"triggered_by_run_id" doc:"The applied run of another workspace whose run trigger created this run (initiator trigger; created_by names the trigger)."`
 }
 
 // RunOptionsView are the options the run was created with; the tool
@@ -342,6 +343,7 @@ func (a *API) runView(ctx context.Context, q sqlx.QueryerContext, p access.Princ
 		ForceExecuteDiscards: []string{},
 		Initiator:            r.Initiator,
 		ReleasedFromRunID:    r.ReleasedFromRunID,
+		TriggeredByRunID:     r.TriggeredByRunID,
 	}
 	if r.UntrustedReason != nil {
 		v.Untrusted = &UntrustedView{Reason: *r.UntrustedReason, Withheld: slices.Clone(run.Withheld)}

@@ -243,6 +243,9 @@ type runReview struct {
 	Untrusted *untrustedReview `json:"untrusted"`
 	// ReleasedFromRunID is the agent's run a person released as this one.
 	ReleasedFromRunID *string `json:"released_from_run_id"`
+	// TriggeredByRunID is the applied run of another workspace whose run
+	// trigger created this run.
+	TriggeredByRunID *string `json:"triggered_by_run_id"`
 	// Source is the code-host provenance; nil for uploaded runs.
 	Source   *runSource `json:"source_provenance"`
 	Evidence struct {

@@ -31,6 +31,7 @@ import (
 	"github.com/cairnhq/cairn/jobs/policyeval"
 	"github.com/cairnhq/cairn/jobs/providercache"
 	"github.com/cairnhq/cairn/jobs/runner"
+	"github.com/cairnhq/cairn/jobs/runtrigger"
 	"github.com/cairnhq/cairn/jobs/sandbox"
 	"github.com/cairnhq/cairn/jobs/sourceingest"
 )
@@ -106,6 +107,11 @@ func New(cfg config.Config, conn *sqlx.DB, driver sandbox.Driver, logger *slog.L
 		}
 		if err := add(river.AddWorkerSafely(workers, &runner.ReapWorker{Runs: runs, HeartbeatTimeout: cfg.AttemptHeartbeatTimeout})); err != nil {
 			return nil, err
+		}
+		if triggers := deps.Services.Triggers; triggers != nil {
+			if err := add(river.AddWorkerSafely(workers, &runtrigger.Worker{Triggers: triggers, Logger: logger})); err != nil {
+				return nil, err
+			}
 		}
 		periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(max(time.Second, cfg.AttemptHeartbeatTimeout/3)),
 			func() (river.JobArgs, *river.InsertOpts) { return run.ReapArgs{}, nil },
@@ -191,7 +197,7 @@ func jobMiddleware(logger *slog.Logger, tracing *telemetry.Tracing) []rivertype.
 // JobKinds are the job kinds a river_job span may name.
 var JobKinds = []string{
 	maintenance.IdempotencySweepArgs{}.Kind(), maintenance.SignInFailureSweepArgs{}.Kind(), maintenance.BlobSweepArgs{}.Kind(),
-	run.PhaseArgs{}.Kind(), run.ExpiryArgs{}.Kind(), run.ReapArgs{}.Kind(),
+	run.PhaseArgs{}.Kind(), run.ExpiryArgs{}.Kind(), run.ReapArgs{}.Kind(), run.TriggerArgs{}.Kind(),
 	policy.PublicationArgs{}.Kind(), maintenance.DispatchReconcileArgs{}.Kind(),
 }
 

@@ -31,8 +31,8 @@ const goTFEVersion = "v1.103.0"
 // remote backend implements: workspace reads and locks, state versions,
 // configuration versions, runs, plans, applies, run events, teams, team
 // members, team workspace and project access, team tokens, projects and
-// organization memberships, projects, the registry-module tests that
-// need no VCS connection (compatRegistryNotSelected names the rest), and
+// organization memberships, projects, run triggers, the registry-module
+// tests that need no VCS connection (compatRegistryNotSelected names the rest), and
 // variable sets with their variables. Each top-level test runs in its own
 // process, as go-tfe's suite assumes.
 //
@@ -45,7 +45,7 @@ const goTFEVersion = "v1.103.0"
 // its organization, which Cairn renders; the test is still beta-gated).
 const compatSelection = `WorkspacesRead|Lock|Unlock|StateVersions|ConfigurationVersions|Runs|Plans|Applies|RunEvents|` +
 	`Teams|Team_|TeamCreateOptions_|TeamMembers|TeamAccesses|TeamProjectAccesses|OrganizationMemberships|` +
-	`TeamTokens|TestProjects|TestVariableSet|` +
+	`TeamTokens|TestProjects|TestVariableSet|TestRunTrigger|` +
 	`TestRegistryModules(List|Create|CreateVersion|Read|Delete|DeleteByName|DeleteProvider|DeleteVersion|Upload|UploadTarGzip)$`
 
 // compatSkips are subtests left out of their test, each for the reason

@@ -242,7 +242,7 @@ func (s *server) writeError(c *fiber.Ctx, err error) error {
 	// A refused cycle names the loop it would close.
 	var cycle trigger.CycleError
 	if errors.As(err, &cycle) {
-		e.Detail = cycle.Error() + "."
+		e.Detail = "The run trigger would create a cycle: " + strings.Join(cycle.Path, " → ") + "."
 	}
 	if p.RetryAfter > 0 {
 		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(p.RetryAfter))

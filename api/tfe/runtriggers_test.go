@@ -42,7 +42,7 @@ func TestRunTriggersThroughTheRemoteBackendAPI(t *testing.T) {
 	for name, tc := range map[string]struct{ workspace, source, detail string }{
 		"self":      {dest, dest, "its own run trigger source"},
 		"duplicate": {dest, first, "already has this source"},
-		"cycle":     {first, dest, "cycle: first → dest → first"},
+		"cycle":     {first, dest, "The run trigger would create a cycle: dest → first → dest."},
 	} {
 		r := create(tc.workspace, tc.source)
 		if d := decode(t, r); r.Status != http.StatusUnprocessableEntity || len(d.Errors) != 1 || !strings.Contains(d.Errors[0].Detail, tc.detail) {

@@ -365,41 +365,48 @@ func TestUnreadableSourceIsNotFound(t *testing.T) {
 	}
 }
 
-// TestConcurrentOppositeTriggers: a → b and b → a created at once cannot
-// both succeed: the second waits for the first's organization lock and
-// then sees its edge.
+// TestConcurrentOppositeTriggers: triggers that would close a loop
+// together cannot both be created, however they race: the second waits for
+// the first's organization lock and then sees its edge. Directly (a → b
+// against b → a) and through a chain (with a → b in place, b → c against
+// c → a, where no row lock of the two requests meets the other's).
 func TestConcurrentOppositeTriggers(t *testing.T) {
 	t.Parallel()
 	h := setup(t)
-	a, b := h.workspace("a"), h.workspace("b")
-	tx, err := h.env.DB.BeginTxx(h.ctx, nil)
-	if err != nil {
-		t.Fatal(err)
+	a, b, c := h.workspace("a"), h.workspace("b"), h.workspace("c")
+	race := func(firstDest, firstSource, secondDest, secondSource string) {
+		t.Helper()
+		tx, err := h.env.DB.BeginTxx(h.ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = tx.Rollback() }()
+		if _, err := h.triggers.Create(h.ctx, tx, h.principal(), firstDest, firstSource); err != nil {
+			t.Fatal(err)
+		}
+		second := make(chan error, 1)
+		go func() {
+			second <- db.WithTx(h.ctx, h.env.DB, func(tx *sqlx.Tx) error {
+				_, err := h.triggers.Create(h.ctx, tx, h.principal(), secondDest, secondSource)
+				return err
+			})
+		}()
+		select {
+		case err := <-second:
+			t.Fatalf("%s → %s finished while %s → %s was uncommitted: %v", secondSource, secondDest, firstSource, firstDest, err)
+		case <-time.After(300 * time.Millisecond):
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-second; !errors.Is(err, trigger.ErrCycle) {
+			t.Fatalf("%s → %s after %s → %s committed: %v, want a cycle refusal", secondSource, secondDest, firstSource, firstDest, err)
+		}
 	}
-	defer func() { _ = tx.Rollback() }()
-	if _, err := h.triggers.Create(h.ctx, tx, h.principal(), b, a); err != nil {
-		t.Fatal(err)
-	}
-	second := make(chan error, 1)
-	go func() {
-		second <- db.WithTx(h.ctx, h.env.DB, func(tx *sqlx.Tx) error {
-			_, err := h.triggers.Create(h.ctx, tx, h.principal(), a, b)
-			return err
-		})
-	}()
-	select {
-	case err := <-second:
-		t.Fatalf("b → a finished while a → b was uncommitted: %v", err)
-	case <-time.After(300 * time.Millisecond):
-	}
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-second; !errors.Is(err, trigger.ErrCycle) {
-		t.Fatalf("b → a after a → b committed: %v, want a cycle refusal", err)
-	}
+	race(b, a, a, b) // a → b, then b → a
+	race(c, b, a, c) // b → c, then c → a
 	var n int
-	if err := h.env.DB.Get(&n, `SELECT count(*) FROM run_triggers WHERE workspace_id IN ($1, $2)`, a, b); err != nil || n != 1 {
-		t.Fatalf("%d triggers stored (%v), want 1", n, err)
+	if err := h.env.DB.Get(&n, `SELECT count(*) FROM run_triggers WHERE workspace_id IN ($1, $2, $3)`, a, b, c); err != nil || n != 2 {
+		t.Fatalf("%d triggers stored (%v), want 2", n, err)
 	}
 }

@@ -89,13 +89,13 @@ var runTriggerRefusals = map[string]string{
 func (s *Site) addRunTrigger(w http.ResponseWriter, r *http.Request, token string) {
 	body := map[string]string{"source_workspace_id": r.PostFormValue("source_workspace_id")}
 	err := s.api.Mutate(r.Context(), token, http.MethodPost, runTriggersPath(r.PathValue("id")), newKey(), body, nil)
-	s.afterRunTriggerChange(w, r, token, err, "run-trigger-added")
+	s.afterRunTriggerChange(w, r, token, err, "trigger-added")
 }
 
 // removeRunTrigger removes one source.
 func (s *Site) removeRunTrigger(w http.ResponseWriter, r *http.Request, token string) {
 	err := s.api.Mutate(r.Context(), token, http.MethodDelete, "/v1/run-triggers/"+url.PathEscape(r.PathValue("triggerId")), newKey(), nil, nil)
-	s.afterRunTriggerChange(w, r, token, err, "run-trigger-removed")
+	s.afterRunTriggerChange(w, r, token, err, "trigger-removed")
 }
 
 func (s *Site) afterRunTriggerChange(w http.ResponseWriter, r *http.Request, token string, err error, done string) {

@@ -55,18 +55,18 @@ func (workspaceShell) Tabs() []struct{ Name, Label string } { return workspaceTa
 // workspaceNotices are the notices an action redirects back with; the query
 // only picks one, so a page never repeats request input.
 var workspaceNotices = map[string]string{
-	"variable-added":      "Variable added. Runs created from now on use it.",
-	"variable-saved":      "Variable saved. Runs created from now on use it.",
-	"variable-deleted":    "Variable deleted. Runs created from now on no longer see it.",
-	"settings-saved":      "Settings saved. Runs created from now on use them.",
-	"policy-attached":     "Policy attached. Runs created from now on evaluate it.",
-	"policy-detached":     "Policy detached. Existing runs keep their snapshot.",
-	"set-created":         "Policy set created.",
-	"grant-added":         "Team access granted. The team's members have it from their next request.",
-	"grant-saved":         "Team access changed. It applies from the members' next request.",
-	"grant-revoked":       "Team access revoked. The team's members lose it on their next request.",
-	"run-trigger-added":   "Run trigger source added. Its next applied run makes this workspace run.",
-	"run-trigger-removed": "Run trigger source removed. Its applied runs no longer make this workspace run.",
+	"variable-added":   "Variable added. Runs created from now on use it.",
+	"variable-saved":   "Variable saved. Runs created from now on use it.",
+	"variable-deleted": "Variable deleted. Runs created from now on no longer see it.",
+	"settings-saved":   "Settings saved. Runs created from now on use them.",
+	"policy-attached":  "Policy attached. Runs created from now on evaluate it.",
+	"policy-detached":  "Policy detached. Existing runs keep their snapshot.",
+	"set-created":      "Policy set created.",
+	"grant-added":      "Team access granted. The team's members have it from their next request.",
+	"grant-saved":      "Team access changed. It applies from the members' next request.",
+	"grant-revoked":    "Team access revoked. The team's members lose it on their next request.",
+	"trigger-added":    "Run trigger source added. Its next applied run makes this workspace run.",
+	"trigger-removed":  "Run trigger source removed. Its applied runs no longer make this workspace run.",
 }
 
 // tabLoader reads one tab's content; an error renders the page unavailable.

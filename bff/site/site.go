@@ -138,6 +138,7 @@ func (s *Site) Handler() http.Handler {
 	mux.HandleFunc("GET /workspaces/{id}/policies", ws(s.workspaceTab("policies", s.loadPolicies)))
 	mux.HandleFunc("GET /workspaces/{id}/settings", ws(s.workspaceTab("settings", s.loadSettings)))
 	mux.HandleFunc("POST /workspaces/{id}/settings", s.form(ws(s.updateWorkspaceSettings)))
+	mux.HandleFunc("POST /workspaces/{id}/settings/remote-state-sharing", s.form(ws(s.updateSharing)))
 	mux.HandleFunc("POST /workspaces/{id}/policy-attachments", s.form(ws(s.attachPolicy)))
 	mux.HandleFunc("POST /workspaces/{id}/policy-sets", s.form(ws(s.createPolicySet)))
 	mux.HandleFunc("POST /workspaces/{id}/variables", s.form(ws(s.createVariable)))

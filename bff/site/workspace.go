@@ -59,6 +59,7 @@ var workspaceNotices = map[string]string{
 	"variable-saved":   "Variable saved. Runs created from now on use it.",
 	"variable-deleted": "Variable deleted. Runs created from now on no longer see it.",
 	"settings-saved":   "Settings saved. Runs created from now on use them.",
+	"sharing-saved":    "Remote state sharing saved. It applies to the consumers' next state read.",
 	"policy-attached":  "Policy attached. Runs created from now on evaluate it.",
 	"policy-detached":  "Policy detached. Existing runs keep their snapshot.",
 	"set-created":      "Policy set created.",
@@ -154,6 +155,8 @@ type overviewPage struct {
 	Outputs []stateOutput
 	// Held are pull requests waiting for a person to plan them.
 	Held heldPullRequests
+	// ConsumedBy is who may read this workspace's state (sharing.go).
+	ConsumedBy sharingSection
 }
 
 // overviewRuns is how many recent runs the chart draws.
@@ -168,6 +171,7 @@ func (s *Site) loadOverview(ctx context.Context, r *http.Request, token string, 
 	page.Chart = chartOf(runs.Data)
 	page.Recent = runs.Data[:min(5, len(runs.Data))]
 	page.Held = s.loadHeldPullRequests(ctx, token, sh.Workspace.ID)
+	page.ConsumedBy = s.loadSharing(ctx, token, sh.Workspace.ID, false)
 	// A team grant may read the workspace and its runs without its state
 	// (state versions: none) or without raw state (read-outputs): the
 	// overview then leaves out what the API refuses.

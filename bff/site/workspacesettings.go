@@ -15,19 +15,22 @@ type settingsPage struct {
 	Regions      []string
 	Platforms    []string
 	Modes        []string
+	// Sharing is the "Remote state sharing" section (sharing.go).
+	Sharing sharingSection
 }
 
 // supportedToolVersions are the OpenTofu versions the create form offers;
 // the API validates the exact version either way.
 var supportedToolVersions = []string{"1.10.6"}
 
-func (s *Site) loadSettings(_ context.Context, _ *http.Request, _ string, sh *workspaceShell) (any, error) {
+func (s *Site) loadSettings(ctx context.Context, _ *http.Request, token string, sh *workspaceShell) (any, error) {
 	tools := supportedToolVersions
 	if current := sh.Workspace.ExecutionSettings.ToolVersion; current != "" && !slices.Contains(tools, current) {
 		tools = append([]string{current}, tools...)
 	}
 	return settingsPage{workspaceShell: sh, ToolVersions: tools, Regions: []string{"us", "eu"},
-		Platforms: []string{"linux_amd64", "linux_arm64"}, Modes: []string{"remote", "local"}}, nil
+		Platforms: []string{"linux_amd64", "linux_arm64"}, Modes: []string{"remote", "local"},
+		Sharing: s.loadSharing(ctx, token, sh.Workspace.ID, sh.Caller.Can("workspace:admin"))}, nil
 }
 
 // updateWorkspaceSettings renames the workspace and replaces its execution

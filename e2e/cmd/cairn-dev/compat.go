@@ -31,13 +31,18 @@ const goTFEVersion = "v1.103.0"
 // remote backend implements: workspace reads and locks, state versions,
 // configuration versions, runs, plans, applies, run events, teams, team
 // members, team workspace and project access, team tokens, projects and
-// organization memberships, projects, and the registry-module tests that
-// need no VCS connection (compatRegistryNotSelected names the rest). Each
+// organization memberships, projects, the registry-module tests that
+// need no VCS connection (compatRegistryNotSelected names the rest),
+// remote-state consumers and state version outputs. Each
 // top-level test runs in its own process, as go-tfe's suite assumes.
 const compatSelection = `WorkspacesRead|Lock|Unlock|StateVersions|ConfigurationVersions|Runs|Plans|Applies|RunEvents|` +
 	`Teams|Team_|TeamCreateOptions_|TeamMembers|TeamAccesses|TeamProjectAccesses|OrganizationMemberships|` +
 	`TeamTokens|TestProjects|` +
-	`TestRegistryModules(List|Create|CreateVersion|Read|Delete|DeleteByName|DeleteProvider|DeleteVersion|Upload|UploadTarGzip)$`
+	`TestRegistryModules(List|Create|CreateVersion|Read|Delete|DeleteByName|DeleteProvider|DeleteVersion|Upload|UploadTarGzip)$|` +
+	// Remote-state sharing: the consumers relationship, the one
+	// global-remote-state test (enterprise-gated: go-tfe skips it without
+	// ENABLE_TFE) and the state version outputs.
+	`TestWorkspaces_(Add|Remove|Update)RemoteStateConsumers$|TestWorkspacesProjectRemoteState$|^TestStateVersionOutputs`
 
 // compatSkips are subtests left out of their test, each for the reason
 // given: they need capabilities Cairn does not model.

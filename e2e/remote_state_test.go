@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/jmoiron/sqlx"
 )
 
@@ -98,6 +99,51 @@ func TestRemoteStateIsSharedOnlyWithListedConsumers(t *testing.T) {
 	}
 
 	refused("shared with app only", ops, opsCfg)
+
+	// The dashboard: network's overview says app consumes it; its settings
+	// add and remove a consumer and share globally, as the API then reads.
+	t.Run("dashboard", func(t *testing.T) {
+		sharing := func() (global bool, names []string) {
+			t.Helper()
+			var v struct {
+				Global    bool `json:"global"`
+				Consumers []struct {
+					Name string `json:"name"`
+				} `json:"consumers"`
+			}
+			if st := s.apiJSON(t, http.MethodGet, "/v1/workspaces/"+network+"/remote-state-sharing", nil, &v, alice.cookie()...); st != http.StatusOK {
+				t.Fatalf("reading network's sharing: %d", st)
+			}
+			for _, c := range v.Consumers {
+				names = append(names, c.Name)
+			}
+			return v.Global, names
+		}
+		ctx := newBrowser(t)
+		signInAs(t, ctx, s, alice.email)
+		browse(t, ctx, "network's overview", chromedp.Navigate(s.DashboardURL+"/workspaces/"+network),
+			chromedp.WaitVisible(chromedp.CSS("#consumed-by")))
+		waitText(t, ctx, "#consumed-by", "app")
+		browse(t, ctx, "adding ops as a consumer", chromedp.Navigate(s.DashboardURL+"/workspaces/"+network+"/settings"),
+			chromedp.WaitVisible(chromedp.CSS("#sharing-add")),
+			chromedp.SetValue(chromedp.CSS("#sharing-consumer"), ops),
+			chromedp.Click(chromedp.CSS("#sharing-add button[type=submit]")),
+			chromedp.WaitVisible(chromedp.CSS(`#sharing-consumers button[aria-label="Remove ops"]`)))
+		if global, names := sharing(); global || strings.Join(names, ",") != "app,ops" {
+			t.Errorf("after adding ops in the dashboard: global %v, consumers %v", global, names)
+		}
+		browse(t, ctx, "removing ops", chromedp.Click(chromedp.CSS(`#sharing-consumers button[aria-label="Remove ops"]`)),
+			chromedp.WaitNotPresent(chromedp.CSS(`#sharing-consumers button[aria-label="Remove ops"]`)))
+		browse(t, ctx, "sharing globally", chromedp.Click(chromedp.CSS("#sharing-global-box")),
+			chromedp.Click(chromedp.CSS("#sharing-global button[type=submit]")),
+			chromedp.WaitVisible(chromedp.CSS("#sharing-global-note")))
+		if global, names := sharing(); !global || strings.Join(names, ",") != "app" {
+			t.Errorf("after sharing globally in the dashboard: global %v, consumers %v", global, names)
+		}
+		browse(t, ctx, "network's overview again", chromedp.Navigate(s.DashboardURL+"/workspaces/"+network),
+			chromedp.WaitVisible(chromedp.CSS("#consumed-by")))
+		waitText(t, ctx, "#consumed-by", "Every workspace of the organization")
+	})
 }
 
 // currentOutput is the JSON value of a workspace's current output name.

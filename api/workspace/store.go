@@ -415,24 +415,24 @@ func organizationExecutionMode(ctx context.Context, q sqlx.QueryerContext, organ
 // workspacesByID reads the organization's workspaces of ids, by name; IDs
 // it does not hold are left out.
 func workspacesByID(ctx context.Context, q sqlx.QueryerContext, organizationID string, ids []string) ([]Workspace, error) {
-	out := []Workspace{}
-	err := sqlx.SelectContext(ctx, q, &out, `SELECT`+workspaceColumns+workspaceFrom+`
-		WHERE w.organization_id = $1 AND w.id = ANY($2::text[]) ORDER BY lower(w.cloud_name), w.id`, organizationID, pq.Array(ids))
-	if err != nil {
-		return nil, fmt.Errorf("reading workspaces: %w", err)
-	}
-	return out, nil
+	return workspacesByName(ctx, q, "reading workspaces", `
+		WHERE w.organization_id = $1 AND w.id = ANY($2::text[])`, organizationID, pq.Array(ids))
 }
 
 // listConsumers reads the workspaces a workspace lists as consumers of its
 // state, by name.
 func listConsumers(ctx context.Context, q sqlx.QueryerContext, organizationID, workspaceID string) ([]Workspace, error) {
-	out := []Workspace{}
-	err := sqlx.SelectContext(ctx, q, &out, `SELECT`+workspaceColumns+workspaceFrom+`
+	return workspacesByName(ctx, q, "reading remote-state consumers", `
 		JOIN workspace_remote_state_consumers x ON x.consumer_workspace_id = w.id
-		WHERE x.organization_id = $1 AND x.workspace_id = $2 ORDER BY lower(w.cloud_name), w.id`, organizationID, workspaceID)
-	if err != nil {
-		return nil, fmt.Errorf("reading remote-state consumers: %w", err)
+		WHERE x.organization_id = $1 AND x.workspace_id = $2`, organizationID, workspaceID)
+}
+
+// workspacesByName reads the workspaces that joinWhere selects, ordered by
+// name; what names the read in its error.
+func workspacesByName(ctx context.Context, q sqlx.QueryerContext, what, joinWhere string, args ...any) ([]Workspace, error) {
+	out := []Workspace{}
+	if err := sqlx.SelectContext(ctx, q, &out, `SELECT`+workspaceColumns+workspaceFrom+joinWhere+` ORDER BY lower(w.cloud_name), w.id`, args...); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return out, nil
 }
@@ -473,15 +473,11 @@ func setGlobalRemoteState(ctx context.Context, q sqlx.ExtContext, w Workspace) e
 // insertConsumers lists consumers of w's state and returns the IDs that
 // were not listed before.
 func insertConsumers(ctx context.Context, q sqlx.QueryerContext, w Workspace, consumers []Workspace, createdBy string) ([]string, error) {
-	ids := make([]string, len(consumers))
-	for i, c := range consumers {
-		ids[i] = c.ID
-	}
 	added := []string{}
 	err := sqlx.SelectContext(ctx, q, &added, `
 		INSERT INTO workspace_remote_state_consumers (organization_id, workspace_id, consumer_workspace_id, created_by)
 		SELECT $1, $2, c, $4 FROM unnest($3::text[]) AS c
-		ON CONFLICT DO NOTHING RETURNING consumer_workspace_id`, w.OrganizationID, w.ID, pq.Array(ids), createdBy)
+		ON CONFLICT DO NOTHING RETURNING consumer_workspace_id`, w.OrganizationID, w.ID, pq.Array(workspaceIDs(consumers)), createdBy)
 	if err != nil {
 		return nil, fmt.Errorf("adding remote-state consumers: %w", err)
 	}
@@ -492,18 +488,22 @@ func insertConsumers(ctx context.Context, q sqlx.QueryerContext, w Workspace, co
 // deleteConsumers takes consumers off w's list and returns the IDs that
 // were on it.
 func deleteConsumers(ctx context.Context, q sqlx.QueryerContext, w Workspace, consumers []Workspace) ([]string, error) {
-	ids := make([]string, len(consumers))
-	for i, c := range consumers {
-		ids[i] = c.ID
-	}
 	removed := []string{}
 	err := sqlx.SelectContext(ctx, q, &removed, `
 		DELETE FROM workspace_remote_state_consumers
 		WHERE organization_id = $1 AND workspace_id = $2 AND consumer_workspace_id = ANY($3::text[])
-		RETURNING consumer_workspace_id`, w.OrganizationID, w.ID, pq.Array(ids))
+		RETURNING consumer_workspace_id`, w.OrganizationID, w.ID, pq.Array(workspaceIDs(consumers)))
 	if err != nil {
 		return nil, fmt.Errorf("removing remote-state consumers: %w", err)
 	}
 	slices.Sort(removed)
 	return removed, nil
+}
+
+func workspaceIDs(ws []Workspace) []string {
+	ids := make([]string, len(ws))
+	for i, w := range ws {
+		ids[i] = w.ID
+	}
+	return ids
 }

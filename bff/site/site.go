@@ -140,6 +140,7 @@ func (s *Site) Handler() http.Handler {
 	mux.HandleFunc("POST /workspaces/{id}/settings", s.form(ws(s.updateWorkspaceSettings)))
 	mux.HandleFunc("POST /workspaces/{id}/settings/run-triggers", s.form(ws(s.addRunTrigger)))
 	mux.HandleFunc("POST /workspaces/{id}/settings/run-triggers/{triggerId}/remove", s.form(ws(s.removeRunTrigger)))
+	mux.HandleFunc("POST /workspaces/{id}/settings/remote-state-sharing", s.form(ws(s.updateSharing)))
 	mux.HandleFunc("POST /workspaces/{id}/policy-attachments", s.form(ws(s.attachPolicy)))
 	mux.HandleFunc("POST /workspaces/{id}/policy-sets", s.form(ws(s.createPolicySet)))
 	mux.HandleFunc("POST /workspaces/{id}/variables", s.form(ws(s.createVariable)))

@@ -59,6 +59,7 @@ var workspaceNotices = map[string]string{
 	"variable-saved":   "Variable saved. Runs created from now on use it.",
 	"variable-deleted": "Variable deleted. Runs created from now on no longer see it.",
 	"settings-saved":   "Settings saved. Runs created from now on use them.",
+	"sharing-saved":    "Remote state sharing saved. It applies to the consumers' next state read.",
 	"policy-attached":  "Policy attached. Runs created from now on evaluate it.",
 	"policy-detached":  "Policy detached. Existing runs keep their snapshot.",
 	"set-created":      "Policy set created.",
@@ -158,6 +159,8 @@ type overviewPage struct {
 	Held heldPullRequests
 	// Triggers are the workspaces this one's applied runs make run.
 	Triggers []runTrigger
+	// ConsumedBy is who may read this workspace's state (sharing.go).
+	ConsumedBy sharingSection
 }
 
 // overviewRuns is how many recent runs the chart draws.
@@ -173,6 +176,7 @@ func (s *Site) loadOverview(ctx context.Context, r *http.Request, token string, 
 	page.Recent = runs.Data[:min(5, len(runs.Data))]
 	page.Held = s.loadHeldPullRequests(ctx, token, sh.Workspace.ID)
 	page.Triggers = s.outboundTriggers(ctx, token, sh.Workspace.ID)
+	page.ConsumedBy = s.loadSharing(ctx, token, sh.Workspace.ID, false)
 	// A team grant may read the workspace and its runs without its state
 	// (state versions: none) or without raw state (read-outputs): the
 	// overview then leaves out what the API refuses.

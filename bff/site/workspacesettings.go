@@ -16,6 +16,8 @@ type settingsPage struct {
 	Platforms    []string
 	Modes        []string
 	Triggers     runTriggersSection
+	// Sharing is the "Remote state sharing" section (sharing.go).
+	Sharing sharingSection
 }
 
 // supportedToolVersions are the OpenTofu versions the create form offers;
@@ -29,7 +31,8 @@ func (s *Site) loadSettings(ctx context.Context, _ *http.Request, token string, 
 	}
 	return settingsPage{workspaceShell: sh, ToolVersions: tools, Regions: []string{"us", "eu"},
 		Platforms: []string{"linux_amd64", "linux_arm64"}, Modes: []string{"remote", "local"},
-		Triggers: s.loadRunTriggers(ctx, token, sh)}, nil
+		Triggers: s.loadRunTriggers(ctx, token, sh),
+		Sharing:  s.loadSharing(ctx, token, sh.Workspace.ID, sh.Caller.Can("workspace:admin"))}, nil
 }
 
 // updateWorkspaceSettings renames the workspace and replaces its execution

@@ -30,11 +30,12 @@ const goTFEVersion = "v1.103.0"
 // compatSelection names go-tfe's integration tests for what Cairn's
 // remote backend implements: workspace reads and locks, state versions,
 // configuration versions, runs, plans, applies, run events, teams, team
-// members, team workspace and project access, team tokens, projects and
-// organization memberships, projects, run triggers, the registry-module
-// tests that need no VCS connection (compatRegistryNotSelected names the rest), and
-// variable sets with their variables. Each top-level test runs in its own
-// process, as go-tfe's suite assumes.
+// members, team workspace and project access, team tokens, projects,
+// organization memberships, run triggers, the registry-module tests that
+// need no VCS connection (compatRegistryNotSelected names the rest),
+// variable sets with their variables, remote-state consumers and state
+// version outputs. Each top-level test runs in its own process, as go-tfe's
+// suite assumes.
 //
 // go-tfe skips its beta variable-set tests itself (ENABLE_BETA is unset):
 // TestVariableSetsApplyToAndRemoveFromStacks and TestVariableSetsUpdateStacks
@@ -46,7 +47,11 @@ const goTFEVersion = "v1.103.0"
 const compatSelection = `WorkspacesRead|Lock|Unlock|StateVersions|ConfigurationVersions|Runs|Plans|Applies|RunEvents|` +
 	`Teams|Team_|TeamCreateOptions_|TeamMembers|TeamAccesses|TeamProjectAccesses|OrganizationMemberships|` +
 	`TeamTokens|TestProjects|TestVariableSet|TestRunTrigger|` +
-	`TestRegistryModules(List|Create|CreateVersion|Read|Delete|DeleteByName|DeleteProvider|DeleteVersion|Upload|UploadTarGzip)$`
+	`TestRegistryModules(List|Create|CreateVersion|Read|Delete|DeleteByName|DeleteProvider|DeleteVersion|Upload|UploadTarGzip)$|` +
+	// Remote-state sharing: the consumers relationship, the one
+	// global-remote-state test (enterprise-gated: go-tfe skips it without
+	// ENABLE_TFE) and the state version outputs.
+	`TestWorkspaces_(Add|Remove|Update)RemoteStateConsumers$|TestWorkspacesProjectRemoteState$|^TestStateVersionOutputs`
 
 // compatSkips are subtests left out of their test, each for the reason
 // given: they need capabilities Cairn does not model.

@@ -116,7 +116,7 @@ func TestVariableSetsOnV1(t *testing.T) {
 		"sensitive": false}).MustStatus(t, http.StatusOK)
 	owner.Mutate(http.MethodPatch, "/v1/variable-sets/"+set.ID, map[string]any{"priority": true}).MustStatus(t, http.StatusOK)
 
-	read := owner.Get("/v1/variable-sets/" + set.ID).MustStatus(t, http.StatusOK)
+	read := owner.Get("/v1/variable-sets/"+set.ID).MustStatus(t, http.StatusOK)
 	if strings.Contains(string(read.Body), secret) {
 		t.Fatal("the set's read carries the sensitive value")
 	}
@@ -132,7 +132,7 @@ func TestVariableSetsOnV1(t *testing.T) {
 		}
 	}
 
-	effective := owner.Get("/v1/workspaces/" + ws + "/effective-variables").MustStatus(t, http.StatusOK)
+	effective := owner.Get("/v1/workspaces/"+ws+"/effective-variables").MustStatus(t, http.StatusOK)
 	if strings.Contains(string(effective.Body), secret) {
 		t.Fatal("the effective view carries the sensitive value")
 	}
@@ -155,7 +155,7 @@ func TestVariableSetsOnV1(t *testing.T) {
 
 	owner.Mutate(http.MethodDelete, "/v1/variable-sets/"+set.ID+"/variables/"+region.ID, nil).MustStatus(t, http.StatusOK)
 	owner.Mutate(http.MethodDelete, "/v1/variable-sets/"+set.ID, nil).MustStatus(t, http.StatusOK)
-	owner.Get("/v1/variable-sets/" + set.ID).MustStatus(t, http.StatusNotFound)
+	owner.Get("/v1/variable-sets/"+set.ID).MustStatus(t, http.StatusNotFound)
 }
 
 // TestVariableSetRefusals: what /v1 refuses, and that another
@@ -186,10 +186,10 @@ func TestVariableSetRefusals(t *testing.T) {
 
 	// Another organization sees none of it.
 	stranger := env.WithOrganization("varsets-stranger")
-	stranger.Get("/v1/variable-sets/" + set.ID).MustStatus(t, http.StatusNotFound)
+	stranger.Get("/v1/variable-sets/"+set.ID).MustStatus(t, http.StatusNotFound)
 	stranger.Mutate(http.MethodPatch, "/v1/variable-sets/"+set.ID, map[string]any{"name": "mine"}).MustStatus(t, http.StatusNotFound)
 	stranger.Mutate(http.MethodPost, vars, map[string]any{"key": "x", "value": "y", "sensitive": false}).MustStatus(t, http.StatusNotFound)
-	stranger.Get("/v1/workspaces/" + ws + "/effective-variables").MustStatus(t, http.StatusNotFound)
+	stranger.Get("/v1/workspaces/"+ws+"/effective-variables").MustStatus(t, http.StatusNotFound)
 	theirs := createVariableSet(t, stranger, map[string]any{"name": "theirs"})
 	stranger.Mutate(http.MethodPut, "/v1/variable-sets/"+theirs.ID+"/scope", map[string]any{"global": false,
 		"workspace_ids": []string{ws}}).MustStatus(t, http.StatusNotFound)
@@ -197,8 +197,8 @@ func TestVariableSetRefusals(t *testing.T) {
 	// A reader reads sets and never changes them.
 	reader := env.SignUp("varsets-reader")
 	env.Join(owner, reader, "reader")
-	reader.Get("/v1/variable-sets/" + set.ID).MustStatus(t, http.StatusOK)
-	reader.Get("/v1/workspaces/" + ws + "/effective-variables").MustStatus(t, http.StatusOK)
+	reader.Get("/v1/variable-sets/"+set.ID).MustStatus(t, http.StatusOK)
+	reader.Get("/v1/workspaces/"+ws+"/effective-variables").MustStatus(t, http.StatusOK)
 	reader.Mutate(http.MethodPost, "/v1/variable-sets", map[string]any{"name": "readers"}).MustStatus(t, http.StatusForbidden)
 	reader.Mutate(http.MethodPost, vars, map[string]any{"key": "x", "value": "y", "sensitive": false}).MustStatus(t, http.StatusForbidden)
 	reader.Mutate(http.MethodPut, "/v1/variable-sets/"+set.ID+"/scope", map[string]any{"global": true}).MustStatus(t, http.StatusForbidden)

@@ -149,3 +149,46 @@ func TestProjectAndOrganizationAccess(t *testing.T) {
 		t.Fatal("workspaces have no maintain level")
 	}
 }
+
+// TestVariableSetPermissions: variable sets are organization-wide; readers
+// and above read them, admins and owners change them, and among team
+// organization-access flags read-workspaces reads them and
+// manage-workspaces changes them. No workspace or project grant reaches
+// them, and agents never do.
+func TestVariableSetPermissions(t *testing.T) {
+	t.Parallel()
+	for role, want := range map[Role][2]bool{RoleOwner: {true, true}, RoleAdmin: {true, true}, RoleWriter: {true, false},
+		RoleReader: {true, false}, RoleMember: {false, false}} {
+		p := Principal{Kind: KindUser, ID: "u", OrganizationID: "o", Role: role, Permissions: PermissionsOf(role)}
+		if (p.Require(PermVarsetRead) == nil) != want[0] || (p.Require(PermVarsetWrite) == nil) != want[1] {
+			t.Errorf("%s: varset read/write want %v", role, want)
+		}
+	}
+	member := Principal{Kind: KindUser, ID: "u", OrganizationID: "o", Role: RoleMember, Permissions: PermissionsOf(RoleMember)}
+	for name, c := range map[string]struct {
+		org         OrganizationAccess
+		read, write bool
+	}{
+		"read-workspaces":   {OrganizationAccess{ReadWorkspaces: true}, true, false},
+		"manage-workspaces": {OrganizationAccess{ManageWorkspaces: true}, true, true},
+		"manage-projects":   {OrganizationAccess{ManageProjects: true}, false, false},
+		"manage-policies":   {OrganizationAccess{ManagePolicies: true}, false, false},
+	} {
+		p := member
+		p.Grants.AddOrganization(c.org, false)
+		if (p.Require(PermVarsetRead) == nil) != c.read || (p.Require(PermVarsetWrite) == nil) != c.write {
+			t.Errorf("%s: varset read %v write %v wanted", name, c.read, c.write)
+		}
+	}
+	granted := member
+	admin, _ := WorkspaceLevel(LevelAdmin)
+	granted.Grants.AddWorkspace("ws_a", admin)
+	projectAdmin, _ := ProjectLevel(LevelAdmin)
+	granted.Grants.AddProject("prj_1", projectAdmin)
+	if granted.Require(PermVarsetRead) == nil {
+		t.Error("a workspace or project grant reaches variable sets")
+	}
+	if AgentPermissions(RoleOwner, true).Has(PermVarsetRead) {
+		t.Error("an agent reads variable sets")
+	}
+}

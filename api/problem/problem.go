@@ -29,6 +29,7 @@ import (
 	"github.com/cairnhq/cairn/api/sso"
 	"github.com/cairnhq/cairn/api/state"
 	"github.com/cairnhq/cairn/api/team"
+	"github.com/cairnhq/cairn/api/varset"
 	"github.com/cairnhq/cairn/api/workspace"
 )
 
@@ -88,6 +89,10 @@ var table = []struct {
 	{workspace.ErrVariableKeyTaken, httpx.Problem{Status: http.StatusConflict, Code: "WORKSPACE_VARIABLE_KEY_TAKEN"}},
 	{workspace.ErrVariableValueRequired, httpx.Problem{Status: http.StatusBadRequest, Code: "WORKSPACE_VARIABLE_VALUE_REQUIRED"}},
 	{workspace.ErrInvalidHCL, httpx.Problem{Status: http.StatusBadRequest, Code: "WORKSPACE_VARIABLE_HCL_INVALID"}},
+	{varset.ErrNameTaken, httpx.Problem{Status: http.StatusConflict, Code: "VARIABLE_SET_NAME_TAKEN"}},
+	{varset.ErrKeyTaken, httpx.Problem{Status: http.StatusConflict, Code: "VARIABLE_SET_VARIABLE_KEY_TAKEN"}},
+	{varset.ErrValueRequired, httpx.Problem{Status: http.StatusBadRequest, Code: "VARIABLE_SET_VARIABLE_VALUE_REQUIRED"}},
+	{varset.ErrInvalidCursor, httpx.Problem{Status: http.StatusBadRequest, Code: "VARIABLE_SET_LIST_CURSOR_INVALID"}},
 	{team.ErrNameTaken, httpx.Problem{Status: http.StatusConflict, Code: "TEAM_NAME_TAKEN"}},
 	{team.ErrSSOTeamIDTaken, httpx.Problem{Status: http.StatusConflict, Code: "TEAM_SSO_TEAM_ID_TAKEN"}},
 	{team.ErrGrantExists, httpx.Problem{Status: http.StatusConflict, Code: "TEAM_ACCESS_EXISTS"}},

@@ -262,7 +262,7 @@ func nonNil(s []string) []string {
 func WithRunVariables(pinned []workspace.ResolvedVariable, vars RunVariables) []workspace.ResolvedVariable {
 	prioritized := map[string]bool{}
 	for _, v := range pinned {
-		if v.Priority && v.Category == workspace.CategoryTerraform {
+		if v.Priority && v.Category != workspace.CategoryEnv {
 			prioritized[v.Key] = true
 		}
 	}
@@ -272,7 +272,7 @@ func WithRunVariables(pinned []workspace.ResolvedVariable, vars RunVariables) []
 	}
 	out := make([]workspace.ResolvedVariable, 0, len(pinned)+len(vars))
 	for _, v := range pinned {
-		if v.Category != workspace.CategoryTerraform || !overridden[v.Key] {
+		if v.Category == workspace.CategoryEnv || !overridden[v.Key] {
 			out = append(out, v)
 		}
 	}

@@ -194,13 +194,34 @@ func TestWithRunVariablesOverridesByKey(t *testing.T) {
 	want := []workspace.ResolvedVariable{
 		{Key: "region", Value: "us-east-1"},
 		{Key: "tags", Value: `{a = 1}`, HCL: true},
-		{Key: "token", Value: `"run"`, HCL: true},
-		{Key: "extra", Value: "2", HCL: true},
+		{Key: "token", Category: workspace.CategoryTerraform, Value: `"run"`, HCL: true},
+		{Key: "extra", Category: workspace.CategoryTerraform, Value: "2", HCL: true},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("merged inputs (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff(pinned, WithRunVariables(pinned, nil)); diff != "" {
 		t.Fatalf("without run variables (-want +got):\n%s", diff)
+	}
+}
+
+// A priority set's value is never replaced by a run variable (HCP: priority
+// sets cannot be overridden); an env variable is never replaced by a run
+// variable of the same name, which is a terraform variable.
+func TestWithRunVariablesKeepsPriorityValues(t *testing.T) {
+	t.Parallel()
+	pinned := []workspace.ResolvedVariable{
+		{Key: "region", Category: workspace.CategoryTerraform, Value: "ap-south-1", Priority: true},
+		{Key: "size", Category: workspace.CategoryTerraform, Value: "small"},
+		{Key: "size", Category: workspace.CategoryEnv, Value: "env-size"},
+	}
+	got := WithRunVariables(pinned, RunVariables{{Key: "region", Value: `"us-east-1"`}, {Key: "size", Value: `"large"`}})
+	want := []workspace.ResolvedVariable{
+		{Key: "region", Category: workspace.CategoryTerraform, Value: "ap-south-1", Priority: true},
+		{Key: "size", Category: workspace.CategoryEnv, Value: "env-size"},
+		{Key: "size", Category: workspace.CategoryTerraform, Value: `"large"`, HCL: true},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("merged inputs (-want +got):\n%s", diff)
 	}
 }

@@ -128,7 +128,7 @@ type attemptEnv struct {
 	credentialEnv map[string]string
 	// variableEnv is the run's pinned env-category variables.
 	variableEnv map[string]string
-	mu            sync.Mutex
+	mu          sync.Mutex
 	// profile is what the sandbox applied, or was refused.
 	profile *run.SandboxProfile
 	// tofuStarted is set before the first tofu command starts: until then
@@ -368,15 +368,7 @@ func (r *Runner) execute(ctx context.Context, env *attemptEnv) error {
 	env.timed("gather", start)
 	env.predecessor = facts.predecessor
 	inputs, token := facts.inputs, facts.token
-	var secrets []string
-	if token != "" {
-		secrets = append(secrets, token)
-	}
-	for _, v := range inputs {
-		if v.Sensitive {
-			secrets = append(secrets, v.Value)
-		}
-	}
+	secrets := phaseSecrets(token, inputs)
 	env.secrets = secrets
 	env.variableEnv = variableEnvironment(inputs)
 	if env.logs, err = r.Runs.NewLogSink(ctx, st.Run.ID, st.Attempt.Phase, secrets); err != nil {
@@ -651,6 +643,21 @@ func emptyStateOverride(path string) []byte {
 	backend := f.Body().AppendNewBlock("terraform", nil).Body().AppendNewBlock("backend", []string{"local"}).Body()
 	backend.SetAttributeValue("path", cty.StringVal(path))
 	return f.Bytes()
+}
+
+// phaseSecrets are the values masked in a phase's log and redacted from
+// its plan: the run token and every sensitive input, terraform or env.
+func phaseSecrets(token string, inputs []workspace.ResolvedVariable) []string {
+	var secrets []string
+	if token != "" {
+		secrets = append(secrets, token)
+	}
+	for _, v := range inputs {
+		if v.Sensitive {
+			secrets = append(secrets, v.Value)
+		}
+	}
+	return secrets
 }
 
 // variableEnvironment is the env-category variables of a run's inputs,

@@ -465,6 +465,8 @@ func deleteOrganizationTree(ctx context.Context, tx *sqlx.Tx, organizationID str
 		`DELETE FROM policy_versions WHERE organization_id = $1`,
 		`DELETE FROM policy_sets WHERE organization_id = $1`,
 		`DELETE FROM workflow_dispatches WHERE organization_id = $1`,
+		// A set's variables and scope rows go with it.
+		`DELETE FROM variable_sets WHERE organization_id = $1`,
 		`DELETE FROM projects WHERE organization_id = $1`,
 		`DELETE FROM organizations WHERE id = $1`,
 	} {

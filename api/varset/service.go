@@ -3,7 +3,6 @@ package varset
 import (
 	"context"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -421,16 +420,10 @@ func missingFrom(a, b []string) []string {
 // sealValue puts a new value into v (plain or sealed) and returns the
 // ciphertext of a sensitive one.
 func (s *Service) sealValue(v *Variable, value string) ([]byte, error) {
-	v.ValueDigest = workspace.ValueDigest(s.digestKey, value)
-	if !v.Sensitive {
-		v.Value = &value
-		return nil, nil
-	}
-	v.Value = nil
-	sealed, err := s.sealer.Seal([]byte(value), workspace.SetVariableAssociation(v.ID, v.ValueVersion))
-	if errors.Is(err, seal.ErrNoKey) {
-		return nil, fmt.Errorf("sealing a sensitive value without CAIRN_MASTER_KEY: %w", fault.ErrUnavailable)
-	}
+	var sealed []byte
+	var err error
+	v.Value, sealed, v.ValueDigest, err = workspace.StoreValue(s.sealer, s.digestKey, value, v.Sensitive,
+		workspace.SetVariableAssociation(v.ID, v.ValueVersion))
 	return sealed, err
 }
 

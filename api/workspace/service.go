@@ -446,17 +446,25 @@ func sealedAssociation(variableID string, version int) []byte {
 // setValue puts a new value into v (plain or sealed) and returns the
 // ciphertext for sensitive values.
 func (s *Service) setValue(v *Variable, value string) ([]byte, error) {
-	v.ValueDigest = s.digest(value)
-	if !v.Sensitive {
-		v.Value = &value
-		return nil, nil
-	}
-	v.Value = nil
-	sealed, err := s.sealer.Seal([]byte(value), sealedAssociation(v.ID, v.ValueVersion))
-	if errors.Is(err, seal.ErrNoKey) {
-		return nil, fmt.Errorf("sealing a sensitive value without CAIRN_MASTER_KEY: %w", fault.ErrUnavailable)
-	}
+	var sealed []byte
+	var err error
+	v.Value, sealed, v.ValueDigest, err = StoreValue(s.sealer, s.digestKey, value, v.Sensitive, sealedAssociation(v.ID, v.ValueVersion))
 	return sealed, err
+}
+
+// StoreValue is a variable value as it is stored: in clear, or (when
+// sensitive) only sealed, bound to association; with its keyed digest
+// either way. Without CAIRN_MASTER_KEY a sensitive value is refused (503).
+func StoreValue(sealer *seal.Sealer, digestKey []byte, value string, sensitive bool, association []byte) (plain *string, sealed, digest []byte, err error) {
+	digest = ValueDigest(digestKey, value)
+	if !sensitive {
+		return &value, nil, digest, nil
+	}
+	sealed, err = sealer.Seal([]byte(value), association)
+	if errors.Is(err, seal.ErrNoKey) {
+		return nil, nil, nil, fmt.Errorf("sealing a sensitive value without CAIRN_MASTER_KEY: %w", fault.ErrUnavailable)
+	}
+	return nil, sealed, digest, err
 }
 
 // CreateVariable adds a variable to a workspace.

@@ -19,6 +19,9 @@ func (h *harness) varset(name string, priority, global bool, projects, workspace
 	h.owner.Mutate(http.MethodPut, "/v1/variable-sets/"+s.ID+"/scope", map[string]any{"global": global,
 		"project_ids": projects, "workspace_ids": workspaces}).MustStatus(h.t, http.StatusOK)
 	for _, v := range vars {
+		if _, ok := v["sensitive"]; !ok {
+			v["sensitive"] = false
+		}
 		h.owner.Mutate(http.MethodPost, "/v1/variable-sets/"+s.ID+"/variables", v).MustStatus(h.t, http.StatusCreated)
 	}
 	return s.ID

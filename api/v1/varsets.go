@@ -193,20 +193,21 @@ type createVariableSetVariableInput struct {
 	Body VariableSetVariableRequest
 }
 
-type variableSetVariablePath struct {
+// VariableSetVariablePath names a variable of a set.
+type VariableSetVariablePath struct {
 	IDPath
 	VariableID string `path:"variable_id" maxLength:"64"`
 }
 
 type changeVariableSetVariableInput struct {
 	IdempotencyHeader
-	variableSetVariablePath
+	VariableSetVariablePath
 	Body VariableSetVariableRequest
 }
 
 type deleteVariableSetVariableInput struct {
 	IdempotencyHeader
-	variableSetVariablePath
+	VariableSetVariablePath
 }
 
 func (a *API) registerVarsets() {

@@ -3,6 +3,8 @@ package runner
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -40,6 +42,9 @@ func TestEnvVariablesReachTofuAndAreMasked(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = sb.Destroy(context.Background()) })
+	if err := os.MkdirAll(filepath.Join(sb.WorkDir(), configDir), 0o700); err != nil {
+		t.Fatal(err)
+	}
 	env := &attemptEnv{st: run.Started{Run: run.Run{ID: "run_env"}}, sb: sb,
 		credentialEnv: map[string]string{"AWS_REGION": "from-the-credential", "CREDENTIAL_ONLY": "kept"},
 		variableEnv:   variableEnvironment(inputs)}

@@ -58,7 +58,7 @@ CREATE TABLE variable_set_variables (
     sealed_value    bytea,
     sensitive       boolean     NOT NULL,
     hcl             boolean     NOT NULL DEFAULT false,
-    description     text        NOT NULL DEFAULT '' CHECK (length(description) <= 2000),
+    description     text        NOT NULL DEFAULT '' CHECK (length(description) <= 512),
     value_version   integer     NOT NULL DEFAULT 1,
     value_digest    bytea       NOT NULL,
     created_at      timestamptz NOT NULL DEFAULT now(),

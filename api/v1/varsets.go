@@ -148,7 +148,7 @@ type VariableSetScopeRequest struct {
 type VariableSetVariableRequest struct {
 	Key         string  `json:"key,omitempty" maxLength:"128" doc:"Required on create; omitted keeps it."`
 	Value       *string `json:"value,omitempty" maxLength:"65536" doc:"Required on create; omitted on change keeps the stored value (sensitive must then equal the stored flag)."`
-	Description string  `json:"description,omitempty" maxLength:"2000"`
+	Description string  `json:"description,omitempty" maxLength:"512"`
 	Category    string  `json:"category,omitempty" enum:"terraform,env" doc:"terraform (default on create) or env; omitted on change keeps it."`
 	HCL         bool    `json:"hcl,omitempty" doc:"terraform only."`
 	Sensitive   bool    `json:"sensitive" doc:"Sealed at rest and never returned by any read."`

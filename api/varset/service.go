@@ -445,7 +445,7 @@ func (s *Service) CreateVariable(ctx context.Context, tx *sqlx.Tx, p access.Prin
 	if err := workspace.ValidateValue(*in.Value, in.HCL); err != nil {
 		return Variable{}, err
 	}
-	desc, err := workspace.ValidateDescription(in.Description)
+	desc, err := validateDescription(in.Description)
 	if err != nil {
 		return Variable{}, err
 	}
@@ -492,7 +492,7 @@ func (s *Service) UpdateVariable(ctx context.Context, tx *sqlx.Tx, p access.Prin
 	if err := validateVariable(in.Key, in.Category, in.HCL); err != nil {
 		return Variable{}, err
 	}
-	desc, err := workspace.ValidateDescription(in.Description)
+	desc, err := validateDescription(in.Description)
 	if err != nil {
 		return Variable{}, err
 	}

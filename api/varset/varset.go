@@ -199,7 +199,8 @@ func validateName(raw string) (string, error) {
 	return name, nil
 }
 
-// validateDescription checks a set description and returns it trimmed.
+// validateDescription checks a set's or a set variable's description
+// (HCP refuses either over 512 characters) and returns it trimmed.
 func validateDescription(raw string) (string, error) {
 	d := strings.TrimSpace(raw)
 	if utf8.RuneCountInString(d) > MaxDescriptionChars || !utf8.ValidString(d) || strings.ContainsRune(d, 0) {

@@ -158,7 +158,6 @@ var compatKnownGaps = map[string]string{
 	"TestVariableSetVariablesCreate/when_options_has_an_empty_string_description": compatUUIDKey,
 	"TestVariableSetVariablesCreate/when_options_is_missing_value":                compatUUIDKey,
 	"TestVariableSetVariablesCreate/with_valid_options":                           compatUUIDKey,
-	"TestVariableSetVariablesCreate/when_options_has_a_too-long_description":      "a set variable's description may have 2,000 characters, as a workspace variable's may; HCP refuses over 512",
 }
 
 const compatUUIDKey = "go-tfe's random variable keys are UUIDs, and one starting with a digit is no OpenTofu variable name (Cairn refuses it with 422)"

@@ -26,8 +26,8 @@ import (
 	"github.com/cairnhq/cairn/api/serviceaccount"
 	"github.com/cairnhq/cairn/api/state"
 	"github.com/cairnhq/cairn/api/team"
-	"github.com/cairnhq/cairn/api/varset"
 	"github.com/cairnhq/cairn/api/trigger"
+	"github.com/cairnhq/cairn/api/varset"
 	"github.com/cairnhq/cairn/api/workspace"
 )
 

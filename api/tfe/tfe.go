@@ -282,12 +282,16 @@ func (s *server) guardWith(rule launch.Rule, resolve resolver, h handler) fiber.
 			// organization-wide checks the CLI makes), and a suspension
 			// does not cut off a phase already running.
 			err := <-ownAdmission
-			if err == nil && o.WorkspaceID != "" && o.WorkspaceID != p.WorkspaceID {
-				// Another workspace: only its shared state, read as
-				// its consumer (remotestate.go), else not found.
-				if p, err = s.consumerPrincipal(ctx, c, p, o); err == nil {
-					subject := launch.Subject{OrganizationID: p.OrganizationID, WorkspaceID: o.WorkspaceID}
-					_, err = s.Launch.RequireBy(ctx, nil, subject, launch.AdmitAccess)
+			if o.WorkspaceID != "" && o.WorkspaceID != p.WorkspaceID {
+				// Another workspace is admitted as itself, then read only
+				// as a consumer of its shared state (remotestate.go), else
+				// not found; the run's own workspace must be admitted too.
+				ownErr := err
+				subject := launch.Subject{OrganizationID: p.OrganizationID, WorkspaceID: o.WorkspaceID}
+				if _, err = s.Launch.RequireBy(ctx, nil, subject, launch.AdmitAccess); err == nil {
+					if p, err = s.consumerPrincipal(ctx, c, p, o); err == nil {
+						err = ownErr
+					}
 				}
 			}
 			if err != nil {

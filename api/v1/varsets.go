@@ -304,12 +304,11 @@ func (a *API) registerVarsets() {
 
 	register(a, huma.Operation{
 		OperationID: "delete-variable-set-variable", Method: http.MethodDelete, Path: "/v1/variable-sets/{id}/variables/{variable_id}",
-		Summary: "Delete a variable of a variable set", Tags: tags,
-	}, operationOptions{mutation: true, admit: admitOrganization}, func(ctx context.Context, in *deleteVariableSetVariableInput) (*Mutated[struct{}], error) {
-		return mutation(ctx, a, in.IdempotencyKey, struct{}{}, http.StatusOK,
-			func(ctx context.Context, tx *sqlx.Tx, p access.Principal) (struct{}, error) {
-				return struct{}{}, sets().DeleteVariable(ctx, tx, p, in.ID, in.VariableID)
-			})
+		Summary: "Delete a variable of a variable set", Tags: tags, DefaultStatus: http.StatusNoContent,
+	}, operationOptions{mutation: true, admit: admitOrganization}, func(ctx context.Context, in *deleteVariableSetVariableInput) (*Deleted, error) {
+		return a.deletion(ctx, in.IdempotencyKey, func(ctx context.Context, tx *sqlx.Tx, p access.Principal) ([]string, error) {
+			return nil, sets().DeleteVariable(ctx, tx, p, in.ID, in.VariableID)
+		})
 	})
 
 	register(a, huma.Operation{

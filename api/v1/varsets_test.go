@@ -153,7 +153,7 @@ func TestVariableSetsOnV1(t *testing.T) {
 		t.Fatalf("effective %+v", eff)
 	}
 
-	owner.Mutate(http.MethodDelete, "/v1/variable-sets/"+set.ID+"/variables/"+region.ID, nil).MustStatus(t, http.StatusOK)
+	owner.Mutate(http.MethodDelete, "/v1/variable-sets/"+set.ID+"/variables/"+region.ID, nil).MustStatus(t, http.StatusNoContent)
 	owner.Mutate(http.MethodDelete, "/v1/variable-sets/"+set.ID, nil).MustStatus(t, http.StatusOK)
 	owner.Get("/v1/variable-sets/"+set.ID).MustStatus(t, http.StatusNotFound)
 }

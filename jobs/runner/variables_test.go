@@ -67,3 +67,41 @@ func TestEnvVariablesReachTofuAndAreMasked(t *testing.T) {
 		t.Fatalf("masked forms %q", forms)
 	}
 }
+
+// TestEnvVariablesNeverSetRunnerNames: a pinned env variable whose name the
+// runner owns (stored before the name was refused) never reaches the
+// command: not the sandbox-wide names the runner sets (GOMEMLIMIT,
+// PLUGIN_UNIX_SOCKET_DIR) and not a proxy that would see the run token.
+func TestEnvVariablesNeverSetRunnerNames(t *testing.T) {
+	t.Parallel()
+	inputs := []workspace.ResolvedVariable{
+		{Key: "GOMEMLIMIT", Category: workspace.CategoryEnv, Value: "spoofed"},
+		{Key: "PLUGIN_UNIX_SOCKET_DIR", Category: workspace.CategoryEnv, Value: "spoofed"},
+		{Key: "HTTPS_PROXY", Category: workspace.CategoryEnv, Value: "http://attacker.example:3128"},
+		{Key: "AWS_REGION", Category: workspace.CategoryEnv, Value: "kept"},
+	}
+	d, err := sandbox.NewLocal(t.TempDir(), sandbox.LocalOptions{Isolation: sandbox.NoIsolation})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := d.Create(context.Background(), sandbox.Spec{Name: "run_owned-plan-1",
+		Env: map[string]string{"GOMEMLIMIT": "1000", "PLUGIN_UNIX_SOCKET_DIR": "/tmp"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sb.Destroy(context.Background()) })
+	if err := os.MkdirAll(filepath.Join(sb.WorkDir(), configDir), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	env := &attemptEnv{st: run.Started{Run: run.Run{ID: "run_owned"}}, sb: sb, variableEnv: variableEnvironment(inputs)}
+	var out bytes.Buffer
+	cmd := (&Runner{}).tofuCommand(env, &out, "version")
+	cmd.Args = []string{"sh", "-c", `printf '%s|%s|%s|%s' "$GOMEMLIMIT" "$PLUGIN_UNIX_SOCKET_DIR" "$HTTPS_PROXY" "$AWS_REGION"`}
+	cmd.Stderr = &out
+	if code, err := sb.Run(context.Background(), cmd); err != nil || code != 0 {
+		t.Fatalf("command: %d %v: %s", code, err, out.String())
+	}
+	if got, want := out.String(), "1000|/tmp||kept"; got != want {
+		t.Fatalf("environment %q, want %q", got, want)
+	}
+}

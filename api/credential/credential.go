@@ -403,9 +403,28 @@ var runnerOwned = map[string]bool{
 	"CHECKPOINT_DISABLE": true, "GCONV_PATH": true, "GETCONF_DIR": true, "GLIBC_TUNABLES": true,
 	"HOSTALIASES": true, "LOCALDOMAIN": true, "LOCPATH": true, "NIS_PATH": true, "NLSPATH": true,
 	"RESOLV_HOST_CONF": true, "RES_OPTIONS": true, "TZDIR": true,
+	// The runner's sandbox-wide settings (memory limits, the plugin socket
+	// directory) and the Go runtime's switches of the CLI's TLS and x509.
+	"GOGC": true, "GOMEMLIMIT": true, "PLUGIN_UNIX_SOCKET_DIR": true, "GODEBUG": true,
+	// Where the CLI finds its configuration, credentials and implicit
+	// provider directories besides TF_CLI_CONFIG_FILE.
+	"TERRAFORM_CONFIG": true, "XDG_CONFIG_HOME": true, "XDG_DATA_HOME": true,
+	// A proxy sees (or, with a CA of its choosing, opens) every connection
+	// the run makes: to Cairn with the run token, to a federation's token
+	// exchange with the workload identity token.
+	"HTTP_PROXY": true, "HTTPS_PROXY": true, "ALL_PROXY": true, "NO_PROXY": true,
+	"SSLKEYLOGFILE": true, "CURL_CA_BUNDLE": true,
+	// Where a federation's identity token is sent, and whom it trusts.
+	"AWS_ENDPOINT_URL": true, "AWS_CA_BUNDLE": true, "AZURE_AUTHORITY_HOST": true, "ARM_METADATA_HOSTNAME": true,
 }
 
-var runnerOwnedPrefixes = []string{"CAIRN_", "TF_", "TFE_", "TOFU_", "LD_", "MALLOC_", "BASH_FUNC_"}
+// runnerOwnedPrefixes are families of names: the CLI's (TF_, TOFU_,
+// OPENTOFU_), the loader's, the shell's, TLS trust (SSL_), git's (a module
+// source's TLS verification, proxy, SSH command and configuration) and
+// AWS's per-service endpoints (AWS_ENDPOINT_URL_STS receives the web
+// identity token).
+var runnerOwnedPrefixes = []string{"CAIRN_", "TF_", "TFE_", "TOFU_", "OPENTOFU_", "LD_", "MALLOC_", "BASH_FUNC_",
+	"SSL_", "GIT_", "AWS_ENDPOINT_URL_"}
 
 // ValidateEnvironmentName accepts a safe name the runner does not own.
 func ValidateEnvironmentName(name string) error {

@@ -62,11 +62,17 @@ func listConfigurationVersions(ctx context.Context, q sqlx.QueryerContext, organ
 	return out, total, nil
 }
 
-// currentConfiguration is the newest version that became current.
+// currentConfiguration is the newest version that became current and is
+// the workspace's own: a speculative version (the CLI's plan) and a pull
+// request's (a fork's or a branch's code nobody merged) are proposals,
+// never what a run without a named version (a run trigger's, a person's
+// "start run") plans with the workspace's credentials and applies.
 func currentConfiguration(ctx context.Context, q sqlx.QueryerContext, organizationID, workspaceID string) (*ConfigurationVersion, error) {
 	var cv ConfigurationVersion
-	err := sqlx.GetContext(ctx, q, &cv, `SELECT `+configurationColumns+` FROM configuration_versions
-		WHERE organization_id = $1 AND workspace_id = $2 AND current_since IS NOT NULL
+	err := sqlx.GetContext(ctx, q, &cv, `SELECT `+configurationColumns+` FROM configuration_versions cv
+		WHERE organization_id = $1 AND workspace_id = $2 AND current_since IS NOT NULL AND NOT speculative
+		AND NOT EXISTS (SELECT 1 FROM source_ingestions si
+			WHERE si.configuration_version_id = cv.id AND si.trigger = 'pull_request')
 		ORDER BY current_since DESC, created_at DESC, id DESC LIMIT 1`, organizationID, workspaceID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil

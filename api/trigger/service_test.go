@@ -410,3 +410,50 @@ func TestConcurrentOppositeTriggers(t *testing.T) {
 		t.Fatalf("%d triggers stored (%v), want 2", n, err)
 	}
 }
+
+// TestTriggeredRunNeverPlansAProposal: a triggered run plans the
+// destination's own configuration, not a newer speculative version (a
+// person's `tofu plan`) nor a pull request's (a fork's code): those would
+// plan, trusted and with the workspace's credentials, code nobody merged.
+func TestTriggeredRunNeverPlansAProposal(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	network, app := h.workspace("network"), h.workspace("app")
+	own := h.upload(app)
+	h.mustTrigger(app, network)
+
+	var speculative run.ConfigurationVersion
+	err := db.WithTx(h.ctx, h.env.DB, func(tx *sqlx.Tx) (err error) {
+		speculative, err = h.runs.CreateConfigurationVersion(h.ctx, tx, h.principal(), app,
+			run.ConfigurationInput{Source: run.SourceTFE, Speculative: true})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	archive := devstack.TarGz(map[string]string{"main.tf": `resource "terraform_data" "plan" { input = "proposal" }`})
+	if _, err := h.runs.UploadConfiguration(h.ctx, speculative.ID, bytes.NewReader(archive)); err != nil {
+		t.Fatal(err)
+	}
+	pullRequest := h.upload(app)
+	now := time.Now().UTC()
+	h.env.DB.MustExec(`INSERT INTO workspace_source_settings (id, organization_id, workspace_id, version, installation_id,
+		repository_id, repository_owner, repository_name, tracked_branch, working_directory, trigger_paths, created_by_kind,
+		created_by_id, created_at) VALUES ('wss_pr', $1, $2, 1, 1, 1, 'o', 'r', 'main', '', '{}', 'user', 'u', $3)`,
+		h.owner.OrganizationID, app, now)
+	h.env.DB.MustExec(`INSERT INTO source_ingestions (id, organization_id, workspace_id, identity, source_settings_id,
+		trigger, installation_id, repository_id, repository_owner, repository_name, ref, head_sha, pull_number, fork,
+		configuration_version_id, created_at) VALUES ('ing_pr', $1, $2, 'pr-1', 'wss_pr', 'pull_request', 1, 1, 'o', 'r',
+		'refs/pull/1/head', $3, 1, true, $4, $5)`,
+		h.owner.OrganizationID, app, strings.Repeat("a", 40), pullRequest, now)
+
+	fired := h.fire(h.apply(network).ID)
+	created := h.triggeredRuns(app)
+	if len(created) != 1 || fired.Created[app] != created[0].ID {
+		t.Fatalf("fan-out %+v created %d runs", fired, len(created))
+	}
+	if got := created[0].ConfigurationVersionID; got != own {
+		t.Fatalf("the triggered run plans %s, want the workspace's own %s (speculative %s, pull request %s)",
+			got, own, speculative.ID, pullRequest)
+	}
+}

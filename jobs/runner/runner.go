@@ -661,11 +661,13 @@ func phaseSecrets(token string, inputs []workspace.ResolvedVariable) []string {
 }
 
 // variableEnvironment is the env-category variables of a run's inputs,
-// for its tofu commands' environment.
+// for its tofu commands' environment. A name the runner owns is refused
+// when written, and dropped here too: a value written before the name was
+// refused (or pinned by an older run) never reaches the sandbox.
 func variableEnvironment(inputs []workspace.ResolvedVariable) map[string]string {
 	out := map[string]string{}
 	for _, v := range inputs {
-		if v.Category == workspace.CategoryEnv {
+		if v.Category == workspace.CategoryEnv && !credential.RunnerOwnsEnvironmentName(v.Key) {
 			out[v.Key] = v.Value
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 
@@ -229,8 +230,14 @@ func TestRegistryDashboard(t *testing.T) {
 	browse(t, ctx, "searching",
 		chromedp.SendKeys(chromedp.CSS("#registry-q"), "netw"),
 		chromedp.Submit(chromedp.CSS("#registry-q")),
-		chromedp.WaitVisible(chromedp.CSS("#module-"+network.ID)),
 	)
+	// The list before the search also shows network: wait for the searched
+	// page itself, not for an element both pages have.
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool]("location.search.includes('q=netw') && document.readyState === 'complete'",
+		chromedp.WithPollingTimeout(20*time.Second))); err != nil {
+		t.Fatalf("the search page never loaded: %v", err)
+	}
+	browse(t, ctx, "the search result", chromedp.WaitVisible(chromedp.CSS("#module-"+network.ID)))
 	if count(t, ctx, "#module-"+storage.ID) != 0 {
 		t.Fatal("searching for netw lists storage")
 	}

@@ -51,7 +51,7 @@ const compatSelection = `WorkspacesRead|Lock|Unlock|StateVersions|ConfigurationV
 	// Remote-state sharing: the consumers relationship, the one
 	// global-remote-state test (enterprise-gated: go-tfe skips it without
 	// ENABLE_TFE) and the state version outputs.
-	`TestWorkspaces_(Add|Remove|Update)RemoteStateConsumers$|TestWorkspacesProjectRemoteState$|^TestStateVersionOutputs`
+	`TestWorkspaces_(Add|Remove|Update)RemoteStateConsumers$|TestWorkspacesProjectRemoteState$|^TestStateVersionOutputsRead$`
 
 // compatSkips are subtests left out of their test, each for the reason
 // given: they need capabilities Cairn does not model.

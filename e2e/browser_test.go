@@ -22,8 +22,13 @@ import (
 
 // browserTimeout bounds everything one test does in its browser, the start
 // included, so a page that never settles fails that test rather than the whole
-// package at go test's -timeout.
-const browserTimeout = 2 * time.Minute
+// package at go test's -timeout. A walk that also runs the real CLI and waits
+// for whole runs in between takes walkTimeout instead: under CI's load a tofu
+// init and remote plan alone took most of two minutes.
+const (
+	browserTimeout = 2 * time.Minute
+	walkTimeout    = 6 * time.Minute
+)
 
 // The sizes the dashboard is looked at in: a laptop window and a phone.
 const (
@@ -36,6 +41,12 @@ const (
 // errors and warnings, and the browser's own error log (failed loads, CSP
 // violations) go to t.Log; an uncaught exception fails the test when it ends.
 func newBrowser(t *testing.T) context.Context {
+	t.Helper()
+	return newBrowserWithin(t, browserTimeout)
+}
+
+// newBrowserWithin is newBrowser with its own bound on the whole test.
+func newBrowserWithin(t *testing.T, timeout time.Duration) context.Context {
 	t.Helper()
 	path, err := devstack.ChromiumPath()
 	if err != nil {
@@ -52,7 +63,7 @@ func newBrowser(t *testing.T) context.Context {
 		// and, after Chromium exits, kills the helper processes still
 		// writing to it before removing it, which a t.TempDir would not.
 	)
-	timeoutCtx, cancelTimeout := context.WithTimeout(context.Background(), browserTimeout)
+	timeoutCtx, cancelTimeout := context.WithTimeout(context.Background(), timeout)
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(timeoutCtx, opts...)
 	ctx, cancelBrowser := chromedp.NewContext(allocCtx)
 	page := &pageLog{t: t}

@@ -53,7 +53,7 @@ func evalString(t *testing.T, ctx context.Context, js string) string {
 func TestDashboardFirstRunWalk(t *testing.T) {
 	t.Parallel()
 	s := runsStack(t)
-	ctx := newBrowser(t)
+	ctx := newBrowserWithin(t, walkTimeout)
 	suffix := time.Now().UnixNano() % 1_000_000_000
 	email := fmt.Sprintf("new-%d@example.com", suffix)
 	slug := fmt.Sprintf("acme-%d", suffix)

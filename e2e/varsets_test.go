@@ -103,6 +103,10 @@ func TestVariableSetsReachTheSandboxInPrecedence(t *testing.T) {
 	record(s.varsetVariable(t, m, projectSet, "token", marker, "terraform", true))
 	record(s.varsetVariable(t, m, projectSet, "TF_VAR_from_env", "from-env-category", "env", false))
 	s.setVariable(t, m, wsID, "region", "from-workspace", false, false)
+	// A key HCP's clients write (a UUID) that no configuration can
+	// declare: stored, and left out of tofu's variables with a warning.
+	uuidKey := "0e4c8a1b-2c3d-4c1d-9d52-3f2a9c1e77b0"
+	record(s.varsetVariable(t, m, projectSet, uuidKey, "never-declared", "terraform", false))
 
 	cfg := s.uploadConfiguration(t, m, wsID, map[string]string{"main.tf": varsetsConfig})
 	// apply runs the configuration through approval and apply, checks
@@ -127,6 +131,9 @@ func TestVariableSetsReachTheSandboxInPrecedence(t *testing.T) {
 			t.Fatalf("apply: %+v\n%s", applied, logs)
 		}
 		record([]byte(logs))
+		if !strings.Contains(logs, "variable \""+uuidKey+"\" is not passed to tofu") {
+			t.Fatalf("the plan log does not say the UUID-keyed variable was left out:\n%s", logs)
+		}
 		_, _, state := s.currentState(t, m, wsID)
 		record([]byte(state))
 		var doc struct {

@@ -168,7 +168,7 @@ func (v RunVariables) validate() error {
 	}
 	seen := make(map[string]bool, len(v))
 	for i, x := range v {
-		if workspace.ValidateKey(x.Key) != nil {
+		if !workspace.IsIdentifier(x.Key) {
 			return optionError("variables", "variable %d: key must be an identifier of at most 128 characters", i+1)
 		}
 		if seen[x.Key] {

@@ -219,7 +219,7 @@ func validateVariable(key, category string, hcl bool) error {
 	switch category {
 	case workspace.CategoryTerraform:
 		if err := workspace.ValidateKey(key); err != nil {
-			return fmt.Errorf("%w: key must match %s", ErrInvalid, "^[A-Za-z_][A-Za-z0-9_-]{0,127}$")
+			return fmt.Errorf("%w: key must match %s", ErrInvalid, workspace.KeyPattern)
 		}
 	case workspace.CategoryEnv:
 		if hcl {

@@ -35,15 +35,30 @@ const (
 	MaxDescriptionChars = 2000
 )
 
-var variableKey = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]{0,127}$`)
+// KeyPattern is the key a workspace or variable-set variable may have: an
+// OpenTofu identifier, or one that starts with a digit. HCP Terraform takes
+// any key, and its clients (go-tfe's own tests among them) write random
+// UUIDs; a digit-leading key is accepted for them, but no configuration can
+// declare it, so a run skips it with a warning line (IsIdentifier), as tofu
+// only warns about an undeclared variable in a variables file.
+const KeyPattern = `^[A-Za-z0-9_][A-Za-z0-9_-]{0,127}$`
 
-// ValidateKey checks a variable name: what OpenTofu accepts as a variable
-// identifier, at most 128 characters.
+var variableKey = regexp.MustCompile(KeyPattern)
+
+// ValidateKey checks a stored variable's name: letters, digits, "_" and
+// "-", not starting with "-", at most 128 characters.
 func ValidateKey(key string) error {
 	if !variableKey.MatchString(key) {
 		return fmt.Errorf("%w: key must match %s", ErrInvalid, variableKey)
 	}
 	return nil
+}
+
+// IsIdentifier reports whether a configuration can declare a variable of
+// this name: what a run's variables (-var) must be, and what the runner
+// passes to tofu.
+func IsIdentifier(key string) bool {
+	return ValidateKey(key) == nil && (key[0] < '0' || key[0] > '9')
 }
 
 // ValidateValue checks size, encoding and, for HCL values, syntax.

@@ -34,13 +34,21 @@ func TestDerivedNames(t *testing.T) {
 
 func TestVariableRules(t *testing.T) {
 	t.Parallel()
-	for _, key := range []string{"", "1abc", "has space", strings.Repeat("k", 129), "a.b"} {
+	for _, key := range []string{"", "-abc", "has space", strings.Repeat("k", 129), "a.b", "é"} {
 		if ValidateKey(key) == nil {
 			t.Errorf("key %q accepted", key)
 		}
 	}
-	if ValidateKey("TF_var-name_1") != nil {
+	if ValidateKey("TF_var-name_1") != nil || !IsIdentifier("TF_var-name_1") || !IsIdentifier("_x") {
 		t.Error("valid key refused")
+	}
+	// HCP's clients write UUIDs as keys: stored, but never an identifier a
+	// run passes to tofu.
+	if key := "3f2a9c1e-77b0-4c1d-9d52-0e4c8a1b2c3d"; ValidateKey(key) != nil || IsIdentifier(key) {
+		t.Errorf("UUID key %q: stored %v, identifier %v", key, ValidateKey(key) == nil, IsIdentifier(key))
+	}
+	if IsIdentifier("") || IsIdentifier("9") {
+		t.Error("a non-identifier passes as one")
 	}
 	if err := ValidateValue(strings.Repeat("x", MaxValueBytes+1), false); err == nil {
 		t.Error("oversized value accepted")

@@ -5,6 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+
 	"github.com/cairnhq/cairn/api/run"
 	"github.com/cairnhq/cairn/api/workspace"
 )
@@ -44,5 +47,19 @@ func TestTfvarsWritesRunVariablesAsExpressions(t *testing.T) {
 	}
 	if strings.Contains(got, "from the workspace") {
 		t.Errorf("the overridden workspace value is still written:\n%s", got)
+	}
+}
+
+// A stored key no configuration can declare (HCP's clients write UUIDs) is
+// left out, so the variables file still parses.
+func TestTfvarsLeavesOutKeysThatAreNoIdentifier(t *testing.T) {
+	t.Parallel()
+	got := tfvars([]workspace.ResolvedVariable{{Key: "3f2a9c1e-77b0-4c1d", Value: "x", Category: workspace.CategoryTerraform},
+		{Key: "region", Value: "eu-west-1", Category: workspace.CategoryTerraform}})
+	if _, diags := hclsyntax.ParseConfig(got, "inputs.tfvars", hcl.InitialPos); diags.HasErrors() {
+		t.Fatalf("variables file does not parse: %s\n%s", diags, got)
+	}
+	if strings.Contains(string(got), "3f2a9c1e") || !strings.Contains(string(got), "eu-west-1") {
+		t.Errorf("variables file:\n%s", got)
 	}
 }

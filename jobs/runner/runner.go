@@ -548,6 +548,10 @@ func (r *Runner) prepare(ctx context.Context, env *attemptEnv, facts attemptFact
 	// A value written as HCL must be exactly one expression: a run
 	// variable is checked only now, as HCP Terraform checks it at plan.
 	for _, v := range inputs {
+		if v.Category == workspace.CategoryTerraform && !workspace.IsIdentifier(v.Key) {
+			env.logs.Line("Warning: variable %q is not passed to tofu: a name that starts with a digit cannot be declared by any configuration.", v.Key)
+			continue
+		}
 		if v.HCL && workspace.ValidateValue(v.Value, true) != nil {
 			env.logs.Line("Error: the value of variable %q is not a valid HCL expression (a string is written quoted, as \"text\").", v.Key)
 			return errVariableInvalid
@@ -674,13 +678,13 @@ func variableEnvironment(inputs []workspace.ResolvedVariable) map[string]string 
 	return out
 }
 
-// tfvars renders the pinned terraform-category variables: HCL values as
-// written, the rest as strings quoted by the HCL writer (so "${" in a
-// value stays literal).
+// tfvars renders the pinned terraform-category variables a configuration
+// can declare: HCL values as written, the rest as strings quoted by the
+// HCL writer (so "${" in a value stays literal).
 func tfvars(inputs []workspace.ResolvedVariable) []byte {
 	f := hclwrite.NewEmptyFile()
 	for _, v := range inputs {
-		if v.Category == workspace.CategoryEnv {
+		if v.Category == workspace.CategoryEnv || !workspace.IsIdentifier(v.Key) {
 			continue
 		}
 		if v.HCL {

@@ -148,19 +148,7 @@ var compatKnownGaps = map[string]string{
 	"TestProjectsList/with_pagination_list_options": "Default Project is created on first use, not with the organization",
 	"TestProjectsList/with_query_list_option":       "Default Project is created on first use, not with the organization",
 	"TestProjectsList/without_list_options":         "Default Project is created on first use, not with the organization",
-	// go-tfe's set variable keys are random UUIDs: about 10 in 16 start
-	// with a digit, which is no OpenTofu variable name (422), so these
-	// fail or pass by the draw.
-	"TestVariableSetVariablesRead":                                                compatUUIDKey,
-	"TestVariableSetVariablesUpdate":                                              compatUUIDKey,
-	"TestVariableSetVariablesDelete":                                              compatUUIDKey,
-	"TestVariableSetVariablesCreate/when_options_has_an_empty_string_value":       compatUUIDKey,
-	"TestVariableSetVariablesCreate/when_options_has_an_empty_string_description": compatUUIDKey,
-	"TestVariableSetVariablesCreate/when_options_is_missing_value":                compatUUIDKey,
-	"TestVariableSetVariablesCreate/with_valid_options":                           compatUUIDKey,
 }
-
-const compatUUIDKey = "go-tfe's random variable keys are UUIDs, and one starting with a digit is no OpenTofu variable name (Cairn refuses it with 422)"
 
 const compatNoAccount = "the compat token is the operator, which has no account to add (account/details is 404); a person's token is bound to one organization, and go-tfe acts in the organizations it creates"
 

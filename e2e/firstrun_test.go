@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/cairnhq/cairn/e2e/devstack"
 )
 
 // firstRunConfig is what the new user's CLI uploads: terraform_data only,
@@ -45,9 +47,10 @@ func evalString(t *testing.T, ctx context.Context, js string) string {
 
 // TestDashboardFirstRunWalk walks a brand-new user through the browser
 // only: sign up, create the organization and a workspace, mint a CLI token
-// on the page, let the real tofu (cloud block copied from the page) upload
-// the configuration, start a run from the page, read the plan's attribute
-// diff on the Changes tab, approve, and see the applied state version with
+// on the page, let the real tofu (cloud block copied from the page) plan
+// the configuration (a speculative proposal the page does not offer to
+// run), start a run from the page with the configuration's archive, read
+// the plan's attribute diff on the Changes tab, approve, and see the applied state version with
 // its outputs and the downloads section. No API call is made outside the
 // browser except the CLI's own.
 func TestDashboardFirstRunWalk(t *testing.T) {
@@ -128,10 +131,20 @@ func TestDashboardFirstRunWalk(t *testing.T) {
 		t.Fatalf("the CLI's plan did not run in Cairn:\n%s", out)
 	}
 
-	// New run from the page: the newest configuration, the CLI's.
-	browse(t, ctx, "starting a run",
+	// The CLI's plan is speculative: a proposal New run never plans, so the
+	// page still offers no configuration and says how to give it one.
+	browse(t, ctx, "opening New run after the CLI's plan",
 		chromedp.Navigate(start),
 		chromedp.WaitVisible(chromedp.CSS("#start-run")),
+		chromedp.WaitVisible(chromedp.CSS("#no-configuration")),
+	)
+	// New run from the page with the same configuration as an archive.
+	archive := filepath.Join(t.TempDir(), "configuration.tar.gz")
+	if err := os.WriteFile(archive, devstack.TarGz(map[string]string{"main.tf": block + firstRunConfig}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	browse(t, ctx, "starting a run",
+		chromedp.SetUploadFiles(chromedp.CSS("#run-archive"), []string{archive}),
 		chromedp.SendKeys(chromedp.CSS("#run-message"), "First apply from the dashboard"),
 		chromedp.Click(chromedp.CSS("#start-run")),
 		chromedp.WaitVisible(chromedp.CSS("#stage-Plan")),

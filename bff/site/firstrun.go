@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -150,12 +151,14 @@ func (s *Site) renderStart(w http.ResponseWriter, r *http.Request, token string,
 		return
 	}
 	page.Organization, page.Hostname = org, s.opts.APIURL.Host
-	runs, err := apiclient.List[runSummary](r.Context(), s.api, token, "/v1/runs?limit=1&workspace_id="+url.QueryEscape(id))
+	runs, err := apiclient.List[runSummary](r.Context(), s.api, token, "/v1/runs?limit=20&workspace_id="+url.QueryEscape(id))
 	if err != nil {
 		s.unavailable(w, r, f, err)
 		return
 	}
-	page.HasConfiguration = len(runs.Data) > 0
+	// A speculative run's configuration (the CLI's tofu plan) is only a
+	// proposal: New run never plans it, so it does not count.
+	page.HasConfiguration = slices.ContainsFunc(runs.Data, func(r runSummary) bool { return r.Kind != "speculative" })
 	page.Can = map[string]bool{}
 	if c, err := s.caller(r.Context(), token); err == nil {
 		page.Can["run"] = c.perms.Has(access.PermRunCreate)
@@ -219,7 +222,7 @@ func (s *Site) newRun(w http.ResponseWriter, r *http.Request) {
 	if err := s.api.Mutate(r.Context(), token, http.MethodPost, "/v1/runs", newKey(), body, &created); err != nil {
 		message := refusal(err)
 		if apiclient.CodeOf(err) == "CONFIGURATION_VERSION_NOT_UPLOADED" {
-			message = "There is no uploaded configuration to run yet: upload a .tar.gz or push one with the CLI first."
+			message = "There is no configuration to run yet: choose a .tar.gz, or run tofu apply with the block above (a tofu plan only proposes its configuration and is never applied)."
 		}
 		s.renderStart(w, r, token, startPage{Notice: message})
 		return

@@ -100,7 +100,11 @@ func TestValidateVariable(t *testing.T) {
 		{"TF_VAR_region", "env", false, true},
 		{"AWS_REGION", "env", true, false},
 		{"my-var", "env", false, false},
-		{"1x", "terraform", false, false},
+		// A digit-leading key is stored, as HCP stores it (go-tfe writes
+		// UUIDs); runs leave it out. An env key never starts with one.
+		{"1x", "terraform", false, true},
+		{"1X", "env", false, false},
+		{"-x", "terraform", false, false},
 		{"x", "secret", false, false},
 		{"TF_CLI_CONFIG_FILE", "env", false, false},
 		{"TFE_RUN_ID", "env", false, false},

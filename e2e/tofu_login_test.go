@@ -51,6 +51,14 @@ func cliLogin(t *testing.T, s *Stack, cli string) {
 	if err := os.WriteFile(filepath.Join(bin, "xdg-open"), []byte("#!/bin/sh\nexit 1\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// Terraform 1.5.7 writes its credentials file into ~/.terraform.d but
+	// does not create that directory (tofu does): a Terraform user has it
+	// from earlier use, this fresh home needs it made.
+	if filepath.Base(cli) == "terraform" {
+		if err := os.MkdirAll(filepath.Join(home, ".terraform.d"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
 	env := []string{"HOME=" + home, "TF_CLI_CONFIG_FILE=", "XDG_CONFIG_HOME=", "SSL_CERT_FILE=" + s.TLS.Bundle, "CHECKPOINT_DISABLE=1", "TF_LOG="}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/cairnhq/cairn/e2e/devstack"
@@ -173,7 +174,23 @@ func benchCLIStateMode(api *apiProcess, tlsFiles devstack.TLSFiles, token, org s
 	}
 	env := append(os.Environ(), "HOME="+home, "TF_CLI_CONFIG_FILE="+rc, "SSL_CERT_FILE="+tlsFiles.Bundle,
 		"TF_IN_AUTOMATION=1", "TF_INPUT=0", "CHECKPOINT_DISABLE=1")
-	cloudBlock := fmt.Sprintf("terraform {\n  cloud {\n    hostname = %q\n    organization = %q\n    workspaces {\n      name = \"%s-bench\"\n    }\n  }\n}\n", api.Host, org, cli)
+	// The workspace executes locally: the CLI runs, Cairn keeps the state
+	// (a workspace the CLI created would run remotely, the organization's
+	// default, and this bench starts no worker).
+	workspace := cli + "-bench"
+	body := fmt.Sprintf(`{"data":{"type":"workspaces","attributes":{"name":%q,"execution-mode":"local"}}}`, workspace)
+	req, _ := http.NewRequest(http.MethodPost, api.URL+"/api/v2/organizations/"+org+"/workspaces", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/vnd.api+json")
+	resp, err := api.Client.Do(req)
+	if err != nil {
+		return fmt.Errorf("creating workspace %s: %w", workspace, err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		return fmt.Errorf("creating workspace %s: %s", workspace, resp.Status)
+	}
+	cloudBlock := fmt.Sprintf("terraform {\n  cloud {\n    hostname = %q\n    organization = %q\n    workspaces {\n      name = %q\n    }\n  }\n}\n", api.Host, org, workspace)
 	timings := map[string][]time.Duration{}
 	for round := 0; round < rounds; round++ {
 		for _, backend := range []string{"local", "cloud"} {

@@ -443,18 +443,23 @@ resource "terraform_data" "cache" {
 }
 `
 
-// TestSoftPolicyFailureOverriddenFromTheCLI runs `tofu apply` in remote
-// mode against a workspace with a soft-mandatory policy: the CLI prints the
-// policy check's findings, asks to override, and the override it sends lets
-// the apply be confirmed and finish.
+// TestSoftPolicyFailureOverriddenFromTheCLI runs `tofu apply`, and then
+// `terraform apply`, in remote mode against a workspace with a
+// soft-mandatory policy: the CLI prints the policy check's findings, asks
+// to override, and the override it sends lets the apply be confirmed and
+// finish.
 func TestSoftPolicyFailureOverriddenFromTheCLI(t *testing.T) {
 	t.Parallel()
 	s := runsStack(t)
+	t.Run("tofu", func(t *testing.T) { softPolicyOverriddenFromTheCLI(t, s, tofuBinary(t)) })
+	t.Run("terraform", func(t *testing.T) { softPolicyOverriddenFromTheCLI(t, s, terraformBinary(t)) })
+}
+
+// softPolicyOverriddenFromTheCLI drives one CLI through a soft policy
+// failure in its own organization.
+func softPolicyOverriddenFromTheCLI(t *testing.T, s *Stack, cli string) {
 	m := s.newMember(t, "cli-policy")
-	tf := newTofuDir(t, s, m)
-	if err := os.WriteFile(filepath.Join(tf.dir, "main.tf"), []byte(fmt.Sprintf(softPolicyConfig, s.APIHost, m.slug)), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	tf := registryCLI(t, s, cli, m.token, fmt.Sprintf(softPolicyConfig, s.APIHost, m.slug))
 	tf.run(t, "init")
 	auth := []string{"Authorization", "Bearer " + m.token}
 	st, body := call(t, s.Client, http.MethodPatch, s.APIURL+"/api/v2/organizations/"+m.slug+"/workspaces/guarded",

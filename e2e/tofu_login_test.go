@@ -20,15 +20,22 @@ import (
 	"github.com/chromedp/chromedp"
 )
 
-// TestTofuLogin runs the real `tofu login` against the stack: the CLI
-// reads login.v1, prints the authorization URL and waits on its loopback
-// port; Chromium opens that URL, signs in on the dashboard it is sent to
-// and allows the CLI on the consent screen; the CLI exchanges the code and
-// writes credentials.tfrc.json. With that file alone, `tofu init` and
-// `tofu plan` work with a cloud block.
+// TestTofuLogin runs the real `tofu login`, and then `terraform login`,
+// against the stack: the CLI reads login.v1, prints the authorization URL
+// and waits on its loopback port; Chromium opens that URL, signs in on the
+// dashboard it is sent to and allows the CLI on the consent screen; the
+// CLI exchanges the code and writes credentials.tfrc.json. With that file
+// alone, `init` and `plan` work with a cloud block.
 func TestTofuLogin(t *testing.T) {
 	t.Parallel()
 	s := StartStack(t, WithTLS())
+	// In turn, each with its own member, home and browser.
+	t.Run("tofu", func(t *testing.T) { cliLogin(t, s, tofuBinary(t)) })
+	t.Run("terraform", func(t *testing.T) { cliLogin(t, s, terraformBinary(t)) })
+}
+
+// cliLogin logs one CLI in through the browser and plans with what it stored.
+func cliLogin(t *testing.T, s *Stack, cli string) {
 	m := s.newMember(t, "login")
 
 	// HOME is the CLI's configuration directory (~/.terraform.d, where
@@ -44,11 +51,19 @@ func TestTofuLogin(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(bin, "xdg-open"), []byte("#!/bin/sh\nexit 1\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// Terraform 1.5.7 writes its credentials file into ~/.terraform.d but
+	// does not create that directory (tofu does): a Terraform user has it
+	// from earlier use, this fresh home needs it made.
+	if filepath.Base(cli) == "terraform" {
+		if err := os.MkdirAll(filepath.Join(home, ".terraform.d"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
 	env := []string{"HOME=" + home, "TF_CLI_CONFIG_FILE=", "XDG_CONFIG_HOME=", "SSL_CERT_FILE=" + s.TLS.Bundle, "CHECKPOINT_DISABLE=1", "TF_LOG="}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	login := exec.CommandContext(ctx, tofuBinary(t), "login", s.APIHost)
+	login := exec.CommandContext(ctx, cli, "login", s.APIHost)
 	login.Dir = home
 	login.Env = append(os.Environ(), append(env, "PATH="+bin, "BROWSER=")...)
 	login.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -78,7 +93,7 @@ func TestTofuLogin(t *testing.T) {
 	select {
 	case authorizeURL = <-urls:
 	case <-time.After(time.Minute):
-		t.Fatalf("tofu login printed no authorization URL:\n%s", output.String())
+		t.Fatalf("login printed no authorization URL:\n%s", output.String())
 	}
 	if !strings.Contains(authorizeURL, "client_id=terraform-cli") || !strings.Contains(authorizeURL, "code_challenge_method=S256") ||
 		!regexp.MustCompile(`redirect_uri=http%3A%2F%2Flocalhost%3A100(0[0-9]|10)%2Flogin`).MatchString(authorizeURL) {
@@ -102,7 +117,7 @@ func TestTofuLogin(t *testing.T) {
 	if err != nil || !strings.Contains(page, "OpenTofu/Terraform CLI on this computer") || !strings.Contains(page, "tfe:api") {
 		t.Fatalf("consent page (%v):\n%s", err, page)
 	}
-	screenshot(t, browserCtx, "tofu-login-consent")
+	screenshot(t, browserCtx, filepath.Base(cli)+"-login-consent")
 	browse(t, browserCtx, "allowing the CLI", chromedp.Click(chromedp.CSS("#allow-agent")))
 
 	done := make(chan error, 1)
@@ -110,10 +125,10 @@ func TestTofuLogin(t *testing.T) {
 	select {
 	case err := <-done:
 		if err != nil {
-			t.Fatalf("tofu login: %v\n%s", err, output.String())
+			t.Fatalf("%s login: %v\n%s", filepath.Base(cli), err, output.String())
 		}
 	case <-time.After(2 * time.Minute):
-		t.Fatalf("tofu login did not finish:\n%s", output.String())
+		t.Fatalf("login did not finish:\n%s", output.String())
 	}
 
 	// The CLI stored one credential for the host: a new user token.
@@ -144,7 +159,7 @@ func TestTofuLogin(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(fmt.Sprintf(cloudConfig, s.APIHost, m.slug)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	tf := tofuRun{bin: tofuBinary(t), dir: dir, env: append(env, "TF_IN_AUTOMATION=1", "TF_INPUT=0")}
+	tf := tofuRun{bin: cli, dir: dir, env: append(env, "TF_IN_AUTOMATION=1", "TF_INPUT=0")}
 	tf.run(t, "init")
 	if st, body := call(t, s.Client, http.MethodPatch, s.APIURL+"/api/v2/organizations/"+m.slug+"/workspaces/demo",
 		[]byte(`{"data":{"type":"workspaces","attributes":{"execution-mode":"local"}}}`), append(auth, "Content-Type", "application/vnd.api+json")...); st != http.StatusOK {

@@ -90,6 +90,7 @@ var table = []struct {
 	{workspace.ErrVariableKeyTaken, httpx.Problem{Status: http.StatusConflict, Code: "WORKSPACE_VARIABLE_KEY_TAKEN"}},
 	{workspace.ErrVariableValueRequired, httpx.Problem{Status: http.StatusBadRequest, Code: "WORKSPACE_VARIABLE_VALUE_REQUIRED"}},
 	{workspace.ErrInvalidHCL, httpx.Problem{Status: http.StatusBadRequest, Code: "WORKSPACE_VARIABLE_HCL_INVALID"}},
+	{workspace.ErrToolVersionUnlisted, httpx.Problem{Status: http.StatusUnprocessableEntity, Code: "WORKSPACE_TOOL_VERSION_UNLISTED"}},
 	{varset.ErrNameTaken, httpx.Problem{Status: http.StatusConflict, Code: "VARIABLE_SET_NAME_TAKEN"}},
 	{varset.ErrKeyTaken, httpx.Problem{Status: http.StatusConflict, Code: "VARIABLE_SET_VARIABLE_KEY_TAKEN"}},
 	{varset.ErrValueRequired, httpx.Problem{Status: http.StatusBadRequest, Code: "VARIABLE_SET_VARIABLE_VALUE_REQUIRED"}},

@@ -59,8 +59,9 @@ type Options struct {
 	// Observer, when set, sees every run write inside its transaction
 	// (the code-host check runs follow the run this way).
 	Observer Observer
-	// ToolVersions are the exact OpenTofu versions a plan-only run may
-	// ask for instead of its workspace's (CAIRN_TOOL_VERSIONS).
+	// ToolVersions are the exact tool versions a plan-only run may ask for
+	// instead of its workspace's, as workspace.ToolVersions.Pinned lists
+	// them (CAIRN_TOOL_VERSIONS, CAIRN_TERRAFORM_VERSIONS).
 	ToolVersions []string
 }
 
@@ -191,7 +192,8 @@ func (s *Service) toolVersion(in CreateInput, w workspace.Workspace) (string, er
 			Reason: "a run's own tool version is only valid for a plan-only run"}
 	case !slices.Contains(s.opts.ToolVersions, in.ToolVersion):
 		return "", &OptionError{Field: "tool_version", Kind: ErrToolVersionUnsupported,
-			Reason: "must be one of the offered tool versions: " + strings.Join(s.opts.ToolVersions, ", ")}
+			Reason: "must be one of the offered tool versions (CAIRN_TOOL_VERSIONS for OpenTofu, CAIRN_TERRAFORM_VERSIONS for Terraform): " +
+				strings.Join(s.opts.ToolVersions, ", ")}
 	}
 	return in.ToolVersion, nil
 }

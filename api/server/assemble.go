@@ -67,7 +67,8 @@ func Assemble(cfg config.Config, conn *sqlx.DB, logger *slog.Logger) (Deps, erro
 	}
 	deps.Blobs = blobs
 	variableDigestKey := secret.Derive(cfg.AuthSecret, "variable-digest")
-	workspaces := workspace.NewService(conn, sealer, variableDigestKey, cfg.ToolVersions)
+	tools := workspace.ToolVersions{OpenTofu: cfg.ToolVersions, Terraform: cfg.TerraformVersions}
+	workspaces := workspace.NewService(conn, sealer, variableDigestKey, tools.Pinned())
 	states := state.NewService(conn, blobs, workspaces)
 	admission := launch.NewService(conn, logger)
 	// An insert-only River client: jobs a mutation implies are inserted in
@@ -119,7 +120,7 @@ func Assemble(cfg config.Config, conn *sqlx.DB, logger *slog.Logger) (Deps, erro
 		LogSegmentBytes: cfg.LogSegmentBytes,
 		RunLogMaxBytes:  cfg.RunLogMaxBytes,
 		Observer:        checks,
-		ToolVersions:    cfg.ToolVersions,
+		ToolVersions:    tools.Pinned(),
 	})
 	states.Observe(runs)
 	teams := team.NewService(conn, workspaces)

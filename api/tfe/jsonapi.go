@@ -175,6 +175,7 @@ var details = []struct {
 	{varset.ErrKeyTaken, "Key has already been taken for this category in the variable set."},
 	{varset.ErrValueRequired, "A sensitive variable cannot become non-sensitive, or HCL, without its value being sent again."},
 	{workspace.ErrInvalidHCL, "The value is not a valid HCL expression."},
+	{workspace.ErrToolVersionUnlisted, "terraform-version: Cairn runs only the OpenTofu versions its operator lists in CAIRN_TOOL_VERSIONS and the Terraform versions listed in CAIRN_TERRAFORM_VERSIONS."},
 	{errStacksNotModelled, "Stacks are not modelled: Cairn has no stacks to apply a variable set to."},
 	{errProjectOwnedSet, "Project-owned variable sets are not modelled: create the set in the organization and apply it to the project."},
 	{workspace.ErrSelfConsumer, "A workspace cannot be a remote state consumer of itself: it always reads its own state."},
@@ -200,7 +201,8 @@ func (s *server) writeError(c *fiber.Ctx, err error) error {
 	switch {
 	case errors.Is(err, errInvalidDocument) || errors.Is(err, errAutoApply) || errors.Is(err, errProjectName):
 		p = httpx.Problem{Status: http.StatusUnprocessableEntity, Code: "invalid_document"}
-	case errors.Is(err, errVarsetAttribute) || errors.Is(err, workspace.ErrSelfConsumer) || errors.Is(err, workspace.ErrSharedGlobally):
+	case errors.Is(err, errVarsetAttribute) || errors.Is(err, workspace.ErrSelfConsumer) || errors.Is(err, workspace.ErrSharedGlobally) ||
+		errors.Is(err, workspace.ErrToolVersionUnlisted):
 		// HCP refuses a variable set's or set variable's attributes, and
 		// these remote-state-consumers changes, with 422.
 		p = httpx.Problem{Status: http.StatusUnprocessableEntity, Code: "invalid_attribute"}

@@ -18,6 +18,7 @@ import (
 	"github.com/cairnhq/cairn/api/platform/fault"
 	"github.com/cairnhq/cairn/api/platform/httpx"
 	"github.com/cairnhq/cairn/api/run"
+	"github.com/cairnhq/cairn/api/workspace"
 )
 
 func (s *server) registerRuns(r fiber.Router) {
@@ -296,7 +297,12 @@ func (s *server) createRun(c *fiber.Ctx, p access.Principal, o owner) error {
 	}
 	toolVersion := ""
 	if attrs.TerraformVersion != nil {
+		// An unlisted version goes on as sent, for the run's own refusal,
+		// which names the attribute.
 		toolVersion = *attrs.TerraformVersion
+		if pinned, err := s.tools().FromProtocol(toolVersion); err == nil {
+			toolVersion = pinned
+		}
 	}
 	var r run.Run
 	err = db.WithTx(ctx, s.DB, func(tx *sqlx.Tx) error {
@@ -395,7 +401,7 @@ func (s *server) runResource(r run.Run, p access.Principal, checks []ref) resour
 		"status": runStatus(r, now), "has-changes": hasChanges, "created-at": timestamp(r.CreatedAt),
 		"message": r.Message, "source": "tfe-api", "auto-apply": false, "is-destroy": false, "refresh": r.Refresh,
 		"refresh-only": r.RefreshOnly, "plan-only": r.Kind != run.KindPlanAndApply, "position-in-queue": 0,
-		"allow-empty-apply": r.AllowEmptyApply, "save-plan": r.SavePlan, "terraform-version": r.ToolVersion,
+		"allow-empty-apply": r.AllowEmptyApply, "save-plan": r.SavePlan, "terraform-version": workspace.ToProtocol(r.ToolVersion),
 		"target-addrs": addrsOrNull(r.TargetAddrs), "replace-addrs": addrsOrNull(r.ReplaceAddrs), "variables": runVariables(r),
 		"status-timestamps": timestamps,
 		"actions": map[string]bool{

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"slices"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/jmoiron/sqlx"
@@ -122,7 +121,7 @@ func workspaceRepresentation(p access.Principal, o owner, w workspace.Workspace,
 			"execution-mode":                w.ExecutionMode,
 			"global-remote-state":           w.GlobalRemoteState,
 			"operations":                    w.ExecutionMode == workspace.ExecutionRemote,
-			"terraform-version":             w.ToolVersion,
+			"terraform-version":             workspace.ToProtocol(w.ToolVersion),
 			"locked":                        w.Locked(),
 			"created-at":                    timestamp(w.CreatedAt),
 			"updated-at":                    timestamp(w.UpdatedAt),
@@ -248,20 +247,28 @@ type workspaceDocument struct {
 	} `json:"data"`
 }
 
-// settingsFor returns execution settings with the requested tool version,
-// defaulting to the first supported one. "latest" means that one too.
-func (s *server) settingsFor(current workspace.ExecutionSettings, version *string) workspace.ExecutionSettings {
+// settingsFor returns execution settings with the requested tool version
+// (the protocol's bare version, see workspace.ToolVersions.FromProtocol),
+// keeping the current one when none is requested; a new workspace gets the
+// first OpenTofu version.
+func (s *server) settingsFor(current workspace.ExecutionSettings, version *string) (workspace.ExecutionSettings, error) {
 	settings := current
 	if settings.Region == "" {
 		settings = workspace.ExecutionSettings{ToolVersion: s.Config.ToolVersions[0], Region: "us", Platform: "linux_amd64"}
 	}
 	if version != nil {
-		settings.ToolVersion = *version
-		if *version == "latest" || *version == "" {
-			settings.ToolVersion = s.Config.ToolVersions[len(s.Config.ToolVersions)-1]
+		pinned, err := s.tools().FromProtocol(*version)
+		if err != nil {
+			return settings, err
 		}
+		settings.ToolVersion = pinned
 	}
-	return settings
+	return settings, nil
+}
+
+// tools are the tool versions the operator offers.
+func (s *server) tools() workspace.ToolVersions {
+	return workspace.ToolVersions{OpenTofu: s.Config.ToolVersions, Terraform: s.Config.TerraformVersions}
 }
 
 func (s *server) createWorkspace(c *fiber.Ctx, p access.Principal, o owner) error {
@@ -276,9 +283,13 @@ func (s *server) createWorkspace(c *fiber.Ctx, p access.Principal, o owner) erro
 	if a.AutoApply != nil && *a.AutoApply {
 		return s.writeError(c, errAutoApply)
 	}
+	settings, err := s.settingsFor(workspace.ExecutionSettings{}, a.TerraformVersion)
+	if err != nil {
+		return s.writeError(c, err)
+	}
 	ctx := c.UserContext()
 	var w workspace.Workspace
-	err := db.WithTx(ctx, s.DB, func(tx *sqlx.Tx) error {
+	err = db.WithTx(ctx, s.DB, func(tx *sqlx.Tx) error {
 		projectID := ""
 		if rel := doc.Data.Relationships.Project; rel != nil && rel.Data != nil {
 			projectID = rel.Data.ID
@@ -291,7 +302,7 @@ func (s *server) createWorkspace(c *fiber.Ctx, p access.Principal, o owner) erro
 		}
 		in := workspace.CreateWorkspaceInput{
 			ProjectID: projectID, Name: *a.Name, CloudName: *a.Name,
-			Settings: s.settingsFor(workspace.ExecutionSettings{}, a.TerraformVersion),
+			Settings: settings,
 		}
 		if a.ExecutionMode != nil {
 			in.ExecutionMode = *a.ExecutionMode
@@ -338,11 +349,12 @@ func (s *server) updateWorkspace(c *fiber.Ctx, p access.Principal, o owner) erro
 		if a.Name != nil && *a.Name != current.CloudName {
 			return errInvalidDocument
 		}
-		if a.TerraformVersion != nil && *a.TerraformVersion != "latest" && !slices.Contains(s.Config.ToolVersions, *a.TerraformVersion) {
-			return errInvalidDocument
+		settings, err := s.settingsFor(current.ExecutionSettings, a.TerraformVersion)
+		if err != nil {
+			return err
 		}
 		w, err = s.Workspaces.UpdateWorkspace(ctx, tx, p, current.ID, workspace.UpdateWorkspaceInput{
-			Settings:      s.settingsFor(current.ExecutionSettings, a.TerraformVersion),
+			Settings:      settings,
 			ExecutionMode: a.ExecutionMode,
 		})
 		if err == nil && a.GlobalRemoteState != nil {

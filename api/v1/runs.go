@@ -100,7 +100,7 @@ type RunOptionsBody struct {
 	AllowEmptyApply bool              `json:"allow_empty_apply,omitempty" doc:"A plan without changes still goes on to policy, approval and an apply (which updates outputs). plan_and_apply only."`
 	SavePlan        bool              `json:"save_plan,omitempty" doc:"A saved plan: it plans at once without holding the workspace queue or lock and waits for an approval, which joins the queue only when no other run holds it and fails if the state moved since the plan. plan_and_apply only."`
 	Variables       []RunVariableBody `json:"variables,omitempty" doc:"At most 100 run variables; each overrides the workspace variable (and any non-priority variable set value) of the same key for this run only; a priority variable set value wins over it. Not sensitive: the run shows them."`
-	ToolVersion     string            `json:"tool_version,omitempty" maxLength:"64" doc:"An OpenTofu version the API offers (CAIRN_TOOL_VERSIONS) to plan with instead of the workspace's; plan_only and speculative runs only."`
+	ToolVersion     string            `json:"tool_version,omitempty" maxLength:"64" doc:"A tool version the API offers (an OpenTofu version of CAIRN_TOOL_VERSIONS, or terraform-<version> of CAIRN_TERRAFORM_VERSIONS) to plan with instead of the workspace's; plan_only and speculative runs only."`
 }
 
 // RunVariableBody is one run variable.

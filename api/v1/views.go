@@ -29,7 +29,7 @@ func projectView(p workspace.Project) ProjectView {
 // ExecutionSettingsView is a workspace's current execution settings.
 type ExecutionSettingsView struct {
 	Version     int    `json:"version" doc:"Immutable settings version; runs pin the version current at their creation."`
-	ToolVersion string `json:"tool_version" doc:"Exact OpenTofu version."`
+	ToolVersion string `json:"tool_version" doc:"Exact tool version: an OpenTofu version, or terraform-<version> for Terraform."`
 	Region      string `json:"region" enum:"us,eu"`
 	Platform    string `json:"platform" enum:"linux_amd64,linux_arm64"`
 }

@@ -14,7 +14,7 @@ import (
 
 // ExecutionSettingsRequest are exact execution settings.
 type ExecutionSettingsRequest struct {
-	ToolVersion string `json:"tool_version" doc:"Exact supported OpenTofu version, e.g. 1.10.6."`
+	ToolVersion string `json:"tool_version" doc:"Exact offered tool version: an OpenTofu version of CAIRN_TOOL_VERSIONS (e.g. 1.10.6), or terraform-<version> for a Terraform version of CAIRN_TERRAFORM_VERSIONS (e.g. terraform-1.5.7)."`
 	Region      string `json:"region" enum:"us,eu"`
 	Platform    string `json:"platform" enum:"linux_amd64,linux_arm64"`
 }

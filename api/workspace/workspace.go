@@ -105,10 +105,11 @@ func ValidateName(raw string) (string, error) {
 	return name, nil
 }
 
-// Validate checks settings against the exact supported tool versions.
+// Validate checks settings against the exact offered tool versions, as
+// they are pinned (ToolVersions.Pinned).
 func (s ExecutionSettings) Validate(toolVersions []string) error {
-	if !semver.MatchString(s.ToolVersion) || !slices.Contains(toolVersions, s.ToolVersion) {
-		return fmt.Errorf("%w: tool_version must be one of %v", ErrInvalid, toolVersions)
+	if _, v := ToolOf(s.ToolVersion); !semver.MatchString(v) || !slices.Contains(toolVersions, s.ToolVersion) {
+		return fmt.Errorf("%w: tool_version must be one of %v", ErrToolVersionUnlisted, toolVersions)
 	}
 	if !slices.Contains(Regions, s.Region) {
 		return fmt.Errorf("%w: region must be one of %v", ErrInvalid, Regions)

@@ -128,7 +128,11 @@ type attemptEnv struct {
 	credentialEnv map[string]string
 	// variableEnv is the run's pinned env-category variables.
 	variableEnv map[string]string
-	mu          sync.Mutex
+	// cli is the program the run's pinned tool version names (tofu, or
+	// terraform where the operator offers it), installed in the sandbox
+	// under that name.
+	cli string
+	mu  sync.Mutex
 	// profile is what the sandbox applied, or was refused.
 	profile *run.SandboxProfile
 	// tofuStarted is set before the first tofu command starts: until then
@@ -434,7 +438,8 @@ func (r *Runner) execute(ctx context.Context, env *attemptEnv) error {
 	// Three banner lines: the remote-backend CLI drops the first three
 	// lines of an apply log, as HCP Terraform repeats a banner there.
 	env.logs.Line("Cairn %s phase of %s, attempt %d", st.Attempt.Phase, st.Run.ID, st.Attempt.Number)
-	env.logs.Line("OpenTofu %s on %s", st.Run.ToolVersion, st.Run.Platform)
+	cli, version := workspace.ToolOf(st.Run.ToolVersion)
+	env.logs.Line("%s %s on %s", cliTitle[cli], version, st.Run.Platform)
 	env.logs.Line("Sandbox %s: %s", env.sb.ID(), describeProfile(profile))
 	if st.Run.Untrusted() {
 		env.logs.Line("Untrusted configuration (%s): this plan gets no state, no sensitive variable, no credential and no", untrustedWho(st.Run))
@@ -442,7 +447,8 @@ func (r *Runner) execute(ctx context.Context, env *attemptEnv) error {
 	}
 
 	start = time.Now()
-	tool, err := r.Tools.Verified(ctx, "tofu", st.Run.ToolVersion)
+	tool, err := r.Tools.Verified(ctx, cli, version)
+	env.cli = cli
 	if err != nil {
 		return fmt.Errorf("verifying toolchain: %w", err)
 	}
@@ -487,6 +493,9 @@ func (r *Runner) flushLoop(ctx context.Context, sink *run.LogSink) func() {
 	}()
 	return func() { close(done); wg.Wait() }
 }
+
+// cliTitle is each CLI's name as a phase log's banner shows it.
+var cliTitle = map[string]string{workspace.CLITofu: "OpenTofu", workspace.CLITerraform: "Terraform"}
 
 // attemptFacts are what an attempt reads and writes in the database before
 // its sandbox starts. They do not depend on each other, so gather does them
@@ -720,7 +729,7 @@ func (r *Runner) tofuCommand(env *attemptEnv, stdout io.Writer, args ...string) 
 	if stdout == nil {
 		stdout = env.logs
 	}
-	return sandbox.Command{Args: append([]string{"tofu"}, args...), Dir: configDir, Env: cmdEnv, Stdout: stdout, Stderr: env.logs}
+	return sandbox.Command{Args: append([]string{env.cli}, args...), Dir: configDir, Env: cmdEnv, Stdout: stdout, Stderr: env.logs}
 }
 
 func (r *Runner) runTofu(ctx context.Context, env *attemptEnv, step string, cmd sandbox.Command) (int, error) {

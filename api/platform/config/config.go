@@ -10,6 +10,8 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -123,6 +125,10 @@ type Config struct {
 	// ToolVersions are the exact OpenTofu versions workspaces may select;
 	// each must exist in the toolchain mirror.
 	ToolVersions []string `env:"CAIRN_TOOL_VERSIONS" envDefault:"1.10.6" envSeparator:","`
+	// TerraformVersions are the exact HashiCorp Terraform versions
+	// workspaces may select besides OpenTofu's; none by default. Each must
+	// exist in the toolchain mirror (as terraform/<version>/terraform).
+	TerraformVersions []string `env:"CAIRN_TERRAFORM_VERSIONS" envSeparator:","`
 
 	// The instance identity provider ("Continue with …"): an OIDC issuer
 	// with discovery, or google or github by name alone. A missing or
@@ -261,6 +267,10 @@ func LoadFrom(environ map[string]string) (Config, error) {
 	return cfg, nil
 }
 
+// exactVersion is a plain release version, as the toolchain mirror names
+// its directories.
+var exactVersion = regexp.MustCompile(`^\d+\.\d+\.\d+$`)
+
 func (c Config) validate() error {
 	var problems []error
 	for name, raw := range map[string]string{
@@ -292,6 +302,18 @@ func (c Config) validate() error {
 	}
 	if c.Argon2Wait < 0 || c.Argon2Wait > time.Minute {
 		problems = append(problems, errors.New("CAIRN_ARGON2_WAIT must be between 0 and 1m"))
+	}
+	if len(c.ToolVersions) == 0 {
+		problems = append(problems, errors.New("CAIRN_TOOL_VERSIONS must list at least one OpenTofu version"))
+	}
+	for _, v := range c.TerraformVersions {
+		if !exactVersion.MatchString(v) {
+			problems = append(problems, fmt.Errorf("CAIRN_TERRAFORM_VERSIONS: %q is not an exact version such as 1.5.7", v))
+		}
+		// The remote-backend protocol names a version without its CLI.
+		if slices.Contains(c.ToolVersions, v) {
+			problems = append(problems, fmt.Errorf("CAIRN_TERRAFORM_VERSIONS: %s is also in CAIRN_TOOL_VERSIONS; a version selects one CLI", v))
+		}
 	}
 	for _, cidr := range c.TrustedProxies {
 		if _, err := netip.ParsePrefix(strings.TrimSpace(cidr)); err != nil {

@@ -88,3 +88,25 @@ func TestBlobPrefixIsARelativePathNormalised(t *testing.T) {
 		}
 	}
 }
+
+func TestTerraformVersionsAreExactAndNoneByDefault(t *testing.T) {
+	t.Parallel()
+	cfg, err := LoadFrom(map[string]string{})
+	if err != nil || len(cfg.TerraformVersions) != 0 {
+		t.Fatalf("default = %v, %v", cfg.TerraformVersions, err)
+	}
+	cfg, err = LoadFrom(map[string]string{"CAIRN_TERRAFORM_VERSIONS": "1.5.7"})
+	if err != nil || len(cfg.TerraformVersions) != 1 || cfg.TerraformVersions[0] != "1.5.7" {
+		t.Fatalf("parsed = %v, %v", cfg.TerraformVersions, err)
+	}
+	for _, env := range []map[string]string{
+		{"CAIRN_TERRAFORM_VERSIONS": "~> 1.5"},
+		{"CAIRN_TERRAFORM_VERSIONS": "latest"},
+		// A bare version must name one CLI on the remote-backend protocol.
+		{"CAIRN_TERRAFORM_VERSIONS": "1.10.6"},
+	} {
+		if _, err := LoadFrom(env); err == nil || !strings.Contains(err.Error(), "CAIRN_TERRAFORM_VERSIONS") {
+			t.Errorf("%v accepted or not named: %v", env, err)
+		}
+	}
+}

@@ -35,7 +35,7 @@ import (
 var (
 	duration    = flag.Duration("duration", 5*time.Second, "how long each load phase runs")
 	concurrency = flag.Int("concurrency", 32, "concurrent clients")
-	only        = flag.String("only", "", "run only these phases (comma-separated: health,mutation,replay,list,agents,state,tofu,runs,providers,credentials,policy,dashboard,live,signin,codehost,replicas,logs,teams,sso,scim,registry,varsets)")
+	only        = flag.String("only", "", "run only these phases (comma-separated: health,mutation,replay,list,agents,state,tofu,statemode,runs,providers,credentials,policy,dashboard,live,signin,codehost,replicas,logs,teams,sso,scim,registry,varsets)")
 	logMiB      = flag.Int("log-mib", 24, "size of the large run log the logs phase reads")
 	rounds      = flag.Int("rounds", 5, "rounds of each tofu command (medians are reported)")
 )
@@ -289,7 +289,7 @@ func run() error {
 		}
 	}
 
-	if enabled("state") || enabled("tofu") || enabled("runs") || enabled("providers") || enabled("codehost") || enabled("credentials") || enabled("policy") || enabled("dashboard") || enabled("logs") || enabled("registry") {
+	if enabled("state") || enabled("tofu") || enabled("statemode") || enabled("runs") || enabled("providers") || enabled("codehost") || enabled("credentials") || enabled("policy") || enabled("dashboard") || enabled("logs") || enabled("registry") {
 		var userToken struct {
 			Data struct {
 				Token string `json:"token"`
@@ -353,13 +353,15 @@ func run() error {
 				return err
 			}
 		}
-		if enabled("tofu") {
+		// State mode (the CLI runs, Cairn keeps the state) for OpenTofu
+		// and Terraform; "statemode" names the phase by what it measures.
+		if enabled("tofu") || enabled("statemode") {
 			tlsAPI, files, stop, err := startTLSAPI(dbURL)
 			if err != nil {
 				return err
 			}
 			defer stop()
-			if err := benchTofu(tlsAPI, files, userToken.Data.Token, "bench", *rounds); err != nil {
+			if err := benchStateMode(tlsAPI, files, userToken.Data.Token, "bench", *rounds); err != nil {
 				return err
 			}
 		}

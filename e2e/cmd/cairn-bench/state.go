@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/cairnhq/cairn/e2e/devstack"
@@ -138,17 +139,30 @@ resource "terraform_data" "r" {
 }
 `
 
-// benchTofu times tofu init, plan and apply on 50 terraform_data resources
-// with the cloud block against Cairn, next to the same configuration with
-// the local backend, and reports medians and the added milliseconds.
-func benchTofu(api *apiProcess, tlsFiles devstack.TLSFiles, token, org string, rounds int) error {
-	tofu, err := filepath.Abs(filepath.Join(devstack.ToolchainDir(".", "tofu", "1.10.6"), "tofu"))
-	if err != nil {
-		return err
+// benchStateMode times init, plan and apply on 50 terraform_data resources
+// with the cloud block against Cairn (state mode: the CLI runs, Cairn keeps
+// the state), next to the same configuration with the local backend, for
+// OpenTofu and Terraform in turn, and reports medians, the added
+// milliseconds and the ratio.
+func benchStateMode(api *apiProcess, tlsFiles devstack.TLSFiles, token, org string, rounds int) error {
+	for _, cli := range []struct{ name, version string }{{"tofu", "1.10.6"}, {"terraform", "1.5.7"}} {
+		bin, err := filepath.Abs(filepath.Join(devstack.ToolchainDir(".", cli.name, cli.version), cli.name))
+		if err != nil {
+			return err
+		}
+		if _, err := os.Stat(bin); err != nil {
+			return fmt.Errorf("no %s in the toolchain mirror (run make tools): %w", cli.name, err)
+		}
+		if err := benchCLIStateMode(api, tlsFiles, token, org, rounds, cli.name, bin); err != nil {
+			return err
+		}
 	}
-	if _, err := os.Stat(tofu); err != nil {
-		return fmt.Errorf("no tofu in the toolchain mirror (run make tools): %w", err)
-	}
+	return nil
+}
+
+// benchCLIStateMode measures one CLI against its own workspace,
+// <cli>-bench, the local and cloud rounds alternating.
+func benchCLIStateMode(api *apiProcess, tlsFiles devstack.TLSFiles, token, org string, rounds int, cli, bin string) error {
 	home, err := os.MkdirTemp("", "cairn-bench-home-")
 	if err != nil {
 		return err
@@ -160,11 +174,27 @@ func benchTofu(api *apiProcess, tlsFiles devstack.TLSFiles, token, org string, r
 	}
 	env := append(os.Environ(), "HOME="+home, "TF_CLI_CONFIG_FILE="+rc, "SSL_CERT_FILE="+tlsFiles.Bundle,
 		"TF_IN_AUTOMATION=1", "TF_INPUT=0", "CHECKPOINT_DISABLE=1")
-	cloudBlock := fmt.Sprintf("terraform {\n  cloud {\n    hostname = %q\n    organization = %q\n    workspaces {\n      name = \"tofu-bench\"\n    }\n  }\n}\n", api.Host, org)
+	// The workspace executes locally: the CLI runs, Cairn keeps the state
+	// (a workspace the CLI created would run remotely, the organization's
+	// default, and this bench starts no worker).
+	workspace := cli + "-bench"
+	body := fmt.Sprintf(`{"data":{"type":"workspaces","attributes":{"name":%q,"execution-mode":"local"}}}`, workspace)
+	req, _ := http.NewRequest(http.MethodPost, api.URL+"/api/v2/organizations/"+org+"/workspaces", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/vnd.api+json")
+	resp, err := api.Client.Do(req)
+	if err != nil {
+		return fmt.Errorf("creating workspace %s: %w", workspace, err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		return fmt.Errorf("creating workspace %s: %s", workspace, resp.Status)
+	}
+	cloudBlock := fmt.Sprintf("terraform {\n  cloud {\n    hostname = %q\n    organization = %q\n    workspaces {\n      name = %q\n    }\n  }\n}\n", api.Host, org, workspace)
 	timings := map[string][]time.Duration{}
 	for round := 0; round < rounds; round++ {
 		for _, backend := range []string{"local", "cloud"} {
-			dir, err := os.MkdirTemp("", "cairn-bench-tofu-")
+			dir, err := os.MkdirTemp("", "cairn-bench-"+cli+"-")
 			if err != nil {
 				return err
 			}
@@ -183,11 +213,11 @@ func benchTofu(api *apiProcess, tlsFiles devstack.TLSFiles, token, org string, r
 			}
 			gen := fmt.Sprintf("gen=%d", round+1)
 			for _, step := range [][]string{{"init", "-no-color"}, {"plan", "-no-color", "-var", gen}, {"apply", "-no-color", "-auto-approve", "-var", gen}} {
-				cmd := exec.Command(tofu, step...)
+				cmd := exec.Command(bin, step...)
 				cmd.Dir, cmd.Env = dir, env
 				start := time.Now()
 				if out, err := cmd.CombinedOutput(); err != nil {
-					return fmt.Errorf("tofu %s (%s): %v\n%s", step[0], backend, err, out)
+					return fmt.Errorf("%s %s (%s): %v\n%s", cli, step[0], backend, err, out)
 				}
 				timings[backend+" "+step[0]] = append(timings[backend+" "+step[0]], time.Since(start))
 			}
@@ -210,8 +240,8 @@ func benchTofu(api *apiProcess, tlsFiles devstack.TLSFiles, token, org string, r
 		if step == "apply" {
 			target = "  [target <= +25 ms]"
 		}
-		fmt.Printf("tofu %-6s 50 resources, median of %d: local %7.1f ms, cloud %7.1f ms, added %+7.1f ms (x%.2f)%s\n",
-			step, rounds, ms64(local), ms64(cloud), ms64(cloud)-ms64(local), float64(cloud)/float64(local), target)
+		fmt.Printf("%-9s %-6s 50 resources, median of %d: local %7.1f ms, cloud %7.1f ms, added %+7.1f ms (x%.2f)%s\n",
+			cli, step, rounds, ms64(local), ms64(cloud), ms64(cloud)-ms64(local), float64(cloud)/float64(local), target)
 	}
 	return nil
 }

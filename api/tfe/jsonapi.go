@@ -148,6 +148,7 @@ var details = []struct {
 	{state.ErrTooLarge, "The state is larger than 100,000,000 bytes."},
 	{state.ErrWriterRevoked, "The run writing this state can no longer write state: it was canceled or has ended."},
 	{errTriggerFilter, "filter[run-trigger][type] is required and must be inbound or outbound."},
+	{errNotRun, "Cairn runs no health assessments and no scheduled destroy runs: leave assessments-enabled false and auto-destroy unset."},
 	{errInvalidDocument, "The request is not a valid JSON:API document for this operation."},
 	{errAutoApply, "Cairn never applies without a human approval. Run the command again without -auto-approve and approve the plan."},
 	{run.ErrDestroy, "Cairn does not run destroy plans."},
@@ -190,6 +191,7 @@ var details = []struct {
 var (
 	errInvalidDocument = fmt.Errorf("invalid document: %w", fault.ErrValidation)
 	errAutoApply       = errors.New("auto-apply refused")
+	errNotRun          = fmt.Errorf("assessments and auto-destroy are not run: %w", errInvalidDocument)
 )
 
 // writeError renders err as a JSON:API errors document. Missing and

@@ -246,3 +246,36 @@ func TestOperatorOrganizations(t *testing.T) {
 	op(http.MethodGet, "/api/v2/workspaces/"+ws.Data.ID, nil).MustStatus(t, http.StatusNotFound)
 	op(http.MethodGet, "/api/v2/organizations/acme-ops", nil).MustStatus(t, http.StatusNotFound)
 }
+
+// TestWorkspaceRefusesWhatCairnNeverRuns: a workspace create or update
+// asking for auto-apply of triggered runs, health assessments or an
+// auto-destroy is refused with 422 and changes nothing; their off values
+// are accepted.
+func TestWorkspaceRefusesWhatCairnNeverRuns(t *testing.T) {
+	t.Parallel()
+	env := apitest.New(t)
+	u := newCloudUser(t, env, "Refusals")
+	base := "/api/v2/organizations/" + u.org + "/workspaces"
+	doc := func(attrs map[string]any) map[string]any {
+		return map[string]any{"data": map[string]any{"type": "workspaces", "attributes": attrs}}
+	}
+	for _, attrs := range []map[string]any{
+		{"auto-apply-run-trigger": true}, {"assessments-enabled": true},
+		{"auto-destroy-at": "2030-01-01T00:00:00Z"}, {"auto-destroy-activity-duration": "14d"},
+	} {
+		attrs["name"] = "refused"
+		r := u.call(t, http.MethodPost, base, doc(attrs))
+		if d := decode(t, r); r.Status != http.StatusUnprocessableEntity || d.Errors[0].Detail == "" {
+			t.Fatalf("create with %v = %d %s", attrs, r.Status, r.Body)
+		}
+		delete(attrs, "name")
+		id := u.newWorkspace(t, "kept")
+		if r := u.call(t, http.MethodPatch, "/api/v2/workspaces/"+id, doc(attrs)); r.Status != http.StatusUnprocessableEntity {
+			t.Fatalf("update with %v = %d %s", attrs, r.Status, r.Body)
+		}
+		u.call(t, http.MethodDelete, "/api/v2/workspaces/"+id, nil).MustStatus(t, http.StatusNoContent)
+	}
+	u.call(t, http.MethodGet, base+"/refused", nil).MustStatus(t, http.StatusNotFound)
+	u.call(t, http.MethodPost, base, doc(map[string]any{"name": "off", "assessments-enabled": false, "auto-apply-run-trigger": false,
+		"auto-destroy-at": nil})).MustStatus(t, http.StatusCreated)
+}

@@ -249,6 +249,25 @@ type workspaceAttributes struct {
 	// GlobalRemoteState shares the workspace's state with every workspace
 	// of the organization (remote-state consumers otherwise).
 	GlobalRemoteState *bool `json:"global-remote-state"`
+	// These ask for health assessments (drift scans) and scheduled
+	// destroy runs, which Cairn does not run (SPEC §1): only their off
+	// values are accepted.
+	AssessmentsEnabled          *bool   `json:"assessments-enabled"`
+	AutoDestroyAt               *string `json:"auto-destroy-at"`
+	AutoDestroyActivityDuration *string `json:"auto-destroy-activity-duration"`
+}
+
+// refused is why a workspace create or update asks for what Cairn never
+// does, or nil.
+func (a workspaceAttributes) refused() error {
+	switch {
+	case (a.AutoApply != nil && *a.AutoApply) || (a.AutoApplyRunTrigger != nil && *a.AutoApplyRunTrigger):
+		return errAutoApply
+	case (a.AssessmentsEnabled != nil && *a.AssessmentsEnabled) || (a.AutoDestroyAt != nil && *a.AutoDestroyAt != "") ||
+		(a.AutoDestroyActivityDuration != nil && *a.AutoDestroyActivityDuration != ""):
+		return errNotRun
+	}
+	return nil
 }
 
 type workspaceDocument struct {
@@ -299,8 +318,8 @@ func (s *server) createWorkspace(c *fiber.Ctx, p access.Principal, o owner) erro
 	if doc.Data.Type != "workspaces" || a.Name == nil {
 		return s.writeError(c, errInvalidDocument)
 	}
-	if (a.AutoApply != nil && *a.AutoApply) || (a.AutoApplyRunTrigger != nil && *a.AutoApplyRunTrigger) {
-		return s.writeError(c, errAutoApply)
+	if err := a.refused(); err != nil {
+		return s.writeError(c, err)
 	}
 	ctx := c.UserContext()
 	var w workspace.Workspace
@@ -360,8 +379,8 @@ func (s *server) updateWorkspace(c *fiber.Ctx, p access.Principal, o owner) erro
 	if doc.Data.Type != "workspaces" {
 		return s.writeError(c, errInvalidDocument)
 	}
-	if (a.AutoApply != nil && *a.AutoApply) || (a.AutoApplyRunTrigger != nil && *a.AutoApplyRunTrigger) {
-		return s.writeError(c, errAutoApply)
+	if err := a.refused(); err != nil {
+		return s.writeError(c, err)
 	}
 	ctx := c.UserContext()
 	var w workspace.Workspace
@@ -392,11 +411,25 @@ func (s *server) updateWorkspace(c *fiber.Ctx, p access.Principal, o owner) erro
 }
 
 func (s *server) deleteWorkspace(c *fiber.Ctx, p access.Principal, o owner) error {
+	return s.removeWorkspace(c, p, o, s.Workspaces.DeleteWorkspace)
+}
+
+// safeDeleteWorkspace deletes a workspace only while it is unlocked and
+// its current state manages no resources; otherwise 409 in HCP's words.
+func (s *server) safeDeleteWorkspace(c *fiber.Ctx, p access.Principal, o owner) error {
+	return s.removeWorkspace(c, p, o, s.Workspaces.SafeDeleteWorkspace)
+}
+
+// removeWorkspace deletes the workspace with del in a transaction, then
+// its stored objects.
+func (s *server) removeWorkspace(c *fiber.Ctx, p access.Principal, o owner,
+	del func(ctx context.Context, tx *sqlx.Tx, p access.Principal, workspaceID string) (workspace.Workspace, []string, error),
+) error {
 	ctx := c.UserContext()
 	var keys []string
 	err := db.WithTx(ctx, s.DB, func(tx *sqlx.Tx) error {
 		var err error
-		_, keys, err = s.Workspaces.DeleteWorkspace(ctx, tx, p, o.WorkspaceID)
+		_, keys, err = del(ctx, tx, p, o.WorkspaceID)
 		return err
 	})
 	if err != nil {
@@ -404,23 +437,6 @@ func (s *server) deleteWorkspace(c *fiber.Ctx, p access.Principal, o owner) erro
 	}
 	// References are gone; the objects follow. A failure here leaves an
 	// orphan for the sweep, never a dangling reference.
-	s.State.DeleteObjects(ctx, keys)
-	return c.SendStatus(http.StatusNoContent)
-}
-
-// safeDeleteWorkspace deletes a workspace only while it is unlocked and
-// its current state manages no resources; otherwise 409 in HCP's words.
-func (s *server) safeDeleteWorkspace(c *fiber.Ctx, p access.Principal, o owner) error {
-	ctx := c.UserContext()
-	var keys []string
-	err := db.WithTx(ctx, s.DB, func(tx *sqlx.Tx) error {
-		var err error
-		_, keys, err = s.Workspaces.SafeDeleteWorkspace(ctx, tx, p, o.WorkspaceID)
-		return err
-	})
-	if err != nil {
-		return s.writeError(c, err)
-	}
 	s.State.DeleteObjects(ctx, keys)
 	return c.SendStatus(http.StatusNoContent)
 }

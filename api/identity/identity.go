@@ -38,6 +38,9 @@ type Organization struct {
 	// DefaultExecutionMode is the execution mode of a workspace created
 	// without one (local or remote); read only where settings are shown.
 	DefaultExecutionMode string `db:"default_execution_mode" json:"-"`
+	// Email is the organization's contact address ('' when none was
+	// given); the remote-backend API shows it.
+	Email string `db:"email" json:"-"`
 }
 
 // OrganizationMembership is an organization seen by one of its members.

@@ -325,7 +325,8 @@ func (s *Service) CreateOrganization(ctx context.Context, token, name, slug stri
 	if err := ValidateSlug(slug); err != nil {
 		return Organization{}, err
 	}
-	org := Organization{ID: id.New("org"), Name: name, Slug: slug, CreatedAt: s.now().UTC().Truncate(time.Microsecond)}
+	org := Organization{ID: id.New("org"), Name: name, Slug: slug, CreatedAt: s.now().UTC().Truncate(time.Microsecond),
+		DefaultExecutionMode: ExecutionRemote}
 	err = db.WithTx(ctx, s.db, func(tx *sqlx.Tx) error {
 		if err := createOrganization(ctx, tx, org, ls.UserID); err != nil {
 			return err
@@ -336,7 +337,7 @@ func (s *Service) CreateOrganization(ctx context.Context, token, name, slug stri
 }
 
 func createOrganization(ctx context.Context, tx *sqlx.Tx, org Organization, ownerID string) error {
-	if err := insertOrganization(ctx, tx, org); err != nil {
+	if err := insertOrganization(ctx, tx, org, ownerID); err != nil {
 		return err
 	}
 	if err := insertMembership(ctx, tx, org.ID, ownerID, access.RoleOwner, "", JoinedByPassword); err != nil {
@@ -512,22 +513,51 @@ func (s *Service) Bootstrap(ctx context.Context, email, name, password, orgName,
 	return res, err
 }
 
-// CreateOrganizationAsOperator creates an organization with no members, for
-// the installation operator (the remote-backend API's organization create).
-func (s *Service) CreateOrganizationAsOperator(ctx context.Context, name, slug string) (Organization, error) {
-	if err := ValidateSlug(slug); err != nil {
+// OperatorOrganization is an organization the operator creates: its slug
+// (also its name unless one is given), contact e-mail and the execution
+// mode its workspaces default to (remote when empty).
+type OperatorOrganization struct {
+	Name, Slug, Email, DefaultExecutionMode string
+}
+
+// ExecutionRemote and ExecutionLocal are the default execution modes.
+const (
+	ExecutionRemote = "remote"
+	ExecutionLocal  = "local"
+)
+
+// maxEmail bounds an organization's contact e-mail (RFC 5321's path).
+const maxEmail = 254
+
+// CreateOrganizationAsOperator creates an organization without members,
+// with its (empty) owners team and Default Project, for the installation
+// operator (the remote-backend API's organization create).
+func (s *Service) CreateOrganizationAsOperator(ctx context.Context, in OperatorOrganization) (Organization, error) {
+	if err := ValidateSlug(in.Slug); err != nil {
 		return Organization{}, err
 	}
+	name := in.Name
 	if name == "" {
-		name = slug
+		name = in.Slug
 	}
 	name, err := ValidateName(name)
 	if err != nil {
 		return Organization{}, err
 	}
-	org := Organization{ID: id.New("org"), Name: name, Slug: slug, CreatedAt: s.now().UTC().Truncate(time.Microsecond)}
+	mode := in.DefaultExecutionMode
+	if mode == "" {
+		mode = ExecutionRemote
+	}
+	if mode != ExecutionRemote && mode != ExecutionLocal {
+		return Organization{}, fmt.Errorf("%w: default execution mode must be local or remote", fault.ErrValidation)
+	}
+	if len(in.Email) > maxEmail {
+		return Organization{}, fmt.Errorf("%w: email is over %d bytes", fault.ErrValidation, maxEmail)
+	}
+	org := Organization{ID: id.New("org"), Name: name, Slug: in.Slug, CreatedAt: s.now().UTC().Truncate(time.Microsecond),
+		DefaultExecutionMode: mode, Email: in.Email}
 	err = db.WithTx(ctx, s.db, func(tx *sqlx.Tx) error {
-		if err := insertOrganization(ctx, tx, org); err != nil {
+		if err := insertOrganization(ctx, tx, org, "operator"); err != nil {
 			return err
 		}
 		if _, err := team.CreateEmptyOwnersTeam(ctx, tx, org.ID, org.CreatedAt); err != nil {
@@ -585,18 +615,55 @@ func (s *Service) OrganizationByID(ctx context.Context, organizationID string) (
 	return organizationByID(ctx, s.db, organizationID)
 }
 
-// DeleteOrganizationAsOperator deletes an organization that has no
-// workspaces left, with its memberships, projects, tokens and service
+// DeleteOrganizationAsOperator deletes, in tx, an organization that has no
+// workspaces left (the caller deletes them first, in the same
+// transaction), with its memberships, projects, tags, tokens and service
 // accounts. Audit events stay: they are evidence.
-func (s *Service) DeleteOrganizationAsOperator(ctx context.Context, organizationID string) error {
-	return db.WithTx(ctx, s.db, func(tx *sqlx.Tx) error {
-		var workspaces int
-		if err := tx.GetContext(ctx, &workspaces, `SELECT count(*) FROM workspaces WHERE organization_id = $1`, organizationID); err != nil {
-			return fmt.Errorf("counting workspaces: %w", err)
-		}
-		if workspaces > 0 {
-			return fmt.Errorf("organization still has %d workspaces: %w", workspaces, fault.ErrConflict)
-		}
-		return deleteOrganizationTree(ctx, tx, organizationID)
-	})
+func (s *Service) DeleteOrganizationAsOperator(ctx context.Context, tx *sqlx.Tx, organizationID string) error {
+	var workspaces int
+	if err := tx.GetContext(ctx, &workspaces, `SELECT count(*) FROM workspaces WHERE organization_id = $1`, organizationID); err != nil {
+		return fmt.Errorf("counting workspaces: %w", err)
+	}
+	if workspaces > 0 {
+		return fmt.Errorf("organization still has %d workspaces: %w", workspaces, fault.ErrConflict)
+	}
+	return deleteOrganizationTree(ctx, tx, organizationID)
+}
+
+// OrganizationsAsOperator lists every organization whose slug or e-mail
+// contains query (case-insensitively; every one when empty), by slug: the
+// operator's view of the installation.
+func (s *Service) OrganizationsAsOperator(ctx context.Context, query string) ([]Organization, error) {
+	out := []Organization{}
+	if err := s.db.SelectContext(ctx, &out, `SELECT `+organizationColumns+` FROM organizations
+		WHERE strpos(lower(slug), lower($1)) > 0 OR strpos(lower(email), lower($1)) > 0 ORDER BY slug`, query); err != nil {
+		return nil, fmt.Errorf("listing organizations: %w", err)
+	}
+	return out, nil
+}
+
+// SetEmail changes the organization's contact e-mail; member managers
+// only.
+func (s *Service) SetEmail(ctx context.Context, tx *sqlx.Tx, p access.Principal, email string) (Organization, error) {
+	if err := p.Require(access.PermMemberManage); err != nil {
+		return Organization{}, err
+	}
+	if len(email) > maxEmail {
+		return Organization{}, fmt.Errorf("%w: email is over %d bytes", fault.ErrValidation, maxEmail)
+	}
+	before, err := organizationByID(ctx, tx, p.OrganizationID)
+	if err != nil || before.Email == email {
+		return before, err
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE organizations SET email = $2 WHERE id = $1`, p.OrganizationID, email); err != nil {
+		return Organization{}, fmt.Errorf("writing organization settings: %w", err)
+	}
+	// The address itself stays out of the evidence (audit events carry no
+	// e-mail addresses).
+	if err := audit.Record(ctx, tx, p, "organization.settings_updated", "organization", p.OrganizationID,
+		map[string]any{"email_changed": true}); err != nil {
+		return Organization{}, err
+	}
+	before.Email = email
+	return before, nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/cairnhq/cairn/api/access"
 	"github.com/cairnhq/cairn/api/platform/db"
 	"github.com/cairnhq/cairn/api/platform/fault"
+	"github.com/cairnhq/cairn/api/workspace"
 )
 
 func insertUser(ctx context.Context, q sqlx.ExtContext, u User, passwordHash string) error {
@@ -125,16 +126,21 @@ func markReauthenticated(ctx context.Context, q sqlx.ExtContext, sessionID strin
 	return nil
 }
 
-func insertOrganization(ctx context.Context, q sqlx.ExtContext, o Organization) error {
-	_, err := q.ExecContext(ctx, `INSERT INTO organizations (id, name, slug, created_at) VALUES ($1, $2, $3, $4)`,
-		o.ID, o.Name, o.Slug, o.CreatedAt)
+// insertOrganization inserts an organization with its Default Project (HCP
+// Terraform creates one with every organization); createdBy is the
+// creator's ID.
+func insertOrganization(ctx context.Context, tx *sqlx.Tx, o Organization, createdBy string) error {
+	_, err := tx.ExecContext(ctx, `
+		INSERT INTO organizations (id, name, slug, created_at, email, default_execution_mode) VALUES ($1, $2, $3, $4, $5, $6)`,
+		o.ID, o.Name, o.Slug, o.CreatedAt, o.Email, o.DefaultExecutionMode)
 	if db.IsUniqueViolation(err, "organizations_slug_key") {
 		return ErrSlugTaken
 	}
 	if err != nil {
 		return fmt.Errorf("inserting organization: %w", err)
 	}
-	return nil
+	_, err = workspace.CreateDefaultProject(ctx, tx, o.ID, createdBy, o.CreatedAt)
+	return err
 }
 
 // insertMembership makes a user a member; invitationID, when not empty,
@@ -440,7 +446,7 @@ func SweepThrottles(ctx context.Context, q sqlx.ExecerContext, olderThan time.Ti
 
 func organizationByID(ctx context.Context, q sqlx.QueryerContext, organizationID string) (Organization, error) {
 	var o Organization
-	err := sqlx.GetContext(ctx, q, &o, `SELECT id, name, slug, created_at, default_execution_mode FROM organizations WHERE id = $1`, organizationID)
+	err := sqlx.GetContext(ctx, q, &o, `SELECT `+organizationColumns+` FROM organizations WHERE id = $1`, organizationID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return o, fault.ErrNotFound
 	}
@@ -449,6 +455,8 @@ func organizationByID(ctx context.Context, q sqlx.QueryerContext, organizationID
 	}
 	return o, nil
 }
+
+const organizationColumns = `id, name, slug, created_at, default_execution_mode, email`
 
 func deleteOrganizationTree(ctx context.Context, tx *sqlx.Tx, organizationID string) error {
 	for _, stmt := range []string{
@@ -467,6 +475,7 @@ func deleteOrganizationTree(ctx context.Context, tx *sqlx.Tx, organizationID str
 		`DELETE FROM workflow_dispatches WHERE organization_id = $1`,
 		// A set's variables and scope rows go with it.
 		`DELETE FROM variable_sets WHERE organization_id = $1`,
+		`DELETE FROM workspace_tags WHERE organization_id = $1`,
 		`DELETE FROM projects WHERE organization_id = $1`,
 		`DELETE FROM organizations WHERE id = $1`,
 	} {

@@ -105,6 +105,8 @@ var table = []struct {
 	{identity.ErrInvalidToken, httpx.Problem{Status: http.StatusUnauthorized, Code: "invalid_token"}},
 	{team.ErrInvalidToken, httpx.Problem{Status: http.StatusUnauthorized, Code: "invalid_token"}},
 	{workspace.ErrLocked, httpx.Problem{Status: http.StatusConflict, Code: "WORKSPACE_LOCKED"}},
+	{workspace.ErrLockedCannotDelete, httpx.Problem{Status: http.StatusConflict, Code: "WORKSPACE_LOCKED"}},
+	{workspace.ErrManagingResources, httpx.Problem{Status: http.StatusConflict, Code: "WORKSPACE_MANAGING_RESOURCES"}},
 	{workspace.ErrNotLocked, httpx.Problem{Status: http.StatusConflict, Code: "WORKSPACE_NOT_LOCKED"}},
 	{workspace.ErrLockedByOther, httpx.Problem{Status: http.StatusConflict, Code: "WORKSPACE_LOCKED_BY_OTHER"}},
 	{workspace.ErrLockedByRun, httpx.Problem{Status: http.StatusConflict, Code: "WORKSPACE_LOCKED_BY_RUN"}},

@@ -135,6 +135,8 @@ var details = []struct {
 }{
 	{workspace.ErrLocked, "The workspace is already locked."},
 	{workspace.ErrNotLocked, "The workspace is not locked."},
+	{workspace.ErrLockedCannotDelete, "Workspace is currently locked. Workspace must be unlocked before it can be safely deleted."},
+	{workspace.ErrManagingResources, "The workspace cannot be safely deleted because it is still managing resources."},
 	{run.ErrConfigurationCurrent, "transition not allowed: configuration could not be archived because it is current"},
 	{run.ErrConfigurationNotArchivable, "transition not allowed: only an uploaded configuration version that no unfinished run uses can be archived"},
 	{workspace.ErrLockedByRun, "Unable to unlock the workspace: it is locked by Run, which releases it when it ends. Use force-unlock to take it anyway."},
@@ -146,6 +148,7 @@ var details = []struct {
 	{state.ErrTooLarge, "The state is larger than 100,000,000 bytes."},
 	{state.ErrWriterRevoked, "The run writing this state can no longer write state: it was canceled or has ended."},
 	{errTriggerFilter, "filter[run-trigger][type] is required and must be inbound or outbound."},
+	{errNotRun, "Cairn runs no health assessments and no scheduled destroy runs: leave assessments-enabled false and auto-destroy unset."},
 	{errInvalidDocument, "The request is not a valid JSON:API document for this operation."},
 	{errAutoApply, "Cairn never applies without a human approval. Run the command again without -auto-approve and approve the plan."},
 	{run.ErrDestroy, "Cairn does not run destroy plans."},
@@ -189,6 +192,7 @@ var details = []struct {
 var (
 	errInvalidDocument = fmt.Errorf("invalid document: %w", fault.ErrValidation)
 	errAutoApply       = errors.New("auto-apply refused")
+	errNotRun          = fmt.Errorf("assessments and auto-destroy are not run: %w", errInvalidDocument)
 )
 
 // writeError renders err as a JSON:API errors document. Missing and

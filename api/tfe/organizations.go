@@ -1,7 +1,9 @@
 package tfe
 
 import (
+	"context"
 	"net/http"
+	"strings"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/jmoiron/sqlx"
@@ -11,10 +13,12 @@ import (
 	"github.com/cairnhq/cairn/api/platform/db"
 	"github.com/cairnhq/cairn/api/platform/fault"
 	"github.com/cairnhq/cairn/api/platform/httpx"
+	"github.com/cairnhq/cairn/api/workspace"
 )
 
 func (s *server) registerOrganizations(r fiber.Router) {
 	r.Post("/organizations", s.createOrganization)
+	r.Get("/organizations", s.listOrganizations)
 	r.Get("/organizations/:org", s.guard(s.byOrganization, s.readOrganization))
 	r.Patch("/organizations/:org", s.guard(s.byOrganization, s.updateOrganization))
 	r.Delete("/organizations/:org", s.guardStop(s.byOrganization, s.deleteOrganization))
@@ -31,7 +35,7 @@ func organizationResource(p access.Principal, o identity.Organization) resource 
 			"name":        o.Slug,
 			"external-id": o.ID,
 			"created-at":  timestamp(o.CreatedAt),
-			"email":       "",
+			"email":       o.Email,
 			// A workspace the CLI creates takes this mode: remote runs
 			// managed plans, as HCP Terraform does.
 			"default-execution-mode": o.DefaultExecutionMode,
@@ -45,25 +49,96 @@ func organizationResource(p access.Principal, o identity.Organization) resource 
 	}
 }
 
+// readOrganization answers an organization; include=default-project adds
+// its Default Project.
 func (s *server) readOrganization(c *fiber.Ctx, p access.Principal, o owner) error {
 	if err := p.Require(access.PermOrganizationRead); err != nil {
 		return s.writeError(c, err)
 	}
-	org, err := s.Identity.OrganizationByID(c.UserContext(), o.OrganizationID)
+	ctx := c.UserContext()
+	org, err := s.Identity.OrganizationByID(ctx, o.OrganizationID)
 	if err != nil {
 		return s.writeError(c, err)
 	}
-	return writeData(c, http.StatusOK, organizationResource(p, org))
+	res := organizationResource(p, org)
+	var included []resource
+	if includes(c, "default-project") {
+		proj, err := s.Workspaces.DefaultProjectOf(ctx, o.OrganizationID)
+		if err != nil {
+			return s.writeError(c, err)
+		}
+		// A project the principal cannot read stays out, as a missing one.
+		if proj != nil && p.PermissionsOnProject(proj.ID).Has(access.PermProjectRead) {
+			res.Relationships = map[string]relationship{"default-project": toOne(proj.ID, "projects")}
+			included = append(included, projectResource(p, o, *proj))
+		}
+	}
+	doc := map[string]any{"data": res}
+	if len(included) > 0 {
+		doc["included"] = included
+	}
+	return writeDocument(c, http.StatusOK, doc)
 }
 
-// updateOrganization changes the organization's default execution mode,
-// the one setting Cairn keeps; the name (the slug) never changes.
+// listOrganizations lists what the credential can see: every organization
+// for the operator (q matches slug or e-mail), else its own.
+func (s *server) listOrganizations(c *fiber.Ctx) error {
+	p, err := s.authenticate(c)
+	if err != nil {
+		return s.writeError(c, err)
+	}
+	if p.Kind != access.KindOperator {
+		return s.guard(s.ownOrganization, s.listOwnOrganization)(c)
+	}
+	if err := httpx.CheckQuery(c); err != nil {
+		return s.writeError(c, err)
+	}
+	orgs, err := s.Identity.OrganizationsAsOperator(c.UserContext(), c.Query("q"))
+	if err != nil {
+		return s.writeError(c, err)
+	}
+	page, meta := pageOf(c, orgs)
+	data := make([]resource, len(page))
+	for i, org := range page {
+		data[i] = organizationResource(p, org)
+	}
+	return writeWithIncluded(c, http.StatusOK, data, nil, meta)
+}
+
+// ownOrganization resolves a tenant credential's own organization.
+func (s *server) ownOrganization(ctx context.Context, _ *fiber.Ctx, p access.Principal) (owner, error) {
+	return s.project(ctx, p, `SELECT o.id, o.slug, '' FROM organizations o WHERE o.id = $1 AND o.id = $2`, p.OrganizationID)
+}
+
+func (s *server) listOwnOrganization(c *fiber.Ctx, p access.Principal, o owner) error {
+	var orgs []identity.Organization
+	if p.Require(access.PermOrganizationRead) == nil {
+		org, err := s.Identity.OrganizationByID(c.UserContext(), o.OrganizationID)
+		if err != nil {
+			return s.writeError(c, err)
+		}
+		if q := strings.ToLower(c.Query("q")); strings.Contains(strings.ToLower(org.Slug), q) || strings.Contains(strings.ToLower(org.Email), q) {
+			orgs = append(orgs, org)
+		}
+	}
+	page, meta := pageOf(c, orgs)
+	data := make([]resource, len(page))
+	for i, org := range page {
+		data[i] = organizationResource(p, org)
+	}
+	return writeWithIncluded(c, http.StatusOK, data, nil, meta)
+}
+
+// updateOrganization changes the organization's contact e-mail and default
+// execution mode, the settings Cairn keeps; the name (the slug) never
+// changes.
 func (s *server) updateOrganization(c *fiber.Ctx, p access.Principal, o owner) error {
 	var doc struct {
 		Data struct {
 			Type       string `json:"type"`
 			Attributes struct {
 				Name                 *string `json:"name"`
+				Email                *string `json:"email"`
 				DefaultExecutionMode *string `json:"default-execution-mode"`
 			} `json:"attributes"`
 		} `json:"data"`
@@ -78,16 +153,21 @@ func (s *server) updateOrganization(c *fiber.Ctx, p access.Principal, o owner) e
 	ctx := c.UserContext()
 	var org identity.Organization
 	err := db.WithTx(ctx, s.DB, func(tx *sqlx.Tx) error {
-		if a.DefaultExecutionMode == nil {
-			if err := p.Require(access.PermMemberManage); err != nil {
-				return err
-			}
-			var err error
-			org, err = s.Identity.OrganizationByID(ctx, o.OrganizationID)
+		if err := p.Require(access.PermMemberManage); err != nil {
 			return err
 		}
 		var err error
-		org, err = s.Identity.SetDefaultExecutionMode(ctx, tx, p, *a.DefaultExecutionMode)
+		if org, err = s.Identity.OrganizationByID(ctx, o.OrganizationID); err != nil {
+			return err
+		}
+		if a.Email != nil {
+			if org, err = s.Identity.SetEmail(ctx, tx, p, *a.Email); err != nil {
+				return err
+			}
+		}
+		if a.DefaultExecutionMode != nil {
+			org, err = s.Identity.SetDefaultExecutionMode(ctx, tx, p, *a.DefaultExecutionMode)
+		}
 		return err
 	})
 	if err != nil {
@@ -131,8 +211,9 @@ func (s *server) createOrganization(c *fiber.Ctx) error {
 		Data struct {
 			Type       string `json:"type"`
 			Attributes struct {
-				Name  string `json:"name"`
-				Email string `json:"email"`
+				Name                 string `json:"name"`
+				Email                string `json:"email"`
+				DefaultExecutionMode string `json:"default-execution-mode"`
 			} `json:"attributes"`
 		} `json:"data"`
 	}
@@ -142,20 +223,43 @@ func (s *server) createOrganization(c *fiber.Ctx) error {
 	if doc.Data.Type != "organizations" {
 		return s.writeError(c, errInvalidDocument)
 	}
-	org, err := s.Identity.CreateOrganizationAsOperator(ctx, doc.Data.Attributes.Name, doc.Data.Attributes.Name)
+	a := doc.Data.Attributes
+	org, err := s.Identity.CreateOrganizationAsOperator(ctx, identity.OperatorOrganization{
+		Name: a.Name, Slug: a.Name, Email: a.Email, DefaultExecutionMode: a.DefaultExecutionMode,
+	})
 	if err != nil {
 		return s.writeError(c, err)
 	}
 	return writeData(c, http.StatusCreated, organizationResource(p, org))
 }
 
+// deleteOrganization deletes an organization with its workspaces, as HCP
+// does, in one transaction; then the workspaces' stored objects.
 func (s *server) deleteOrganization(c *fiber.Ctx, p access.Principal, o owner) error {
 	if p.Kind != access.KindOperator {
 		return s.writeError(c, fault.ErrForbidden)
 	}
-	if err := s.Identity.DeleteOrganizationAsOperator(c.UserContext(), o.OrganizationID); err != nil {
+	ctx := c.UserContext()
+	var keys []string
+	err := db.WithTx(ctx, s.DB, func(tx *sqlx.Tx) error {
+		workspaces, err := s.Workspaces.SearchWorkspaces(ctx, p, workspace.Search{})
+		if err != nil {
+			return err
+		}
+		for _, w := range workspaces {
+			_, objects, err := s.Workspaces.DeleteWorkspace(ctx, tx, p, w.ID)
+			if err != nil {
+				return err
+			}
+			keys = append(keys, objects...)
+		}
+		return s.Identity.DeleteOrganizationAsOperator(ctx, tx, o.OrganizationID)
+	})
+	if err != nil {
 		return s.writeError(c, err)
 	}
+	// As for one workspace: references are gone, the objects follow.
+	s.State.DeleteObjects(ctx, keys)
 	return c.SendStatus(http.StatusNoContent)
 }
 

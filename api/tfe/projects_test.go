@@ -2,6 +2,7 @@ package tfe_test
 
 import (
 	"net/http"
+	"slices"
 	"testing"
 
 	"github.com/cairnhq/cairn/api/apitest"
@@ -12,7 +13,8 @@ func projectDoc(attrs map[string]any) map[string]any {
 }
 
 // TestProjectsThroughTheRemoteBackendAPI walks go-tfe's project calls:
-// create reads back identically, the list filters by name and by
+// create reads back identically, the list (with the Default Project every
+// organization has) filters by name and by
 // substring and pages, update renames and describes, HCP's name rule
 // is HCP's 422, a project holding a workspace cannot be deleted, an empty
 // one can (then it is gone), another organization's project is the
@@ -48,7 +50,8 @@ func TestProjectsThroughTheRemoteBackendAPI(t *testing.T) {
 
 	var list listDocument
 	u.call(t, http.MethodGet, base, nil).MustStatus(t, http.StatusOK).JSON(t, &list)
-	if len(list.Data) != 2 || list.Meta.Pagination.TotalCount != 2 || list.Data[0].Attributes["name"] != "apps" {
+	// Default Project came with the organization.
+	if !slices.Equal(listNames(list), []string{"apps", "Default Project", "infra"}) || list.Meta.Pagination.TotalCount != 3 {
 		t.Fatalf("list: %+v", list)
 	}
 	u.call(t, http.MethodGet, base+"?filter[names]=infra", nil).MustStatus(t, http.StatusOK).JSON(t, &list)

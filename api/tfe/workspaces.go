@@ -26,6 +26,9 @@ func (s *server) registerWorkspaces(r fiber.Router) {
 	r.Post("/workspaces/:id/actions/lock", s.guard(s.byWorkspaceID, s.lockWorkspace))
 	r.Post("/workspaces/:id/actions/unlock", s.guardStop(s.byWorkspaceID, s.unlockWorkspace))
 	r.Post("/workspaces/:id/actions/force-unlock", s.guardStop(s.byWorkspaceID, s.forceUnlockWorkspace))
+	r.Post("/workspaces/:id/actions/safe-delete", s.guardStop(s.byWorkspaceID, s.safeDeleteWorkspace))
+	r.Post("/organizations/:org/workspaces/:name/actions/safe-delete", s.guardStop(s.byWorkspaceName, s.safeDeleteWorkspace))
+	s.registerWorkspaceList(r)
 }
 
 // workspaceResource renders a workspace the way Terraform-compatible
@@ -46,12 +49,19 @@ func (s *server) workspaceResource(ctx context.Context, p access.Principal, o ow
 type workspaceFacts struct {
 	currentSV, currentRun, latestRun, currentCV string
 	resourceCount, runCount                     int
+	// tags are the workspace's tags, by name.
+	tags []workspace.Tag
 }
 
 // readWorkspaceFacts starts the reads behind a workspace's representation
 // in g: the CLI reads its workspace several times per command, and these
 // go out at once.
 func (s *server) readWorkspaceFacts(ctx context.Context, g *errgroup.Group, p access.Principal, organizationID, workspaceID string, f *workspaceFacts) {
+	g.Go(func() error {
+		tags, err := workspace.TagsOf(ctx, s.DB, organizationID, []string{workspaceID})
+		f.tags = tags[workspaceID]
+		return err
+	})
 	// Fetched when the principal holds the permission anywhere, before the
 	// workspace is loaded; workspaceRepresentation drops what it may not
 	// see in this workspace.
@@ -98,6 +108,10 @@ func workspaceRepresentation(p access.Principal, o owner, w workspace.Workspace,
 	}
 	currentSV, currentRun, latestRun, currentCV := f.currentSV, f.currentRun, f.latestRun, f.currentCV
 	resourceCount, runCount := f.resourceCount, f.runCount
+	tagNames := make([]string, len(f.tags))
+	for i, t := range f.tags {
+		tagNames[i] = t.Name
+	}
 	lockedBy := relationship{Data: nil}
 	if w.Locked() {
 		// Every holder but a run and a team token is presented as a
@@ -131,7 +145,7 @@ func workspaceRepresentation(p access.Principal, o owner, w workspace.Workspace,
 			"structured-run-output-enabled": false,
 			"source":                        "tfe-api",
 			"working-directory":             "",
-			"tag-names":                     []string{},
+			"tag-names":                     tagNames,
 			"environment":                   "default",
 			"run-count":                     runCount,
 			// go-tfe reads the run count under this name.
@@ -228,9 +242,31 @@ type workspaceAttributes struct {
 	ExecutionMode    *string `json:"execution-mode"`
 	TerraformVersion *string `json:"terraform-version"`
 	AutoApply        *bool   `json:"auto-apply"`
+	// AutoApplyRunTrigger would apply runs a run trigger queued without
+	// approval: refused like auto-apply.
+	AutoApplyRunTrigger *bool `json:"auto-apply-run-trigger"`
 	// GlobalRemoteState shares the workspace's state with every workspace
 	// of the organization (remote-state consumers otherwise).
 	GlobalRemoteState *bool `json:"global-remote-state"`
+	// These ask for health assessments (drift scans) and scheduled
+	// destroy runs, which Cairn does not run (SPEC §1): only their off
+	// values are accepted.
+	AssessmentsEnabled          *bool   `json:"assessments-enabled"`
+	AutoDestroyAt               *string `json:"auto-destroy-at"`
+	AutoDestroyActivityDuration *string `json:"auto-destroy-activity-duration"`
+}
+
+// refused is why a workspace create or update asks for what Cairn never
+// does, or nil.
+func (a workspaceAttributes) refused() error {
+	switch {
+	case (a.AutoApply != nil && *a.AutoApply) || (a.AutoApplyRunTrigger != nil && *a.AutoApplyRunTrigger):
+		return errAutoApply
+	case (a.AssessmentsEnabled != nil && *a.AssessmentsEnabled) || (a.AutoDestroyAt != nil && *a.AutoDestroyAt != "") ||
+		(a.AutoDestroyActivityDuration != nil && *a.AutoDestroyActivityDuration != ""):
+		return errNotRun
+	}
+	return nil
 }
 
 type workspaceDocument struct {
@@ -243,6 +279,15 @@ type workspaceDocument struct {
 			Project *struct {
 				Data *ref `json:"data"`
 			} `json:"project"`
+			// Tags are bound to a new workspace, by ID or name.
+			Tags *struct {
+				Data []struct {
+					ID         string `json:"id"`
+					Attributes struct {
+						Name string `json:"name"`
+					} `json:"attributes"`
+				} `json:"data"`
+			} `json:"tags"`
 		} `json:"relationships"`
 	} `json:"data"`
 }
@@ -280,8 +325,8 @@ func (s *server) createWorkspace(c *fiber.Ctx, p access.Principal, o owner) erro
 	if doc.Data.Type != "workspaces" || a.Name == nil {
 		return s.writeError(c, errInvalidDocument)
 	}
-	if a.AutoApply != nil && *a.AutoApply {
-		return s.writeError(c, errAutoApply)
+	if err := a.refused(); err != nil {
+		return s.writeError(c, err)
 	}
 	settings, err := s.settingsFor(workspace.ExecutionSettings{}, a.TerraformVersion)
 	if err != nil {
@@ -312,7 +357,16 @@ func (s *server) createWorkspace(c *fiber.Ctx, p access.Principal, o owner) erro
 			return err
 		}
 		if a.GlobalRemoteState != nil {
-			w, err = s.Workspaces.SetGlobalRemoteState(ctx, tx, p, w.ID, *a.GlobalRemoteState)
+			if w, err = s.Workspaces.SetGlobalRemoteState(ctx, tx, p, w.ID, *a.GlobalRemoteState); err != nil {
+				return err
+			}
+		}
+		if rel := doc.Data.Relationships.Tags; rel != nil && len(rel.Data) > 0 {
+			refs := make([]workspace.TagRef, len(rel.Data))
+			for i, d := range rel.Data {
+				refs[i] = workspace.TagRef{ID: d.ID, Name: d.Attributes.Name}
+			}
+			err = s.Workspaces.AddTags(ctx, tx, p, w.ID, refs)
 		}
 		return err
 	})
@@ -336,8 +390,8 @@ func (s *server) updateWorkspace(c *fiber.Ctx, p access.Principal, o owner) erro
 	if doc.Data.Type != "workspaces" {
 		return s.writeError(c, errInvalidDocument)
 	}
-	if a.AutoApply != nil && *a.AutoApply {
-		return s.writeError(c, errAutoApply)
+	if err := a.refused(); err != nil {
+		return s.writeError(c, err)
 	}
 	ctx := c.UserContext()
 	var w workspace.Workspace
@@ -369,11 +423,25 @@ func (s *server) updateWorkspace(c *fiber.Ctx, p access.Principal, o owner) erro
 }
 
 func (s *server) deleteWorkspace(c *fiber.Ctx, p access.Principal, o owner) error {
+	return s.removeWorkspace(c, p, o, s.Workspaces.DeleteWorkspace)
+}
+
+// safeDeleteWorkspace deletes a workspace only while it is unlocked and
+// its current state manages no resources; otherwise 409 in HCP's words.
+func (s *server) safeDeleteWorkspace(c *fiber.Ctx, p access.Principal, o owner) error {
+	return s.removeWorkspace(c, p, o, s.Workspaces.SafeDeleteWorkspace)
+}
+
+// removeWorkspace deletes the workspace with del in a transaction, then
+// its stored objects.
+func (s *server) removeWorkspace(c *fiber.Ctx, p access.Principal, o owner,
+	del func(ctx context.Context, tx *sqlx.Tx, p access.Principal, workspaceID string) (workspace.Workspace, []string, error),
+) error {
 	ctx := c.UserContext()
 	var keys []string
 	err := db.WithTx(ctx, s.DB, func(tx *sqlx.Tx) error {
 		var err error
-		_, keys, err = s.Workspaces.DeleteWorkspace(ctx, tx, p, o.WorkspaceID)
+		_, keys, err = del(ctx, tx, p, o.WorkspaceID)
 		return err
 	})
 	if err != nil {

@@ -38,3 +38,13 @@ var (
 	// sensitivity, which would need the value.
 	ErrVariableValueRequired = errors.New("variable value required")
 )
+
+var (
+	// ErrTagNotFound means a tag ID the organization does not hold.
+	ErrTagNotFound = fmt.Errorf("tag not found: %w", fault.ErrNotFound)
+	// ErrLockedCannotDelete means a safe delete found the workspace locked.
+	ErrLockedCannotDelete = errors.New("workspace is locked: it must be unlocked before it can be safely deleted")
+	// ErrManagingResources means a safe delete found resources in the
+	// workspace's current state.
+	ErrManagingResources = errors.New("workspace is still managing resources")
+)

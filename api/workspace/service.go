@@ -597,6 +597,28 @@ func (s *Service) DefaultProject(ctx context.Context, tx *sqlx.Tx, p access.Prin
 	return s.createProject(ctx, tx, p, DefaultProjectName, "")
 }
 
+// CreateDefaultProject creates the organization's Default Project, as
+// HCP Terraform creates it with every organization; createdBy is the
+// creator's ID. It runs in the transaction that creates the organization.
+func CreateDefaultProject(ctx context.Context, tx *sqlx.Tx, organizationID, createdBy string, at time.Time) (Project, error) {
+	proj := Project{ID: id.New("prj"), OrganizationID: organizationID, Name: DefaultProjectName, CreatedBy: createdBy, CreatedAt: at}
+	return proj, insertProject(ctx, tx, proj)
+}
+
+// DefaultProjectOf reads the organization's Default Project, nil when it
+// has none (an organization created before it came with one, whose first
+// workspace without a project has not been created yet).
+func (s *Service) DefaultProjectOf(ctx context.Context, organizationID string) (*Project, error) {
+	proj, err := projectByName(ctx, s.db, organizationID, DefaultProjectName)
+	if errors.Is(err, fault.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &proj, nil
+}
+
 // GetWorkspaceByCloudName reads a workspace by its remote-backend selector.
 func (s *Service) GetWorkspaceByCloudName(ctx context.Context, p access.Principal, cloudName string) (Workspace, error) {
 	if err := p.Require(access.PermWorkspaceRead); err != nil {
@@ -700,6 +722,31 @@ func (s *Service) release(ctx context.Context, tx *sqlx.Tx, p access.Principal, 
 		return Workspace{}, err
 	}
 	return w, audit.Record(ctx, tx, p, action, "workspace", w.ID, evidence)
+}
+
+// SafeDeleteWorkspace is DeleteWorkspace for a workspace that is unlocked
+// and manages no resources: its current state (if any) lists none. The
+// row lock taken first keeps a state version from being published in
+// between (publishing needs the state lock, which changes the row).
+func (s *Service) SafeDeleteWorkspace(ctx context.Context, tx *sqlx.Tx, p access.Principal, workspaceID string) (Workspace, []string, error) {
+	w, err := s.lockedWorkspace(ctx, tx, p, workspaceID, access.PermWorkspaceAdmin)
+	if err != nil {
+		return Workspace{}, nil, err
+	}
+	if w.Locked() {
+		return Workspace{}, nil, ErrLockedCannotDelete
+	}
+	var resources int
+	if err := tx.GetContext(ctx, &resources, `
+		SELECT coalesce((SELECT resource_count FROM state_versions
+			WHERE organization_id = $1 AND workspace_id = $2 AND status = 'finalized' ORDER BY number DESC LIMIT 1), 0)`,
+		w.OrganizationID, w.ID); err != nil {
+		return Workspace{}, nil, fmt.Errorf("reading the workspace's resources: %w", err)
+	}
+	if resources > 0 {
+		return Workspace{}, nil, ErrManagingResources
+	}
+	return s.DeleteWorkspace(ctx, tx, p, workspaceID)
 }
 
 // DeleteWorkspace removes a workspace with its state history, variables and

@@ -68,6 +68,7 @@ func Assemble(cfg config.Config, conn *sqlx.DB, logger *slog.Logger) (Deps, erro
 	deps.Blobs = blobs
 	variableDigestKey := secret.Derive(cfg.AuthSecret, "variable-digest")
 	workspaces := workspace.NewService(conn, sealer, variableDigestKey, cfg.ToolVersions)
+	workspaces.ReserveEnvironmentNames(credential.RunnerOwnsEnvironmentName)
 	states := state.NewService(conn, blobs, workspaces)
 	admission := launch.NewService(conn, logger)
 	// An insert-only River client: jobs a mutation implies are inserted in

@@ -175,6 +175,8 @@ var details = []struct {
 	{varset.ErrKeyTaken, "Key has already been taken for this category in the variable set."},
 	{varset.ErrValueRequired, "A sensitive variable cannot become non-sensitive, or HCL, without its value being sent again."},
 	{workspace.ErrInvalidHCL, "The value is not a valid HCL expression."},
+	{workspace.ErrVariableKeyTaken, "Key has already been taken for this category in the workspace."},
+	{workspace.ErrVariableValueRequired, "A sensitive variable cannot become non-sensitive, or HCL, without its value being sent again."},
 	{errStacksNotModelled, "Stacks are not modelled: Cairn has no stacks to apply a variable set to."},
 	{errProjectOwnedSet, "Project-owned variable sets are not modelled: create the set in the organization and apply it to the project."},
 	{workspace.ErrSelfConsumer, "A workspace cannot be a remote state consumer of itself: it always reads its own state."},

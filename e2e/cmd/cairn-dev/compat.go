@@ -132,6 +132,12 @@ var compatUnmodelled = map[string]string{
 	// newSubscriptionUpdater calls the admin API with TFE_ADMIN_* tokens
 	// before any project is created.
 	"TestProjectsCreate": "the admin API (plan subscriptions)",
+	// Run side (policy_check_integration_test.go): every test's fixture
+	// uploads Sentinel code ("main = rule { true }") to /api/v2/policies
+	// and builds a Sentinel policy set; the policy checks go-tfe then reads
+	// and overrides are Sentinel's. Cairn's policy stage is OPA
+	// (/api/v2/policy-checks answers for it, README "Policy checks").
+	"TestPolicyChecks": "Sentinel policies (the other vendor's policy language is not evaluated, SPEC.md §1)",
 }
 
 // compatKnownGaps fail for a cause that is Cairn's to fix, named here.

@@ -80,10 +80,16 @@ func (s *server) listVariables(c *fiber.Ctx, p access.Principal, o owner) error 
 	if err != nil {
 		return s.writeError(c, err)
 	}
-	page, meta := pageOf(c, vars)
+	return writePage(c, vars, variableResource)
+}
+
+// writePage writes the requested page of items, each rendered as a
+// resource, with its pagination.
+func writePage[T any](c *fiber.Ctx, items []T, render func(T) resource) error {
+	page, meta := pageOf(c, items)
 	data := make([]resource, 0, len(page))
 	for _, v := range page {
-		data = append(data, variableResource(v))
+		data = append(data, render(v))
 	}
 	return writeWithIncluded(c, http.StatusOK, data, nil, meta)
 }
@@ -198,6 +204,5 @@ func (s *server) listAllVariables(c *fiber.Ctx, p access.Principal, o owner) err
 		}
 		data = append(data, byID[cand.ID])
 	}
-	page, meta := pageOf(c, data)
-	return writeWithIncluded(c, http.StatusOK, page, nil, meta)
+	return writePage(c, data, func(r resource) resource { return r })
 }

@@ -149,7 +149,16 @@ var compatUnmodelled = map[string]string{
 // it was issued in (README, API tokens), so a person's token could not act
 // in the organizations go-tfe creates. The operator administers every
 // organization (it invites, too) but has no account and is no member of
-// what it creates. Account-wide user tokens would close these.
+// what it creates.
+//
+// The fix is an account-wide user token, as HCP's user tokens are: issued
+// without an organization, resolved per request the way the operator's is
+// (globally), then bound to the resolved organization only through a live
+// membership row there (that organization's role and team grants), and
+// the same 404 as a missing resource without one; POST /organizations
+// for such a token creates the organization owned by the person (as the
+// identity server's does). The harness would then sign a person up, mint
+// the token and run go-tfe as that person. It is not built yet.
 var compatKnownGaps = map[string]string{
 	"TestTeamMembersAddByUsername":     compatNoAccount,
 	"TestTeamMembersList":              compatNoAccount,

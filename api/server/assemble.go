@@ -69,6 +69,7 @@ func Assemble(cfg config.Config, conn *sqlx.DB, logger *slog.Logger) (Deps, erro
 	variableDigestKey := secret.Derive(cfg.AuthSecret, "variable-digest")
 	tools := workspace.ToolVersions{OpenTofu: cfg.ToolVersions, Terraform: cfg.TerraformVersions}
 	workspaces := workspace.NewService(conn, sealer, variableDigestKey, tools.Pinned())
+	workspaces.ReserveEnvironmentNames(credential.RunnerOwnsEnvironmentName)
 	states := state.NewService(conn, blobs, workspaces)
 	admission := launch.NewService(conn, logger)
 	// An insert-only River client: jobs a mutation implies are inserted in

@@ -179,6 +179,8 @@ var details = []struct {
 	{varset.ErrValueRequired, "A sensitive variable cannot become non-sensitive, or HCL, without its value being sent again."},
 	{workspace.ErrInvalidHCL, "The value is not a valid HCL expression."},
 	{workspace.ErrToolVersionUnlisted, "terraform-version: Cairn runs only the OpenTofu versions its operator lists in CAIRN_TOOL_VERSIONS and the Terraform versions listed in CAIRN_TERRAFORM_VERSIONS."},
+	{workspace.ErrVariableKeyTaken, "Key has already been taken for this category in the workspace."},
+	{workspace.ErrVariableValueRequired, "A sensitive variable cannot become non-sensitive, or HCL, without its value being sent again."},
 	{errStacksNotModelled, "Stacks are not modelled: Cairn has no stacks to apply a variable set to."},
 	{errProjectOwnedSet, "Project-owned variable sets are not modelled: create the set in the organization and apply it to the project."},
 	{workspace.ErrSelfConsumer, "A workspace cannot be a remote state consumer of itself: it always reads its own state."},

@@ -114,6 +114,7 @@ func Mount(app *fiber.App, deps Deps) {
 	s.registerTeamTokens(v2)
 	s.registerRegistryModules(v2)
 	s.registerVarsets(v2)
+	s.registerVariables(v2)
 	s.registerRemoteStateConsumers(v2)
 	s.registerRunTriggers(v2)
 	// Anything else is a JSON:API 404: clients retry 5xx for minutes, and a

@@ -492,12 +492,7 @@ func (s *server) listVarsetVariables(c *fiber.Ctx, p access.Principal, _ owner) 
 	if err != nil {
 		return s.writeError(c, err)
 	}
-	page, meta := pageOf(c, vars)
-	data := make([]resource, 0, len(page))
-	for _, v := range page {
-		data = append(data, varsetVariableResource(v))
-	}
-	return writeWithIncluded(c, http.StatusOK, data, nil, meta)
+	return writePage(c, vars, varsetVariableResource)
 }
 
 func (s *server) createVarsetVariable(c *fiber.Ctx, p access.Principal, _ owner) error {

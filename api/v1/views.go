@@ -80,6 +80,7 @@ type VariableView struct {
 	Object       string    `json:"object" enum:"workspace_variable"`
 	WorkspaceID  string    `json:"workspace_id"`
 	Key          string    `json:"key"`
+	Category     string    `json:"category" enum:"terraform,env" doc:"An input variable (terraform), or an environment variable of the run's commands (env), which the remote-backend API can set."`
 	Value        *string   `json:"value" doc:"The value; null for sensitive variables."`
 	Sensitive    bool      `json:"sensitive"`
 	HCL          bool      `json:"hcl"`
@@ -96,7 +97,7 @@ func variableView(v workspace.Variable) VariableView {
 		value = nil
 	}
 	return VariableView{
-		ID: v.ID, Object: "workspace_variable", WorkspaceID: v.WorkspaceID, Key: v.Key, Value: value,
+		ID: v.ID, Object: "workspace_variable", WorkspaceID: v.WorkspaceID, Key: v.Key, Category: v.Category, Value: value,
 		Sensitive: v.Sensitive, HCL: v.HCL, Description: v.Description, ValueVersion: v.ValueVersion,
 		ValueDigest: hex.EncodeToString(v.ValueDigest), CreatedAt: v.CreatedAt, UpdatedAt: v.UpdatedAt,
 	}

@@ -615,7 +615,7 @@ func (s *Service) Effective(ctx context.Context, p access.Principal, workspaceID
 	resolved := resolve(cands)
 	out := make([]Candidate, 0, len(resolved))
 	for i, c := range resolved {
-		cand := Candidate{Key: c.Key, Category: c.Category, Value: c.Value, Sensitive: c.Sensitive, HCL: c.HCL,
+		cand := Candidate{ID: c.ID, Key: c.Key, Category: c.Category, Value: c.Value, Sensitive: c.Sensitive, HCL: c.HCL,
 			Source: c.Source, SourceID: c.SetID, SourceName: c.SetName, Scope: c.Scope, Priority: c.Priority,
 			Wins: wins(resolved, i)}
 		if c.Source == workspace.SourceWorkspace {

@@ -1,11 +1,7 @@
 package varset
 
 import (
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -54,11 +50,7 @@ type Variable struct {
 // versionID changes on every update of the variable (value or settings):
 // /api/v2's version-id.
 func versionID(v Variable) string {
-	h := sha256.New()
-	h.Write([]byte(v.ID))
-	h.Write(binary.BigEndian.AppendUint64(nil, uint64(v.ValueVersion)))
-	h.Write(binary.BigEndian.AppendUint64(nil, uint64(v.UpdatedAt.UnixMicro())))
-	return hex.EncodeToString(h.Sum(nil)[:16])
+	return workspace.VersionID(v.ID, v.ValueVersion, v.UpdatedAt)
 }
 
 // SetInput is a set's new settings; nil keeps the current one (Name is
@@ -100,6 +92,8 @@ const (
 // (category, key): a workspace variable or a set variable. Wins marks the
 // one it gets.
 type Candidate struct {
+	// ID is the workspace variable's or set variable's.
+	ID             string
 	Key            string
 	Category       string
 	Value          *string
@@ -209,30 +203,16 @@ func validateDescription(raw string) (string, error) {
 	return d, nil
 }
 
-var envKey = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
-
 // validateVariable checks a variable's category, key and HCL flag: a
 // terraform key is an OpenTofu variable name; an env key is a shell name
 // the runner does not set itself and that does not change how the sandbox
 // or the CLI behaves (the names credential profiles may not set either).
 func validateVariable(key, category string, hcl bool) error {
-	switch category {
-	case workspace.CategoryTerraform:
-		if err := workspace.ValidateKey(key); err != nil {
-			return fmt.Errorf("%w: key must match %s", ErrInvalid, workspace.KeyPattern)
-		}
-	case workspace.CategoryEnv:
-		if hcl {
-			return fmt.Errorf("%w: an env variable cannot be HCL", ErrInvalid)
-		}
-		if !envKey.MatchString(key) {
-			return fmt.Errorf("%w: an env key must match %s", ErrInvalid, envKey)
-		}
-		if credential.RunnerOwnsEnvironmentName(key) {
-			return fmt.Errorf("%w: %s is set by the runner or changes how the sandbox runs", ErrInvalid, key)
-		}
-	default:
-		return fmt.Errorf("%w: category must be terraform or env", ErrInvalid)
+	if rule := workspace.CategoryKeyRule(key, category, hcl); rule != "" {
+		return fmt.Errorf("%w: %s", ErrInvalid, rule)
+	}
+	if category == workspace.CategoryEnv && credential.RunnerOwnsEnvironmentName(key) {
+		return fmt.Errorf("%w: %s is set by the runner or changes how the sandbox runs", ErrInvalid, key)
 	}
 	return nil
 }

@@ -19,7 +19,8 @@ var (
 	// ErrProjectNotEmpty means a project still holds workspaces, so it
 	// cannot be deleted (as in HCP Terraform).
 	ErrProjectNotEmpty = errors.New("project holds workspaces")
-	// ErrVariableKeyTaken means the workspace already has a variable of that key.
+	// ErrVariableKeyTaken means the workspace already has a variable of
+	// that category and key.
 	ErrVariableKeyTaken = errors.New("variable key taken")
 	// ErrLocked means the workspace is already locked.
 	ErrLocked = errors.New("workspace already locked")

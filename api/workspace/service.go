@@ -26,8 +26,16 @@ type Service struct {
 	sealer       *seal.Sealer
 	digestKey    []byte
 	toolVersions []string
-	now          func() time.Time
+	// runnerOwnsEnv names the environment variables the runner sets
+	// itself; until it is known, env variables are refused.
+	runnerOwnsEnv func(string) bool
+	now           func() time.Time
 }
+
+// ReserveEnvironmentNames sets which env variable names the runner owns
+// (credential.RunnerOwnsEnvironmentName), which no variable may set.
+// Without it the service refuses env variables.
+func (s *Service) ReserveEnvironmentNames(owned func(string) bool) { s.runnerOwnsEnv = owned }
 
 // NewService returns the workspace service. sealer may be nil (no master
 // key): sensitive variables then fail closed.
@@ -418,9 +426,12 @@ func (s *Service) variableForWrite(ctx context.Context, tx *sqlx.Tx, p access.Pr
 	return v, nil
 }
 
-// VariableInput is a variable's new content. Value nil means "keep".
+// VariableInput is a variable's new content. Value nil means "keep"; on
+// replace, an empty Key or Category keeps the current one, and Category is
+// terraform when created without one.
 type VariableInput struct {
 	Key         string
+	Category    string
 	Value       *string
 	Sensitive   bool
 	HCL         bool
@@ -473,7 +484,10 @@ func (s *Service) CreateVariable(ctx context.Context, tx *sqlx.Tx, p access.Prin
 	if err != nil {
 		return Variable{}, err
 	}
-	if err := ValidateKey(in.Key); err != nil {
+	if in.Category == "" {
+		in.Category = CategoryTerraform
+	}
+	if err := s.validateCategoryKey(in.Key, in.Category, in.HCL); err != nil {
 		return Variable{}, err
 	}
 	if in.Value == nil {
@@ -488,7 +502,7 @@ func (s *Service) CreateVariable(ctx context.Context, tx *sqlx.Tx, p access.Prin
 	}
 	now := s.stamp()
 	v := Variable{
-		ID: id.New("var"), OrganizationID: p.OrganizationID, WorkspaceID: w.ID, Key: in.Key,
+		ID: id.New("var"), OrganizationID: p.OrganizationID, WorkspaceID: w.ID, Key: in.Key, Category: in.Category,
 		Sensitive: in.Sensitive, HCL: in.HCL, Description: desc, ValueVersion: 1, CreatedAt: now, UpdatedAt: now,
 	}
 	sealed, err := s.setValue(&v, *in.Value)
@@ -499,8 +513,21 @@ func (s *Service) CreateVariable(ctx context.Context, tx *sqlx.Tx, p access.Prin
 		return Variable{}, err
 	}
 	return v, audit.Record(ctx, tx, p, "workspace_variable.created", "workspace_variable", v.ID, map[string]any{
-		"workspace_id": w.ID, "key": v.Key, "sensitive": v.Sensitive, "hcl": v.HCL, "value_version": v.ValueVersion,
+		"workspace_id": w.ID, "key": v.Key, "category": v.Category, "sensitive": v.Sensitive, "hcl": v.HCL,
+		"value_version": v.ValueVersion,
 	})
+}
+
+// validateCategoryKey checks a variable's category and key, and that the
+// runner does not own an env variable's name.
+func (s *Service) validateCategoryKey(key, category string, hcl bool) error {
+	if rule := CategoryKeyRule(key, category, hcl); rule != "" {
+		return fmt.Errorf("%w: %s", ErrInvalid, rule)
+	}
+	if category == CategoryEnv && (s.runnerOwnsEnv == nil || s.runnerOwnsEnv(key)) {
+		return fmt.Errorf("%w: %s is set by the runner or changes how the sandbox runs", ErrInvalid, key)
+	}
+	return nil
 }
 
 // ReplaceVariable replaces a variable's settings. Without a value the stored
@@ -511,11 +538,67 @@ func (s *Service) ReplaceVariable(ctx context.Context, tx *sqlx.Tx, p access.Pri
 	if err != nil {
 		return Variable{}, err
 	}
+	return s.replaceVariable(ctx, tx, p, v, in)
+}
+
+// VariablePatch is a partial update as the remote-backend protocol sends
+// it: nil keeps the current setting.
+type VariablePatch struct {
+	Key, Category, Value, Description *string
+	HCL, Sensitive                    *bool
+}
+
+// PatchVariable applies a partial update to a variable of the workspace;
+// a variable of another workspace is not found. A plain value may become
+// sensitive without being sent again, as HCP allows: it is sealed as it
+// stands, under a new value version. A sensitive one never becomes plain
+// without a new value.
+func (s *Service) PatchVariable(ctx context.Context, tx *sqlx.Tx, p access.Principal, workspaceID, variableID string, patch VariablePatch) (Variable, error) {
+	v, err := s.variableForWrite(ctx, tx, p, variableID)
+	if err != nil {
+		return Variable{}, err
+	}
+	if v.WorkspaceID != workspaceID {
+		return Variable{}, fault.ErrNotFound
+	}
+	in := VariableInput{Key: v.Key, Category: v.Category, Value: patch.Value, Sensitive: v.Sensitive, HCL: v.HCL, Description: v.Description}
+	for dst, src := range map[*string]*string{&in.Key: patch.Key, &in.Category: patch.Category, &in.Description: patch.Description} {
+		if src != nil {
+			*dst = *src
+		}
+	}
+	if patch.HCL != nil {
+		in.HCL = *patch.HCL
+	}
+	if patch.Sensitive != nil {
+		in.Sensitive = *patch.Sensitive
+	}
+	if in.Value == nil && in.Sensitive && !v.Sensitive {
+		in.Value = v.Value
+	}
+	return s.replaceVariable(ctx, tx, p, v, in)
+}
+
+// replaceVariable writes in over v, which the caller read for write.
+func (s *Service) replaceVariable(ctx context.Context, tx *sqlx.Tx, p access.Principal, v Variable, in VariableInput) (Variable, error) {
+	if in.Key == "" {
+		in.Key = v.Key
+	}
+	if in.Category == "" {
+		in.Category = v.Category
+	}
+	if err := s.validateCategoryKey(in.Key, in.Category, in.HCL); err != nil {
+		return Variable{}, err
+	}
 	desc, err := ValidateDescription(in.Description)
 	if err != nil {
 		return Variable{}, err
 	}
 	if in.Value == nil && in.Sensitive != v.Sensitive {
+		return Variable{}, ErrVariableValueRequired
+	}
+	if in.Value == nil && in.HCL && !v.HCL && v.Sensitive {
+		// A sealed value cannot be checked as HCL without being sent.
 		return Variable{}, ErrVariableValueRequired
 	}
 	if in.Value == nil && in.HCL && !v.HCL && !v.Sensitive && v.Value != nil {
@@ -524,7 +607,7 @@ func (s *Service) ReplaceVariable(ctx context.Context, tx *sqlx.Tx, p access.Pri
 			return Variable{}, err
 		}
 	}
-	v.HCL, v.Description, v.Sensitive, v.UpdatedAt = in.HCL, desc, in.Sensitive, s.stamp()
+	v.Key, v.Category, v.HCL, v.Description, v.Sensitive, v.UpdatedAt = in.Key, in.Category, in.HCL, desc, in.Sensitive, s.stamp()
 	var sealed []byte
 	if in.Value != nil {
 		if err := ValidateValue(*in.Value, in.HCL); err != nil {
@@ -542,7 +625,7 @@ func (s *Service) ReplaceVariable(ctx context.Context, tx *sqlx.Tx, p access.Pri
 		v.Value = nil
 	}
 	return v, audit.Record(ctx, tx, p, "workspace_variable.replaced", "workspace_variable", v.ID, map[string]any{
-		"workspace_id": v.WorkspaceID, "key": v.Key, "sensitive": v.Sensitive, "hcl": v.HCL,
+		"workspace_id": v.WorkspaceID, "key": v.Key, "category": v.Category, "sensitive": v.Sensitive, "hcl": v.HCL,
 		"value_version": v.ValueVersion, "value_changed": in.Value != nil,
 	})
 }
@@ -563,6 +646,22 @@ func (s *Service) DeleteVariable(ctx context.Context, tx *sqlx.Tx, p access.Prin
 	return v, audit.Record(ctx, tx, p, "workspace_variable.deleted", "workspace_variable", v.ID, map[string]any{
 		"workspace_id": v.WorkspaceID, "key": v.Key,
 	})
+}
+
+// Variable reads one variable of the workspace (a sensitive value is
+// never included). It needs variable:read there; a variable of another
+// workspace is not found.
+func (s *Service) Variable(ctx context.Context, p access.Principal, workspaceID, variableID string) (Variable, error) {
+	vars, err := s.ListVariables(ctx, p, workspaceID)
+	if err != nil {
+		return Variable{}, err
+	}
+	for _, v := range vars {
+		if v.ID == variableID {
+			return v, nil
+		}
+	}
+	return Variable{}, fault.ErrNotFound
 }
 
 // ListVariables lists a workspace's variables; sensitive values are never

@@ -98,12 +98,12 @@ func NewVariableSnapshot(vars []PinnableVariable) VariableSnapshot {
 }
 
 // WorkspaceVariables reads the workspace's own variables as pinnable
-// terraform variables, ordered by key.
+// variables, ordered by key.
 func WorkspaceVariables(ctx context.Context, q sqlx.QueryerContext, organizationID, workspaceID string) ([]PinnableVariable, error) {
 	var vars []PinnableVariable
-	if err := sqlx.SelectContext(ctx, q, &vars, `SELECT id, key, 'terraform' AS category, sensitive, hcl, value, sealed_value,
+	if err := sqlx.SelectContext(ctx, q, &vars, `SELECT id, key, category, sensitive, hcl, value, sealed_value,
 		value_version, value_digest, 'workspace' AS source, '' AS set_id, '' AS set_name, '' AS scope, false AS priority
-		FROM workspace_variables WHERE organization_id = $1 AND workspace_id = $2 ORDER BY key`, organizationID, workspaceID); err != nil {
+		FROM workspace_variables WHERE organization_id = $1 AND workspace_id = $2 ORDER BY key, category`, organizationID, workspaceID); err != nil {
 		return nil, fmt.Errorf("reading variables to pin: %w", err)
 	}
 	return vars, nil

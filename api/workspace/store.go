@@ -255,18 +255,21 @@ func updateWorkspace(ctx context.Context, q sqlx.ExtContext, w Workspace) error 
 	return nil
 }
 
-const variableColumns = `id, organization_id, workspace_id, key, value, sensitive, hcl, description,
+const variableColumns = `id, organization_id, workspace_id, key, category, value, sensitive, hcl, description,
 	value_version, value_digest, created_at, updated_at`
+
+// variableKeyIndex keeps one variable per category and key in a workspace.
+const variableKeyIndex = "workspace_variables_workspace_category_key_key"
 
 func insertVariable(ctx context.Context, q sqlx.ExtContext, v Variable, sealed []byte) error {
 	_, err := q.ExecContext(ctx, `
 		INSERT INTO workspace_variables
 			(id, organization_id, workspace_id, key, value, sealed_value, sensitive, hcl, description,
-			 value_version, value_digest, created_at, updated_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12)`,
+			 value_version, value_digest, created_at, updated_at, category)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12, $13)`,
 		v.ID, v.OrganizationID, v.WorkspaceID, v.Key, v.Value, sealed, v.Sensitive, v.HCL, v.Description,
-		v.ValueVersion, v.ValueDigest, v.CreatedAt)
-	if db.IsUniqueViolation(err, "workspace_variables_workspace_key_key") {
+		v.ValueVersion, v.ValueDigest, v.CreatedAt, v.Category)
+	if db.IsUniqueViolation(err, variableKeyIndex) {
 		return ErrVariableKeyTaken
 	}
 	if err != nil {
@@ -293,14 +296,18 @@ func variableByID(ctx context.Context, q sqlx.QueryerContext, organizationID, va
 // the value changed (setSealed), so an unchanged sensitive value keeps its
 // ciphertext.
 func updateVariable(ctx context.Context, q sqlx.ExtContext, v Variable, sealed []byte, valueChanged bool) error {
-	query := `UPDATE workspace_variables SET sensitive = $3, hcl = $4, description = $5, updated_at = $6`
-	args := []any{v.OrganizationID, v.ID, v.Sensitive, v.HCL, v.Description, v.UpdatedAt}
+	query := `UPDATE workspace_variables SET sensitive = $3, hcl = $4, description = $5, updated_at = $6, key = $7, category = $8`
+	args := []any{v.OrganizationID, v.ID, v.Sensitive, v.HCL, v.Description, v.UpdatedAt, v.Key, v.Category}
 	if valueChanged {
-		query += `, value = $7, sealed_value = $8, value_version = $9, value_digest = $10`
+		query += `, value = $9, sealed_value = $10, value_version = $11, value_digest = $12`
 		args = append(args, v.Value, sealed, v.ValueVersion, v.ValueDigest)
 	}
 	query += ` WHERE organization_id = $1 AND id = $2`
-	if _, err := q.ExecContext(ctx, query, args...); err != nil {
+	_, err := q.ExecContext(ctx, query, args...)
+	if db.IsUniqueViolation(err, variableKeyIndex) {
+		return ErrVariableKeyTaken
+	}
+	if err != nil {
 		return fmt.Errorf("updating variable: %w", err)
 	}
 	return nil
@@ -317,7 +324,7 @@ func deleteVariable(ctx context.Context, q sqlx.ExtContext, organizationID, vari
 func listVariables(ctx context.Context, q sqlx.QueryerContext, organizationID, workspaceID string) ([]Variable, error) {
 	var out []Variable
 	err := sqlx.SelectContext(ctx, q, &out, `SELECT `+variableColumns+` FROM workspace_variables
-		WHERE organization_id = $1 AND workspace_id = $2 ORDER BY key`, organizationID, workspaceID)
+		WHERE organization_id = $1 AND workspace_id = $2 ORDER BY key, category`, organizationID, workspaceID)
 	if err != nil {
 		return nil, fmt.Errorf("listing variables: %w", err)
 	}

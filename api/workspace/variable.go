@@ -1,6 +1,9 @@
 package workspace
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"regexp"
 	"strings"
@@ -18,6 +21,7 @@ type Variable struct {
 	OrganizationID string    `db:"organization_id"`
 	WorkspaceID    string    `db:"workspace_id"`
 	Key            string    `db:"key"`
+	Category       string    `db:"category"`
 	Value          *string   `db:"value"`
 	Sensitive      bool      `db:"sensitive"`
 	HCL            bool      `db:"hcl"`
@@ -52,6 +56,44 @@ func ValidateKey(key string) error {
 		return fmt.Errorf("%w: key must match %s", ErrInvalid, variableKey)
 	}
 	return nil
+}
+
+// VersionID identifies one stored version of a variable (workspace or
+// set): it changes with every write, value or not, as HCP's version-id
+// does, and reveals nothing about the value.
+func VersionID(id string, valueVersion int, updatedAt time.Time) string {
+	h := sha256.New()
+	h.Write([]byte(id))
+	h.Write(binary.BigEndian.AppendUint64(nil, uint64(valueVersion)))
+	h.Write(binary.BigEndian.AppendUint64(nil, uint64(updatedAt.UnixMicro())))
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// envKey is an environment variable's name.
+var envKey = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
+
+// CategoryKeyRule is the rule a variable's category and key break, or ""
+// when they break none: a terraform key as ValidateKey, an env key a shell
+// name, which cannot be HCL. Whether the runner owns an env name is the
+// caller's check (credential.RunnerOwnsEnvironmentName; the runner also
+// drops such names).
+func CategoryKeyRule(key, category string, hcl bool) string {
+	switch category {
+	case CategoryTerraform:
+		if !variableKey.MatchString(key) {
+			return "key must match " + KeyPattern
+		}
+	case CategoryEnv:
+		if hcl {
+			return "an env variable cannot be HCL"
+		}
+		if !envKey.MatchString(key) {
+			return "an env key must match " + envKey.String()
+		}
+	default:
+		return "category must be terraform or env"
+	}
+	return ""
 }
 
 // IsIdentifier reports whether a configuration can declare a variable of

@@ -7,6 +7,8 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"maps"
@@ -52,7 +54,12 @@ const compatSelection = `TestWorkspaces|TestWorkspace_|TestWorkspaceCreateOption
 	// Remote-state sharing: the consumers relationship, the one
 	// global-remote-state test (enterprise-gated: go-tfe skips it without
 	// ENABLE_TFE) and the state version outputs.
-	`TestWorkspaces_(Add|Remove|Update)RemoteStateConsumers$|TestWorkspacesProjectRemoteState$|^TestStateVersionOutputsRead$`
+	`TestWorkspaces_(Add|Remove|Update)RemoteStateConsumers$|TestWorkspacesProjectRemoteState$|` +
+	// The run side, whole files: variable_, state_version_,
+	// state_version_output_, configuration_version_, run_, plan_, apply_,
+	// run_event_ and policy_check_integration_test.go (their unit tests are
+	// listed as not run).
+	`^TestVariables|^TestStateVersionOutputs|^TestPolicyCheck|^TestRun_Unmarshal$|^TestRunCreateOptions_Marshal$|^TestPlan_Unmarshal$`
 
 // compatSkips are subtests left out of their test, each for the reason
 // given: they need capabilities Cairn does not model.
@@ -90,9 +97,12 @@ var compatRegistryNotSelected = map[string]string{
 // compatDeviations fail on purpose, each for the reason given: SPEC.md
 // refuses what they need (sensitive output values through the outputs
 // endpoints, applying without approval, destroy runs), or the tool does
-// not exist.
+// not exist. Each cause names its SPEC.md section, which the generated
+// compatibility page shows.
 var compatDeviations = map[string]string{
-	"TestStateVersionOutputs": "sensitive output values are never returned",
+	"TestStateVersionOutputs":                               "sensitive output values are never returned (SPEC.md §4)",
+	"TestStateVersionOutputs/when_the_state_version_exists": "sensitive output values are never returned (SPEC.md §4)",
+	"TestRunsCreate_RunDependent/with_auto-apply_requested": "applying without approval is refused (auto-apply is not provided, SPEC.md §1 and §4)",
 	// Workspaces and organizations.
 	"TestWorkspacesCreate/with_valid_options":                                                                           "auto-apply and allow-destroy-plan are refused (SPEC §1: no auto-apply, no destroy-mode runs)",
 	"TestWorkspacesCreate/with_valid_auto-apply-run-trigger_option":                                                     "auto-apply-run-trigger (applying triggered runs without approval) is refused like auto-apply (SPEC §1)",
@@ -102,13 +112,11 @@ var compatDeviations = map[string]string{
 	"TestWorkspacesList_RunDependent/when_filter_workspaces_by_current_run_status":                                      "current-run is the newest non-terminal run (SPEC §2), so no current run is ever applied",
 	"TestWorkspacesCreate/when_options_include_trigger-patterns_(behind_a_feature_flag)":                                "trigger patterns belong to a workspace's code-host source (PUT /v1/workspaces/{id}/source); SPEC §1 offers no other VCS integration",
 	"TestWorkspacesCreate/when_options_include_trigger-patterns_populated_and_empty_trigger-paths_workspace_is_created": "trigger patterns belong to a workspace's code-host source (PUT /v1/workspaces/{id}/source); SPEC §1 offers no other VCS integration",
-	"TestStateVersionOutputs/when_the_state_version_exists":                                                             "sensitive output values are never returned",
-	"TestRunsCreate_RunDependent/with_auto-apply_requested":                                                             "applying without approval is refused",
 	// A plan-only run may pin only a tool version the API offers
 	// (CAIRN_TOOL_VERSIONS); OpenTofu has no 1.0.0 (its first release is
 	// 1.6.0), so the test's run is refused with 422 naming the offered ones.
-	"TestRunsCreate_RunDependent/with_terraform_version_and_plan_only": "terraform-version 1.0.0 is no OpenTofu release, so it is not an offered tool version (422)",
-	"TestConfigurationVersionsUploadTarGzip/with_custom_tar_archive":   "an uploaded configuration version is immutable (the test uploads twice to one version)",
+	"TestRunsCreate_RunDependent/with_terraform_version_and_plan_only": "terraform-version 1.0.0 is no OpenTofu release, so it is not an offered tool version (422; runs pin an exact supported tool version, SPEC.md §2)",
+	"TestConfigurationVersionsUploadTarGzip/with_custom_tar_archive":   "an uploaded configuration version is immutable (a run evaluates an immutable configuration, SPEC.md §1; the test uploads twice to one version)",
 	// The second upload packs main.tf under another path, so its bytes
 	// differ from the first's; the same bytes again would be accepted.
 	"TestRegistryModulesUploadTarGzip/with_custom_tar_archive": "a module version takes exactly one archive (the test uploads a different second archive to the same version: 409)",
@@ -158,6 +166,12 @@ var compatUnmodelled = map[string]string{
 	// newSubscriptionUpdater calls the admin API with TFE_ADMIN_* tokens
 	// before any project is created.
 	"TestProjectsCreate": "the admin API (plan subscriptions)",
+	// Run side (policy_check_integration_test.go): every test's fixture
+	// uploads Sentinel code ("main = rule { true }") to /api/v2/policies
+	// and builds a Sentinel policy set; the policy checks go-tfe then reads
+	// and overrides are Sentinel's. Cairn's policy stage is OPA
+	// (/api/v2/policy-checks answers for it, README "Policy checks").
+	"TestPolicyChecks": "Sentinel policies (the other vendor's policy language is not evaluated, SPEC.md §1)",
 }
 
 // compatKnownGaps fail for a cause that is Cairn's to fix, named here.
@@ -169,7 +183,16 @@ var compatUnmodelled = map[string]string{
 // it was issued in (README, API tokens), so a person's token could not act
 // in the organizations go-tfe creates. The operator administers every
 // organization (it invites, too) but has no account and is no member of
-// what it creates. Account-wide user tokens would close these.
+// what it creates.
+//
+// The fix is an account-wide user token, as HCP's user tokens are: issued
+// without an organization, resolved per request the way the operator's is
+// (globally), then bound to the resolved organization only through a live
+// membership row there (that organization's role and team grants), and
+// the same 404 as a missing resource without one; POST /organizations
+// for such a token creates the organization owned by the person (as the
+// identity server's does). The harness would then sign a person up, mint
+// the token and run go-tfe as that person. It is not built yet.
 var compatKnownGaps = map[string]string{
 	"TestTeamMembersAddByUsername":     compatNoAccount,
 	"TestTeamMembersList":              compatNoAccount,
@@ -208,6 +231,11 @@ const (
 
 func (k failureKind) label() string {
 	return [...]string{"XFAIL", "XFAIL", "FAIL", "FAIL"}[k]
+}
+
+// outcome is the kind's outcome in the results file.
+func (k failureKind) outcome() string {
+	return [...]string{outcomeRefused, outcomeNotModelled, outcomeFailed, outcomeUnexplained}[k]
 }
 
 // failureCause is why a test failed.
@@ -269,23 +297,34 @@ func compatCause(name, output string) failureCause {
 	return failureCause{kind: unexplained}
 }
 
-// compatPassRate is the share of the top-level tests for resources Cairn
-// models that must pass: tests go-tfe skips itself (enterprise- or
-// beta-only, disabled upstream) and tests of resources Cairn does not have
-// are left out of it; refusals SPEC.md requires count as failures.
-const compatPassRate = 0.9
+// compatPassRate is the share of the counted top-level tests that must
+// pass (issue 31): the tests that ran, less those SPEC.md refuses and those
+// of resources Cairn does not model; a known gap counts as a failure.
+// Tests go-tfe skips itself (enterprise- or beta-only, disabled upstream)
+// and the unselected ones are not counted.
+const compatPassRate = 0.95
 
 const compatOperatorToken = "compat-operator-token-0123456789abcdef012345"
 
 // compat runs go-tfe's integration tests against a real cairn-api and
-// cairn-worker (runs plan and apply in sandboxes) and prints pass, fail
-// and skip per test. `-run REGEX` narrows the selection.
+// cairn-worker (runs plan and apply in sandboxes), prints pass, fail and
+// skip per test and the counts per area, and merges the results into
+// -results. `-run REGEX` narrows the selection; `-write-docs` only
+// regenerates the compatibility page from the results file.
 func compat(ctx context.Context, args []string) error {
+	flags := flag.NewFlagSet("compat", flag.ContinueOnError)
+	run := flags.String("run", "", "run only go-tfe's tests matching `REGEX` (default: the whole selection)")
+	results := flags.String("results", compatResultsFile, "merge the results into this `file`; empty writes none")
+	writeDocs := flags.Bool("write-docs", false, "regenerate "+compatPageFile+" from the results file, run nothing")
+	if err := flags.Parse(args); err != nil || flags.NArg() != 0 {
+		return fmt.Errorf("usage: cairn-dev compat [-run REGEX] [-results FILE] | compat -write-docs [-results FILE]")
+	}
+	if *writeDocs {
+		return writeCompatPage(*results, compatPageFile)
+	}
 	selection := compatSelection
-	if len(args) == 2 && args[0] == "-run" {
-		selection = args[1]
-	} else if len(args) != 0 {
-		return fmt.Errorf("usage: cairn-dev compat [-run REGEX]")
+	if *run != "" {
+		selection = *run
 	}
 	pg, cleanup, err := throwawayCluster(ctx, "postgres | ")
 	if err != nil {
@@ -370,12 +409,22 @@ func compat(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("listing go-tfe's tests: %w", err)
 	}
+	area, unit, err := goTFETests(dir)
+	if err != nil {
+		return err
+	}
 	var names []string
+	var notRun []compatTest
 	for _, line := range strings.Fields(string(list)) {
 		if !strings.HasPrefix(line, "Test") {
 			continue
 		}
-		if cause, ok := compatRegistryNotSelected[line]; ok {
+		cause, ok := compatRegistryNotSelected[line]
+		if !ok && unit[line] {
+			cause, ok = "a unit test of go-tfe's own code: it needs no server", true
+		}
+		if ok {
+			notRun = append(notRun, compatTest{Area: area[line], Name: line, Outcome: outcomeNotRun, Cause: cause})
 			fmt.Printf("    not run: %s (%s)\n", line, cause)
 			continue
 		}
@@ -394,7 +443,14 @@ func compat(ctx context.Context, args []string) error {
 		_ = cmd.Run()
 		fmt.Printf("    %s (%.1fs)\n", name, time.Since(start).Seconds())
 	}
-	return summarize(&events)
+	suite, err := summarize(&events, area, notRun)
+	if *results != "" {
+		if werr := writeCompatSuite(*results, suite, *run != ""); werr != nil {
+			return errors.Join(err, werr)
+		}
+		fmt.Printf("compat: results merged into %s; `./bin/cairn-dev compat -write-docs` regenerates %s\n", *results, compatPageFile)
+	}
+	return err
 }
 
 // compatSkipPattern is the -test.skip pattern of one top-level test: its
@@ -429,10 +485,13 @@ type testEvent struct {
 }
 
 // summarize reads `go test -json` events and prints one line per test and
-// subtest, then the totals of top-level tests and subtests. It fails when a
-// test failed without a named cause, or when fewer than compatPassRate of
-// the top-level tests for resources Cairn models pass.
-func summarize(r io.Reader) error {
+// subtest, then the counts per area (go-tfe's test file) and overall. area
+// names each top-level test's area; notRun are the selected tests left out,
+// with their cause. It returns the suite's results, and fails when a test
+// failed without a named cause, or when fewer than compatPassRate of the
+// counted top-level tests pass.
+func summarize(r io.Reader, area map[string]string, notRun []compatTest) (compatSuite, error) {
+	suite := compatSuite{Client: "go-tfe " + goTFEVersion, Command: "make test-compat", Tests: notRun}
 	outcome := map[string]string{}
 	output := map[string]*strings.Builder{}
 	s := bufio.NewScanner(r)
@@ -452,67 +511,114 @@ func summarize(r io.Reader) error {
 			output[e.Test].WriteString(e.Output)
 		}
 	}
-	names := slices.Sorted(maps.Keys(outcome))
-	// counts[topLevel][what]: what is pass, skip, or a failure kind's name.
-	counts := map[bool]map[string]int{true: {}, false: {}}
-	for _, name := range names {
+	unexplainedSubtests := 0
+	for _, name := range slices.Sorted(maps.Keys(outcome)) {
 		topLevel := !strings.Contains(name, "/")
 		var text string
 		if output[name] != nil {
 			text = output[name].String()
 		}
-		if outcome[name] != "fail" {
-			counts[topLevel][outcome[name]]++
-			fmt.Printf("  %-5s %s\n", strings.ToUpper(outcome[name]), name)
-			continue
+		row := compatTest{Area: area[name], Name: name, Outcome: outcomePassed}
+		if row.Area == "" {
+			row.Area = "(no file)"
 		}
-		cause := compatCause(name, text)
-		if cause.kind == unexplained && topLevel {
-			cause = subtestCause(name, outcome, output)
+		switch outcome[name] {
+		case "pass":
+			fmt.Printf("  PASS  %s\n", name)
+		case "skip":
+			row.Outcome = outcomeSkipped
+			row.Cause = skipCause(text)
+			fmt.Printf("  SKIP  %s\n", name)
+		default:
+			cause := compatCause(name, text)
+			if cause.kind == unexplained && topLevel {
+				cause = subtestCause(name, outcome, output)
+			}
+			row.Outcome, row.Cause = cause.kind.outcome(), cause.text
+			if cause.kind != unexplained {
+				fmt.Printf("  %-5s %s (%s)\n", cause.kind.label(), name, cause.text)
+				break
+			}
+			if !topLevel {
+				unexplainedSubtests++
+			}
+			fmt.Printf("  FAIL  %s\n", name)
+			for _, line := range strings.Split(strings.TrimSpace(text), "\n") {
+				if strings.Contains(line, "Error") || strings.Contains(line, "expected") || strings.Contains(line, "actual") ||
+					strings.Contains(line, "panic") || strings.Contains(line, "_test.go:") {
+					fmt.Printf("          %s\n", strings.TrimSpace(line))
+				}
+			}
 		}
-		counts[topLevel][fmt.Sprint(cause.kind)]++
-		if cause.kind != unexplained {
-			fmt.Printf("  %-5s %s (%s)\n", cause.kind.label(), name, cause.text)
-			continue
+		if topLevel {
+			suite.Tests = append(suite.Tests, row)
 		}
-		fmt.Printf("  FAIL  %s\n", name)
-		for _, line := range strings.Split(strings.TrimSpace(text), "\n") {
-			if strings.Contains(line, "Error") || strings.Contains(line, "expected") || strings.Contains(line, "actual") ||
-				strings.Contains(line, "panic") || strings.Contains(line, "_test.go:") {
-				fmt.Printf("          %s\n", strings.TrimSpace(line))
+	}
+	areas, byArea := suite.areas()
+	fmt.Printf("go-tfe %s top-level tests per area: passed, failed (known gap), failed (unexplained), refused by SPEC.md, not modelled, skipped by go-tfe, not run\n", goTFEVersion)
+	for _, a := range areas {
+		t := tally(byArea[a])
+		fmt.Printf("  %-45s %3d %3d %3d %3d %3d %3d %3d\n", a, t[outcomePassed], t[outcomeFailed], t[outcomeUnexplained],
+			t[outcomeRefused], t[outcomeNotModelled], t[outcomeSkipped], t[outcomeNotRun])
+	}
+	t := tally(suite.Tests)
+	passed, counted := t.rate()
+	fmt.Printf("compat: %d of %d counted top-level tests passed (%s; at least %.0f %% required); excluded: %d refused by SPEC.md, %d not modelled, %d skipped by go-tfe, %d not run\n",
+		passed, counted, percent(passed, counted), 100*compatPassRate, t[outcomeRefused], t[outcomeNotModelled], t[outcomeSkipped], t[outcomeNotRun])
+	if passed+counted+t[outcomeRefused]+t[outcomeNotModelled] == 0 {
+		return suite, fmt.Errorf("no go-tfe test ran")
+	}
+	// A failure without a named cause is a regression; the named ones are
+	// reported above and tracked, not hidden. A top-level test explained
+	// by its own name can still hold an unexplained subtest, so both are
+	// looked at, and told apart.
+	if top := t[outcomeUnexplained]; top+unexplainedSubtests > 0 {
+		return suite, fmt.Errorf("go-tfe tests failed without a named cause: %d top-level tests, %d subtests", top, unexplainedSubtests)
+	}
+	if counted > 0 && float64(passed) < compatPassRate*float64(counted) {
+		return suite, fmt.Errorf("only %s of go-tfe's counted top-level tests passed", percent(passed, counted))
+	}
+	return suite, nil
+}
+
+// skipCause is the reason go-tfe logged for skipping a test.
+func skipCause(output string) string {
+	for _, line := range strings.Split(output, "\n") {
+		line = strings.TrimSpace(line)
+		if _, reason, ok := strings.Cut(line, "_test.go:"); ok {
+			if _, text, ok := strings.Cut(reason, ": "); ok {
+				return "skipped by go-tfe: " + text
 			}
 		}
 	}
-	kinds := func(top bool, k failureKind) int { return counts[top][fmt.Sprint(k)] }
-	for _, top := range []bool{true, false} {
-		what := "subtests"
-		if top {
-			what = "top-level tests"
+	return "skipped by go-tfe"
+}
+
+// goTFETests reads go-tfe's integration test files: each top-level test's
+// file (its area), and which tests never call testClient, so need no
+// server (go-tfe's unit tests of its own decoders and option checks).
+func goTFETests(dir string) (area map[string]string, unit map[string]bool, err error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*_integration_test.go"))
+	if err != nil {
+		return nil, nil, err
+	}
+	area, unit = map[string]string{}, map[string]bool{}
+	for _, file := range files {
+		src, err := os.ReadFile(file)
+		if err != nil {
+			return nil, nil, fmt.Errorf("reading go-tfe's tests: %w", err)
 		}
-		fmt.Printf("go-tfe %s %s: %d passed, %d skipped by go-tfe itself, %d refused by SPEC.md, %d of resources Cairn does not model, %d known gaps, %d unexplained\n",
-			goTFEVersion, what, counts[top]["pass"], counts[top]["skip"], kinds(top, refusedBySpec), kinds(top, notModelled),
-			kinds(top, knownGap), kinds(top, unexplained))
+		funcs := strings.Split(string(src), "\nfunc ")
+		for _, f := range funcs[1:] {
+			name, _, ok := strings.Cut(f, "(t *testing.T)")
+			if !ok || !strings.HasPrefix(name, "Test") || strings.ContainsAny(name, " (") {
+				continue
+			}
+			area[name] = filepath.Base(file)
+			unit[name] = !strings.Contains(f, "testClient(")
+		}
 	}
-	passed := counts[true]["pass"]
-	ran := passed + kinds(true, refusedBySpec) + kinds(true, notModelled) + kinds(true, knownGap) + kinds(true, unexplained)
-	modelled := ran - kinds(true, notModelled)
-	if ran == 0 {
-		return fmt.Errorf("no go-tfe test ran")
-	}
-	rate := float64(passed) / float64(max(modelled, 1))
-	fmt.Printf("compat: %d of %d top-level tests that ran passed (%.1f %%); of the %d for resources Cairn models, %.1f %% (at least %.0f %% required)\n",
-		passed, ran, 100*float64(passed)/float64(ran), modelled, 100*rate, 100*compatPassRate)
-	// A failure without a named cause is a regression; the named ones are
-	// reported above and tracked, not hidden.
-	// A top-level test explained by its own name can still hold an
-	// unexplained subtest, so both counts are looked at, and told apart.
-	if top, sub := kinds(true, unexplained), kinds(false, unexplained); top+sub > 0 {
-		return fmt.Errorf("go-tfe tests failed without a named cause: %d top-level tests, %d subtests", top, sub)
-	}
-	if rate < compatPassRate {
-		return fmt.Errorf("only %.1f %% of go-tfe's top-level tests for resources Cairn models passed", 100*rate)
-	}
-	return nil
+	return area, unit, nil
 }
 
 func waitHealthy(ctx context.Context, client *http.Client, apiURL string) error {

@@ -232,6 +232,8 @@ type workspaceAttributes struct {
 	// GlobalRemoteState shares the workspace's state with every workspace
 	// of the organization (remote-state consumers otherwise).
 	GlobalRemoteState *bool `json:"global-remote-state"`
+	// AllowDestroyPlan may only be false: see refuseDestroyPlan.
+	AllowDestroyPlan *bool `json:"allow-destroy-plan"`
 }
 
 type workspaceDocument struct {
@@ -275,6 +277,9 @@ func (s *server) createWorkspace(c *fiber.Ctx, p access.Principal, o owner) erro
 	}
 	if a.AutoApply != nil && *a.AutoApply {
 		return s.writeError(c, errAutoApply)
+	}
+	if err := refuseDestroyPlan(a); err != nil {
+		return s.writeError(c, err)
 	}
 	ctx := c.UserContext()
 	var w workspace.Workspace
@@ -327,6 +332,9 @@ func (s *server) updateWorkspace(c *fiber.Ctx, p access.Principal, o owner) erro
 	}
 	if a.AutoApply != nil && *a.AutoApply {
 		return s.writeError(c, errAutoApply)
+	}
+	if err := refuseDestroyPlan(a); err != nil {
+		return s.writeError(c, err)
 	}
 	ctx := c.UserContext()
 	var w workspace.Workspace

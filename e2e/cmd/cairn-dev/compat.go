@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -248,9 +249,9 @@ const compatOperatorToken = "compat-operator-token-0123456789abcdef012345"
 // cairn-worker (runs plan and apply in sandboxes) and prints pass, fail
 // and skip per test. `-run REGEX` narrows the selection.
 func compat(ctx context.Context, args []string) error {
-	selection := compatSelection
+	selection, tofuSelection := compatSelection, ""
 	if len(args) == 2 && args[0] == "-run" {
-		selection = args[1]
+		selection, tofuSelection = args[1], args[1]
 	} else if len(args) != 0 {
 		return fmt.Errorf("usage: cairn-dev compat [-run REGEX]")
 	}
@@ -348,6 +349,14 @@ func compat(ctx context.Context, args []string) error {
 		}
 		names = append(names, line)
 	}
+	// OpenTofu's own cloud-backend suite runs after go-tfe's (compat_tofu.go).
+	tofu := func() error {
+		target := compatTarget{apiURL: apiURL, token: compatOperatorToken, cert: certs.Cert, key: certs.Key, bundle: certs.Bundle, dataDir: dataDir}
+		return compatOpenTofu(ctx, target, tofuSelection)
+	}
+	if len(names) == 0 && tofuSelection != "" {
+		return tofu()
+	}
 	fmt.Printf("==> go-tfe %s: %d integration tests against %s, each in its own process\n", goTFEVersion, len(names), apiURL)
 	var events bytes.Buffer
 	for _, name := range names {
@@ -361,7 +370,7 @@ func compat(ctx context.Context, args []string) error {
 		_ = cmd.Run()
 		fmt.Printf("    %s (%.1fs)\n", name, time.Since(start).Seconds())
 	}
-	return summarize(&events)
+	return errors.Join(summarize(&events), tofu())
 }
 
 // compatSkipPattern is the -test.skip pattern of one top-level test: its

@@ -15,7 +15,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -374,21 +373,8 @@ func compat(ctx context.Context, args []string) error {
 }
 
 // compatSkipPattern is the -test.skip pattern of one top-level test: its
-// subtests in compatSkips. Go splits the pattern at slashes level by
-// level, so the subtests are alternatives under one anchored parent.
-func compatSkipPattern(name string) string {
-	var subs []string
-	for skip := range compatSkips {
-		if sub, ok := strings.CutPrefix(skip, name+"/"); ok {
-			subs = append(subs, regexp.QuoteMeta(sub))
-		}
-	}
-	if len(subs) == 0 {
-		return ""
-	}
-	slices.Sort(subs)
-	return "^" + regexp.QuoteMeta(name) + "$/^(" + strings.Join(subs, "|") + ")$"
-}
+// subtests in compatSkips.
+func compatSkipPattern(name string) string { return subtestSkipPattern(name, compatSkips) }
 
 func certPool(caFile string) *x509.CertPool {
 	pool := x509.NewCertPool()

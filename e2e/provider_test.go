@@ -127,28 +127,6 @@ func TestProviderStyleWorkspaceLife(t *testing.T) {
 		t.Fatalf("update to allow_destroy_plan = true: %v", err)
 	}
 
-	// Workspace variables: a sensitive value is never read back.
-	region, err := client.Variables.Create(ctx, ws.ID, tfe.VariableCreateOptions{Key: tfe.String("region"), Value: tfe.String("eu-west-1"),
-		Category: tfe.Category(tfe.CategoryTerraform), HCL: tfe.Bool(false), Sensitive: tfe.Bool(false), Description: tfe.String("where")})
-	if err != nil {
-		t.Fatalf("variable create: %v", err)
-	}
-	secret, err := client.Variables.Create(ctx, ws.ID, tfe.VariableCreateOptions{Key: tfe.String("API_KEY"), Value: tfe.String("provider-canary-0451"),
-		Category: tfe.Category(tfe.CategoryEnv), HCL: tfe.Bool(false), Sensitive: tfe.Bool(true), Description: tfe.String("")})
-	if err != nil || secret.Value != "" {
-		t.Fatalf("sensitive variable create: %v %+v", err, secret)
-	}
-	if v, err := client.Variables.Read(ctx, ws.ID, region.ID); err != nil || v.Value != "eu-west-1" || v.Category != tfe.CategoryTerraform || v.Description != "where" {
-		t.Fatalf("variable read: %v %+v", err, v)
-	}
-	if v, err := client.Variables.Update(ctx, ws.ID, region.ID, tfe.VariableUpdateOptions{Key: tfe.String("region"), Value: tfe.String("eu-central-1"),
-		Description: tfe.String("where"), HCL: tfe.Bool(false), Sensitive: tfe.Bool(false)}); err != nil || v.Value != "eu-central-1" {
-		t.Fatalf("variable update: %v %+v", err, v)
-	}
-	if v, err := client.Variables.Read(ctx, ws.ID, secret.ID); err != nil || v.Value != "" || !v.Sensitive {
-		t.Fatalf("sensitive variable read: %v %+v", err, v)
-	}
-
 	// A variable set with a variable, applied to the workspace.
 	set, err := client.VariableSets.Create(ctx, org, &tfe.VariableSetCreateOptions{Name: tfe.String("shared"),
 		Description: tfe.String("for every network"), Global: tfe.Bool(false), Priority: tfe.Bool(false)})
@@ -221,5 +199,28 @@ func TestProviderStyleWorkspaceLife(t *testing.T) {
 	}
 	if !slices.Equal(names, []string{"app"}) {
 		t.Fatalf("workspaces left: %s", fmt.Sprint(names))
+	}
+
+	// Workspace variables (on the workspace that stays): a sensitive
+	// value is never read back.
+	region, err := client.Variables.Create(ctx, app.ID, tfe.VariableCreateOptions{Key: tfe.String("region"), Value: tfe.String("eu-west-1"),
+		Category: tfe.Category(tfe.CategoryTerraform), HCL: tfe.Bool(false), Sensitive: tfe.Bool(false), Description: tfe.String("where")})
+	if err != nil {
+		t.Fatalf("variable create: %v", err)
+	}
+	secret, err := client.Variables.Create(ctx, app.ID, tfe.VariableCreateOptions{Key: tfe.String("API_KEY"), Value: tfe.String("provider-canary-0451"),
+		Category: tfe.Category(tfe.CategoryEnv), HCL: tfe.Bool(false), Sensitive: tfe.Bool(true), Description: tfe.String("")})
+	if err != nil || secret.Value != "" {
+		t.Fatalf("sensitive variable create: %v %+v", err, secret)
+	}
+	if v, err := client.Variables.Read(ctx, app.ID, region.ID); err != nil || v.Value != "eu-west-1" || v.Category != tfe.CategoryTerraform || v.Description != "where" {
+		t.Fatalf("variable read: %v %+v", err, v)
+	}
+	if v, err := client.Variables.Update(ctx, app.ID, region.ID, tfe.VariableUpdateOptions{Key: tfe.String("region"), Value: tfe.String("eu-central-1"),
+		Description: tfe.String("where"), HCL: tfe.Bool(false), Sensitive: tfe.Bool(false)}); err != nil || v.Value != "eu-central-1" {
+		t.Fatalf("variable update: %v %+v", err, v)
+	}
+	if v, err := client.Variables.Read(ctx, app.ID, secret.ID); err != nil || v.Value != "" || !v.Sensitive {
+		t.Fatalf("sensitive variable read: %v %+v", err, v)
 	}
 }

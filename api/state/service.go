@@ -335,12 +335,6 @@ func (s *Service) CurrentOfWorkspace(ctx context.Context, organizationID, worksp
 	return currentVersion(ctx, s.db, organizationID, workspaceID)
 }
 
-// CurrentIn is CurrentOfWorkspace read in q, a transaction that holds the
-// workspace's row lock when the answer must not change before it commits.
-func (s *Service) CurrentIn(ctx context.Context, q sqlx.QueryerContext, organizationID, workspaceID string) (*Version, error) {
-	return currentVersion(ctx, q, organizationID, workspaceID)
-}
-
 // Download opens the plaintext of a finalized version. A version whose
 // record does not describe releasable bytes is not found; the body fails
 // instead of releasing its last byte unless the object is exactly the

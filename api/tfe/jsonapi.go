@@ -149,8 +149,6 @@ var details = []struct {
 	{errInvalidDocument, "The request is not a valid JSON:API document for this operation."},
 	{errAutoApply, "Cairn never applies without a human approval. Run the command again without -auto-approve and approve the plan."},
 	{run.ErrDestroy, "Cairn does not run destroy plans."},
-	{errLockedCannotDelete, "The workspace is locked and cannot be deleted: unlock it first."},
-	{errNotSafeToDelete, "The workspace cannot be safely deleted because it is still managing resources."},
 	{errDestroyPlan, "Cairn never runs destroy plans: set allow-destroy-plan (the tfe provider's allow_destroy_plan) to false."},
 	{run.ErrStaleBinding, "The run's plan, policy result or state changed since it was shown; review the run again."},
 	{run.ErrActionNotAllowed, "The run is not in a state where this action applies."},

@@ -115,7 +115,6 @@ func Mount(app *fiber.App, deps Deps) {
 	s.registerRegistryModules(v2)
 	s.registerVarsets(v2)
 	s.registerRemoteStateConsumers(v2)
-	s.registerSafeDelete(v2)
 	s.registerRunTriggers(v2)
 	// Anything else is a JSON:API 404: clients retry 5xx for minutes, and a
 	// missing route must look like every other missing resource.

@@ -152,6 +152,7 @@ var details = []struct {
 	{errInvalidDocument, "The request is not a valid JSON:API document for this operation."},
 	{errAutoApply, "Cairn never applies without a human approval. Run the command again without -auto-approve and approve the plan."},
 	{run.ErrDestroy, "Cairn does not run destroy plans."},
+	{errDestroyPlan, "Cairn never runs destroy plans: set allow-destroy-plan (the tfe provider's allow_destroy_plan) to false."},
 	{run.ErrStaleBinding, "The run's plan, policy result or state changed since it was shown; review the run again."},
 	{run.ErrActionNotAllowed, "The run is not in a state where this action applies."},
 	{run.ErrQueueNotDiscardable, "A run ahead of this one in the workspace's queue is queued, running, approved or in recovery and cannot be discarded; wait for it or cancel it."},
@@ -208,9 +209,11 @@ func (s *server) writeError(c *fiber.Ctx, err error) error {
 	case errors.Is(err, errInvalidDocument) || errors.Is(err, errAutoApply) || errors.Is(err, errProjectName):
 		p = httpx.Problem{Status: http.StatusUnprocessableEntity, Code: "invalid_document"}
 	case errors.Is(err, errVarsetAttribute) || errors.Is(err, workspace.ErrSelfConsumer) || errors.Is(err, workspace.ErrSharedGlobally) ||
-		errors.Is(err, workspace.ErrToolVersionUnlisted):
-		// HCP refuses a variable set's or set variable's attributes, and
-		// these remote-state-consumers changes, with 422.
+		errors.Is(err, workspace.ErrToolVersionUnlisted),
+		errors.Is(err, errDestroyPlan):
+		// HCP refuses a variable set's or set variable's attributes, a
+		// workspace allowing destroy plans or naming a tool version not
+		// offered, and these remote-state-consumers changes, with 422.
 		p = httpx.Problem{Status: http.StatusUnprocessableEntity, Code: "invalid_attribute"}
 	case errors.Is(err, registry.ErrInvalid):
 		// HCP refuses a registry module's or version's attributes with 422.

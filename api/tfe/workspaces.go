@@ -268,6 +268,8 @@ type workspaceAttributes struct {
 	AssessmentsEnabled          *bool   `json:"assessments-enabled"`
 	AutoDestroyAt               *string `json:"auto-destroy-at"`
 	AutoDestroyActivityDuration *string `json:"auto-destroy-activity-duration"`
+	// AllowDestroyPlan may only be false: see refuseDestroyPlan.
+	AllowDestroyPlan *bool `json:"allow-destroy-plan"`
 }
 
 // refused is why a workspace create or update asks for what Cairn never
@@ -346,6 +348,9 @@ func (s *server) createWorkspace(c *fiber.Ctx, p access.Principal, o owner) erro
 	if err != nil {
 		return s.writeError(c, err)
 	}
+	if err := refuseDestroyPlan(a); err != nil {
+		return s.writeError(c, err)
+	}
 	ctx := c.UserContext()
 	var w workspace.Workspace
 	err = db.WithTx(ctx, s.DB, func(tx *sqlx.Tx) error {
@@ -405,6 +410,9 @@ func (s *server) updateWorkspace(c *fiber.Ctx, p access.Principal, o owner) erro
 		return s.writeError(c, errInvalidDocument)
 	}
 	if err := a.refused(); err != nil {
+		return s.writeError(c, err)
+	}
+	if err := refuseDestroyPlan(a); err != nil {
 		return s.writeError(c, err)
 	}
 	ctx := c.UserContext()

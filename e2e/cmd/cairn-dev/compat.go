@@ -16,7 +16,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -313,7 +312,7 @@ const compatOperatorToken = "compat-operator-token-0123456789abcdef012345"
 // regenerates the compatibility page from the results file.
 func compat(ctx context.Context, args []string) error {
 	flags := flag.NewFlagSet("compat", flag.ContinueOnError)
-	run := flags.String("run", "", "run only go-tfe's tests matching `REGEX` (default: the whole selection)")
+	run := flags.String("run", "", "run only the go-tfe and OpenTofu tests matching `REGEX` (default: the whole selection)")
 	results := flags.String("results", compatResultsFile, "merge the results into this `file`; empty writes none")
 	writeDocs := flags.Bool("write-docs", false, "regenerate "+compatPageFile+" from the results file, run nothing")
 	if err := flags.Parse(args); err != nil || flags.NArg() != 0 {
@@ -322,9 +321,9 @@ func compat(ctx context.Context, args []string) error {
 	if *writeDocs {
 		return writeCompatPage(*results, compatPageFile)
 	}
-	selection := compatSelection
+	selection, tofuSelection := compatSelection, ""
 	if *run != "" {
-		selection = *run
+		selection, tofuSelection = *run, *run
 	}
 	pg, cleanup, err := throwawayCluster(ctx, "postgres | ")
 	if err != nil {
@@ -430,6 +429,14 @@ func compat(ctx context.Context, args []string) error {
 		}
 		names = append(names, line)
 	}
+	// OpenTofu's own cloud-backend suite runs after go-tfe's (compat_tofu.go).
+	tofu := func() error {
+		target := compatTarget{apiURL: apiURL, token: compatOperatorToken, cert: certs.Cert, key: certs.Key, bundle: certs.Bundle, dataDir: dataDir}
+		return compatOpenTofu(ctx, target, tofuSelection)
+	}
+	if len(names) == 0 && tofuSelection != "" {
+		return tofu()
+	}
 	fmt.Printf("==> go-tfe %s: %d integration tests against %s, each in its own process\n", goTFEVersion, len(names), apiURL)
 	var events bytes.Buffer
 	for _, name := range names {
@@ -444,6 +451,7 @@ func compat(ctx context.Context, args []string) error {
 		fmt.Printf("    %s (%.1fs)\n", name, time.Since(start).Seconds())
 	}
 	suite, err := summarize(&events, area, notRun)
+	err = errors.Join(err, tofu())
 	if *results != "" {
 		if werr := writeCompatSuite(*results, suite, *run != ""); werr != nil {
 			return errors.Join(err, werr)
@@ -454,21 +462,8 @@ func compat(ctx context.Context, args []string) error {
 }
 
 // compatSkipPattern is the -test.skip pattern of one top-level test: its
-// subtests in compatSkips. Go splits the pattern at slashes level by
-// level, so the subtests are alternatives under one anchored parent.
-func compatSkipPattern(name string) string {
-	var subs []string
-	for skip := range compatSkips {
-		if sub, ok := strings.CutPrefix(skip, name+"/"); ok {
-			subs = append(subs, regexp.QuoteMeta(sub))
-		}
-	}
-	if len(subs) == 0 {
-		return ""
-	}
-	slices.Sort(subs)
-	return "^" + regexp.QuoteMeta(name) + "$/^(" + strings.Join(subs, "|") + ")$"
-}
+// subtests in compatSkips.
+func compatSkipPattern(name string) string { return subtestSkipPattern(name, compatSkips) }
 
 func certPool(caFile string) *x509.CertPool {
 	pool := x509.NewCertPool()

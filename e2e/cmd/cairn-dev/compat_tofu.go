@@ -41,35 +41,29 @@ const tofuAutoApprove = "; it also applies with -auto-approve, which SPEC.md §4
 // subtests, each with its reason. Everything else in the suite runs and
 // must pass.
 var compatTofuExcluded = map[string]string{
-	"Test_terraform_apply_autoApprove":                          tofuStaleText + tofuAutoApprove,
-	"Test_apply_no_input_flag":                                  tofuStaleText + tofuAutoApprove,
-	"Test_backend_apply_before_init":                            tofuStaleText,
-	"Test_cloud_organization_env_var":                           tofuStaleText + tofuAutoApprove,
-	"Test_cloud_workspace_name_env_var/a_workspace_that_exists": tofuStaleText + tofuAutoApprove,
-	// Its setup reads back the tag it gave a workspace; Cairn does not
-	// model workspace tags (go-tfe's tag tests are not modelled either).
-	"Test_cloud_workspace_tags_env_var":             "workspace tags are not modelled; its valid case also " + tofuStaleText + tofuAutoApprove,
-	"Test_cloud_null_config":                        tofuStaleText + tofuAutoApprove,
-	"Test_init_with_empty_tags":                     tofuStaleText,
-	"Test_migrate_multi_to_tfc_cloud_name_strategy": tofuStaleText,
-	"Test_migrate_multi_to_tfc_cloud_tags_strategy": tofuStaleText,
-	"Test_migrate_remote_backend_single_org":        tofuStaleText,
-	"Test_migrate_remote_backend_multi_org":         tofuStaleText,
-	"Test_migrate_single_to_tfc":                    tofuStaleText,
-	"Test_migrate_tfc_to_other":                     tofuStaleText,
-	"Test_migrate_tfc_to_tfc_single_workspace":      tofuStaleText,
-	"Test_migrate_tfc_to_tfc_multiple_workspace":    tofuStaleText,
-	"Test_cloud_run_variables":                      tofuStaleText,
+	"Test_terraform_apply_autoApprove":                             tofuStaleText + tofuAutoApprove,
+	"Test_apply_no_input_flag":                                     tofuStaleText + tofuAutoApprove,
+	"Test_backend_apply_before_init":                               tofuStaleText,
+	"Test_cloud_organization_env_var":                              tofuStaleText + tofuAutoApprove,
+	"Test_cloud_workspace_name_env_var/a_workspace_that_exists":    tofuStaleText + tofuAutoApprove,
+	"Test_cloud_workspace_tags_env_var/a_workspace_with_valid_tag": tofuStaleText + tofuAutoApprove,
+	"Test_cloud_null_config":                                       tofuStaleText + tofuAutoApprove,
+	"Test_init_with_empty_tags":                                    tofuStaleText,
+	"Test_migrate_multi_to_tfc_cloud_name_strategy":                tofuStaleText,
+	"Test_migrate_multi_to_tfc_cloud_tags_strategy":                tofuStaleText,
+	"Test_migrate_remote_backend_single_org":                       tofuStaleText,
+	"Test_migrate_remote_backend_multi_org":                        tofuStaleText,
+	"Test_migrate_single_to_tfc":                                   tofuStaleText,
+	"Test_migrate_tfc_to_other":                                    tofuStaleText,
+	"Test_migrate_tfc_to_tfc_single_workspace":                     tofuStaleText,
+	"Test_migrate_tfc_to_tfc_multiple_workspace":                   tofuStaleText,
+	"Test_cloud_run_variables":                                     tofuStaleText,
 }
 
 // compatTofuKnownGaps are OpenTofu tests that fail for a cause of Cairn's
 // that is named here and not yet fixed. They count as failures in the
 // totals; only a failure named nowhere fails the harness.
-var compatTofuKnownGaps = map[string]string{
-	// Its case passes; the cleanup then fails.
-	"Test_cloud_workspace_name_env_var": "its cleanup deletes the organization while it still holds the workspace its setup created; " +
-		"Cairn's DELETE organizations/{name} answers 409 until the workspaces are gone, where HCP deletes them with it",
-}
+var compatTofuKnownGaps = map[string]string{}
 
 // compatTarget is the running Cairn the suites are pointed at.
 type compatTarget struct {

@@ -3,7 +3,6 @@ package tfe
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 
 	"github.com/gofiber/fiber/v2"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/cairnhq/cairn/api/access"
 	"github.com/cairnhq/cairn/api/platform/db"
-	"github.com/cairnhq/cairn/api/platform/fault"
 	"github.com/cairnhq/cairn/api/state"
 	"github.com/cairnhq/cairn/api/workspace"
 )
@@ -205,18 +203,6 @@ func (s *server) readWorkspace(c *fiber.Ctx, p access.Principal, o owner) error 
 		return s.writeError(c, err)
 	}
 	res := workspaceRepresentation(p, o, w, f)
-	// Its variables are its "vars", for whoever may read them.
-	vars, err := s.Workspaces.ListVariables(ctx, p, w.ID)
-	switch {
-	case err == nil:
-		refs := make([]ref, len(vars))
-		for i, v := range vars {
-			refs[i] = ref{ID: v.ID, Type: "vars"}
-		}
-		res.Relationships["vars"] = relationship{Data: refs}
-	case !errors.Is(err, fault.ErrForbidden) && !errors.Is(err, fault.ErrNotFound):
-		return s.writeError(c, err)
-	}
 	doc := map[string]any{"data": res}
 	// include=outputs adds the current state's outputs; other include
 	// values are ignored rather than refused.

@@ -55,7 +55,7 @@ func TestConcurrentRequestsWithOneKeyMutateOnce(t *testing.T) {
 	close(start)
 	wg.Wait()
 
-	if n := countRows(t, env, `SELECT count(*) FROM projects WHERE organization_id = $1`, u.OrganizationID); n != 1 {
+	if n := countRows(t, env, `SELECT count(*) FROM projects WHERE organization_id = $1 AND name <> 'Default Project'`, u.OrganizationID); n != 1 {
 		t.Fatalf("%d projects created, want exactly 1", n)
 	}
 	var first json.RawMessage
@@ -157,7 +157,7 @@ func TestMissingOrMalformedKeyIsRejected(t *testing.T) {
 			t.Errorf("key %q: %d %s, want 400 %s", tc.key, resp.Status, resp.Body, tc.code)
 		}
 	}
-	if n := countRows(t, env, `SELECT count(*) FROM projects`); n != 0 {
+	if n := countRows(t, env, `SELECT count(*) FROM projects WHERE name <> 'Default Project'`); n != 0 {
 		t.Fatalf("%d projects created without a valid key", n)
 	}
 	// The longest valid key works.

@@ -2,6 +2,7 @@ package tfe_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -43,17 +44,18 @@ func TestRunSemanticsClientsRelyOn(t *testing.T) {
 		t.Helper()
 		var d struct {
 			Data struct {
-				Attributes    map[string]any `json:"attributes"`
+				Attributes map[string]any `json:"attributes"`
+				// One-object relationships; "vars" holds a list.
 				Relationships map[string]struct {
-					Data *struct{ ID, Type string } `json:"data"`
+					Data any `json:"data"`
 				} `json:"relationships"`
 			} `json:"data"`
 		}
 		u.call(t, http.MethodGet, "/api/v2/workspaces/"+ws.ID, nil).MustStatus(t, http.StatusOK).JSON(t, &d)
 		out := map[string]any{"run-count": d.Data.Attributes["run-count"]}
 		for _, rel := range []string{"current-configuration-version", "latest-run", "locked-by"} {
-			if ref := d.Data.Relationships[rel].Data; ref != nil {
-				out[rel] = ref.Type + "/" + ref.ID
+			if ref, ok := d.Data.Relationships[rel].Data.(map[string]any); ok {
+				out[rel] = fmt.Sprint(ref["type"]) + "/" + fmt.Sprint(ref["id"])
 			}
 		}
 		return out

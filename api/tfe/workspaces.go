@@ -3,6 +3,7 @@ package tfe
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 
 	"github.com/gofiber/fiber/v2"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/cairnhq/cairn/api/access"
 	"github.com/cairnhq/cairn/api/platform/db"
+	"github.com/cairnhq/cairn/api/platform/fault"
 	"github.com/cairnhq/cairn/api/state"
 	"github.com/cairnhq/cairn/api/workspace"
 )
@@ -184,10 +186,32 @@ func workspaceRepresentation(p access.Principal, o owner, w workspace.Workspace,
 
 func (s *server) respondWorkspace(c *fiber.Ctx, status int, p access.Principal, o owner, w workspace.Workspace) error {
 	res, err := s.workspaceResource(c.UserContext(), p, o, w)
+	if err == nil {
+		err = s.addVars(c.UserContext(), p, w.ID, &res)
+	}
 	if err != nil {
 		return s.writeError(c, err)
 	}
 	return writeData(c, status, res)
+}
+
+// addVars adds the workspace's variables as its "vars" relationship (go-tfe's
+// Workspace.Variables), for whoever may read them; for anyone else it is
+// left out.
+func (s *server) addVars(ctx context.Context, p access.Principal, workspaceID string, res *resource) error {
+	vars, err := s.Workspaces.ListVariables(ctx, p, workspaceID)
+	switch {
+	case errors.Is(err, fault.ErrForbidden) || errors.Is(err, fault.ErrNotFound):
+		return nil
+	case err != nil:
+		return err
+	}
+	refs := make([]ref, len(vars))
+	for i, v := range vars {
+		refs[i] = ref{ID: v.ID, Type: "vars"}
+	}
+	res.Relationships["vars"] = relationship{Data: refs}
+	return nil
 }
 
 func (s *server) readWorkspace(c *fiber.Ctx, p access.Principal, o owner) error {
@@ -203,6 +227,9 @@ func (s *server) readWorkspace(c *fiber.Ctx, p access.Principal, o owner) error 
 		return s.writeError(c, err)
 	}
 	res := workspaceRepresentation(p, o, w, f)
+	if err := s.addVars(ctx, p, w.ID, &res); err != nil {
+		return s.writeError(c, err)
+	}
 	doc := map[string]any{"data": res}
 	// include=outputs adds the current state's outputs; other include
 	// values are ignored rather than refused.

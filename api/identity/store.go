@@ -131,7 +131,8 @@ func markReauthenticated(ctx context.Context, q sqlx.ExtContext, sessionID strin
 // creator's ID.
 func insertOrganization(ctx context.Context, tx *sqlx.Tx, o Organization, createdBy string) error {
 	_, err := tx.ExecContext(ctx, `
-		INSERT INTO organizations (id, name, slug, created_at, email, default_execution_mode) VALUES ($1, $2, $3, $4, $5, $6)`,
+		INSERT INTO organizations (id, name, slug, created_at, email, default_execution_mode)
+		VALUES ($1, $2, $3, $4, $5, COALESCE(NULLIF($6, ''), 'remote'))`,
 		o.ID, o.Name, o.Slug, o.CreatedAt, o.Email, o.DefaultExecutionMode)
 	if db.IsUniqueViolation(err, "organizations_slug_key") {
 		return ErrSlugTaken

@@ -100,7 +100,7 @@ func CategoryKeyRule(key, category string, hcl bool) string {
 // this name: what a run's variables (-var) must be, and what the runner
 // passes to tofu.
 func IsIdentifier(key string) bool {
-	return ValidateKey(key) == nil && (key[0] < '0' || key[0] > '9')
+	return variableKey.MatchString(key) && (key[0] < '0' || key[0] > '9')
 }
 
 // ValidateValue checks size, encoding and, for HCL values, syntax.

@@ -557,7 +557,7 @@ func (r *Runner) prepare(ctx context.Context, env *attemptEnv, facts attemptFact
 	// A value written as HCL must be exactly one expression: a run
 	// variable is checked only now, as HCP Terraform checks it at plan.
 	for _, v := range inputs {
-		if v.Category == workspace.CategoryTerraform && !workspace.IsIdentifier(v.Key) {
+		if v.Category != workspace.CategoryEnv && !workspace.IsIdentifier(v.Key) {
 			env.logs.Line("Warning: variable %q is not passed to tofu: a name that starts with a digit cannot be declared by any configuration.", v.Key)
 			continue
 		}

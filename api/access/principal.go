@@ -42,6 +42,11 @@ type Principal struct {
 	// Grants is what the principal's teams grant beyond Permissions, the
 	// organization-wide baseline of its role (or a token's explicit set).
 	Grants TeamGrants
+	// Account marks a person's account-wide API token before it is bound:
+	// it has no organization, role or permission of its own, and acts in
+	// an organization only as the live membership it holds there
+	// (identity.BindAccount), as HCP Terraform's user tokens do.
+	Account bool
 }
 
 // Agent is what an agent access token adds to the user it acts for.

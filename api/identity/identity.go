@@ -41,6 +41,10 @@ type Organization struct {
 	// Email is the organization's contact address ('' when none was
 	// given); the remote-backend API shows it.
 	Email string `db:"email" json:"-"`
+	// AllowForceDeleteWorkspaces lets workspace admins, not only owners,
+	// delete a workspace that still manages resources (HCP's setting of
+	// that name; off by default).
+	AllowForceDeleteWorkspaces bool `db:"allow_force_delete_workspaces" json:"-"`
 }
 
 // OrganizationMembership is an organization seen by one of its members.

@@ -518,6 +518,7 @@ func (s *Service) Bootstrap(ctx context.Context, email, name, password, orgName,
 // mode its workspaces default to (remote when empty).
 type OperatorOrganization struct {
 	Name, Slug, Email, DefaultExecutionMode string
+	AllowForceDeleteWorkspaces              bool
 }
 
 // ExecutionRemote and ExecutionLocal are the default execution modes.
@@ -533,6 +534,44 @@ const maxEmail = 254
 // with its (empty) owners team and Default Project, for the installation
 // operator (the remote-backend API's organization create).
 func (s *Service) CreateOrganizationAsOperator(ctx context.Context, in OperatorOrganization) (Organization, error) {
+	org, err := s.newOrganization(in)
+	if err != nil {
+		return Organization{}, err
+	}
+	err = db.WithTx(ctx, s.db, func(tx *sqlx.Tx) error {
+		if err := insertOrganization(ctx, tx, org, "operator"); err != nil {
+			return err
+		}
+		if _, err := team.CreateEmptyOwnersTeam(ctx, tx, org.ID, org.CreatedAt); err != nil {
+			return err
+		}
+		_, err := audit.Append(ctx, tx, audit.Entry{
+			OrganizationID: org.ID, Action: "organization.created",
+			Actor:      audit.Actor{Type: audit.ActorOperator, ID: "operator"},
+			TargetType: "organization", TargetID: org.ID, Evidence: map[string]any{"slug": org.Slug},
+		})
+		return err
+	})
+	return org, err
+}
+
+// CreateOrganizationForAccount creates an organization owned by the person
+// behind an account-wide token (the remote-backend API's organization
+// create, as HCP Terraform's user tokens may): the person becomes its owner,
+// in its owners team, exactly as when creating one in the identity server.
+func (s *Service) CreateOrganizationForAccount(ctx context.Context, p access.Principal, in OperatorOrganization) (Organization, error) {
+	if !p.Account || p.Kind != access.KindUser {
+		return Organization{}, fault.ErrForbidden
+	}
+	org, err := s.newOrganization(in)
+	if err != nil {
+		return Organization{}, err
+	}
+	return org, db.WithTx(ctx, s.db, func(tx *sqlx.Tx) error { return createOrganization(ctx, tx, org, p.ID) })
+}
+
+// newOrganization validates the remote-backend API's organization settings.
+func (s *Service) newOrganization(in OperatorOrganization) (Organization, error) {
 	if err := ValidateSlug(in.Slug); err != nil {
 		return Organization{}, err
 	}
@@ -554,23 +593,29 @@ func (s *Service) CreateOrganizationAsOperator(ctx context.Context, in OperatorO
 	if len(in.Email) > maxEmail {
 		return Organization{}, fmt.Errorf("%w: email is over %d bytes", fault.ErrValidation, maxEmail)
 	}
-	org := Organization{ID: id.New("org"), Name: name, Slug: in.Slug, CreatedAt: s.now().UTC().Truncate(time.Microsecond),
-		DefaultExecutionMode: mode, Email: in.Email}
-	err = db.WithTx(ctx, s.db, func(tx *sqlx.Tx) error {
-		if err := insertOrganization(ctx, tx, org, "operator"); err != nil {
-			return err
-		}
-		if _, err := team.CreateEmptyOwnersTeam(ctx, tx, org.ID, org.CreatedAt); err != nil {
-			return err
-		}
-		_, err := audit.Append(ctx, tx, audit.Entry{
-			OrganizationID: org.ID, Action: "organization.created",
-			Actor:      audit.Actor{Type: audit.ActorOperator, ID: "operator"},
-			TargetType: "organization", TargetID: org.ID, Evidence: map[string]any{"slug": org.Slug},
-		})
-		return err
-	})
-	return org, err
+	return Organization{ID: id.New("org"), Name: name, Slug: in.Slug, CreatedAt: s.now().UTC().Truncate(time.Microsecond),
+		DefaultExecutionMode: mode, Email: in.Email, AllowForceDeleteWorkspaces: in.AllowForceDeleteWorkspaces}, nil
+}
+
+// SetAllowForceDeleteWorkspaces changes whether workspace admins may delete
+// a workspace that still manages resources; member managers only.
+func (s *Service) SetAllowForceDeleteWorkspaces(ctx context.Context, tx *sqlx.Tx, p access.Principal, allow bool) (Organization, error) {
+	if err := p.Require(access.PermMemberManage); err != nil {
+		return Organization{}, err
+	}
+	before, err := organizationByID(ctx, tx, p.OrganizationID)
+	if err != nil || before.AllowForceDeleteWorkspaces == allow {
+		return before, err
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE organizations SET allow_force_delete_workspaces = $2 WHERE id = $1`, p.OrganizationID, allow); err != nil {
+		return Organization{}, fmt.Errorf("writing organization settings: %w", err)
+	}
+	if err := audit.Record(ctx, tx, p, "organization.settings_updated", "organization", p.OrganizationID,
+		map[string]any{"allow_force_delete_workspaces": allow}); err != nil {
+		return Organization{}, err
+	}
+	before.AllowForceDeleteWorkspaces = allow
+	return before, nil
 }
 
 // Organization reads the principal's own organization.
@@ -615,11 +660,11 @@ func (s *Service) OrganizationByID(ctx context.Context, organizationID string) (
 	return organizationByID(ctx, s.db, organizationID)
 }
 
-// DeleteOrganizationAsOperator deletes, in tx, an organization that has no
+// DeleteOrganization deletes, in tx, an organization that has no
 // workspaces left (the caller deletes them first, in the same
 // transaction), with its memberships, projects, tags, tokens and service
 // accounts. Audit events stay: they are evidence.
-func (s *Service) DeleteOrganizationAsOperator(ctx context.Context, tx *sqlx.Tx, organizationID string) error {
+func (s *Service) DeleteOrganization(ctx context.Context, tx *sqlx.Tx, organizationID string) error {
 	var workspaces int
 	if err := tx.GetContext(ctx, &workspaces, `SELECT count(*) FROM workspaces WHERE organization_id = $1`, organizationID); err != nil {
 		return fmt.Errorf("counting workspaces: %w", err)

@@ -131,9 +131,9 @@ func markReauthenticated(ctx context.Context, q sqlx.ExtContext, sessionID strin
 // creator's ID.
 func insertOrganization(ctx context.Context, tx *sqlx.Tx, o Organization, createdBy string) error {
 	_, err := tx.ExecContext(ctx, `
-		INSERT INTO organizations (id, name, slug, created_at, email, default_execution_mode)
-		VALUES ($1, $2, $3, $4, $5, COALESCE(NULLIF($6, ''), 'remote'))`,
-		o.ID, o.Name, o.Slug, o.CreatedAt, o.Email, o.DefaultExecutionMode)
+		INSERT INTO organizations (id, name, slug, created_at, email, default_execution_mode, allow_force_delete_workspaces)
+		VALUES ($1, $2, $3, $4, $5, COALESCE(NULLIF($6, ''), 'remote'), $7)`,
+		o.ID, o.Name, o.Slug, o.CreatedAt, o.Email, o.DefaultExecutionMode, o.AllowForceDeleteWorkspaces)
 	if db.IsUniqueViolation(err, "organizations_slug_key") {
 		return ErrSlugTaken
 	}
@@ -457,7 +457,7 @@ func organizationByID(ctx context.Context, q sqlx.QueryerContext, organizationID
 	return o, nil
 }
 
-const organizationColumns = `id, name, slug, created_at, default_execution_mode, email`
+const organizationColumns = `id, name, slug, created_at, default_execution_mode, email, allow_force_delete_workspaces`
 
 func deleteOrganizationTree(ctx context.Context, tx *sqlx.Tx, organizationID string) error {
 	for _, stmt := range []string{

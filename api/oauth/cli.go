@@ -60,7 +60,7 @@ func (s *Service) issueUserToken(ctx context.Context, tx *sqlx.Tx, g Grant, now 
 		return TokenResponse{}, describe(ErrUnauthorizedClient, "user tokens are not available")
 	}
 	person := access.Principal{Kind: access.KindUser, ID: g.UserID, OrganizationID: g.OrganizationID}
-	_, token, err := s.opts.UserTokens.CreateUserToken(ctx, tx, person, "tofu login "+now.UTC().Format("2006-01-02 15:04 UTC"), nil)
+	_, token, err := s.opts.UserTokens.CreateUserToken(ctx, tx, person, "tofu login "+now.UTC().Format("2006-01-02 15:04 UTC"), nil, false)
 	if err != nil {
 		return TokenResponse{}, fmt.Errorf("issuing the CLI's user token: %w", err)
 	}

@@ -107,6 +107,7 @@ var table = []struct {
 	{workspace.ErrLocked, httpx.Problem{Status: http.StatusConflict, Code: "WORKSPACE_LOCKED"}},
 	{workspace.ErrLockedCannotDelete, httpx.Problem{Status: http.StatusConflict, Code: "WORKSPACE_LOCKED"}},
 	{workspace.ErrManagingResources, httpx.Problem{Status: http.StatusConflict, Code: "WORKSPACE_MANAGING_RESOURCES"}},
+	{workspace.ErrForceDeleteOwnersOnly, httpx.Problem{Status: http.StatusConflict, Code: "WORKSPACE_FORCE_DELETE_OWNERS_ONLY"}},
 	{workspace.ErrNotLocked, httpx.Problem{Status: http.StatusConflict, Code: "WORKSPACE_NOT_LOCKED"}},
 	{workspace.ErrLockedByOther, httpx.Problem{Status: http.StatusConflict, Code: "WORKSPACE_LOCKED_BY_OTHER"}},
 	{workspace.ErrLockedByRun, httpx.Problem{Status: http.StatusConflict, Code: "WORKSPACE_LOCKED_BY_RUN"}},

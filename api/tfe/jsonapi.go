@@ -137,6 +137,7 @@ var details = []struct {
 	{workspace.ErrNotLocked, "The workspace is not locked."},
 	{workspace.ErrLockedCannotDelete, "Workspace is currently locked. Workspace must be unlocked before it can be safely deleted."},
 	{workspace.ErrManagingResources, "The workspace cannot be safely deleted because it is still managing resources."},
+	{workspace.ErrForceDeleteOwnersOnly, "The workspace is still managing resources, and only organization owners may delete it in this organization. Destroy its resources and safe-delete it, or have an owner enable allow-force-delete-workspaces."},
 	{run.ErrConfigurationCurrent, "transition not allowed: configuration could not be archived because it is current"},
 	{run.ErrConfigurationNotArchivable, "transition not allowed: only an uploaded configuration version that no unfinished run uses can be archived"},
 	{workspace.ErrLockedByRun, "Unable to unlock the workspace: it is locked by Run, which releases it when it ends. Use force-unlock to take it anyway."},

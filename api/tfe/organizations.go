@@ -2,6 +2,7 @@ package tfe
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 
@@ -38,11 +39,12 @@ func organizationResource(p access.Principal, o identity.Organization) resource 
 			"email":       o.Email,
 			// A workspace the CLI creates takes this mode: remote runs
 			// managed plans, as HCP Terraform does.
-			"default-execution-mode": o.DefaultExecutionMode,
+			"default-execution-mode":        o.DefaultExecutionMode,
+			"allow-force-delete-workspaces": o.AllowForceDeleteWorkspaces,
 			"permissions": map[string]bool{
 				"can-create-workspace": p.Require(access.PermWorkspaceWrite) == nil,
 				"can-update":           p.Require(access.PermMemberManage) == nil,
-				"can-destroy":          p.Kind == access.KindOperator,
+				"can-destroy":          canDeleteOrganization(p),
 			},
 		},
 		Links: map[string]string{"self": "/api/v2/organizations/" + o.Slug},
@@ -81,28 +83,61 @@ func (s *server) readOrganization(c *fiber.Ctx, p access.Principal, o owner) err
 }
 
 // listOrganizations lists what the credential can see: every organization
-// for the operator (q matches slug or e-mail), else its own.
+// for the operator (q matches slug or e-mail), those its person is a member
+// of for an account-wide token, else its own.
 func (s *server) listOrganizations(c *fiber.Ctx) error {
+	ctx := c.UserContext()
 	p, err := s.authenticate(c)
 	if err != nil {
 		return s.writeError(c, err)
 	}
-	if p.Kind != access.KindOperator {
+	if p.Kind != access.KindOperator && !p.Account {
 		return s.guard(s.ownOrganization, s.listOwnOrganization)(c)
 	}
 	if err := httpx.CheckQuery(c); err != nil {
 		return s.writeError(c, err)
 	}
-	orgs, err := s.Identity.OrganizationsAsOperator(c.UserContext(), c.Query("q"))
+	var orgs []identity.Organization
+	if p.Account {
+		orgs, err = s.Identity.AccountOrganizations(ctx, p)
+	} else {
+		orgs, err = s.Identity.OrganizationsAsOperator(ctx, c.Query("q"))
+	}
 	if err != nil {
 		return s.writeError(c, err)
 	}
-	page, meta := pageOf(c, orgs)
-	data := make([]resource, len(page))
-	for i, org := range page {
-		data[i] = organizationResource(p, org)
+	var data []resource
+	for _, org := range orgs {
+		shown := p
+		if p.Account {
+			// Each organization is shown as the membership sees it (its
+			// permissions), and the query filters here as it does for one.
+			if shown, err = s.Identity.BindAccount(ctx, p, org.ID); errors.Is(err, fault.ErrNotFound) {
+				continue
+			} else if err != nil {
+				return s.writeError(c, err)
+			}
+			if !matchesOrganizationQuery(org, c.Query("q")) {
+				continue
+			}
+		}
+		data = append(data, organizationResource(shown, org))
 	}
-	return writeWithIncluded(c, http.StatusOK, data, nil, meta)
+	page, meta := pageOf(c, data)
+	return writeWithIncluded(c, http.StatusOK, page, nil, meta)
+}
+
+// matchesOrganizationQuery is the list's q filter: the slug or e-mail
+// contains it, case-insensitively.
+func matchesOrganizationQuery(org identity.Organization, q string) bool {
+	q = strings.ToLower(q)
+	return strings.Contains(strings.ToLower(org.Slug), q) || strings.Contains(strings.ToLower(org.Email), q)
+}
+
+// canDeleteOrganization: the operator and the organization's owners may
+// delete it, as HCP Terraform's owners may.
+func canDeleteOrganization(p access.Principal) bool {
+	return p.Kind == access.KindOperator || (p.Kind == access.KindUser && p.Agent == nil && p.Role == access.RoleOwner)
 }
 
 // ownOrganization resolves a tenant credential's own organization.
@@ -117,7 +152,7 @@ func (s *server) listOwnOrganization(c *fiber.Ctx, p access.Principal, o owner) 
 		if err != nil {
 			return s.writeError(c, err)
 		}
-		if q := strings.ToLower(c.Query("q")); strings.Contains(strings.ToLower(org.Slug), q) || strings.Contains(strings.ToLower(org.Email), q) {
+		if matchesOrganizationQuery(org, c.Query("q")) {
 			orgs = append(orgs, org)
 		}
 	}
@@ -137,9 +172,10 @@ func (s *server) updateOrganization(c *fiber.Ctx, p access.Principal, o owner) e
 		Data struct {
 			Type       string `json:"type"`
 			Attributes struct {
-				Name                 *string `json:"name"`
-				Email                *string `json:"email"`
-				DefaultExecutionMode *string `json:"default-execution-mode"`
+				Name                       *string `json:"name"`
+				Email                      *string `json:"email"`
+				DefaultExecutionMode       *string `json:"default-execution-mode"`
+				AllowForceDeleteWorkspaces *bool   `json:"allow-force-delete-workspaces"`
 			} `json:"attributes"`
 		} `json:"data"`
 	}
@@ -166,7 +202,12 @@ func (s *server) updateOrganization(c *fiber.Ctx, p access.Principal, o owner) e
 			}
 		}
 		if a.DefaultExecutionMode != nil {
-			org, err = s.Identity.SetDefaultExecutionMode(ctx, tx, p, *a.DefaultExecutionMode)
+			if org, err = s.Identity.SetDefaultExecutionMode(ctx, tx, p, *a.DefaultExecutionMode); err != nil {
+				return err
+			}
+		}
+		if a.AllowForceDeleteWorkspaces != nil {
+			org, err = s.Identity.SetAllowForceDeleteWorkspaces(ctx, tx, p, *a.AllowForceDeleteWorkspaces)
 		}
 		return err
 	})
@@ -193,27 +234,30 @@ func (s *server) entitlements(c *fiber.Ctx, p access.Principal, o owner) error {
 	})
 }
 
-// createOrganization is operator-only: organizations normally come from
-// the identity server, owned by the person who creates them.
+// createOrganization is for the operator, which creates an organization
+// without members, and for a person's account-wide token, which creates
+// one the person owns (as the identity server does). An organization-bound
+// credential acts in its own organization only, so it may not.
 func (s *server) createOrganization(c *fiber.Ctx) error {
 	ctx := c.UserContext()
 	p, err := s.authenticate(c)
 	if err != nil {
 		return s.writeError(c, err)
 	}
-	if p.Kind != access.KindOperator {
+	if p.Kind != access.KindOperator && !p.Account {
 		return s.writeError(c, fault.ErrForbidden)
 	}
-	// Only the operator gets here, and launch control does not gate the
-	// operator: this is how a canary tenant is provisioned while the
-	// public gate is closed.
+	// Launch control does not gate the operator: this is how a canary
+	// tenant is provisioned while the public gate is closed. A person's
+	// new organization is admitted as the identity server's are.
 	var doc struct {
 		Data struct {
 			Type       string `json:"type"`
 			Attributes struct {
-				Name                 string `json:"name"`
-				Email                string `json:"email"`
-				DefaultExecutionMode string `json:"default-execution-mode"`
+				Name                       string `json:"name"`
+				Email                      string `json:"email"`
+				DefaultExecutionMode       string `json:"default-execution-mode"`
+				AllowForceDeleteWorkspaces bool   `json:"allow-force-delete-workspaces"`
 			} `json:"attributes"`
 		} `json:"data"`
 	}
@@ -224,9 +268,16 @@ func (s *server) createOrganization(c *fiber.Ctx) error {
 		return s.writeError(c, errInvalidDocument)
 	}
 	a := doc.Data.Attributes
-	org, err := s.Identity.CreateOrganizationAsOperator(ctx, identity.OperatorOrganization{
-		Name: a.Name, Slug: a.Name, Email: a.Email, DefaultExecutionMode: a.DefaultExecutionMode,
-	})
+	in := identity.OperatorOrganization{Name: a.Name, Slug: a.Name, Email: a.Email,
+		DefaultExecutionMode: a.DefaultExecutionMode, AllowForceDeleteWorkspaces: a.AllowForceDeleteWorkspaces}
+	var org identity.Organization
+	if p.Account {
+		if org, err = s.Identity.CreateOrganizationForAccount(ctx, p, in); err == nil {
+			p, err = s.Identity.BindAccount(ctx, p, org.ID)
+		}
+	} else {
+		org, err = s.Identity.CreateOrganizationAsOperator(ctx, in)
+	}
 	if err != nil {
 		return s.writeError(c, err)
 	}
@@ -236,7 +287,7 @@ func (s *server) createOrganization(c *fiber.Ctx) error {
 // deleteOrganization deletes an organization with its workspaces, as HCP
 // does, in one transaction; then the workspaces' stored objects.
 func (s *server) deleteOrganization(c *fiber.Ctx, p access.Principal, o owner) error {
-	if p.Kind != access.KindOperator {
+	if !canDeleteOrganization(p) {
 		return s.writeError(c, fault.ErrForbidden)
 	}
 	ctx := c.UserContext()
@@ -253,7 +304,7 @@ func (s *server) deleteOrganization(c *fiber.Ctx, p access.Principal, o owner) e
 			}
 			keys = append(keys, objects...)
 		}
-		return s.Identity.DeleteOrganizationAsOperator(ctx, tx, o.OrganizationID)
+		return s.Identity.DeleteOrganization(ctx, tx, o.OrganizationID)
 	})
 	if err != nil {
 		return s.writeError(c, err)

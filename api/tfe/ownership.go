@@ -9,17 +9,25 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/cairnhq/cairn/api/access"
+	"github.com/cairnhq/cairn/api/platform/fault"
 )
 
 // These queries are the ownership projection of /api/v2 requests: they
 // return only organization and workspace identities, bounded to the
-// principal's organization unless the principal is the operator. An empty
-// owner means "unresolved".
+// principal's organization unless the principal is the operator or an
+// account-wide token, which resolve globally. An account-wide token then
+// reaches only an organization its person is a member of, as that
+// membership. An empty owner means "unresolved".
 
 func (s *server) project(ctx context.Context, p access.Principal, query string, args ...any) (owner, error) {
 	tenant := ""
-	if p.Kind != access.KindOperator {
+	if p.Kind != access.KindOperator && !p.Account {
 		tenant = p.OrganizationID
+		if tenant == "" {
+			// Every tenant principal but an account-wide token is bound
+			// to an organization; an empty one must never mean "all".
+			return owner{}, nil
+		}
 	}
 	var o owner
 	err := s.DB.QueryRowxContext(ctx, query, append(args, tenant)...).Scan(&o.OrganizationID, &o.OrganizationSlug, &o.WorkspaceID)
@@ -28,6 +36,13 @@ func (s *server) project(ctx context.Context, p access.Principal, query string, 
 	}
 	if err != nil {
 		return owner{}, fmt.Errorf("resolving ownership: %w", err)
+	}
+	if p.Account {
+		if p, err = s.Identity.BindAccount(ctx, p, o.OrganizationID); errors.Is(err, fault.ErrNotFound) {
+			return owner{}, nil
+		} else if err != nil {
+			return owner{}, err
+		}
 	}
 	return s.reachable(ctx, p, o)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/cairnhq/cairn/api/identity"
 	"github.com/cairnhq/cairn/api/platform/db"
 	"github.com/cairnhq/cairn/api/platform/fault"
+	"github.com/cairnhq/cairn/api/platform/httpx"
 	"github.com/cairnhq/cairn/api/team"
 )
 
@@ -34,7 +35,7 @@ func (s *server) registerTeams(r fiber.Router) {
 		s.guard(s.byTeam, s.changeTeamMembers(true, "organization-memberships")))
 	r.Delete("/teams/:id/relationships/organization-memberships",
 		s.guardStop(s.byTeam, s.changeTeamMembers(false, "organization-memberships")))
-	r.Get("/account/details", s.guard(s.byOwnOrganization, s.accountDetails))
+	r.Get("/account/details", s.accountDetails)
 }
 
 func (s *server) byTeam(ctx context.Context, c *fiber.Ctx, p access.Principal) (owner, error) {
@@ -401,14 +402,31 @@ func (s *server) changeTeamMembers(add bool, typ string) handler {
 }
 
 // accountDetails is the calling user (go-tfe reads its username here).
-// Only user credentials have an account.
-func (s *server) accountDetails(c *fiber.Ctx, p access.Principal, o owner) error {
-	if p.Kind != access.KindUser {
-		return s.writeError(c, fault.ErrNotFound)
-	}
-	m, err := team.MemberOf(c.UserContext(), s.DB, o.OrganizationID, p.ID)
+// Only people have an account; an account-wide token's is its person's, an
+// organization-bound token's is the member it acts as.
+func (s *server) accountDetails(c *fiber.Ctx) error {
+	p, err := s.authenticate(c)
 	if err != nil {
 		return s.writeError(c, err)
 	}
-	return writeData(c, http.StatusOK, userResource(m))
+	if p.Account {
+		if err := httpx.CheckQuery(c); err != nil {
+			return s.writeError(c, err)
+		}
+		u, err := s.Identity.Account(c.UserContext(), p)
+		if err != nil {
+			return s.writeError(c, err)
+		}
+		return writeData(c, http.StatusOK, userResource(team.Member{UserID: u.ID, Name: u.Name, Email: u.Email}))
+	}
+	return s.guard(s.byOwnOrganization, func(c *fiber.Ctx, p access.Principal, o owner) error {
+		if p.Kind != access.KindUser {
+			return s.writeError(c, fault.ErrNotFound)
+		}
+		m, err := team.MemberOf(c.UserContext(), s.DB, o.OrganizationID, p.ID)
+		if err != nil {
+			return s.writeError(c, err)
+		}
+		return writeData(c, http.StatusOK, userResource(m))
+	})(c)
 }

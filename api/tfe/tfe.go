@@ -267,6 +267,17 @@ func (s *server) guardWith(rule launch.Rule, resolve resolver, h handler) fiber.
 			}
 			return s.writeError(c, err)
 		}
+		if p.Account {
+			// An account-wide token acts in the resolved organization as
+			// its person's membership there, or not at all: from here on
+			// it is that member, like an organization-bound token.
+			if o.OrganizationID == "" {
+				return s.writeError(c, fault.ErrNotFound)
+			}
+			if p, err = s.Identity.BindAccount(ctx, p, o.OrganizationID); err != nil {
+				return s.writeError(c, err)
+			}
+		}
 		switch p.Kind {
 		case access.KindOperator:
 			// The installation operator is not a tenant: launch control

@@ -458,7 +458,7 @@ func (s *server) updateWorkspace(c *fiber.Ctx, p access.Principal, o owner) erro
 }
 
 func (s *server) deleteWorkspace(c *fiber.Ctx, p access.Principal, o owner) error {
-	return s.removeWorkspace(c, p, o, s.Workspaces.DeleteWorkspace)
+	return s.removeWorkspace(c, p, o, s.Workspaces.ForceDeleteWorkspace)
 }
 
 // safeDeleteWorkspace deletes a workspace only while it is unlocked and

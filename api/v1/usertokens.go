@@ -17,7 +17,8 @@ import (
 type UserTokenView struct {
 	ID             string     `json:"id" doc:"Token ID (ut_…)."`
 	Object         string     `json:"object" enum:"user_token"`
-	OrganizationID string     `json:"organization_id"`
+	OrganizationID string     `json:"organization_id" doc:"The organization the token acts in; empty for an account-wide token."`
+	Scope          string     `json:"scope" enum:"organization,account"`
 	Description    string     `json:"description"`
 	ExpiresAt      *time.Time `json:"expires_at"`
 	CreatedAt      time.Time  `json:"created_at"`
@@ -25,9 +26,18 @@ type UserTokenView struct {
 }
 
 func userTokenView(t identity.UserToken) UserTokenView {
-	return UserTokenView{ID: t.ID, Object: "user_token", OrganizationID: t.OrganizationID, Description: t.Description,
+	scope := userTokenScopeOrganization
+	if t.OrganizationID == "" {
+		scope = userTokenScopeAccount
+	}
+	return UserTokenView{ID: t.ID, Object: "user_token", OrganizationID: t.OrganizationID, Scope: scope, Description: t.Description,
 		ExpiresAt: t.ExpiresAt, CreatedAt: t.CreatedAt, RevokedAt: t.RevokedAt}
 }
+
+const (
+	userTokenScopeOrganization = "organization"
+	userTokenScopeAccount      = "account"
+)
 
 // IssuedUserTokenView is the create response: the only place the plaintext
 // exists.
@@ -39,6 +49,7 @@ type IssuedUserTokenView struct {
 // CreateUserTokenRequest is the body of POST /v1/user-tokens.
 type CreateUserTokenRequest struct {
 	Description string     `json:"description,omitempty" maxLength:"200"`
+	Scope       string     `json:"scope,omitempty" enum:"organization,account" doc:"organization (default): the token acts in the active organization only. account: it acts in every organization you are a member of, each time with your membership's current role and teams there, as HCP Terraform's user tokens do."`
 	ExpiresAt   *time.Time `json:"expires_at,omitempty" doc:"Optional expiry."`
 }
 
@@ -71,7 +82,8 @@ func (a *API) registerUserTokens() {
 	}, operationOptions{mutation: true, admit: notAdmitted}, func(ctx context.Context, in *createUserTokenInput) (*Mutated[IssuedUserTokenView], error) {
 		return mutation(ctx, a, in.IdempotencyKey, in.Body, http.StatusCreated,
 			func(ctx context.Context, tx *sqlx.Tx, p access.Principal) (IssuedUserTokenView, error) {
-				t, plaintext, err := a.deps.Services.Identity.CreateUserToken(ctx, tx, p, in.Body.Description, in.Body.ExpiresAt)
+				t, plaintext, err := a.deps.Services.Identity.CreateUserToken(ctx, tx, p, in.Body.Description, in.Body.ExpiresAt,
+					in.Body.Scope == userTokenScopeAccount)
 				return IssuedUserTokenView{UserTokenView: userTokenView(t), Token: plaintext}, err
 			})
 	})

@@ -48,4 +48,9 @@ var (
 	// ErrManagingResources means a safe delete found resources in the
 	// workspace's current state.
 	ErrManagingResources = errors.New("workspace is still managing resources")
+	// ErrForceDeleteOwnersOnly means a workspace admin who is no owner
+	// asked to delete a workspace that manages resources, in an
+	// organization that keeps that to owners.
+	ErrForceDeleteOwnersOnly = errors.New("only organization owners may delete a workspace that still manages resources; " +
+		"destroy its resources and safe-delete it, or have an owner set the organization's allow-force-delete-workspaces")
 )

@@ -835,17 +835,52 @@ func (s *Service) SafeDeleteWorkspace(ctx context.Context, tx *sqlx.Tx, p access
 	if w.Locked() {
 		return Workspace{}, nil, ErrLockedCannotDelete
 	}
-	var resources int
-	if err := tx.GetContext(ctx, &resources, `
-		SELECT coalesce((SELECT resource_count FROM state_versions
-			WHERE organization_id = $1 AND workspace_id = $2 AND status = 'finalized' ORDER BY number DESC LIMIT 1), 0)`,
-		w.OrganizationID, w.ID); err != nil {
-		return Workspace{}, nil, fmt.Errorf("reading the workspace's resources: %w", err)
+	resources, err := managedResources(ctx, tx, w)
+	if err != nil {
+		return Workspace{}, nil, err
 	}
 	if resources > 0 {
 		return Workspace{}, nil, ErrManagingResources
 	}
 	return s.DeleteWorkspace(ctx, tx, p, workspaceID)
+}
+
+// ForceDeleteWorkspace is DeleteWorkspace as a person or token asks for it
+// (HCP's force delete): a workspace that still manages resources is deleted
+// only by an organization owner or the operator, or by a workspace admin
+// where the organization allows it (allow-force-delete-workspaces).
+func (s *Service) ForceDeleteWorkspace(ctx context.Context, tx *sqlx.Tx, p access.Principal, workspaceID string) (Workspace, []string, error) {
+	w, err := s.lockedWorkspace(ctx, tx, p, workspaceID, access.PermWorkspaceAdmin)
+	if err != nil {
+		return Workspace{}, nil, err
+	}
+	if p.Kind != access.KindOperator && p.Role != access.RoleOwner {
+		var allowed bool
+		if err := tx.GetContext(ctx, &allowed, `SELECT allow_force_delete_workspaces FROM organizations WHERE id = $1`,
+			w.OrganizationID); err != nil {
+			return Workspace{}, nil, fmt.Errorf("reading the organization's delete setting: %w", err)
+		}
+		resources, err := managedResources(ctx, tx, w)
+		if err != nil {
+			return Workspace{}, nil, err
+		}
+		if !allowed && resources > 0 {
+			return Workspace{}, nil, ErrForceDeleteOwnersOnly
+		}
+	}
+	return s.DeleteWorkspace(ctx, tx, p, workspaceID)
+}
+
+// managedResources counts the resources of the workspace's current state.
+func managedResources(ctx context.Context, tx *sqlx.Tx, w Workspace) (int, error) {
+	var resources int
+	if err := tx.GetContext(ctx, &resources, `
+		SELECT coalesce((SELECT resource_count FROM state_versions
+			WHERE organization_id = $1 AND workspace_id = $2 AND status = 'finalized' ORDER BY number DESC LIMIT 1), 0)`,
+		w.OrganizationID, w.ID); err != nil {
+		return 0, fmt.Errorf("reading the workspace's resources: %w", err)
+	}
+	return resources, nil
 }
 
 // DeleteWorkspace removes a workspace with its state history, variables and

@@ -122,7 +122,7 @@ func writeCLIConfig(ctx context.Context, cfg config.Config, conn *sqlx.DB, ident
 		var plaintext string
 		if err := db.WithTx(ctx, conn, func(tx *sqlx.Tx) error {
 			var err error
-			_, plaintext, err = ident.CreateUserToken(ctx, tx, owner, "make run: local OpenTofu CLI", nil)
+			_, plaintext, err = ident.CreateUserToken(ctx, tx, owner, "make run: local OpenTofu CLI", nil, false)
 			return err
 		}); err != nil {
 			return fmt.Errorf("creating the CLI token: %w", err)

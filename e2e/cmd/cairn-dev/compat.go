@@ -174,37 +174,10 @@ var compatUnmodelled = map[string]string{
 }
 
 // compatKnownGaps fail for a cause that is Cairn's to fix, named here.
-//
-// go-tfe runs with one token and creates a fresh organization per test,
-// then acts in it. The compat token is the installation operator because
-// no person's token can do that: /api/v2 lets only the operator create
-// organizations, and a user token (cut_) is bound to the one organization
-// it was issued in (README, API tokens), so a person's token could not act
-// in the organizations go-tfe creates. The operator administers every
-// organization (it invites, too) but has no account and is no member of
-// what it creates.
-//
-// The fix is an account-wide user token, as HCP's user tokens are: issued
-// without an organization, resolved per request the way the operator's is
-// (globally), then bound to the resolved organization only through a live
-// membership row there (that organization's role and team grants), and
-// the same 404 as a missing resource without one; POST /organizations
-// for such a token creates the organization owned by the person (as the
-// identity server's does). The harness would then sign a person up, mint
-// the token and run go-tfe as that person. It is not built yet.
-var compatKnownGaps = map[string]string{
-	"TestTeamMembersAddByUsername":     compatNoAccount,
-	"TestTeamMembersList":              compatNoAccount,
-	"TestTeamMembersRemoveByUsernames": compatNoAccount,
-	// It counts the creator among the members.
-	"TestOrganizationMembershipsList/with_pagination_options": "the compat token is the operator, which is no member of the organizations it creates (2 memberships, not 3); a person's token is bound to one organization",
-	// Organizations: Cairn lets any workspace admin delete a workspace
-	// (DELETE is HCP's force delete); HCP's switch keeping that to owners
-	// for workspaces that manage resources is not modelled.
-	"TestOrganizationsAllowForceDeleteSetting": "allow-force-delete-workspaces is neither stored nor enforced",
-}
-
-const compatNoAccount = "the compat token is the operator, which has no account to add (account/details is 404); a person's token is bound to one organization, and go-tfe acts in the organizations it creates"
+// go-tfe runs as a person (an account-wide user token, as HCP's user
+// tokens are), so the tests that read the account, add it to teams or count
+// the creator among an organization's members pass; none is left.
+var compatKnownGaps = map[string]string{}
 
 // compatNeedsProvider marks a failure whose run could not install go-tfe's
 // fixture provider (hashicorp/null), which `make tools` builds into the
@@ -394,6 +367,14 @@ func compat(ctx context.Context, args []string) error {
 	if err := devstack.OpenPublicGate(client, apiURL, compatOperatorToken, "compat-open-gate"); err != nil {
 		return err
 	}
+	// go-tfe's tests act as one HCP user: they read the account, create
+	// organizations (which the user then owns) and add the user to teams.
+	// A person's account-wide token does all of that; the operator token
+	// has no account and belongs to no organization.
+	personToken, err := devstack.AccountToken(client, apiURL, "compat-person@example.com", "compat-home")
+	if err != nil {
+		return err
+	}
 	dir, err := moduleDir(ctx, "github.com/hashicorp/go-tfe@"+goTFEVersion)
 	if err != nil {
 		return err
@@ -432,7 +413,11 @@ func compat(ctx context.Context, args []string) error {
 	// OpenTofu's own cloud-backend suite runs after go-tfe's (compat_tofu.go).
 	tofu := func() error {
 		target := compatTarget{apiURL: apiURL, token: compatOperatorToken, cert: certs.Cert, key: certs.Key, bundle: certs.Bundle, dataDir: dataDir}
-		return compatOpenTofu(ctx, target, tofuSelection)
+		suite, err := compatOpenTofu(ctx, target, tofuSelection)
+		if *results != "" && len(suite.Tests) > 0 {
+			err = errors.Join(err, writeCompatSuite(*results, suite, *run != ""))
+		}
+		return err
 	}
 	if len(names) == 0 && tofuSelection != "" {
 		return tofu()
@@ -444,18 +429,23 @@ func compat(ctx context.Context, args []string) error {
 		cmd := exec.CommandContext(ctx, "go", "tool", "test2json", "-p", "go-tfe", testBin, "-test.v=test2json",
 			"-test.run", "^"+name+"$", "-test.skip", compatSkipPattern(name), "-test.timeout", "10m")
 		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "TFE_ADDRESS="+apiURL, "TFE_TOKEN="+compatOperatorToken, "SSL_CERT_FILE="+certs.Bundle,
+		cmd.Env = append(os.Environ(), "TFE_ADDRESS="+apiURL, "TFE_TOKEN="+personToken, "SSL_CERT_FILE="+certs.Bundle,
 			"ENABLE_TFE=", "ENABLE_BETA=", "ENABLE_HYOK_INTEGRATION_TESTS=")
 		cmd.Stdout, cmd.Stderr = &events, os.Stderr
 		_ = cmd.Run()
 		fmt.Printf("    %s (%.1fs)\n", name, time.Since(start).Seconds())
 	}
 	suite, err := summarize(&events, area, notRun)
-	err = errors.Join(err, tofu())
 	if *results != "" {
-		if werr := writeCompatSuite(*results, suite, *run != ""); werr != nil {
-			return errors.Join(err, werr)
-		}
+		err = errors.Join(err, writeCompatSuite(*results, suite, *run != ""))
+	}
+	err = errors.Join(err, tofu())
+	clis, cliErr := compatCLIs(ctx, pg, *run)
+	if *results != "" && len(clis.Tests) > 0 {
+		cliErr = errors.Join(cliErr, writeCompatSuite(*results, clis, *run != ""))
+	}
+	err = errors.Join(err, cliErr)
+	if *results != "" {
 		fmt.Printf("compat: results merged into %s; `./bin/cairn-dev compat -write-docs` regenerates %s\n", *results, compatPageFile)
 	}
 	return err
@@ -593,7 +583,7 @@ func skipCause(output string) string {
 // file (its area), and which tests never call testClient, so need no
 // server (go-tfe's unit tests of its own decoders and option checks).
 func goTFETests(dir string) (area map[string]string, unit map[string]bool, err error) {
-	files, err := filepath.Glob(filepath.Join(dir, "*_integration_test.go"))
+	files, err := filepath.Glob(filepath.Join(dir, "*_test.go"))
 	if err != nil {
 		return nil, nil, err
 	}

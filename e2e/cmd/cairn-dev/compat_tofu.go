@@ -72,12 +72,14 @@ type compatTarget struct {
 
 // compatOpenTofu runs OpenTofu's internal/cloud/e2e tests selected by
 // selection ("" for all) against target, one process per top-level test,
-// and prints pass, excluded (with the reason) and fail per case. Any
-// failure, and any skip, fails it.
-func compatOpenTofu(ctx context.Context, target compatTarget, selection string) error {
+// prints pass, excluded (with the reason) and fail per case, and returns
+// the suite's rows for the results file. Any failure, and any skip, fails
+// it.
+func compatOpenTofu(ctx context.Context, target compatTarget, selection string) (compatSuite, error) {
+	suite := compatSuite{Client: "OpenTofu " + openTofuVersion + " internal/cloud/e2e", Command: "make test-compat"}
 	dir, err := moduleDir(ctx, "github.com/opentofu/opentofu@"+openTofuVersion)
 	if err != nil {
-		return err
+		return suite, err
 	}
 	if selection == "" {
 		selection = "."
@@ -88,12 +90,13 @@ func compatOpenTofu(ctx context.Context, target compatTarget, selection string) 
 	e2eDir := filepath.Join(dir, "internal", "cloud", "e2e")
 	declared, err := declaredTests(e2eDir, selection)
 	if err != nil || len(declared) == 0 {
-		return err
+		return suite, err
 	}
 	var names []string
 	for _, name := range declared {
 		if cause, ok := compatTofuExcluded[name]; ok {
 			fmt.Printf("  EXCL  %s (%s)\n", name, cause)
+			suite.Tests = append(suite.Tests, excludedTofuCase(name, cause))
 			continue
 		}
 		names = append(names, name)
@@ -101,25 +104,26 @@ func compatOpenTofu(ctx context.Context, target compatTarget, selection string) 
 	for _, sub := range slices.Sorted(maps.Keys(compatTofuExcluded)) {
 		if top, _, ok := strings.Cut(sub, "/"); ok && slices.Contains(names, top) {
 			fmt.Printf("  EXCL  %s (%s)\n", sub, compatTofuExcluded[sub])
+			suite.Tests = append(suite.Tests, excludedTofuCase(sub, compatTofuExcluded[sub]))
 		}
 	}
 	if len(names) == 0 {
-		return nil
+		return suite, nil
 	}
 	testBin := filepath.Join(target.dataDir, "tofu-cloud-e2e.test")
 	build := exec.CommandContext(ctx, "go", "test", "-c", "-o", testBin, "./internal/cloud/e2e")
 	build.Dir, build.Env, build.Stderr = dir, append(os.Environ(), "GOFLAGS=-mod=mod"), os.Stderr
 	if err := build.Run(); err != nil {
-		return fmt.Errorf("building OpenTofu's cloud e2e tests: %w", err)
+		return suite, fmt.Errorf("building OpenTofu's cloud e2e tests: %w", err)
 	}
 	host, stop, err := adminStandIn(target)
 	if err != nil {
-		return err
+		return suite, err
 	}
 	defer stop()
 	bin, err := tofuBuildShim(target.dataDir)
 	if err != nil {
-		return err
+		return suite, err
 	}
 	fmt.Printf("==> OpenTofu %s internal/cloud/e2e: %d tests against %s, each in its own process\n", openTofuVersion, len(names), host)
 	var events bytes.Buffer
@@ -135,7 +139,23 @@ func compatOpenTofu(ctx context.Context, target compatTarget, selection string) 
 		_ = cmd.Run()
 		fmt.Printf("    %s (%.1fs)\n", name, time.Since(start).Seconds())
 	}
-	return summarizeOpenTofu(&events)
+	rows, err := summarizeOpenTofu(&events)
+	suite.Tests = append(suite.Tests, rows...)
+	return suite, err
+}
+
+// tofuArea is the one area of OpenTofu's suite on the compatibility page.
+const tofuArea = "internal/cloud/e2e"
+
+// excludedTofuCase is the row of a case left out: refused by design when
+// it applies with -auto-approve, else not run (it waits for wording no
+// OpenTofu release prints).
+func excludedTofuCase(name, cause string) compatTest {
+	outcome := outcomeNotRun
+	if strings.HasSuffix(cause, tofuAutoApprove) {
+		outcome = outcomeRefused
+	}
+	return compatTest{Area: tofuArea, Name: name, Outcome: outcome, Cause: cause}
 }
 
 // declaredTests are the top-level tests the test files in dir declare
@@ -184,10 +204,11 @@ func subtestSkipPattern(name string, skips map[string]string) string {
 }
 
 // summarizeOpenTofu prints each OpenTofu case's outcome, with the test's
-// own lines for a failure; every case that ran must pass (the suite's own
-// skips mean its environment was not set).
-func summarizeOpenTofu(events *bytes.Buffer) error {
+// own lines for a failure, and returns a row per case; every case that ran
+// must pass (the suite's own skips mean its environment was not set).
+func summarizeOpenTofu(events *bytes.Buffer) ([]compatTest, error) {
 	var passed, failed, gaps int
+	var rows []compatTest
 	output := map[string]*strings.Builder{}
 	for line := range strings.Lines(events.String()) {
 		var e testEvent
@@ -205,13 +226,17 @@ func summarizeOpenTofu(events *bytes.Buffer) error {
 		case "pass":
 			passed++
 			fmt.Printf("  PASS  %s\n", e.Test)
+			rows = append(rows, compatTest{Area: tofuArea, Name: e.Test, Outcome: outcomePassed})
 		case "fail", "skip":
 			failed++
 			if gap, ok := compatTofuKnownGaps[e.Test]; ok && e.Action == "fail" {
 				gaps++
 				fmt.Printf("  GAP   %s (%s)\n", e.Test, gap)
+				rows = append(rows, compatTest{Area: tofuArea, Name: e.Test, Outcome: outcomeFailed, Cause: gap})
 				continue
 			}
+			rows = append(rows, compatTest{Area: tofuArea, Name: e.Test, Outcome: outcomeUnexplained,
+				Cause: e.Action + "ed without a named cause"})
 			fmt.Printf("  %-5s %s\n", strings.ToUpper(e.Action), e.Test)
 			if out := output[e.Test]; out != nil {
 				for line := range strings.Lines(out.String()) {
@@ -223,9 +248,9 @@ func summarizeOpenTofu(events *bytes.Buffer) error {
 	fmt.Printf("OpenTofu %s internal/cloud/e2e: %d passed, %d failed or skipped (%d of them known gaps), %d excluded\n",
 		openTofuVersion, passed, failed, gaps, len(compatTofuExcluded))
 	if failed > gaps || passed == 0 {
-		return fmt.Errorf("OpenTofu's cloud e2e tests: %d passed, %d failed or skipped without a named cause", passed, failed-gaps)
+		return rows, fmt.Errorf("OpenTofu's cloud e2e tests: %d passed, %d failed or skipped without a named cause", passed, failed-gaps)
 	}
-	return nil
+	return rows, nil
 }
 
 // adminStandIn puts a TLS proxy in front of Cairn and returns its

@@ -44,6 +44,9 @@ type compatSuite struct {
 	// Command reproduces the suite's run.
 	Command string       `json:"command"`
 	Tests   []compatTest `json:"tests"`
+	// ListAll lists passing rows on the page too, with their cause (the
+	// test that proves them): a suite of workflows rather than tests.
+	ListAll bool `json:"list_all,omitempty"`
 }
 
 // compatTest is one top-level test's outcome.
@@ -175,7 +178,7 @@ func compatPage(r compatReport) string {
 		for _, area := range names {
 			var rows []string
 			for _, t := range byArea[area] {
-				if t.Outcome == outcomePassed {
+				if t.Outcome == outcomePassed && !s.ListAll {
 					continue
 				}
 				rows = append(rows, fmt.Sprintf("| `%s` | %s | %s |", t.Name, outcomeLabel(t.Outcome), strings.ReplaceAll(t.Cause, "|", "\\|")))

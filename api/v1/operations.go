@@ -53,6 +53,7 @@ func (a *API) registerOperations() {
 	a.registerSpec()
 	a.registerLaunchAccess()
 	a.registerOrganization()
+	a.registerToolVersions()
 	a.registerProjects()
 	a.registerWorkspaces()
 	a.registerSharing()

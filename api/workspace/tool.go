@@ -75,3 +75,8 @@ func ToProtocol(toolVersion string) string {
 	_, v := ToolOf(toolVersion)
 	return v
 }
+
+// OfferedToolVersions are the versions a workspace may pin here, as they
+// are pinned: OpenTofu's first (the first of them the default), then
+// Terraform's marked as such.
+func (s *Service) OfferedToolVersions() []string { return slices.Clone(s.toolVersions) }

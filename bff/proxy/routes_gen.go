@@ -86,6 +86,7 @@ var routes = []route{
 	{method: "GET", pattern: "/v1/teams/{id}/members"},
 	{method: "POST", pattern: "/v1/teams/{id}/members"},
 	{method: "DELETE", pattern: "/v1/teams/{id}/members/{userId}"},
+	{method: "GET", pattern: "/v1/tool-versions"},
 	{method: "GET", pattern: "/v1/variable-sets"},
 	{method: "POST", pattern: "/v1/variable-sets"},
 	{method: "DELETE", pattern: "/v1/variable-sets/{id}"},

@@ -31,7 +31,7 @@ func TestPagesRenderForEveryRole(t *testing.T) {
 			"workspace-states.html":     statesPage{workspaceShell: sh, Versions: []stateVersion{sv}, Selected: &sv, Outputs: outputs},
 			"workspace-variables.html":  variablesPage{workspaceShell: sh, Variables: []variable{{ID: "var_1", Key: "region", Value: &value}, {ID: "var_2", Key: "secret", Sensitive: true}}, ConfirmDelete: "var_2"},
 			"workspace-policies.html":   policiesPage{workspaceShell: sh, Attachments: []attachmentView{{ID: "pa_1", Scope: "workspace"}}, Sets: []policySet{{ID: "ps_1"}}, Published: []publishedVersion{{ID: "pv_1"}}, Modes: []string{"advisory"}},
-			"workspace-settings.html":   settingsPage{workspaceShell: sh, ToolVersions: supportedToolVersions, Regions: []string{"us"}, Platforms: []string{"linux_amd64"}, Modes: []string{"remote", "local"}},
+			"workspace-settings.html":   settingsPage{workspaceShell: sh, ToolVersions: []toolOption{{Version: "1.10.6", CLI: "tofu", CLIVersion: "1.10.6"}, {Version: "terraform-1.5.7", CLI: "terraform", CLIVersion: "1.5.7"}}, Regions: []string{"us"}, Platforms: []string{"linux_amd64"}, Modes: []string{"remote", "local"}},
 			"org-audit.html":            auditPage{Tab: "audit", Events: []auditEvent{{ID: "aud_1", Action: "user_token.created", ActorName: "Ada"}}, Actors: []actorChoice{{"usr_1", "Ada"}}, MoreURL: "/organization/audit?cursor=x"},
 			"org-tokens.html":           tokensPage{Tab: "tokens", Tokens: []userToken{{ID: "ut_1", ExpiresAt: &now}, {ID: "ut_2", RevokedAt: &now}}, Created: &createdSecret{ID: "ut_3", Plaintext: "cut_secret", What: "API token"}},
 			"org-service-accounts.html": serviceAccountsPage{Tab: "service-accounts", CanManage: c.Can("service_account:manage"), Accounts: []serviceAccount{{ID: "sa_1", Name: "bot"}}},

@@ -310,3 +310,24 @@ func TestTeamRefusalsNameTheirCause(t *testing.T) {
 		seen[message] = true
 	}
 }
+
+// TestToolSelectsNameTheCLI: the create and settings forms offer every
+// version the API lists under its program's name, and keep the pinned one
+// selected.
+func TestToolSelectsNameTheCLI(t *testing.T) {
+	t.Parallel()
+	tools := []toolOption{{Version: "1.10.6", CLI: "tofu", CLIVersion: "1.10.6"}, {Version: "terraform-1.5.7", CLI: "terraform", CLIVersion: "1.5.7"}}
+	html := renderPage(t, "workspaces.html", workspacesPage{CanCreate: true, ToolVersions: tools})
+	if !strings.Contains(html, `<option value="1.10.6">OpenTofu 1.10.6</option>`) ||
+		!strings.Contains(html, `<option value="terraform-1.5.7">Terraform 1.5.7</option>`) {
+		t.Errorf("the create form's tool select:\n%s", html)
+	}
+	sh := &workspaceShell{Tab: "settings", Caller: caller{Role: "owner", perms: access.PermissionsOf(access.RoleOwner)}}
+	sh.Workspace.ID = "ws_1"
+	sh.Workspace.ExecutionSettings.ToolVersion = "terraform-1.5.7"
+	html = renderPage(t, "workspace-settings.html", settingsPage{workspaceShell: sh, ToolVersions: tools, Regions: []string{"us"},
+		Platforms: []string{"linux_amd64"}, Modes: []string{"remote"}})
+	if !strings.Contains(html, `<option value="terraform-1.5.7" selected>Terraform 1.5.7</option>`) {
+		t.Errorf("the settings form does not keep Terraform selected")
+	}
+}

@@ -18,7 +18,9 @@ type project struct {
 type workspacesPage struct {
 	Workspaces []workspaceRef
 	Projects   []project
-	Error      string
+	// ToolVersions are what the create form offers.
+	ToolVersions []toolOption
+	Error        string
 	// CanCreate offers the new-workspace form.
 	CanCreate bool
 }
@@ -46,6 +48,10 @@ func (s *Site) renderWorkspaces(w http.ResponseWriter, r *http.Request, token, m
 		return
 	}
 	page.Projects = projects.Data
+	if page.ToolVersions, err = s.toolVersions(r.Context(), token, ""); err != nil {
+		s.unavailable(w, r, f, err)
+		return
+	}
 	c, err := s.effectiveCaller(r.Context(), token, f, "")
 	if err != nil {
 		s.unavailable(w, r, f, err)

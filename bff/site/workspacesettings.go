@@ -11,7 +11,7 @@ import (
 // settingsPage is the settings tab: name and execution settings.
 type settingsPage struct {
 	*workspaceShell
-	ToolVersions []string
+	ToolVersions []toolOption
 	Regions      []string
 	Platforms    []string
 	Modes        []string
@@ -20,14 +20,45 @@ type settingsPage struct {
 	Sharing sharingSection
 }
 
-// supportedToolVersions are the OpenTofu versions the create form offers;
-// the API validates the exact version either way.
-var supportedToolVersions = []string{"1.10.6"}
+// toolOption is a tool version a workspace may pin, as a form offers it.
+type toolOption struct {
+	Version    string `json:"version"`
+	CLI        string `json:"cli"`
+	CLIVersion string `json:"cli_version"`
+}
+
+// Label names the program and its version: "OpenTofu 1.10.6",
+// "Terraform 1.5.7".
+func (t toolOption) Label() string {
+	if t.CLI == "terraform" {
+		return "Terraform " + t.CLIVersion
+	}
+	return "OpenTofu " + t.CLIVersion
+}
+
+// toolVersions are the versions the operator offers (CAIRN_TOOL_VERSIONS
+// and CAIRN_TERRAFORM_VERSIONS), read from the API so the forms offer what
+// the API accepts; current, when set and no longer offered, stays first so
+// that saving other settings does not change it by accident.
+func (s *Site) toolVersions(ctx context.Context, token, current string) ([]toolOption, error) {
+	var tools []toolOption
+	if err := s.api.Call(ctx, token, http.MethodGet, "/v1/tool-versions", nil, &tools); err != nil {
+		return nil, err
+	}
+	if current != "" && !slices.ContainsFunc(tools, func(t toolOption) bool { return t.Version == current }) {
+		cli, version := "tofu", current
+		if v, ok := strings.CutPrefix(current, "terraform-"); ok {
+			cli, version = "terraform", v
+		}
+		tools = append([]toolOption{{Version: current, CLI: cli, CLIVersion: version}}, tools...)
+	}
+	return tools, nil
+}
 
 func (s *Site) loadSettings(ctx context.Context, _ *http.Request, token string, sh *workspaceShell) (any, error) {
-	tools := supportedToolVersions
-	if current := sh.Workspace.ExecutionSettings.ToolVersion; current != "" && !slices.Contains(tools, current) {
-		tools = append([]string{current}, tools...)
+	tools, err := s.toolVersions(ctx, token, sh.Workspace.ExecutionSettings.ToolVersion)
+	if err != nil {
+		return nil, err
 	}
 	return settingsPage{workspaceShell: sh, ToolVersions: tools, Regions: []string{"us", "eu"},
 		Platforms: []string{"linux_amd64", "linux_arm64"}, Modes: []string{"remote", "local"},

@@ -419,8 +419,16 @@ func compat(ctx context.Context, args []string) error {
 		}
 		return err
 	}
+	// The two CLIs' workflows run last, as end-to-end tests (compat_clis.go).
+	clis := func() error {
+		suite, err := compatCLIs(ctx, pg, *run)
+		if *results != "" && len(suite.Tests) > 0 {
+			err = errors.Join(err, writeCompatSuite(*results, suite, *run != ""))
+		}
+		return err
+	}
 	if len(names) == 0 && tofuSelection != "" {
-		return tofu()
+		return errors.Join(tofu(), clis())
 	}
 	fmt.Printf("==> go-tfe %s: %d integration tests against %s, each in its own process\n", goTFEVersion, len(names), apiURL)
 	var events bytes.Buffer
@@ -439,12 +447,7 @@ func compat(ctx context.Context, args []string) error {
 	if *results != "" {
 		err = errors.Join(err, writeCompatSuite(*results, suite, *run != ""))
 	}
-	err = errors.Join(err, tofu())
-	clis, cliErr := compatCLIs(ctx, pg, *run)
-	if *results != "" && len(clis.Tests) > 0 {
-		cliErr = errors.Join(cliErr, writeCompatSuite(*results, clis, *run != ""))
-	}
-	err = errors.Join(err, cliErr)
+	err = errors.Join(err, tofu(), clis())
 	if *results != "" {
 		fmt.Printf("compat: results merged into %s; `./bin/cairn-dev compat -write-docs` regenerates %s\n", *results, compatPageFile)
 	}

@@ -598,10 +598,11 @@ func (s *Service) newOrganization(in OperatorOrganization) (Organization, error)
 }
 
 // SetAllowForceDeleteWorkspaces changes whether workspace admins may delete
-// a workspace that still manages resources; member managers only.
+// a workspace that still manages resources. Only owners (and the operator)
+// may: the rule keeps that power to owners, so an admin may not lift it.
 func (s *Service) SetAllowForceDeleteWorkspaces(ctx context.Context, tx *sqlx.Tx, p access.Principal, allow bool) (Organization, error) {
-	if err := p.Require(access.PermMemberManage); err != nil {
-		return Organization{}, err
+	if p.Role != access.RoleOwner || p.Agent != nil || (p.Kind != access.KindUser && p.Kind != access.KindOperator) {
+		return Organization{}, fmt.Errorf("only organization owners change allow-force-delete-workspaces: %w", fault.ErrForbidden)
 	}
 	before, err := organizationByID(ctx, tx, p.OrganizationID)
 	if err != nil || before.AllowForceDeleteWorkspaces == allow {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cairnhq/cairn/api/apitest"
+	"github.com/cairnhq/cairn/api/launch"
 )
 
 // accountToken creates an account-wide user token for u and returns its
@@ -178,4 +179,61 @@ func TestForceDeleteIsForOwnersUnlessAllowed(t *testing.T) {
 	}
 	callWith(t, env, adminToken, http.MethodDelete, "/api/v2/workspaces/"+managing, nil).MustStatus(t, http.StatusNoContent)
 	owner.call(t, http.MethodGet, "/api/v2/workspaces/"+managing, nil).MustStatus(t, http.StatusNotFound)
+}
+
+// TestAnAdminCannotLiftTheOwnersOnlyDelete: allow-force-delete-workspaces
+// keeps deleting a workspace that manages resources to owners. A non-owner
+// admin must therefore not be able to turn the setting on and then delete
+// the workspace: that makes the owners-only rule a no-op.
+func TestAnAdminCannotLiftTheOwnersOnlyDelete(t *testing.T) {
+	t.Parallel()
+	env := apitest.New(t)
+	owner := newCloudUser(t, env, "LiftOwner")
+	_, adminToken := joinWithToken(t, env, owner, "LiftAdmin", "admin")
+	managing := owner.newWorkspace(t, "managing")
+	owner.publishState(t, managing, 1, []byte(`{"version":4,"terraform_version":"1.10.6","serial":1,"lineage":"lin-1","outputs":{},`+
+		`"resources":[{"mode":"managed","type":"terraform_data","name":"x","provider":"provider[\"terraform.io/builtin/terraform\"]",`+
+		`"instances":[{"schema_version":0,"attributes":{"id":"1"}}]}],"check_results":null}`))
+	callWith(t, env, adminToken, http.MethodDelete, "/api/v2/workspaces/"+managing, nil).MustStatus(t, http.StatusConflict)
+
+	setting := map[string]any{"data": map[string]any{"type": "organizations", "attributes": map[string]any{"allow-force-delete-workspaces": true}}}
+	r := callWith(t, env, adminToken, http.MethodPatch, "/api/v2/organizations/"+owner.org, setting)
+	del := callWith(t, env, adminToken, http.MethodDelete, "/api/v2/workspaces/"+managing, nil)
+	if r.Status != http.StatusForbidden || del.Status != http.StatusConflict {
+		t.Fatalf("a non-owner admin set allow-force-delete-workspaces = %d %s, then deleted the managing workspace = %d",
+			r.Status, r.Body, del.Status)
+	}
+}
+
+// TestAccountWideTokensPassLaunchControl: with the public gate closed, an
+// organization-bound token's GET /organizations and /account/details are
+// refused by launch admission (organization-wide subjects never pass); an
+// account-wide token's must be too, not answered.
+func TestAccountWideTokensPassLaunchControl(t *testing.T) {
+	t.Parallel()
+	env := apitest.New(t)
+	u := newCloudUser(t, env, "GateAccount")
+	_, account := accountToken(t, u.User)
+	applyControl(t, env, "close", 1, launch.Default())
+	for _, path := range []string{"/api/v2/organizations", "/api/v2/account/details"} {
+		bound := u.call(t, http.MethodGet, path, nil)
+		wide := callWith(t, env, account, http.MethodGet, path, nil)
+		if bound.Status == http.StatusOK || wide.Status != bound.Status {
+			t.Errorf("gate closed: %s as an organization-bound token = %d, as an account-wide one = %d %s",
+				path, bound.Status, wide.Status, wide.Body)
+		}
+	}
+}
+
+// TestAnEmptyOrganizationListIsAnArray: a list that matches nothing is
+// "data": [] (JSON:API), as it was before the change, not "data": null.
+func TestAnEmptyOrganizationListIsAnArray(t *testing.T) {
+	t.Parallel()
+	env := apitest.New(t)
+	u := newCloudUser(t, env, "EmptyList")
+	_, account := accountToken(t, u.User)
+	r := callWith(t, env, account, http.MethodGet, "/api/v2/organizations?q=no-such-organization-zz", nil).MustStatus(t, http.StatusOK)
+	if !strings.Contains(string(r.Body), `"data":[]`) {
+		t.Fatalf("an empty organization list = %s", r.Body)
+	}
 }

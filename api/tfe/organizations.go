@@ -1,6 +1,7 @@
 package tfe
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net/http"
@@ -10,7 +11,9 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/cairnhq/cairn/api/access"
+	"github.com/cairnhq/cairn/api/audit"
 	"github.com/cairnhq/cairn/api/identity"
+	"github.com/cairnhq/cairn/api/launch"
 	"github.com/cairnhq/cairn/api/platform/db"
 	"github.com/cairnhq/cairn/api/platform/fault"
 	"github.com/cairnhq/cairn/api/platform/httpx"
@@ -97,34 +100,66 @@ func (s *server) listOrganizations(c *fiber.Ctx) error {
 	if err := httpx.CheckQuery(c); err != nil {
 		return s.writeError(c, err)
 	}
-	var orgs []identity.Organization
+	data := []resource{}
 	if p.Account {
-		orgs, err = s.Identity.AccountOrganizations(ctx, p)
-	} else {
-		orgs, err = s.Identity.OrganizationsAsOperator(ctx, c.Query("q"))
-	}
-	if err != nil {
-		return s.writeError(c, err)
-	}
-	var data []resource
-	for _, org := range orgs {
-		shown := p
-		if p.Account {
-			// Each organization is shown as the membership sees it (its
-			// permissions), and the query filters here as it does for one.
-			if shown, err = s.Identity.BindAccount(ctx, p, org.ID); errors.Is(err, fault.ErrNotFound) {
-				continue
-			} else if err != nil {
-				return s.writeError(c, err)
-			}
-			if !matchesOrganizationQuery(org, c.Query("q")) {
-				continue
+		bound, err := s.admittedAccountOrganizations(ctx, p)
+		if err != nil {
+			return s.writeError(c, err)
+		}
+		for _, b := range bound {
+			if matchesOrganizationQuery(b.organization, c.Query("q")) {
+				data = append(data, organizationResource(b.principal, b.organization))
 			}
 		}
-		data = append(data, organizationResource(shown, org))
+	} else {
+		orgs, err := s.Identity.OrganizationsAsOperator(ctx, c.Query("q"))
+		if err != nil {
+			return s.writeError(c, err)
+		}
+		for _, org := range orgs {
+			data = append(data, organizationResource(p, org))
+		}
 	}
 	page, meta := pageOf(c, data)
 	return writeWithIncluded(c, http.StatusOK, page, nil, meta)
+}
+
+// boundOrganization is an organization an account-wide token reaches, with
+// the principal it acts as there.
+type boundOrganization struct {
+	organization identity.Organization
+	principal    access.Principal
+}
+
+// admittedAccountOrganizations are the organizations an account-wide
+// token's person is a member of that launch control admits, each with the
+// membership's principal. When every one is refused, the first refusal is
+// the answer (a closed gate is 503 here as for any other token), so that an
+// account reads nothing launch control keeps closed.
+func (s *server) admittedAccountOrganizations(ctx context.Context, p access.Principal) ([]boundOrganization, error) {
+	orgs, err := s.Identity.AccountOrganizations(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	var out []boundOrganization
+	var refused error
+	for _, org := range orgs {
+		bound, err := s.Identity.BindAccount(ctx, p, org.ID)
+		if errors.Is(err, fault.ErrNotFound) {
+			continue // the membership went meanwhile
+		} else if err != nil {
+			return nil, err
+		}
+		if _, err := s.Launch.RequireBy(ctx, nil, launch.Subject{OrganizationID: org.ID}, launch.AdmitAccess); err != nil {
+			refused = cmp.Or(refused, err)
+			continue
+		}
+		out = append(out, boundOrganization{organization: org, principal: bound})
+	}
+	if len(out) == 0 && refused != nil {
+		return nil, refused
+	}
+	return out, nil
 }
 
 // matchesOrganizationQuery is the list's q filter: the slug or e-mail
@@ -303,6 +338,12 @@ func (s *server) deleteOrganization(c *fiber.Ctx, p access.Principal, o owner) e
 				return err
 			}
 			keys = append(keys, objects...)
+		}
+		// Audit events outlive their organization (they are evidence):
+		// who deleted it is the last of them.
+		if err := audit.Record(ctx, tx, p, "organization.deleted", "organization", o.OrganizationID,
+			map[string]any{"slug": o.OrganizationSlug, "workspaces": len(workspaces)}); err != nil {
+			return err
 		}
 		return s.Identity.DeleteOrganization(ctx, tx, o.OrganizationID)
 	})

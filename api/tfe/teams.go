@@ -413,6 +413,11 @@ func (s *server) accountDetails(c *fiber.Ctx) error {
 		if err := httpx.CheckQuery(c); err != nil {
 			return s.writeError(c, err)
 		}
+		// Admitted like the organization list: through at least one of
+		// the person's organizations that launch control lets in.
+		if _, err := s.admittedAccountOrganizations(c.UserContext(), p); err != nil {
+			return s.writeError(c, err)
+		}
 		u, err := s.Identity.Account(c.UserContext(), p)
 		if err != nil {
 			return s.writeError(c, err)

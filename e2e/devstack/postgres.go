@@ -293,6 +293,18 @@ func (pg *Postgres) CreateDatabase(ctx context.Context, name string) error {
 	return err
 }
 
+// CloneDatabase creates database name as a copy of template (which nobody
+// may be connected to meanwhile).
+func (pg *Postgres) CloneDatabase(ctx context.Context, name, template string) error {
+	conn, err := sql.Open("postgres", pg.URL("postgres"))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	_, err = conn.ExecContext(ctx, `CREATE DATABASE `+quoteIdent(name)+` TEMPLATE `+quoteIdent(template))
+	return err
+}
+
 func quoteIdent(s string) string {
 	out := []byte{'"'}
 	for i := 0; i < len(s); i++ {

@@ -303,8 +303,13 @@ func compat(ctx context.Context, args []string) error {
 		return err
 	}
 	defer cleanup()
-	// The migrated template itself serves: the cluster is thrown away.
-	dbName := templateDB
+	// A copy of the migrated template serves (the cluster is thrown away):
+	// the CLI suite's end-to-end tests clone the template itself, which
+	// PostgreSQL refuses while anyone is connected to it.
+	dbName := "cairn_compat"
+	if err := pg.CloneDatabase(ctx, dbName, templateDB); err != nil {
+		return err
+	}
 	port, err := devstack.FreePort()
 	if err != nil {
 		return err

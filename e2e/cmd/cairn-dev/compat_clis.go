@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"regexp"
@@ -89,12 +90,29 @@ func compatCLIs(ctx context.Context, pg *devstack.Postgres, selection string) (c
 	cmd.Stdout, cmd.Stderr = &events, os.Stderr
 	_ = cmd.Run()
 	outcome := map[string]string{}
+	output := map[string]*strings.Builder{}
 	s := bufio.NewScanner(&events)
 	s.Buffer(make([]byte, 1<<20), 1<<24)
 	for s.Scan() {
 		var e testEvent
-		if json.Unmarshal(s.Bytes(), &e) == nil && e.Test != "" && (e.Action == "pass" || e.Action == "fail" || e.Action == "skip") {
+		if json.Unmarshal(s.Bytes(), &e) != nil || e.Test == "" {
+			continue
+		}
+		switch e.Action {
+		case "pass", "fail", "skip":
 			outcome[e.Test] = e.Action
+		case "output":
+			if output[e.Test] == nil {
+				output[e.Test] = &strings.Builder{}
+			}
+			output[e.Test].WriteString(e.Output)
+		}
+	}
+	// A failed test's own lines say why; they are the harness's to show.
+	for _, name := range slices.Sorted(maps.Keys(outcome)) {
+		if outcome[name] == "fail" && output[name] != nil {
+			lines := strings.Split(strings.TrimRight(output[name].String(), "\n"), "\n")
+			fmt.Printf("  FAIL  %s\n          %s\n", name, strings.Join(lines[max(0, len(lines)-30):], "\n          "))
 		}
 	}
 	unexplained := 0

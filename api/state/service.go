@@ -162,7 +162,7 @@ func (s *Service) Upload(ctx context.Context, versionID string, r io.Reader) (Ve
 		}
 		now := s.stamp()
 		v.Number, v.Status, v.SHA256, v.Size, v.BlobKey = &number, StatusFinalized, digests.SHA256, &digests.Size, &key
-		v.ToolVersion, v.FinalizedAt, v.ResourceCount = parsed.ToolVersion, &now, parsed.ResourceCount
+		v.ToolVersion, v.FinalizedAt, v.ResourceCount, v.ResourcesCounted = parsed.ToolVersion, &now, parsed.ResourceCount, parsed.ResourcesCounted
 		if err := finalizeVersion(ctx, tx, v); err != nil {
 			return err
 		}

@@ -22,26 +22,29 @@ const (
 
 // Version is one state version of a workspace.
 type Version struct {
-	ID             string     `db:"id"`
-	OrganizationID string     `db:"organization_id"`
-	WorkspaceID    string     `db:"workspace_id"`
-	Number         *int       `db:"number"`
-	Serial         int64      `db:"serial"`
-	Lineage        string     `db:"lineage"`
-	MD5            string     `db:"md5"`
-	Force          bool       `db:"force"`
-	Status         string     `db:"status"`
-	SHA256         []byte     `db:"sha256"`
-	Size           *int64     `db:"size_bytes"`
-	BlobKey        *string    `db:"blob_key"`
-	JSONBlobKey    *string    `db:"json_blob_key"`
-	ToolVersion    string     `db:"tool_version"`
-	ResourceCount  int        `db:"resource_count"`
-	CreatedByKind  string     `db:"created_by_kind"`
-	CreatedByID    string     `db:"created_by_id"`
-	RunID          *string    `db:"run_id"`
-	CreatedAt      time.Time  `db:"created_at"`
-	FinalizedAt    *time.Time `db:"finalized_at"`
+	ID             string  `db:"id"`
+	OrganizationID string  `db:"organization_id"`
+	WorkspaceID    string  `db:"workspace_id"`
+	Number         *int    `db:"number"`
+	Serial         int64   `db:"serial"`
+	Lineage        string  `db:"lineage"`
+	MD5            string  `db:"md5"`
+	Force          bool    `db:"force"`
+	Status         string  `db:"status"`
+	SHA256         []byte  `db:"sha256"`
+	Size           *int64  `db:"size_bytes"`
+	BlobKey        *string `db:"blob_key"`
+	JSONBlobKey    *string `db:"json_blob_key"`
+	ToolVersion    string  `db:"tool_version"`
+	ResourceCount  int     `db:"resource_count"`
+	// ResourcesCounted is false when the state's resources could not be
+	// read (an encrypted state): ResourceCount is then unknown, not zero.
+	ResourcesCounted bool       `db:"resources_counted"`
+	CreatedByKind    string     `db:"created_by_kind"`
+	CreatedByID      string     `db:"created_by_id"`
+	RunID            *string    `db:"run_id"`
+	CreatedAt        time.Time  `db:"created_at"`
+	FinalizedAt      *time.Time `db:"finalized_at"`
 }
 
 // Finalized reports whether the version holds verified bytes.
@@ -108,8 +111,11 @@ type Parsed struct {
 	Lineage     string
 	Outputs     map[string]ParsedOutput
 	// ResourceCount is how many managed resource instances the state
-	// holds (data sources are not counted).
+	// holds (data sources are not counted), when ResourcesCounted.
 	ResourceCount int
+	// ResourcesCounted: the state had a resources array and it was read
+	// to the end. An encrypted state has none readable.
+	ResourcesCounted bool
 }
 
 // ParsedOutput is one root output as the state file records it.
@@ -217,6 +223,8 @@ func parseState(r io.Reader) (Parsed, error) {
 			// Counted token by token: the resources are never held.
 			if p.ResourceCount, err = countInstances(dec); err != nil {
 				p.ResourceCount = 0
+			} else {
+				p.ResourcesCounted = true
 			}
 		default:
 			err = skipValue(dec)

@@ -14,8 +14,8 @@ import (
 )
 
 const versionColumns = `id, organization_id, workspace_id, number, serial, lineage, md5, force, status, sha256,
-	size_bytes, blob_key, json_blob_key, tool_version, resource_count, created_by_kind, created_by_id, run_id,
-	created_at, finalized_at`
+	size_bytes, blob_key, json_blob_key, tool_version, resource_count, resources_counted, created_by_kind, created_by_id,
+	run_id, created_at, finalized_at`
 
 func insertVersion(ctx context.Context, q sqlx.ExtContext, v Version) error {
 	_, err := q.ExecContext(ctx, `
@@ -66,9 +66,9 @@ func currentVersion(ctx context.Context, q sqlx.QueryerContext, organizationID, 
 func finalizeVersion(ctx context.Context, q sqlx.ExtContext, v Version) error {
 	_, err := q.ExecContext(ctx, `
 		UPDATE state_versions SET status = 'finalized', number = $2, sha256 = $3, size_bytes = $4, blob_key = $5,
-			tool_version = $6, resource_count = $7, finalized_at = $8
+			tool_version = $6, resource_count = $7, finalized_at = $8, resources_counted = $9
 		WHERE id = $1 AND status = 'pending'`,
-		v.ID, v.Number, v.SHA256, v.Size, v.BlobKey, v.ToolVersion, v.ResourceCount, v.FinalizedAt)
+		v.ID, v.Number, v.SHA256, v.Size, v.BlobKey, v.ToolVersion, v.ResourceCount, v.FinalizedAt, v.ResourcesCounted)
 	if err != nil {
 		return fmt.Errorf("finalizing state version: %w", err)
 	}

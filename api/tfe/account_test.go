@@ -237,3 +237,24 @@ func TestAnEmptyOrganizationListIsAnArray(t *testing.T) {
 		t.Fatalf("an empty organization list = %s", r.Body)
 	}
 }
+
+// TestAnUncountableStateIsNotEmpty: OpenTofu's client-side state
+// encryption stores no readable resources; such a state counts as managing
+// resources, so neither a non-owner admin's delete nor a safe-delete lets
+// the workspace go.
+func TestAnUncountableStateIsNotEmpty(t *testing.T) {
+	t.Parallel()
+	env := apitest.New(t)
+	owner := newCloudUser(t, env, "EncOwner")
+	_, adminToken := joinWithToken(t, env, owner, "EncAdmin", "admin")
+	managing := owner.newWorkspace(t, "encrypted")
+	owner.publishState(t, managing, 1, []byte(`{"serial":1,"lineage":"lin-1","meta":{"key_provider.pbkdf2.main":"e30="},`+
+		`"encrypted_data":"Zm9vYmFyYmF6","encryption_version":"v0"}`))
+	if r := callWith(t, env, adminToken, http.MethodDelete, "/api/v2/workspaces/"+managing, nil); r.Status != http.StatusConflict {
+		t.Fatalf("a non-owner admin deleting a workspace with an encrypted state = %d %s", r.Status, r.Body)
+	}
+	if r := owner.call(t, http.MethodPost, "/api/v2/workspaces/"+managing+"/actions/safe-delete", nil); r.Status != http.StatusConflict {
+		t.Fatalf("safe-deleting a workspace with an encrypted state = %d %s", r.Status, r.Body)
+	}
+	owner.call(t, http.MethodDelete, "/api/v2/workspaces/"+managing, nil).MustStatus(t, http.StatusNoContent)
+}

@@ -872,10 +872,14 @@ func (s *Service) ForceDeleteWorkspace(ctx context.Context, tx *sqlx.Tx, p acces
 }
 
 // managedResources counts the resources of the workspace's current state.
+// A state whose resources could not be read (encrypted) counts as managing
+// one: deleting what might manage resources is what both delete rules
+// guard against.
 func managedResources(ctx context.Context, tx *sqlx.Tx, w Workspace) (int, error) {
 	var resources int
 	if err := tx.GetContext(ctx, &resources, `
-		SELECT coalesce((SELECT resource_count FROM state_versions
+		SELECT coalesce((SELECT CASE WHEN resources_counted THEN resource_count ELSE greatest(resource_count, 1) END
+			FROM state_versions
 			WHERE organization_id = $1 AND workspace_id = $2 AND status = 'finalized' ORDER BY number DESC LIMIT 1), 0)`,
 		w.OrganizationID, w.ID); err != nil {
 		return 0, fmt.Errorf("reading the workspace's resources: %w", err)

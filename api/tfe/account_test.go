@@ -156,9 +156,7 @@ func TestForceDeleteIsForOwnersUnlessAllowed(t *testing.T) {
 	owner := newCloudUser(t, env, "ForceOwner")
 	_, adminToken := joinWithToken(t, env, owner, "ForceAdmin", "admin")
 	managing := owner.newWorkspace(t, "managing")
-	owner.publishState(t, managing, 1, []byte(`{"version":4,"terraform_version":"1.10.6","serial":1,"lineage":"lin-1","outputs":{},`+
-		`"resources":[{"mode":"managed","type":"terraform_data","name":"x","provider":"provider[\"terraform.io/builtin/terraform\"]",`+
-		`"instances":[{"schema_version":0,"attributes":{"id":"1"}}]}],"check_results":null}`))
+	owner.publishState(t, managing, 1, managingState)
 	empty := owner.newWorkspace(t, "empty")
 
 	org := decode(t, owner.call(t, http.MethodGet, "/api/v2/organizations/"+owner.org, nil).MustStatus(t, http.StatusOK))
@@ -191,9 +189,7 @@ func TestAnAdminCannotLiftTheOwnersOnlyDelete(t *testing.T) {
 	owner := newCloudUser(t, env, "LiftOwner")
 	_, adminToken := joinWithToken(t, env, owner, "LiftAdmin", "admin")
 	managing := owner.newWorkspace(t, "managing")
-	owner.publishState(t, managing, 1, []byte(`{"version":4,"terraform_version":"1.10.6","serial":1,"lineage":"lin-1","outputs":{},`+
-		`"resources":[{"mode":"managed","type":"terraform_data","name":"x","provider":"provider[\"terraform.io/builtin/terraform\"]",`+
-		`"instances":[{"schema_version":0,"attributes":{"id":"1"}}]}],"check_results":null}`))
+	owner.publishState(t, managing, 1, managingState)
 	callWith(t, env, adminToken, http.MethodDelete, "/api/v2/workspaces/"+managing, nil).MustStatus(t, http.StatusConflict)
 
 	setting := map[string]any{"data": map[string]any{"type": "organizations", "attributes": map[string]any{"allow-force-delete-workspaces": true}}}

@@ -144,6 +144,12 @@ func anyStrings(v any) []string {
 	return out
 }
 
+// managingState is a state (serial 1) whose one managed resource makes its
+// workspace one that manages resources.
+var managingState = []byte(`{"version":4,"terraform_version":"1.10.6","serial":1,"lineage":"lin-1","outputs":{},` +
+	`"resources":[{"mode":"managed","type":"terraform_data","name":"x","provider":"provider[\"terraform.io/builtin/terraform\"]",` +
+	`"instances":[{"schema_version":0,"attributes":{"id":"1"}}]}],"check_results":null}`)
+
 // TestWorkspaceSafeDelete: go-tfe's safe-delete refuses a locked workspace
 // and one whose current state manages resources, each with HCP's 409
 // words, and deletes an unlocked one managing none.
@@ -152,9 +158,7 @@ func TestWorkspaceSafeDelete(t *testing.T) {
 	env := apitest.New(t)
 	u := newCloudUser(t, env, "SafeDelete")
 	managing := u.newWorkspace(t, "managing")
-	u.publishState(t, managing, 1, []byte(`{"version":4,"terraform_version":"1.10.6","serial":1,"lineage":"lin-1","outputs":{},`+
-		`"resources":[{"mode":"managed","type":"terraform_data","name":"x","provider":"provider[\"terraform.io/builtin/terraform\"]",`+
-		`"instances":[{"schema_version":0,"attributes":{"id":"1"}}]}],"check_results":null}`))
+	u.publishState(t, managing, 1, managingState)
 	r := u.call(t, http.MethodPost, "/api/v2/workspaces/"+managing+"/actions/safe-delete", nil)
 	if d := decode(t, r); r.Status != http.StatusConflict || !strings.Contains(d.Errors[0].Detail, "still managing resources") {
 		t.Fatalf("safe delete of a workspace managing resources = %d %s", r.Status, r.Body)

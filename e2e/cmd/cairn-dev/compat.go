@@ -477,16 +477,10 @@ type testEvent struct {
 	Output string
 }
 
-// summarize reads `go test -json` events and prints one line per test and
-// subtest, then the counts per area (go-tfe's test file) and overall. area
-// names each top-level test's area; notRun are the selected tests left out,
-// with their cause. It returns the suite's results, and fails when a test
-// failed without a named cause, or when fewer than compatPassRate of the
-// counted top-level tests pass.
-func summarize(r io.Reader, area map[string]string, notRun []compatTest) (compatSuite, error) {
-	suite := compatSuite{Client: "go-tfe " + goTFEVersion, Command: "make test-compat", Tests: notRun}
-	outcome := map[string]string{}
-	output := map[string]*strings.Builder{}
+// readTestEvents reads `go test -json` events: each test's (and
+// subtest's) final action (pass, fail or skip) and its output.
+func readTestEvents(r io.Reader) (outcome map[string]string, output map[string]*strings.Builder) {
+	outcome, output = map[string]string{}, map[string]*strings.Builder{}
 	s := bufio.NewScanner(r)
 	s.Buffer(make([]byte, 1<<20), 1<<24)
 	for s.Scan() {
@@ -504,6 +498,18 @@ func summarize(r io.Reader, area map[string]string, notRun []compatTest) (compat
 			output[e.Test].WriteString(e.Output)
 		}
 	}
+	return outcome, output
+}
+
+// summarize reads `go test -json` events and prints one line per test and
+// subtest, then the counts per area (go-tfe's test file) and overall. area
+// names each top-level test's area; notRun are the selected tests left out,
+// with their cause. It returns the suite's results, and fails when a test
+// failed without a named cause, or when fewer than compatPassRate of the
+// counted top-level tests pass.
+func summarize(r io.Reader, area map[string]string, notRun []compatTest) (compatSuite, error) {
+	suite := compatSuite{Client: "go-tfe " + goTFEVersion, Command: "make test-compat", Tests: notRun}
+	outcome, output := readTestEvents(r)
 	unexplainedSubtests := 0
 	for _, name := range slices.Sorted(maps.Keys(outcome)) {
 		topLevel := !strings.Contains(name, "/")

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"os"
@@ -89,25 +87,7 @@ func compatCLIs(ctx context.Context, pg *devstack.Postgres, selection string) (c
 	cmd.Env = append(os.Environ(), testEnv(pg, nil)...)
 	cmd.Stdout, cmd.Stderr = &events, os.Stderr
 	_ = cmd.Run()
-	outcome := map[string]string{}
-	output := map[string]*strings.Builder{}
-	s := bufio.NewScanner(&events)
-	s.Buffer(make([]byte, 1<<20), 1<<24)
-	for s.Scan() {
-		var e testEvent
-		if json.Unmarshal(s.Bytes(), &e) != nil || e.Test == "" {
-			continue
-		}
-		switch e.Action {
-		case "pass", "fail", "skip":
-			outcome[e.Test] = e.Action
-		case "output":
-			if output[e.Test] == nil {
-				output[e.Test] = &strings.Builder{}
-			}
-			output[e.Test].WriteString(e.Output)
-		}
-	}
+	outcome, output := readTestEvents(&events)
 	// A failed test's own lines say why; they are the harness's to show.
 	for _, name := range slices.Sorted(maps.Keys(outcome)) {
 		if outcome[name] == "fail" && output[name] != nil {

@@ -38,7 +38,7 @@ func (s *server) project(ctx context.Context, p access.Principal, query string, 
 		return owner{}, fmt.Errorf("resolving ownership: %w", err)
 	}
 	if p.Account {
-		if p, err = s.Identity.BindAccount(ctx, p, o.OrganizationID); errors.Is(err, fault.ErrNotFound) {
+		if p, err = s.bindAccount(ctx, p, o.OrganizationID); errors.Is(err, fault.ErrNotFound) {
 			return owner{}, nil
 		} else if err != nil {
 			return owner{}, err

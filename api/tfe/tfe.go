@@ -248,6 +248,11 @@ func (s *server) guardWith(rule launch.Rule, resolve resolver, h handler) fiber.
 		if err := httpx.CheckQuery(c); err != nil {
 			return s.writeError(c, err)
 		}
+		if p.Account {
+			// The resolver binds the token to judge what it reaches; the
+			// binding below reuses that one.
+			ctx = context.WithValue(ctx, accountBindingsKey{}, accountBindings{})
+		}
 		// A run token's subject is almost always its own workspace, known
 		// before resolution: its admission is read while the path
 		// resolves, off the path of every request a sandboxed CLI makes.
@@ -274,7 +279,7 @@ func (s *server) guardWith(rule launch.Rule, resolve resolver, h handler) fiber.
 			if o.OrganizationID == "" {
 				return s.writeError(c, fault.ErrNotFound)
 			}
-			if p, err = s.Identity.BindAccount(ctx, p, o.OrganizationID); err != nil {
+			if p, err = s.bindAccount(ctx, p, o.OrganizationID); err != nil {
 				return s.writeError(c, err)
 			}
 		}
@@ -340,4 +345,25 @@ func (s *server) signedURL(method, path string, lifetime time.Duration) string {
 
 func (s *server) validSignature(method, resource, expiresRaw, signature string) bool {
 	return s.Capabilities.Valid(method, resource, expiresRaw, signature, time.Now())
+}
+
+// accountBindings are the memberships an account-wide token was bound to
+// during one request, by organization.
+type accountBindings map[string]access.Principal
+
+type accountBindingsKey struct{}
+
+// bindAccount is identity.BindAccount, once per organization and request:
+// resolution binds the token to judge reachability, and the guard binds it
+// again for the handler.
+func (s *server) bindAccount(ctx context.Context, p access.Principal, organizationID string) (access.Principal, error) {
+	memo, _ := ctx.Value(accountBindingsKey{}).(accountBindings)
+	if bound, ok := memo[organizationID]; ok {
+		return bound, nil
+	}
+	bound, err := s.Identity.BindAccount(ctx, p, organizationID)
+	if err == nil && memo != nil {
+		memo[organizationID] = bound
+	}
+	return bound, err
 }

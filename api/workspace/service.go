@@ -842,7 +842,7 @@ func (s *Service) SafeDeleteWorkspace(ctx context.Context, tx *sqlx.Tx, p access
 	if resources > 0 {
 		return Workspace{}, nil, ErrManagingResources
 	}
-	return s.DeleteWorkspace(ctx, tx, p, workspaceID)
+	return deleteLockedWorkspace(ctx, tx, p, w)
 }
 
 // ForceDeleteWorkspace is DeleteWorkspace as a person or token asks for it
@@ -868,7 +868,7 @@ func (s *Service) ForceDeleteWorkspace(ctx context.Context, tx *sqlx.Tx, p acces
 			return Workspace{}, nil, ErrForceDeleteOwnersOnly
 		}
 	}
-	return s.DeleteWorkspace(ctx, tx, p, workspaceID)
+	return deleteLockedWorkspace(ctx, tx, p, w)
 }
 
 // managedResources counts the resources of the workspace's current state.
@@ -896,6 +896,12 @@ func (s *Service) DeleteWorkspace(ctx context.Context, tx *sqlx.Tx, p access.Pri
 	if err != nil {
 		return Workspace{}, nil, err
 	}
+	return deleteLockedWorkspace(ctx, tx, p, w)
+}
+
+// deleteLockedWorkspace deletes w, whose row the caller locked and whose
+// admin permission it checked (lockedWorkspace).
+func deleteLockedWorkspace(ctx context.Context, tx *sqlx.Tx, p access.Principal, w Workspace) (Workspace, []string, error) {
 	keys, err := deleteWorkspaceTree(ctx, tx, p.OrganizationID, w.ID)
 	if err != nil {
 		return Workspace{}, nil, err

@@ -16,7 +16,14 @@ import (
 func OpenPublicGate(client *http.Client, apiURL, operatorToken, key string) error {
 	open := launch.Default()
 	open.PublicGate = true
-	raw, _ := json.Marshal(map[string]any{"expected_version": 0, "reason": "test harness: " + key, "document": open})
+	return WriteFirstLaunchControl(client, apiURL, operatorToken, key, open)
+}
+
+// WriteFirstLaunchControl writes control as the installation's first
+// launch-control version, for a harness that needs other settings than the
+// default ones (a benchmark's regional sandbox ceiling).
+func WriteFirstLaunchControl(client *http.Client, apiURL, operatorToken, key string, control launch.Control) error {
+	raw, _ := json.Marshal(map[string]any{"expected_version": 0, "reason": "test harness: " + key, "document": control})
 	req, err := http.NewRequest(http.MethodPut, apiURL+"/operator/v1/launch-control", bytes.NewReader(raw))
 	if err != nil {
 		return err
@@ -30,7 +37,7 @@ func OpenPublicGate(client *http.Client, apiURL, operatorToken, key string) erro
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("opening the launch gate: %d", resp.StatusCode)
+		return fmt.Errorf("writing the launch control: %d", resp.StatusCode)
 	}
 	return nil
 }

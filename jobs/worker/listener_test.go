@@ -11,9 +11,9 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
 
+	"github.com/cairnhq/cairn/api/assembly"
 	"github.com/cairnhq/cairn/api/platform/db"
 	"github.com/cairnhq/cairn/api/platform/dbtest"
-	"github.com/cairnhq/cairn/api/server"
 )
 
 type wakeArgs struct {
@@ -50,7 +50,7 @@ func TestCommittedJobWakesIdleWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := startClient(t, client)
-	inserter, err := river.NewClient(riverdatabasesql.New(conn.DB), &river.Config{Logger: logger, FetchCooldown: server.InsertNotifyCooldown})
+	inserter, err := river.NewClient(riverdatabasesql.New(conn.DB), &river.Config{Logger: logger, FetchCooldown: assembly.InsertNotifyCooldown})
 	if err != nil {
 		t.Fatal(err)
 	}

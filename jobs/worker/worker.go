@@ -14,6 +14,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/cairnhq/cairn/api/assembly"
 	"github.com/cairnhq/cairn/api/checkrun"
 	"github.com/cairnhq/cairn/api/dispatch"
 	"github.com/cairnhq/cairn/api/github"
@@ -23,7 +24,6 @@ import (
 	"github.com/cairnhq/cairn/api/policy"
 	"github.com/cairnhq/cairn/api/registry"
 	"github.com/cairnhq/cairn/api/run"
-	"github.com/cairnhq/cairn/api/server"
 	"github.com/cairnhq/cairn/api/sweep"
 	"github.com/cairnhq/cairn/jobs/maintenance"
 	"github.com/cairnhq/cairn/jobs/moduleingest"
@@ -76,7 +76,7 @@ func New(cfg config.Config, conn *sqlx.DB, driver sandbox.Driver, logger *slog.L
 		queues[q] = river.QueueConfig{MaxWorkers: queueWorkers[q]}
 	}
 
-	deps, err := server.Assemble(cfg, conn, logger)
+	deps, err := assembly.Assemble(cfg, conn, logger)
 	if err != nil {
 		return nil, err
 	}

@@ -136,7 +136,8 @@ func Assemble(cfg config.Config, conn *sqlx.DB, logger *slog.Logger) (Deps, erro
 	// it commits. Its FetchCooldown spaces those notifications per queue
 	// (100 ms by default, which would leave every job of a burst but the
 	// first to the workers' poll).
-	inserter, err := river.NewClient(riverdatabasesql.New(conn.DB), &river.Config{Logger: logger, FetchCooldown: InsertNotifyCooldown})
+	inserter, err := river.NewClient(riverdatabasesql.New(conn.DB), &river.Config{Logger: config.LibraryLogger(logger),
+		FetchCooldown: InsertNotifyCooldown})
 	if err != nil {
 		return Deps{}, fmt.Errorf("creating job inserter: %w", err)
 	}

@@ -76,6 +76,7 @@ func New(deps assembly.Deps) (*Server, error) {
 		// Remote-backend clients may carry their own well-formed request
 		// IDs; anything else is replaced.
 		KeepClientID: func(c *fiber.Ctx) bool { return strings.HasPrefix(c.Path(), "/api/v2/") },
+		Probe:        isProbe,
 	}))
 	app.Use(traceRequests(deps.Tracing, app))
 	metrics := telemetry.NewMetrics(deps.DB)
@@ -131,6 +132,16 @@ func New(deps assembly.Deps) (*Server, error) {
 
 // V1Services returns the domain services the server was assembled with.
 func (s *Server) V1Services() assembly.Services { return s.deps.Services }
+
+// isProbe reports whether a request is a liveness, readiness or metrics
+// probe, which monitoring repeats all day long.
+func isProbe(c *fiber.Ctx) bool {
+	switch c.Path() {
+	case "/health", "/ready", "/metrics":
+		return c.Method() == fiber.MethodGet
+	}
+	return false
+}
 
 // metricsAuth admits scrapers presenting the operator token: figures of
 // the installation are for its operator. Without a token configured the

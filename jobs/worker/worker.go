@@ -170,8 +170,14 @@ func New(cfg config.Config, conn *sqlx.DB, driver sandbox.Driver, logger *slog.L
 			&river.PeriodicJobOpts{RunOnStart: true, ID: "workflow_dispatch_reconciler"}))
 	}
 
-	client, err := river.NewClient(newListeningDriver(conn.DB, cfg.DatabaseURL.Reveal()), &river.Config{
-		Logger:            logger,
+	queueNames := make([]string, 0, len(queues))
+	for q := range queues {
+		queueNames = append(queueNames, q)
+	}
+	client, err := river.NewClient(newListeningDriver(conn.DB, cfg.DatabaseURL.Reveal(), queueNames), &river.Config{
+		// River's routine (producer job counts, maintenance passes) is
+		// debug; its warnings and errors stay as they are.
+		Logger:            config.LibraryLogger(logger),
 		Queues:            queues,
 		Workers:           workers,
 		FetchPollInterval: cfg.WorkerPollInterval,

@@ -17,7 +17,7 @@ import (
 var ErrRejected = errors.New("telemetry value rejected")
 
 var (
-	namePattern  = regexp.MustCompile(`^[a-z][a-z0-9_]{1,62}$`)
+	namePattern = regexp.MustCompile(`^[a-z][a-z0-9_]{1,62}$`)
 	// idPattern is an ID of api/platform/id: a short prefix and 128
 	// random bits in 26 base32 characters, the last of which carries
 	// three bits and two zero bits of padding, so it is one of eight.

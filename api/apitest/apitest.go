@@ -16,6 +16,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/cairnhq/cairn/api/assembly"
 	"github.com/cairnhq/cairn/api/authserver"
 	"github.com/cairnhq/cairn/api/launch"
 	"github.com/cairnhq/cairn/api/platform/config"
@@ -102,7 +103,7 @@ func Start(t testing.TB, conn *sqlx.DB, dbURL string, opts ...Option) *Env {
 	if conn == nil || cfg.DatabaseURL == "" {
 		conn = nil
 	}
-	deps, err := server.Assemble(cfg, conn, logger)
+	deps, err := assembly.Assemble(cfg, conn, logger)
 	if err != nil {
 		t.Fatalf("assembling server: %v", err)
 	}

@@ -3,74 +3,42 @@ package server
 import (
 	"context"
 	"crypto/subtle"
-	"log/slog"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/adaptor"
-	"github.com/jmoiron/sqlx"
 
+	"github.com/cairnhq/cairn/api/assembly"
 	"github.com/cairnhq/cairn/api/authserver"
-	"github.com/cairnhq/cairn/api/checkrun"
 	"github.com/cairnhq/cairn/api/credential"
-	"github.com/cairnhq/cairn/api/identity"
 	"github.com/cairnhq/cairn/api/modulesv1"
-	"github.com/cairnhq/cairn/api/oauth"
 	"github.com/cairnhq/cairn/api/operator"
 	"github.com/cairnhq/cairn/api/platform/blob"
 	"github.com/cairnhq/cairn/api/platform/buildinfo"
 	"github.com/cairnhq/cairn/api/platform/capability"
 	"github.com/cairnhq/cairn/api/platform/clientaddr"
-	"github.com/cairnhq/cairn/api/platform/config"
 	"github.com/cairnhq/cairn/api/platform/db"
 	"github.com/cairnhq/cairn/api/platform/httpx"
 	"github.com/cairnhq/cairn/api/platform/telemetry"
-	"github.com/cairnhq/cairn/api/scim"
-	"github.com/cairnhq/cairn/api/sso"
 	"github.com/cairnhq/cairn/api/tfe"
 	v1 "github.com/cairnhq/cairn/api/v1"
 )
-
-// Deps is everything the API process serves with. DB is nil when
-// DATABASE_URL is unset: health still answers, everything else fails closed.
-type Deps struct {
-	Config   config.Config
-	DB       *sqlx.DB
-	Logger   *slog.Logger
-	Identity *identity.Service
-	// OAuth is the authorization server for agents (nil with Identity).
-	OAuth *oauth.Service
-	// SCIM is organizations' provisioning (nil with Identity).
-	SCIM *scim.Service
-	// SSO is federated sign-in and organization SSO (nil with Identity).
-	SSO      *sso.Service
-	Services v1.Services
-	// Blobs is the sealed artifact store (nil without a master key).
-	Blobs *blob.Store
-	// Checks follows code-host runs with check runs; it observes every
-	// run write. It publishes nothing until given the app's clients
-	// (cairn-worker does that).
-	Checks *checkrun.Service
-	// Tracing exports request spans (nil: none); the process owns it and
-	// shuts it down after the server.
-	Tracing *telemetry.Tracing
-}
 
 // Server is the assembled Fiber application of cairn-api.
 type Server struct {
 	App *fiber.App
 	V1  *v1.API
 
-	deps          Deps
+	deps          assembly.Deps
 	latestVersion int64
 }
 
 // Services returns the domain services the server was assembled with, for
 // tests that drive a service path no HTTP surface exposes (the trusted
 // policy build completion).
-func (s *Server) Services() v1.Services { return s.deps.Services }
+func (s *Server) Services() assembly.Services { return s.deps.Services }
 
 // Tracing returns the span exporter the server was built with (nil: none).
 func (s *Server) Tracing() *telemetry.Tracing { return s.deps.Tracing }
@@ -78,8 +46,9 @@ func (s *Server) Tracing() *telemetry.Tracing { return s.deps.Tracing }
 // Blobs returns the sealed artifact store (nil without a master key).
 func (s *Server) Blobs() *blob.Store { return s.deps.Blobs }
 
-// New assembles every surface of cairn-api on one Fiber app.
-func New(deps Deps) (*Server, error) {
+// New mounts every surface of cairn-api on one Fiber app, over the
+// services assembly.Assemble built.
+func New(deps assembly.Deps) (*Server, error) {
 	latest, err := db.LatestVersion()
 	if err != nil {
 		return nil, err
@@ -107,10 +76,11 @@ func New(deps Deps) (*Server, error) {
 		// Remote-backend clients may carry their own well-formed request
 		// IDs; anything else is replaced.
 		KeepClientID: func(c *fiber.Ctx) bool { return strings.HasPrefix(c.Path(), "/api/v2/") },
+		Probe:        isProbe,
 	}))
-	app.Use(deps.Tracing.Middleware(app))
+	app.Use(traceRequests(deps.Tracing, app))
 	metrics := telemetry.NewMetrics(deps.DB)
-	app.Use(metrics.Middleware())
+	app.Use(countRequests(metrics))
 	app.Get("/health", s.health)
 	app.Get("/ready", s.ready)
 	app.Get("/metrics", s.metricsAuth, adaptor.HTTPHandler(metrics.Handler()))
@@ -161,7 +131,17 @@ func New(deps Deps) (*Server, error) {
 }
 
 // V1Services returns the domain services the server was assembled with.
-func (s *Server) V1Services() v1.Services { return s.deps.Services }
+func (s *Server) V1Services() assembly.Services { return s.deps.Services }
+
+// isProbe reports whether a request is a liveness, readiness or metrics
+// probe, which monitoring repeats all day long.
+func isProbe(c *fiber.Ctx) bool {
+	switch c.Path() {
+	case "/health", "/ready", "/metrics":
+		return c.Method() == fiber.MethodGet
+	}
+	return false
+}
 
 // metricsAuth admits scrapers presenting the operator token: figures of
 // the installation are for its operator. Without a token configured the

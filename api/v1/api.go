@@ -18,6 +18,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/cairnhq/cairn/api/access"
+	"github.com/cairnhq/cairn/api/assembly"
 	"github.com/cairnhq/cairn/api/platform/config"
 	"github.com/cairnhq/cairn/api/platform/cursor"
 	"github.com/cairnhq/cairn/api/platform/httpx"
@@ -61,8 +62,9 @@ type Deps struct {
 	Logger   *slog.Logger
 	Sessions Authenticator
 	// Agents resolves agent access tokens; nil refuses every bearer.
-	Agents   AgentAuthenticator
-	Services Services
+	Agents AgentAuthenticator
+	// Services are the domain services assembly.Assemble built.
+	Services assembly.Services
 }
 
 // API is the mounted /v1 surface.

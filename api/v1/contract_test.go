@@ -12,6 +12,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 
 	"github.com/cairnhq/cairn/api/apitest"
+	"github.com/cairnhq/cairn/api/assembly"
 	"github.com/cairnhq/cairn/api/server"
 )
 
@@ -29,7 +30,7 @@ func contractPath(t *testing.T) string {
 // contract.
 func generatedSpec(t *testing.T) []byte {
 	t.Helper()
-	deps, err := server.Assemble(apitest.TestConfig(), nil, nil)
+	deps, err := assembly.Assemble(apitest.TestConfig(), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

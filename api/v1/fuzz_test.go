@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/cairnhq/cairn/api/apitest"
+	"github.com/cairnhq/cairn/api/assembly"
 	"github.com/cairnhq/cairn/api/platform/httpx"
 	"github.com/cairnhq/cairn/api/platform/httpx/httpxtest"
 	"github.com/cairnhq/cairn/api/platform/jsondoc"
@@ -35,7 +36,7 @@ const echoLimit = 256
 // fail-closed 503 of a protected operation; every error is the bounded
 // error object naming the request ID the header carries.
 func FuzzBodyLimit(f *testing.F) {
-	deps, err := server.Assemble(apitest.TestConfig(), nil, slog.New(slog.DiscardHandler))
+	deps, err := assembly.Assemble(apitest.TestConfig(), nil, slog.New(slog.DiscardHandler))
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -18,10 +18,6 @@ import (
 	"github.com/cairnhq/cairn/api/run"
 )
 
-// RunEventsChannel is the PostgreSQL notification channel the database
-// signals a run's new log chunks and status changes on (migration 00021).
-const RunEventsChannel = "cairn_run_events"
-
 const (
 	// liveKeepAlive is how often an idle stream writes a comment, which is
 	// how a gone client is noticed.

@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -23,18 +24,21 @@ import (
 // worker fetches a committed job at once and polling is only the fallback.
 type listeningDriver struct {
 	*riverdatabasesql.Driver
-	db  *sql.DB
-	dsn string
+	db     *sql.DB
+	dsn    string
+	queues []string
 }
 
-func newListeningDriver(db *sql.DB, dsn string) *listeningDriver {
-	return &listeningDriver{Driver: riverdatabasesql.New(db), db: db, dsn: dsn}
+// newListeningDriver listens on the database at dsn; queues are the
+// queues the client serves, woken after the listener reconnects.
+func newListeningDriver(db *sql.DB, dsn string, queues []string) *listeningDriver {
+	return &listeningDriver{Driver: riverdatabasesql.New(db), db: db, dsn: dsn, queues: queues}
 }
 
 func (d *listeningDriver) SupportsListener() bool { return true }
 
 func (d *listeningDriver) GetListener(params *riverdriver.GetListenenerParams) riverdriver.Listener {
-	return &pqListener{db: d.db, dsn: d.dsn, schema: params.Schema}
+	return &pqListener{db: d.db, dsn: d.dsn, schema: params.Schema, queues: d.queues}
 }
 
 // pqListener adapts lib/pq's Listener to River's listener interface. River
@@ -44,10 +48,14 @@ type pqListener struct {
 	db     *sql.DB
 	dsn    string
 	schema string
+	queues []string
 
 	mu       sync.Mutex
 	listener *pq.Listener
 	prefix   string
+	// wakes are the insert notifications still to hand out after a
+	// reconnection.
+	wakes []*riverdriver.Notification
 }
 
 func (l *pqListener) Connect(ctx context.Context) error {
@@ -68,8 +76,9 @@ func (l *pqListener) Connect(ctx context.Context) error {
 	if schema != "" {
 		l.prefix = schema + "."
 	}
-	// Notifications missed while it reconnects are not lost work: the poll
-	// finds those jobs.
+	// Notifications missed while it reconnects are not lost work: every
+	// queue is woken once it is back (WaitForNotification), and the poll
+	// finds anything else.
 	l.listener = notify.NewListener(l.dsn, "jobs", nil)
 	return nil
 }
@@ -142,15 +151,24 @@ func (l *pqListener) Close(context.Context) error {
 	return err
 }
 
+// insertTopic is the topic River's inserts notify (its payload names the
+// queue); a producer fetches when it hears its queue named.
+const insertTopic = "river_insert"
+
 // WaitForNotification returns the next notification. lib/pq sends nil
-// after it reconnected (and listens again by itself); that carries no
-// topic, so the wait goes on.
+// after it reconnected (and listens again by itself): inserts committed
+// meanwhile were not heard, so every queue gets an insert notification of
+// its own and fetches at once, rather than at the next poll, which is only
+// a safety net.
 func (l *pqListener) WaitForNotification(ctx context.Context) (*riverdriver.Notification, error) {
 	pl, prefix, err := l.current()
 	if err != nil {
 		return nil, err
 	}
 	for {
+		if n := l.nextWake(); n != nil {
+			return n, nil
+		}
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
@@ -159,9 +177,33 @@ func (l *pqListener) WaitForNotification(ctx context.Context) (*riverdriver.Noti
 				return nil, errors.New("listener closed")
 			}
 			if n == nil {
+				l.wakeAll()
 				continue
 			}
 			return &riverdriver.Notification{Topic: strings.TrimPrefix(n.Channel, prefix), Payload: n.Extra}, nil
 		}
 	}
+}
+
+// wakeAll queues one insert notification per queue.
+func (l *pqListener) wakeAll() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, q := range l.queues {
+		payload, _ := json.Marshal(struct {
+			Queue string `json:"queue"`
+		}{q})
+		l.wakes = append(l.wakes, &riverdriver.Notification{Topic: insertTopic, Payload: string(payload)})
+	}
+}
+
+func (l *pqListener) nextWake() *riverdriver.Notification {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.wakes) == 0 {
+		return nil
+	}
+	n := l.wakes[0]
+	l.wakes = l.wakes[1:]
+	return n
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/cairnhq/cairn/api/assembly"
 	"github.com/cairnhq/cairn/api/checkrun"
 	"github.com/cairnhq/cairn/api/dispatch"
 	"github.com/cairnhq/cairn/api/github"
@@ -23,7 +24,6 @@ import (
 	"github.com/cairnhq/cairn/api/policy"
 	"github.com/cairnhq/cairn/api/registry"
 	"github.com/cairnhq/cairn/api/run"
-	"github.com/cairnhq/cairn/api/server"
 	"github.com/cairnhq/cairn/api/sweep"
 	"github.com/cairnhq/cairn/jobs/maintenance"
 	"github.com/cairnhq/cairn/jobs/moduleingest"
@@ -76,7 +76,7 @@ func New(cfg config.Config, conn *sqlx.DB, driver sandbox.Driver, logger *slog.L
 		queues[q] = river.QueueConfig{MaxWorkers: queueWorkers[q]}
 	}
 
-	deps, err := server.Assemble(cfg, conn, logger)
+	deps, err := assembly.Assemble(cfg, conn, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -170,8 +170,14 @@ func New(cfg config.Config, conn *sqlx.DB, driver sandbox.Driver, logger *slog.L
 			&river.PeriodicJobOpts{RunOnStart: true, ID: "workflow_dispatch_reconciler"}))
 	}
 
-	client, err := river.NewClient(newListeningDriver(conn.DB, cfg.DatabaseURL.Reveal()), &river.Config{
-		Logger:            logger,
+	queueNames := make([]string, 0, len(queues))
+	for q := range queues {
+		queueNames = append(queueNames, q)
+	}
+	client, err := river.NewClient(newListeningDriver(conn.DB, cfg.DatabaseURL.Reveal(), queueNames), &river.Config{
+		// River's routine (producer job counts, maintenance passes) is
+		// debug; its warnings and errors stay as they are.
+		Logger:            config.LibraryLogger(logger),
 		Queues:            queues,
 		Workers:           workers,
 		FetchPollInterval: cfg.WorkerPollInterval,

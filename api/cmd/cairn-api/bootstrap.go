@@ -17,10 +17,10 @@ import (
 	"github.com/cairnhq/cairn/api/access"
 	"github.com/cairnhq/cairn/api/platform/db"
 
+	"github.com/cairnhq/cairn/api/assembly"
 	"github.com/cairnhq/cairn/api/identity"
 	"github.com/cairnhq/cairn/api/launch"
 	"github.com/cairnhq/cairn/api/platform/config"
-	"github.com/cairnhq/cairn/api/server"
 )
 
 // The local installation's first account and organization.
@@ -43,7 +43,7 @@ func bootstrap(ctx context.Context, cfg config.Config, logger *slog.Logger, out 
 		return err
 	}
 	defer conn.Close()
-	ident, err := identity.NewService(conn, server.IdentityOptions(cfg))
+	ident, err := identity.NewService(conn, assembly.IdentityOptions(cfg))
 	if err != nil {
 		return err
 	}

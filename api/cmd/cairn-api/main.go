@@ -14,6 +14,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/cairnhq/cairn/api/assembly"
 	"github.com/cairnhq/cairn/api/platform/config"
 	"github.com/cairnhq/cairn/api/platform/db"
 	"github.com/cairnhq/cairn/api/platform/telemetry"
@@ -97,7 +98,7 @@ func serve(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 	if conn != nil {
 		defer conn.Close()
 	}
-	deps, err := server.Assemble(cfg, conn, logger)
+	deps, err := assembly.Assemble(cfg, conn, logger)
 	if err != nil {
 		return err
 	}

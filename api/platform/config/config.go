@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -143,9 +142,12 @@ type Config struct {
 	OperatorToken Secret `env:"CAIRN_OPERATOR_TOKEN"`
 
 	// WorkerPollInterval is how often an idle worker asks PostgreSQL for jobs
-	// besides the insert notifications it listens for: it bounds dispatch
-	// latency only when a notification is lost.
-	WorkerPollInterval time.Duration `env:"CAIRN_WORKER_POLL_INTERVAL" envDefault:"100ms"`
+	// besides the insert notifications it listens for. It is a safety net:
+	// a committed job wakes a worker through its notification, and every
+	// queue is woken after the listener reconnects; what waits for the poll
+	// is a retry or snooze that fell due without one. Every poll is a query
+	// per queue, so a short interval is an idle worker's CPU.
+	WorkerPollInterval time.Duration `env:"CAIRN_WORKER_POLL_INTERVAL" envDefault:"2s"`
 
 	// ToolchainDir is the checksum-verified toolchain mirror
 	// (<dir>/<tool>/<version>/<tool> plus SHA256SUMS) sandboxes install from.
@@ -522,20 +524,4 @@ func (c Config) Bindings() map[string]bool {
 		"idempotency_hmac_key": c.IdempotencyKeyBytes() != nil,
 		"tls":                  c.TLSCert != "",
 	}
-}
-
-// Logger builds the process logger from the log settings.
-func (c Config) Logger(process string) *slog.Logger {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(c.LogLevel)); err != nil {
-		level = slog.LevelInfo
-	}
-	opts := &slog.HandlerOptions{Level: level}
-	var h slog.Handler
-	if c.LogFormat == "text" {
-		h = slog.NewTextHandler(os.Stderr, opts)
-	} else {
-		h = slog.NewJSONHandler(os.Stderr, opts)
-	}
-	return slog.New(h).With("process", process)
 }

@@ -20,6 +20,11 @@ type RequestOptions struct {
 	// KeepClientID, when it returns true for a request, keeps a well-formed
 	// client-supplied X-Request-Id instead of issuing a new one.
 	KeepClientID func(c *fiber.Ctx) bool
+	// Probe, when it returns true for a request, logs its answer at debug
+	// level unless it failed: load balancers and orchestrators call health
+	// and metrics endpoints every few seconds, which would otherwise fill
+	// an idle installation's log.
+	Probe func(c *fiber.Ctx) bool
 }
 
 // RequestContext is the outermost middleware of the API: it assigns the
@@ -55,7 +60,11 @@ func RequestContext(logger *slog.Logger, opts RequestOptions) fiber.Handler {
 			}
 			status := c.Response().StatusCode()
 			settleBody(c, status)
-			logger.LogAttrs(c.UserContext(), levelFor(status), "request",
+			level := levelFor(status)
+			if level == slog.LevelInfo && status < 400 && opts.Probe != nil && opts.Probe(c) {
+				level = slog.LevelDebug
+			}
+			logger.LogAttrs(c.UserContext(), level, "request",
 				slog.String("request_id", id),
 				slog.String("method", c.Method()),
 				slog.String("route", c.Route().Path),

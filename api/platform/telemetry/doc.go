@@ -5,5 +5,8 @@
 // Validate, which accepts only registered event names and typed values —
 // opaque IDs, bounded enums, durations, counts and byte sizes — so
 // repository names, cloud identifiers, resource addresses, e-mail
-// addresses, secrets and artifact content cannot cross it (SPEC §6).
+// addresses, secrets and artifact content cannot cross it (SPEC §6). It
+// imports no HTTP framework, so the worker links it without the API's:
+// the API's Fiber middleware hands it route templates, methods and status
+// codes (api/server).
 package telemetry

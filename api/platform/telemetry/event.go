@@ -17,8 +17,11 @@ import (
 var ErrRejected = errors.New("telemetry value rejected")
 
 var (
-	namePattern  = regexp.MustCompile(`^[a-z][a-z0-9_]{1,62}$`)
-	idPattern    = regexp.MustCompile(`^[a-z]{2,6}_[a-z2-7]{26}$`)
+	namePattern = regexp.MustCompile(`^[a-z][a-z0-9_]{1,62}$`)
+	// idPattern is an ID of api/platform/id: a short prefix and 128
+	// random bits in 26 base32 characters, the last of which carries
+	// three bits and two zero bits of padding, so it is one of eight.
+	idPattern    = regexp.MustCompile(`^[a-z]{2,6}_[a-z2-7]{25}[aeimquy4]$`)
 	enumPattern  = regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`)
 	maxFields    = 16
 	maxCount     = int64(1) << 53

@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/gofiber/fiber/v2"
 	"github.com/jmoiron/sqlx"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -67,33 +66,16 @@ func (m *Metrics) Handler() http.Handler {
 // methods bounds the method label; anything else is "other".
 var methods = map[string]bool{"GET": true, "HEAD": true, "POST": true, "PUT": true, "PATCH": true, "DELETE": true, "OPTIONS": true}
 
-// Middleware counts requests under their route template (/v1/runs/:id,
-// never /v1/runs/run_abc…), so the label set is the application's routes.
-// Requests no route matched count under "unmatched".
-func (m *Metrics) Middleware() fiber.Handler {
-	return func(c *fiber.Ctx) error {
-		start := time.Now()
-		err := c.Next()
-		route := "unmatched"
-		if r := c.Route(); r != nil && r.Path != "" && r.Path != "/" && r.Method != "USE" {
-			route = r.Path
-		}
-		method := c.Method()
-		if !methods[method] {
-			method = "other"
-		}
-		status := c.Response().StatusCode()
-		if err != nil {
-			if fe, ok := err.(*fiber.Error); ok {
-				status = fe.Code
-			} else {
-				status = fiber.StatusInternalServerError
-			}
-		}
-		m.requests.WithLabelValues(route, method, strconv.Itoa(status/100)+"xx").Inc()
-		m.latency.WithLabelValues(route, method).Observe(time.Since(start).Seconds())
-		return err
+// ObserveRequest counts one answered request under its route template
+// (/v1/runs/:id, never /v1/runs/run_abc…), so the label set is the
+// application's routes; the HTTP surface passes "unmatched" for a request
+// no route matched. A method outside the usual set counts as "other".
+func (m *Metrics) ObserveRequest(route, method string, status int, elapsed time.Duration) {
+	if !methods[method] {
+		method = "other"
 	}
+	m.requests.WithLabelValues(route, method, strconv.Itoa(status/100)+"xx").Inc()
+	m.latency.WithLabelValues(route, method).Observe(elapsed.Seconds())
 }
 
 // dbCollector reads queue depth and age, active sandboxes and capacity

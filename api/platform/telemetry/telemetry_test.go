@@ -15,6 +15,19 @@ import (
 	"github.com/cairnhq/cairn/api/platform/telemetry"
 )
 
+// Secrets a test offers the boundary: a JWT, a PEM private key and a
+// Cairn service-account token (prefix and 40 base32 characters).
+const (
+	jwt    = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJhbGljZUBleGFtcGxlLmNvbSJ9.c2lnbmF0dXJlc2lnbmF0dXJlc2lnbmF0dXJl"
+	pem    = "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----"
+	bearer = "sst_abcdefghijklmnopqrstuvwxyz234567abcdefgh"
+)
+
+// TestBoundaryRejectsWhatMayNotLeave offers each category SPEC §6 keeps in
+// — repository names, cloud identifiers, resource addresses, e-mail
+// addresses, secrets, artifact content — as an ID, an enum value (listed
+// by its enum), a route and an event name: every one is refused, and the
+// refusal never repeats it.
 func TestBoundaryRejectsWhatMayNotLeave(t *testing.T) {
 	t.Parallel()
 	outcomes := []string{"passed", "failed", "error"}
@@ -43,6 +56,29 @@ func TestBoundaryRejectsWhatMayNotLeave(t *testing.T) {
 		"a negative duration":              telemetry.Duration(-time.Second),
 		"a zero Value (no constructor)":    {},
 		"an ID with an uppercase alphabet": telemetry.ID("run_ABCDEFGHIJKLMNOPQRSTUVWXYZ"),
+		// Each category SPEC §6 keeps in, as an ID and as an enum value
+		// (the enum lists it, as a careless caller would).
+		"a repository name as an ID":                     telemetry.ID("acme/infra"),
+		"a repository name as an enum":                   telemetry.Enum("acme/infra", "acme/infra"),
+		"an AWS account ID as an ID":                     telemetry.ID("123456789012"),
+		"an ARN as an enum":                              telemetry.Enum("arn:aws:iam::123456789012:role/deploy", "arn:aws:iam::123456789012:role/deploy"),
+		"a GCP project ID as an enum":                    telemetry.Enum("acme-prod-123456", "acme-prod-123456"),
+		"a GCP project ID as an ID":                      telemetry.ID("acme-prod-123456"),
+		"an Azure subscription as an enum":               telemetry.Enum("0f8fad5b-d9cb-469f-a165-70867728950e", "0f8fad5b-d9cb-469f-a165-70867728950e"),
+		"an Azure subscription as an ID":                 telemetry.ID("0f8fad5b-d9cb-469f-a165-70867728950e"),
+		"a resource address as an enum":                  telemetry.Enum("module.vpc.aws_subnet.a", "module.vpc.aws_subnet.a"),
+		"an indexed address as an ID":                    telemetry.ID("aws_instance.web[0]"),
+		"an e-mail address as a route":                   telemetry.Route("alice@example.com", []string{"alice@example.com"}),
+		"an AWS access key as an enum":                   telemetry.Enum("AKIAIOSFODNN7EXAMPLE", "AKIAIOSFODNN7EXAMPLE"),
+		"a lowercased access key as an ID":               telemetry.ID("akiaiosfodnn7example"),
+		"a JWT as an ID":                                 telemetry.ID(jwt),
+		"a JWT as an enum":                               telemetry.Enum(jwt, jwt),
+		"a PEM key as an enum":                           telemetry.Enum(pem, pem),
+		"a Cairn bearer token as an ID":                  telemetry.ID(bearer),
+		"a Cairn bearer token as an enum":                telemetry.Enum(bearer, bearer),
+		"artifact content as an enum":                    telemetry.Enum("resource \"aws_instance\" \"web\" {}", "resource \"aws_instance\" \"web\" {}"),
+		"state content as an ID":                         telemetry.ID(`{"version":4,"serial":1}`),
+		"an ID of 26 characters that id.New never makes": telemetry.ID("run_abcdefghijklmnopqrstuvwxyb"),
 	}
 	for what, v := range forbidden {
 		e := telemetry.Event{Name: "policy_evaluated", Fields: map[string]telemetry.Value{"field": v}}
@@ -53,18 +89,29 @@ func TestBoundaryRejectsWhatMayNotLeave(t *testing.T) {
 		}
 		// The rejection names the field, never the value.
 		if s := fmt.Sprint(v); strings.Contains(err.Error(), "example.com") || strings.Contains(err.Error(), "aws_instance") ||
-			strings.Contains(err.Error(), "AKIA") || strings.Contains(err.Error(), "123456789012") {
+			strings.Contains(err.Error(), "AKIA") || strings.Contains(err.Error(), "123456789012") ||
+			strings.Contains(err.Error(), "acme") || strings.Contains(err.Error(), "eyJ") || strings.Contains(err.Error(), "PRIVATE") {
 			t.Errorf("%s: the rejection echoes the value: %v (%s)", what, err, s)
 		}
 	}
-	for _, name := range []string{"user_signed_in_alice@example.com", "Policy_Evaluated", "custom_event", ""} {
+	for _, name := range []string{"user_signed_in_alice@example.com", "Policy_Evaluated", "custom_event", "",
+		"acme/infra", "plan_of_acme_infra", "aws_instance.web[0]", "123456789012", "AKIAIOSFODNN7EXAMPLE", jwt, pem, bearer} {
 		if err := telemetry.Validate(telemetry.Event{Name: name}); !errors.Is(err, telemetry.ErrRejected) {
 			t.Errorf("event name %q crossed the boundary", name)
 		}
 	}
-	if err := telemetry.Validate(telemetry.Event{Name: "policy_evaluated", Fields: map[string]telemetry.Value{
-		"owner@example.com": telemetry.Count(1)}}); !errors.Is(err, telemetry.ErrRejected) {
-		t.Error("an e-mail as a field name crossed the boundary")
+	for _, field := range []string{"owner@example.com", "acme/infra", "aws_instance.web[0]", "AKIAIOSFODNN7EXAMPLE"} {
+		if err := telemetry.Validate(telemetry.Event{Name: "policy_evaluated", Fields: map[string]telemetry.Value{
+			field: telemetry.Count(1)}}); !errors.Is(err, telemetry.ErrRejected) {
+			t.Errorf("%q as a field name crossed the boundary", field)
+		}
+	}
+	// Every ID Cairn makes passes.
+	for range 64 {
+		if v := id.New("run"); telemetry.Validate(telemetry.Event{Name: "policy_evaluated",
+			Fields: map[string]telemetry.Value{"run_id": telemetry.ID(v)}}) != nil {
+			t.Fatalf("the ID %s was refused", v)
+		}
 	}
 	// Unhandled failures are classified, never described.
 	for recovered, want := range map[any]string{errors.New("db password=hunter2"): "error", "boom alice@example.com": "non_error", 42: "non_error"} {

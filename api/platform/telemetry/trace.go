@@ -5,10 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
 
-	"github.com/gofiber/fiber/v2"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 	"go.opentelemetry.io/otel/attribute"
@@ -139,56 +137,38 @@ func Route(template string, known []string) Value {
 	return Value{kind: "route", str: template, allowed: known}
 }
 
-// Middleware traces every request as an http_request span named by its
-// route template, method and status code. A caller's W3C trace context is
-// continued, so a trace crosses a proxy and the API.
-func (t *Tracing) Middleware(app *fiber.App) fiber.Handler {
-	var once sync.Once
-	var routes []string
-	propagator := propagation.TraceContext{}
-	return func(c *fiber.Ctx) error {
-		if t == nil || t.provider == nil {
-			return c.Next()
-		}
-		once.Do(func() {
-			for _, r := range app.GetRoutes(true) {
-				routes = append(routes, r.Path)
-			}
-		})
-		carrier := propagation.MapCarrier{}
-		if v := c.Get("traceparent"); v != "" {
-			carrier.Set("traceparent", v)
-		}
-		ctx := propagator.Extract(c.UserContext(), carrier)
-		ctx, span := t.Start(ctx, "http_request", nil)
-		c.SetUserContext(ctx)
-		err := c.Next()
-		route := "unmatched"
-		if r := c.Route(); r != nil && r.Path != "" && r.Path != "/" && r.Method != "USE" {
-			route = r.Path
-		}
-		method := c.Method()
-		if !methods[method] {
-			method = "other"
-		}
-		status := c.Response().StatusCode()
-		if fe, ok := err.(*fiber.Error); ok {
-			status = fe.Code
-		} else if err != nil {
-			status = fiber.StatusInternalServerError
-		}
-		span.Set(map[string]Value{
-			"route":       Route(route, append(routes, "unmatched")),
-			"method":      Enum(lowerMethod(method), "get", "head", "post", "put", "patch", "delete", "options", "other"),
-			"status_code": Count(int64(status)),
-		})
-		var failed error
-		if status >= 500 {
-			failed = fmt.Errorf("status %s", strconv.Itoa(status))
-		}
-		span.End(failed)
-		return err
+// Recording reports whether spans are exported; without an endpoint the
+// HTTP surface skips tracing altogether.
+func (t *Tracing) Recording() bool { return t != nil && t.provider != nil }
+
+// StartRequest opens the http_request span of one request, continuing the
+// caller's W3C trace context (traceparent, "" for none), so a trace crosses
+// a proxy and the API.
+func (t *Tracing) StartRequest(ctx context.Context, traceparent string) (context.Context, Span) {
+	carrier := propagation.MapCarrier{}
+	if traceparent != "" {
+		carrier.Set("traceparent", traceparent)
 	}
+	ctx = propagation.TraceContext{}.Extract(ctx, carrier)
+	return t.Start(ctx, "http_request", nil)
+}
+
+// EndRequest closes a request's span with its route template (one of
+// routes, or "unmatched"), method and status code; a 5xx marks it failed.
+func (s Span) EndRequest(route string, routes []string, method string, status int) {
+	if !methods[method] {
+		method = "other"
+	}
+	s.Set(map[string]Value{
+		"route":       Route(route, append(slices.Clip(routes), "unmatched")),
+		"method":      Enum(lowerMethod(method), "get", "head", "post", "put", "patch", "delete", "options", "other"),
+		"status_code": Count(int64(status)),
+	})
+	var failed error
+	if status >= 500 {
+		failed = fmt.Errorf("status %s", strconv.Itoa(status))
+	}
+	s.End(failed)
 }
 
 func lowerMethod(m string) string {

@@ -35,7 +35,7 @@ import (
 var (
 	duration    = flag.Duration("duration", 5*time.Second, "how long each load phase runs")
 	concurrency = flag.Int("concurrency", 32, "concurrent clients")
-	only        = flag.String("only", "", "run only these phases (comma-separated: health,mutation,replay,list,agents,state,tofu,statemode,runs,providers,credentials,policy,dashboard,live,signin,codehost,replicas,logs,teams,sso,scim,registry,varsets,concurrency)")
+	only        = flag.String("only", "", "run only these phases (comma-separated: health,mutation,replay,list,agents,state,tofu,statemode,runs,providers,credentials,policy,dashboard,live,signin,codehost,replicas,logs,teams,sso,scim,registry,varsets,concurrency,idle)")
 	logMiB      = flag.Int("log-mib", 24, "size of the large run log the logs phase reads")
 	rounds      = flag.Int("rounds", 5, "rounds of each tofu command (medians are reported)")
 )
@@ -131,6 +131,12 @@ func run() error {
 	admin := os.Getenv("CAIRN_TEST_DATABASE_URL")
 	if admin == "" {
 		return fmt.Errorf("CAIRN_TEST_DATABASE_URL is not set: run `make bench`")
+	}
+	// First, on a machine nothing else of the harness loads yet.
+	if enabled("idle") {
+		if err := benchIdle(admin); err != nil {
+			return err
+		}
 	}
 	dbURL, err := freshDatabase(admin)
 	if err != nil {

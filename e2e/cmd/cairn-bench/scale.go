@@ -12,10 +12,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cairnhq/cairn/api/assembly"
 	"github.com/cairnhq/cairn/api/platform/config"
 	"github.com/cairnhq/cairn/api/platform/db"
 	cairnrun "github.com/cairnhq/cairn/api/run"
-	"github.com/cairnhq/cairn/api/server"
 	"github.com/cairnhq/cairn/e2e/devstack"
 )
 
@@ -110,7 +110,7 @@ func benchLogReads(client *http.Client, api *apiProcess, dbURL, token, userToken
 		if err != nil {
 			return err
 		}
-		deps, err := server.Assemble(cfg, conn, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		deps, err := assembly.Assemble(cfg, conn, slog.New(slog.NewTextHandler(io.Discard, nil)))
 		if err != nil {
 			return err
 		}

@@ -1,4 +1,4 @@
-package server
+package assembly
 
 import (
 	"context"
@@ -27,6 +27,7 @@ import (
 	"github.com/cairnhq/cairn/api/platform/seal"
 	"github.com/cairnhq/cairn/api/platform/secret"
 	"github.com/cairnhq/cairn/api/platform/signingkey"
+	"github.com/cairnhq/cairn/api/platform/telemetry"
 	"github.com/cairnhq/cairn/api/policy"
 	"github.com/cairnhq/cairn/api/registry"
 	"github.com/cairnhq/cairn/api/run"
@@ -36,7 +37,6 @@ import (
 	"github.com/cairnhq/cairn/api/state"
 	"github.com/cairnhq/cairn/api/team"
 	"github.com/cairnhq/cairn/api/trigger"
-	v1 "github.com/cairnhq/cairn/api/v1"
 	"github.com/cairnhq/cairn/api/varset"
 	"github.com/cairnhq/cairn/api/workspace"
 )
@@ -44,6 +44,65 @@ import (
 // InsertNotifyCooldown is the shortest time between two insert
 // notifications of one queue from one process.
 const InsertNotifyCooldown = 2 * time.Millisecond
+
+// RunEventsChannel is the PostgreSQL notification channel the database
+// signals a run's new log chunks and status changes on (migration 00021).
+const RunEventsChannel = "cairn_run_events"
+
+// Services are the domain services a process works with: the API serves
+// them on /v1 and /api/v2, the worker runs their jobs. Without a database
+// they are nil and every protected operation fails closed before reaching
+// them.
+type Services struct {
+	Audit           *audit.Service
+	Identity        *identity.Service
+	Workspaces      *workspace.Service
+	ServiceAccounts *serviceaccount.Service
+	Launch          *launch.Service
+	Runs            *run.Service
+	State           *state.Service
+	Policies        *policy.Service
+	Credentials     *credential.Service
+	Teams           *team.Service
+	// GitHub is the code-host app; nil without a database.
+	GitHub *github.Service
+	// RunEvents wakes live run streams when a run's log or status changes.
+	RunEvents *notify.Hub
+	// Registry is the private module registry.
+	Registry *registry.Service
+	// RegistryCodeHost publishes module versions from the code host.
+	RegistryCodeHost *registry.CodeHost
+	// Varsets is the organization's variable sets.
+	Varsets *varset.Service
+	// Triggers are run triggers between workspaces.
+	Triggers *trigger.Service
+}
+
+// Deps is everything a process is assembled with. DB is nil when
+// DATABASE_URL is unset: health still answers, everything else fails
+// closed.
+type Deps struct {
+	Config   config.Config
+	DB       *sqlx.DB
+	Logger   *slog.Logger
+	Identity *identity.Service
+	// OAuth is the authorization server for agents (nil with Identity).
+	OAuth *oauth.Service
+	// SCIM is organizations' provisioning (nil with Identity).
+	SCIM *scim.Service
+	// SSO is federated sign-in and organization SSO (nil with Identity).
+	SSO      *sso.Service
+	Services Services
+	// Blobs is the sealed artifact store (nil without a master key).
+	Blobs *blob.Store
+	// Checks follows code-host runs with check runs; it observes every
+	// run write. It publishes nothing until given the app's clients
+	// (cairn-worker does that).
+	Checks *checkrun.Service
+	// Tracing exports request spans (nil: none); the process sets and
+	// owns it and shuts it down after the server.
+	Tracing *telemetry.Tracing
+}
 
 // Assemble wires every domain service from configuration. Without a
 // database or AUTH_SECRET the services stay nil, and the surfaces that need
@@ -77,7 +136,8 @@ func Assemble(cfg config.Config, conn *sqlx.DB, logger *slog.Logger) (Deps, erro
 	// it commits. Its FetchCooldown spaces those notifications per queue
 	// (100 ms by default, which would leave every job of a burst but the
 	// first to the workers' poll).
-	inserter, err := river.NewClient(riverdatabasesql.New(conn.DB), &river.Config{Logger: logger, FetchCooldown: InsertNotifyCooldown})
+	inserter, err := river.NewClient(riverdatabasesql.New(conn.DB), &river.Config{Logger: config.LibraryLogger(logger),
+		FetchCooldown: InsertNotifyCooldown})
 	if err != nil {
 		return Deps{}, fmt.Errorf("creating job inserter: %w", err)
 	}
@@ -134,7 +194,7 @@ func Assemble(cfg config.Config, conn *sqlx.DB, logger *slog.Logger) (Deps, erro
 	// Tag pushes of bound repositories publish module versions: the code
 	// host's acceptance transaction hands them to the registry.
 	moduleCodeHost := registry.NewCodeHost(conn, modules, app, inserter, logger)
-	deps.Services = v1.Services{
+	deps.Services = Services{
 		Audit:           audit.NewService(conn),
 		Identity:        ident,
 		Workspaces:      workspaces,
@@ -148,7 +208,7 @@ func Assemble(cfg config.Config, conn *sqlx.DB, logger *slog.Logger) (Deps, erro
 		GitHub: github.NewService(conn, app, workspaces, runs, inserter,
 			secret.Derive(cfg.AuthSecret, "github-installation-state"), logger,
 			github.Options{Checks: checks, ForkRunsPerHour: cfg.ForkRunsPerHour, Tags: moduleCodeHost}),
-		RunEvents:        notify.New(cfg.DatabaseURL.Reveal(), v1.RunEventsChannel, logger),
+		RunEvents:        notify.New(cfg.DatabaseURL.Reveal(), RunEventsChannel, logger),
 		Registry:         modules,
 		RegistryCodeHost: moduleCodeHost,
 		// Set values are pinned and checked like workspace variables:

@@ -6,6 +6,8 @@ package docs
 
 import (
 	"bufio"
+	"bytes"
+	"context"
 	"fmt"
 	"io/fs"
 	"os"
@@ -13,6 +15,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/cairnhq/cairn/api/policy/rego"
 )
 
 // pendingPages are linked from the README and the index but written in
@@ -237,5 +241,46 @@ func TestDocumentationNamedInCodeExists(t *testing.T) {
 	}
 	if found == 0 {
 		t.Error("no code names a documentation page; the scan is wrong or the errors lost their pointers")
+	}
+}
+
+// TestPolicyExampleBuilds builds the worked example of policy-as-code.md
+// (its two rego blocks, the policy and its tests) the way a policy build
+// does: strict Rego v1 under Cairn's capabilities, then the set's tests,
+// which must all pass.
+func TestPolicyExampleBuilds(t *testing.T) {
+	t.Parallel()
+	body, err := os.ReadFile(filepath.Join(root, "docs", "using", "policy-as-code.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var blocks []string
+	lines := strings.Split(string(body), "\n")
+	for i := 0; i < len(lines); i++ {
+		if strings.TrimSpace(lines[i]) != "```rego" {
+			continue
+		}
+		var block []string
+		for i++; i < len(lines) && strings.TrimSpace(lines[i]) != "```"; i++ {
+			block = append(block, lines[i])
+		}
+		blocks = append(blocks, strings.Join(block, "\n")+"\n")
+	}
+	if len(blocks) != 2 {
+		t.Fatalf("policy-as-code.md has %d rego blocks, want the policy and its tests", len(blocks))
+	}
+	src := t.TempDir()
+	for name, text := range map[string]string{"policy.rego": blocks[0], "policy_test.rego": blocks[1]} {
+		if err := os.WriteFile(filepath.Join(src, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var bundle, results bytes.Buffer
+	report, err := rego.Build(context.Background(), src, &bundle, &results)
+	if err != nil {
+		t.Fatalf("the worked example does not build: %v\n%s", err, results.String())
+	}
+	if report.Passed != 2 || report.Tests != 2 {
+		t.Fatalf("the worked example's tests: %+v\n%s", report, results.String())
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -65,7 +66,7 @@ func TestReadmeRunnableBlocks(t *testing.T) {
 	// The worker runs the plan with the same checksum-verified tofu the
 	// blocks call from .tools.
 	s := runsStack(t)
-	m := s.newMember(t, "readme")
+	m, password := readmeOwner(t, s)
 
 	// A clone after `make run`, without the rest of the repository.
 	clone := t.TempDir()
@@ -85,7 +86,7 @@ func TestReadmeRunnableBlocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	// What cairn-api bootstrap writes next to it: the owner's sign-in.
-	creds := fmt.Sprintf("email=%s\npassword=%s\norganization=%s\n", m.email, "correct horse battery staple", m.slug)
+	creds := fmt.Sprintf("email=%s\npassword=%s\norganization=%s\n", m.email, password, m.slug)
 	if err := os.WriteFile(filepath.Join(clone, ".data", "dev-credentials"), []byte(creds), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -121,12 +122,42 @@ func TestReadmeRunnableBlocks(t *testing.T) {
 	for _, want := range []string{
 		"Cloud backend has been successfully initialized", // tofu init with the cloud block
 		"Plan: 1 to add, 0 to change, 0 to destroy",       // the remote plan, run by the worker
-		`"data":[`,       // GET /v1/workspaces answered a list
-		`"name":"demo"`,  // holding the workspace tofu init created
-		`"openapi":"3.1`, // the contract
+		`"data":[`,        // GET /v1/workspaces answered a list
+		`"name":"demo"`,   // holding the workspace tofu init created
+		`"openapi": "3.1`, // the contract, saved by the block
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("the blocks' output lacks %q:\n%s", want, got)
 		}
 	}
+}
+
+// readmeOwner signs up the person the README's blocks act as, with a
+// password shaped like the one cairn-api bootstrap generates (base64url),
+// since the blocks read it from a dev-credentials file as bootstrap writes
+// it; it gives them an organization and a user token, as bootstrap does.
+func readmeOwner(t *testing.T, s *Stack) (member, string) {
+	t.Helper()
+	password := "Rm9yIHRoZSBSRUFETUUgb25seQ_x"
+	m := member{email: fmt.Sprintf("readme-%d@example.com", time.Now().UnixNano()),
+		slug: fmt.Sprintf("readme-%d", time.Now().UnixNano()%1_000_000)}
+	var in struct{ Token string }
+	if st := s.apiJSON(t, http.MethodPost, "/api/auth/sign-up/email",
+		map[string]string{"email": m.email, "password": password, "name": "Readme"}, &in); st != http.StatusOK {
+		t.Fatalf("sign-up: %d", st)
+	}
+	m.session = in.Token
+	cookie := []string{"Cookie", "__Secure-identity.session_token=" + m.session}
+	var org struct{ ID string }
+	if st := s.apiJSON(t, http.MethodPost, "/api/auth/organization/create", map[string]string{"name": "Readme", "slug": m.slug}, &org, cookie...); st != http.StatusOK {
+		t.Fatalf("organization: %d", st)
+	}
+	m.orgID = org.ID
+	var tok struct{ Token string }
+	if st := s.apiJSON(t, http.MethodPost, "/v1/user-tokens", map[string]string{"description": "make run: local OpenTofu CLI"}, &tok,
+		append(cookie, "Idempotency-Key", "token-"+m.slug)...); st != http.StatusCreated {
+		t.Fatalf("user token: %d", st)
+	}
+	m.token = tok.Token
+	return m, password
 }

@@ -7,7 +7,7 @@ LDFLAGS := -X github.com/cairnhq/cairn/api/platform/buildinfo.Version=$(VERSION)
 BINARIES := ./api/cmd/cairn-api ./api/cmd/cairn-mcp ./jobs/cmd/cairn-worker ./jobs/cmd/cairn-sandbox-exec ./bff/cmd/cairn-bff \
             ./e2e/cmd/cairn-dev
 
-.PHONY: build run test test-compat bench fuzz contract deps tools clean
+.PHONY: build run test test-compat bench fuzz contract deps deps-test tools clean
 
 ## build: compile cairn-api, cairn-mcp, cairn-worker (with cairn-sandbox-exec, which its sandboxes start through),
 ##        cairn-bff (and the cairn-dev helper) into bin/
@@ -23,12 +23,12 @@ run: deps build tools
 
 ## test: go vet + go test -race (unit, integration, end-to-end) against a throwaway cluster,
 ##       every fuzz target briefly, then go-tfe's own integration tests against a real cairn-api
-test: deps build tools
+test: deps-test build tools
 	./bin/cairn-dev test
 	./bin/cairn-dev compat
 
 ## test-compat: go-tfe v1.103.0's own integration tests (workspaces, locks, state versions) against cairn-api
-test-compat: deps build tools
+test-compat: deps-test build tools
 	./bin/cairn-dev compat
 
 ## bench: the benchmark harness against a throwaway cluster
@@ -50,7 +50,8 @@ tools: build
 contract:
 	$(GO) test ./api/v1 -run TestContractIsCommitted -update
 
-## deps: install the machine packages the commands need, when missing
+## deps: install the machine packages running Cairn needs, when missing (PostgreSQL, bubblewrap, util-linux);
+##       `make run` needs nothing more
 deps:
 	@if ! ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 && ! command -v postgres >/dev/null 2>&1; then \
 		echo "==> installing PostgreSQL server binaries"; \
@@ -64,6 +65,9 @@ deps:
 		echo "==> installing bubblewrap and util-linux"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap util-linux >/dev/null; \
 	fi
+
+## deps-test: deps, plus what only the tests need (Chromium for the dashboard tests, Node.js for the agent tests)
+deps-test: deps
 	@# The dashboard's end-to-end tests drive a headless Chromium (chromedp).
 	@if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1 && \
 		! command -v google-chrome >/dev/null 2>&1 && [ -z "$$CAIRN_CHROMIUM" ]; then \

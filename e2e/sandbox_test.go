@@ -265,7 +265,8 @@ func TestWorkerWithoutBwrapRefusesPhases(t *testing.T) {
 			last.SandboxProfile == nil || last.SandboxProfile.Isolation != "unavailable" || last.SandboxID != nil {
 			t.Fatalf("refused %s attempt %+v (profile %+v)", phase, last, last.SandboxProfile)
 		}
-		if log := s.logsOf(t, m, r.ID); !strings.Contains(log, "cannot isolate sandboxes") || !strings.Contains(log, "nothing was changed") {
+		if log := s.logsOf(t, m, r.ID); !strings.Contains(log, "cannot isolate sandboxes") || !strings.Contains(log, "nothing was changed") ||
+			!strings.Contains(log, "docs/operating/sandboxes.md#when-isolation-is-unavailable") {
 			t.Errorf("the run log does not say why:\n%s", log)
 		}
 	}

@@ -27,5 +27,5 @@ func ChromiumPath() (string, error) {
 			return path, nil
 		}
 	}
-	return "", errors.New("no Chromium found (looked for $CAIRN_CHROMIUM, chromium, chromium-browser, google-chrome on PATH): run `make deps` to install Debian's chromium package")
+	return "", errors.New("no Chromium found (looked for $CAIRN_CHROMIUM, chromium, chromium-browser, google-chrome on PATH): run `make deps-test` to install Debian's chromium package")
 }

@@ -25,6 +25,7 @@ func (r *Runner) refuseUnisolated(ctx context.Context, env *attemptEnv) error {
 		logs.Line("Cairn %s phase of %s, attempt %d", env.st.Attempt.Phase, env.st.Run.ID, env.st.Attempt.Number)
 		logs.Line("This worker cannot isolate sandboxes (%s), so it runs no user code here.", st.Reason)
 		logs.Line("The %s phase ended before OpenTofu started: nothing was changed.", env.st.Attempt.Phase)
+		logs.Line("To fix it, the operator installs bubblewrap on the worker's host (make deps, or apt-get install bubblewrap util-linux) and restarts the worker; see docs/operating/sandboxes.md#when-isolation-is-unavailable.")
 	}
 	return fmt.Errorf("%w: %s", sandbox.ErrIsolationUnavailable, st.Reason)
 }

@@ -76,7 +76,9 @@ func ReportIsolation(logger *slog.Logger, st sandbox.Status) {
 	switch {
 	case !st.Ready:
 		logger.Error("sandbox isolation unavailable: every phase this worker picks ends sandbox_isolation_unavailable",
-			"reason", st.Reason, "detail", st.Detail)
+			"reason", st.Reason, "detail", st.Detail,
+			"fix", "install bubblewrap and util-linux (make deps), or set CAIRN_SANDBOX_BWRAP to bwrap's path",
+			"see", "docs/operating/sandboxes.md#when-isolation-is-unavailable")
 	case p.Isolation == sandbox.IsolationNone:
 		logger.Warn("sandboxes run WITHOUT namespaces (CAIRN_SANDBOX_ISOLATION=none): user code can read this worker's environment and files")
 	default:

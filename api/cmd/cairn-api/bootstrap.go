@@ -102,7 +102,7 @@ func reportLaunch(ctx context.Context, svc *launch.Service, out io.Writer) error
 		fmt.Fprintf(out, "==> launch gate: open for every organization (launch control version %d)\n", current.Version)
 		return nil
 	}
-	fmt.Fprintf(out, "==> launch gate: closed; only its %d canary workspaces are admitted (launch control version %d); open it with: cairn-api launch open-gate -reason ...\n",
+	fmt.Fprintf(out, "==> launch gate: closed; only its %d canary workspaces are admitted (launch control version %d); open it with: cairn-api launch open-gate -reason ... (see docs/operating/launch-control.md)\n",
 		len(current.CanaryAllowlist), current.Version)
 	return nil
 }

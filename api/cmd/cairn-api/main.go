@@ -92,7 +92,16 @@ func openDatabase(ctx context.Context, cfg config.Config, logger *slog.Logger) *
 
 func serve(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 	if !cfg.AuthReady() {
-		logger.Warn("AUTH_SECRET is missing or shorter than 32 bytes: authentication will answer 503")
+		logger.Warn("AUTH_SECRET is missing or shorter than 32 bytes: authentication will answer 503",
+			"fix", "set AUTH_SECRET to at least 32 random bytes (openssl rand -base64 48) on every api and bff", "see", "docs/operating/secrets.md#what-happens-when-a-secret-is-missing")
+	}
+	if cfg.MasterKeyBytes() == nil {
+		logger.Warn("CAIRN_MASTER_KEY is missing or not 32 bytes of base64: state, runs and sensitive values will answer 503",
+			"fix", "set CAIRN_MASTER_KEY (openssl rand -base64 32) on every api and worker", "see", "docs/operating/secrets.md#what-happens-when-a-secret-is-missing")
+	}
+	if cfg.IdempotencyKeyBytes() == nil {
+		logger.Warn("IDEMPOTENCY_HMAC_KEY is missing or weak: writing a generic secret will answer 503",
+			"fix", "set IDEMPOTENCY_HMAC_KEY (openssl rand -base64 32)", "see", "docs/operating/secrets.md#what-happens-when-a-secret-is-missing")
 	}
 	conn := openDatabase(ctx, cfg, logger)
 	if conn != nil {

@@ -79,7 +79,8 @@ func run(cfg config.Config) error {
 		logger.Warn("DATABASE_URL is not set: dashboard sessions cannot be stored, so every page answers 503")
 	}
 	if !cfg.AuthReady() {
-		logger.Warn("AUTH_SECRET is missing or shorter than 32 bytes: dashboard sessions cannot be stored, so nobody can sign in")
+		logger.Warn("AUTH_SECRET is missing or shorter than 32 bytes: dashboard sessions cannot be stored, so nobody can sign in",
+			"fix", "set the same AUTH_SECRET as cairn-api's (at least 32 bytes)", "see", "docs/operating/secrets.md#what-happens-when-a-secret-is-missing")
 	}
 	sessions := session.New(conn, cfg, dashboard.Scheme == "https", logger)
 	origin := dashboard.Scheme + "://" + dashboard.Host

@@ -8,9 +8,12 @@ import (
 	"bufio"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -446,14 +449,35 @@ func run(ctx context.Context) error {
 	apiURL := envOr("CAIRN_PUBLIC_URL", lookupEnv(env, "CAIRN_PUBLIC_URL", "http://127.0.0.1:8080"))
 	dashboardURL := envOr("CAIRN_DASHBOARD_URL", "http://127.0.0.1:8090")
 	mcpURL := envOr("CAIRN_MCP_URL", lookupEnv(env, "CAIRN_MCP_URL", "http://127.0.0.1:8070"))
-	fmt.Printf("==> Cairn is starting\n    dashboard: %s\n    API:       %s  (health: %s/health, contract: %s/v1/openapi.json)\n    agents:    %s/mcp\n    Ctrl-C stops everything.\n",
-		dashboardURL, apiURL, apiURL, apiURL, mcpURL)
+	example, err := writeExample(dir, apiURL)
+	if err != nil {
+		return err
+	}
+	fmt.Println("==> starting api, worker, bff and mcp")
 	procs := []devstack.Process{
 		{Name: "api", Path: filepath.Join(binDir(), "cairn-api"), Args: []string{"serve"}, Env: env},
 		{Name: "worker", Path: filepath.Join(binDir(), "cairn-worker"), Env: env},
 		{Name: "bff", Path: filepath.Join(binDir(), "cairn-bff"), Env: env},
 		{Name: "mcp", Path: filepath.Join(binDir(), "cairn-mcp"), Env: env},
 	}
+	// The next steps come last, once every process answers, so that the
+	// start-up lines do not scroll them away; idle processes log nothing.
+	go func() {
+		health := []string{apiURL + "/health", dashboardURL + "/health", mcpURL + "/health"}
+		if addr := lookupEnv(env, "CAIRN_WORKER_HEALTH_ADDR", envOr("CAIRN_WORKER_HEALTH_ADDR", "127.0.0.1:8071")); addr != "off" {
+			health = append(health, "http://"+addr+"/health")
+		}
+		if !waitAnswering(ctx, lookupEnv(env, "SSL_CERT_FILE", os.Getenv("SSL_CERT_FILE")), health, 2*time.Minute) {
+			return
+		}
+		// Let the processes finish their own start-up lines first.
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+		_, _ = os.Stdout.WriteString(nextSteps(dashboardURL, apiURL, mcpURL, dir, lookupEnv(env, "SSL_CERT_FILE", ""), example))
+	}()
 	err = devstack.Supervise(ctx, procs, os.Stdout)
 	if ctx.Err() != nil {
 		return nil
@@ -488,4 +512,83 @@ func envOr(name, fallback string) string {
 		return v
 	}
 	return fallback
+}
+
+// nextSteps is what `make run` prints last: where to sign in, the CLI's
+// environment and a configuration to try.
+func nextSteps(dashboardURL, apiURL, mcpURL, dir, bundle, example string) string {
+	cli := "export TF_CLI_CONFIG_FILE=" + filepath.Join(dir, "tofurc")
+	if bundle != "" {
+		cli += " SSL_CERT_FILE=" + bundle
+	}
+	return fmt.Sprintf("==> Cairn is ready: API %s (contract %s/v1/openapi.json), agents %s/mcp. Ctrl-C stops everything.\n"+
+		"    Next steps:\n"+
+		"    1. Sign in:     %s  (e-mail and password in %s)\n"+
+		"    2. Use the CLI: %s\n"+
+		"    3. Try it:      cd %s && %s init && %s plan   (settings: docs/reference/configuration.md)\n",
+		apiURL, apiURL, mcpURL, dashboardURL, filepath.Join(dir, "dev-credentials"), cli,
+		filepath.Dir(example), tofuPath(), tofuPath())
+}
+
+// tofuPath is the pinned OpenTofu `make tools` builds, by absolute path so
+// the printed command works from the example's directory.
+func tofuPath() string {
+	p, _ := filepath.Abs(filepath.Join(".tools", "toolchains", "tofu", "1.10.6", "tofu"))
+	return p
+}
+
+// writeExample writes, once, a configuration with a cloud block for this
+// installation's `local` organization, for the first `tofu plan`.
+func writeExample(dir, apiURL string) (string, error) {
+	path := filepath.Join(dir, "example", "main.tf")
+	if _, err := os.Stat(path); err == nil {
+		return path, nil
+	}
+	host := strings.TrimPrefix(strings.TrimPrefix(apiURL, "https://"), "http://")
+	body := fmt.Sprintf(`terraform {
+  cloud {
+    hostname     = %q
+    organization = "local"
+    workspaces { name = "example" }
+  }
+}
+
+resource "terraform_data" "hello" {
+  input = "hello from Cairn"
+}
+`, strings.TrimSuffix(host, "/"))
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return "", err
+	}
+	return path, os.WriteFile(path, []byte(body), 0o644)
+}
+
+// waitAnswering polls each URL until it answers at all (a worker without
+// isolation answers 503, and is up), or the time runs out.
+func waitAnswering(ctx context.Context, bundle string, urls []string, limit time.Duration) bool {
+	tlsConfig := &tls.Config{}
+	if pem, err := os.ReadFile(bundle); err == nil {
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(pem)
+		tlsConfig.RootCAs = pool
+	}
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConfig}}
+	deadline := time.Now().Add(limit)
+	for _, u := range urls {
+		for {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+			if err != nil {
+				return false
+			}
+			if resp, err := client.Do(req); err == nil {
+				resp.Body.Close()
+				break
+			}
+			if ctx.Err() != nil || time.Now().After(deadline) {
+				return false
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	return true
 }

@@ -1,0 +1,92 @@
+package config
+
+// This file holds what the configuration reference says about each
+// setting that the code alone cannot: which processes read it and what it
+// means to an operator. reference_test.go joins it with what the code does
+// say (name, type, default, validation) into docs/reference/configuration.md
+// and fails when the two drift apart.
+
+// settingDoc is one setting's documentation.
+type settingDoc struct {
+	processes string // the binaries that read it
+	meaning   string // Markdown, one paragraph
+}
+
+// settingDocs documents every field of Config, by environment variable.
+var settingDocs = map[string]settingDoc{
+	"DATABASE_URL":                       {"api, worker, bff, mcp", "PostgreSQL URL. Unset, unparseable or unreachable: `/health` answers, `/ready` and every protected surface answer `503` (the API and the dashboard keep serving and recover when the database is back; the worker needs it to start). A URL that does not parse is reported without its value. Connection attempts time out after 5 s unless it sets `connect_timeout`."},
+	"AUTH_SECRET":                        {"api, bff", "At least 32 bytes. Keys session hashes, list cursors, idempotency fingerprints and token hashes, and seals stored idempotent answers and the dashboard's sessions (each through its own HKDF-derived key). Unset or short: `/api/auth` and `/v1` answer `503` and the dashboard cannot sign anyone in."},
+	"CAIRN_MASTER_KEY":                   {"api, worker", "32 bytes, base64. Key-encryption key for sealed data (sensitive variables). Unset: creating a sensitive value, or a run of a workspace that has one, answers `503`."},
+	"IDEMPOTENCY_HMAC_KEY":               {"api", "32 random bytes, base64 (a key of fewer than 16 distinct byte values counts as missing). Keys the digest that stands for a generic secret in request fingerprints: without it, writing a generic secret is `503` and nothing is stored."},
+	"CAIRN_OPERATOR_TOKEN":               {"api", "At least 32 bytes. Bearer token of the operator API (`/operator/v1`); unset closes it."},
+	"CAIRN_GITHUB_APP_ID":                {"api, worker", "The code-host app's ID. Without it, a private key and a webhook secret, `POST /v1/github/webhooks` answers `503`, installation start is refused and no source is ingested."},
+	"CAIRN_GITHUB_PRIVATE_KEY":           {"api, worker", "The app's private key (PEM). Signs the short-lived app JWTs exchanged for installation tokens, which are never stored."},
+	"CAIRN_GITHUB_PRIVATE_KEY_FILE":      {"api, worker", "A file holding the private key instead; used when `CAIRN_GITHUB_PRIVATE_KEY` is unset."},
+	"CAIRN_GITHUB_WEBHOOK_SECRET":        {"api", "At least 16 bytes. Deliveries whose `X-Hub-Signature-256` does not verify against it get `401`."},
+	"CAIRN_GITHUB_APP_SLUG":              {"api", "The app's URL name; the install URL is built from it (`https://github.com/apps/{slug}/installations/new`). Unset refuses installation start. Set the app's setup URL to `{CAIRN_DASHBOARD_URL}/api/control-plane/v1/github/installations/callback` and its webhook URL to `{CAIRN_PUBLIC_URL}/v1/github/webhooks`."},
+	"CAIRN_GITHUB_API_URL":               {"api, worker", "The code host's REST API. GitHub Enterprise Server: `https://HOST/api/v3` (install URLs then use `https://HOST/github-apps/{slug}`)."},
+	"CAIRN_GITHUB_CLIENT_ID":             {"api", "The app's OAuth client ID. Turn on \"Request user authorization (OAuth) during installation\" in the app's settings: the callback exchanges the installer's `code` and binds the installation only when that person can see it and controls its account, as their own token shows (`GET /user`: they are the personal account; `GET /user/memberships/orgs/{org}`: an `active` membership with role `admin` in the organization), else `403 GITHUB_INSTALLER_UNVERIFIED`, because the `installation_id` in the setup URL is the browser's to choose. Unset refuses installation start. The user token is used for these reads only and never stored."},
+	"CAIRN_GITHUB_CLIENT_SECRET":         {"api", "The app's OAuth client secret, with `CAIRN_GITHUB_CLIENT_ID`."},
+	"CAIRN_FORK_RUNS_PER_HOUR":           {"api, worker", "Pull requests from forks planned automatically (workspaces whose source allows it) per repository in any rolling hour (1–10000); past it they are held for a person."},
+	"CAIRN_API_ADDR":                     {"api", "Listen address of `cairn-api`."},
+	"CAIRN_BFF_ADDR":                     {"bff", "Listen address of the dashboard."},
+	"CAIRN_MCP_ADDR":                     {"mcp", "Listen address of `cairn-mcp`, the agent endpoint."},
+	"CAIRN_PUBLIC_URL":                   {"api, worker, bff, mcp", "The API's public origin. `{CAIRN_PUBLIC_URL}/workload-identity` is the OIDC issuer (`iss`) of workload-identity tokens, so clouds must reach `{CAIRN_PUBLIC_URL}/workload-identity/.well-known/openid-configuration`."},
+	"CAIRN_DASHBOARD_URL":                {"api, worker, bff, mcp", "The dashboard's public origin: unsafe requests and live sockets must come from it; its session cookie is `Secure` (`__Host-`) when it is `https`."},
+	"CAIRN_MCP_URL":                      {"api, worker, bff, mcp", "The agent endpoint's public origin; `{mcp_url}/mcp` is the one audience of agent access tokens."},
+	"CAIRN_DATA_DIR":                     {"api, worker, bff, mcp", "Local state (blobs, credentials, sandboxes, the provider cache). Keep its absolute path short (about 40 characters): providers built with older plugin libraries listen on a Unix socket in the sandbox's `TMPDIR` beneath it, and a socket path is at most 108 bytes."},
+	"CAIRN_BLOB_URL":                     {"api, worker", "Shared artifact storage for several nodes: `s3://bucket?endpoint=https://…&region=…&use_path_style=true` (any S3-compatible service; the bucket must exist; a key prefix goes in `CAIRN_BLOB_PREFIX`, not the URL). Unset keeps blobs in `$CAIRN_DATA_DIR/blobs`."},
+	"CAIRN_BLOB_PREFIX":                  {"api, worker", "Confines Cairn to one prefix of a shared bucket (or of the blob directory), e.g. `teams/cairn`: every object it writes, reads, lists, sweeps and deletes lies under `teams/cairn/`. A relative path of segments of letters, digits, `.`, `_` and `-`, at most 256 bytes, one trailing `/` at most; anything else (`/abs`, `..`, `a//b`) stops the process at start. Rows store keys without it, so it can be added or changed by moving the objects (see [artifact storage](../operating/storage.md)). Give every Cairn installation sharing a bucket its own prefix. Unset: keys at the root, as before."},
+	"CAIRN_BLOB_SWEEP_INTERVAL":          {"worker", "How often a worker sweeps orphaned artifact objects, and how old an unreferenced object must be to go."},
+	"CAIRN_BLOB_SWEEP_MIN_AGE":           {"worker", "How often a worker sweeps orphaned artifact objects, and how old an unreferenced object must be to go."},
+	"CAIRN_S3_ACCESS_KEY_ID":             {"api, worker", "Static S3 keys; unset uses the standard AWS chain (environment, shared files, instance role)."},
+	"CAIRN_S3_SECRET_ACCESS_KEY":         {"api, worker", "Static S3 keys; unset uses the standard AWS chain (environment, shared files, instance role)."},
+	"CAIRN_TLS_CERT":                     {"api, mcp", "Serve the API (and `cairn-mcp`) over TLS with this certificate and key."},
+	"CAIRN_TLS_KEY":                      {"api, mcp", "Serve the API (and `cairn-mcp`) over TLS with this certificate and key."},
+	"CAIRN_TOOL_VERSIONS":                {"api", "Exact OpenTofu versions workspaces may select (comma-separated)."},
+	"CAIRN_TERRAFORM_VERSIONS":           {"api", "Exact HashiCorp Terraform versions workspaces may select besides OpenTofu (comma-separated, e.g. `1.5.7`; none by default, so runs use OpenTofu). A listed version is pinned as `terraform-<version>` (`/v1` `tool_version`; `/api/v2` shows and takes the bare `terraform-version`) and its runs execute the checksum-verified `terraform` of the toolchain mirror (`terraform/<version>/terraform`, which `make tools` builds for 1.5.7). A version may not be in both lists; an unlisted one is `422` (`WORKSPACE_TOOL_VERSION_UNLISTED` on `/v1`, a `terraform-version` detail naming both settings on `/api/v2`)."},
+	"CAIRN_LOG_LEVEL":                    {"api, worker, bff, mcp", "`debug`, `info`, `warn`, `error`."},
+	"CAIRN_LOG_FORMAT":                   {"api, worker, bff, mcp", "`json` or `text` (`make run` uses `text`)."},
+	"CAIRN_DB_MAX_CONNS":                 {"api, worker, bff, mcp", "Connection pool size per process."},
+	"CAIRN_ARGON2_MEMORY_KIB":            {"api", "argon2id cost for passwords (RFC 9106's second recommendation)."},
+	"CAIRN_ARGON2_ITERATIONS":            {"api", "argon2id cost for passwords (RFC 9106's second recommendation)."},
+	"CAIRN_ARGON2_PARALLELISM":           {"api", "argon2id cost for passwords (RFC 9106's second recommendation)."},
+	"CAIRN_ARGON2_BUDGET_MIB":            {"api", "Memory all password hashes running at once may use (two default hashes); at least one hash. Peak RSS grows by about twice this (garbage collection lag)."},
+	"CAIRN_ARGON2_WAIT":                  {"api", "How long a sign-in or sign-up waits for hashing memory before `503 SIGN_IN_BUSY` with `Retry-After: 2` (`0`: never wait, hash only when memory is free)."},
+	"CAIRN_TRUSTED_PROXIES":              {"api, bff", "Comma-separated CIDRs of proxies whose `X-Forwarded-For` (else `Forwarded`) names the client; without them the TCP peer is the client. The dashboard needs no entry: it vouches for the browser's address with a MAC under a key derived from `AUTH_SECRET`, so its sign-ins are limited per browser."},
+	"CAIRN_SESSION_TTL":                  {"api", "Lifetime of a sign-in session."},
+	"CAIRN_OAUTH_ACCESS_TOKEN_TTL":       {"api", "Lifetime of agent access tokens (5s–24h). `/v1` refuses a revoked one at once; `cairn-mcp`, which checks signatures, only lets it open a session until it expires (every tool call goes to `/v1`)."},
+	"CAIRN_SECURE_COOKIES":               {"api", "The session cookie's `Secure` attribute."},
+	"CAIRN_WORKER_POLL_INTERVAL":         {"worker", "How often an idle worker polls for jobs besides the notifications it listens for (a safety net: committed jobs wake it at once)."},
+	"CAIRN_TOOLCHAIN_DIR":                {"worker", "Toolchain mirror (`<tool>/<version>/<tool>` + `SHA256SUMS`); sandboxes install only checksum-verified copies."},
+	"CAIRN_PROVIDER_MIRROR":              {"worker", "The only place sandboxed tofu installs providers from, written into each sandbox's CLI configuration: an absolute filesystem-mirror directory outside `CAIRN_DATA_DIR` or an `https://` network mirror. A directory feeds the worker's provider cache (`$CAIRN_DATA_DIR/providercache`): each packed package (`<host>/<namespace>/<type>/terraform-provider-<type>_<version>_<os>_<arch>.zip`) is used only when `<version>.json` beside it publishes its `h1:`/`zh:` hashes (as `tofu providers mirror` writes them) and it matches them; it is unpacked once and checked before every sandbox sees the cache (read-only, as an unpacked filesystem mirror tofu links from): by the stat stamps of its files (size, mode, inode, modification and change time, recorded when it was last hashed), and by its `h1:` hash again when any stamp differs or that hash is a day old, so the check takes milliseconds however large the cache grows, and a cached package that changed fails the run as `provider_cache_checksum_mismatch` and is reinstalled by the next. Lock files in the configuration pin what tofu accepts. Unset: OpenTofu's default installation (the public registry)."},
+	"CAIRN_SANDBOX_ISOLATION":            {"worker", "`namespaces`: every sandbox runs in its own Linux namespaces (bubblewrap); a worker where that does not work refuses every phase (`sandbox_isolation_unavailable`). `none`: sandboxes run next to the worker and can read its environment and files — only for a single-user machine; the run's evidence then says `local-unisolated`."},
+	"CAIRN_SANDBOX_BWRAP":                {"worker", "Absolute path of the bwrap program. (Its old values `auto`, `always`, `never` are refused: use `CAIRN_SANDBOX_ISOLATION`.)"},
+	"CAIRN_SANDBOX_MEMORY_MIB":           {"worker", "Memory ceiling of each sandbox: cgroup v2 `memory.max` for the whole sandbox where the host delegates cgroups, otherwise an address-space limit (RLIMIT_AS) on each of its processes. Tofu with a few providers needs about 1.5 GiB of address space per process."},
+	"CAIRN_SANDBOX_GOGC":                 {"worker", "`GOGC` of every command of a run phase, tofu and its providers (25–2000; `100` is Go's own default), with `GOMEMLIMIT` at half of `CAIRN_SANDBOX_MEMORY_MIB`. Tofu and providers are short-lived Go programs: letting the heap grow further between collections makes a 50-resource plan about 15 % faster and costs memory the sandbox ceiling still bounds."},
+	"CAIRN_SANDBOX_MAX_PROCESSES":        {"worker", "Processes and threads of each sandbox: cgroup v2 `pids.max`, otherwise RLIMIT_NPROC counted for that sandbox alone. Tofu and each provider use 10–50 threads."},
+	"CAIRN_SANDBOX_CGROUP":               {"worker", "Where sandbox cgroups go: `auto` (the worker's own cgroup v2 when it delegates `memory` and `pids`; the worker then moves itself into a `cairn-worker` leaf beside `cairn-sandboxes`), `off`, or a delegated cgroup v2 directory with no processes of its own."},
+	"CAIRN_SANDBOX_UID_BASE":             {"worker", "A worker running as root runs each live sandbox as its own user ID from this one up (65,536 of them, claimed through lock files under `/run/cairn/sandbox-uids`, shared by every worker of the host). A range naming a user or group of `/etc/passwd` or `/etc/group` is refused (`sandbox_uids_unavailable`), and an ID some host process runs as is skipped."},
+	"CAIRN_SANDBOX_SWEEP_INTERVAL":       {"worker", "How often a worker removes sandboxes (directories, processes, cgroups) that dead workers left; it also does when it starts."},
+	"CAIRN_WORKER_HEALTH_ADDR":           {"worker", "Where `cairn-worker` answers `GET /health` (`off`: nowhere); `503` when it cannot isolate sandboxes. Give each worker of a host its own."},
+	"CAIRN_RUNNER_CA_FILE":               {"worker", "CA bundle sandboxed tofu trusts for the API's certificate. At start the worker folds it and the system's certificate directories (`SSL_CERT_DIR`, else `/etc/ssl/certs`) into one bundle, `$CAIRN_DATA_DIR/runner-trust.pem`, which sandboxed commands read as `SSL_CERT_FILE` with no certificate directory: the same roots in one file, where reading a file per certificate cost every tofu command that speaks TLS 4–6 ms."},
+	"CAIRN_ATTEMPT_HEARTBEAT_TIMEOUT":    {"worker", "A running phase attempt without a heartbeat for this long is lost: a plan is retried, an apply goes to recovery."},
+	"CAIRN_PLAN_MAX_ATTEMPTS":            {"worker", "Attempts a plan gets when its worker dies or stops under it, or its connection is cut off (1–20); then the run errors (`plan_attempts_exhausted`)."},
+	"CAIRN_LOG_SEGMENT_BYTES":            {"worker", "How much of a phase's log stays in table rows before it moves into a sealed blob segment (64 KiB–64 MiB)."},
+	"CAIRN_RUN_LOG_MAX_BYTES":            {"worker", "Command output one run keeps across phases and attempts (1 MiB–1 GiB); past it a line marks the cut and the run shows `log_truncated`."},
+	"OTEL_EXPORTER_OTLP_ENDPOINT":        {"api, worker", "OpenTelemetry collector base URL; traces are exported over OTLP/HTTP to `…/v1/traces`. Unset: no tracing."},
+	"CAIRN_APPROVAL_TIMEOUT":             {"api, worker", "How long a plan waits for approval before the run expires."},
+	"CAIRN_PHASE_TIMEOUT":                {"worker", "Wall-clock limit of one sandboxed phase, all of its commands together (at least 1s); also the lifetime of the phase's workload-identity tokens (at most 24 h)."},
+	"CAIRN_REGISTRY_DOWNLOAD_TTL":        {"api", "Lifetime of the signed archive URL a modules.v1 download answers with (1s to 24h)."},
+	"CAIRN_APPLY_INTERRUPT_GRACE":        {"worker", "An apply stopped by cancel, phase timeout or worker shutdown gets SIGINT and this long (1s–1h) to stop and save its state before SIGKILL. A stopping worker waits this plus 60 s."},
+	"CAIRN_POLICY_EVALUATION_TIMEOUT":    {"worker", "Wall-clock limit of one attachment's evaluation process (CPU time: this, rounded up, plus 1 s); a timeout is an error that blocks apply."},
+	"CAIRN_POLICY_EVALUATION_MEMORY_MIB": {"worker", "Memory ceiling of each evaluation process (at least 256); meeting it is the error `policy_evaluation_memory_limit`."},
+	"CAIRN_POLICY_BUILD_TIMEOUT":         {"worker", "Wall-clock limit of a policy build's sandbox."},
+	"CAIRN_POLICY_BUILD_CPU_SECONDS":     {"worker", "CPU-time limit and memory ceiling of a policy build; meeting either (or the timeout) fails the version with `policy_build_limit_exceeded`."},
+	"CAIRN_POLICY_BUILD_MEMORY_MIB":      {"worker", "CPU-time limit and memory ceiling of a policy build; meeting either (or the timeout) fails the version with `policy_build_limit_exceeded`."},
+	"CAIRN_PPROF_ADDR":                   {"api, worker", "Serve Go's profiler on this loopback `host:port` (anything else is refused at start: a profile holds process memory, run tokens included)."},
+	"IDP_CLIENT_ID":                      {"api", "Client ID of the instance identity provider (\"Continue with …\" on the sign-in page). Register `{CAIRN_PUBLIC_URL}/api/auth/callback/{CAIRN_IDP_NAME}` as its redirect URI. See [sign-in and SSO](../using/sso-and-scim.md)."},
+	"IDP_CLIENT_SECRET":                  {"api", "The instance identity provider's client secret: at least 16 bytes, else its sign-in answers `503`."},
+	"CAIRN_IDP_ISSUER":                   {"api", "The instance identity provider's OIDC issuer (discovery at `{issuer}/.well-known/openid-configuration`); not needed for `google` or `github`."},
+	"CAIRN_IDP_NAME":                     {"api", "The instance identity provider's name in its callback URL and button: `oidc`, `google` (needs no issuer) or `github` (OAuth2 with GitHub's `/user` and `/user/emails`, verified primary e-mail only)."},
+}

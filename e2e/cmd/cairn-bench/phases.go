@@ -96,7 +96,9 @@ func benchLogsPhase(_ context.Context, b *bench) error {
 	if err != nil {
 		return err
 	}
-	return benchLogReads(b.client, b.api, b.dbURL, b.session, token, b.workspaceIDs[40:], sized(*logMiB<<20))
+	// Never below 3 MiB: the blob-backed log needs more than its 1 MiB
+	// segment to have segments at all.
+	return benchLogReads(b.client, b.api, b.dbURL, b.session, token, b.workspaceIDs[40:], max(sized(*logMiB<<20), 3<<20))
 }
 
 func benchStatePhase(_ context.Context, b *bench) error {

@@ -31,9 +31,20 @@ test: deps-test build tools
 test-compat: deps-test build tools
 	./bin/cairn-dev compat
 
-## bench: the benchmark harness against a throwaway cluster
+## bench: the benchmark harness against a throwaway cluster; every phase, or only some:
+##        `make bench ONLY=scale,concurrency`, `make bench -only scale` or `make bench scale concurrency`.
+##        GNU make reads `-only` as its own `-o nly` (harmless) and the phase names as goals, so with `bench`
+##        among the goals every other goal is taken as a phase name: passed on as -only and given an empty rule.
+comma := ,
+empty :=
+space := $(empty) $(empty)
+BENCH_ONLY = $(or $(ONLY),$(subst $(space),$(comma),$(strip $(filter-out bench,$(MAKECMDGOALS)))))
 bench: deps build tools
-	./bin/cairn-dev bench
+	./bin/cairn-dev bench $(if $(BENCH_ONLY),-only $(BENCH_ONLY))
+ifneq ($(filter bench,$(MAKECMDGOALS)),)
+$(filter-out bench,$(MAKECMDGOALS)):
+	@:
+endif
 
 ## fuzz: every Go fuzz target in turn for FUZZTIME each (default 30s); `make test` runs each for 2s
 FUZZTIME ?= 30s

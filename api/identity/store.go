@@ -13,6 +13,7 @@ import (
 	"github.com/cairnhq/cairn/api/access"
 	"github.com/cairnhq/cairn/api/platform/db"
 	"github.com/cairnhq/cairn/api/platform/fault"
+	"github.com/cairnhq/cairn/api/team"
 	"github.com/cairnhq/cairn/api/workspace"
 )
 
@@ -100,6 +101,30 @@ func sessionByTokenHash(ctx context.Context, q sqlx.QueryerContext, tokenHash []
 		return s, fmt.Errorf("reading session: %w", err)
 	}
 	return s, nil
+}
+
+// sessionWithGrants is sessionByTokenHash with the team grants of the
+// session's member in its active organization, read in the same query.
+func sessionWithGrants(ctx context.Context, q sqlx.QueryerContext, tokenHash []byte) (liveSession, []byte, error) {
+	var row struct {
+		liveSession
+		Grants []byte `db:"team_grants"`
+	}
+	err := sqlx.GetContext(ctx, q, &row, `
+		SELECT s.id, s.user_id, s.active_organization_id, s.created_at, s.expires_at, s.reauthenticated_at,
+		       u.email AS user_email, u.name AS user_name, m.role,
+		       `+team.MemberGrantsColumn("s.active_organization_id", "s.user_id")+` AS team_grants
+		FROM sessions s
+		JOIN users u ON u.id = s.user_id AND u.banned_at IS NULL
+		LEFT JOIN memberships m ON m.organization_id = s.active_organization_id AND m.user_id = s.user_id
+		WHERE s.token_hash = $1 AND s.revoked_at IS NULL AND s.expires_at > now()`, tokenHash)
+	if errors.Is(err, sql.ErrNoRows) {
+		return row.liveSession, nil, fault.ErrUnauthenticated
+	}
+	if err != nil {
+		return row.liveSession, nil, fmt.Errorf("reading session: %w", err)
+	}
+	return row.liveSession, row.Grants, nil
 }
 
 func revokeSession(ctx context.Context, q sqlx.ExtContext, sessionID string) error {

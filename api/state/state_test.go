@@ -19,7 +19,11 @@ func TestParseStateCountsManagedResourceInstances(t *testing.T) {
 		"count": {`{"version":4,"outputs":{},"resources":[{"mode":"managed","type":"t","name":"a","instances":[{},{},{}]},{"mode":"data","type":"d","name":"b","instances":[{}]}]}`, 3, true},
 		// Keys in any order, resources before outputs.
 		"order": {`{"resources":[{"instances":[{"x":[1,{"y":2}]}],"mode":"managed"}],"outputs":{"o":{"value":"v","type":"string"}}}`, 1, true},
-		"bad":   {`{"version":4,"outputs":{},"resources":[{"mode":{"x":1},"instances":[{}]}]}`, 0, false},
+		// Escaped names and repeated ones read as encoding/json reads
+		// them (the last one wins), as OpenTofu reads its state.
+		"escaped":   {`{"resources":[{"mo\u0064e":"managed","instances":[{},{}]}]}`, 2, true},
+		"duplicate": {`{"resources":[{"mode":"data","mode":"managed","instances":[{}]}]}`, 1, true},
+		"bad":       {`{"version":4,"outputs":{},"resources":[{"mode":{"x":1},"instances":[{}]}]}`, 0, false},
 		// OpenTofu's client-side encryption: no resources to read, so
 		// the count is unknown rather than zero.
 		"encrypted": {`{"serial":1,"lineage":"l","meta":{"key_provider.pbkdf2.main":"e30="},"encrypted_data":"Zm9v","encryption_version":"v0"}`, 0, false},

@@ -36,7 +36,8 @@ func startBFF(dbURL string, api *apiProcess, files devstack.TLSFiles) (string, f
 	if err := cmd.Start(); err != nil {
 		return "", nil, err
 	}
-	stop := func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM); _ = cmd.Wait() }
+	forget := track(cmd)
+	stop := func() { defer forget(); _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM); _ = cmd.Wait() }
 	for deadline := time.Now().Add(20 * time.Second); ; {
 		if resp, err := http.Get(base + "/health"); err == nil {
 			resp.Body.Close()
@@ -177,7 +178,7 @@ func benchDashboard(dbURL string, rounds int) error {
 
 	// Run page and Changes tab time to first byte with 5,000 changed
 	// resources, against a 10-change run measured in the same rounds.
-	big, err := startRun(5000)
+	big, err := startRun(sized(5000))
 	if err != nil {
 		return err
 	}

@@ -19,7 +19,9 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -35,27 +37,112 @@ import (
 var (
 	duration    = flag.Duration("duration", 5*time.Second, "how long each load phase runs")
 	concurrency = flag.Int("concurrency", 32, "concurrent clients")
-	only        = flag.String("only", "", "run only these phases (comma-separated: health,mutation,replay,list,agents,state,tofu,statemode,runs,providers,credentials,policy,dashboard,live,signin,codehost,replicas,logs,teams,sso,scim,registry,varsets,concurrency,idle)")
+	only        = flag.String("only", "", "run only these phases, comma-separated (see phases in main.go)")
 	logMiB      = flag.Int("log-mib", 24, "size of the large run log the logs phase reads")
 	rounds      = flag.Int("rounds", 5, "rounds of each tofu command (medians are reported)")
+	size        = flag.Float64("size", 1, "factor on the data phases seed (state bytes, people, teams, versions, resources); the smoke test shrinks it")
 )
 
-// enabled reports whether a phase should run.
-func enabled(phase string) bool {
-	if *only == "" {
-		return true
+// phase is one part of the bench. deadline is what it may take at the
+// default -duration and -rounds on a slow two-core machine; a phase that
+// overruns it ends the bench with a non-zero exit naming the phase, so a
+// hang (a plan waiting on a worker that does not exist) cannot pass for a
+// slow number.
+type phase struct {
+	name     string
+	deadline time.Duration
+	run      func(ctx context.Context, b *bench) error
+}
+
+// phases run in this order. A new phase is one line here and a function
+// func(ctx context.Context, b *bench) error: run external commands with
+// tool(ctx, ...) so the deadline kills them, start processes with
+// startAPI/startWorker (tracked, so a phase that overruns leaves none
+// behind), and scale what it seeds with sized(n).
+var phases = []phase{
+	// First, while nothing else of the harness loads the machine.
+	{"idle", 4 * time.Minute, func(ctx context.Context, b *bench) error { return benchIdle(b.admin) }},
+	{"health", 2 * time.Minute, benchHealth},
+	{"mutation", 2 * time.Minute, benchMutation},
+	{"replay", 2 * time.Minute, benchReplay},
+	{"list", 2 * time.Minute, benchList},
+	{"agents", 3 * time.Minute, benchAgentsPhase},
+	{"live", 4 * time.Minute, benchLivePhase},
+	{"teams", 6 * time.Minute, benchTeamsPhase},
+	{"varsets", 5 * time.Minute, benchVarsetsPhase},
+	{"scim", 8 * time.Minute, benchSCIMPhase},
+	{"replicas", 4 * time.Minute, benchReplicasPhase},
+	{"logs", 5 * time.Minute, benchLogsPhase},
+	{"state", 3 * time.Minute, benchStatePhase},
+	{"runs", 10 * time.Minute, benchRunsPhase},
+	{"providers", 5 * time.Minute, benchProvidersPhase},
+	{"codehost", 8 * time.Minute, benchCodeHostPhase},
+	{"credentials", 5 * time.Minute, benchCredentialsPhase},
+	{"dashboard", 8 * time.Minute, benchDashboardPhase},
+	{"policy", 10 * time.Minute, benchPolicyPhase},
+	{"statemode", 10 * time.Minute, benchStateModePhase},
+	{"registry", 8 * time.Minute, benchRegistryPhase},
+	{"sso", 4 * time.Minute, benchSSOPhase},
+	{"concurrency", 30 * time.Minute, func(ctx context.Context, b *bench) error { return benchConcurrency(b.admin) }},
+	{"signin", 3 * time.Minute, benchSignIn},
+}
+
+// phaseAliases are older names -only still takes.
+var phaseAliases = map[string]string{"tofu": "statemode"}
+
+// selected returns the phases -only names, in table order, or an error
+// naming what is not a phase (a typo must not run an empty bench).
+func selected(list string) ([]phase, error) {
+	if strings.TrimSpace(list) == "" {
+		return phases, nil
 	}
-	for _, p := range strings.Split(*only, ",") {
-		if strings.TrimSpace(p) == phase {
-			return true
+	want := map[string]bool{}
+	for _, name := range strings.Split(list, ",") {
+		name = strings.TrimSpace(name)
+		if alias, ok := phaseAliases[name]; ok {
+			name = alias
+		}
+		if name != "" {
+			want[name] = true
 		}
 	}
-	return false
+	var out []phase
+	for _, p := range phases {
+		if want[p.name] {
+			out = append(out, p)
+			delete(want, p.name)
+		}
+	}
+	if len(want) > 0 {
+		var unknown, known []string
+		for name := range want {
+			unknown = append(unknown, name)
+		}
+		for _, p := range phases {
+			known = append(known, p.name)
+		}
+		sort.Strings(unknown)
+		return nil, fmt.Errorf("no such phase %s (phases: %s)", strings.Join(unknown, ", "), strings.Join(known, ","))
+	}
+	return out, nil
+}
+
+// sized scales a seed size by -size, never below one.
+func sized(n int) int { return max(1, int(float64(n)**size)) }
+
+// deadlineFor grows a phase's deadline in proportion when -duration or
+// -rounds is raised above its default, since both lengthen every phase.
+func deadlineFor(p phase) time.Duration {
+	f := max(1, float64(*duration)/float64(5*time.Second), float64(*rounds)/5)
+	return time.Duration(float64(p.deadline) * f)
 }
 
 func main() {
 	flag.Parse()
-	if err := run(); err != nil {
+	err := run()
+	// Whatever a failed or overrunning phase left running goes with it.
+	stopChildren()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "cairn-bench:", err)
 		os.Exit(1)
 	}
@@ -127,17 +214,35 @@ func report(r, baseline result, target string) {
 	fmt.Println()
 }
 
+// bench is what every phase starts from: the harness's first cairn-api on
+// a fresh database, the bench organization's owner with a project of 50
+// workspaces, and the baselines some phases share, measured on first use.
+type bench struct {
+	admin        string // the throwaway cluster's administrative URL, for phases that make their own databases
+	client       *http.Client
+	api          *apiProcess
+	apiURL       string
+	dbURL        string
+	baseURL      string // an empty net/http handler in this process
+	session      string // bench@example.com, owner of the organization "bench"
+	projectID    string
+	workspaceIDs []string
+
+	httpBaseline, dbBaseline, sessionList *result
+	userToken                             string
+}
+
 func run() error {
 	admin := os.Getenv("CAIRN_TEST_DATABASE_URL")
 	if admin == "" {
 		return fmt.Errorf("CAIRN_TEST_DATABASE_URL is not set: run `make bench`")
 	}
-	// First, on a machine nothing else of the harness loads yet.
-	if enabled("idle") {
-		if err := benchIdle(admin); err != nil {
-			return err
-		}
+	todo, err := selected(*only)
+	if err != nil {
+		return err
 	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	dbURL, err := freshDatabase(admin)
 	if err != nil {
 		return err
@@ -147,276 +252,95 @@ func run() error {
 		return err
 	}
 	defer api.Stop()
-	apiURL := api.URL
-
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: *concurrency * 2, MaxIdleConns: *concurrency * 2}, Timeout: 30 * time.Second}
+	b := &bench{admin: admin, api: api, apiURL: api.URL, dbURL: dbURL,
+		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: *concurrency * 2, MaxIdleConns: *concurrency * 2}, Timeout: 30 * time.Second}}
 	fmt.Printf("cairn-bench: %d concurrent clients, %s per phase, %d CPUs\n\n", *concurrency, *duration, numCPU())
-
-	// Baseline for HTTP: an empty net/http handler in this process.
 	baseURL, stopBase := startBaseline()
 	defer stopBase()
-	var baseline result
-	if enabled("health") || enabled("list") {
-		baseline = load("baseline: empty net/http handler", *concurrency, *duration, func(int, int) bool {
-			return call(client, http.MethodGet, baseURL, "", nil, nil, nil) == http.StatusOK
-		})
-		report(baseline, result{}, "")
+	b.baseURL = baseURL
+	if err := b.setUp(); err != nil {
+		return fmt.Errorf("setting up: %w", err)
 	}
-	if enabled("health") {
-		health := load("GET /health (no auth, no database)", *concurrency, *duration, func(int, int) bool {
-			return call(client, http.MethodGet, apiURL+"/health", "", nil, nil, nil) == http.StatusOK
-		})
-		report(health, baseline, "")
-	}
-
-	// A fresh installation's gate is closed: organization-wide mutations
-	// such as creating projects fail closed until it opens.
-	if err := devstack.OpenPublicGate(api.Client, api.URL, benchOperatorToken, "bench-open-gate"); err != nil {
-		return err
-	}
-	token, err := signUp(client, apiURL, "bench@example.com", true)
-	if err != nil {
-		return err
-	}
-	var projectID string
-	if status := call(client, http.MethodPost, apiURL+"/v1/projects", token, map[string]string{"name": "bench"},
-		map[string]any{"Idempotency-Key": "bench-project"}, &projectID); status != http.StatusCreated {
-		return fmt.Errorf("creating project: %d", status)
-	}
-	var workspaceIDs []string
-	for i := range 50 {
-		var wsID string
-		if status := call(client, http.MethodPost, apiURL+"/v1/workspaces", token, map[string]any{"project_id": projectID,
-			"name": fmt.Sprintf("ws-%d", i), "execution_settings": map[string]string{"tool_version": "1.10.6", "region": "us", "platform": "linux_amd64"}},
-			map[string]any{"Idempotency-Key": fmt.Sprintf("bench-ws-%d", i)}, &wsID); status != http.StatusCreated {
-			return fmt.Errorf("creating workspace: %d", status)
+	for _, p := range todo {
+		if ctx.Err() != nil {
+			return fmt.Errorf("interrupted before phase %s", p.name)
 		}
-		workspaceIDs = append(workspaceIDs, wsID)
-	}
-
-	if enabled("mutation") || enabled("replay") {
-		// Baseline for mutations: the same kind of write (insert + audit
-		// row in one committed transaction) straight through database/sql.
-		dbConn, err := sql.Open("postgres", dbURL)
-		if err != nil {
+		if err := runPhase(ctx, b, p); err != nil {
 			return err
-		}
-		dbConn.SetMaxOpenConns(*concurrency)
-		defer dbConn.Close()
-		var orgID string
-		if err := dbConn.QueryRow(`SELECT organization_id FROM projects WHERE id = $1`, projectID).Scan(&orgID); err != nil {
-			return err
-		}
-		dbBaseline := load("baseline: INSERT+audit INSERT+COMMIT via database/sql", *concurrency, *duration, func(w, i int) bool {
-			tx, err := dbConn.Begin()
-			if err != nil {
-				return false
-			}
-			defer tx.Rollback()
-			pid := fmt.Sprintf("prj_base%d_%d_%d", w, i, time.Now().UnixNano())
-			if _, err := tx.Exec(`INSERT INTO projects (id, organization_id, name, created_by) VALUES ($1, $2, $1, 'bench')`, pid, orgID); err != nil {
-				return false
-			}
-			if _, err := tx.Exec(`INSERT INTO audit_events (id, organization_id, action, actor_type, actor_id) VALUES ($1, $2, 'project.created', 'system', 'bench')`,
-				"aud_"+pid, orgID); err != nil {
-				return false
-			}
-			return tx.Commit() == nil
-		})
-		report(dbBaseline, result{}, "")
-		if enabled("mutation") {
-			mutation := load("POST /v1/projects (session, idempotent)", *concurrency, *duration, func(w, i int) bool {
-				name := fmt.Sprintf("p-%d-%d-%d", w, i, time.Now().UnixNano())
-				return call(client, http.MethodPost, apiURL+"/v1/projects", token, map[string]string{"name": name},
-					map[string]any{"Idempotency-Key": "k-" + name}, nil) == http.StatusCreated
-			})
-			report(mutation, dbBaseline, "p99 < 20 ms")
-		}
-		if enabled("replay") {
-			// Each client replays its own key: replays of one key by many
-			// clients at once would measure IDEMPOTENCY_IN_PROGRESS answers.
-			for w := range *concurrency {
-				call(client, http.MethodPost, apiURL+"/v1/projects", token, map[string]string{"name": fmt.Sprintf("replayed-%d", w)},
-					map[string]any{"Idempotency-Key": fmt.Sprintf("replay-%d", w)}, nil)
-			}
-			replay := load("POST /v1/projects replay (same key)", *concurrency, *duration, func(w, _ int) bool {
-				return call(client, http.MethodPost, apiURL+"/v1/projects", token, map[string]string{"name": fmt.Sprintf("replayed-%d", w)},
-					map[string]any{"Idempotency-Key": fmt.Sprintf("replay-%d", w)}, nil) == http.StatusCreated
-			})
-			report(replay, dbBaseline, "")
-		}
-	}
-	var sessionList result
-	if enabled("list") || enabled("agents") {
-		sessionList = load("GET /v1/workspaces?limit=20 (session)", *concurrency, *duration, func(int, int) bool {
-			return call(client, http.MethodGet, apiURL+"/v1/workspaces?limit=20", token, nil, nil, nil) == http.StatusOK
-		})
-		report(sessionList, baseline, "p99 < 25 ms")
-	}
-	if enabled("agents") {
-		if err := benchAgents(client, apiURL, token, sessionList); err != nil {
-			return err
-		}
-	}
-
-	if enabled("live") {
-		var workspaceID string
-		if status := call(client, http.MethodPost, apiURL+"/v1/workspaces", token, map[string]any{"project_id": projectID,
-			"name": "live", "execution_settings": map[string]string{"tool_version": "1.10.6", "region": "us", "platform": "linux_amd64"}},
-			map[string]any{"Idempotency-Key": "bench-ws-live"}, &workspaceID); status != http.StatusCreated {
-			return fmt.Errorf("creating the live workspace: %d", status)
-		}
-		if err := benchLive(api, dbURL, token, workspaceID); err != nil {
-			return err
-		}
-	}
-
-	if enabled("teams") {
-		if err := benchTeams(client, apiURL, dbURL, token, workspaceIDs[0]); err != nil {
-			return err
-		}
-	}
-
-	if enabled("varsets") {
-		if err := benchVarsets(api, dbURL, token); err != nil {
-			return err
-		}
-	}
-
-	if enabled("scim") {
-		if err := benchSCIM(client, apiURL, dbURL); err != nil {
-			return err
-		}
-	}
-
-	if enabled("replicas") {
-		if err := benchReplicas(client, api, dbURL, token, workspaceIDs[:40]); err != nil {
-			return err
-		}
-	}
-
-	if enabled("state") || enabled("tofu") || enabled("statemode") || enabled("runs") || enabled("providers") || enabled("codehost") || enabled("credentials") || enabled("policy") || enabled("dashboard") || enabled("logs") || enabled("registry") {
-		var userToken struct {
-			Data struct {
-				Token string `json:"token"`
-			} `json:"data"`
-		}
-		raw, _ := json.Marshal(map[string]string{"description": "bench"})
-		req, _ := http.NewRequest(http.MethodPost, apiURL+"/v1/user-tokens", bytes.NewReader(raw))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Cookie", "__Secure-identity.session_token="+token)
-		req.Header.Set("Idempotency-Key", "bench-user-token")
-		resp, err := client.Do(req)
-		if err != nil {
-			return err
-		}
-		_ = json.NewDecoder(resp.Body).Decode(&userToken)
-		resp.Body.Close()
-		if enabled("logs") {
-			if err := benchLogReads(client, api, dbURL, token, userToken.Data.Token, workspaceIDs[40:], *logMiB<<20); err != nil {
-				return err
-			}
-		}
-		if enabled("state") {
-			if err := benchStateTransfer(api, userToken.Data.Token, "bench", baseURL); err != nil {
-				return err
-			}
-		}
-		if enabled("runs") {
-			if err := benchRuns(dbURL, *rounds); err != nil {
-				return err
-			}
-		}
-		if enabled("providers") {
-			if err := benchProviderInit(dbURL, *rounds); err != nil {
-				return err
-			}
-		}
-		if enabled("codehost") {
-			if err := benchCodeHost(dbURL, *rounds); err != nil {
-				return err
-			}
-		}
-		if enabled("credentials") {
-			if err := benchCredentials(dbURL, *rounds); err != nil {
-				return err
-			}
-		}
-		if enabled("dashboard") {
-			if err := benchDashboard(dbURL, *rounds); err != nil {
-				return err
-			}
-		}
-		if enabled("policy") {
-			baseline, err := benchPolicyEvaluation(*rounds)
-			if err != nil {
-				return err
-			}
-			if err := benchPolicyEvaluator(dbURL, *rounds, baseline); err != nil {
-				return err
-			}
-			if err := benchPolicyBuild(dbURL, *rounds); err != nil {
-				return err
-			}
-		}
-		// State mode (the CLI runs, Cairn keeps the state) for OpenTofu
-		// and Terraform; "statemode" names the phase by what it measures.
-		if enabled("tofu") || enabled("statemode") {
-			tlsAPI, files, stop, err := startTLSAPI(dbURL)
-			if err != nil {
-				return err
-			}
-			defer stop()
-			if err := benchStateMode(tlsAPI, files, userToken.Data.Token, "bench", *rounds); err != nil {
-				return err
-			}
-		}
-		if enabled("registry") {
-			tlsAPI, files, stop, err := startTLSAPI(dbURL)
-			if err != nil {
-				return err
-			}
-			defer stop()
-			if err := benchRegistry(tlsAPI, files, token, userToken.Data.Token, "bench", *rounds); err != nil {
-				return err
-			}
-		}
-	}
-
-	if enabled("sso") {
-		if err := benchSSO(dbURL); err != nil {
-			return err
-		}
-	}
-
-	if enabled("concurrency") {
-		if err := benchConcurrency(admin); err != nil {
-			return err
-		}
-	}
-
-	if enabled("signin") {
-		// Sign-in cost with the production argon2id parameters (64 MiB,
-		// t=3, p=2): it bounds how many sign-ins a node can take.
-		for _, n := range []int{1, 4} {
-			signIn := load(fmt.Sprintf("POST /api/auth/sign-in/email (argon2id default), %d clients", n), n, *duration, func(int, int) bool {
-				return call(client, http.MethodPost, apiURL+"/api/auth/sign-in/email", "",
-					map[string]string{"email": "bench@example.com", "password": "correct horse battery staple"}, nil, nil) == http.StatusOK
-			})
-			report(signIn, result{}, "")
 		}
 	}
 	return nil
 }
 
-func numCPU() int {
-	out, err := exec.Command("nproc").Output()
-	if err != nil {
-		return 0
+// abandonAfter is how long a phase that ignores its context may run past
+// its deadline (or an interrupt) before the bench gives up on it.
+var abandonAfter = 15 * time.Second
+
+// runPhase runs p under its deadline. A phase that honours its context
+// returns when the deadline passes; one that does not is abandoned a
+// little later, and main stops every process it started.
+func runPhase(parent context.Context, b *bench, p phase) error {
+	limit := deadlineFor(p)
+	ctx, cancel := context.WithTimeout(parent, limit)
+	defer cancel()
+	start := time.Now()
+	done := make(chan error, 1)
+	go func() { done <- p.run(ctx, b) }()
+	var err error
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		select {
+		case err = <-done:
+		case <-time.After(abandonAfter):
+			if parent.Err() != nil {
+				return fmt.Errorf("phase %s interrupted and did not stop: abandoned", p.name)
+			}
+			return fmt.Errorf("phase %s exceeded its deadline of %s and did not stop: abandoned", p.name, limit)
+		}
 	}
-	var n int
-	fmt.Sscan(strings.TrimSpace(string(out)), &n)
-	return n
+	switch {
+	case err != nil && parent.Err() != nil:
+		return fmt.Errorf("phase %s interrupted: %w", p.name, err)
+	case err != nil && ctx.Err() != nil:
+		return fmt.Errorf("phase %s exceeded its deadline of %s: %w", p.name, limit, err)
+	case err != nil:
+		return fmt.Errorf("phase %s failed after %s: %w", p.name, time.Since(start).Round(time.Millisecond), err)
+	case ctx.Err() != nil && parent.Err() == nil:
+		// Finished, but only after its deadline: still a failure, or a
+		// phase that ignores its context would pass however long it took.
+		return fmt.Errorf("phase %s exceeded its deadline of %s (took %s)", p.name, limit, time.Since(start).Round(time.Millisecond))
+	}
+	fmt.Printf("-- phase %s done in %s (deadline %s)\n\n", p.name, time.Since(start).Round(time.Millisecond), limit)
+	return nil
+}
+
+// setUp opens the launch gate and creates the bench organization, its
+// owner, a project and 50 workspaces.
+func (b *bench) setUp() error {
+	// A fresh installation's gate is closed: organization-wide mutations
+	// such as creating projects fail closed until it opens.
+	if err := devstack.OpenPublicGate(b.api.Client, b.api.URL, benchOperatorToken, "bench-open-gate"); err != nil {
+		return err
+	}
+	var err error
+	if b.session, err = signUp(b.client, b.apiURL, "bench@example.com", true); err != nil {
+		return err
+	}
+	if status := call(b.client, http.MethodPost, b.apiURL+"/v1/projects", b.session, map[string]string{"name": "bench"},
+		map[string]any{"Idempotency-Key": "bench-project"}, &b.projectID); status != http.StatusCreated {
+		return fmt.Errorf("creating project: %d", status)
+	}
+	for i := range 50 {
+		var wsID string
+		if status := call(b.client, http.MethodPost, b.apiURL+"/v1/workspaces", b.session, map[string]any{"project_id": b.projectID,
+			"name": fmt.Sprintf("ws-%d", i), "execution_settings": map[string]string{"tool_version": "1.10.6", "region": "us", "platform": "linux_amd64"}},
+			map[string]any{"Idempotency-Key": fmt.Sprintf("bench-ws-%d", i)}, &wsID); status != http.StatusCreated {
+			return fmt.Errorf("creating workspace: %d", status)
+		}
+		b.workspaceIDs = append(b.workspaceIDs, wsID)
+	}
+	return nil
 }
 
 // call performs one request; when into is non-nil it receives data.id.
@@ -580,7 +504,9 @@ func startAPI(dbURL string, tlsFiles *devstack.TLSFiles, extraEnv ...string) (*a
 		return nil, err
 	}
 	a.PID = cmd.Process.Pid
+	forget := track(cmd)
 	a.stop = func() {
+		defer forget()
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
 		_ = cmd.Wait()
 		_ = os.RemoveAll(dataDir)
@@ -627,3 +553,7 @@ func envOr(name, fallback string) string {
 	}
 	return fallback
 }
+
+// numCPU is the CPUs this process may use (its affinity), which the
+// numbers depend on.
+func numCPU() int { return runtime.NumCPU() }

@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -190,7 +189,7 @@ func taggedConfig(n int) string {
 
 // tofuPlanJSON plans a configuration with the pinned tofu and a local
 // backend and returns `tofu show -json` of the plan.
-func tofuPlanJSON(config string) ([]byte, error) {
+func tofuPlanJSON(ctx context.Context, config string) ([]byte, error) {
 	tofu, err := filepath.Abs(filepath.Join(devstack.ToolchainDir(".", "tofu", "1.10.6"), "tofu"))
 	if err != nil {
 		return nil, err
@@ -207,7 +206,7 @@ func tofuPlanJSON(config string) ([]byte, error) {
 	var out []byte
 	for _, step := range [][]string{{"init", "-input=false", "-no-color"}, {"plan", "-input=false", "-no-color", "-out=p.tfplan"},
 		{"show", "-json", "p.tfplan"}} {
-		cmd := exec.Command(tofu, step...)
+		cmd := tool(ctx, tofu, step...)
 		cmd.Dir, cmd.Env = dir, env
 		if out, err = cmd.Output(); err != nil {
 			return nil, fmt.Errorf("tofu %s: %w", step[0], err)
@@ -223,14 +222,14 @@ func tofuPlanJSON(config string) ([]byte, error) {
 // through real runs, and the stage's time is the plan attempt's recorded
 // "policy" step. Per evaluation, the process's cost is its recorded
 // duration next to the in-process evaluation's.
-func benchPolicyEvaluator(dbURL string, rounds int, baseline inProcessStage) error {
+func benchPolicyEvaluator(ctx context.Context, dbURL string, rounds int, baseline inProcessStage) error {
 	// The largest plan of real tofu's shape that the bounds admit: nodes
 	// per change from plans of one and two resources.
-	one, err := tofuPlanJSON(taggedConfig(1))
+	one, err := tofuPlanJSON(ctx, taggedConfig(1))
 	if err != nil {
 		return err
 	}
-	two, err := tofuPlanJSON(taggedConfig(2))
+	two, err := tofuPlanJSON(ctx, taggedConfig(2))
 	if err != nil {
 		return err
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"time"
 
@@ -24,7 +23,7 @@ const benchProviderConfig = `resource "null_resource" "r" {
 // (emptied before the run: verify, unpack, then init) and warm (re-hash,
 // then init linking the unpacked package), against direct tofu installing
 // from the same mirror with a warm local plugin cache.
-func benchProviderInit(dbURL string, rounds int) error {
+func benchProviderInit(ctx context.Context, dbURL string, rounds int) error {
 	mirror, err := devstack.EnsureProviderMirror(context.Background(), ".", os.Stderr)
 	if err != nil {
 		return err
@@ -81,7 +80,7 @@ func benchProviderInit(dbURL string, rounds int) error {
 		coldCache, coldInit = append(coldCache, cold["provider_cache"]), append(coldInit, cold["tofu_init"])
 		warmCache, warmInit = append(warmCache, warm["provider_cache"]), append(warmInit, warm["tofu_init"])
 	}
-	direct, err := directProviderInit(mirror, rounds)
+	direct, err := directProviderInit(ctx, mirror, rounds)
 	if err != nil {
 		return err
 	}
@@ -97,7 +96,7 @@ func benchProviderInit(dbURL string, rounds int) error {
 // directProviderInit times `tofu init` outside any sandbox, installing
 // from the mirror through a warm local plugin cache, as an operator's own
 // machine would.
-func directProviderInit(mirror string, rounds int) (float64, error) {
+func directProviderInit(ctx context.Context, mirror string, rounds int) (float64, error) {
 	tofu, err := filepath.Abs(filepath.Join(devstack.ToolchainDir(".", "tofu", "1.10.6"), "tofu"))
 	if err != nil {
 		return 0, err
@@ -128,7 +127,7 @@ func directProviderInit(mirror string, rounds int) (float64, error) {
 		if err := os.WriteFile(filepath.Join(work, "main.tf"), []byte(fmt.Sprintf(benchProviderConfig, round)), 0o644); err != nil {
 			return 0, err
 		}
-		cmd := exec.Command(tofu, "init", "-input=false", "-no-color")
+		cmd := tool(ctx, tofu, "init", "-input=false", "-no-color")
 		cmd.Dir, cmd.Env = work, env
 		start := time.Now()
 		if out, err := cmd.CombinedOutput(); err != nil {

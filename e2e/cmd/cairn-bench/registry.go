@@ -1,11 +1,11 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -14,7 +14,7 @@ import (
 	"github.com/cairnhq/cairn/e2e/devstack"
 )
 
-// registryBenchVersions is how many versions the version-list module has.
+// registryBenchVersions (scaled by -size) is how many versions the version-list module has.
 const registryBenchVersions = 1000
 
 // benchModuleFiles is a small module of the kind a platform team shares:
@@ -36,7 +36,7 @@ func benchModuleFiles(name string) map[string]string {
 // three modules from a local directory (the floor: no lookup, no download),
 // and the modules.v1 version list of a module with 1,000 versions under
 // concurrent load.
-func benchRegistry(api *apiProcess, tlsFiles devstack.TLSFiles, session, userToken, org string, rounds int) error {
+func benchRegistry(ctx context.Context, api *apiProcess, tlsFiles devstack.TLSFiles, session, userToken, org string, rounds int) error {
 	tofu, err := filepath.Abs(filepath.Join(devstack.ToolchainDir(".", "tofu", "1.10.6"), "tofu"))
 	if err != nil {
 		return err
@@ -129,7 +129,7 @@ func benchRegistry(api *apiProcess, tlsFiles devstack.TLSFiles, session, userTok
 			if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(configs[kind]), 0o644); err != nil {
 				return err
 			}
-			cmd := exec.Command(tofu, "init", "-no-color")
+			cmd := tool(ctx, tofu, "init", "-no-color")
 			cmd.Dir, cmd.Env = dir, env
 			start := time.Now()
 			if out, err := cmd.CombinedOutput(); err != nil {
@@ -145,7 +145,7 @@ func benchRegistry(api *apiProcess, tlsFiles devstack.TLSFiles, session, userTok
 	fmt.Printf("tofu init, 3 modules, median of %d: local directory %7.1f ms, registry %7.1f ms, added %+7.1f ms (x%.2f)\n",
 		rounds, loc, reg, reg-loc, reg/loc)
 
-	versions := make([]string, registryBenchVersions)
+	versions := make([]string, sized(registryBenchVersions))
 	for i := range versions {
 		versions[i] = fmt.Sprintf("%d.%d.%d", 1+i/100, (i/10)%10, i%10)
 	}
@@ -154,13 +154,13 @@ func benchRegistry(api *apiProcess, tlsFiles devstack.TLSFiles, session, userTok
 		return err
 	}
 	seeded := time.Since(start)
-	fmt.Printf("publishing %d versions through /v1 (4 clients): %.1f s, %.1f ms each\n", registryBenchVersions,
-		seeded.Seconds(), ms64(seeded)/registryBenchVersions)
+	fmt.Printf("publishing %d versions through /v1 (4 clients): %.1f s, %.1f ms each\n", sized(registryBenchVersions),
+		seeded.Seconds(), ms64(seeded)/float64(sized(registryBenchVersions)))
 	transport := c.Transport.(*http.Transport).Clone()
 	transport.MaxIdleConnsPerHost, transport.MaxIdleConns = *concurrency*2, *concurrency*2
 	client := &http.Client{Transport: transport, Timeout: 30 * time.Second}
 	list := api.URL + "/api/registry/v1/modules/" + org + "/bench-many/aws/versions"
-	listed := load(fmt.Sprintf("GET modules.v1 versions (%d versions)", registryBenchVersions), *concurrency, *duration, func(int, int) bool {
+	listed := load(fmt.Sprintf("GET modules.v1 versions (%d versions)", sized(registryBenchVersions)), *concurrency, *duration, func(int, int) bool {
 		req, _ := http.NewRequest(http.MethodGet, list, nil)
 		req.Header.Set("Authorization", "Bearer "+userToken)
 		resp, err := client.Do(req)
@@ -172,7 +172,7 @@ func benchRegistry(api *apiProcess, tlsFiles devstack.TLSFiles, session, userTok
 			Modules []struct{ Versions []struct{ Version string } }
 		}
 		return resp.StatusCode == http.StatusOK && json.NewDecoder(resp.Body).Decode(&doc) == nil && len(doc.Modules) == 1 &&
-			len(doc.Modules[0].Versions) == registryBenchVersions
+			len(doc.Modules[0].Versions) == sized(registryBenchVersions)
 	})
 	report(listed, result{}, "")
 	return nil

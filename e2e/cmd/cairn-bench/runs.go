@@ -113,7 +113,8 @@ func startWorker(dbURL string, api *apiProcess, files devstack.TLSFiles, extraEn
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	return func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM); _ = cmd.Wait() }, nil
+	forget := track(cmd)
+	return func() { defer forget(); _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM); _ = cmd.Wait() }, nil
 }
 
 func percentile(xs []float64, p float64) float64 {
@@ -179,7 +180,7 @@ func startManagedStack(dbURL, name string, extraEnv ...string) (*managedStack, e
 	return m, nil
 }
 
-func benchRuns(dbURL string, rounds int) error {
+func benchRuns(ctx context.Context, dbURL string, rounds int) error {
 	// The runs stack has an API of its own beside the harness's first one,
 	// which holds CAIRN_BENCH_PPROF_ADDR.
 	m, err := startManagedStack(dbURL, "runs", "CAIRN_PPROF_ADDR="+os.Getenv("CAIRN_BENCH_RUNS_PPROF_ADDR"))
@@ -238,7 +239,7 @@ func benchRuns(dbURL string, rounds int) error {
 		if r, err = wait(r.ID, "applied"); err != nil {
 			return err
 		}
-		if err := direct.round(round, round > 0); err != nil {
+		if err := direct.round(ctx, round, round > 0); err != nil {
 			return err
 		}
 		if round == 0 {
@@ -303,14 +304,14 @@ func (d *directTofu) close() { os.RemoveAll(d.dir) }
 
 // round runs the commands on round's configuration, keeping the times
 // when keep is set.
-func (d *directTofu) round(round int, keep bool) error {
+func (d *directTofu) round(ctx context.Context, round int, keep bool) error {
 	if err := os.WriteFile(filepath.Join(d.dir, "main.tf"), []byte(fmt.Sprintf(benchRunConfig, round)), 0o644); err != nil {
 		return err
 	}
 	took := map[string]float64{}
 	for _, step := range [][]string{{"init", "-input=false", "-no-color"}, {"plan", "-input=false", "-no-color", "-out=p.tfplan"},
 		{"show", "-json", "p.tfplan"}, {"apply", "-input=false", "-no-color", "p.tfplan"}} {
-		cmd := exec.Command(d.tofu, step...)
+		cmd := tool(ctx, d.tofu, step...)
 		cmd.Dir, cmd.Env = d.dir, d.env
 		start := time.Now()
 		if out, err := cmd.CombinedOutput(); err != nil {
@@ -332,7 +333,7 @@ func (d *directTofu) round(round int, keep bool) error {
 // its time and the peak heap while building.
 func benchPlanDiff() error {
 	var buf bytes.Buffer
-	if err := plandifftest.PlanJSON(&buf, 5000); err != nil {
+	if err := plandifftest.PlanJSON(&buf, sized(5000)); err != nil {
 		return err
 	}
 	plan := buf.Bytes()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/md5"
 	"encoding/hex"
 	"encoding/json"
@@ -9,7 +10,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -18,8 +18,9 @@ import (
 	"github.com/cairnhq/cairn/e2e/devstack"
 )
 
-// stateBytes is the size of the large state: the 100,000,000-byte limit.
-const stateBytes = 100_000_000
+// maxStateBytes is the size of the large state: the 100,000,000-byte limit
+// (scaled by -size).
+const maxStateBytes = 100_000_000
 
 // apiCall makes a JSON:API call with a bearer token and decodes the
 // response into out.
@@ -55,6 +56,7 @@ type svDocument struct {
 // remote-backend API and reports throughput and the API's peak RSS growth,
 // next to the same bytes sent to an empty handler in this process.
 func benchStateTransfer(api *apiProcess, token, org, baseURL string) error {
+	stateBytes := sized(maxStateBytes)
 	var ws svDocument
 	if st, err := apiCall(api.Client, http.MethodPost, api.URL+"/api/v2/organizations/"+org+"/workspaces", token,
 		map[string]any{"data": map[string]any{"type": "workspaces", "attributes": map[string]any{"name": "big-state"}}}, &ws); err != nil || st != http.StatusCreated {
@@ -73,7 +75,7 @@ func benchStateTransfer(api *apiProcess, token, org, baseURL string) error {
 	}
 	put := func(url string) (time.Duration, error) {
 		req, _ := http.NewRequest(http.MethodPut, url, devstack.SyntheticState(stateBytes))
-		req.ContentLength = stateBytes
+		req.ContentLength = int64(stateBytes)
 		start := time.Now()
 		resp, err := api.Client.Do(req)
 		if err != nil {
@@ -115,13 +117,13 @@ func benchStateTransfer(api *apiProcess, token, org, baseURL string) error {
 	resp.Body.Close()
 	download := time.Since(start)
 	peakDown := sampler.Stop()
-	if n != stateBytes || !bytes.Equal(check.Sum(nil), sum.Sum(nil)) {
+	if n != int64(stateBytes) || !bytes.Equal(check.Sum(nil), sum.Sum(nil)) {
 		return fmt.Errorf("downloaded %d bytes that do not match the upload", n)
 	}
 	mbps := func(d time.Duration) float64 { return float64(stateBytes) / 1e6 / d.Seconds() }
 	fmt.Printf("%-44s %8.1f MB/s  (%s)  | vs empty handler %.1f MB/s: x%.2f  [target >= 100 MB/s]\n",
-		"PUT 100 MB state (sealed, md5-verified)", mbps(upload), upload.Round(time.Millisecond), mbps(baseUpload), baseUpload.Seconds()/upload.Seconds())
-	fmt.Printf("%-44s %8.1f MB/s  (%s)  [target >= 100 MB/s]\n", "GET 100 MB state (unsealed stream)", mbps(download), download.Round(time.Millisecond))
+		fmt.Sprintf("PUT %d MB state (sealed, md5-verified)", stateBytes/1e6), mbps(upload), upload.Round(time.Millisecond), mbps(baseUpload), baseUpload.Seconds()/upload.Seconds())
+	fmt.Printf("%-44s %8.1f MB/s  (%s)  [target >= 100 MB/s]\n", fmt.Sprintf("GET %d MB state (unsealed stream)", stateBytes/1e6), mbps(download), download.Round(time.Millisecond))
 	fmt.Printf("%-44s upload +%.1f MiB, download +%.1f MiB over %.1f MiB  [target < 64 MiB]\n", "cairn-api peak RSS growth",
 		float64(peakUp-before)/(1<<20), float64(peakDown-before)/(1<<20), float64(before)/(1<<20))
 	return nil
@@ -144,7 +146,7 @@ resource "terraform_data" "r" {
 // the state), next to the same configuration with the local backend, for
 // OpenTofu and Terraform in turn, and reports medians, the added
 // milliseconds and the ratio.
-func benchStateMode(api *apiProcess, tlsFiles devstack.TLSFiles, token, org string, rounds int) error {
+func benchStateMode(ctx context.Context, api *apiProcess, tlsFiles devstack.TLSFiles, token, org string, rounds int) error {
 	for _, cli := range []struct{ name, version string }{{"tofu", "1.10.6"}, {"terraform", "1.5.7"}} {
 		bin, err := filepath.Abs(filepath.Join(devstack.ToolchainDir(".", cli.name, cli.version), cli.name))
 		if err != nil {
@@ -153,7 +155,7 @@ func benchStateMode(api *apiProcess, tlsFiles devstack.TLSFiles, token, org stri
 		if _, err := os.Stat(bin); err != nil {
 			return fmt.Errorf("no %s in the toolchain mirror (run make tools): %w", cli.name, err)
 		}
-		if err := benchCLIStateMode(api, tlsFiles, token, org, rounds, cli.name, bin); err != nil {
+		if err := benchCLIStateMode(ctx, api, tlsFiles, token, org, rounds, cli.name, bin); err != nil {
 			return err
 		}
 	}
@@ -162,7 +164,7 @@ func benchStateMode(api *apiProcess, tlsFiles devstack.TLSFiles, token, org stri
 
 // benchCLIStateMode measures one CLI against its own workspace,
 // <cli>-bench, the local and cloud rounds alternating.
-func benchCLIStateMode(api *apiProcess, tlsFiles devstack.TLSFiles, token, org string, rounds int, cli, bin string) error {
+func benchCLIStateMode(ctx context.Context, api *apiProcess, tlsFiles devstack.TLSFiles, token, org string, rounds int, cli, bin string) error {
 	home, err := os.MkdirTemp("", "cairn-bench-home-")
 	if err != nil {
 		return err
@@ -186,9 +188,16 @@ func benchCLIStateMode(api *apiProcess, tlsFiles devstack.TLSFiles, token, org s
 	if err != nil {
 		return fmt.Errorf("creating workspace %s: %w", workspace, err)
 	}
+	var created svDocument
+	err = json.NewDecoder(resp.Body).Decode(&created)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusCreated {
-		return fmt.Errorf("creating workspace %s: %s", workspace, resp.Status)
+	if resp.StatusCode != http.StatusCreated || err != nil {
+		return fmt.Errorf("creating workspace %s: %s %v", workspace, resp.Status, err)
+	}
+	// Fail here rather than let plan wait forever on a worker that does
+	// not exist.
+	if mode := created.Data.Attributes["execution-mode"]; mode != "local" {
+		return fmt.Errorf("workspace %s was created with execution mode %v, not local", workspace, mode)
 	}
 	cloudBlock := fmt.Sprintf("terraform {\n  cloud {\n    hostname = %q\n    organization = %q\n    workspaces {\n      name = %q\n    }\n  }\n}\n", api.Host, org, workspace)
 	timings := map[string][]time.Duration{}
@@ -213,7 +222,7 @@ func benchCLIStateMode(api *apiProcess, tlsFiles devstack.TLSFiles, token, org s
 			}
 			gen := fmt.Sprintf("gen=%d", round+1)
 			for _, step := range [][]string{{"init", "-no-color"}, {"plan", "-no-color", "-var", gen}, {"apply", "-no-color", "-auto-approve", "-var", gen}} {
-				cmd := exec.Command(bin, step...)
+				cmd := tool(ctx, bin, step...)
 				cmd.Dir, cmd.Env = dir, env
 				start := time.Now()
 				if out, err := cmd.CombinedOutput(); err != nil {

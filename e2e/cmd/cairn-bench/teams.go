@@ -61,7 +61,7 @@ func benchTeams(client *http.Client, apiURL, dbURL, ownerSession, smallWorkspace
 		return fmt.Errorf("seeding teams: %w", err)
 	}
 	fmt.Printf("  teams: seeded %d teams, %d workspaces, %d workspace grants through api/team in %s\n",
-		benchTeamCount, benchTeamWorkspaces, benchTeamCount*benchGrantsPerTeam, time.Since(start).Round(time.Second))
+		sized(benchTeamCount), sized(benchTeamWorkspaces), sized(benchTeamCount)*benchGrantsPerTeam, time.Since(start).Round(time.Second))
 
 	// The resolver alone, in process: what every request of the member
 	// pays for its teams.
@@ -109,7 +109,7 @@ func benchTeams(client *http.Client, apiURL, dbURL, ownerSession, smallWorkspace
 		var role, teams result
 		for range benchTeamsRounds {
 			role = load(surface.name+", reader (role only)", 1, *duration/benchTeamsRounds, surface.role)
-			teams = load(fmt.Sprintf("%s, member (%d of %d teams)", surface.name, benchTeamsMemberOf, benchTeamCount), 1, *duration/benchTeamsRounds, surface.teamRead)
+			teams = load(fmt.Sprintf("%s, member (%d of %d teams)", surface.name, benchTeamsMemberOf, sized(benchTeamCount)), 1, *duration/benchTeamsRounds, surface.teamRead)
 			roleP50, teamP50 = append(roleP50, ms64(role.p50)), append(teamP50, ms64(teams.p50))
 		}
 		report(role, result{}, "")
@@ -208,8 +208,8 @@ func seedTeams(ctx context.Context, conn *sqlx.DB, ownerEmail, memberEmail strin
 	}); err != nil {
 		return "", err
 	}
-	wsIDs := make([]string, 0, benchTeamWorkspaces)
-	for len(wsIDs) < benchTeamWorkspaces {
+	wsIDs := make([]string, 0, sized(benchTeamWorkspaces))
+	for len(wsIDs) < sized(benchTeamWorkspaces) {
 		if err := db.WithTx(ctx, conn, func(tx *sqlx.Tx) error {
 			for range benchSeedBatch {
 				w, err := workspaces.CreateWorkspace(ctx, tx, owner, workspace.CreateWorkspaceInput{ProjectID: projectID,
@@ -225,7 +225,7 @@ func seedTeams(ctx context.Context, conn *sqlx.DB, ownerEmail, memberEmail strin
 		}
 	}
 	levels := []string{access.LevelRead, access.LevelPlan, access.LevelWrite, access.LevelAdmin}
-	for first := 0; first < benchTeamCount; first += benchSeedBatch {
+	for first := 0; first < sized(benchTeamCount); first += benchSeedBatch {
 		if err := db.WithTx(ctx, conn, func(tx *sqlx.Tx) error {
 			for i := first; i < first+benchSeedBatch; i++ {
 				t, err := teams.Create(ctx, tx, owner, team.CreateInput{Name: fmt.Sprintf("team-%d", i)})

@@ -279,7 +279,23 @@ func bench(ctx context.Context, args []string) error {
 		return err
 	}
 	defer cleanup()
-	cmd := exec.CommandContext(ctx, "go", append([]string{"run", "./e2e/cmd/cairn-bench"}, args...)...)
+	// Built and run directly rather than with `go run`, whose child would
+	// outlive an interrupted bench: the bench itself gets SIGTERM and stops
+	// the servers it started.
+	dir, err := os.MkdirTemp("", "cairn-bench-bin-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	bin := filepath.Join(dir, "cairn-bench")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./e2e/cmd/cairn-bench")
+	build.Stdout, build.Stderr = os.Stdout, os.Stderr
+	if err := build.Run(); err != nil {
+		return fmt.Errorf("building cairn-bench: %w", err)
+	}
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = time.Minute
 	cmd.Env = append(os.Environ(), testEnv(pg, s3)...)
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	return cmd.Run()

@@ -170,11 +170,16 @@ func New(cfg config.Config, conn *sqlx.DB, driver sandbox.Driver, logger *slog.L
 			&river.PeriodicJobOpts{RunOnStart: true, ID: "workflow_dispatch_reconciler"}))
 	}
 
+	rescueAfter, jobTimeout := RescueAfter(cfg)
 	client, err := river.NewClient(newListeningDriver(conn.DB, cfg.DatabaseURL.Reveal()), &river.Config{
-		Logger:            logger,
-		Queues:            queues,
-		Workers:           workers,
-		FetchPollInterval: cfg.WorkerPollInterval,
+		Logger: logger,
+		// A SIGKILLed worker leaves its jobs running in river_job; the
+		// rescuer (on the elected leader) releases them after this long.
+		RescueStuckJobsAfter: rescueAfter,
+		JobTimeout:           jobTimeout,
+		Queues:               queues,
+		Workers:              workers,
+		FetchPollInterval:    cfg.WorkerPollInterval,
 		// A notified fetch waits out this cooldown after the previous
 		// fetch (a poll, say): it is what dispatch latency is made of.
 		FetchCooldown: min(cfg.WorkerPollInterval, FetchCooldown),
@@ -199,6 +204,24 @@ var JobKinds = []string{
 	maintenance.IdempotencySweepArgs{}.Kind(), maintenance.SignInFailureSweepArgs{}.Kind(), maintenance.BlobSweepArgs{}.Kind(),
 	run.PhaseArgs{}.Kind(), run.ExpiryArgs{}.Kind(), run.ReapArgs{}.Kind(), run.TriggerArgs{}.Kind(),
 	policy.PublicationArgs{}.Kind(), maintenance.DispatchReconcileArgs{}.Kind(),
+}
+
+// defaultJobTimeout is River's own default for jobs without a Timeout.
+const defaultJobTimeout = time.Minute
+
+// RescueAfter is how long a job may run before River's rescuer takes it
+// back, and the job timeout that goes with it (River refuses a rescue
+// shorter than the timeout). Unset, it outlasts the longest phase job: its
+// timeout, the apply's interrupt grace and the evidence window, with a
+// margin; rescuing a live phase job would only run a job whose attempt
+// fence already refuses it, but it is noise. A shorter setting (tests,
+// crash drills) shortens the timeout of jobs without their own to match.
+func RescueAfter(cfg config.Config) (rescue, jobTimeout time.Duration) {
+	rescue = cfg.JobRescueAfter
+	if rescue <= 0 {
+		rescue = max(time.Hour, cfg.PhaseTimeout+StopWindow(cfg)+5*time.Minute)
+	}
+	return rescue, min(defaultJobTimeout, rescue)
 }
 
 // FetchCooldown is the shortest time between two job fetches of one queue

@@ -247,6 +247,15 @@ func (s *Stack) revive(t *testing.T) map[string]int {
 // and restart it. It returns the cluster and the database's URL.
 func privateCluster(t *testing.T) (*devstack.Postgres, string) {
 	t.Helper()
+	pg, dbURL := emptyCluster(t)
+	migrateDatabase(t, dbURL)
+	return pg, dbURL
+}
+
+// emptyCluster starts a durable PostgreSQL cluster of the test's own with
+// an empty database "cairn", and returns it with the database's URL.
+func emptyCluster(t *testing.T) (*devstack.Postgres, string) {
+	t.Helper()
 	port, err := devstack.FreePort()
 	if err != nil {
 		t.Fatal(err)
@@ -272,9 +281,7 @@ func privateCluster(t *testing.T) (*devstack.Postgres, string) {
 	if err := pg.CreateDatabase(ctx, "cairn"); err != nil {
 		t.Fatal(err)
 	}
-	dbURL := pg.URL("cairn")
-	migrateDatabase(t, dbURL)
-	return pg, dbURL
+	return pg, pg.URL("cairn")
 }
 
 // migrateDatabase runs the built cairn-api's migrations on a database.

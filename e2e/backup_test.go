@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -95,6 +96,21 @@ func TestBackupMidActivityRestores(t *testing.T) {
 		t.Fatalf("the backup was to catch the apply midway, but the run is %s", r.Status)
 	}
 
+	// The machine is lost with everything on it, the apply's sandbox too.
+	for _, name := range []string{"api", "worker", "bff", "mcp"} {
+		src.killProcess(t, name)
+	}
+	for i := 0; ; i++ {
+		out, _ := exec.Command("pgrep", "-f", "sleep 187").Output()
+		if len(out) == 0 {
+			break
+		}
+		if i == 100 {
+			t.Fatalf("the lost machine's apply outlived its worker: %s", out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
 	// The restore: a fresh cluster and data directory, then the processes.
 	_, restoredURL := emptyCluster(t)
 	if out, err := exec.Command(filepath.Join(bin, "pg_restore"), "--no-owner", "--no-privileges", "--exit-on-error",
@@ -117,12 +133,25 @@ func TestBackupMidActivityRestores(t *testing.T) {
 	}
 	t.Logf("verified on the restore before it started: %v", verified)
 
-	// The restored database has its launch control already.
-	tofuBinary(t)
-	mirror := filepath.Dir(filepath.Dir(devstack.ToolchainDir(repoRoot(t), "tofu", "1.10.6")))
-	dst := StartStack(t, WithTLS(), WithoutLaunchControl(), WithEnv("CAIRN_TOOLCHAIN_DIR="+mirror, "DATABASE_URL="+restoredURL, "CAIRN_DATA_DIR="+restoredData, "CAIRN_ATTEMPT_HEARTBEAT_TIMEOUT=5s",
-		"CAIRN_JOB_RESCUE_AFTER="+drillRescueAfter.String()))
-	dst.DatabaseURL, dst.DataDir = restoredURL, restoredData
+	// The replacement machine: the same public name, port and certificate
+	// (a plan made before the backup names the API it was made against),
+	// the restored database and blob store.
+	dst := &Stack{APIURL: src.APIURL, APIHost: src.APIHost, DashboardURL: src.DashboardURL, MCPURL: src.MCPURL,
+		DatabaseURL: restoredURL, DataDir: restoredData, WorkerHealthURL: src.WorkerHealthURL, TLS: src.TLS, Client: src.Client,
+		Env: append(slices.Clone(src.Env), "DATABASE_URL="+restoredURL, "CAIRN_DATA_DIR="+restoredData,
+			"CAIRN_ATTEMPT_HEARTBEAT_TIMEOUT=5s", "CAIRN_JOB_RESCUE_AFTER="+drillRescueAfter.String()),
+		logs: &syncBuffer{}, bin: src.bin}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("restored processes' logs:\n%s", dst.Logs())
+		}
+	})
+	for _, p := range []struct{ name, bin string }{{"api", "cairn-api"}, {"worker", "cairn-worker"}, {"bff", "cairn-bff"}, {"mcp", "cairn-mcp"}} {
+		dst.startProcess(t, p.name, p.bin)
+	}
+	for _, u := range []string{dst.APIURL + "/health", dst.DashboardURL + "/health", dst.MCPURL + "/health"} {
+		waitFor(t, dst.Client, u)
+	}
 
 	// The apply the backup caught midway: its attempt was running on a
 	// worker the restore does not have; it goes to recovery.

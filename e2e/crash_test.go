@@ -100,12 +100,18 @@ func TestCrashDrill(t *testing.T) {
 	var mu sync.Mutex
 	var outcomes []outcome
 	var driveErrs []error
+	// Later runs wait for the first round of kills, so however fast the
+	// runs are, the drill never ends before each victim was hit once.
+	firstRound := make(chan struct{})
 	var wg sync.WaitGroup
 	for i, wsID := range wsIDs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for n := i; n < runs; n += workspaces {
+				if n >= workspaces {
+					<-firstRound
+				}
 				id, st, recovered, err := s.chaosRun(m, wsID, n, t.Logf)
 				mu.Lock()
 				if err != nil {
@@ -128,6 +134,7 @@ func TestCrashDrill(t *testing.T) {
 	deaths := map[string]int{}
 	victims := []string{"api", "worker", "postgres"}
 	start := time.Now()
+	rounds := 0
 chaos:
 	for {
 		rng.Shuffle(len(victims), func(i, j int) { victims[i], victims[j] = victims[j], victims[i] })
@@ -135,9 +142,9 @@ chaos:
 			select {
 			case <-done:
 				break chaos
-			case <-time.After(jitter(rng, 2*time.Second, 9*time.Second)):
+			case <-time.After(jitter(rng, 500*time.Millisecond, 4*time.Second)):
 			}
-			down := jitter(rng, 100*time.Millisecond, 3*time.Second)
+			down := jitter(rng, 100*time.Millisecond, 2*time.Second)
 			t.Logf("%6.1fs: SIGKILL %s, down for %s", time.Since(start).Seconds(), victim, down.Round(time.Millisecond))
 			switch victim {
 			case "postgres":
@@ -153,6 +160,9 @@ chaos:
 			for name, n := range s.revive(t) {
 				deaths[name] += n
 			}
+		}
+		if rounds++; rounds == 1 {
+			close(firstRound)
 		}
 	}
 	t.Logf("all runs ended after %s; kills %v; processes that exited on their own %v", time.Since(start).Round(time.Second), kills, deaths)
@@ -351,11 +361,21 @@ func (s *Stack) patient(method, path string, body []byte, out any, header ...str
 // returns the run's ID, the status it ended in and whether it was resolved
 // from recovery.
 func (s *Stack) chaosRun(m member, wsID string, n int, logf func(string, ...any)) (string, string, bool, error) {
+	// The provisioner keeps each apply open for a few seconds, so that
+	// kills land in applies as well as in plans.
 	config := fmt.Sprintf(`resource "terraform_data" "item" {
   count = 20
   input = { generation = %d, index = count.index }
 }
-`, n)
+
+resource "terraform_data" "slow" {
+  input      = %d
+  depends_on = [terraform_data.item]
+  provisioner "local-exec" {
+    command = "sleep 3"
+  }
+}
+`, n, n)
 	var cv struct{ ID string }
 	hdr := append(m.mutate(uniqueKey("cfg")), "Content-Type", "application/gzip")
 	if _, err := s.patient(http.MethodPost, "/v1/workspaces/"+wsID+"/configuration-versions",

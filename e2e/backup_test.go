@@ -138,8 +138,7 @@ func TestBackupMidActivityRestores(t *testing.T) {
 	// the restored database and blob store.
 	dst := &Stack{APIURL: src.APIURL, APIHost: src.APIHost, DashboardURL: src.DashboardURL, MCPURL: src.MCPURL,
 		DatabaseURL: restoredURL, DataDir: restoredData, WorkerHealthURL: src.WorkerHealthURL, TLS: src.TLS, Client: src.Client,
-		Env: append(slices.Clone(src.Env), "DATABASE_URL="+restoredURL, "CAIRN_DATA_DIR="+restoredData,
-			"CAIRN_ATTEMPT_HEARTBEAT_TIMEOUT=5s", "CAIRN_JOB_RESCUE_AFTER="+drillRescueAfter.String()),
+		Env:  append(append(slices.Clone(src.Env), "DATABASE_URL="+restoredURL, "CAIRN_DATA_DIR="+restoredData), drillEnv...),
 		logs: &syncBuffer{}, bin: src.bin}
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -179,6 +178,11 @@ func TestBackupMidActivityRestores(t *testing.T) {
 		t.Errorf("the state applied before the backup on the restore: %s (run published %s)", id, deref(applied.Apply.StateVersionID))
 	}
 
+	// The jobs the dump shows running, on workers that are gone, are
+	// rescued; nothing stays held.
+	for _, p := range waitQuiet(ctx, conn, drillRescueAfter+60*time.Second) {
+		t.Error(p)
+	}
 	// And everything the restore wrote since verifies too.
 	verified, problems = verifyDigests(ctx, conn, openDirStore(t, filepath.Join(restoredData, "blobs")))
 	for _, p := range problems {

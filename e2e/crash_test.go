@@ -34,8 +34,15 @@ const stackMasterKey = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="
 
 // drillRescueAfter is the River rescue horizon the drills configure: a
 // SIGKILLed worker's running jobs must be rescued within it (plus the
-// rescuer's 30 s period) for the stack to count as quiet.
-const drillRescueAfter = 15 * time.Second
+// rescuer's 30 s period) for the stack to count as quiet. It bounds phase
+// jobs too, so the drills shorten the phase timeout and the interrupt
+// grace under it (drillEnv).
+const drillRescueAfter = 60 * time.Second
+
+// drillEnv is the worker settings of the drills: lost attempts are noticed
+// after 5 s, phases are bounded well under drillRescueAfter.
+var drillEnv = []string{"CAIRN_ATTEMPT_HEARTBEAT_TIMEOUT=5s", "CAIRN_PHASE_TIMEOUT=45s", "CAIRN_APPLY_INTERRUPT_GRACE=5s",
+	"CAIRN_JOB_RESCUE_AFTER=" + drillRescueAfter.String()}
 
 // TestCrashDrill runs managed runs while it SIGKILLs the API, the worker or
 // PostgreSQL (the postmaster and every server process at once) at random
@@ -81,8 +88,7 @@ func TestCrashDrill(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 
 	pg, dbURL := privateCluster(t)
-	s := runsStack(t, "DATABASE_URL="+dbURL, "CAIRN_ATTEMPT_HEARTBEAT_TIMEOUT=5s",
-		"CAIRN_JOB_RESCUE_AFTER="+drillRescueAfter.String())
+	s := runsStack(t, append([]string{"DATABASE_URL=" + dbURL}, drillEnv...)...)
 	s.DatabaseURL = dbURL
 	m := s.newMember(t, "chaos")
 

@@ -99,7 +99,11 @@ func New(cfg config.Config, conn *sqlx.DB, driver sandbox.Driver, logger *slog.L
 		if err != nil {
 			return nil, err
 		}
-		if err := add(river.AddWorkerSafely(workers, &runner.PhaseWorker{Runner: r, CapacityRetry: 250 * time.Millisecond, Identity: identity})); err != nil {
+		// A phase job is bounded by the rescue horizon, which outlasts
+		// the longest phase: a dead worker's phase jobs are rescued.
+		rescue, _ := RescueAfter(cfg)
+		if err := add(river.AddWorkerSafely(workers, &runner.PhaseWorker{Runner: r, CapacityRetry: 250 * time.Millisecond, Identity: identity,
+			JobTimeout: rescue})); err != nil {
 			return nil, err
 		}
 		if err := add(river.AddWorkerSafely(workers, &runner.ExpiryWorker{Runs: runs, DB: conn})); err != nil {
@@ -213,9 +217,10 @@ const defaultJobTimeout = time.Minute
 // back, and the job timeout that goes with it (River refuses a rescue
 // shorter than the timeout). Unset, it outlasts the longest phase job: its
 // timeout, the apply's interrupt grace and the evidence window, with a
-// margin; rescuing a live phase job would only run a job whose attempt
-// fence already refuses it, but it is noise. A shorter setting (tests,
-// crash drills) shortens the timeout of jobs without their own to match.
+// margin. It is also the phase jobs' timeout (River rescues no unbounded
+// job), so a configured value must outlast the phase timeout and its
+// interrupt grace (config checks that). A setting under a minute (crash
+// drills) shortens the timeout of jobs without their own to match.
 func RescueAfter(cfg config.Config) (rescue, jobTimeout time.Duration) {
 	rescue = cfg.JobRescueAfter
 	if rescue <= 0 {

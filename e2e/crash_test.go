@@ -150,6 +150,11 @@ chaos:
 				break chaos
 			case <-time.After(jitter(rng, 500*time.Millisecond, 4*time.Second)):
 			}
+			if victim == "worker" {
+				// A worker is worth killing while it runs a phase: then
+				// its attempt, lease and River job are left behind.
+				waitForRunningAttempt(dbURL, 10*time.Second)
+			}
 			down := jitter(rng, 100*time.Millisecond, 2*time.Second)
 			t.Logf("%6.1fs: SIGKILL %s, down for %s", time.Since(start).Seconds(), victim, down.Round(time.Millisecond))
 			switch victim {
@@ -213,6 +218,22 @@ chaos:
 	t.Logf("verified digests: %v", verified)
 	for _, problem := range checkAuditPairs(ctx, conn) {
 		t.Error(problem)
+	}
+}
+
+// waitForRunningAttempt returns once a phase attempt is running, or after
+// limit (the drill goes on either way).
+func waitForRunningAttempt(dbURL string, limit time.Duration) {
+	conn, err := sqlx.Open("postgres", dbURL)
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		var running bool
+		if conn.Get(&running, `SELECT EXISTS (SELECT 1 FROM run_attempts WHERE status = 'running')`) == nil && running {
+			return
+		}
 	}
 }
 

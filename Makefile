@@ -7,7 +7,7 @@ LDFLAGS := -X github.com/cairnhq/cairn/api/platform/buildinfo.Version=$(VERSION)
 BINARIES := ./api/cmd/cairn-api ./api/cmd/cairn-mcp ./jobs/cmd/cairn-worker ./jobs/cmd/cairn-sandbox-exec ./bff/cmd/cairn-bff \
             ./e2e/cmd/cairn-dev
 
-.PHONY: build run test test-compat bench fuzz contract deps deps-test tools clean
+.PHONY: build run test test-compat bench chaos fuzz contract deps deps-test tools clean
 
 ## build: compile cairn-api, cairn-mcp, cairn-worker (with cairn-sandbox-exec, which its sandboxes start through),
 ##        cairn-bff (and the cairn-dev helper) into bin/
@@ -45,6 +45,12 @@ ifneq ($(filter bench,$(MAKECMDGOALS)),)
 $(filter-out bench,$(MAKECMDGOALS)):
 	@:
 endif
+
+## chaos: the crash drill at length: 50 managed runs while the API, the worker and PostgreSQL are SIGKILLed at
+##        random (CAIRN_CHAOS_SEED replays a schedule; `make test` runs it with a few runs)
+CHAOS_RUNS ?= 50
+chaos: deps build tools
+	CAIRN_CHAOS_RUNS=$(CHAOS_RUNS) ./bin/cairn-dev test ./e2e/ -run TestCrashDrill
 
 ## fuzz: every Go fuzz target in turn for FUZZTIME each (default 30s); `make test` runs each for 2s
 FUZZTIME ?= 30s

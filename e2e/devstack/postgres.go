@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -261,6 +262,60 @@ func (pg *Postgres) Stop() error {
 	}
 	pg.cmd = nil
 	return nil
+}
+
+// Kill SIGKILLs the postmaster and every one of its server processes at
+// once, as a crashed machine loses them, and waits until the postmaster is
+// gone. Each server process leads its own session, so the postmaster's
+// process group does not reach them; they are found by their parent. Start
+// then brings the cluster back on the same data directory, through crash
+// recovery from its write-ahead log.
+func (pg *Postgres) Kill() {
+	if pg.cmd == nil || pg.cmd.Process == nil {
+		return
+	}
+	pid := pg.cmd.Process.Pid
+	children := childProcesses(pid)
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+	for _, c := range children {
+		_ = syscall.Kill(c, syscall.SIGKILL)
+	}
+	<-pg.done
+	// A server process forked between the listing and the kill notices
+	// its postmaster's death and exits; wait for the listed ones.
+	for _, c := range children {
+		for i := 0; i < 200 && syscall.Kill(c, 0) == nil; i++ {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	pg.cmd = nil
+}
+
+// childProcesses lists the processes whose parent is pid, from /proc.
+func childProcesses(pid int) []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid …: comm may hold spaces and parentheses,
+		// so the fields start after the last ')'.
+		i := strings.LastIndexByte(string(stat), ')')
+		if i < 0 {
+			continue
+		}
+		fields := strings.Fields(string(stat[i+1:]))
+		if len(fields) > 1 && fields[1] == strconv.Itoa(pid) {
+			out = append(out, child)
+		}
+	}
+	return out
 }
 
 // URL is the connection URL of a database in this cluster.

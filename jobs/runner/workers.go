@@ -26,10 +26,23 @@ type PhaseWorker struct {
 	// Identity is what this worker records of itself on every attempt it
 	// starts; the job's kind and ID become its workflow ID.
 	Identity run.WorkerIdentity
+	// JobTimeout bounds the job; it must outlast the sandbox's own wall
+	// clock (the phase timeout, the interrupt grace, recording the
+	// evidence), which is what really ends a phase. Zero leaves the job
+	// unbounded.
+	JobTimeout time.Duration
 }
 
-// Timeout leaves the deadline to the sandbox's own wall clock.
-func (w *PhaseWorker) Timeout(*river.Job[run.PhaseArgs]) time.Duration { return -1 }
+// Timeout is the job's bound. River's rescuer never takes back a job whose
+// timeout is negative (unbounded), so a job left running by a SIGKILLed
+// worker would stay running in river_job for good; bounded, it is rescued
+// once the bound passed, and its replay finds its attempt no longer queued.
+func (w *PhaseWorker) Timeout(*river.Job[run.PhaseArgs]) time.Duration {
+	if w.JobTimeout <= 0 {
+		return -1
+	}
+	return w.JobTimeout
+}
 
 // Work starts the attempt (lease and create intent in one transaction) and
 // executes it. A full region or a closed launch gate waits; an attempt that

@@ -99,7 +99,11 @@ func New(cfg config.Config, conn *sqlx.DB, driver sandbox.Driver, logger *slog.L
 		if err != nil {
 			return nil, err
 		}
-		if err := add(river.AddWorkerSafely(workers, &runner.PhaseWorker{Runner: r, CapacityRetry: 250 * time.Millisecond, Identity: identity})); err != nil {
+		// A phase job is bounded by the rescue horizon, which outlasts
+		// the longest phase: a dead worker's phase jobs are rescued.
+		rescue, _ := RescueAfter(cfg)
+		if err := add(river.AddWorkerSafely(workers, &runner.PhaseWorker{Runner: r, CapacityRetry: 250 * time.Millisecond, Identity: identity,
+			JobTimeout: rescue})); err != nil {
 			return nil, err
 		}
 		if err := add(river.AddWorkerSafely(workers, &runner.ExpiryWorker{Runs: runs, DB: conn})); err != nil {
@@ -174,13 +178,18 @@ func New(cfg config.Config, conn *sqlx.DB, driver sandbox.Driver, logger *slog.L
 	for q := range queues {
 		queueNames = append(queueNames, q)
 	}
+	rescueAfter, jobTimeout := RescueAfter(cfg)
 	client, err := river.NewClient(newListeningDriver(conn.DB, cfg.DatabaseURL.Reveal(), queueNames), &river.Config{
 		// River's routine (producer job counts, maintenance passes) is
 		// debug; its warnings and errors stay as they are.
-		Logger:            config.LibraryLogger(logger),
-		Queues:            queues,
-		Workers:           workers,
-		FetchPollInterval: cfg.WorkerPollInterval,
+		Logger: config.LibraryLogger(logger),
+		// A SIGKILLed worker leaves its jobs running in river_job; the
+		// rescuer (on the elected leader) releases them after this long.
+		RescueStuckJobsAfter: rescueAfter,
+		JobTimeout:           jobTimeout,
+		Queues:               queues,
+		Workers:              workers,
+		FetchPollInterval:    cfg.WorkerPollInterval,
 		// A notified fetch waits out this cooldown after the previous
 		// fetch (a poll, say): it is what dispatch latency is made of.
 		FetchCooldown: min(cfg.WorkerPollInterval, FetchCooldown),
@@ -205,6 +214,25 @@ var JobKinds = []string{
 	maintenance.IdempotencySweepArgs{}.Kind(), maintenance.SignInFailureSweepArgs{}.Kind(), maintenance.BlobSweepArgs{}.Kind(),
 	run.PhaseArgs{}.Kind(), run.ExpiryArgs{}.Kind(), run.ReapArgs{}.Kind(), run.TriggerArgs{}.Kind(),
 	policy.PublicationArgs{}.Kind(), maintenance.DispatchReconcileArgs{}.Kind(),
+}
+
+// defaultJobTimeout is River's own default for jobs without a Timeout.
+const defaultJobTimeout = time.Minute
+
+// RescueAfter is how long a job may run before River's rescuer takes it
+// back, and the job timeout that goes with it (River refuses a rescue
+// shorter than the timeout). Unset, it outlasts the longest phase job: its
+// timeout, the apply's interrupt grace and the evidence window, with a
+// margin. It is also the phase jobs' timeout (River rescues no unbounded
+// job), so a configured value must outlast the phase timeout and its
+// interrupt grace (config checks that). A setting under a minute (crash
+// drills) shortens the timeout of jobs without their own to match.
+func RescueAfter(cfg config.Config) (rescue, jobTimeout time.Duration) {
+	rescue = cfg.JobRescueAfter
+	if rescue <= 0 {
+		rescue = max(time.Hour, cfg.PhaseTimeout+StopWindow(cfg)+5*time.Minute)
+	}
+	return rescue, min(defaultJobTimeout, rescue)
 }
 
 // FetchCooldown is the shortest time between two job fetches of one queue

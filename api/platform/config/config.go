@@ -196,6 +196,14 @@ type Config struct {
 	ApprovalTimeout time.Duration `env:"CAIRN_APPROVAL_TIMEOUT" envDefault:"168h"`
 	// PhaseTimeout bounds one sandboxed phase.
 	PhaseTimeout time.Duration `env:"CAIRN_PHASE_TIMEOUT" envDefault:"1h"`
+	// JobRescueAfter is how long a River job may stay running before the
+	// rescuer counts its worker as dead and releases the job (retried, or
+	// discarded once out of attempts); it also bounds phase jobs. Zero
+	// derives it from the longest a phase job can legitimately run
+	// (PhaseTimeout plus the interrupt and evidence windows, with a
+	// margin), so a live apply is never cut off or rescued; the attempt
+	// reaper, not the rescuer, is what recovers a lost run.
+	JobRescueAfter time.Duration `env:"CAIRN_JOB_RESCUE_AFTER"`
 	// RegistryDownloadTTL is how long the signed archive URL of a
 	// registry module version (modules.v1's download answer) lasts.
 	RegistryDownloadTTL time.Duration `env:"CAIRN_REGISTRY_DOWNLOAD_TTL" envDefault:"1h"`
@@ -345,6 +353,10 @@ func (c Config) validate() error {
 	}
 	if c.PhaseTimeout < time.Second {
 		problems = append(problems, errors.New("CAIRN_PHASE_TIMEOUT must be at least 1s"))
+	}
+	if c.JobRescueAfter != 0 && (c.JobRescueAfter <= c.PhaseTimeout+c.ApplyInterruptGrace || c.JobRescueAfter > 7*24*time.Hour) {
+		// It bounds phase jobs too: shorter, a live phase would be cut off.
+		problems = append(problems, errors.New("CAIRN_JOB_RESCUE_AFTER must be 0 (derived) or longer than CAIRN_PHASE_TIMEOUT plus CAIRN_APPLY_INTERRUPT_GRACE, at most 168h"))
 	}
 	if c.RegistryDownloadTTL < time.Second || c.RegistryDownloadTTL > 24*time.Hour {
 		problems = append(problems, errors.New("CAIRN_REGISTRY_DOWNLOAD_TTL must be between 1s and 24h"))

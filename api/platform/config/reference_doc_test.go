@@ -76,6 +76,7 @@ var settingDocs = map[string]settingDoc{
 	"CAIRN_RUN_LOG_MAX_BYTES":            {"worker", "Command output one run keeps across phases and attempts (1 MiB–1 GiB); past it a line marks the cut and the run shows `log_truncated`."},
 	"OTEL_EXPORTER_OTLP_ENDPOINT":        {"api, worker", "OpenTelemetry collector base URL; traces are exported over OTLP/HTTP to `…/v1/traces`. Unset: no tracing."},
 	"CAIRN_APPROVAL_TIMEOUT":             {"api, worker", "How long a plan waits for approval before the run expires."},
+	"CAIRN_JOB_RESCUE_AFTER":             {"worker", "How long a job may stay running before River's rescuer (on the elected worker) hands it to another worker: what frees the jobs of a worker that was killed. Unset: longer than the longest phase (phase timeout, interrupt grace and evidence window, plus margin), about 1 h 07 min with the defaults; an explicit value must exceed CAIRN_PHASE_TIMEOUT plus CAIRN_APPLY_INTERRUPT_GRACE."},
 	"CAIRN_PHASE_TIMEOUT":                {"worker", "Wall-clock limit of one sandboxed phase, all of its commands together (at least 1s); also the lifetime of the phase's workload-identity tokens (at most 24 h)."},
 	"CAIRN_REGISTRY_DOWNLOAD_TTL":        {"api", "Lifetime of the signed archive URL a modules.v1 download answers with (1s to 24h)."},
 	"CAIRN_APPLY_INTERRUPT_GRACE":        {"worker", "An apply stopped by cancel, phase timeout or worker shutdown gets SIGINT and this long (1s–1h) to stop and save its state before SIGKILL. A stopping worker waits this plus 60 s."},

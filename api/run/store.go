@@ -604,3 +604,12 @@ func eventByID(ctx context.Context, q sqlx.QueryerContext, eventID string) (Even
 	}
 	return e, nil
 }
+
+// insertLogChunk stores one masked chunk of a phase's log.
+func insertLogChunk(ctx context.Context, q sqlx.ExecerContext, runID string, sequence int64, phase, body string) error {
+	if _, err := q.ExecContext(ctx, `INSERT INTO run_log_chunks (run_id, sequence, phase, body) VALUES ($1, $2, $3, $4)`,
+		runID, sequence, phase, body); err != nil {
+		return fmt.Errorf("storing log chunk: %w", err)
+	}
+	return nil
+}

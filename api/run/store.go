@@ -232,13 +232,36 @@ const (
 	SavedPlansExcluded SavedPlanFilter = "excluded"
 )
 
+// listRuns reads one page of an organization's runs. Only the conditions
+// that apply are written into the statement: each combination is then its
+// own prepared statement whose cached generic plan fits it (a workspace's
+// runs walk the workspace's index), where "($2 = ” OR workspace_id = $2)"
+// would leave one generic plan for all of them that walks every run of
+// the organization to find one rare workspace's.
 func listRuns(ctx context.Context, q sqlx.QueryerContext, organizationID string, f RunFilter, boundary boundary, page cursor.Page) ([]Run, error) {
-	keyset, args := page.Keyset([]any{organizationID, f.WorkspaceID, boundary.projectID, boundary.workspaceID, pqStrings(f.Statuses),
-		boundary.scope.All, pqStrings(boundary.scope.WorkspaceIDs), pqStrings(boundary.scope.ProjectIDs)}, "created_at", "id")
-	query := `SELECT ` + runColumns + ` FROM runs WHERE organization_id = $1
-		AND ($2 = '' OR workspace_id = $2) AND ($3 = '' OR project_id = $3) AND ($4 = '' OR workspace_id = $4)
-		AND (cardinality($5::text[]) = 0 OR status = ANY($5::text[]))
-		AND ($6 OR workspace_id = ANY($7::text[]) OR project_id = ANY($8::text[]))` + keyset + page.OrderLimit("created_at", "id")
+	where, args := `organization_id = $1`, []any{organizationID}
+	add := func(cond string, value any) {
+		args = append(args, value)
+		where += fmt.Sprintf(" AND "+cond, len(args))
+	}
+	if f.WorkspaceID != "" {
+		add("workspace_id = $%d", f.WorkspaceID)
+	}
+	if boundary.projectID != "" {
+		add("project_id = $%d", boundary.projectID)
+	}
+	if boundary.workspaceID != "" {
+		add("workspace_id = $%d", boundary.workspaceID)
+	}
+	if len(f.Statuses) > 0 {
+		add("status = ANY($%d::text[])", pqStrings(f.Statuses))
+	}
+	if !boundary.scope.All {
+		args = append(args, pqStrings(boundary.scope.WorkspaceIDs), pqStrings(boundary.scope.ProjectIDs))
+		where += fmt.Sprintf(" AND (workspace_id = ANY($%d::text[]) OR project_id = ANY($%d::text[]))", len(args)-1, len(args))
+	}
+	keyset, args := page.Keyset(args, "created_at", "id")
+	query := `SELECT ` + runColumns + ` FROM runs WHERE ` + where + keyset + page.OrderLimit("created_at", "id")
 	var out []Run
 	if err := sqlx.SelectContext(ctx, q, &out, query, args...); err != nil {
 		return nil, fmt.Errorf("listing runs: %w", err)

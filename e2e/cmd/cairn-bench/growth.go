@@ -171,7 +171,9 @@ func benchGrowth(dbURL string) error {
 		get  func(o *growthOrg) (int, error)
 	}
 	v1Get := func(path func(o *growthOrg) string) func(o *growthOrg) (int, error) {
-		return func(o *growthOrg) (int, error) { return getStatus(client, api.URL+path(o), "Cookie", "__Secure-identity.session_token="+o.session) }
+		return func(o *growthOrg) (int, error) {
+			return getStatus(client, api.URL+path(o), "Cookie", "__Secure-identity.session_token="+o.session)
+		}
 	}
 	var calls []growthCall
 	for _, s := range specs {

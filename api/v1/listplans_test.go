@@ -126,7 +126,8 @@ func TestListQueriesUseIndexes(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	for serial := 1; serial <= 300; serial++ {
+	publish := func(serial int) {
+		t.Helper()
 		body := fmt.Sprintf(`{"version":4,"terraform_version":"1.10.6","serial":%d,"lineage":"l","outputs":{},"resources":[]}`, serial)
 		sum := md5.Sum([]byte(body))
 		var v state.Version
@@ -139,6 +140,9 @@ func TestListQueriesUseIndexes(t *testing.T) {
 		if _, err := svc.State.Upload(ctx, v.ID, strings.NewReader(body)); err != nil {
 			t.Fatal(err)
 		}
+	}
+	for serial := 1; serial <= 300; serial++ {
+		publish(serial)
 	}
 	if _, err := conn.Exec(`ANALYZE`); err != nil {
 		t.Fatal(err)
@@ -169,6 +173,8 @@ func TestListQueriesUseIndexes(t *testing.T) {
 	owner.Get("/v1/runs/" + history[0].Run.ID + "/logs").MustStatus(t, http.StatusOK)
 	env.Anonymous().Do(apitest.Request{Method: http.MethodGet, Path: "/api/v2/workspaces/" + hot,
 		Header: map[string]string{"Authorization": "Bearer " + tok.Token}}).MustStatus(t, http.StatusOK)
+	// A state publication reads the workspace's runs awaiting a decision.
+	publish(301)
 	queries := rec.stop()
 
 	explained := 0

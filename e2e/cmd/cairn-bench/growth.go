@@ -418,22 +418,39 @@ func seedRuns(ctx context.Context, conn *sqlx.DB, o *growthOrg, template cairnru
 		}
 		return others[i%len(others)]
 	}
-	var next atomic.Int64
+	// The trigger that counts a workspace's runs locks its row until the
+	// batch commits, so the hot workspace's runs go in small batches of a
+	// writer of their own and the others' (a different workspace each) in
+	// large ones from two more.
+	var hot, cold []int
+	for i := range o.size.runs {
+		if workspaceOf(i) == o.hot {
+			hot = append(hot, i)
+		} else {
+			cold = append(cold, i)
+		}
+	}
+	type lane struct {
+		indices []int
+		batch   int
+		next    *atomic.Int64
+	}
+	hotLane, coldLane := lane{hot, 50, new(atomic.Int64)}, lane{cold, batch, new(atomic.Int64)}
 	var wg sync.WaitGroup
 	errs := make(chan error, 3)
 	var review atomic.Value
-	for range 3 {
+	for _, l := range []lane{hotLane, coldLane, coldLane} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for {
-				start := int(next.Add(batch)) - batch
-				if start >= o.size.runs {
+				start := int(l.next.Add(int64(l.batch))) - l.batch
+				if start >= len(l.indices) {
 					errs <- nil
 					return
 				}
 				var hs []cairnrun.History
-				for i := start; i < min(start+batch, o.size.runs); i++ {
+				for _, i := range l.indices[start:min(start+l.batch, len(l.indices))] {
 					ws := workspaceOf(i)
 					at := base.Add(time.Duration(i) * time.Second)
 					r := template

@@ -53,7 +53,10 @@ func largeSize(factor float64) growthSize {
 	return growthSize{workspaces: n(10_000), runs: n(200_000), hotRuns: n(20_000), stateVersions: n(10_000), auditEvents: n(1_000_000)}
 }
 
-var smallSize = growthSize{workspaces: 10, runs: 100, hotRuns: 10, stateVersions: 10, auditEvents: 500}
+// smallSize is the baseline organization. Its hot workspace holds half its
+// runs and 50 state versions, so the deep pages of both organizations'
+// workspace lists are full pages of 20 rows, like the large one's.
+var smallSize = growthSize{workspaces: 10, runs: 100, hotRuns: 50, stateVersions: 50, auditEvents: 500}
 
 // growthOrg is one seeded organization and what its calls need.
 type growthOrg struct {
@@ -412,8 +415,8 @@ func seedRuns(ctx context.Context, conn *sqlx.DB, o *growthOrg, template cairnru
 	}
 	others := o.workspaceIDs[1:]
 	workspaceOf := func(i int) string {
-		// Every tenth run is the hot workspace's, until it has hotRuns.
-		if i%10 == 0 && i/10 < o.size.hotRuns || len(others) == 0 {
+		// The hot workspace's runs are spread evenly through the history.
+		if i*o.size.hotRuns/o.size.runs != (i+1)*o.size.hotRuns/o.size.runs || len(others) == 0 {
 			return o.hot
 		}
 		return others[i%len(others)]

@@ -164,6 +164,34 @@ func TestListQueriesUseIndexes(t *testing.T) {
 		}
 		owner.Get(path+sep+"limit=20&cursor="+url.QueryEscape(*pg.Meta.Page.NextCursor)).MustStatus(t, http.StatusOK)
 	}
+	// A workspace's list, walked to its end, is exactly its runs, newest
+	// first (the page is picked from the workspace's index first).
+	var want []string
+	for i := len(history) - 1; i >= 0; i-- {
+		if history[i].Run.WorkspaceID == hot {
+			want = append(want, history[i].Run.ID)
+		}
+	}
+	var got []string
+	for next := ""; ; {
+		path := "/v1/runs?limit=100&workspace_id=" + hot
+		if next != "" {
+			path += "&cursor=" + url.QueryEscape(next)
+		}
+		var pg page
+		owner.Get(path).MustStatus(t, http.StatusOK).JSON(t, &pg)
+		for _, d := range pg.Data {
+			got = append(got, d.ID)
+		}
+		if pg.Meta.Page.NextCursor == nil {
+			break
+		}
+		next = *pg.Meta.Page.NextCursor
+	}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("the hot workspace lists %d runs, want its %d newest first", len(got), len(want))
+	}
+
 	rec.start()
 	firstAndDeep("/v1/runs")
 	firstAndDeep("/v1/runs?workspace_id=" + hot)

@@ -271,9 +271,18 @@ func listRuns(ctx context.Context, q sqlx.QueryerContext, organizationID string,
 		// remaining conditions hold for all of one workspace's runs or
 		// for none (its project, the caller's scope and organization), so
 		// applying them to the picked page changes no answer.
+		// The join drives from the picked ids (a primary-key read each);
+		// "id IN (…)" beside the workspace condition let the planner read
+		// the whole workspace instead and probe the ids.
 		args = append(args, one)
-		where += fmt.Sprintf(` AND id IN (SELECT id FROM runs WHERE workspace_id = $%d`, len(args)) + keyset +
-			page.OrderLimit("created_at", "id") + `)`
+		from := fmt.Sprintf(`(SELECT id FROM runs WHERE workspace_id = $%d`, len(args)) + keyset +
+			page.OrderLimit("created_at", "id") + `) picked JOIN runs USING (id)`
+		query := `SELECT ` + runColumns + ` FROM ` + from + ` WHERE ` + where + keyset + page.OrderLimit("created_at", "id")
+		var out []Run
+		if err := sqlx.SelectContext(ctx, q, &out, query, args...); err != nil {
+			return nil, fmt.Errorf("listing runs: %w", err)
+		}
+		return out, nil
 	}
 	query := `SELECT ` + runColumns + ` FROM runs WHERE ` + where + keyset + page.OrderLimit("created_at", "id")
 	var out []Run

@@ -271,13 +271,14 @@ func listRuns(ctx context.Context, q sqlx.QueryerContext, organizationID string,
 		// remaining conditions hold for all of one workspace's runs or
 		// for none (its project, the caller's scope and organization), so
 		// applying them to the picked page changes no answer.
-		// The join drives from the picked ids (a primary-key read each);
-		// "id IN (…)" beside the workspace condition let the planner read
-		// the whole workspace instead and probe the ids.
+		// Each picked run is then read by its primary key (a lateral
+		// subquery the LIMIT keeps the planner from flattening): joined
+		// plainly, the planner may read the whole workspace and probe the
+		// picked ids, as it judges a workspace by the average one.
 		args = append(args, one)
-		from := fmt.Sprintf(`(SELECT id FROM runs WHERE workspace_id = $%d`, len(args)) + keyset +
-			page.OrderLimit("created_at", "id") + `) picked JOIN runs USING (id)`
-		query := `SELECT ` + runColumns + ` FROM ` + from + ` WHERE ` + where + keyset + page.OrderLimit("created_at", "id")
+		query := fmt.Sprintf(`SELECT r.* FROM (SELECT id FROM runs WHERE workspace_id = $%d`, len(args)) + keyset +
+			page.OrderLimit("created_at", "id") + `) picked, LATERAL (SELECT ` + runColumns + ` FROM runs
+			WHERE id = picked.id AND ` + where + ` LIMIT 1) r ORDER BY r.created_at DESC, r.id DESC`
 		var out []Run
 		if err := sqlx.SelectContext(ctx, q, &out, query, args...); err != nil {
 			return nil, fmt.Errorf("listing runs: %w", err)

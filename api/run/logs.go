@@ -476,9 +476,7 @@ func (l *LogSink) Flush(ctx context.Context, final bool) error {
 	}
 	var err error
 	for _, chunk := range logChunks(body) {
-		if _, err = l.s.db.ExecContext(ctx, `INSERT INTO run_log_chunks (run_id, sequence, phase, body) VALUES ($1, $2, $3, $4)`,
-			l.runID, seq, l.phase, chunk); err != nil {
-			err = fmt.Errorf("storing log chunk: %w", err)
+		if err = insertLogChunk(ctx, l.s.db, l.runID, seq, l.phase, chunk); err != nil {
 			break
 		}
 		body = body[len(chunk):]

@@ -1154,11 +1154,13 @@ func (s *Service) ListRunsPage(ctx context.Context, p access.Principal, f RunFil
 }
 
 // Capacity counts the organization's runs waiting for and holding a sandbox.
+// The status condition lets it read only the unfinished runs' index.
 func (s *Service) Capacity(ctx context.Context, organizationID string) (pending, running int, err error) {
 	err = s.db.QueryRowxContext(ctx, `SELECT
 		count(*) FILTER (WHERE status IN ('pending', 'plan_queued', 'apply_queued')),
 		count(*) FILTER (WHERE status IN ('planning', 'applying'))
-		FROM runs WHERE organization_id = $1`, organizationID).Scan(&pending, &running)
+		FROM runs WHERE organization_id = $1 AND status IN ('pending', 'plan_queued', 'apply_queued', 'planning', 'applying')`,
+		organizationID).Scan(&pending, &running)
 	if err != nil {
 		return 0, 0, fmt.Errorf("counting capacity: %w", err)
 	}
@@ -1172,11 +1174,11 @@ func (s *Service) WorkspaceRuns(ctx context.Context, organizationID, workspaceID
 		Count  int     `db:"count"`
 		Latest *string `db:"latest"`
 	}
-	// The newest run is one step down the workspace's newest-first index;
-	// aggregating every run's ID to pick the first would sort them all on
-	// each workspace read.
+	// The count is kept on the workspace row (a trigger on runs), not
+	// counted over its whole history on each read; the newest run is one
+	// step down the workspace's newest-first index.
 	if err := s.db.GetContext(ctx, &row, `SELECT
-		(SELECT count(*) FROM runs WHERE organization_id = $1 AND workspace_id = $2) AS count,
+		coalesce((SELECT run_count FROM workspaces WHERE organization_id = $1 AND id = $2), 0) AS count,
 		(SELECT id FROM runs WHERE organization_id = $1 AND workspace_id = $2
 			ORDER BY created_at DESC, id DESC LIMIT 1) AS latest`, organizationID, workspaceID); err != nil {
 		return 0, "", fmt.Errorf("summarizing runs: %w", err)

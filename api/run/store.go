@@ -1,6 +1,7 @@
 package run
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/hex"
@@ -232,13 +233,59 @@ const (
 	SavedPlansExcluded SavedPlanFilter = "excluded"
 )
 
+// listRuns reads one page of an organization's runs. Only the conditions
+// that apply are written into the statement: each combination is then its
+// own prepared statement whose cached generic plan fits it (a workspace's
+// runs walk the workspace's index), where "($2 = ” OR workspace_id = $2)"
+// would leave one generic plan for all of them that walks every run of
+// the organization to find one rare workspace's.
 func listRuns(ctx context.Context, q sqlx.QueryerContext, organizationID string, f RunFilter, boundary boundary, page cursor.Page) ([]Run, error) {
-	keyset, args := page.Keyset([]any{organizationID, f.WorkspaceID, boundary.projectID, boundary.workspaceID, pqStrings(f.Statuses),
-		boundary.scope.All, pqStrings(boundary.scope.WorkspaceIDs), pqStrings(boundary.scope.ProjectIDs)}, "created_at", "id")
-	query := `SELECT ` + runColumns + ` FROM runs WHERE organization_id = $1
-		AND ($2 = '' OR workspace_id = $2) AND ($3 = '' OR project_id = $3) AND ($4 = '' OR workspace_id = $4)
-		AND (cardinality($5::text[]) = 0 OR status = ANY($5::text[]))
-		AND ($6 OR workspace_id = ANY($7::text[]) OR project_id = ANY($8::text[]))` + keyset + page.OrderLimit("created_at", "id")
+	where, args := `organization_id = $1`, []any{organizationID}
+	add := func(cond string, value any) {
+		args = append(args, value)
+		where += fmt.Sprintf(" AND "+cond, len(args))
+	}
+	if f.WorkspaceID != "" {
+		add("workspace_id = $%d", f.WorkspaceID)
+	}
+	if boundary.projectID != "" {
+		add("project_id = $%d", boundary.projectID)
+	}
+	if boundary.workspaceID != "" {
+		add("workspace_id = $%d", boundary.workspaceID)
+	}
+	if len(f.Statuses) > 0 {
+		add("status = ANY($%d::text[])", pqStrings(f.Statuses))
+	}
+	if !boundary.scope.All {
+		args = append(args, pqStrings(boundary.scope.WorkspaceIDs), pqStrings(boundary.scope.ProjectIDs))
+		where += fmt.Sprintf(" AND (workspace_id = ANY($%d::text[]) OR project_id = ANY($%d::text[]))", len(args)-1, len(args))
+	}
+	keyset, args := page.Keyset(args, "created_at", "id")
+	if one := cmp.Or(f.WorkspaceID, boundary.workspaceID); one != "" && len(f.Statuses) == 0 {
+		// One workspace's page is picked from its index alone (an
+		// index-only scan) before its rows are read. A cached generic plan
+		// assumes every workspace has the average few runs and reads them
+		// all with a bitmap scan and a sort, which for a workspace with
+		// tens of thousands is a scan of its history on every page. The
+		// remaining conditions hold for all of one workspace's runs or
+		// for none (its project, the caller's scope and organization), so
+		// applying them to the picked page changes no answer.
+		// Each picked run is then read by its primary key (a lateral
+		// subquery the LIMIT keeps the planner from flattening): joined
+		// plainly, the planner may read the whole workspace and probe the
+		// picked ids, as it judges a workspace by the average one.
+		args = append(args, one)
+		query := fmt.Sprintf(`SELECT r.* FROM (SELECT id FROM runs WHERE workspace_id = $%d`, len(args)) + keyset +
+			page.OrderLimit("created_at", "id") + `) picked, LATERAL (SELECT ` + runColumns + ` FROM runs
+			WHERE id = picked.id AND ` + where + ` LIMIT 1) r ORDER BY r.created_at DESC, r.id DESC`
+		var out []Run
+		if err := sqlx.SelectContext(ctx, q, &out, query, args...); err != nil {
+			return nil, fmt.Errorf("listing runs: %w", err)
+		}
+		return out, nil
+	}
+	query := `SELECT ` + runColumns + ` FROM runs WHERE ` + where + keyset + page.OrderLimit("created_at", "id")
 	var out []Run
 	if err := sqlx.SelectContext(ctx, q, &out, query, args...); err != nil {
 		return nil, fmt.Errorf("listing runs: %w", err)
@@ -603,4 +650,13 @@ func eventByID(ctx context.Context, q sqlx.QueryerContext, eventID string) (Even
 		return Event{}, fmt.Errorf("reading run event: %w", err)
 	}
 	return e, nil
+}
+
+// insertLogChunk stores one masked chunk of a phase's log.
+func insertLogChunk(ctx context.Context, q sqlx.ExecerContext, runID string, sequence int64, phase, body string) error {
+	if _, err := q.ExecContext(ctx, `INSERT INTO run_log_chunks (run_id, sequence, phase, body) VALUES ($1, $2, $3, $4)`,
+		runID, sequence, phase, body); err != nil {
+		return fmt.Errorf("storing log chunk: %w", err)
+	}
+	return nil
 }

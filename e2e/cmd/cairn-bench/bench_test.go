@@ -32,7 +32,7 @@ func TestEveryPhaseFinishes(t *testing.T) {
 	}
 	var out bytes.Buffer
 	cmd := exec.CommandContext(ctx, bin, "-rounds", "1", "-duration", "200ms", "-concurrency", "4", "-size", "0.01",
-		"-idle-window", "5s", "-concurrent-runs", "2")
+		"-idle-window", "5s", "-concurrent-runs", "2", "-scale-rounds", "5")
 	// From the repository root, as make runs it: the toolchain mirror and
 	// the binaries are found from there.
 	cmd.Dir, cmd.Stdout, cmd.Stderr = root, &out, &out

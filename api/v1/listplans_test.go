@@ -1,0 +1,448 @@
+package v1_test
+
+import (
+	"context"
+	"crypto/md5"
+	"database/sql"
+	"database/sql/driver"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+
+	"github.com/cairnhq/cairn/api/access"
+	"github.com/cairnhq/cairn/api/apitest"
+	"github.com/cairnhq/cairn/api/audit"
+	"github.com/cairnhq/cairn/api/platform/db"
+	"github.com/cairnhq/cairn/api/platform/dbtest"
+	"github.com/cairnhq/cairn/api/platform/id"
+	"github.com/cairnhq/cairn/api/run"
+	"github.com/cairnhq/cairn/api/state"
+	"github.com/cairnhq/cairn/api/workspace"
+)
+
+// largeTables are the tables that grow with an organization's history: no
+// list or read of one page may scan them whole.
+var largeTables = []string{"runs", "run_attempts", "run_log_chunks", "state_versions", "audit_events", "workspaces", "configuration_versions"}
+
+// TestListQueriesUseIndexes serves the cursor lists (first and a deep
+// page), a run review and the /api/v2 workspace read over a database with
+// a few thousand runs, attempts, log chunks, state versions, audit events
+// and hundreds of workspaces, records every query the server runs for
+// them, and EXPLAINs each one both as planned for its values and as the
+// generic plan a cached prepared statement falls back to: neither may
+// scan a large table sequentially (enable_seqscan stays on). Each is also
+// run (EXPLAIN ANALYZE): no node may read and discard more than a few
+// hundred rows of a large table.
+func TestListQueriesUseIndexes(t *testing.T) {
+	t.Parallel()
+	_, dbURL := dbtest.NewURL(t)
+	rec := &queryRecorder{}
+	conn := recordingPool(t, dbURL, rec)
+	env := apitest.Start(t, conn, dbURL)
+	owner := env.WithOrganization("Grower")
+	ctx := context.Background()
+	svc := env.Server.Services()
+	p := access.Principal{Kind: access.KindUser, ID: owner.ID, OrganizationID: owner.OrganizationID,
+		Role: access.RoleOwner, Permissions: access.PermissionsOf(access.RoleOwner)}
+
+	var project struct{ ID string }
+	owner.Mutate(http.MethodPost, "/v1/projects", map[string]string{"name": "growth"}).MustStatus(t, http.StatusCreated).Data(t, &project)
+	var tok struct{ Token string }
+	owner.Mutate(http.MethodPost, "/v1/user-tokens", map[string]string{"description": "cli"}).MustStatus(t, http.StatusCreated).Data(t, &tok)
+	var workspaces []string
+	if err := db.WithTx(ctx, conn, func(tx *sqlx.Tx) error {
+		for i := range 300 {
+			w, err := svc.Workspaces.CreateWorkspace(ctx, tx, p, workspace.CreateWorkspaceInput{ProjectID: project.ID,
+				Name: fmt.Sprintf("ws-%03d", i), Settings: workspace.ExecutionSettings{ToolVersion: "1.10.6", Region: "us", Platform: "linux_amd64"}})
+			if err != nil {
+				return err
+			}
+			workspaces = append(workspaces, w.ID)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	hot, last := workspaces[0], workspaces[len(workspaces)-1]
+
+	// One real run is the template the seeded history copies.
+	var cvView, created struct{ ID string }
+	gzipUpload(owner, "/v1/workspaces/"+last+"/configuration-versions", configArchive).MustStatus(t, http.StatusCreated).Data(t, &cvView)
+	owner.Mutate(http.MethodPost, "/v1/runs", map[string]string{"workspace_id": last, "configuration_version_id": cvView.ID,
+		"kind": "plan_only"}).MustStatus(t, http.StatusCreated).Data(t, &created)
+	template, err := svc.Runs.GetRun(ctx, p, created.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cv, err := svc.Runs.CurrentConfiguration(ctx, owner.OrganizationID, last)
+	if err != nil || cv == nil {
+		t.Fatalf("template configuration: %v", err)
+	}
+	cvs := map[string]string{}
+	var configs []run.ConfigurationVersion
+	for _, ws := range workspaces {
+		c := *cv
+		c.ID, c.WorkspaceID = id.New("cv"), ws
+		cvs[ws] = c.ID
+		configs = append(configs, c)
+	}
+	base := time.Now().UTC().Add(-time.Hour)
+	var history []run.History
+	for i := range 4000 {
+		ws := workspaces[i%len(workspaces)]
+		if i%4 == 0 {
+			ws = hot
+		}
+		r := template
+		at := base.Add(time.Duration(i) * time.Millisecond)
+		r.ID, r.WorkspaceID, r.ConfigurationVersionID, r.CreatedAt, r.UpdatedAt = id.New("run"), ws, cvs[ws], at, at
+		r.Status = run.StatusPlannedAndFinished
+		history = append(history, run.History{Run: r, Log: []string{"Plan: 1 to add.\n"}, Attempts: []run.Attempt{{ID: id.New("att"),
+			OrganizationID: r.OrganizationID, RunID: r.ID, Phase: run.PhasePlan, Number: 1, Status: run.AttemptSucceeded, Region: r.Region, QueuedAt: at}}})
+	}
+	if err := db.WithTx(ctx, conn, func(tx *sqlx.Tx) error {
+		if err := run.SeedConfigurations(ctx, tx, configs); err != nil {
+			return err
+		}
+		if err := run.SeedHistory(ctx, tx, history); err != nil {
+			return err
+		}
+		for i := range 5000 {
+			if _, err := audit.Append(ctx, tx, audit.Entry{OrganizationID: owner.OrganizationID, Action: "workspace.updated",
+				Actor: audit.ActorOf(p), TargetType: "workspace", TargetID: workspaces[i%len(workspaces)]}); err != nil {
+				return err
+			}
+		}
+		_, err := svc.Workspaces.LockWorkspace(ctx, tx, p, hot, "state")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	publish := func(serial int) {
+		t.Helper()
+		body := fmt.Sprintf(`{"version":4,"terraform_version":"1.10.6","serial":%d,"lineage":"l","outputs":{},"resources":[]}`, serial)
+		sum := md5.Sum([]byte(body))
+		var v state.Version
+		if err := db.WithTx(ctx, conn, func(tx *sqlx.Tx) (err error) {
+			v, err = svc.State.Create(ctx, tx, p, hot, state.CreateInput{Serial: int64(serial), MD5: hex.EncodeToString(sum[:]), Lineage: "l"})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := svc.State.Upload(ctx, v.ID, strings.NewReader(body)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for serial := 1; serial <= 300; serial++ {
+		publish(serial)
+	}
+	if _, err := conn.Exec(`ANALYZE`); err != nil {
+		t.Fatal(err)
+	}
+
+	// The calls, each list at its first page and at a page found by
+	// following its cursor.
+	firstAndDeep := func(path string) {
+		sep := "?"
+		if strings.Contains(path, "?") {
+			sep = "&"
+		}
+		var pg page
+		owner.Get(path+sep+"limit=5").MustStatus(t, http.StatusOK).JSON(t, &pg)
+		if pg.Meta.Page.NextCursor == nil {
+			t.Fatalf("%s has a single page; the deep page is not reached", path)
+		}
+		owner.Get(path+sep+"limit=20&cursor="+url.QueryEscape(*pg.Meta.Page.NextCursor)).MustStatus(t, http.StatusOK)
+	}
+	// A workspace's list, walked to its end, is exactly its runs, newest
+	// first (the page is picked from the workspace's index first).
+	var want []string
+	for i := len(history) - 1; i >= 0; i-- {
+		if history[i].Run.WorkspaceID == hot {
+			want = append(want, history[i].Run.ID)
+		}
+	}
+	var got []string
+	for next := ""; ; {
+		path := "/v1/runs?limit=100&workspace_id=" + hot
+		if next != "" {
+			path += "&cursor=" + url.QueryEscape(next)
+		}
+		var pg page
+		owner.Get(path).MustStatus(t, http.StatusOK).JSON(t, &pg)
+		for _, d := range pg.Data {
+			got = append(got, d.ID)
+		}
+		if pg.Meta.Page.NextCursor == nil {
+			break
+		}
+		next = *pg.Meta.Page.NextCursor
+	}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("the hot workspace lists %d runs, want its %d newest first", len(got), len(want))
+	}
+
+	rec.start()
+	firstAndDeep("/v1/runs")
+	firstAndDeep("/v1/runs?workspace_id=" + hot)
+	firstAndDeep("/v1/runs?workspace_id=" + workspaces[7])
+	firstAndDeep("/v1/workspaces/" + hot + "/state-versions")
+	firstAndDeep("/v1/audit-events")
+	firstAndDeep("/v1/workspaces")
+	owner.Get("/v1/runs/"+history[0].Run.ID).MustStatus(t, http.StatusOK)
+	owner.Get("/v1/runs/"+history[0].Run.ID+"/logs").MustStatus(t, http.StatusOK)
+	env.Anonymous().Do(apitest.Request{Method: http.MethodGet, Path: "/api/v2/workspaces/" + hot,
+		Header: map[string]string{"Authorization": "Bearer " + tok.Token}}).MustStatus(t, http.StatusOK)
+	// A state publication reads the workspace's runs awaiting a decision.
+	publish(301)
+	queries := rec.stop()
+
+	explained := 0
+	large := regexp.MustCompile(`\b(` + strings.Join(largeTables, "|") + `)\b`)
+	for _, q := range queries {
+		if !strings.HasPrefix(strings.ToUpper(strings.TrimSpace(q.text)), "SELECT") || !large.MatchString(q.text) {
+			continue
+		}
+		explained++
+		for _, mode := range []string{"custom", "generic"} {
+			plan := explain(t, conn, q, mode)
+			for _, scan := range seqScans(plan) {
+				if large.MatchString("[" + scan + "]") {
+					t.Errorf("%s plan scans %s sequentially:\n%s\nplan: %s", mode, scan, q.text, plan)
+				}
+			}
+		}
+		// An index walked past most of what it finds is a scan too (a
+		// workspace's whole history read to find its unfinished runs):
+		// run the statement and count what each node threw away.
+		plan := explain(t, conn, q, "analyze")
+		for _, n := range discarded(plan) {
+			if large.MatchString("["+n.Relation+"]") && n.removed > maxDiscarded {
+				t.Errorf("reading %s discards %d rows:\n%s\nplan: %s", n.Relation, n.removed, q.text, plan)
+			}
+		}
+	}
+	if explained < 10 {
+		t.Fatalf("only %d queries on the large tables were recorded: the recorder missed the server's queries", explained)
+	}
+}
+
+// recordedQuery is one statement the server ran, with its arguments.
+type recordedQuery struct {
+	text string
+	args []any
+}
+
+// queryRecorder keeps, while started, each distinct statement text the
+// server runs (the first arguments it ran with).
+type queryRecorder struct {
+	mu      sync.Mutex
+	on      bool
+	seen    map[string]bool
+	queries []recordedQuery
+}
+
+func (r *queryRecorder) start() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.on, r.seen, r.queries = true, map[string]bool{}, nil
+}
+
+func (r *queryRecorder) stop() []recordedQuery {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.on = false
+	return r.queries
+}
+
+func (r *queryRecorder) record(query string, args []driver.NamedValue) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.on || r.seen[query] {
+		return
+	}
+	r.seen[query] = true
+	values := make([]any, len(args))
+	for i, a := range args {
+		values[i] = a.Value
+	}
+	r.queries = append(r.queries, recordedQuery{text: query, args: values})
+}
+
+// recordingPool is a pool over lib/pq whose connections report every
+// statement to rec before running it.
+func recordingPool(t *testing.T, dsn string, rec *queryRecorder) *sqlx.DB {
+	t.Helper()
+	base, err := pq.NewConnector(db.WithBinaryParameters(dsn))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := sqlx.NewDb(sql.OpenDB(recordingConnector{base: base, rec: rec}), "postgres")
+	conn.SetMaxOpenConns(20)
+	t.Cleanup(func() { _ = conn.Close() })
+	return conn
+}
+
+type recordingConnector struct {
+	base driver.Connector
+	rec  *queryRecorder
+}
+
+func (c recordingConnector) Connect(ctx context.Context) (driver.Conn, error) {
+	conn, err := c.base.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &recordingConn{Conn: conn, rec: c.rec}, nil
+}
+
+func (c recordingConnector) Driver() driver.Driver { return c.base.Driver() }
+
+type recordingConn struct {
+	driver.Conn
+	rec *queryRecorder
+}
+
+func (c *recordingConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
+	c.rec.record(query, args)
+	return c.Conn.(driver.QueryerContext).QueryContext(ctx, query, args)
+}
+
+func (c *recordingConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
+	c.rec.record(query, args)
+	return c.Conn.(driver.ExecerContext).ExecContext(ctx, query, args)
+}
+
+func (c *recordingConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
+	return c.Conn.(driver.ConnPrepareContext).PrepareContext(ctx, query)
+}
+
+func (c *recordingConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	return c.Conn.(driver.ConnBeginTx).BeginTx(ctx, opts)
+}
+
+func (c *recordingConn) Ping(ctx context.Context) error { return c.Conn.(driver.Pinger).Ping(ctx) }
+
+func (c *recordingConn) ResetSession(ctx context.Context) error {
+	return c.Conn.(driver.SessionResetter).ResetSession(ctx)
+}
+
+func (c *recordingConn) IsValid() bool { return c.Conn.(driver.Validator).IsValid() }
+
+func (c *recordingConn) CheckNamedValue(nv *driver.NamedValue) error {
+	return c.Conn.(driver.NamedValueChecker).CheckNamedValue(nv)
+}
+
+// explain returns the JSON plan of q: "custom" plans it for its recorded
+// arguments (a one-off statement); "generic" is the plan a cached prepared
+// statement switches to after five runs, which cannot lean on the values.
+func explain(t *testing.T, conn *sqlx.DB, q recordedQuery, mode string) string {
+	t.Helper()
+	ctx := context.Background()
+	c, err := conn.Connx(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var plan string
+	if mode == "analyze" {
+		// Run inside a transaction rolled back after: a FOR UPDATE read
+		// takes its locks and keeps nothing.
+		tx, err := c.BeginTxx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback()
+		if err := tx.GetContext(ctx, &plan, `EXPLAIN (ANALYZE, FORMAT JSON) `+q.text, q.args...); err != nil {
+			t.Fatalf("running %s: %v", q.text, err)
+		}
+		return plan
+	}
+	if mode == "custom" {
+		if err := c.GetContext(ctx, &plan, `EXPLAIN (FORMAT JSON) `+q.text, q.args...); err != nil {
+			t.Fatalf("explaining %s: %v", q.text, err)
+		}
+		return plan
+	}
+	if _, err := c.ExecContext(ctx, `SET plan_cache_mode = force_generic_plan`); err != nil {
+		t.Fatal(err)
+	}
+	defer c.ExecContext(ctx, `RESET plan_cache_mode; DEALLOCATE ALL`)
+	if _, err := c.ExecContext(ctx, `PREPARE listplan AS `+q.text); err != nil {
+		t.Fatalf("preparing %s: %v", q.text, err)
+	}
+	// A generic plan does not depend on the values: NULLs stand in.
+	nulls := strings.TrimSuffix(strings.Repeat("NULL, ", len(q.args)), ", ")
+	execute := `EXPLAIN (FORMAT JSON) EXECUTE listplan`
+	if nulls != "" {
+		execute += "(" + nulls + ")"
+	}
+	if err := c.GetContext(ctx, &plan, execute); err != nil {
+		t.Fatalf("explaining the generic plan of %s: %v", q.text, err)
+	}
+	return plan
+}
+
+// seqScans lists the relations a JSON plan scans sequentially.
+func seqScans(plan string) []string {
+	var doc []struct{ Plan planNode }
+	if err := json.Unmarshal([]byte(plan), &doc); err != nil || len(doc) == 0 {
+		return []string{"unreadable plan"}
+	}
+	var out []string
+	var walk func(n planNode)
+	walk = func(n planNode) {
+		if n.NodeType == "Seq Scan" {
+			out = append(out, n.Relation)
+		}
+		for _, c := range n.Plans {
+			walk(c)
+		}
+	}
+	walk(doc[0].Plan)
+	return out
+}
+
+// maxDiscarded bounds the rows one node of a page's query may read and
+// throw away; the seeded tables hold thousands.
+const maxDiscarded = 200
+
+type planNode struct {
+	NodeType       string     `json:"Node Type"`
+	Relation       string     `json:"Relation Name"`
+	Plans          []planNode `json:"Plans"`
+	Loops          float64    `json:"Actual Loops"`
+	ByFilter       float64    `json:"Rows Removed by Filter"`
+	ByIndexRecheck float64    `json:"Rows Removed by Index Recheck"`
+	removed        int
+}
+
+// discarded lists the nodes of an analyzed JSON plan with the rows each
+// read and discarded over all its loops.
+func discarded(plan string) []planNode {
+	var doc []struct{ Plan planNode }
+	if err := json.Unmarshal([]byte(plan), &doc); err != nil || len(doc) == 0 {
+		return []planNode{{Relation: "unreadable plan", removed: 1 << 30}}
+	}
+	var out []planNode
+	var walk func(n planNode)
+	walk = func(n planNode) {
+		n.removed = int((n.ByFilter + n.ByIndexRecheck) * max(n.Loops, 1))
+		out = append(out, n)
+		for _, c := range n.Plans {
+			walk(c)
+		}
+	}
+	walk(doc[0].Plan)
+	return out
+}

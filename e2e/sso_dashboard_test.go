@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -155,8 +156,23 @@ func TestSSODashboardSettings(t *testing.T) {
 			chromedp.WaitVisible(chromedp.CSS("#sso-require")),
 			chromedp.Click(chromedp.CSS("#sso-required")),
 			chromedp.Click(chromedp.CSS("#sso-require button[type=submit]")),
-			chromedp.WaitVisible(chromedp.CSS("main .notice")),
 		)
+		// The page it leaves may already show a notice (the "SSO is
+		// required" one), so wait for the answer's own state, not for any
+		// notice.
+		state := fmt.Sprintf("!!document.querySelector('#sso-required-on') === %v && document.querySelector('#sso-required').checked === %v", on, on)
+		// Polled again after each error: the form's answer navigates the
+		// page, which ends a poll that was running in the page it left.
+		for deadline := time.Now().Add(30 * time.Second); ; {
+			_, err := chromedp.Run(ctx, chromedp.Poll[bool](state, chromedp.WithPollingTimeout(5*time.Second)))
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) || ctx.Err() != nil {
+				t.Fatalf("Require SSO after switching to %v: the page never showed it (%v)", on, err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
 		checked, err := chromedp.Run(ctx, chromedp.Evaluate[bool]("document.querySelector('#sso-required').checked"))
 		if err != nil || checked != on || (count(t, ctx, "#sso-required-on") == 1) != on {
 			t.Fatalf("Require SSO after switching to %v: checked %v (%v)", on, checked, err)

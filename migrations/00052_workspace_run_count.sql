@@ -16,23 +16,29 @@ ALTER TABLE workspaces ADD COLUMN run_count bigint NOT NULL DEFAULT 0;
 -- Counted once per statement from its transition table, not once per row:
 -- a row trigger would rewrite the same workspace row for every run of a
 -- bulk delete (deleting a workspace), each update slower than the last
--- because the transaction's earlier row versions cannot be pruned.
+-- because the transaction's earlier row versions cannot be pruned. The
+-- workspaces of one statement are updated in ID order, so two statements
+-- that write runs of the same workspaces cannot deadlock on them.
 -- +goose StatementBegin
 CREATE FUNCTION count_inserted_runs() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    c record;
 BEGIN
-    UPDATE workspaces w SET run_count = w.run_count + c.n
-        FROM (SELECT workspace_id, count(*) AS n FROM inserted_runs GROUP BY workspace_id) c
-        WHERE w.id = c.workspace_id;
+    FOR c IN SELECT workspace_id, count(*) AS n FROM inserted_runs GROUP BY workspace_id ORDER BY workspace_id LOOP
+        UPDATE workspaces SET run_count = run_count + c.n WHERE id = c.workspace_id;
+    END LOOP;
     RETURN NULL;
 END;
 $$;
 -- +goose StatementEnd
 -- +goose StatementBegin
 CREATE FUNCTION count_deleted_runs() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    c record;
 BEGIN
-    UPDATE workspaces w SET run_count = w.run_count - c.n
-        FROM (SELECT workspace_id, count(*) AS n FROM deleted_runs GROUP BY workspace_id) c
-        WHERE w.id = c.workspace_id;
+    FOR c IN SELECT workspace_id, count(*) AS n FROM deleted_runs GROUP BY workspace_id ORDER BY workspace_id LOOP
+        UPDATE workspaces SET run_count = run_count - c.n WHERE id = c.workspace_id;
+    END LOOP;
     RETURN NULL;
 END;
 $$;

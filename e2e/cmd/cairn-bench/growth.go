@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -477,6 +478,11 @@ func seedRuns(ctx context.Context, conn *sqlx.DB, o *growthOrg, template cairnru
 						review.Store(r.ID)
 					}
 				}
+				// Each run's insert updates its workspace's run count and holds
+				// that row to the commit; two writers taking the same
+				// workspaces in different orders would deadlock, so every
+				// batch takes them in one order.
+				slices.SortFunc(hs, func(a, b cairnrun.History) int { return strings.Compare(a.Run.WorkspaceID, b.Run.WorkspaceID) })
 				if err := db.WithTx(ctx, conn, func(tx *sqlx.Tx) error { return cairnrun.SeedHistory(ctx, tx, hs) }); err != nil {
 					errs <- fmt.Errorf("seeding runs: %w", err)
 					return

@@ -66,14 +66,38 @@ func (m *Metrics) Handler() http.Handler {
 // methods bounds the method label; anything else is "other".
 var methods = map[string]bool{"GET": true, "HEAD": true, "POST": true, "PUT": true, "PATCH": true, "DELETE": true, "OPTIONS": true}
 
+// methodLabel is method's label as a string this package owns.
+func methodLabel(method string) string {
+	switch method {
+	case "GET":
+		return "GET"
+	case "HEAD":
+		return "HEAD"
+	case "POST":
+		return "POST"
+	case "PUT":
+		return "PUT"
+	case "PATCH":
+		return "PATCH"
+	case "DELETE":
+		return "DELETE"
+	case "OPTIONS":
+		return "OPTIONS"
+	}
+	return "other"
+}
+
 // ObserveRequest counts one answered request under its route template
 // (/v1/runs/:id, never /v1/runs/run_abc…), so the label set is the
 // application's routes; the HTTP surface passes "unmatched" for a request
 // no route matched. A method outside the usual set counts as "other".
 func (m *Metrics) ObserveRequest(route, method string, status int, elapsed time.Duration) {
-	if !methods[method] {
-		method = "other"
-	}
+	// The label is always one of this package's own strings: the registry
+	// keeps a series' label values, and an HTTP server may hand over a
+	// method that aliases a buffer it reuses for the next request, which
+	// would rename a stored series under the registry (a scrape then
+	// fails with a duplicate series).
+	method = methodLabel(method)
 	m.requests.WithLabelValues(route, method, strconv.Itoa(status/100)+"xx").Inc()
 	m.latency.WithLabelValues(route, method).Observe(elapsed.Seconds())
 }

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/cairnhq/cairn/api/apitest"
 	"github.com/cairnhq/cairn/api/platform/id"
@@ -186,6 +188,36 @@ func TestMetricsAreScrapedWithBoundedLabels(t *testing.T) {
 	for _, m := range labels.FindAllStringSubmatch(body, -1) {
 		if regexp.MustCompile(`_[a-z2-7]{26}`).MatchString(m[1]) || len(m[1]) > 120 {
 			t.Fatalf("unbounded label value %q", m[1])
+		}
+	}
+}
+
+// TestRequestCountsSurviveReusedMethodBuffers hands the counter a method
+// that aliases a buffer the caller then reuses, as Fiber's zero-copy
+// strings do: the stored series must keep its labels, so a scrape never
+// sees two series with the same name and labels.
+func TestRequestCountsSurviveReusedMethodBuffers(t *testing.T) {
+	t.Parallel()
+	m := telemetry.NewMetrics(nil)
+	buf := []byte("GET")
+	m.ObserveRequest("/health", unsafe.String(&buf[0], len(buf)), 200, time.Millisecond)
+	copy(buf, "PUT")
+	m.ObserveRequest("/health", unsafe.String(&buf[0], len(buf)), 200, time.Millisecond)
+	copy(buf, "GET")
+	m.ObserveRequest("/health", unsafe.String(&buf[0], len(buf)), 200, time.Millisecond)
+
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	body := rec.Body.String()
+	if rec.Code != http.StatusOK {
+		t.Fatalf("scrape answered %d: %s", rec.Code, body)
+	}
+	for _, want := range []string{
+		`cairn_http_requests_total{method="GET",route="/health",status="2xx"} 2`,
+		`cairn_http_requests_total{method="PUT",route="/health",status="2xx"} 1`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the scrape lacks %s", want)
 		}
 	}
 }

@@ -85,15 +85,23 @@ type liveSession struct {
 	Role      *string `db:"role"`
 }
 
-func sessionByTokenHash(ctx context.Context, q sqlx.QueryerContext, tokenHash []byte) (liveSession, error) {
-	var s liveSession
-	err := sqlx.GetContext(ctx, q, &s, `
+// liveSessionQuery reads the unrevoked, unexpired session of a token hash
+// ($1) whose user is not banned, with the user's role in the session's
+// active organization and any extra columns: the one place these
+// conditions are written, for both session reads.
+func liveSessionQuery(extraColumns string) string {
+	return `
 		SELECT s.id, s.user_id, s.active_organization_id, s.created_at, s.expires_at, s.reauthenticated_at,
-		       u.email AS user_email, u.name AS user_name, m.role
+		       u.email AS user_email, u.name AS user_name, m.role` + extraColumns + `
 		FROM sessions s
 		JOIN users u ON u.id = s.user_id AND u.banned_at IS NULL
 		LEFT JOIN memberships m ON m.organization_id = s.active_organization_id AND m.user_id = s.user_id
-		WHERE s.token_hash = $1 AND s.revoked_at IS NULL AND s.expires_at > now()`, tokenHash)
+		WHERE s.token_hash = $1 AND s.revoked_at IS NULL AND s.expires_at > now()`
+}
+
+func sessionByTokenHash(ctx context.Context, q sqlx.QueryerContext, tokenHash []byte) (liveSession, error) {
+	var s liveSession
+	err := sqlx.GetContext(ctx, q, &s, liveSessionQuery(""), tokenHash)
 	if errors.Is(err, sql.ErrNoRows) {
 		return s, fault.ErrUnauthenticated
 	}
@@ -110,14 +118,8 @@ func sessionWithGrants(ctx context.Context, q sqlx.QueryerContext, tokenHash []b
 		liveSession
 		Grants []byte `db:"team_grants"`
 	}
-	err := sqlx.GetContext(ctx, q, &row, `
-		SELECT s.id, s.user_id, s.active_organization_id, s.created_at, s.expires_at, s.reauthenticated_at,
-		       u.email AS user_email, u.name AS user_name, m.role,
-		       `+team.MemberGrantsColumn("s.active_organization_id", "s.user_id")+` AS team_grants
-		FROM sessions s
-		JOIN users u ON u.id = s.user_id AND u.banned_at IS NULL
-		LEFT JOIN memberships m ON m.organization_id = s.active_organization_id AND m.user_id = s.user_id
-		WHERE s.token_hash = $1 AND s.revoked_at IS NULL AND s.expires_at > now()`, tokenHash)
+	err := sqlx.GetContext(ctx, q, &row, liveSessionQuery(`,
+		       `+team.MemberGrantsColumn("s.active_organization_id", "s.user_id")+` AS team_grants`), tokenHash)
 	if errors.Is(err, sql.ErrNoRows) {
 		return row.liveSession, nil, fault.ErrUnauthenticated
 	}

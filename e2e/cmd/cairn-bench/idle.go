@@ -27,8 +27,10 @@ const (
 
 // procSample is one reading of a process's resident memory and CPU time.
 type procSample struct {
-	rssKiB   int64
-	cpuTicks int64 // utime + stime, in clock ticks
+	rssKiB     int64
+	rssAnonKiB int64 // heap, stacks and the runtime's own: what the process allocated
+	rssFileKiB int64 // pages of the binary (and other files) it touched
+	cpuTicks   int64 // utime + stime, in clock ticks
 }
 
 // sampleProc reads /proc/PID/status (VmRSS) and /proc/PID/stat (fields
@@ -40,11 +42,13 @@ func sampleProc(pid int) (procSample, error) {
 	if err != nil {
 		return s, err
 	}
+	fields := map[string]*int64{"VmRSS:": &s.rssKiB, "RssAnon:": &s.rssAnonKiB, "RssFile:": &s.rssFileKiB}
 	for _, line := range strings.Split(string(status), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			f := strings.Fields(rest)
-			if len(f) > 0 {
-				s.rssKiB, _ = strconv.ParseInt(f[0], 10, 64)
+		for name, into := range fields {
+			if rest, ok := strings.CutPrefix(line, name); ok {
+				if f := strings.Fields(rest); len(f) > 0 {
+					*into, _ = strconv.ParseInt(f[0], 10, 64)
+				}
 			}
 		}
 	}
@@ -184,8 +188,9 @@ func benchIdle(admin string) error {
 			size = fi.Size()
 		}
 		rssSum += mib(after.rssKiB)
-		fmt.Printf("  %-13s RSS after start %6.1f MiB, after %s idle %6.1f MiB  CPU %5.2f %% of a core  binary %5.1f MiB  [target CPU < %.1f %%]\n",
-			p.name, mib(before[i].rssKiB), elapsed.Round(time.Second), mib(after.rssKiB), cpu, float64(size)/(1<<20), idleCPUTarget)
+		fmt.Printf("  %-13s RSS after start %6.1f MiB, after %s idle %6.1f MiB (anonymous %5.1f, file %5.1f)  CPU %5.2f %% of a core  binary %5.1f MiB  [target CPU < %.1f %%]\n",
+			p.name, mib(before[i].rssKiB), elapsed.Round(time.Second), mib(after.rssKiB), mib(after.rssAnonKiB), mib(after.rssFileKiB),
+			cpu, float64(size)/(1<<20), idleCPUTarget)
 	}
 	fmt.Printf("  %-13s RSS %6.1f MiB  [target: at most OTF's %d MiB]\n", "together", rssSum, idleRSSTargetMiB)
 	fmt.Printf("  %-13s %.1f transactions per minute on the stack's database\n", "database",

@@ -504,6 +504,18 @@ func deleteOrganizationTree(ctx context.Context, tx *sqlx.Tx, organizationID str
 		// A set's variables and scope rows go with it.
 		`DELETE FROM variable_sets WHERE organization_id = $1`,
 		`DELETE FROM workspace_tags WHERE organization_id = $1`,
+		// Organization-wide configuration: credential profiles not bound to
+		// a workspace, the code-host installation with its repositories
+		// and pending installation states, and SSO providers (their
+		// domains, keys and replay records go with them).
+		`DELETE FROM credential_profile_versions WHERE organization_id = $1`,
+		`DELETE FROM credential_profiles WHERE organization_id = $1`,
+		`DELETE FROM github_install_states WHERE organization_id = $1`,
+		`DELETE FROM github_repositories WHERE organization_id = $1`,
+		`DELETE FROM github_installations WHERE organization_id = $1`,
+		`DELETE FROM sso_providers WHERE organization_id = $1`,
+		// Stored answers to retried requests hold the organization's data.
+		`DELETE FROM idempotency_records WHERE organization_id = $1`,
 		`DELETE FROM projects WHERE organization_id = $1`,
 		`DELETE FROM organizations WHERE id = $1`,
 	} {

@@ -374,6 +374,14 @@ func deleteWorkspaceTree(ctx context.Context, tx *sqlx.Tx, organizationID, works
 	}
 	runsOf := `(SELECT id FROM runs WHERE organization_id = $1 AND workspace_id = $2)`
 	for _, stmt := range []string{
+		// A connected workspace's ingestions name its configurations and
+		// runs, so they go first; a publication of their check runs goes
+		// with each.
+		`DELETE FROM source_ingestion_deliveries WHERE ingestion_id IN
+			(SELECT id FROM source_ingestions WHERE organization_id = $1 AND workspace_id = $2)`,
+		`DELETE FROM source_ingestions WHERE organization_id = $1 AND workspace_id = $2`,
+		`DELETE FROM workspace_source_settings WHERE organization_id = $1 AND workspace_id = $2`,
+		`DELETE FROM run_registry_modules WHERE run_id IN ` + runsOf,
 		`DELETE FROM policy_overrides WHERE run_id IN ` + runsOf,
 		`DELETE FROM policy_results WHERE run_id IN ` + runsOf,
 		`DELETE FROM policy_checks WHERE run_id IN ` + runsOf,
@@ -395,6 +403,12 @@ func deleteWorkspaceTree(ctx context.Context, tx *sqlx.Tx, organizationID, works
 		`DELETE FROM state_versions WHERE organization_id = $1 AND workspace_id = $2`,
 		`DELETE FROM workspace_variables WHERE organization_id = $1 AND workspace_id = $2`,
 		`UPDATE service_account_tokens SET revoked_at = now() WHERE organization_id = $1 AND workspace_id = $2 AND revoked_at IS NULL`,
+		// A profile names its current version (a deferred reference), each
+		// version its profile: versions first, and the profile's reference
+		// is checked at commit, when both are gone.
+		`DELETE FROM credential_profile_versions WHERE organization_id = $1 AND profile_id IN
+			(SELECT id FROM credential_profiles WHERE organization_id = $1 AND workspace_id = $2)`,
+		`DELETE FROM credential_profiles WHERE organization_id = $1 AND workspace_id = $2`,
 		`DELETE FROM workspace_settings_versions WHERE workspace_id = (SELECT id FROM workspaces WHERE organization_id = $1 AND id = $2)`,
 		`DELETE FROM workspaces WHERE organization_id = $1 AND id = $2`,
 	} {

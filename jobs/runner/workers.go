@@ -10,6 +10,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/cairnhq/cairn/api/platform/db"
+	"github.com/cairnhq/cairn/api/platform/fault"
 	"github.com/cairnhq/cairn/api/run"
 )
 
@@ -53,6 +54,11 @@ func (w *PhaseWorker) Work(ctx context.Context, job *river.Job[run.PhaseArgs]) e
 	switch {
 	case errors.Is(err, run.ErrAttemptNotCurrent):
 		return nil
+	case errors.Is(err, fault.ErrNotFound):
+		// The run went with its workspace or organization: no later try
+		// can find it, so the job ends as cancelled instead of erroring
+		// through its retries.
+		return river.JobCancel(fmt.Errorf("attempt %s: %w", job.Args.AttemptID, err))
 	case errors.Is(err, run.ErrApplyRefused):
 		w.Runner.Logger.Info("apply refused at start", "run_id", job.Args.RunID, "attempt_id", job.Args.AttemptID, "error", err)
 		return nil
@@ -85,10 +91,15 @@ type ExpiryWorker struct {
 
 // Work expires the run if it is still waiting past its deadline.
 func (w *ExpiryWorker) Work(ctx context.Context, job *river.Job[run.ExpiryArgs]) error {
-	return db.WithTx(ctx, w.DB, func(tx *sqlx.Tx) error {
+	err := db.WithTx(ctx, w.DB, func(tx *sqlx.Tx) error {
 		_, err := w.Runs.ExpireRun(ctx, tx, job.Args.RunID)
 		return err
 	})
+	if errors.Is(err, fault.ErrNotFound) {
+		// A deleted run has no deadline left to enforce.
+		return river.JobCancel(fmt.Errorf("run %s: %w", job.Args.RunID, err))
+	}
+	return err
 }
 
 // ReapWorker finds attempts whose worker died.

@@ -127,7 +127,9 @@ func (s *Site) Handler() http.Handler {
 	mux.HandleFunc("POST /runs/{id}/discard", s.form(run(s.discard)))
 	mux.HandleFunc("POST /runs/{id}/override", s.form(run(s.override)))
 	mux.HandleFunc("GET /workspaces", s.signedIn(s.workspaces))
-	mux.HandleFunc("POST /workspaces", s.form(s.signedIn(s.createWorkspace)))
+	// Creating a workspace is an organization-wide mutation: the
+	// organization's probe runs first, as it does for the page.
+	mux.HandleFunc("POST /workspaces", s.form(s.signedIn(s.admitted(scopeOrganization, s.createWorkspace))))
 	ws := func(h func(http.ResponseWriter, *http.Request, string)) http.HandlerFunc {
 		return s.signedIn(s.admitted(scopeWorkspace, h))
 	}

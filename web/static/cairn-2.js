@@ -233,9 +233,13 @@
   };
   // watch re-reads the version every 2.5 s, at most 12 times; still pending
   // after 30 s, it pauses and offers Refresh status.
+  // A new upload or Refresh status replaces the window being watched, so
+  // at most one bounded window of checks runs at a time.
   PolicyUpload.prototype.watch = function () {
     var self = this, checks = 0;
+    var generation = this.generation = (this.generation || 0) + 1;
     function check() {
+      if (generation !== self.generation) return;
       checks++;
       fetch("/api/control-plane/v1/policy-versions/" + encodeURIComponent(self.version), { credentials: "same-origin" })
         .then(function (r) { return r.ok ? r.json() : Promise.reject(r.status); })

@@ -14,6 +14,7 @@ import (
 	"github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/chromedp"
 
+	"github.com/cairnhq/cairn/api/github/githubfake"
 	"github.com/cairnhq/cairn/e2e/devstack"
 )
 
@@ -470,4 +471,46 @@ func TestDashboardRunEndingsAndPolicyUpload(t *testing.T) {
 		t.Error("the blocked run does not link to the cloud-access settings")
 	}
 	screenshot(t, ctx, "gaps-credentials-required")
+}
+
+// TestDashboardSourceInstall: before the code-host app is installed, the
+// source settings page offers Install; a reader without vcs:install sees
+// it disabled, and an owner's click starts the installation at the code
+// host's install page with a signed state.
+func TestDashboardSourceInstall(t *testing.T) {
+	t.Parallel()
+	fake := githubfake.Start(t)
+	s := fakeAppStack(t, fake)
+	owner := s.newMember(t, "srcinstall")
+	ws := s.createWorkspace(t, owner, "platform", "us")
+	readerEmail := s.onlyMemberOf(t, owner, "src-install-reader", "reader").email
+	page := s.DashboardURL + "/workspaces/" + ws + "/settings/source"
+
+	reader := newBrowser(t)
+	signInAs(t, reader, s, readerEmail)
+	browse(t, reader, "the reader opens source settings", chromedp.Navigate(page), chromedp.WaitVisible(chromedp.CSS("#install")))
+	if !evalBool(t, reader, "document.querySelector('#install').disabled") {
+		t.Error("Install is enabled for a reader without vcs:install")
+	}
+	waitText(t, reader, "#installation", "vcs:install")
+
+	admin := newBrowser(t)
+	signInAs(t, admin, s, owner.email)
+	browse(t, admin, "the owner opens source settings", chromedp.Navigate(page), chromedp.WaitVisible(chromedp.CSS("#install")))
+	if evalBool(t, admin, "document.querySelector('#install').disabled") {
+		t.Fatal("Install is disabled for an owner")
+	}
+	browse(t, admin, "installing", chromedp.Click(chromedp.CSS("#install")))
+	want := fake.URL + "/github-apps/cairn-e2e/installations/new?state="
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		loc, _ := chromedp.Run(admin, chromedp.Location())
+		if strings.HasPrefix(loc, want) && len(loc) > len(want) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Install went to %s, want the code host's install page %s…", loc, want)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }

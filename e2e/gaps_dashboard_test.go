@@ -182,6 +182,7 @@ func TestDashboardRunPageAndRunsList(t *testing.T) {
 	if st, body := s.approve(t, m, live); st != http.StatusOK {
 		t.Fatalf("approve: %d %s", st, body)
 	}
+	s.waitRun(t, m, live.ID, 3*time.Minute, status("applied"))
 	waitText(t, ctx, "#runs-first tr[data-run="+live.ID+"]", "applied")
 	if !evalBool(t, ctx, "window.__sameDocument === true") {
 		t.Fatal("the runs list navigated instead of re-reading its first page")
@@ -492,7 +493,7 @@ func TestDashboardSourceInstall(t *testing.T) {
 	if !evalBool(t, reader, "document.querySelector('#install').disabled") {
 		t.Error("Install is enabled for a reader without vcs:install")
 	}
-	waitText(t, reader, "#installation", "vcs:install")
+	waitText(t, reader, "section[aria-labelledby=installation]", "vcs:install")
 
 	admin := newBrowser(t)
 	signInAs(t, admin, s, owner.email)

@@ -287,11 +287,21 @@ func TestDashboardRunPageAndRunsList(t *testing.T) {
 		chromedp.SendKeys(chromedp.CSS("#run-message"), "after the gate"),
 		chromedp.SetUploadFiles(chromedp.CSS("#run-archive"), []string{archive}),
 	)
+	// The probes refuse before the API sees a mutation: neither a workspace
+	// creation nor the archive's upload reaches it.
+	mutations := func() int {
+		return strings.Count(s.Logs(), `"method":"POST","route":"/v1/workspaces`) +
+			strings.Count(s.Logs(), `"method":"POST","route":"/v1/projects"`)
+	}
+	before := mutations()
 	rewriteControl(t, s, "e2e: close the gate", func(doc map[string]any) { doc["public_gate"] = false })
 	browse(t, creating, "creating a workspace with the gate closed", chromedp.Submit(chromedp.CSS("#ws-name")), chromedp.WaitVisible(chromedp.CSS(".unavailable-panel")))
 	waitText(t, creating, ".unavailable-panel", "503")
 	browse(t, starting, "starting a run with the gate closed", chromedp.Click(chromedp.CSS("#start-run")), chromedp.WaitVisible(chromedp.CSS(".unavailable-panel")))
 	waitText(t, starting, ".unavailable-panel", "503")
+	if after := mutations(); after != before {
+		t.Errorf("%d workspace, project or configuration posts reached the API past a closed gate", after-before)
+	}
 	var names []struct{ Name string }
 	s.apiJSON(t, http.MethodGet, "/v1/workspaces?limit=100", nil, &names, m.cookie()...)
 	for _, w := range names {

@@ -423,6 +423,12 @@ func TestDashboardRunEndingsAndPolicyUpload(t *testing.T) {
 	if rotated == key {
 		t.Error("another archive kept the key")
 	}
+	// Three uploads on this page: only the newest window of checks runs.
+	checked := policyChecks(t, ctx)
+	time.Sleep(5500 * time.Millisecond)
+	if n := policyChecks(t, ctx) - checked; n > 3 {
+		t.Errorf("%d build status checks in 5.5 s after three uploads: more than one window is running", n)
+	}
 	browse(t, ctx, "opening the other workspace's policies", chromedp.Navigate(s.DashboardURL+"/workspaces/"+other+"/policies"), chromedp.WaitVisible(chromedp.CSS("#upload-file")))
 	if elsewhere := upload("uploading the same archive elsewhere", second, "Version 3 is building"); elsewhere == rotated {
 		t.Error("another workspace kept the key")

@@ -1,5 +1,19 @@
 package e2e
 
+// The dashboard rows of SPEC-GAPS §1, proven in Chromium against the real
+// BFF and API:
+//   - TestDashboardRunPageAndRunsList: "Why the run ended" only for ended
+//     runs; a failed request shows as unavailable (console log read, runs
+//     list with the API stopped); every route group's probe (workspace
+//     creation, new-run post); the run header's author, copy button and live
+//     duration; the terminal-reason panel of a real plan failure; stage
+//     timeline details; no downloads section when nothing is downloadable;
+//     runs list rows and refresh.
+//   - TestDashboardRunEndingsAndPolicyUpload: the terminal-reason panel of
+//     expired and plan_credentials_required runs; policy upload retry and
+//     status polling.
+//   - TestDashboardSourceInstall: the source settings page's Install.
+
 import (
 	"context"
 	"net/http"

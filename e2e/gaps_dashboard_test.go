@@ -12,7 +12,8 @@ package e2e
 //   - TestDashboardRunEndingsAndPolicyUpload: the terminal-reason panel of
 //     expired and plan_credentials_required runs; policy upload retry and
 //     status polling.
-//   - TestDashboardSourceInstall: the source settings page's Install.
+//   - TestDashboardSourceInstall: the source settings page's Install, and
+//     an unselectable current credential version shown by its exact ID.
 
 import (
 	"context"
@@ -507,7 +508,9 @@ func TestDashboardRunEndingsAndPolicyUpload(t *testing.T) {
 // TestDashboardSourceInstall: before the code-host app is installed, the
 // source settings page offers Install; a reader without vcs:install sees
 // it disabled, and an owner's click starts the installation at the code
-// host's install page with a signed state.
+// host's install page with a signed state. Once installed, a saved
+// pull-request credential version that is then revoked stays selected and
+// shown by its exact ID.
 func TestDashboardSourceInstall(t *testing.T) {
 	t.Parallel()
 	fake := githubfake.Start(t)
@@ -544,4 +547,49 @@ func TestDashboardSourceInstall(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+
+	// A current pull-request credential version that stops being
+	// selectable (revoked) stays shown by its exact ID.
+	fake.AddRepository(githubfake.Repository{ID: 811, Owner: "acme", Name: "infra"})
+	fake.AddInstallation(githubfake.Installation{ID: 91, AccountLogin: "acme", Repositories: []int64{811}})
+	s.installApp(t, owner, fake, 91)
+	rewriteControl(t, s, "e2e: aws federation on", func(doc map[string]any) {
+		doc["federation_providers"].(map[string]any)["aws"] = true
+	})
+	var profile credentialProfile
+	if st := s.apiJSON(t, http.MethodPost, "/v1/workspaces/"+ws+"/credential-profiles", map[string]string{"provider": "aws"}, &profile,
+		owner.mutate(uniqueKey("cpr"))...); st != http.StatusCreated {
+		t.Fatalf("credential profile: %d", st)
+	}
+	var version credentialVersion
+	if st := s.apiJSON(t, http.MethodPost, "/v1/credential-profiles/"+profile.ID+"/versions", map[string]any{"phase": "speculative_plan",
+		"configuration": map[string]string{"role_arn": "arn:aws:iam::123456789012:role/cairn-pr"}}, &version, owner.mutate(uniqueKey("cpv"))...); st != http.StatusCreated {
+		t.Fatalf("speculative_plan version: %d", st)
+	}
+	versionPath := "/v1/credential-profiles/" + profile.ID + "/versions/" + version.ID
+	if st := s.apiJSON(t, http.MethodPost, versionPath+"/actions/verify", nil, nil, owner.mutate(uniqueKey("verify"))...); st != http.StatusOK {
+		t.Fatalf("verify: %d", st)
+	}
+	if st := s.apiJSON(t, http.MethodPut, "/v1/workspaces/"+ws+"/source", map[string]any{"repository_id": 811, "tracked_branch": "main",
+		"working_directory": "", "trigger_paths": []string{}, "speculative_credential_version_id": version.ID}, nil,
+		owner.mutate(uniqueKey("source"))...); st != http.StatusOK && st != http.StatusCreated {
+		t.Fatalf("saving the source: %d", st)
+	}
+	browse(t, admin, "the version is selectable", chromedp.Navigate(page), chromedp.WaitVisible(chromedp.CSS("#source-form")))
+	if n := count(t, admin, "#unselectable"); n != 0 {
+		t.Fatal("a verified current version is called unselectable")
+	}
+	if st, body := call(t, s.Client, http.MethodPost, s.APIURL+versionPath+"/actions/revoke", []byte(`{}`),
+		append(owner.mutate(uniqueKey("revoke")), "Content-Type", "application/json")...); st != http.StatusOK {
+		t.Fatalf("revoke: %d %s", st, body)
+	}
+	browse(t, admin, "the version was revoked", chromedp.Navigate(page), chromedp.WaitVisible(chromedp.CSS("#unselectable")))
+	waitText(t, admin, "#unselectable code", version.ID)
+	if v, _ := chromedp.Run(admin, chromedp.Evaluate[string]("document.querySelector('#speculative').value")); v != version.ID {
+		t.Errorf("the pull-request credential select shows %q, want the revoked current version %s", v, version.ID)
+	}
+	if evalBool(t, admin, "document.querySelector('#source-fields').disabled") {
+		t.Error("an owner's loaded source form is disabled")
+	}
+	screenshot(t, admin, "gaps-source-unselectable")
 }

@@ -41,14 +41,21 @@ type downloads struct {
 	Redacted bool
 	// Restricted are the guarded raw downloads the caller may ask for.
 	Restricted []restrictedDownload
+	// Unavailable says the caller's permissions could not be read, so
+	// what is downloadable is unknown: the section says so instead of
+	// vanishing as if nothing were.
+	Unavailable bool
 }
 
 // downloadsOf decides the downloads section: nil when nothing is
 // downloadable.
 func (s *Site) downloadsOf(ctx context.Context, token string, r runReview) *downloads {
 	c, err := s.caller(ctx, token)
+	if err != nil {
+		return &downloads{Unavailable: true}
+	}
 	perms := c.perms
-	if err != nil || !perms.Has(access.PermRunRead) {
+	if !perms.Has(access.PermRunRead) {
 		return nil
 	}
 	d := &downloads{Redacted: r.Plan.Status == "finished"}

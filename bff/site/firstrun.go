@@ -29,7 +29,10 @@ type welcomePage struct {
 	Projects     []project
 	// Invitations are open invitations to the account's address.
 	Invitations []invitation
-	Error       string
+	// InvitationsUnavailable says the invitations could not be read: the
+	// page says so rather than implying there are none.
+	InvitationsUnavailable bool
+	Error                  string
 }
 
 // activeOrganization returns the session's active organization, or false
@@ -72,7 +75,9 @@ func (s *Site) renderWelcome(w http.ResponseWriter, r *http.Request, token, mess
 	}
 	if !ok {
 		page.Step, f.Title = "organization", "Create your organization"
-		_ = s.api.Call(r.Context(), token, http.MethodGet, "/api/auth/organization/list-user-invitations", nil, &page.Invitations)
+		if err := s.api.Call(r.Context(), token, http.MethodGet, "/api/auth/organization/list-user-invitations", nil, &page.Invitations); err != nil {
+			page.InvitationsUnavailable = true
+		}
 		f.Page = page
 		s.render(w, r, http.StatusOK, "welcome.html", f)
 		return
@@ -185,12 +190,7 @@ func (s *Site) mintCLIToken(w http.ResponseWriter, r *http.Request, token string
 // newRun starts a run from the workspace's newest configuration, or from a
 // .tar.gz uploaded with the form, streamed to the API as it arrives
 // (streamForm, which checks origin and CSRF itself: the form is multipart).
-func (s *Site) newRun(w http.ResponseWriter, r *http.Request) {
-	token, ok := s.sessions.APIToken(r.Context())
-	if !ok {
-		http.Redirect(w, r, "/sign-in", http.StatusSeeOther)
-		return
-	}
+func (s *Site) newRun(w http.ResponseWriter, r *http.Request, token string) {
 	id := r.PathValue("id")
 	var cfgID string
 	fields, err := s.streamForm(r, "archive", func(_ map[string]string, archive io.Reader) error {

@@ -14,8 +14,9 @@ func (s *Site) routeRuns(mux *http.ServeMux) {
 	mux.HandleFunc("GET /workspaces/{id}/start", s.signedIn(s.admitted(scopeWorkspace, s.workspaceStart)))
 	mux.HandleFunc("POST /workspaces/{id}/cli-token", s.form(s.signedIn(s.admitted(scopeWorkspace, s.mintCLIToken))))
 	// Multipart: the archive streams through; the handler checks origin and
-	// CSRF itself, and the API admits the new run.
-	mux.HandleFunc("POST /workspaces/{id}/runs", s.newRun)
+	// CSRF itself. The workspace's probe runs before a byte of the archive
+	// is read, so a closed surface refuses without an upload.
+	mux.HandleFunc("POST /workspaces/{id}/runs", s.signedIn(s.admitted(scopeWorkspace, s.newRun)))
 }
 
 // routeStreams adds the downloads, which stream their bodies: they only

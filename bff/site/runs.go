@@ -321,6 +321,14 @@ type runPage struct {
 	State            *stateVersion
 	StateUnavailable bool
 	Outputs          []stateOutput
+	// OutputsUnavailable says the published state's outputs could not be
+	// read: the page says so rather than showing none.
+	OutputsUnavailable bool
+	// FinalLogUnavailable says the failed phase's log could not be read.
+	FinalLogUnavailable bool
+	// Author is who started the run, by the name people gave it where
+	// the dashboard can tell.
+	Author string
 	// Downloads is the downloads section; nil renders none.
 	Downloads *downloads
 	// TakeoverHint is set after a refusal because another principal holds
@@ -364,21 +372,34 @@ func (s *Site) renderRunPage(w http.ResponseWriter, r *http.Request, token strin
 		esc := url.PathEscape(*review.Apply.StateVersionID)
 		if err := s.api.Call(r.Context(), token, http.MethodGet, "/v1/state-versions/"+esc, nil, &sv); err == nil {
 			page.State = &sv
-			// Outputs that fail to load are left out; the state itself shows.
-			page.Outputs, _ = s.outputs(r.Context(), token, *review.Apply.StateVersionID)
+			// Outputs that fail to load say so; the state itself shows.
+			outputs, err := s.outputs(r.Context(), token, *review.Apply.StateVersionID)
+			page.Outputs, page.OutputsUnavailable = outputs, err != nil
 		} else {
 			page.StateUnavailable = true
 		}
 	}
-	if review.TerminalReason != nil && review.Status != "applied" && review.Status != "planned_and_finished" {
+	if endedFor(review) {
 		page.Reason = reasonSentence(review.Status, *review.TerminalReason)
 		if phase := failedPhase(review); phase != "" {
-			page.FailedPhase, page.FinalLog = phase, s.finalLog(r.Context(), token, id, phase)
+			var err error
+			page.FailedPhase = phase
+			page.FinalLog, err = s.finalLog(r.Context(), token, id, phase)
+			page.FinalLogUnavailable = err != nil
 		}
 	}
+	page.Author = s.actorNames(r.Context(), token).of(review.CreatedBy.Kind, review.CreatedBy.ID)
 	page.Downloads = s.downloadsOf(r.Context(), token, review)
 	f.Title, f.Page = titleOf(review), page
 	s.render(w, r, http.StatusOK, "run.html", f)
+}
+
+// endedFor reports whether the page explains why the run ended: only a run
+// in a terminal status with a recorded reason. A run in recovery carries
+// the reason its apply stopped (worker_lost) but has not ended: the
+// recovery panel speaks for it, and no log tail is fetched.
+func endedFor(r runReview) bool {
+	return r.TerminalReason != nil && r.Terminal() && r.Status != "applied" && r.Status != "planned_and_finished"
 }
 
 // failedPhase is the phase whose failure ended the run, or "" when the run
@@ -581,10 +602,10 @@ func reasonSentence(status, reason string) string {
 // finalLog is at most the last eight lines of one phase's log, read
 // server-side. The failed phase is the last to write, so its end is in the
 // newest hundred chunks.
-func (s *Site) finalLog(ctx context.Context, token, runID, phase string) []string {
+func (s *Site) finalLog(ctx context.Context, token, runID, phase string) ([]string, error) {
 	var chunks []logChunk
 	if err := s.api.Call(ctx, token, http.MethodGet, "/v1/runs/"+url.PathEscape(runID)+"/logs?tail=100", nil, &chunks); err != nil {
-		return nil
+		return nil, err
 	}
 	var text strings.Builder
 	for _, c := range chunks {
@@ -597,9 +618,9 @@ func (s *Site) finalLog(ctx context.Context, token, runID, phase string) []strin
 		lines = lines[len(lines)-8:]
 	}
 	if len(lines) == 1 && lines[0] == "" {
-		return nil
+		return nil, nil
 	}
-	return lines
+	return lines, nil
 }
 
 func newKey() string {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"regexp"
 	"strings"
 	"time"
 
@@ -127,7 +128,9 @@ func (s *Site) Handler() http.Handler {
 	mux.HandleFunc("POST /runs/{id}/discard", s.form(run(s.discard)))
 	mux.HandleFunc("POST /runs/{id}/override", s.form(run(s.override)))
 	mux.HandleFunc("GET /workspaces", s.signedIn(s.workspaces))
-	mux.HandleFunc("POST /workspaces", s.form(s.signedIn(s.createWorkspace)))
+	// Creating a workspace is an organization-wide mutation: the
+	// organization's probe runs first, as it does for the page.
+	mux.HandleFunc("POST /workspaces", s.form(s.signedIn(s.admitted(scopeOrganization, s.createWorkspace))))
 	ws := func(h func(http.ResponseWriter, *http.Request, string)) http.HandlerFunc {
 		return s.signedIn(s.admitted(scopeWorkspace, h))
 	}
@@ -216,7 +219,7 @@ func (s *Site) Handler() http.Handler {
 	}
 	// Outermost: a panic anywhere below is a bare 500 whose log line holds
 	// only its classification and the request ID.
-	return failure.Recover(s.logger, securityHeaders(outer))
+	return failure.Recover(s.logger, securityHeaders(outer, s.opts.CodeHostWebURL))
 }
 
 func immutable(h http.Handler) http.Handler {
@@ -226,9 +229,21 @@ func immutable(h http.Handler) http.Handler {
 	})
 }
 
-func securityHeaders(h http.Handler) http.Handler {
+// sourceOrigin is a bare scheme://host[:port], safe to name in a CSP.
+var sourceOrigin = regexp.MustCompile(`^https?://[A-Za-z0-9.\-]+(:[0-9]+)?$`)
+
+// securityHeaders sets the page policy. Browsers apply form-action to a
+// form post's redirects too, so the code host's web origin is allowed
+// there: Install posts to the dashboard, which redirects to the code
+// host's install page.
+func securityHeaders(h http.Handler, codeHost string) http.Handler {
+	formAction := "'self'"
+	if sourceOrigin.MatchString(codeHost) {
+		formAction += " " + codeHost
+	}
+	policy := "default-src 'self'; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action " + formAction
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Security-Policy", "default-src 'self'; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
+		w.Header().Set("Content-Security-Policy", policy)
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		w.Header().Set("Referrer-Policy", "same-origin")
 		h.ServeHTTP(w, r)

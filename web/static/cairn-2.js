@@ -52,6 +52,22 @@
     if (atEnd) this.pre.scrollTop = this.pre.scrollHeight;
   };
 
+  // unavailable says whether the last log read failed: a console whose
+  // read failed says so and offers Refresh log, never an empty log.
+  Console.prototype.unavailable = function (failed) {
+    var note = this.wrap.querySelector(".log-unavailable");
+    if (!note && !failed) return;
+    if (!note) {
+      note = document.createElement("p");
+      note.className = "log-unavailable bad";
+      note.setAttribute("role", "status");
+      note.textContent = "The log is unavailable right now.";
+      this.pre.insertAdjacentElement("afterend", note);
+    }
+    note.hidden = !failed;
+    if (failed) this.refresh.hidden = false;
+  };
+
   function RunChannel(article) {
     this.run = article.getAttribute("data-run");
     this.terminal = article.getAttribute("data-terminal") === "true";
@@ -85,11 +101,15 @@
       .then(function (r) { if (!r.ok) throw new Error("logs " + r.status); return r.json(); })
       .then(function (doc) {
         self.loading = null;
+        self.each(function (c) { c.unavailable(false); });
         (doc.data || []).forEach(function (c) { self.route(c); });
         if ((doc.data || []).length === 100) return self.fetchLogs();
       })
-      .catch(function () { self.loading = null; });
+      .catch(function () { self.loading = null; self.each(function (c) { c.unavailable(true); }); });
     return this.loading;
+  };
+  RunChannel.prototype.each = function (fn) {
+    Object.keys(this.consoles).forEach(function (k) { fn(this.consoles[k]); }, this);
   };
   RunChannel.prototype.showDetached = function (stale) {
     Object.keys(this.consoles).forEach(function (k) {
@@ -213,9 +233,13 @@
   };
   // watch re-reads the version every 2.5 s, at most 12 times; still pending
   // after 30 s, it pauses and offers Refresh status.
+  // A new upload or Refresh status replaces the window being watched, so
+  // at most one bounded window of checks runs at a time.
   PolicyUpload.prototype.watch = function () {
     var self = this, checks = 0;
+    var generation = this.generation = (this.generation || 0) + 1;
     function check() {
+      if (generation !== self.generation) return;
       checks++;
       fetch("/api/control-plane/v1/policy-versions/" + encodeURIComponent(self.version), { credentials: "same-origin" })
         .then(function (r) { return r.ok ? r.json() : Promise.reject(r.status); })

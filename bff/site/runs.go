@@ -442,7 +442,8 @@ func stagesOf(r runReview) []stage {
 	case r.Policy.Outcome == nil && r.Plan.Status == "finished":
 		policy.State = "running"
 	case r.Policy.Outcome == nil && terminal(r.Status):
-		policy.State = "skipped"
+		// Never evaluated: nothing to show, no console.
+		policy.State, policy.Phase = "skipped", ""
 	case r.Policy.Outcome == nil:
 		policy.State = "pending"
 	case *r.Policy.Outcome == "pass" || *r.Policy.Outcome == "advisory_failed" || r.Policy.Status == "overridden":
@@ -492,8 +493,7 @@ func stagesOf(r runReview) []stage {
 	for i := range stages {
 		stages[i].Open = stages[i].Open || stages[i].State == "running"
 		if stages[i].State == "skipped" {
-			// A skipped stage has nothing to show: no console.
-			stages[i].Duration, stages[i].Phase = 0, ""
+			stages[i].Duration = 0
 		}
 	}
 	if r.Status == "applied" {

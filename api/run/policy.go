@@ -87,9 +87,17 @@ func (s *Service) EvaluatePolicy(ctx context.Context, st Started, planDigest []b
 		reason := "source_provenance_unavailable"
 		facts.SnapshotError = &reason
 	}
-	plog := s.openPolicyLog(ctx, st, secrets)
-	plog.begin(ctx, st, facts)
+	// The log's opening lines are read and stored while the evaluation
+	// runs: narrating it never delays it.
+	var plog *policyLog
+	begun := make(chan struct{})
+	go func() {
+		defer close(begun)
+		plog = s.openPolicyLog(ctx, st, secrets)
+		plog.begin(ctx, st, facts)
+	}()
 	evaluation, err := s.policies.Evaluate(ctx, facts, planJSON, secrets, ev)
+	<-begun
 	plog.end(ctx, evaluation, err)
 	return evaluation, err
 }

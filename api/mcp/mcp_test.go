@@ -188,6 +188,20 @@ func TestGoSDKClientEndToEnd(t *testing.T) {
 	if res.IsError || data(out)["kind"] != "plan_only" {
 		t.Fatalf("get_run: %v %s", out, resultText(res))
 	}
+	// The run's log, or one phase of it: the policy stage's, here.
+	for seq, phase := range []string{"plan", "policy"} {
+		if _, err := s.env.DB.Exec(`INSERT INTO run_log_chunks (run_id, sequence, phase, body) VALUES ($1, $2, $3, $4)`,
+			runID, seq+1, phase, phase+" line\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, res = callTool(t, session, "get_run_logs", map[string]any{"run_id": runID, "phase": "policy"})
+	if chunks, _ := out["data"].([]any); res.IsError || len(chunks) != 1 || chunks[0].(map[string]any)["body"] != "policy line\n" {
+		t.Fatalf("get_run_logs of the policy phase: %v %s", out, resultText(res))
+	}
+	if _, res = callTool(t, session, "get_run_logs", map[string]any{"run_id": runID, "phase": "audit"}); !res.IsError {
+		t.Fatal("get_run_logs of an unknown phase answered")
+	}
 	// The run is the person's, done through the agent: audited as such.
 	var agentEvents int
 	if err := s.env.DB.Get(&agentEvents, `SELECT count(*) FROM audit_events WHERE actor_id = $1 AND evidence ? 'agent_client_id'`, owner.ID); err != nil {

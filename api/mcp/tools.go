@@ -55,6 +55,7 @@ type (
 	runLogsInput struct {
 		RunID string `json:"run_id" jsonschema:"the run ID"`
 		Tail  int    `json:"tail,omitempty" jsonschema:"the newest n log chunks, 1 to 100 (default 50)"`
+		Phase string `json:"phase,omitempty" jsonschema:"only this phase's chunks: plan, policy or apply (default all)"`
 	}
 	runInput struct {
 		RunID string `json:"run_id" jsonschema:"the run ID"`
@@ -214,7 +215,7 @@ func (s *Server) addTools(server *sdk.Server) {
 	tool(s, server, "get_run", "Get a run (the review)",
 		"Reads one run: status, plan summary, policy outcome, the digests a decision binds to and the actions you may take.", readOnly,
 		func(in runInput) (call, error) { return get("/v1/runs/%s", in.RunID) })
-	tool(s, server, "get_run_logs", "Read run logs", "Reads the newest log chunks of a run (redacted as people see them).", readOnly,
+	tool(s, server, "get_run_logs", "Read run logs", "Reads the newest log chunks of a run (redacted as people see them), of one phase (plan, policy or apply) or all.", readOnly,
 		func(in runLogsInput) (call, error) {
 			c, err := get("/v1/runs/%s/logs", in.RunID)
 			tail := in.Tail
@@ -222,6 +223,10 @@ func (s *Server) addTools(server *sdk.Server) {
 				tail = 50
 			}
 			c.query = url.Values{"tail": {strconv.Itoa(tail)}}
+			if in.Phase != "" {
+				// The API refuses a phase it does not know.
+				c.query.Set("phase", in.Phase)
+			}
 			return c, err
 		})
 	tool(s, server, "get_plan_changes", "Read plan changes", "Reads the resource changes of a run's plan (sensitive values redacted).", readOnly,

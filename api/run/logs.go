@@ -16,23 +16,37 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/cairnhq/cairn/api/access"
+	"github.com/cairnhq/cairn/api/platform/db"
 	"github.com/cairnhq/cairn/api/platform/mask"
 )
 
 // LogChunk is one sanitized piece of a run's output.
 type LogChunk struct {
 	Sequence  int64     `db:"sequence" json:"sequence"`
-	Phase     string    `db:"phase" json:"phase"`
+	Phase     string    `db:"phase" json:"phase" enum:"plan,policy,apply"`
 	Body      string    `db:"body" json:"body"`
 	CreatedAt time.Time `db:"created_at" json:"created_at"`
 }
 
+// LogPhasePolicy is the policy stage's log. It is written by the plan
+// attempt that evaluates the policies, between its plan log and the apply
+// log, so one run's log still reads in sequence order; no attempt runs a
+// policy phase.
+const LogPhasePolicy = "policy"
+
+// LogPhases are the phases a log chunk may belong to, in the order a run
+// writes them.
+var LogPhases = []string{PhasePlan, LogPhasePolicy, PhaseApply}
+
 // LogQuery selects chunks: After/Limit page forward; Tail returns the
-// newest n in ascending order. Tail excludes After and Limit.
+// newest n in ascending order. Tail excludes After and Limit. Phase, when
+// set, keeps only that phase's chunks; sequences stay the run's, so a
+// phase's chunks are numbered with gaps.
 type LogQuery struct {
 	After int64
 	Limit int
 	Tail  int
+	Phase string
 }
 
 // MaxLogPage is the most chunks one log read returns.
@@ -55,6 +69,8 @@ func (q LogQuery) Validate() error {
 		return fmt.Errorf("%w: limit must be 1..%d", ErrInvalid, MaxLogPage)
 	case q.After < 0:
 		return fmt.Errorf("%w: after must not be negative", ErrInvalid)
+	case q.Phase != "" && !slices.Contains(LogPhases, q.Phase):
+		return fmt.Errorf("%w: phase must be one of %s", ErrInvalid, strings.Join(LogPhases, ", "))
 	}
 	return nil
 }
@@ -70,7 +86,7 @@ func (s *Service) Logs(ctx context.Context, p access.Principal, runID string, q 
 		return nil, err
 	}
 	if q.Tail > 0 {
-		return s.logTail(ctx, r.ID, q.Tail)
+		return s.logTail(ctx, r.ID, q.Phase, q.Tail)
 	}
 	limit := q.Limit
 	if limit == 0 {
@@ -79,12 +95,16 @@ func (s *Service) Logs(ctx context.Context, p access.Principal, runID string, q 
 	var segs []logSegment
 	var rows []LogChunk
 	err = s.inLogSnapshot(ctx, func(tx *sqlx.Tx) error {
+		// A segment holds one phase's chunks, so the phase filter applies
+		// to segments and rows alike.
 		if err := tx.SelectContext(ctx, &segs, `SELECT `+segmentColumns+` FROM run_log_segments
-			WHERE run_id = $1 AND last_sequence > $2 ORDER BY first_sequence LIMIT $3`, r.ID, q.After, limit); err != nil {
+			WHERE run_id = $1 AND last_sequence > $2 AND ($4 = '' OR phase = $4) ORDER BY first_sequence LIMIT $3`,
+			r.ID, q.After, limit, q.Phase); err != nil {
 			return fmt.Errorf("reading log segments: %w", err)
 		}
 		if err := tx.SelectContext(ctx, &rows, `SELECT sequence, phase, body, created_at FROM run_log_chunks
-			WHERE run_id = $1 AND sequence > $2 ORDER BY sequence LIMIT $3`, r.ID, q.After, limit); err != nil {
+			WHERE run_id = $1 AND sequence > $2 AND ($4 = '' OR phase = $4) ORDER BY sequence LIMIT $3`,
+			r.ID, q.After, limit, q.Phase); err != nil {
 			return fmt.Errorf("reading logs: %w", err)
 		}
 		return nil
@@ -135,19 +155,19 @@ func (s *Service) appendSegment(ctx context.Context, out []LogChunk, seg logSegm
 	return out, nil
 }
 
-// logTail returns the newest n chunks in ascending order. It walks back
-// from the newest: table rows, then whole segments, of which only the last
-// chunks still needed are kept.
-func (s *Service) logTail(ctx context.Context, runID string, n int) ([]LogChunk, error) {
+// logTail returns the newest n chunks (of phase, unless it is empty) in
+// ascending order. It walks back from the newest: table rows, then whole
+// segments, of which only the last chunks still needed are kept.
+func (s *Service) logTail(ctx context.Context, runID, phase string, n int) ([]LogChunk, error) {
 	var segs []logSegment
 	var rows []LogChunk
 	err := s.inLogSnapshot(ctx, func(tx *sqlx.Tx) error {
 		if err := tx.SelectContext(ctx, &segs, `SELECT `+segmentColumns+` FROM run_log_segments
-			WHERE run_id = $1 ORDER BY first_sequence DESC LIMIT $2`, runID, n); err != nil {
+			WHERE run_id = $1 AND ($3 = '' OR phase = $3) ORDER BY first_sequence DESC LIMIT $2`, runID, n, phase); err != nil {
 			return fmt.Errorf("reading log segments: %w", err)
 		}
 		if err := tx.SelectContext(ctx, &rows, `SELECT sequence, phase, body, created_at FROM run_log_chunks
-			WHERE run_id = $1 ORDER BY sequence DESC LIMIT $2`, runID, n); err != nil {
+			WHERE run_id = $1 AND ($3 = '' OR phase = $3) ORDER BY sequence DESC LIMIT $2`, runID, n, phase); err != nil {
 			return fmt.Errorf("reading logs: %w", err)
 		}
 		return nil
@@ -476,7 +496,18 @@ func (l *LogSink) Flush(ctx context.Context, final bool) error {
 	}
 	var err error
 	for _, chunk := range logChunks(body) {
-		if err = insertLogChunk(ctx, l.s.db, l.runID, seq, l.phase, chunk); err != nil {
+		err = insertLogChunk(ctx, l.s.db, l.runID, seq, l.phase, chunk)
+		if db.IsUniqueViolation(err, "run_log_chunks_pkey") {
+			// Another sink of the run took the sequence: a plan attempt
+			// writes its policy log with a sink of its own after its
+			// plan log. The chunk goes after the newest instead.
+			var last int64
+			if last, err = l.s.lastSequence(ctx, l.runID); err == nil {
+				seq = last + 1
+				err = insertLogChunk(ctx, l.s.db, l.runID, seq, l.phase, chunk)
+			}
+		}
+		if err != nil {
 			break
 		}
 		body = body[len(chunk):]

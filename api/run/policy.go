@@ -43,7 +43,9 @@ const policyRunKind = "manual"
 
 // EvaluatePolicy has ev evaluate the started plan attempt's snapshotted
 // policy attachments against its plan JSON. secrets are the run's
-// sensitive values, refused if they appear in the policy input.
+// sensitive values, refused if they appear in the policy input. It
+// narrates the stage in the run's policy log as it goes; the attempt's
+// plan log must be stored first, as the policy log follows it.
 func (s *Service) EvaluatePolicy(ctx context.Context, st Started, planDigest []byte, planJSON io.Reader, secrets []string,
 	ev policy.Evaluator) (policy.Evaluation, error) {
 	r := st.Run
@@ -85,7 +87,19 @@ func (s *Service) EvaluatePolicy(ctx context.Context, st Started, planDigest []b
 		reason := "source_provenance_unavailable"
 		facts.SnapshotError = &reason
 	}
-	return s.policies.Evaluate(ctx, facts, planJSON, secrets, ev)
+	// The log's opening lines are read and stored while the evaluation
+	// runs: narrating it never delays it.
+	var plog *policyLog
+	begun := make(chan struct{})
+	go func() {
+		defer close(begun)
+		plog = s.openPolicyLog(ctx, st, secrets)
+		plog.begin(ctx, st, facts)
+	}()
+	evaluation, err := s.policies.Evaluate(ctx, facts, planJSON, secrets, ev)
+	<-begun
+	plog.end(ctx, evaluation, err)
+	return evaluation, err
 }
 
 // PolicyBundleGrant resolves a presented bundle grant: its signature and

@@ -193,9 +193,10 @@ type runListInput struct {
 
 type logsInput struct {
 	IDPath
-	After int64 `query:"after" minimum:"0" doc:"Return chunks after this sequence."`
-	Limit int   `query:"limit" minimum:"0" maximum:"100" doc:"At most this many chunks (1–100; default 100)."`
-	Tail  int   `query:"tail" minimum:"0" maximum:"100" doc:"Return the newest n chunks in ascending order; excludes after and limit."`
+	After int64  `query:"after" minimum:"0" doc:"Return chunks after this sequence."`
+	Limit int    `query:"limit" minimum:"0" maximum:"100" doc:"At most this many chunks (1–100; default 100)."`
+	Tail  int    `query:"tail" minimum:"0" maximum:"100" doc:"Return the newest n chunks in ascending order; excludes after and limit."`
+	Phase string `query:"phase" enum:"plan,policy,apply" doc:"Only this phase's chunks (plan, policy or apply); with tail, that phase's newest n. Sequences stay the run's, so they skip the other phases' chunks."`
 }
 
 // LogsOutput carries the chunks and the newest returned sequence.
@@ -307,7 +308,7 @@ func (a *API) registerRuns() {
 		if err != nil {
 			return nil, a.fail(ctx, err)
 		}
-		chunks, err := a.deps.Services.Runs.Logs(ctx, p, in.ID, run.LogQuery{After: in.After, Limit: in.Limit, Tail: in.Tail})
+		chunks, err := a.deps.Services.Runs.Logs(ctx, p, in.ID, run.LogQuery{After: in.After, Limit: in.Limit, Tail: in.Tail, Phase: in.Phase})
 		if err != nil {
 			return nil, a.fail(ctx, err)
 		}

@@ -251,6 +251,13 @@ type runReview struct {
 	Evidence struct {
 		Attempts []attempt `json:"attempts"`
 	} `json:"evidence"`
+
+	// The approval stage's console derives from these (ApprovalEvents).
+	ApprovalDeadline *time.Time `json:"approval_deadline"`
+	Overrides        struct {
+		Records   []overrideRecord `json:"records"`
+		Truncated bool             `json:"truncated"`
+	} `json:"overrides"`
 }
 
 // untrustedReview is why nothing secret reached an untrusted run's plan.
@@ -449,14 +456,15 @@ func stagesOf(r runReview) []stage {
 		planStart, planEnd = at("planning"), at(firstSet(r.StatusTimestamps, "awaiting_approval", "policy_override", "planned_and_finished", "errored", "canceled", "policy_soft_failed"))
 	}
 	plan := stage{Name: "Plan", Phase: "plan", State: phaseState(r.Plan.Status), Duration: span(planStart, planEnd)}
-	policy := stage{Name: "Policy", State: "pending"}
+	policy := stage{Name: "Policy", Phase: "policy", State: "pending"}
 	switch {
 	case r.Policy.Outcome == nil && r.Plan.Status == "finished" && terminal(r.Status):
 		policy.State = "failed"
 	case r.Policy.Outcome == nil && r.Plan.Status == "finished":
 		policy.State = "running"
 	case r.Policy.Outcome == nil && terminal(r.Status):
-		policy.State = "skipped"
+		// Never evaluated: nothing to show, no console.
+		policy.State, policy.Phase = "skipped", ""
 	case r.Policy.Outcome == nil:
 		policy.State = "pending"
 	case *r.Policy.Outcome == "pass" || *r.Policy.Outcome == "advisory_failed" || r.Policy.Status == "overridden":

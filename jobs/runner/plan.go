@@ -102,6 +102,10 @@ func (r *Runner) plan(ctx context.Context, env *attemptEnv) error {
 	evalCtx, stopEvaluation := context.WithCancel(ctx)
 	evaluated := async(func() (policy.Evaluation, error) {
 		defer env.timed("policy", policyStart)
+		// The plan log is complete once its commands ended: it is stored
+		// before the policy log starts, so the run's log reads plan, then
+		// policy, in sequence order.
+		r.endPlanLog(evalCtx, env)
 		return r.evaluatePolicy(evalCtx, env, planArtifact.SHA256)
 	})
 	// Nothing of this attempt may outlive it: an evaluation whose plan
@@ -146,14 +150,6 @@ func (r *Runner) plan(ctx context.Context, env *attemptEnv) error {
 		rest = append(rest, showable)
 	}
 	env.timed("evidence", start)
-	if env.st.Run.SavePlan {
-		// OpenTofu's `tofu apply <file>` loads a saved cloud plan only if
-		// its run ID starts with "run-"; Cairn's start with "run_".
-		env.logs.Line("")
-		env.logs.Line("This saved plan waits for its apply: approve run %s in the dashboard, or apply it through the API", env.st.Run.ID)
-		env.logs.Line("(POST /api/v2/runs/%s/actions/apply). `tofu apply` of the saved plan file cannot load a Cairn run.", env.st.Run.ID)
-	}
-	_ = env.logs.Flush(ctx, true)
 	_, err = r.Runs.CommitPolicy(ctx, env.st.Attempt.ID, run.PolicyEvidence{Artifacts: rest, Policy: evaluation, Timings: env.snapshot()})
 	if err != nil {
 		return err
@@ -239,9 +235,22 @@ func (p *planSeal) uncommitted() []run.Artifact {
 	return slices.Clone(p.stored)
 }
 
+// endPlanLog writes the plan log's last lines and stores everything it
+// holds.
+func (r *Runner) endPlanLog(ctx context.Context, env *attemptEnv) {
+	if env.st.Run.SavePlan {
+		// OpenTofu's `tofu apply <file>` loads a saved cloud plan only if
+		// its run ID starts with "run-"; Cairn's start with "run_".
+		env.logs.Line("")
+		env.logs.Line("This saved plan waits for its apply: approve run %s in the dashboard, or apply it through the API", env.st.Run.ID)
+		env.logs.Line("(POST /api/v2/runs/%s/actions/apply). `tofu apply` of the saved plan file cannot load a Cairn run.", env.st.Run.ID)
+	}
+	_ = env.logs.Flush(context.WithoutCancel(ctx), true)
+}
+
 // evaluatePolicy runs the policy stage on the plan JSON the sandbox wrote:
 // the run's snapshotted attachments against the sanitized input, with the
-// run's secrets as canaries. It logs a one-line summary per attachment;
+// run's secrets as canaries. The evaluation writes the run's policy log;
 // findings themselves are in the policy check.
 func (r *Runner) evaluatePolicy(ctx context.Context, env *attemptEnv, planDigest []byte) (policy.Evaluation, error) {
 	f, err := env.sb.Open(privatePath(planJSON))
@@ -252,17 +261,6 @@ func (r *Runner) evaluatePolicy(ctx context.Context, env *attemptEnv, planDigest
 	ev, err := r.Runs.EvaluatePolicy(ctx, env.st, planDigest, f, env.secrets, r.Evaluator)
 	if err != nil {
 		return policy.Evaluation{}, fmt.Errorf("evaluating policy: %w", err)
-	}
-	if ev.Check.Attachments > 0 || ev.Check.ConfigurationError != nil {
-		env.logs.Line("")
-		env.logs.Line("Policy: %s (%d attachment(s), %d ms)", ev.Check.Outcome, ev.Check.Attachments, ev.Check.DurationMS)
-		for _, res := range ev.Results {
-			line := fmt.Sprintf("  %s %s: %s", res.EnforcementMode, res.PolicySetID, res.Status)
-			if res.ErrorCode != nil {
-				line += " (" + *res.ErrorCode + ")"
-			}
-			env.logs.Line("%s", line)
-		}
 	}
 	return ev, nil
 }

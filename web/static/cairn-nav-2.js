@@ -1,7 +1,7 @@
 // Copy buttons beside IDs: the ID stays selectable text, the button puts it
 // on the clipboard in one click and says so. A data-copy that names an
 // element on the page (the run header's run-id, the CLI block) is copied
-// from that element by cairn-2.js; copying the name itself here would
+// from that element by cairn-3.js; copying the name itself here would
 // overwrite it.
 document.addEventListener("click", function (event) {
   var button = event.target.closest("button[data-copy]");

@@ -74,3 +74,24 @@ func Main(run func() int) {
 	remove()
 	os.Exit(code)
 }
+
+// Base is the managed base `make tools` assembles in the repository
+// (.tools/sandbox-base), for drivers under test: found from the working
+// directory, which `go test` sets to the package's. Empty outside a
+// checkout, which leaves a namespaced driver refusing sandboxes.
+func Base() string {
+	dir, err := os.Getwd()
+	if err != nil {
+		return ""
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return filepath.Join(dir, ".tools", "sandbox-base")
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return ""
+		}
+		dir = parent
+	}
+}

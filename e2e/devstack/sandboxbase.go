@@ -19,14 +19,19 @@ import (
 
 // SandboxBaseRecipe names this recipe for the managed base: bump it when the
 // package list or the generated files change, so `make tools` rebuilds.
-const SandboxBaseRecipe = "cairn-base-2"
+const SandboxBaseRecipe = "cairn-base-3"
 
 // sandboxBasePackages are what sandboxed commands need besides their own
 // checksum-verified tools (tofu and providers are static; the policy
 // evaluator is cairn-worker, linked against libc): a POSIX shell, the core
-// utilities scripts and provisioners expect, and the CA certificates.
-// The libraries they link against are added from their dependencies.
-var sandboxBasePackages = []string{"dash", "coreutils", "libc6", "ca-certificates"}
+// utilities scripts and provisioners expect (Debian's essential text
+// tools among them), and the CA certificates. The libraries they link
+// against are added from their dependencies.
+var sandboxBasePackages = []string{"dash", "coreutils", "mawk", "sed", "grep", "findutils", "libc6", "ca-certificates"}
+
+// sandboxBaseAlternatives are programs Debian names through its
+// alternatives system (links the package list does not hold).
+var sandboxBaseAlternatives = []string{"awk"}
 
 // sandboxBaseSkipped are package paths a sandbox never reads.
 var sandboxBaseSkipped = []string{"/usr/share/doc", "/usr/share/man", "/usr/share/info", "/usr/share/lintian",
@@ -145,6 +150,13 @@ func assembleSandboxBase(ctx context.Context, dir, version string) (sandbox.Base
 				continue
 			}
 			if err := copyIntoBase(rootfs, path); err != nil {
+				return sandbox.BaseManifest{}, err
+			}
+		}
+	}
+	for _, name := range sandboxBaseAlternatives {
+		for _, p := range []string{"/usr/bin/" + name, "/etc/alternatives/" + name} {
+			if err := copyIntoBase(rootfs, p); err != nil {
 				return sandbox.BaseManifest{}, err
 			}
 		}

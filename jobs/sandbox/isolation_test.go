@@ -461,7 +461,7 @@ func alsoAsNobody(t *testing.T) {
 			bin, "-test.run=^"+t.Name()+"$", "-test.v", "-test.count=1")
 		cmd.Dir = dir
 		cmd.Env = []string{unprivilegedEnv + "=1", "PATH=" + os.Getenv("PATH"), "TMPDIR=" + os.TempDir(), "HOME=" + dir,
-			sandboxtest.InstalledEnv + "=" + os.Getenv(sandboxtest.InstalledEnv)}
+			sandboxtest.InstalledEnv + "=" + os.Getenv(sandboxtest.InstalledEnv), sandboxtest.BaseEnv + "=" + sandboxtest.Base()}
 		out, err = cmd.CombinedOutput()
 		if err == nil || try == 10 || !strings.Contains(string(out), "Text file busy") {
 			break

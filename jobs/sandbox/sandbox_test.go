@@ -75,6 +75,9 @@ func setup(t *testing.T, m mode, spec sandbox.Spec, opts sandbox.LocalOptions) f
 	t.Helper()
 	root := t.TempDir()
 	opts.Isolation = m.isolation
+	if opts.Base == "" {
+		opts.Base = sandboxtest.Base()
+	}
 	d, err := sandbox.NewLocal(root, opts)
 	if err != nil {
 		t.Fatal(err)

@@ -75,11 +75,18 @@ func Main(run func() int) {
 	os.Exit(code)
 }
 
-// Base is the managed base `make tools` assembles in the repository
-// (.tools/sandbox-base), for drivers under test: found from the working
-// directory, which `go test` sets to the package's. Empty outside a
+// BaseEnv names the managed base for tests (cairn-dev test sets it, and a
+// test rerun as another user gets it passed on).
+const BaseEnv = "CAIRN_SANDBOX_BASE"
+
+// Base is the managed base for drivers under test: BaseEnv, else the one
+// `make tools` assembles in the repository (.tools/sandbox-base), found
+// from the working directory, which `go test` sets to the package's. Empty outside a
 // checkout, which leaves a namespaced driver refusing sandboxes.
 func Base() string {
+	if b := os.Getenv(BaseEnv); b != "" {
+		return b
+	}
 	dir, err := os.Getwd()
 	if err != nil {
 		return ""

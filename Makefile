@@ -59,7 +59,8 @@ fuzz: build
 
 ## tools: build the pinned OpenTofu (1.10.6) into .tools/toolchains/tofu/ with its SHA256SUMS, versitygw
 ##        (1.8.0, the S3-compatible store tests use) into .tools/versitygw/, and Terraform 1.5.7 (the registry
-##        tests' second CLI) into .tools/toolchains/terraform/
+##        tests' second CLI) into .tools/toolchains/terraform/, and the sandboxes' managed base (pinned Debian
+##        packages, with its version and digest in BASE.json) into .tools/sandbox-base/
 tools: build
 	./bin/cairn-dev tools
 

@@ -7,11 +7,15 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cairnhq/cairn/e2e/devstack"
+	"github.com/cairnhq/cairn/jobs/sandbox"
 )
 
 // sandboxProfile is an attempt's recorded sandbox profile.
@@ -20,6 +24,8 @@ type sandboxProfile struct {
 	Isolation  string   `json:"isolation"`
 	Reason     *string  `json:"reason"`
 	Namespaces []string `json:"namespaces"`
+	Base       *string  `json:"base"`
+	BaseDigest *string  `json:"base_digest"`
 	User       *string  `json:"user"`
 	Memory     struct {
 		Limit     uint64 `json:"limit"`
@@ -142,6 +148,10 @@ func TestSandboxedProvisionerSeesNoWorkerSecrets(t *testing.T) {
 	if r.Evidence.SandboxBaseProfile == nil || *r.Evidence.SandboxBaseProfile != "local-namespaces" {
 		t.Errorf("sandbox_base_profile %v, want local-namespaces", r.Evidence.SandboxBaseProfile)
 	}
+	base, err := sandbox.OpenBase(devstack.SandboxBaseDir(repoRoot(t)), "")
+	if err != nil {
+		t.Fatal(err)
+	}
 	s.checkWorkerEvidence(t, r)
 	for _, a := range r.Evidence.Attempts {
 		t.Logf("%s attempt: sandbox_create %.1f ms, toolchain_install %.1f ms, tofu_init %.1f ms", a.Phase,
@@ -150,6 +160,11 @@ func TestSandboxedProvisionerSeesNoWorkerSecrets(t *testing.T) {
 		if p == nil || p.Isolation != "namespaces" || !contains(p.Namespaces, "pid") || !contains(p.Namespaces, "mount") ||
 			p.Memory.Limit == 0 || p.Processes.Limit == 0 || p.Processes.Mechanism == "none" {
 			t.Errorf("%s attempt profile %+v", a.Phase, p)
+		}
+		// SPEC §1 rule 10: the evidence names the managed base it started
+		// from, as its BASE.json records it.
+		if p != nil && (p.Base == nil || *p.Base != base.Version || p.BaseDigest == nil || *p.BaseDigest != base.Digest) {
+			t.Errorf("%s attempt base %v %v, want %s %s", a.Phase, p.Base, p.BaseDigest, base.Version, base.Digest)
 		}
 	}
 
@@ -291,6 +306,39 @@ func TestWorkerWithoutBwrapRefusesPhases(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(filepath.Join(s.DataDir, "sandboxes")); len(sandboxDirs(entries)) != 0 {
 		t.Errorf("a refusing worker left sandbox directories: %v", sandboxDirs(entries))
+	}
+
+	// SPEC §1 rule 10: a worker whose managed base changed after it was
+	// built (one file of it edited) refuses phases the same way, with bwrap
+	// working: no sandbox starts from a base that is not the one recorded.
+	s.KillWorker(t)
+	changed := filepath.Join(t.TempDir(), "base")
+	if out, err := exec.Command("cp", "-a", devstack.SandboxBaseDir(repoRoot(t)), changed).CombinedOutput(); err != nil {
+		t.Fatalf("copying the base: %v: %s", err, out)
+	}
+	if err := os.WriteFile(filepath.Join(changed, "rootfs", "etc", "passwd"), []byte("root:x:0:0::/:/bin/sh\nintruder:x:0:0::/:/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s.StartWorker(t, "CAIRN_SANDBOX_BASE="+changed)
+	h = s.waitWorkerHealth(t, http.StatusServiceUnavailable)
+	if sb, _ := h["sandbox"].(map[string]any); sb == nil || sb["reason"] != "sandbox_base_unavailable" ||
+		!strings.Contains(fmt.Sprint(sb["detail"]), "changed after it was built") {
+		t.Fatalf("health with a changed base: %v", h)
+	}
+	st, plan = s.createRun(t, m, wsID, cfg, "plan_only")
+	if st != http.StatusCreated {
+		t.Fatalf("create run: %d", st)
+	}
+	plan = s.waitRun(t, m, plan.ID, 30*time.Second, status("errored", "planned_and_finished"))
+	if plan.Status != "errored" || plan.TerminalReason == nil || *plan.TerminalReason != "sandbox_isolation_unavailable" {
+		t.Fatalf("plan on a changed base: status %s, reason %v", plan.Status, plan.TerminalReason)
+	}
+	last := plan.Evidence.Attempts[len(plan.Evidence.Attempts)-1]
+	if last.SandboxID != nil || last.SandboxProfile == nil || last.SandboxProfile.Reason == nil || *last.SandboxProfile.Reason != "sandbox_base_unavailable" {
+		t.Fatalf("plan attempt on a changed base %+v (profile %+v)", last, last.SandboxProfile)
+	}
+	if log := s.logsOf(t, m, plan.ID); !strings.Contains(log, "sandbox_base_unavailable") || !strings.Contains(log, "#the-managed-base") {
+		t.Errorf("the run log does not say why:\n%s", log)
 	}
 }
 

@@ -292,6 +292,7 @@ func StartStack(t *testing.T, opts ...StackOption) *Stack {
 		"CAIRN_PUBLIC_URL=" + s.APIURL,
 		"CAIRN_DASHBOARD_URL=" + s.DashboardURL,
 		"CAIRN_DATA_DIR=" + dataDir,
+		"CAIRN_SANDBOX_BASE=" + devstack.SandboxBaseDir(repoRoot(t)),
 		"CAIRN_ARGON2_MEMORY_KIB=64",
 		"CAIRN_ARGON2_ITERATIONS=1",
 		"CAIRN_ARGON2_PARALLELISM=1",

@@ -254,6 +254,9 @@ func (s *Service) StoreArtifact(ctx context.Context, st Started, kind string, r 
 	if err != nil {
 		return Artifact{}, err
 	}
+	if max, ok := kindLimits[kind]; ok && (limit <= 0 || limit > max) {
+		limit = max
+	}
 	key := blobkey.RunArtifact(st.Run.OrganizationID, st.Run.ID, kind)
 	d, err := blobs.Put(ctx, key, artifactIdentity(st.Run.OrganizationID, st.Run.ID, kind), r, limit)
 	if err != nil {

@@ -22,10 +22,14 @@ type SandboxCeiling struct {
 // SandboxProfile is what an attempt's sandbox really applied, recorded by
 // its worker: evidence, never configuration.
 type SandboxProfile struct {
-	Driver     string         `json:"driver"`
-	Isolation  string         `json:"isolation"`
-	Reason     string         `json:"reason,omitempty"`
-	Namespaces []string       `json:"namespaces,omitempty"`
+	Driver     string   `json:"driver"`
+	Isolation  string   `json:"isolation"`
+	Reason     string   `json:"reason,omitempty"`
+	Namespaces []string `json:"namespaces,omitempty"`
+	// Base and BaseDigest identify the managed base the sandbox started
+	// from (SPEC §1 rule 10); empty where commands saw the host.
+	Base       string         `json:"base,omitempty"`
+	BaseDigest string         `json:"base_digest,omitempty"`
 	Network    string         `json:"network,omitempty"`
 	User       string         `json:"user,omitempty"`
 	Memory     SandboxCeiling `json:"memory"`

@@ -505,6 +505,15 @@ const (
 	ArtifactPlanJSONRedacted = "plan_json_redacted"
 )
 
+// MaxPlanJSONBytes bounds a plan's JSON export (SPEC §8: 100 MB), the
+// plan_json artifact and the redacted one served to the CLI.
+const MaxPlanJSONBytes = 100_000_000
+
+// kindLimits are the size limits an artifact kind carries whatever the
+// caller asks for: a plan JSON over its limit is refused when stored, so it
+// can never be exported.
+var kindLimits = map[string]int64{ArtifactPlanJSON: MaxPlanJSONBytes, ArtifactPlanJSONRedacted: MaxPlanJSONBytes}
+
 func insertArtifact(ctx context.Context, q sqlx.ExtContext, a Artifact) error {
 	return insertArtifacts(ctx, q, []Artifact{a})
 }

@@ -155,7 +155,7 @@ func (a *API) registerCredentials() {
 		OperationID: "create-credential-profile", Method: http.MethodPost, Path: "/v1/workspaces/{id}/credential-profiles",
 		Summary: "Add a credential profile to a workspace", Tags: tags, DefaultStatus: http.StatusCreated,
 		Description: "A detached draft: runs leave it out until one of its versions is verified. Needs credential:write.",
-	}, operationOptions{mutation: true, admit: admitWorkspace}, func(ctx context.Context, in *createCredentialProfileInput) (*Mutated[CredentialProfileView], error) {
+	}, operationOptions{mutation: true, admit: admitWorkspace, bodyLimit: credential.DocumentLimit}, func(ctx context.Context, in *createCredentialProfileInput) (*Mutated[CredentialProfileView], error) {
 		return mutation(ctx, a, in.IdempotencyKey, in.Body, http.StatusCreated,
 			func(ctx context.Context, tx *sqlx.Tx, p access.Principal) (CredentialProfileView, error) {
 				d, err := creds().CreateProfile(ctx, tx, p, in.ID, credential.CreateProfileInput{Provider: in.Body.Provider, Name: in.Body.Name})
@@ -245,7 +245,7 @@ func (a *API) registerCredentials() {
 		Summary: "Verify a version and make it current", Tags: tags,
 		Description: "The broker opens and validates the stored envelope (a generic map) or configuration (a federation, which " +
 			"also needs a signing key); the version then becomes current and runs created from now on pin it. Needs credential:write.",
-	}, operationOptions{mutation: true, admit: admitCredentialProfile}, func(ctx context.Context, in *credentialVersionActionInput) (*Mutated[CredentialProfileView], error) {
+	}, operationOptions{mutation: true, admit: admitCredentialProfile, bodyLimit: credential.DocumentLimit}, func(ctx context.Context, in *credentialVersionActionInput) (*Mutated[CredentialProfileView], error) {
 		return mutation(ctx, a, in.IdempotencyKey, struct{}{}, http.StatusOK,
 			func(ctx context.Context, tx *sqlx.Tx, p access.Principal) (CredentialProfileView, error) {
 				d, _, err := creds().Verify(ctx, tx, p, in.ID, in.VersionID)
@@ -258,7 +258,7 @@ func (a *API) registerCredentials() {
 		Summary: "Archive a credential profile", Tags: tags,
 		Description: "Exact empty object. Runs created from now on leave the profile out; queued runs that pinned it cannot redeem it " +
 			"and end plan_credentials_required. Archiving twice is 409 CREDENTIAL_PROFILE_ARCHIVED. Needs credential:write.",
-	}, operationOptions{mutation: true, admit: admitCredentialProfile}, func(ctx context.Context, in *credentialProfileActionInput) (*Mutated[CredentialProfileView], error) {
+	}, operationOptions{mutation: true, admit: admitCredentialProfile, bodyLimit: credential.DocumentLimit}, func(ctx context.Context, in *credentialProfileActionInput) (*Mutated[CredentialProfileView], error) {
 		return mutation(ctx, a, in.IdempotencyKey, in.Body, http.StatusOK,
 			func(ctx context.Context, tx *sqlx.Tx, p access.Principal) (CredentialProfileView, error) {
 				d, err := creds().Archive(ctx, tx, p, in.ID)
@@ -272,7 +272,7 @@ func (a *API) registerCredentials() {
 		Summary: "Revoke a credential profile version", Tags: tags,
 		Description: "Exact empty object. The version is never issued again; a run that pinned it ends plan_credentials_required. " +
 			"Revoking twice is 409 CREDENTIAL_PROFILE_VERSION_DISABLED. Needs credential:write.",
-	}, operationOptions{mutation: true, admit: admitCredentialProfile}, func(ctx context.Context, in *credentialVersionRevokeInput) (*Mutated[CredentialVersionView], error) {
+	}, operationOptions{mutation: true, admit: admitCredentialProfile, bodyLimit: credential.DocumentLimit}, func(ctx context.Context, in *credentialVersionRevokeInput) (*Mutated[CredentialVersionView], error) {
 		return mutation(ctx, a, in.IdempotencyKey, in.Body, http.StatusOK,
 			func(ctx context.Context, tx *sqlx.Tx, p access.Principal) (CredentialVersionView, error) {
 				_, v, err := creds().Revoke(ctx, tx, p, in.ID, in.VersionID)

@@ -137,6 +137,8 @@ type SandboxProfileView struct {
 	Isolation  string             `json:"isolation" enum:"namespaces,none,unavailable" doc:"none: the operator runs sandboxes without namespaces; unavailable: the worker could not isolate the sandbox and ran nothing."`
 	Reason     *string            `json:"reason" doc:"Why isolation was unavailable."`
 	Namespaces []string           `json:"namespaces" doc:"Namespaces the commands had of their own; the network is shared by design."`
+	Base       *string            `json:"base" doc:"Version of the managed base the sandbox started from (its system paths); null where commands saw the worker's host (no namespaces) or nothing ran."`
+	BaseDigest *string            `json:"base_digest" doc:"SHA-256 digest (sha256:…) of that managed base's files, verified by the worker before it created sandboxes."`
 	Network    *string            `json:"network" enum:"shared"`
 	User       *string            `json:"user" enum:"dedicated_uid,worker" doc:"dedicated_uid: the commands ran as a user ID of their own."`
 	Memory     SandboxCeilingView `json:"memory"`
@@ -157,7 +159,8 @@ func sandboxProfileView(p *run.SandboxProfile) *SandboxProfileView {
 		return &s
 	}
 	return &SandboxProfileView{Driver: p.Driver, Isolation: p.Isolation, Reason: optional(p.Reason),
-		Namespaces: append([]string{}, p.Namespaces...), Network: optional(p.Network), User: optional(p.User),
+		Namespaces: append([]string{}, p.Namespaces...), Base: optional(p.Base), BaseDigest: optional(p.BaseDigest),
+		Network: optional(p.Network), User: optional(p.User),
 		Memory:     SandboxCeilingView{Limit: p.Memory.Limit, Mechanism: p.Memory.Mechanism},
 		Processes:  SandboxCeilingView{Limit: p.Processes.Limit, Mechanism: p.Processes.Mechanism},
 		CPUSeconds: p.CPUSeconds, OpenFiles: p.OpenFiles, FileBytes: p.FileBytes}

@@ -163,7 +163,7 @@ func newEvaluator(t *testing.T, driver sandbox.Driver, s *setup, opts policyeval
 
 func localDriver(t *testing.T, mode sandbox.IsolationMode) *sandbox.Local {
 	t.Helper()
-	d, err := sandbox.NewLocal(t.TempDir(), sandbox.LocalOptions{Isolation: mode})
+	d, err := sandbox.NewLocal(t.TempDir(), sandbox.LocalOptions{Base: sandboxtest.Base(), Isolation: mode})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,11 @@ func (r *Runner) refuseUnisolated(ctx context.Context, env *attemptEnv) error {
 		logs.Line("Cairn %s phase of %s, attempt %d", env.st.Attempt.Phase, env.st.Run.ID, env.st.Attempt.Number)
 		logs.Line("This worker cannot isolate sandboxes (%s), so it runs no user code here.", st.Reason)
 		logs.Line("The %s phase ended before OpenTofu started: nothing was changed.", env.st.Attempt.Phase)
-		logs.Line("To fix it, the operator installs bubblewrap on the worker's host (make deps, or apt-get install bubblewrap util-linux) and restarts the worker; see docs/operating/sandboxes.md#when-isolation-is-unavailable.")
+		if st.Reason == "sandbox_base_unavailable" {
+			logs.Line("To fix it, the operator builds the sandbox base (make tools) or points CAIRN_SANDBOX_BASE at an unchanged one and restarts the worker; see docs/operating/sandboxes.md#the-managed-base.")
+		} else {
+			logs.Line("To fix it, the operator installs bubblewrap on the worker's host (make deps, or apt-get install bubblewrap util-linux) and restarts the worker; see docs/operating/sandboxes.md#when-isolation-is-unavailable.")
+		}
 	}
 	return fmt.Errorf("%w: %s", sandbox.ErrIsolationUnavailable, st.Reason)
 }
@@ -33,7 +37,7 @@ func (r *Runner) refuseUnisolated(ctx context.Context, env *attemptEnv) error {
 // evidenceProfile is a sandbox profile as a run records it.
 func evidenceProfile(p sandbox.Profile) run.SandboxProfile {
 	return run.SandboxProfile{Driver: p.Driver, Isolation: p.Isolation, Reason: p.Reason,
-		Namespaces: p.Namespaces, Network: p.Network, User: p.User,
+		Namespaces: p.Namespaces, Base: p.Base, BaseDigest: p.BaseDigest, Network: p.Network, User: p.User,
 		Memory:     run.SandboxCeiling{Limit: p.Memory.Limit, Mechanism: p.Memory.Mechanism},
 		Processes:  run.SandboxCeiling{Limit: p.Processes.Limit, Mechanism: p.Processes.Mechanism},
 		CPUSeconds: p.CPUSeconds, OpenFiles: p.OpenFiles, FileBytes: p.FileBytes}
@@ -46,5 +50,6 @@ func describeProfile(p run.SandboxProfile) string {
 	if p.Isolation == run.SandboxUnisolated {
 		return fmt.Sprintf("%s driver WITHOUT namespaces (operator opt-out), %s", p.Driver, ceilings)
 	}
-	return fmt.Sprintf("%s driver, own %s namespaces, %s", p.Driver, strings.Join(p.Namespaces, "/"), ceilings)
+	return fmt.Sprintf("%s driver, own %s namespaces, base %s (%s), %s", p.Driver, strings.Join(p.Namespaces, "/"),
+		p.Base, p.BaseDigest, ceilings)
 }

@@ -43,7 +43,7 @@ func (r *Runner) plan(ctx context.Context, env *attemptEnv) error {
 	ev := &planSeal{}
 	defer func() { r.Runs.DiscardArtifacts(context.WithoutCancel(ctx), ev.uncommitted()) }()
 	planSealed := ev.seal(func() (run.Artifact, error) {
-		return r.storeSandboxFile(ctx, env, run.ArtifactPlanFile, planFile)
+		return r.storeSandboxFile(ctx, env, run.ArtifactPlanFile, planFile, state.MaxStateBytes)
 	})
 	// The plan has read the state: whether it moved meanwhile is read
 	// while show renders the plan. An untrusted plan read none.
@@ -75,7 +75,7 @@ func (r *Runner) plan(ctx context.Context, env *attemptEnv) error {
 
 	start := time.Now()
 	jsonSealed := ev.seal(func() (run.Artifact, error) {
-		return r.storeSandboxFile(ctx, env, run.ArtifactPlanJSON, planJSON)
+		return r.storeSandboxFile(ctx, env, run.ArtifactPlanJSON, planJSON, run.MaxPlanJSONBytes)
 	})
 	// The diff is built once: its counts go with the plan commit, its
 	// sealed body with the policy commit.
@@ -266,13 +266,13 @@ func (r *Runner) evaluatePolicy(ctx context.Context, env *attemptEnv, planDigest
 }
 
 // storeSandboxFile seals a file of the private directory as an artifact.
-func (r *Runner) storeSandboxFile(ctx context.Context, env *attemptEnv, kind, name string) (run.Artifact, error) {
+func (r *Runner) storeSandboxFile(ctx context.Context, env *attemptEnv, kind, name string, limit int64) (run.Artifact, error) {
 	f, err := env.sb.Open(privatePath(name))
 	if err != nil {
 		return run.Artifact{}, err
 	}
 	defer f.Close()
-	return r.Runs.StoreArtifact(ctx, env.st, kind, f, state.MaxStateBytes)
+	return r.Runs.StoreArtifact(ctx, env.st, kind, f, limit)
 }
 
 // planDiff builds the redacted diff from the plan JSON.

@@ -77,7 +77,7 @@ func TestEnvVariablesNeverSetRunnerNames(t *testing.T) {
 // and returns its output.
 func tofuEnvironment(t *testing.T, spec sandbox.Spec, env *attemptEnv, script string) string {
 	t.Helper()
-	d, err := sandbox.NewLocal(t.TempDir(), sandbox.LocalOptions{Isolation: sandbox.NoIsolation})
+	d, err := sandbox.NewLocal(t.TempDir(), sandbox.LocalOptions{Base: sandboxtest.Base(), Isolation: sandbox.NoIsolation})
 	if err != nil {
 		t.Fatal(err)
 	}

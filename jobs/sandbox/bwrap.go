@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -46,48 +45,10 @@ func (l *Local) namespaces() []string {
 	return ns
 }
 
-// System paths commands see read-only under bwrap: programs and libraries,
-// CA certificates, name resolution, and the user database.
-var (
-	systemDirs  = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}
-	systemFiles = []string{
-		"/etc/ssl", "/etc/ca-certificates", "/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf",
-		"/etc/host.conf", "/etc/gai.conf", "/etc/passwd", "/etc/group", "/etc/localtime", "/etc/alternatives",
-	}
-)
-
-// systemBinds are the bwrap arguments that show the system paths. bwrap
-// makes the directories it needs for a mount point accessible to root only,
-// so the parents of the system files (/etc) are made first, readable by
-// all: a root worker's commands run as another user.
-func systemBinds() []string {
-	var args []string
-	for _, p := range systemDirs {
-		fi, err := os.Lstat(p)
-		switch {
-		case err != nil:
-		case fi.Mode()&fs.ModeSymlink != 0:
-			// Merged-/usr systems link /bin to usr/bin; keep it a link.
-			if target, err := os.Readlink(p); err == nil {
-				args = append(args, "--symlink", target, p)
-			}
-		default:
-			args = append(args, "--ro-bind", p, p)
-		}
-	}
-	made := map[string]bool{}
-	for _, p := range systemFiles {
-		if _, err := os.Stat(p); err != nil {
-			continue
-		}
-		if parent := filepath.Dir(p); parent != "/" && !made[parent] {
-			made[parent] = true
-			args = append(args, "--perms", "0755", "--dir", parent)
-		}
-		args = append(args, "--ro-bind", p, p)
-	}
-	return args
-}
+// systemDirs are the system paths of the base (and of hosts): a sandbox
+// directory's ancestors inside one are not made, since the base's own
+// read-only bind holds them.
+var systemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc"}
 
 // tmpSize bounds the sandbox's /tmp, a tmpfs: memory no rlimit counts.
 // TMPDIR points at the sandbox's tmp directory on disk, which well-behaved
@@ -98,8 +59,8 @@ const tmpSize = 128 << 20
 // memory.
 const shmSize = 16 << 20
 
-// bwrapArgs wraps argv in bwrap. Nothing of the host is visible but the
-// system paths above, the sandbox's work, home and tmp directories, its
+// bwrapArgs wraps argv in bwrap. Nothing of the host is visible but its
+// name resolution files; the system paths are the managed base's, the sandbox's work, home and tmp directories, its
 // tools (each bound read-only from the tool cache, which stays out of
 // sight), its read-only files and a fresh /proc of its own PID namespace.
 // They keep their host paths inside, so paths in logs and plans read the

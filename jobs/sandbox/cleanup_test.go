@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cairnhq/cairn/jobs/sandbox"
+	"github.com/cairnhq/cairn/jobs/sandbox/sandboxtest"
 )
 
 // ownerEnv makes the test binary act as a worker that owns one sandbox:
@@ -30,7 +31,7 @@ func runOwner() {
 		fmt.Fprintln(os.Stderr, "owner:", err)
 		os.Exit(3)
 	}
-	d, err := sandbox.NewLocal(os.Getenv(ownerEnv+"_ROOT"), sandbox.LocalOptions{Isolation: mode})
+	d, err := sandbox.NewLocal(os.Getenv(ownerEnv+"_ROOT"), sandbox.LocalOptions{Base: sandboxtest.Base(), Isolation: mode})
 	if err != nil {
 		fail(err)
 	}
@@ -81,7 +82,7 @@ func TestSweepRemovesOnlyDeadOwnersLeftovers(t *testing.T) {
 	t.Parallel()
 	bothModes(t, func(t *testing.T, m mode) {
 		root := t.TempDir()
-		opts := sandbox.LocalOptions{Isolation: m.isolation, KillGrace: 100 * time.Millisecond}
+		opts := sandbox.LocalOptions{Base: sandboxtest.Base(), Isolation: m.isolation, KillGrace: 100 * time.Millisecond}
 		d, err := sandbox.NewLocal(root, opts)
 		if err != nil {
 			t.Fatal(err)
@@ -171,7 +172,7 @@ func TestSweepLeavesAnotherWorkersSandboxes(t *testing.T) {
 	root := t.TempDir()
 	mk := marker()
 	other, otherDir := startOwner(t, plain, root, mk)
-	d, err := sandbox.NewLocal(root, sandbox.LocalOptions{Isolation: sandbox.NoIsolation})
+	d, err := sandbox.NewLocal(root, sandbox.LocalOptions{Base: sandboxtest.Base(), Isolation: sandbox.NoIsolation})
 	if err != nil {
 		t.Fatal(err)
 	}

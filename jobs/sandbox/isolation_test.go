@@ -29,7 +29,7 @@ import (
 func TestNamespacesAreTheSandboxsOwn(t *testing.T) {
 	t.Parallel()
 	requireBwrap(t)
-	f := setup(t, isolated, sandbox.Spec{}, sandbox.LocalOptions{})
+	f := setup(t, isolated, sandbox.Spec{}, sandbox.LocalOptions{Base: sandboxtest.Base()})
 	kinds := []string{"pid", "mnt", "ipc", "uts", "net"}
 	script := ""
 	for _, k := range kinds {
@@ -80,7 +80,7 @@ func TestProcShowsOnlyTheSandboxsProcesses(t *testing.T) {
 	waitForProcesses(t, mk, 1)
 	script := `for f in /proc/[0-9]*/environ /proc/[0-9]*/cmdline; do tr '\0' ' ' < "$f"; echo; done 2>/dev/null; echo pids:; ls /proc | grep -E '^[0-9]+$'`
 	bothModes(t, func(t *testing.T, m mode) {
-		f := setup(t, m, sandbox.Spec{}, sandbox.LocalOptions{})
+		f := setup(t, m, sandbox.Spec{}, sandbox.LocalOptions{Base: sandboxtest.Base()})
 		_, out, _ := run(t, f.sbx, sh(script))
 		i := strings.LastIndex(out, "pids:")
 		seen, pidList := out[:i], out[i+len("pids:"):]
@@ -133,7 +133,7 @@ func TestSandboxSeesNoDataDirToolCacheOrNeighbour(t *testing.T) {
 		t.Fatal(err)
 	}
 	root := filepath.Join(data, "sandboxes")
-	d, err := sandbox.NewLocal(root, sandbox.LocalOptions{})
+	d, err := sandbox.NewLocal(root, sandbox.LocalOptions{Base: sandboxtest.Base()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +198,7 @@ func TestSandboxSeesNoDataDirToolCacheOrNeighbour(t *testing.T) {
 
 	// Control: without namespaces the same reads succeed, so the checks
 	// above can fail.
-	plainDriver, err := sandbox.NewLocal(filepath.Join(t.TempDir(), "sandboxes"), sandbox.LocalOptions{Isolation: sandbox.NoIsolation})
+	plainDriver, err := sandbox.NewLocal(filepath.Join(t.TempDir(), "sandboxes"), sandbox.LocalOptions{Base: sandboxtest.Base(), Isolation: sandbox.NoIsolation})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +220,7 @@ func TestSandboxSeesNoDataDirToolCacheOrNeighbour(t *testing.T) {
 func TestTmpfsMountsAreBounded(t *testing.T) {
 	t.Parallel()
 	requireBwrap(t)
-	f := setup(t, isolated, sandbox.Spec{}, sandbox.LocalOptions{})
+	f := setup(t, isolated, sandbox.Spec{}, sandbox.LocalOptions{Base: sandboxtest.Base()})
 	script := `for d in /dev /dev/shm /tmp /; do
   if dd if=/dev/zero of=$d/fill bs=1M count=64 2>/dev/null; then echo "filled $d"; else echo "bounded $d"; fi; rm -f $d/fill
 done
@@ -249,7 +249,7 @@ func TestForkBombIsStoppedByTheProcessLimit(t *testing.T) {
 	t.Parallel()
 	requireBwrap(t)
 	const limit = 64
-	d, err := sandbox.NewLocal(t.TempDir(), sandbox.LocalOptions{KillGrace: 100 * time.Millisecond})
+	d, err := sandbox.NewLocal(t.TempDir(), sandbox.LocalOptions{Base: sandboxtest.Base(), KillGrace: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +303,7 @@ func hogScript(n int) string {
 func TestMemoryCeilingStopsAHog(t *testing.T) {
 	t.Parallel()
 	bothModes(t, func(t *testing.T, m mode) {
-		f := setup(t, m, sandbox.Spec{Limits: sandbox.Limits{MaxMemoryBytes: 256 << 20}}, sandbox.LocalOptions{})
+		f := setup(t, m, sandbox.Spec{Limits: sandbox.Limits{MaxMemoryBytes: 256 << 20}}, sandbox.LocalOptions{Base: sandboxtest.Base()})
 		p := f.sbx.Profile()
 		if p.Memory.Limit != 256<<20 || p.Memory.Mechanism == sandbox.MechanismNone {
 			t.Fatalf("profile memory %+v", p.Memory)
@@ -317,7 +317,7 @@ func TestMemoryCeilingStopsAHog(t *testing.T) {
 		if code, out, _ := run(t, f.sbx, sh("echo still-here")); code != 0 || out != "still-here\n" {
 			t.Errorf("the sandbox did not survive the hog: %d %q", code, out)
 		}
-		control := setup(t, m, sandbox.Spec{Limits: sandbox.Limits{MaxMemoryBytes: 1 << 30}}, sandbox.LocalOptions{})
+		control := setup(t, m, sandbox.Spec{Limits: sandbox.Limits{MaxMemoryBytes: 1 << 30}}, sandbox.LocalOptions{Base: sandboxtest.Base()})
 		if _, out, _ := run(t, control.sbx, sh(hogScript(28))); !strings.Contains(out, "hog-finished") {
 			t.Errorf("control: the hog should finish under 1 GiB: %q", out)
 		}
@@ -329,7 +329,7 @@ func TestMemoryCeilingStopsAHog(t *testing.T) {
 func TestProfileMatchesWhatRuns(t *testing.T) {
 	t.Parallel()
 	bothModes(t, func(t *testing.T, m mode) {
-		f := setup(t, m, sandbox.Spec{Limits: sandbox.Limits{MaxMemoryBytes: 3 << 30, MaxProcesses: 500}}, sandbox.LocalOptions{})
+		f := setup(t, m, sandbox.Spec{Limits: sandbox.Limits{MaxMemoryBytes: 3 << 30, MaxProcesses: 500}}, sandbox.LocalOptions{Base: sandboxtest.Base()})
 		p := f.sbx.Profile()
 		_, out, _ := run(t, f.sbx, sh("cat /proc/self/limits; echo uid=$(id -u)"))
 		limitLine := func(name string) string {
@@ -373,7 +373,7 @@ func TestDedicatedUserIDsAreUniquePerLiveSandbox(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("only a root worker gives sandboxes their own user IDs")
 	}
-	d, err := sandbox.NewLocal(t.TempDir(), sandbox.LocalOptions{})
+	d, err := sandbox.NewLocal(t.TempDir(), sandbox.LocalOptions{Base: sandboxtest.Base()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -461,7 +461,7 @@ func alsoAsNobody(t *testing.T) {
 			bin, "-test.run=^"+t.Name()+"$", "-test.v", "-test.count=1")
 		cmd.Dir = dir
 		cmd.Env = []string{unprivilegedEnv + "=1", "PATH=" + os.Getenv("PATH"), "TMPDIR=" + os.TempDir(), "HOME=" + dir,
-			sandboxtest.InstalledEnv + "=" + os.Getenv(sandboxtest.InstalledEnv)}
+			sandboxtest.InstalledEnv + "=" + os.Getenv(sandboxtest.InstalledEnv), sandboxtest.BaseEnv + "=" + sandboxtest.Base()}
 		out, err = cmd.CombinedOutput()
 		if err == nil || try == 10 || !strings.Contains(string(out), "Text file busy") {
 			break
@@ -492,7 +492,7 @@ func TestSandboxCannotRebindItsOwnDirectory(t *testing.T) {
 	if err := os.WriteFile(ca, []byte("the CA"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	f := setup(t, isolated, sandbox.Spec{ReadOnlyFiles: map[string]string{"ca.pem": ca, "nested/more.pem": ca}}, sandbox.LocalOptions{})
+	f := setup(t, isolated, sandbox.Spec{ReadOnlyFiles: map[string]string{"ca.pem": ca, "nested/more.pem": ca}}, sandbox.LocalOptions{Base: sandboxtest.Base()})
 	neighbour, err := f.driver.Create(context.Background(), sandbox.Spec{Name: "neighbour"})
 	if err != nil {
 		t.Fatal(err)
@@ -564,7 +564,7 @@ func TestSandboxUserIDsAreNobodyElses(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("only a root worker gives sandboxes their own user IDs")
 	}
-	d, err := sandbox.NewLocal(t.TempDir(), sandbox.LocalOptions{SandboxUIDBase: 60000})
+	d, err := sandbox.NewLocal(t.TempDir(), sandbox.LocalOptions{Base: sandboxtest.Base(), SandboxUIDBase: 60000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -587,7 +587,7 @@ func TestSandboxUserIDsAreNobodyElses(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	d, err = sandbox.NewLocal(t.TempDir(), sandbox.LocalOptions{SandboxUIDBase: base})
+	d, err = sandbox.NewLocal(t.TempDir(), sandbox.LocalOptions{Base: sandboxtest.Base(), SandboxUIDBase: base})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -622,7 +622,7 @@ func TestReadOnlyDirIsVisibleAndUnwritable(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(parent, "sibling"), []byte("private"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	f := setup(t, isolated, sandbox.Spec{ReadOnlyDirs: []string{mirror}}, sandbox.LocalOptions{})
+	f := setup(t, isolated, sandbox.Spec{ReadOnlyDirs: []string{mirror}}, sandbox.LocalOptions{Base: sandboxtest.Base()})
 	if code, out, stderr := run(t, f.sbx, sh(`cat `+mirror+`/registry.opentofu.org/pkg`)); code != 0 || out != "package" {
 		t.Fatalf("reading the mirror: %d %q %q", code, out, stderr)
 	}
@@ -644,7 +644,7 @@ func TestReadOnlyDirIsVisibleAndUnwritable(t *testing.T) {
 func TestCommandsHoldNoPrivileges(t *testing.T) {
 	t.Parallel()
 	bothModes(t, func(t *testing.T, m mode) {
-		f := setup(t, m, sandbox.Spec{}, sandbox.LocalOptions{})
+		f := setup(t, m, sandbox.Spec{}, sandbox.LocalOptions{Base: sandboxtest.Base()})
 		_, out, _ := run(t, f.sbx, sh("cat /proc/self/status"))
 		field := func(name string) string {
 			got := regexp.MustCompile(`(?m)^` + name + `:[ \t]*(.*)$`).FindStringSubmatch(out)
@@ -722,12 +722,12 @@ func TestExecProgramMustBeTheWorkersOwn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := sandbox.NewLocal(t.TempDir(), sandbox.LocalOptions{Isolation: sandbox.NoIsolation, ExecPath: own}); err != nil {
+	if _, err := sandbox.NewLocal(t.TempDir(), sandbox.LocalOptions{Base: sandboxtest.Base(), Isolation: sandbox.NoIsolation, ExecPath: own}); err != nil {
 		t.Fatalf("NewLocal refused a program only its owner can change: %v", err)
 	}
 	for name, path := range map[string]string{"group-writable": writable, "in a world-writable directory": inOpenDir,
 		"missing": filepath.Join(dir, "missing")} {
-		if _, err := sandbox.NewLocal(t.TempDir(), sandbox.LocalOptions{Isolation: sandbox.NoIsolation, ExecPath: path}); err == nil {
+		if _, err := sandbox.NewLocal(t.TempDir(), sandbox.LocalOptions{Base: sandboxtest.Base(), Isolation: sandbox.NoIsolation, ExecPath: path}); err == nil {
 			t.Errorf("%s: NewLocal accepted %s", name, path)
 		}
 	}

@@ -67,6 +67,13 @@ type LocalOptions struct {
 	// Cgroup is "auto" (the default), "off" or a cgroup v2 directory; see
 	// cgroup.go.
 	Cgroup string
+	// Base is the managed base directory sandboxes start from (SPEC §1
+	// rule 10; see base.go), required with RequireNamespaces: without it,
+	// or when it does not match its digest, no sandbox is created.
+	Base string
+	// BaseDigest, when set, pins the base's digest: a base built
+	// differently is refused too.
+	BaseDigest string
 	// SandboxUIDBase is the first user ID of a root worker's sandboxes;
 	// zero means DefaultSandboxUIDBase.
 	SandboxUIDBase uint32
@@ -113,7 +120,9 @@ type Local struct {
 	// bwrap is the bwrap binary in use; empty without namespaces.
 	bwrap string
 	// uids is set when commands drop to a sandbox user ID.
-	uids      *uidPool
+	uids *uidPool
+	// base is the verified managed base; sysBinds show it.
+	base      Base
 	sysBinds  []string
 	cgroup    *cgroupParent
 	status    Status
@@ -186,7 +195,7 @@ func NewLocal(root string, opts LocalOptions) (*Local, error) {
 // IDs) and probes the whole command path once.
 func (l *Local) enableNamespaces(opts LocalOptions) Status {
 	unavailable := func(reason string, err error) Status {
-		l.bwrap, l.uids = "", nil
+		l.bwrap, l.uids, l.base, l.sysBinds = "", nil, Base{}, nil
 		return Status{Reason: reason, Detail: err.Error()}
 	}
 	path, err := findBwrap(opts.BwrapPath)
@@ -200,7 +209,18 @@ func (l *Local) enableNamespaces(opts LocalOptions) Status {
 		}
 		l.uids = pool
 	}
-	l.bwrap, l.sysBinds = path, systemBinds()
+	// The base is verified once, here: hashing it for every sandbox would
+	// cost each one its start time, and the directory is refused when
+	// anyone but root or the worker's user could change it afterwards.
+	base, err := OpenBase(opts.Base, opts.BaseDigest)
+	if err != nil {
+		return unavailable("sandbox_base_unavailable", err)
+	}
+	binds, err := baseBinds(base)
+	if err != nil {
+		return unavailable("sandbox_base_unavailable", err)
+	}
+	l.bwrap, l.base, l.sysBinds = path, base, binds
 	l.status = Status{Ready: true}
 	if err := l.probe(); err != nil {
 		return unavailable("bwrap_unusable", err)
@@ -299,6 +319,7 @@ func (l *Local) profile(lim Limits) Profile {
 		Processes: Ceiling{Mechanism: MechanismNone}}
 	if l.bwrap != "" {
 		p.Isolation, p.Network, p.Namespaces = IsolationNamespaces, "shared", l.namespaces()
+		p.Base, p.BaseDigest = l.base.Version, l.base.Digest
 		p.Processes = Ceiling{Limit: lim.MaxProcesses, Mechanism: MechanismNprocUserNamespace}
 		if l.uids != nil {
 			p.User, p.Processes.Mechanism = "dedicated_uid", MechanismNprocDedicatedUID

@@ -53,6 +53,10 @@ type Profile struct {
 	Reason string `json:"reason,omitempty"`
 	// Namespaces the commands get of their own.
 	Namespaces []string `json:"namespaces,omitempty"`
+	// Base and BaseDigest identify the managed base commands saw as their
+	// system paths; empty without namespaces, where they see the host.
+	Base       string `json:"base,omitempty"`
+	BaseDigest string `json:"base_digest,omitempty"`
 	// Network is "shared": egress stays open by design (SPEC §1 rule 10).
 	Network string `json:"network,omitempty"`
 	// User is "dedicated_uid" when commands run as a user ID of their own
@@ -72,7 +76,7 @@ type Status struct {
 	// namespaces are required and unavailable.
 	Ready bool `json:"ready"`
 	// Reason is a stable code when not ready (bwrap_not_found,
-	// bwrap_unusable, sandbox_uids_unavailable).
+	// bwrap_unusable, sandbox_uids_unavailable, sandbox_base_unavailable).
 	Reason string `json:"reason,omitempty"`
 	// Detail explains Reason for the operator; it never holds a secret.
 	Detail string `json:"detail,omitempty"`

@@ -75,6 +75,9 @@ func setup(t *testing.T, m mode, spec sandbox.Spec, opts sandbox.LocalOptions) f
 	t.Helper()
 	root := t.TempDir()
 	opts.Isolation = m.isolation
+	if opts.Base == "" {
+		opts.Base = sandboxtest.Base()
+	}
 	d, err := sandbox.NewLocal(root, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -121,7 +124,7 @@ func TestEnvironmentIsOnlyWhatTheSpecGives(t *testing.T) {
 			"TF_IN_AUTOMATION": "1",
 			"SHARED":           "spec",
 			"TF_VAR_my-var":    "not a shell identifier",
-		}}, sandbox.LocalOptions{})
+		}}, sandbox.LocalOptions{Base: sandboxtest.Base()})
 		code, out, stderr := run(t, f.sbx, sandbox.Command{
 			Args: []string{"env"},
 			Env:  map[string]string{"SHARED": "command", "ONLY_COMMAND": "yes"},
@@ -163,7 +166,7 @@ func TestEnvironmentIsOnlyWhatTheSpecGives(t *testing.T) {
 func TestRunReportsExitStatusAndWorkingDirectory(t *testing.T) {
 	t.Parallel()
 	bothModes(t, func(t *testing.T, m mode) {
-		f := setup(t, m, sandbox.Spec{}, sandbox.LocalOptions{})
+		f := setup(t, m, sandbox.Spec{}, sandbox.LocalOptions{Base: sandboxtest.Base()})
 		if err := os.MkdirAll(filepath.Join(f.sbx.WorkDir(), "envs", "prod"), 0o700); err != nil {
 			t.Fatal(err)
 		}
@@ -185,7 +188,7 @@ func TestRunReportsExitStatusAndWorkingDirectory(t *testing.T) {
 
 func TestRunRejectsEscapingDirsAndUnknownPrograms(t *testing.T) {
 	t.Parallel()
-	f := setup(t, plain, sandbox.Spec{}, sandbox.LocalOptions{})
+	f := setup(t, plain, sandbox.Spec{}, sandbox.LocalOptions{Base: sandboxtest.Base()})
 	if err := os.Symlink("../home", filepath.Join(f.sbx.WorkDir(), "out")); err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +214,7 @@ func TestRunRejectsEscapingDirsAndUnknownPrograms(t *testing.T) {
 func TestCreateValidatesSpec(t *testing.T) {
 	t.Parallel()
 	root := t.TempDir()
-	d, err := sandbox.NewLocal(root, sandbox.LocalOptions{Isolation: sandbox.NoIsolation})
+	d, err := sandbox.NewLocal(root, sandbox.LocalOptions{Base: sandboxtest.Base(), Isolation: sandbox.NoIsolation})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +264,7 @@ func TestCreateValidatesSpec(t *testing.T) {
 func TestCreateMakesPrivateUniqueDirectories(t *testing.T) {
 	t.Parallel()
 	bothModes(t, func(t *testing.T, m mode) {
-		f := setup(t, m, sandbox.Spec{}, sandbox.LocalOptions{})
+		f := setup(t, m, sandbox.Spec{}, sandbox.LocalOptions{Base: sandboxtest.Base()})
 		other, err := f.driver.Create(context.Background(), sandbox.Spec{Name: "run_test-plan-2"})
 		if err != nil {
 			t.Fatal(err)
@@ -369,7 +372,7 @@ func runAsync(ctx context.Context, sbx sandbox.Sandbox, c sandbox.Command) <-cha
 func TestCancelKillsTheWholeProcessTree(t *testing.T) {
 	t.Parallel()
 	bothModes(t, func(t *testing.T, m mode) {
-		f := setup(t, m, sandbox.Spec{}, sandbox.LocalOptions{KillGrace: 200 * time.Millisecond})
+		f := setup(t, m, sandbox.Spec{}, sandbox.LocalOptions{Base: sandboxtest.Base(), KillGrace: 200 * time.Millisecond})
 		mk := marker()
 		ctx, cancel := context.WithCancel(context.Background())
 		// The inner shell ignores SIGTERM, so the tree survives the grace
@@ -395,7 +398,7 @@ func TestCancelKillsTheWholeProcessTree(t *testing.T) {
 func TestCancelSendsSIGTERMToTheCommandFirst(t *testing.T) {
 	t.Parallel()
 	bothModes(t, func(t *testing.T, m mode) {
-		f := setup(t, m, sandbox.Spec{}, sandbox.LocalOptions{KillGrace: 10 * time.Second})
+		f := setup(t, m, sandbox.Spec{}, sandbox.LocalOptions{Base: sandboxtest.Base(), KillGrace: 10 * time.Second})
 		mk := marker()
 		var out syncBuffer
 		ctx, cancel := context.WithCancel(context.Background())
@@ -422,7 +425,7 @@ func TestCancelSendsSIGTERMToTheCommandFirst(t *testing.T) {
 func TestWallClockLimitTimesOut(t *testing.T) {
 	t.Parallel()
 	bothModes(t, func(t *testing.T, m mode) {
-		f := setup(t, m, sandbox.Spec{Limits: sandbox.Limits{WallClock: 300 * time.Millisecond}}, sandbox.LocalOptions{KillGrace: time.Second})
+		f := setup(t, m, sandbox.Spec{Limits: sandbox.Limits{WallClock: 300 * time.Millisecond}}, sandbox.LocalOptions{Base: sandboxtest.Base(), KillGrace: time.Second})
 		mk := marker()
 		start := time.Now()
 		code, err := f.sbx.Run(context.Background(), sandbox.Command{Args: []string{"sleep", mk}})
@@ -442,7 +445,7 @@ func TestWallClockLimitTimesOut(t *testing.T) {
 func TestProcessesLeftBehindAreKilled(t *testing.T) {
 	t.Parallel()
 	bothModes(t, func(t *testing.T, m mode) {
-		f := setup(t, m, sandbox.Spec{}, sandbox.LocalOptions{})
+		f := setup(t, m, sandbox.Spec{}, sandbox.LocalOptions{Base: sandboxtest.Base()})
 		mk := marker()
 		start := time.Now()
 		code, _, _ := run(t, f.sbx, sh(fmt.Sprintf("sleep %s & echo started", mk)))
@@ -459,7 +462,7 @@ func TestProcessesLeftBehindAreKilled(t *testing.T) {
 func TestResourceLimitsApply(t *testing.T) {
 	t.Parallel()
 	bothModes(t, func(t *testing.T, m mode) {
-		f := setup(t, m, sandbox.Spec{Limits: sandbox.Limits{MaxOpenFiles: 321, MaxFileBytes: 1 << 20, MaxCPUSeconds: 77}}, sandbox.LocalOptions{})
+		f := setup(t, m, sandbox.Spec{Limits: sandbox.Limits{MaxOpenFiles: 321, MaxFileBytes: 1 << 20, MaxCPUSeconds: 77}}, sandbox.LocalOptions{Base: sandboxtest.Base()})
 		_, out, _ := run(t, f.sbx, sandbox.Command{Args: []string{"cat", "/proc/self/limits"}})
 		for _, want := range []*regexp.Regexp{
 			regexp.MustCompile(`(?m)^Max open files\s+321\s+321\s`),
@@ -489,7 +492,7 @@ func TestResourceLimitsApply(t *testing.T) {
 func TestDataLimitApplies(t *testing.T) {
 	t.Parallel()
 	bothModes(t, func(t *testing.T, m mode) {
-		f := setup(t, m, sandbox.Spec{Limits: sandbox.Limits{MaxDataBytes: 256 << 20}}, sandbox.LocalOptions{})
+		f := setup(t, m, sandbox.Spec{Limits: sandbox.Limits{MaxDataBytes: 256 << 20}}, sandbox.LocalOptions{Base: sandboxtest.Base()})
 		_, out, _ := run(t, f.sbx, sandbox.Command{Args: []string{"cat", "/proc/self/limits"}})
 		if want := regexp.MustCompile(`(?m)^Max data size\s+268435456\s+268435456\s`); !want.MatchString(out) {
 			t.Errorf("limits do not match %s:\n%s", want, out)
@@ -500,7 +503,7 @@ func TestDataLimitApplies(t *testing.T) {
 			t.Error("a 512 MiB buffer under a 256 MiB ceiling was allocated")
 		}
 		// Without it the data size is not limited.
-		g := setup(t, m, sandbox.Spec{}, sandbox.LocalOptions{})
+		g := setup(t, m, sandbox.Spec{}, sandbox.LocalOptions{Base: sandboxtest.Base()})
 		_, out, _ = run(t, g.sbx, sandbox.Command{Args: []string{"cat", "/proc/self/limits"}})
 		if want := regexp.MustCompile(`(?m)^Max data size\s+unlimited\s+unlimited\s`); !want.MatchString(out) {
 			t.Errorf("limits do not match %s:\n%s", want, out)
@@ -510,7 +513,7 @@ func TestDataLimitApplies(t *testing.T) {
 
 func TestDefaultFileLimitAllowsLargeStateFiles(t *testing.T) {
 	t.Parallel()
-	f := setup(t, plain, sandbox.Spec{}, sandbox.LocalOptions{})
+	f := setup(t, plain, sandbox.Spec{}, sandbox.LocalOptions{Base: sandboxtest.Base()})
 	code, _, stderr := run(t, f.sbx, sh("head -c 104857600 /dev/zero > state && wc -c < state"))
 	if code != 0 {
 		t.Fatalf("writing 100 MB under the default limits exited %d: %s", code, stderr)
@@ -520,7 +523,7 @@ func TestDefaultFileLimitAllowsLargeStateFiles(t *testing.T) {
 func TestBwrapHidesTheHostAndKeepsWritesInside(t *testing.T) {
 	t.Parallel()
 	requireBwrap(t)
-	f := setup(t, isolated, sandbox.Spec{}, sandbox.LocalOptions{})
+	f := setup(t, isolated, sandbox.Spec{}, sandbox.LocalOptions{Base: sandboxtest.Base()})
 	neighbour, err := f.driver.Create(context.Background(), sandbox.Spec{Name: "neighbour"})
 	if err != nil {
 		t.Fatal(err)
@@ -586,7 +589,7 @@ func TestReadOnlyFiles(t *testing.T) {
 		if err := os.WriteFile(host, []byte("-----BEGIN CERTIFICATE-----\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		f := setup(t, m, sandbox.Spec{ReadOnlyFiles: map[string]string{"tls/ca.pem": host}}, sandbox.LocalOptions{})
+		f := setup(t, m, sandbox.Spec{ReadOnlyFiles: map[string]string{"tls/ca.pem": host}}, sandbox.LocalOptions{Base: sandboxtest.Base()})
 		path := f.sbx.FilePath("tls/ca.pem")
 		if !strings.HasPrefix(path, filepath.Dir(f.sbx.WorkDir())+"/") {
 			t.Errorf("FilePath %q is outside the sandbox directory", path)
@@ -766,7 +769,7 @@ func TestInstalledToolRunsInsideTheSandbox(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f := setup(t, m, sandbox.Spec{}, sandbox.LocalOptions{})
+		f := setup(t, m, sandbox.Spec{}, sandbox.LocalOptions{Base: sandboxtest.Base()})
 		if err := f.sbx.InstallTool(context.Background(), tool); err != nil {
 			t.Fatal(err)
 		}
@@ -816,7 +819,7 @@ func TestInstalledToolRunsInsideTheSandbox(t *testing.T) {
 func TestDestroyRemovesEverythingAndIsIdempotent(t *testing.T) {
 	t.Parallel()
 	bothModes(t, func(t *testing.T, m mode) {
-		f := setup(t, m, sandbox.Spec{}, sandbox.LocalOptions{})
+		f := setup(t, m, sandbox.Spec{}, sandbox.LocalOptions{Base: sandboxtest.Base()})
 		// Read-only directories like the ones provider caches leave.
 		if code, _, stderr := run(t, f.sbx, sh("mkdir -p .terraform/providers/x && echo p > .terraform/providers/x/bin && chmod 0500 .terraform/providers/x .terraform/providers && chmod 0400 .terraform/providers/x/bin")); code != 0 {
 			t.Fatalf("setup exited %d: %s", code, stderr)
@@ -840,7 +843,7 @@ func TestDestroyStopsRunningCommands(t *testing.T) {
 	t.Parallel()
 	bothModes(t, func(t *testing.T, m mode) {
 		// A long grace shows Destroy does not wait for it.
-		f := setup(t, m, sandbox.Spec{}, sandbox.LocalOptions{KillGrace: time.Minute})
+		f := setup(t, m, sandbox.Spec{}, sandbox.LocalOptions{Base: sandboxtest.Base(), KillGrace: time.Minute})
 		mk := marker()
 		done := runAsync(context.Background(), f.sbx, sh(fmt.Sprintf("trap '' TERM; sleep %s & sleep %s", mk, mk)))
 		waitForProcesses(t, mk, 2)
@@ -882,11 +885,11 @@ func TestIsolationFailsClosed(t *testing.T) {
 		opts   sandbox.LocalOptions
 		reason string
 	}{
-		"bwrap that does not isolate":     {sandbox.LocalOptions{BwrapPath: pretend}, "bwrap_unusable"},
-		"default options, bwrap missing":  {sandbox.LocalOptions{BwrapPath: missing}, "bwrap_not_found"},
-		"required, bwrap missing":         {sandbox.LocalOptions{Isolation: sandbox.RequireNamespaces, BwrapPath: missing}, "bwrap_not_found"},
-		"default options, bwrap unusable": {sandbox.LocalOptions{BwrapPath: broken}, "bwrap_unusable"},
-		"default options, not executable": {sandbox.LocalOptions{BwrapPath: t.TempDir()}, "bwrap_not_found"},
+		"bwrap that does not isolate":     {sandbox.LocalOptions{Base: sandboxtest.Base(), BwrapPath: pretend}, "bwrap_unusable"},
+		"default options, bwrap missing":  {sandbox.LocalOptions{Base: sandboxtest.Base(), BwrapPath: missing}, "bwrap_not_found"},
+		"required, bwrap missing":         {sandbox.LocalOptions{Base: sandboxtest.Base(), Isolation: sandbox.RequireNamespaces, BwrapPath: missing}, "bwrap_not_found"},
+		"default options, bwrap unusable": {sandbox.LocalOptions{Base: sandboxtest.Base(), BwrapPath: broken}, "bwrap_unusable"},
+		"default options, not executable": {sandbox.LocalOptions{Base: sandboxtest.Base(), BwrapPath: t.TempDir()}, "bwrap_not_found"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -919,7 +922,7 @@ func TestIsolationFailsClosed(t *testing.T) {
 	}
 	t.Run("explicit opt-out", func(t *testing.T) {
 		t.Parallel()
-		d, err := sandbox.NewLocal(t.TempDir(), sandbox.LocalOptions{Isolation: sandbox.NoIsolation, BwrapPath: missing})
+		d, err := sandbox.NewLocal(t.TempDir(), sandbox.LocalOptions{Base: sandboxtest.Base(), Isolation: sandbox.NoIsolation, BwrapPath: missing})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -936,10 +939,10 @@ func TestIsolationFailsClosed(t *testing.T) {
 			t.Errorf("unisolated sandbox profile %+v", p)
 		}
 	})
-	if _, err := sandbox.NewLocal("relative/root", sandbox.LocalOptions{}); err == nil {
+	if _, err := sandbox.NewLocal("relative/root", sandbox.LocalOptions{Base: sandboxtest.Base()}); err == nil {
 		t.Error("NewLocal accepted a relative root")
 	}
-	if _, err := sandbox.NewLocal(t.TempDir(), sandbox.LocalOptions{Defaults: sandbox.Limits{MaxMemoryBytes: 1}}); err == nil {
+	if _, err := sandbox.NewLocal(t.TempDir(), sandbox.LocalOptions{Base: sandboxtest.Base(), Defaults: sandbox.Limits{MaxMemoryBytes: 1}}); err == nil {
 		t.Error("NewLocal accepted a 1-byte memory ceiling")
 	}
 }
@@ -968,7 +971,7 @@ func benchDriver(b *testing.B, m mode) *sandbox.Local {
 	if m == isolated {
 		requireBwrap(b)
 	}
-	d, err := sandbox.NewLocal(b.TempDir(), sandbox.LocalOptions{Isolation: m.isolation})
+	d, err := sandbox.NewLocal(b.TempDir(), sandbox.LocalOptions{Base: sandboxtest.Base(), Isolation: m.isolation})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/cairnhq/cairn/jobs/sandbox"
+	"github.com/cairnhq/cairn/jobs/sandbox/sandboxtest"
 )
 
 func TestHealthSaysWhetherPhasesCanRun(t *testing.T) {
@@ -20,8 +21,8 @@ func TestHealthSaysWhetherPhasesCanRun(t *testing.T) {
 		isolation  string
 		wantReason string
 	}{
-		"no bwrap, default settings": {sandbox.LocalOptions{BwrapPath: missing}, http.StatusServiceUnavailable, "unavailable", sandbox.IsolationUnavailable, "bwrap_not_found"},
-		"explicit opt-out":           {sandbox.LocalOptions{Isolation: sandbox.NoIsolation, BwrapPath: missing}, http.StatusOK, "ok", sandbox.IsolationNone, ""},
+		"no bwrap, default settings": {sandbox.LocalOptions{Base: sandboxtest.Base(), BwrapPath: missing}, http.StatusServiceUnavailable, "unavailable", sandbox.IsolationUnavailable, "bwrap_not_found"},
+		"explicit opt-out":           {sandbox.LocalOptions{Base: sandboxtest.Base(), Isolation: sandbox.NoIsolation, BwrapPath: missing}, http.StatusOK, "ok", sandbox.IsolationNone, ""},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

@@ -264,7 +264,7 @@ func NewSandboxDriver(cfg config.Config, logger *slog.Logger) (*sandbox.Local, e
 		mode = sandbox.NoIsolation
 	}
 	driver, err := sandbox.NewLocal(filepath.Join(dataDir, "sandboxes"), sandbox.LocalOptions{
-		Isolation: mode, BwrapPath: cfg.SandboxBwrap, Cgroup: cfg.SandboxCgroup, SandboxUIDBase: cfg.SandboxUIDBase,
+		Isolation: mode, Base: cfg.SandboxBase, BaseDigest: cfg.SandboxBaseDigest, BwrapPath: cfg.SandboxBwrap, Cgroup: cfg.SandboxCgroup, SandboxUIDBase: cfg.SandboxUIDBase,
 		Defaults: sandbox.Limits{MaxMemoryBytes: cfg.SandboxMemoryMiB << 20, MaxProcesses: cfg.SandboxMaxProcesses},
 		Logger:   logger,
 	})

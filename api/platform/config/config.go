@@ -162,6 +162,14 @@ type Config struct {
 	// work refuses to run phases. "none" runs them without namespaces, next
 	// to the worker: only for a single-user machine.
 	SandboxIsolation string `env:"CAIRN_SANDBOX_ISOLATION" envDefault:"namespaces"`
+	// SandboxBase is the managed base sandboxes start from (SPEC §1 rule
+	// 10): a directory with BASE.json and rootfs/ that `make tools` builds.
+	// A worker whose base is missing or does not match its digest refuses
+	// to create sandboxes.
+	SandboxBase string `env:"CAIRN_SANDBOX_BASE" envDefault:".tools/sandbox-base"`
+	// SandboxBaseDigest pins the base's digest (sha256:…); empty accepts
+	// the digest the base records, once it still matches its files.
+	SandboxBaseDigest string `env:"CAIRN_SANDBOX_BASE_DIGEST"`
 	// SandboxBwrap is the bwrap program; empty looks it up in PATH.
 	SandboxBwrap string `env:"CAIRN_SANDBOX_BWRAP"`
 	// SandboxMemoryMiB is each sandbox's memory ceiling (cgroup v2

@@ -3,6 +3,7 @@ package config
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestSandboxSettings(t *testing.T) {
@@ -12,7 +13,8 @@ func TestSandboxSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cfg.SandboxIsolation != "namespaces" || cfg.SandboxBwrap != "" || cfg.SandboxMemoryMiB != 4096 ||
-		cfg.SandboxMaxProcesses != 1024 || cfg.SandboxCgroup != "auto" || cfg.WorkerHealthAddr != "127.0.0.1:8071" {
+		cfg.SandboxMaxProcesses != 1024 || cfg.SandboxCgroup != "auto" || cfg.WorkerHealthAddr != "127.0.0.1:8071" ||
+		cfg.SandboxBase != ".tools/sandbox-base" || cfg.SandboxBaseDigest != "" {
 		t.Errorf("defaults %+v", cfg)
 	}
 	for name, tc := range map[string]struct {
@@ -49,6 +51,24 @@ func TestSandboxSettings(t *testing.T) {
 		if _, err := LoadFrom(env); err != nil {
 			t.Errorf("%v: %v", env, err)
 		}
+	}
+}
+
+// TestPolicyBuildLifetimeIs15MinutesByDefault: a policy build's sandbox
+// (and with it the build job, which gets a minute more to store outputs)
+// lives 15 minutes unless configured (SPEC §8); e2e TestPolicyLimitsOfARun
+// shows the configured lifetime ending a build.
+func TestPolicyBuildLifetimeIs15MinutesByDefault(t *testing.T) {
+	t.Parallel()
+	cfg, err := LoadFrom(map[string]string{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.PolicyBuildTimeout != 15*time.Minute {
+		t.Errorf("PolicyBuildTimeout %s, want 15m", cfg.PolicyBuildTimeout)
+	}
+	if _, err := LoadFrom(map[string]string{"CAIRN_POLICY_BUILD_TIMEOUT": "0s"}); err == nil {
+		t.Error("a zero build lifetime was accepted")
 	}
 }
 

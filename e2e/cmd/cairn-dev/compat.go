@@ -346,6 +346,7 @@ func compat(ctx context.Context, args []string) error {
 		"CAIRN_DATA_DIR="+dataDir,
 		"CAIRN_TLS_CERT="+certs.Cert, "CAIRN_TLS_KEY="+certs.Key, "SSL_CERT_FILE="+certs.Bundle,
 		"CAIRN_TOOLCHAIN_DIR="+toolchains,
+		"CAIRN_SANDBOX_BASE="+sandboxBaseDir(),
 		"CAIRN_PROVIDER_MIRROR="+mirror,
 		"CAIRN_LOG_LEVEL=warn",
 	)

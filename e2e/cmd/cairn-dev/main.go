@@ -40,7 +40,8 @@ commands:
           into .tools/versitygw and hashicorp/null into the provider
           mirror .tools/providers, Dex (the SSO tests' identity
           provider, from e2e/tools/dex) into .tools/dex and Terraform
-          1.5.7 into .tools/toolchains/terraform (each once)
+          1.5.7 into .tools/toolchains/terraform (each once), and the
+          sandboxes' managed base into .tools/sandbox-base
   cluster start a throwaway cluster with a migrated template, print the test
           environment and wait (for running single tests by hand)
 `
@@ -79,6 +80,9 @@ func main() {
 		if err == nil {
 			_, err = devstack.EnsureTerraform(ctx, ".", terraformVersion, os.Stdout)
 		}
+		if err == nil {
+			_, err = devstack.EnsureSandboxBase(ctx, ".", os.Stdout)
+		}
 	default:
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)
@@ -101,6 +105,12 @@ func binDir() string {
 	}
 	abs, _ := filepath.Abs("bin")
 	return abs
+}
+
+// sandboxBaseDir is the managed base `make tools` assembled.
+func sandboxBaseDir() string {
+	abs, _ := filepath.Abs(".")
+	return devstack.SandboxBaseDir(abs)
 }
 
 // throwawayPlace makes a fresh temporary directory and picks a free
@@ -230,6 +240,9 @@ func testEnv(pg *devstack.Postgres, s3 *devstack.S3Server) []string {
 		"CAIRN_TEST_DATABASE_URL=" + pg.URL("postgres"),
 		"CAIRN_TEST_TEMPLATE_DB=" + templateDB,
 		"CAIRN_BIN_DIR=" + binDir(),
+		// Workers the tests start run in the package's directory, where the
+		// default relative path finds no managed base.
+		"CAIRN_SANDBOX_BASE=" + sandboxBaseDir(),
 	}
 	if s3 != nil {
 		env = append(env,

@@ -74,3 +74,31 @@ func Main(run func() int) {
 	remove()
 	os.Exit(code)
 }
+
+// BaseEnv names the managed base for tests (cairn-dev test sets it, and a
+// test rerun as another user gets it passed on).
+const BaseEnv = "CAIRN_SANDBOX_BASE"
+
+// Base is the managed base for drivers under test: BaseEnv, else the one
+// `make tools` assembles in the repository (.tools/sandbox-base), found
+// from the working directory, which `go test` sets to the package's. Empty outside a
+// checkout, which leaves a namespaced driver refusing sandboxes.
+func Base() string {
+	if b := os.Getenv(BaseEnv); b != "" {
+		return b
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		return ""
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return filepath.Join(dir, ".tools", "sandbox-base")
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return ""
+		}
+		dir = parent
+	}
+}

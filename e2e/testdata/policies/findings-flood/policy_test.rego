@@ -1,0 +1,3 @@
+package cairn.v1
+
+test_five_hundred_findings if count(findings) == 500

@@ -83,6 +83,12 @@ deps:
 		echo "==> installing bubblewrap and util-linux"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap util-linux >/dev/null; \
 	fi
+	@# The sandboxes' managed base (make tools) is assembled from these
+	@# packages' files; a slim image may lack some of them.
+	@if ! dpkg-query -W dash coreutils mawk sed grep findutils libc6 ca-certificates >/dev/null 2>&1; then \
+		echo "==> installing the sandbox base's packages"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dash coreutils mawk sed grep findutils libc6 ca-certificates >/dev/null; \
+	fi
 
 ## deps-test: deps, plus what only the tests need (Chromium for the dashboard tests, Node.js for the agent tests)
 deps-test: deps

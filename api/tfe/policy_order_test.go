@@ -3,6 +3,7 @@ package tfe_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"slices"
 	"testing"
@@ -17,7 +18,8 @@ import (
 // TestAttachmentsEvaluateInScopeThenIDOrder (SPEC §4 Policy evaluation
 // flow, GET /api/v2/policy-checks/{id}): a workspace's effective
 // attachments are its organization's, then its project's, then its own,
-// each scope by attachment ID, whatever order they were made in; a run
+// each scope by attachment ID, whatever order they, their sets and their
+// versions were made in or their sets' and versions' IDs sort in; a run
 // snapshots them in that order and its results follow it one for one.
 // The remote-backend check of a run with project and workspace results
 // besides organization ones reports scope workspace.
@@ -45,11 +47,22 @@ func TestAttachmentsEvaluateInScopeThenIDOrder(t *testing.T) {
 		u.Mutate(http.MethodPost, "/v1/policy-sets/"+v.SetID+"/attachments", body).MustStatus(t, http.StatusCreated).Data(t, &a)
 		return attached{a.ID, scope}
 	}
-	// attachAfter attaches v at scope with an ID that sorts before
-	// earlier's, detaching and attaching again until it does: made later,
-	// it must still be evaluated first within its scope.
-	attachAfter := func(earlier attached, v policytest.Version) attached {
+	published := 0
+	publish := func() policytest.Version {
+		published++
+		return f.Publish(t, fmt.Sprintf("set-%d", published), map[string]string{"policy.rego": alwaysPass})
+	}
+	// attachAfter attaches a second set at earlier's scope so that only
+	// the attachment ID can order the two: made later, with a set and a
+	// version whose IDs sort after earlier's, its attachment ID sorts
+	// first (it is attached again until it does), so it must be evaluated
+	// first within the scope.
+	attachAfter := func(earlier attached, ev policytest.Version) attached {
 		t.Helper()
+		v := publish()
+		for v.SetID < ev.SetID || v.ID < ev.ID {
+			v = publish()
+		}
 		for {
 			a := attach(v, earlier.Scope)
 			if a.ID < earlier.ID {
@@ -58,16 +71,15 @@ func TestAttachmentsEvaluateInScopeThenIDOrder(t *testing.T) {
 			u.Mutate(http.MethodDelete, "/v1/policy-sets/"+v.SetID+"/attachments/"+a.ID, nil).MustStatus(t, http.StatusOK)
 		}
 	}
-	publish := func(name string) policytest.Version {
-		return f.Publish(t, name, map[string]string{"policy.rego": alwaysPass})
-	}
 	// Made in the reverse of evaluation order: workspace, project, then
 	// organization.
-	ws1 := attach(publish("ws-first"), policy.ScopeWorkspace)
-	ws2 := attachAfter(ws1, publish("ws-second"))
-	project := attach(publish("project"), policy.ScopeProject)
-	org1 := attach(publish("org-first"), policy.ScopeOrganization)
-	org2 := attachAfter(org1, publish("org-second"))
+	v := publish()
+	ws1 := attach(v, policy.ScopeWorkspace)
+	ws2 := attachAfter(ws1, v)
+	project := attach(publish(), policy.ScopeProject)
+	v = publish()
+	org1 := attach(v, policy.ScopeOrganization)
+	org2 := attachAfter(org1, v)
 	want := []attached{org2, org1, project, ws2, ws1}
 
 	var listed []struct{ ID, Scope string }

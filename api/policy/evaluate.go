@@ -394,17 +394,37 @@ func secretBytes(secrets []string) [][]byte {
 	return out
 }
 
+// engineBinding is what evaluated a result besides its policy: the engine,
+// the capabilities manifest with its committed digest, and the entrypoint
+// (SPEC §4: every evaluation binds them).
+type engineBinding struct {
+	EngineVersion      string
+	CapabilitiesID     string
+	CapabilitiesSHA256 string
+	Entrypoint         string
+}
+
+// currentEngine is the binding of this build's evaluator.
+func currentEngine() engineBinding {
+	_, capabilities, _ := rego.Capabilities()
+	return engineBinding{EngineVersion: rego.EngineVersion, CapabilitiesID: rego.CapabilitiesID, CapabilitiesSHA256: capabilities,
+		Entrypoint: rego.Entrypoint}
+}
+
 // resultDigest binds one result to everything it was evaluated with: plan,
 // input, attachment, set, version, bundle, engine, capabilities manifest
 // and entrypoint, and what came out.
 func resultDigest(facts RunFacts, e SnapshotEntry, r Result) []byte {
-	_, capabilities, _ := rego.Capabilities()
+	return boundResultDigest(currentEngine(), facts, e, r)
+}
+
+func boundResultDigest(engine engineBinding, facts RunFacts, e SnapshotEntry, r Result) []byte {
 	return digest(map[string]any{
 		"schema": "cairn.policy.result/v1", "run_id": facts.RunID, "plan_digest": hex.EncodeToString(facts.PlanDigest),
 		"input_digest": hex.EncodeToString(r.InputDigest), "attachment_id": e.AttachmentID, "policy_set_id": e.PolicySetID,
 		"policy_version_id": e.PolicyVersionID, "scope": e.Scope, "enforcement_mode": e.EnforcementMode,
-		"bundle_sha256": hex.EncodeToString(e.BundleSHA256), "engine_version": rego.EngineVersion,
-		"capabilities": rego.CapabilitiesID, "capabilities_sha256": capabilities, "entrypoint": rego.Entrypoint,
+		"bundle_sha256": hex.EncodeToString(e.BundleSHA256), "engine_version": engine.EngineVersion,
+		"capabilities": engine.CapabilitiesID, "capabilities_sha256": engine.CapabilitiesSHA256, "entrypoint": engine.Entrypoint,
 		"status": r.Status, "error_code": r.ErrorCode, "findings": r.Findings,
 	})
 }

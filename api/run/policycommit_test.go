@@ -74,8 +74,9 @@ func (h *harness) runPolicy(runID string) runPolicy {
 // deterministic ID and no input digest; the policy commit binds the
 // evaluation, records the rest of the evidence, ends the attempt and moves
 // the run on. Replaying that evaluation changes nothing and answers the
-// same run; an evaluation with another input digest is refused and leaves
-// the check and the run as they were.
+// same run; an evaluation with another input digest, or of another plan
+// before or after the binding, is refused and leaves the check and the
+// run as they were.
 func TestPolicyCheckIsReservedAtThePlanCommit(t *testing.T) {
 	t.Parallel()
 	h := setup(t)
@@ -108,6 +109,17 @@ func TestPolicyCheckIsReservedAtThePlanCommit(t *testing.T) {
 	ev := planned.Evaluate(t)
 	if ev.Check.InputDigest == nil {
 		t.Fatal("the evaluation has no input digest")
+	}
+	// An evaluation of another plan is refused before anything is bound:
+	// the check stays running, with no input digest.
+	otherPlan := ev
+	planSum := sha256.Sum256([]byte("another plan"))
+	otherPlan.Check.PlanDigest = planSum[:]
+	if _, err := planned.CommitPolicy(h.ctx, otherPlan); !errors.Is(err, policy.ErrEvaluationConflict) {
+		t.Fatalf("an evaluation of another plan: %v, want ErrEvaluationConflict", err)
+	}
+	if c := h.checkRow(r.ID); c.Status != policy.CheckRunning || c.InputDigest != nil || c.Results != 0 {
+		t.Fatalf("a refused evaluation changed the reserved check: %+v", c)
 	}
 	out, err := planned.CommitPolicy(h.ctx, ev)
 	if err != nil {
@@ -147,6 +159,9 @@ func TestPolicyCheckIsReservedAtThePlanCommit(t *testing.T) {
 	other.Check.InputDigest = sum[:]
 	if _, err := planned.CommitPolicy(h.ctx, other); !errors.Is(err, policy.ErrEvaluationConflict) {
 		t.Fatalf("another input digest: %v, want ErrEvaluationConflict", err)
+	}
+	if _, err := planned.CommitPolicy(h.ctx, otherPlan); !errors.Is(err, policy.ErrEvaluationConflict) {
+		t.Fatalf("an evaluation of another plan after the binding: %v, want ErrEvaluationConflict", err)
 	}
 	after := h.read(r.ID)
 	if c2 := h.checkRow(r.ID); string(c2.InputDigest) != string(ev.Check.InputDigest) || string(c2.CompositionDigest) != string(c.CompositionDigest) ||

@@ -20,8 +20,8 @@ import (
 // check exists and is pending, with the scope of the attachments the run
 // snapshotted, and the plan reads running until the policy stage ends;
 // then the check has its outcome. A run that ends before its evaluation
-// is recorded reads errored, its output saying the evaluation did not
-// complete.
+// is recorded, canceled or failed, reads errored, its output saying the
+// evaluation did not complete.
 func TestPolicyCheckIsPendingFromThePlanCommit(t *testing.T) {
 	t.Parallel()
 	env := apitest.New(t)
@@ -87,5 +87,21 @@ func TestPolicyCheckIsPendingFromThePlanCommit(t *testing.T) {
 	}
 	if s := planStatus(ended.Run.ID); s != run.PhaseFinished {
 		t.Fatalf("plan of the canceled run reads %v", s)
+	}
+
+	// A run whose policy stage failed (its worker gave up) ends errored
+	// the same way.
+	failed := f.StartPlan(t)
+	runtest.CommitPlan(t, env, runs, failed, plan.Bytes(), true, nil)
+	if _, err := runs.FailAttempt(context.Background(), failed.Attempt.ID, "runner_error", -1, nil); err != nil {
+		t.Fatal(err)
+	}
+	attrs = check(failed.Run.ID)
+	if attrs["status"] != "errored" || stamps(attrs)["errored-at"] == nil || attrs["result"].(map[string]any)["result"] != false ||
+		attrs["actions"].(map[string]any)["is-overridable"] != false {
+		t.Fatalf("check of a run whose policy stage failed: %v", attrs)
+	}
+	if out := output(failed.Run.ID); !strings.Contains(out, ": errored (") || !strings.Contains(out, run.PolicyIncomplete) {
+		t.Fatalf("output of a failed run's check: %q", out)
 	}
 }

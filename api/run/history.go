@@ -143,7 +143,9 @@ func (s *Service) ActorNameOf(ctx context.Context, kind, actorID string) string 
 	case access.KindRun:
 		return actorID
 	}
-	if name := s.ActorName(ctx, s.db, kind, actorID); name != nil {
+	// The protocol shows an actor it cannot name with an empty name; a
+	// failed read is shown the same way rather than failing the list.
+	if name, _ := s.ActorName(ctx, s.db, "", kind, actorID); name != nil {
 		return *name
 	}
 	return ""

@@ -352,3 +352,26 @@ func TestArtifactKindsAreInTheKeyGrammar(t *testing.T) {
 		}
 	}
 }
+
+// TestCancelable (SPEC §3 Run, "non-terminal run → cancel → canceled"):
+// every waiting or working status takes a cancel; a run in recovery does
+// not, because only a recover with both recovery permissions and a fresh
+// step-up may end it (SPEC §3 recovery row, §5 rule 6), and an ended run
+// does not. A cancel of a running apply is taken too, and ends in
+// recovery (TestCanceledApplyKeepsItsEvidence): tofu was interrupted
+// mid-change, the outcome the spec's apply rows never let Cairn guess.
+func TestCancelable(t *testing.T) {
+	t.Parallel()
+	for s, want := range map[Status]bool{
+		StatusPending: true, StatusPlanQueued: true, StatusPlanning: true, StatusAwaitingApproval: true,
+		StatusPolicyOverride: true, StatusApplyQueued: true, StatusApplying: true,
+		StatusRecoveryRequired: false,
+		StatusApplied:          false, StatusPlannedAndFinished: false, StatusErrored: false, StatusRejected: false,
+		StatusCanceled: false, StatusExpired: false, StatusRecovered: false, StatusCredentialsRequired: false,
+		StatusPolicySoftFailed: false,
+	} {
+		if got := Cancelable(s); got != want {
+			t.Errorf("Cancelable(%s) = %v, want %v", s, got, want)
+		}
+	}
+}

@@ -604,6 +604,16 @@ func (s *Service) CurrentRun(ctx context.Context, organizationID, workspaceID st
 	return r, nil
 }
 
+// CurrentRuns returns the current run of each of the organization's
+// workspaces in workspaceIDs that has one, keyed by workspace ID, read
+// through q. The caller checks who may see them.
+func (s *Service) CurrentRuns(ctx context.Context, q sqlx.QueryerContext, organizationID string, workspaceIDs []string) (map[string]Run, error) {
+	if len(workspaceIDs) == 0 {
+		return map[string]Run{}, nil
+	}
+	return currentRuns(ctx, q, organizationID, workspaceIDs)
+}
+
 // Attempts lists a run's phase attempts in order, read through q.
 func (s *Service) Attempts(ctx context.Context, q sqlx.QueryerContext, r Run) ([]Attempt, error) {
 	return attemptsOf(ctx, q, r.ID)
@@ -1090,22 +1100,29 @@ func artifactIdentity(organizationID, runID, kind string) string {
 }
 
 // ActorName resolves a decision actor's display name through q; nil when
-// the principal no longer resolves.
-func (s *Service) ActorName(ctx context.Context, q sqlx.QueryerContext, kind, actorID string) *string {
-	var name string
-	var err error
+// the principal no longer resolves in the run's organization (a person no
+// longer a member, a deleted service account, or an actor kind without a
+// name). organizationID "" looks the actor up in any organization. A
+// failed read is an error, never a principal that does not resolve.
+func (s *Service) ActorName(ctx context.Context, q sqlx.QueryerContext, organizationID, kind, actorID string) (*string, error) {
+	var query string
 	switch kind {
 	case access.KindUser:
-		err = sqlx.GetContext(ctx, q, &name, `SELECT name FROM users WHERE id = $1`, actorID)
+		query = `SELECT u.name FROM users u WHERE u.id = $1
+			AND ($2 = '' OR EXISTS (SELECT 1 FROM memberships m WHERE m.user_id = u.id AND m.organization_id = $2))`
 	case access.KindServiceAccount:
-		err = sqlx.GetContext(ctx, q, &name, `SELECT name FROM service_accounts WHERE id = $1`, actorID)
+		query = `SELECT name FROM service_accounts WHERE id = $1 AND ($2 = '' OR organization_id = $2)`
 	default:
-		return nil
+		return nil, nil
 	}
-	if err != nil {
-		return nil
+	var name string
+	if err := sqlx.GetContext(ctx, q, &name, query, actorID, organizationID); err != nil {
+		if isNoRows(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("resolving actor name: %w", err)
 	}
-	return &name
+	return &name, nil
 }
 
 func pqStrings(s []string) any {

@@ -414,6 +414,24 @@ func currentRun(ctx context.Context, q sqlx.QueryerContext, workspaceID string) 
 	return &r, nil
 }
 
+// currentRuns returns the current run of each of the organization's
+// workspaces in workspaceIDs that has one, by workspace ID: the same rule as
+// currentRun, in one query for a page of workspaces.
+func currentRuns(ctx context.Context, q sqlx.QueryerContext, organizationID string, workspaceIDs []string) (map[string]Run, error) {
+	var rows []Run
+	err := sqlx.SelectContext(ctx, q, &rows, `SELECT DISTINCT ON (workspace_id) `+runColumns+` FROM runs
+		WHERE organization_id = $1 AND workspace_id = ANY($2) AND status NOT IN (`+terminalList()+`) AND NOT `+unappliedSavedPlan+`
+		ORDER BY workspace_id, created_at DESC, id DESC`, organizationID, pq.Array(workspaceIDs))
+	if err != nil {
+		return nil, fmt.Errorf("reading current runs: %w", err)
+	}
+	out := make(map[string]Run, len(rows))
+	for _, r := range rows {
+		out[r.WorkspaceID] = r
+	}
+	return out, nil
+}
+
 func terminalList() string {
 	out := ""
 	for i, s := range terminalStatuses {

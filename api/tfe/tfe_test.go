@@ -205,7 +205,9 @@ func TestStateLifecycleThroughTheProtocol(t *testing.T) {
 	if ws.Type != "workspaces" || ws.Attributes["name"] != "demo" || ws.Attributes["execution-mode"] != "remote" {
 		t.Fatalf("created %s", created.Body)
 	}
-	if perms := ws.Attributes["permissions"].(map[string]any); perms["can-queue-destroy"] != false || ws.Attributes["allow-destroy-plan"] != false {
+	// SPEC §2 Workspace: all three destroy flags are advertised false.
+	if perms := ws.Attributes["permissions"].(map[string]any); perms["can-queue-destroy"] != false || ws.Attributes["allow-destroy-plan"] != false ||
+		ws.Attributes["can-queue-destroy-plan"] != false {
 		t.Fatalf("destroy must never be offered: %s", created.Body)
 	}
 	read := u.call(t, http.MethodGet, base+"/workspaces/demo", nil).MustStatus(t, http.StatusOK)

@@ -134,6 +134,8 @@ func TestCredentialVersionRefusals(t *testing.T) {
 		"nul value":            {generic, env1("API_TOKEN", "a\x00b"), http.StatusBadRequest, "CREDENTIAL_SECRET_VALUE_INVALID"},
 		"generic speculative":  {generic, map[string]any{"phase": "speculative_plan", "configuration": map[string]any{"environment": map[string]string{"A": "b"}}}, http.StatusBadRequest, "CREDENTIAL_PROFILE_PHASE_UNSUPPORTED"},
 		"standalone plan":      {aws, map[string]any{"phase": "plan", "configuration": map[string]string{"role_arn": "arn:aws:iam::123456789012:role/deploy"}}, http.StatusBadRequest, "CREDENTIAL_PROFILE_PHASE_UNSUPPORTED"},
+		"standalone apply":     {aws, map[string]any{"phase": "apply", "configuration": map[string]string{"role_arn": "arn:aws:iam::123456789012:role/deploy"}}, http.StatusBadRequest, "CREDENTIAL_PROFILE_PHASE_UNSUPPORTED"},
+		"generic apply":        {generic, map[string]any{"phase": "apply", "configuration": map[string]any{"environment": map[string]string{"A": "b"}}}, http.StatusBadRequest, "CREDENTIAL_PROFILE_PHASE_UNSUPPORTED"},
 		"runner-owned name":    {generic, env1("PATH", "/tmp"), http.StatusBadRequest, "CREDENTIAL_CONFIGURATION_INVALID"},
 		"cairn name":           {generic, env1("CAIRN_RUN_TOKEN", "x"), http.StatusBadRequest, "CREDENTIAL_CONFIGURATION_INVALID"},
 		"tf name":              {generic, env1("TF_LOG", "trace"), http.StatusBadRequest, "CREDENTIAL_CONFIGURATION_INVALID"},
@@ -158,6 +160,18 @@ func TestCredentialVersionRefusals(t *testing.T) {
 	var n int
 	if err := env.DB.Get(&n, `SELECT count(*) FROM credential_profile_versions`); err != nil || n != 0 {
 		t.Fatalf("refused versions stored: %d %v", n, err)
+	}
+	// A federation takes speculative_plan as well as plan_and_apply
+	// (SPEC §2 Credential profile phases).
+	for _, phase := range []string{"speculative_plan", "plan_and_apply"} {
+		var v struct {
+			ID, Object, Phase, Provider string
+		}
+		u.Mutate(http.MethodPost, path(aws), map[string]any{"phase": phase,
+			"configuration": map[string]string{"role_arn": "arn:aws:iam::123456789012:role/deploy"}}).MustStatus(t, http.StatusCreated).Data(t, &v)
+		if v.ID == "" || v.Phase != phase || v.Provider != "aws" {
+			t.Fatalf("federation %s version %+v", phase, v)
+		}
 	}
 }
 

@@ -167,8 +167,8 @@ func (a *API) registerGitHub() {
 	register(a, huma.Operation{
 		OperationID: "list-github-repositories", Method: http.MethodGet, Path: "/v1/github/repositories",
 		Summary: "List the repositories selected in the organization's installation", Tags: tags,
-	}, operationOptions{}, func(ctx context.Context, _ *struct{}) (*Single[[]RepositoryView], error) {
-		return single(ctx, a, func(p access.Principal) ([]RepositoryView, error) {
+	}, operationOptions{}, func(ctx context.Context, _ *struct{}) (*Listed[RepositoryView], error) {
+		return whole(ctx, a, func(p access.Principal) ([]RepositoryView, error) {
 			svc, err := a.github()
 			if err != nil {
 				return nil, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/cairnhq/cairn/api/access"
 	"github.com/cairnhq/cairn/api/platform/cursor"
@@ -27,12 +28,18 @@ type Listed[T any] struct {
 type listSpec struct {
 	endpoint    string
 	invalidCode string
+	// maxAge, when set, dates the list's cursors: one older than it, or
+	// one issued before the list dated them, is outdated and refused.
+	maxAge time.Duration
 }
+
+// codec is the cursor codec of the list.
+func (a *API) codec(spec listSpec) cursor.Codec { return a.cursors.Dated(spec.maxAge) }
 
 // pageOf decodes the page request of a list, turning a bad cursor into the
 // list's own error code.
 func (a *API) pageOf(spec listSpec, filters string, params ListParams) (cursor.Page, error) {
-	page, err := a.cursors.Request(spec.endpoint, filters, params.Cursor, params.Limit)
+	page, err := a.codec(spec).Request(spec.endpoint, filters, params.Cursor, params.Limit)
 	if errors.Is(err, cursor.ErrInvalid) {
 		return cursor.Page{}, problem.Coded{Problem: httpx.Problem{Status: http.StatusBadRequest, Code: spec.invalidCode}}
 	}
@@ -41,7 +48,7 @@ func (a *API) pageOf(spec listSpec, filters string, params ListParams) (cursor.P
 
 // listed trims rows fetched with page.Limit+1 and builds the list response.
 func listed[T any](a *API, spec listSpec, filters string, page cursor.Page, rows []T, position func(T) cursor.Position) *Listed[T] {
-	rows, next := cursor.Next(a.cursors, spec.endpoint, filters, page, rows, position)
+	rows, next := cursor.Next(a.codec(spec), spec.endpoint, filters, page, rows, position)
 	out := &Listed[T]{}
 	out.Body.Data = rows
 	out.Body.Meta.Page.NextCursor = next

@@ -4,9 +4,14 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/cairnhq/cairn/api/apitest"
+	"github.com/cairnhq/cairn/api/platform/cursor"
+	"github.com/cairnhq/cairn/api/platform/secret"
+	v1 "github.com/cairnhq/cairn/api/v1"
 )
 
 type page struct {
@@ -110,4 +115,47 @@ func TestCursorListWalksNewestFirstAndRejectsForeignCursors(t *testing.T) {
 			t.Errorf("limit=%s = %d %s", limit, resp.Status, resp.Body)
 		}
 	}
+}
+
+// The run list refuses every cursor it did not issue for itself within the
+// last day with its own code: malformed, over-sized, outdated (older than
+// RunListCursorMaxAge, or undated as run cursors were before they carried
+// their age), another list's, another filter's, a bare timestamp or a
+// delimiter string. A cursor it issued pages.
+func TestRunListCursorInvalid(t *testing.T) {
+	t.Parallel()
+	env := apitest.New(t)
+	u := env.WithOrganization("RunLister")
+	key := secret.Derive(env.Config.AuthSecret, "list-cursor")
+	runs := cursor.NewCodec(key).Dated(v1.RunListCursorMaxAge)
+	at := func(d time.Duration) cursor.Codec {
+		return runs.WithClock(func() time.Time { return time.Now().Add(d) })
+	}
+	pos := cursor.Position{CreatedAt: time.Now().Add(-time.Hour), ID: "run_00000000000000000000000000"}
+	var pg page
+	u.Get("/v1/runs?limit=1&cursor="+url.QueryEscape(at(-23*time.Hour).Encode("runs", "", pos))).MustStatus(t, http.StatusOK).JSON(t, &pg)
+
+	var projects page
+	u.Get("/v1/projects?limit=1").MustStatus(t, http.StatusOK).JSON(t, &projects)
+	u.Mutate(http.MethodPost, "/v1/projects", map[string]string{"name": "second"}).MustStatus(t, http.StatusCreated)
+	u.Get("/v1/projects?limit=1").MustStatus(t, http.StatusOK).JSON(t, &projects)
+	projectCursor := *projects.Meta.Page.NextCursor
+	for name, q := range map[string]string{
+		"outdated":       "cursor=" + url.QueryEscape(at(-25*time.Hour).Encode("runs", "", pos)),
+		"undated":        "cursor=" + url.QueryEscape(cursor.NewCodec(key).Encode("runs", "", pos)),
+		"another list":   "cursor=" + url.QueryEscape(projectCursor),
+		"another filter": "workspace_id=ws_x&cursor=" + url.QueryEscape(at(0).Encode("runs", "", pos)),
+		"another key":    "cursor=" + url.QueryEscape(cursor.NewCodec([]byte("another key, 32 bytes or longer!!")).Dated(v1.RunListCursorMaxAge).Encode("runs", "", pos)),
+		"malformed":      "cursor=not%20a%20cursor",
+		"over-sized":     "cursor=" + strings.Repeat("A", cursor.MaxLength+1),
+		"bare timestamp": "cursor=2026-11-22T00:00:00Z",
+		"delimiter":      "cursor=" + url.QueryEscape("2026-11-22T00:00:00Z|run_x"),
+	} {
+		resp := u.Get("/v1/runs?" + q)
+		if resp.Status != http.StatusBadRequest || resp.Code() != "RUN_LIST_CURSOR_INVALID" {
+			t.Errorf("%s: %d %s, want 400 RUN_LIST_CURSOR_INVALID", name, resp.Status, resp.Body)
+		}
+	}
+	// The projects list keeps its undated cursors.
+	u.Get("/v1/projects?limit=1&cursor="+url.QueryEscape(projectCursor)).MustStatus(t, http.StatusOK)
 }

@@ -144,6 +144,7 @@ type PolicyGateView struct {
 
 // RunPolicyView is a run's persisted, sanitized policy evidence.
 type RunPolicyView struct {
+	ID                 string               `json:"id" doc:"The run ID: a run has one policy evidence."`
 	RunID              string               `json:"run_id"`
 	Object             string               `json:"object" enum:"run_policy"`
 	CheckID            *string              `json:"check_id" doc:"Null until the plan commits, which reserves the check pending."`
@@ -167,7 +168,7 @@ type RunPolicyView struct {
 
 func runPolicyView(review run.PolicyReview, now time.Time) RunPolicyView {
 	_, capabilities, _ := rego.Capabilities()
-	v := RunPolicyView{RunID: review.Run.ID, Object: "run_policy", Status: "pending", EngineVersion: rego.EngineVersion,
+	v := RunPolicyView{ID: review.Run.ID, RunID: review.Run.ID, Object: "run_policy", Status: "pending", EngineVersion: rego.EngineVersion,
 		Capabilities: CapabilitiesView{ID: rego.CapabilitiesID, SHA256: capabilities}, Entrypoint: rego.Entrypoint,
 		Results: []PolicyResultView{}, Overrides: []PolicyOverrideView{}, OverridesTruncated: review.OverridesTruncated}
 	r := review.Run
@@ -282,6 +283,8 @@ type overrideInput struct {
 
 // PolicyOverrideResult is an override with the run it changed.
 type PolicyOverrideResult struct {
+	ID       string             `json:"id" doc:"The override ID, as override.id."`
+	Object   string             `json:"object" enum:"policy_override_result"`
 	Override PolicyOverrideView `json:"override"`
 	Policy   RunPolicyView      `json:"policy"`
 }
@@ -304,8 +307,8 @@ func (a *API) registerPolicies() {
 	register(a, huma.Operation{
 		OperationID: "list-policy-sets", Method: http.MethodGet, Path: "/v1/policy-sets",
 		Summary: "List the organization's policy sets by name", Tags: tags,
-	}, operationOptions{}, func(ctx context.Context, _ *struct{}) (*Single[[]PolicySetView], error) {
-		return single(ctx, a, func(p access.Principal) ([]PolicySetView, error) {
+	}, operationOptions{}, func(ctx context.Context, _ *struct{}) (*Listed[PolicySetView], error) {
+		return whole(ctx, a, func(p access.Principal) ([]PolicySetView, error) {
 			sets, err := policies().ListSets(ctx, p)
 			return mapSlice(sets, policySetView), err
 		})
@@ -324,8 +327,8 @@ func (a *API) registerPolicies() {
 	register(a, huma.Operation{
 		OperationID: "list-policy-versions", Method: http.MethodGet, Path: "/v1/policy-sets/{id}/versions",
 		Summary: "List a set's versions, newest first (at most 100)", Tags: tags,
-	}, operationOptions{}, func(ctx context.Context, in *IDPath) (*Single[[]PolicyVersionView], error) {
-		return single(ctx, a, func(p access.Principal) ([]PolicyVersionView, error) {
+	}, operationOptions{}, func(ctx context.Context, in *IDPath) (*Listed[PolicyVersionView], error) {
+		return whole(ctx, a, func(p access.Principal) ([]PolicyVersionView, error) {
 			versions, err := policies().ListVersions(ctx, p, in.ID)
 			return mapSlice(versions, policyVersionView), err
 		})
@@ -411,8 +414,8 @@ func (a *API) registerPolicies() {
 		OperationID: "list-workspace-policy-attachments", Method: http.MethodGet, Path: "/v1/workspaces/{id}/policy-attachments",
 		Summary: "List the attachments in force for a workspace", Tags: tags,
 		Description: "Active attachments of the workspace's organization, project and the workspace itself, in evaluation order.",
-	}, operationOptions{}, func(ctx context.Context, in *IDPath) (*Single[[]PolicyAttachmentView], error) {
-		return single(ctx, a, func(p access.Principal) ([]PolicyAttachmentView, error) {
+	}, operationOptions{}, func(ctx context.Context, in *IDPath) (*Listed[PolicyAttachmentView], error) {
+		return whole(ctx, a, func(p access.Principal) ([]PolicyAttachmentView, error) {
 			rows, err := policies().WorkspaceAttachments(ctx, p, in.ID)
 			return mapSlice(rows, func(e policy.EffectiveAttachment) PolicyAttachmentView {
 				v := policyAttachmentView(e.Attachment)
@@ -479,7 +482,7 @@ func (a *API) registerPolicies() {
 					return PolicyOverrideResult{}, err
 				}
 				now := time.Now()
-				return PolicyOverrideResult{
+				return PolicyOverrideResult{ID: o.ID, Object: "policy_override_result",
 					Override: PolicyOverrideView{ID: o.ID, PolicyResultID: o.PolicyResultID, PolicyVersionID: o.PolicyVersionID,
 						PolicyResultDigest: run.HexDigest(o.PolicyResultDigest), Justification: o.Justification, ExpiresAt: o.ExpiresAt,
 						ActorKind: o.ActorKind, ActorID: o.ActorID, RequestID: o.RequestID, CreatedAt: o.CreatedAt},

@@ -27,6 +27,23 @@ func single[T any](ctx context.Context, a *API, read func(p access.Principal) (T
 	return out, nil
 }
 
+// whole runs the read of a list that is never paged and envelopes it as a
+// cursor list (SPEC §2 Response envelopes) whose next_cursor is always
+// null: every row is on its one page.
+func whole[T any](ctx context.Context, a *API, read func(p access.Principal) ([]T, error)) (*Listed[T], error) {
+	p, err := access.PrincipalFrom(ctx)
+	if err != nil {
+		return nil, a.fail(ctx, err)
+	}
+	rows, err := read(p)
+	if err != nil {
+		return nil, a.fail(ctx, err)
+	}
+	out := &Listed[T]{}
+	out.Body.Data = rows
+	return out, nil
+}
+
 func mapSlice[T, U any](in []T, f func(T) U) []U {
 	out := make([]U, len(in))
 	for i, v := range in {

@@ -14,6 +14,7 @@ import (
 	"github.com/cairnhq/cairn/api/access"
 	"github.com/cairnhq/cairn/api/plandiff"
 	"github.com/cairnhq/cairn/api/platform/cursor"
+	"github.com/cairnhq/cairn/api/platform/httpx"
 	"github.com/cairnhq/cairn/api/run"
 )
 
@@ -199,19 +200,22 @@ type logsInput struct {
 	Phase string `query:"phase" enum:"plan,policy,apply" doc:"Only this phase's chunks (plan, policy or apply); with tail, that phase's newest n. Sequences stay the run's, so they skip the other phases' chunks."`
 }
 
+// RunListCursorMaxAge is how long a run-list cursor pages. Runs are
+// created all the time, so a position from a day ago is not the page a
+// client thinks it is continuing; it starts from the first page again.
+const RunListCursorMaxAge = 24 * time.Hour
+
 // LogsOutput carries the chunks and the newest returned sequence.
 type LogsOutput struct {
-	LastSequence string `header:"X-Cairn-Log-Last-Sequence" doc:"Sequence of the newest chunk returned."`
-	Body         listBody[run.LogChunk]
+	LastSequence string                           `header:"X-Cairn-Log-Last-Sequence" doc:"Sequence of the newest chunk returned."`
+	Body         httpx.ListEnvelope[LogChunkView] `doc:"meta.page.next_cursor is always null: read on with after."`
 }
 
-type listBody[T any] struct {
-	Data []T          `json:"data"`
-	Meta logsMetaView `json:"meta"`
-}
-
-type logsMetaView struct {
-	RequestID string `json:"request_id"`
+// LogChunkView is one sanitized log chunk of a run.
+type LogChunkView struct {
+	ID     string `json:"id" doc:"The run ID and the chunk's sequence, run_…:sequence."`
+	Object string `json:"object" enum:"log_chunk"`
+	run.LogChunk
 }
 
 // PlanChangesView is the cairn.plan-diff/v1 artifact of a run.
@@ -268,10 +272,12 @@ func (a *API) registerRuns() {
 			})
 	})
 
-	runs := listSpec{endpoint: "runs", invalidCode: "RUN_LIST_CURSOR_INVALID"}
+	runs := listSpec{endpoint: "runs", invalidCode: "RUN_LIST_CURSOR_INVALID", maxAge: RunListCursorMaxAge}
 	register(a, huma.Operation{
 		OperationID: "list-runs", Method: http.MethodGet, Path: "/v1/runs",
 		Summary: "List the organization's runs, newest first", Tags: tags,
+		Description: "A cursor pages this list (with the same workspace_id) for 24 hours after it was issued; a malformed, " +
+			"over-sized, outdated, other list's, bare timestamp or delimiter cursor is refused with 400 RUN_LIST_CURSOR_INVALID.",
 	}, operationOptions{}, func(ctx context.Context, in *runListInput) (*Listed[RunSummaryView], error) {
 		return listOf(ctx, a, runs, in.WorkspaceID, in.ListParams,
 			func(p access.Principal, page cursor.Page) ([]RunSummaryView, error) {
@@ -313,10 +319,9 @@ func (a *API) registerRuns() {
 			return nil, a.fail(ctx, err)
 		}
 		out := &LogsOutput{}
-		out.Body.Data = chunks
-		if out.Body.Data == nil {
-			out.Body.Data = []run.LogChunk{}
-		}
+		out.Body.Data = mapSlice(chunks, func(c run.LogChunk) LogChunkView {
+			return LogChunkView{ID: in.ID + ":" + strconv.FormatInt(c.Sequence, 10), Object: "log_chunk", LogChunk: c}
+		})
 		if n := len(chunks); n > 0 {
 			out.LastSequence = strconv.FormatInt(chunks[n-1].Sequence, 10)
 		}

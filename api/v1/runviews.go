@@ -355,8 +355,12 @@ func (a *API) runView(ctx context.Context, q sqlx.QueryerContext, p access.Princ
 			if r.ReleasedByKind != nil {
 				kind = *r.ReleasedByKind
 			}
+			name, err := runs.ActorName(ctx, q, r.OrganizationID, kind, *r.ReleasedByID)
+			if err != nil {
+				return RunView{}, err
+			}
 			v.Untrusted.Release = &ReleaseView{RunID: *r.ReleasedRunID, ActorID: *r.ReleasedByID,
-				ActorName: runs.ActorName(ctx, q, kind, *r.ReleasedByID), ReleasedAt: *r.ReleasedAt}
+				ActorName: name, ReleasedAt: *r.ReleasedAt}
 		}
 	}
 	if slices.Contains(v.AvailableActions, run.ActionForceExecute) {
@@ -369,8 +373,12 @@ func (a *API) runView(ctx context.Context, q sqlx.QueryerContext, p access.Princ
 		if r.DecisionActorKind != nil {
 			kind = *r.DecisionActorKind
 		}
+		name, err := runs.ActorName(ctx, q, r.OrganizationID, kind, *r.DecisionActorID)
+		if err != nil {
+			return RunView{}, err
+		}
 		v.Decision = &DecisionView{Action: *r.DecisionAction, ActorID: *r.DecisionActorID,
-			ActorName: runs.ActorName(ctx, q, kind, *r.DecisionActorID), DecidedAt: *r.DecidedAt,
+			ActorName: name, DecidedAt: *r.DecidedAt,
 			Reason: r.DecisionReason}
 	}
 	review, err := runs.PolicyOf(ctx, q, r)

@@ -39,8 +39,8 @@ func (a *API) registerStateOutputs() {
 	register(a, huma.Operation{
 		OperationID: "list-state-version-outputs", Method: http.MethodGet, Path: "/v1/state-versions/{id}/outputs",
 		Summary: "A state version's outputs (sensitive values omitted)", Tags: []string{"State"},
-	}, operationOptions{}, func(ctx context.Context, in *IDPath) (*Single[[]StateOutputView], error) {
-		return single(ctx, a, func(p access.Principal) ([]StateOutputView, error) {
+	}, operationOptions{}, func(ctx context.Context, in *IDPath) (*Listed[StateOutputView], error) {
+		return whole(ctx, a, func(p access.Principal) ([]StateOutputView, error) {
 			// Outputs need only state:read_outputs (a team's read-outputs
 			// access), never state:read.
 			v, outputs, err := a.deps.Services.State.VersionOutputs(ctx, p, in.ID)

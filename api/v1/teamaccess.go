@@ -241,8 +241,8 @@ func (a *API) registerTeamAccess() {
 		OperationID: "list-workspace-team-access", Method: http.MethodGet, Path: "/v1/workspaces/{id}/team-access",
 		Summary: "List the teams' access to a workspace", Tags: tags,
 		Description: "Grants of the teams you may see, oldest first.",
-	}, operationOptions{}, func(ctx context.Context, in *IDPath) (*Single[[]WorkspaceTeamAccessView], error) {
-		return single(ctx, a, func(p access.Principal) ([]WorkspaceTeamAccessView, error) {
+	}, operationOptions{}, func(ctx context.Context, in *IDPath) (*Listed[WorkspaceTeamAccessView], error) {
+		return whole(ctx, a, func(p access.Principal) ([]WorkspaceTeamAccessView, error) {
 			grants, err := a.deps.Services.Teams.WorkspaceGrants(ctx, p, in.ID)
 			if err != nil {
 				return nil, err
@@ -295,8 +295,8 @@ func (a *API) registerTeamAccess() {
 		OperationID: "list-project-team-access", Method: http.MethodGet, Path: "/v1/projects/{id}/team-access",
 		Summary: "List the teams' access to a project", Tags: tags,
 		Description: "Grants of the teams you may see, oldest first. A project grant reaches every workspace of the project.",
-	}, operationOptions{}, func(ctx context.Context, in *IDPath) (*Single[[]ProjectTeamAccessView], error) {
-		return single(ctx, a, func(p access.Principal) ([]ProjectTeamAccessView, error) {
+	}, operationOptions{}, func(ctx context.Context, in *IDPath) (*Listed[ProjectTeamAccessView], error) {
+		return whole(ctx, a, func(p access.Principal) ([]ProjectTeamAccessView, error) {
 			grants, err := a.deps.Services.Teams.ProjectGrants(ctx, p, in.ID)
 			if err != nil {
 				return nil, err

@@ -12,6 +12,7 @@ import (
 
 // ToolVersionView is one tool version a workspace may pin.
 type ToolVersionView struct {
+	ID     string `json:"id" doc:"The version string, as version."`
 	Object string `json:"object" enum:"tool_version"`
 	// Version is the string a workspace's execution_settings.tool_version
 	// takes.
@@ -26,12 +27,12 @@ func (a *API) registerToolVersions() {
 		OperationID: "list-tool-versions", Method: http.MethodGet, Path: "/v1/tool-versions",
 		Summary: "List the tool versions workspaces may pin", Tags: []string{"Workspaces"},
 		Description: "The operator's CAIRN_TOOL_VERSIONS (OpenTofu) and CAIRN_TERRAFORM_VERSIONS (Terraform), in that order.",
-	}, operationOptions{}, func(ctx context.Context, _ *struct{}) (*Single[[]ToolVersionView], error) {
-		return single(ctx, a, func(access.Principal) ([]ToolVersionView, error) {
+	}, operationOptions{}, func(ctx context.Context, _ *struct{}) (*Listed[ToolVersionView], error) {
+		return whole(ctx, a, func(access.Principal) ([]ToolVersionView, error) {
 			var out []ToolVersionView
 			for _, v := range a.deps.Services.Workspaces.OfferedToolVersions() {
 				cli, version := workspace.ToolOf(v)
-				out = append(out, ToolVersionView{Object: "tool_version", Version: v, CLI: cli, CLIVersion: version})
+				out = append(out, ToolVersionView{ID: v, Object: "tool_version", Version: v, CLI: cli, CLIVersion: version})
 			}
 			return out, nil
 		})

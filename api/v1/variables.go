@@ -66,8 +66,8 @@ func (a *API) registerVariables() {
 	register(a, huma.Operation{
 		OperationID: "list-workspace-variables", Method: http.MethodGet, Path: "/v1/workspaces/{id}/variables",
 		Summary: "List a workspace's variables", Tags: []string{"Variables"},
-	}, operationOptions{}, func(ctx context.Context, in *IDPath) (*Single[[]VariableView], error) {
-		return single(ctx, a, func(p access.Principal) ([]VariableView, error) {
+	}, operationOptions{}, func(ctx context.Context, in *IDPath) (*Listed[VariableView], error) {
+		return whole(ctx, a, func(p access.Principal) ([]VariableView, error) {
 			vars, err := a.deps.Services.Workspaces.ListVariables(ctx, p, in.ID)
 			return mapSlice(vars, variableView), err
 		})

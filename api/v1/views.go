@@ -46,8 +46,15 @@ type WorkspaceView struct {
 	ExecutionMode     string                `json:"execution_mode" enum:"local,remote" doc:"How the remote-backend CLI runs operations: local keeps only state in Cairn."`
 	Locked            bool                  `json:"locked"`
 	LockedBy          *LockHolderView       `json:"locked_by" doc:"Who holds the state lock; null when unlocked."`
+	CurrentRun        *WorkspaceRunView     `json:"current_run" doc:"The newest non-terminal run (a plan-only run waiting on its saved plan aside); null when none, or when the caller may not read the workspace's runs."`
 	CreatedBy         string                `json:"created_by"`
 	CreatedAt         time.Time             `json:"created_at"`
+}
+
+// WorkspaceRunView names a workspace's current run.
+type WorkspaceRunView struct {
+	ID     string `json:"id" doc:"Run ID (run_…)."`
+	Status string `json:"status"`
 }
 
 // LockHolderView names a workspace lock's holder.

@@ -54,6 +54,28 @@ type listWorkspacesInput struct {
 	ProjectID string `query:"project_id" maxLength:"64" doc:"Only workspaces of this project."`
 }
 
+// workspaceViews presents workspaces with their current runs, read through
+// q in one query; a workspace whose runs p may not read shows none.
+func (a *API) workspaceViews(ctx context.Context, q sqlx.QueryerContext, p access.Principal, ws ...workspace.Workspace) ([]WorkspaceView, error) {
+	ids := make([]string, 0, len(ws))
+	for _, w := range ws {
+		if p.PermissionsIn(w.ID, w.ProjectID).Has(access.PermRunRead) {
+			ids = append(ids, w.ID)
+		}
+	}
+	current, err := a.deps.Services.Runs.CurrentRuns(ctx, q, p.OrganizationID, ids)
+	if err != nil {
+		return nil, err
+	}
+	return mapSlice(ws, func(w workspace.Workspace) WorkspaceView {
+		v := workspaceView(w)
+		if r, ok := current[w.ID]; ok {
+			v.CurrentRun = &WorkspaceRunView{ID: r.ID, Status: string(r.Status)}
+		}
+		return v
+	}), nil
+}
+
 var workspaceList = listSpec{endpoint: "workspaces", invalidCode: "WORKSPACE_LIST_CURSOR_INVALID"}
 
 func (a *API) registerWorkspaces() {
@@ -77,7 +99,10 @@ func (a *API) registerWorkspaces() {
 	}, operationOptions{}, func(ctx context.Context, in *listWorkspacesInput) (*Listed[WorkspaceView], error) {
 		return listOf(ctx, a, workspaceList, "project_id="+in.ProjectID, in.ListParams, func(p access.Principal, page cursor.Page) ([]WorkspaceView, error) {
 			rows, err := a.deps.Services.Workspaces.ListWorkspaces(ctx, p, in.ProjectID, page)
-			return mapSlice(rows, workspaceView), err
+			if err != nil {
+				return nil, err
+			}
+			return a.workspaceViews(ctx, a.deps.DB, p, rows...)
 		}, func(v WorkspaceView) cursor.Position { return cursor.Position{CreatedAt: v.CreatedAt, ID: v.ID} })
 	})
 
@@ -87,7 +112,14 @@ func (a *API) registerWorkspaces() {
 	}, operationOptions{}, func(ctx context.Context, in *IDPath) (*Single[WorkspaceView], error) {
 		return single(ctx, a, func(p access.Principal) (WorkspaceView, error) {
 			w, err := a.deps.Services.Workspaces.GetWorkspace(ctx, p, in.ID)
-			return workspaceView(w), err
+			if err != nil {
+				return WorkspaceView{}, err
+			}
+			views, err := a.workspaceViews(ctx, a.deps.DB, p, w)
+			if err != nil {
+				return WorkspaceView{}, err
+			}
+			return views[0], nil
 		})
 	})
 
@@ -100,7 +132,14 @@ func (a *API) registerWorkspaces() {
 				w, err := a.deps.Services.Workspaces.UpdateWorkspace(ctx, tx, p, in.ID, workspace.UpdateWorkspaceInput{
 					Settings: in.Body.ExecutionSettings.settings(), Name: in.Body.Name, ExecutionMode: in.Body.ExecutionMode,
 				})
-				return workspaceView(w), err
+				if err != nil {
+					return WorkspaceView{}, err
+				}
+				views, err := a.workspaceViews(ctx, tx, p, w)
+				if err != nil {
+					return WorkspaceView{}, err
+				}
+				return views[0], nil
 			})
 	})
 }

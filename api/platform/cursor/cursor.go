@@ -24,8 +24,15 @@ const (
 	DefaultLimit = 20
 
 	formatVersion = 1
-	macBytes      = 16
-	maxIDBytes    = 64
+	// datedFormatVersion also carries when the cursor was issued, so a list
+	// that bounds the age of its cursors can tell an outdated one.
+	datedFormatVersion = 2
+	macBytes           = 16
+	maxIDBytes         = 64
+	// clockSkew is how far in the future an issue time may lie: replicas'
+	// clocks differ a little, but a cursor from the far future was not
+	// issued by any of them.
+	clockSkew = time.Minute
 )
 
 // Position is a place in a list ordered newest first by creation time, then
@@ -39,10 +46,37 @@ type Position struct {
 // a position nor move a cursor to another endpoint or filter set.
 type Codec struct {
 	key []byte
+	// maxAge, when set, makes the codec issue dated cursors and refuse
+	// undated ones and those older than it.
+	maxAge time.Duration
+	now    func() time.Time
 }
 
 // NewCodec returns a codec keyed with key (at least 32 bytes).
-func NewCodec(key []byte) Codec { return Codec{key: key} }
+func NewCodec(key []byte) Codec { return Codec{key: key, now: time.Now} }
+
+// Dated returns the codec for a list whose cursors expire maxAge after they
+// were issued: its cursors carry their issue time, and a cursor without one
+// (the undated format every other list keeps) or older than maxAge is
+// invalid. A zero maxAge returns c unchanged.
+func (c Codec) Dated(maxAge time.Duration) Codec {
+	c.maxAge = maxAge
+	return c
+}
+
+// WithClock returns the codec reading the time from now, for tests that
+// issue a cursor in the past.
+func (c Codec) WithClock(now func() time.Time) Codec {
+	c.now = now
+	return c
+}
+
+func (c Codec) clock() time.Time {
+	if c.now == nil {
+		return time.Now()
+	}
+	return c.now()
+}
 
 // Encode returns the opaque cursor for position p of the list named endpoint
 // with the given canonical filter string.
@@ -51,8 +85,13 @@ func (c Codec) Encode(endpoint, filters string, p Position) string {
 	if len(id) > maxIDBytes {
 		id = id[:maxIDBytes]
 	}
-	payload := make([]byte, 0, 1+8+1+len(id)+macBytes)
-	payload = append(payload, formatVersion)
+	payload := make([]byte, 0, 1+8+8+1+len(id)+macBytes)
+	if c.maxAge > 0 {
+		payload = append(payload, datedFormatVersion)
+		payload = binary.BigEndian.AppendUint64(payload, uint64(c.clock().UTC().Unix()))
+	} else {
+		payload = append(payload, formatVersion)
+	}
 	payload = binary.BigEndian.AppendUint64(payload, uint64(p.CreatedAt.UTC().UnixMicro()))
 	payload = append(payload, byte(len(id)))
 	payload = append(payload, id...)
@@ -76,6 +115,18 @@ func (c Codec) Decode(endpoint, filters, token string) (Position, error) {
 	body, tag := raw[:len(raw)-macBytes], raw[len(raw)-macBytes:]
 	if !hmac.Equal(tag, c.mac(endpoint, filters, body)) {
 		return Position{}, ErrInvalid
+	}
+	if c.maxAge > 0 {
+		// A dated list takes only dated cursors: an undated one was issued
+		// before the list bounded its cursors' age, so it is outdated.
+		if body[0] != datedFormatVersion || len(body) < 1+8+1+8 {
+			return Position{}, ErrInvalid
+		}
+		issued := time.Unix(int64(binary.BigEndian.Uint64(body[1:9])), 0)
+		if now := c.clock(); now.Sub(issued) > c.maxAge || issued.Sub(now) > clockSkew {
+			return Position{}, ErrInvalid
+		}
+		body = append([]byte{formatVersion}, body[9:]...)
 	}
 	if body[0] != formatVersion {
 		return Position{}, ErrInvalid

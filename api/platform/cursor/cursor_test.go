@@ -78,3 +78,45 @@ func TestNextTrimsAndPointsAtLastRow(t *testing.T) {
 		t.Fatal("last page must have no next cursor")
 	}
 }
+
+// A dated list's cursor expires: within its age it pages, past it (or
+// issued in the future, or undated, as every cursor was before the list
+// bounded their age) it is invalid, while undated lists keep taking the
+// undated cursors they always issued.
+func TestDatedCursorRefusesOutdatedOnes(t *testing.T) {
+	t.Parallel()
+	key := []byte("0123456789abcdef0123456789abcdef")
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	at := func(t time.Time) func() time.Time { return func() time.Time { return t } }
+	dated := NewCodec(key).Dated(time.Hour).WithClock(at(now))
+	undated := NewCodec(key)
+	pos := Position{CreatedAt: now.Add(-time.Minute), ID: "run_x"}
+
+	fresh := dated.WithClock(at(now.Add(-59*time.Minute))).Encode("runs", "", pos)
+	if got, err := dated.Decode("runs", "", fresh); err != nil || got.ID != pos.ID || !got.CreatedAt.Equal(pos.CreatedAt) {
+		t.Fatalf("a cursor within its age = %+v, %v", got, err)
+	}
+	for name, token := range map[string]string{
+		"outdated":          dated.WithClock(at(now.Add(-61*time.Minute))).Encode("runs", "", pos),
+		"from the future":   dated.WithClock(at(now.Add(2*time.Minute))).Encode("runs", "", pos),
+		"undated":           undated.Encode("runs", "", pos),
+		"other endpoint":    dated.Encode("projects", "", pos),
+		"bare timestamp":    "2026-11-29T11:00:00Z",
+		"delimiter":         "2026-11-29T11:00:00Z|run_x",
+		"oversized":         strings.Repeat("A", MaxLength+1),
+		"truncated":         fresh[:len(fresh)-3],
+		"dated, other list": dated.WithClock(at(now)).Encode("runs", "workspace=ws_1", pos),
+	} {
+		if _, err := dated.Decode("runs", "", token); err != ErrInvalid {
+			t.Errorf("%s: got %v, want ErrInvalid", name, err)
+		}
+	}
+	// Undated lists refuse dated cursors (another format) and keep
+	// accepting their own.
+	if _, err := undated.Decode("runs", "", fresh); err != ErrInvalid {
+		t.Fatalf("an undated list took a dated cursor: %v", err)
+	}
+	if _, err := undated.Decode("projects", "", undated.Encode("projects", "", pos)); err != nil {
+		t.Fatalf("an undated cursor stopped working: %v", err)
+	}
+}

@@ -136,6 +136,17 @@ func TestPushPlansWaitsAndApplies(t *testing.T) {
 	if applied := c.waitRun(t, c.m, r.ID, 2*time.Minute, status("applied", "errored", "recovery_required")); applied.Status != "applied" {
 		t.Fatalf("apply: %+v\n%s", applied, c.logsOf(t, c.m, r.ID))
 	}
+	// The run's operational events crossed the telemetry boundary where
+	// their actions happened: each phase finishing, the policy stage.
+	for _, want := range [][]string{
+		{`"event":"run_phase_finished"`, `"phase":"plan"`, `"outcome":"ok"`},
+		{`"event":"run_phase_finished"`, `"phase":"apply"`, `"outcome":"ok"`},
+		{`"event":"policy_evaluated"`, `"outcome":"pass"`},
+	} {
+		if !hasLogLine(c.Logs(), append(want, `"run_id":"`+r.ID+`"`)...) {
+			t.Errorf("no log line with %v for %s", want, r.ID)
+		}
+	}
 
 	head := c.fake.Commit(codeHostRepo, "feature", "Change the greeting", map[string]string{
 		"infra/main.tf": strings.Replace(codeHostConfig, "a push", "a pull request", 1)})
@@ -160,4 +171,18 @@ func TestPushPlansWaitsAndApplies(t *testing.T) {
 	if after := c.runCount(t); after != before {
 		t.Fatalf("a push touching no trigger path created a run (%d → %d)", before, after)
 	}
+}
+
+// hasLogLine reports whether one line of logs holds every part.
+func hasLogLine(logs string, parts ...string) bool {
+	for _, line := range strings.Split(logs, "\n") {
+		all := true
+		for _, p := range parts {
+			all = all && strings.Contains(line, p)
+		}
+		if all {
+			return true
+		}
+	}
+	return false
 }

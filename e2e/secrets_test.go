@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"os/exec"
@@ -16,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairnhq/cairn/api/github/githubfake"
 	"github.com/cairnhq/cairn/api/platform/config"
 	"github.com/cairnhq/cairn/api/platform/db"
 	"github.com/cairnhq/cairn/api/platform/secret"
@@ -32,9 +34,16 @@ import (
 // dashboard holds upstream) are found by their keyed hash: every
 // token-shaped string in the dump is hashed and compared with the
 // sessions table.
+//
+// The code host is configured and used: the app is installed (the
+// installer's OAuth exchange) and a push is ingested (an installation
+// access token fetches the archive), and no installation or user token,
+// nor the app's key, webhook secret or client secret, is stored (SPEC §6
+// rule 7).
 func TestNoBearerSecretAtRestInClear(t *testing.T) {
 	t.Parallel()
-	s := StartStack(t)
+	fake := githubfake.Start(t)
+	s := StartStack(t, WithEnv(codeHostEnv(t, fake)...))
 	m := s.newMember(t, "atrest")
 	secrets := map[string]string{"API session token": m.session, "user token from sign-up": m.token,
 		"password": "correct horse battery staple"}
@@ -108,6 +117,43 @@ func TestNoBearerSecretAtRestInClear(t *testing.T) {
 		t.Fatal(err)
 	}
 	secrets["upload URL signature"] = upload.Query().Get("signature")
+
+	// The code host: install, then a push whose archive an installation
+	// token downloads.
+	fake.AddRepository(githubfake.Repository{ID: 9301, Owner: "acme", Name: "infra"})
+	fake.AddInstallation(githubfake.Installation{ID: 4301, AccountLogin: "acme", Repositories: []int64{9301}})
+	s.installApp(t, m, fake, 4301)
+	if st := s.apiJSON(t, http.MethodPut, "/v1/workspaces/"+wsID+"/source", map[string]any{"repository_id": 9301,
+		"tracked_branch": "main"}, nil, m.mutate(uniqueKey("source"))...); st != http.StatusCreated {
+		t.Fatalf("source settings: %d", st)
+	}
+	sha := fake.Commit(9301, "main", "at rest", map[string]string{"main.tf": "terraform {}\n"})
+	d := githubfake.NewDelivery("push", fake.Push(t, 4301, 9301, githubfake.PushOptions{Branch: "main",
+		Before: strings.Repeat("5", 40), After: sha, Paths: [][]string{{"main.tf"}}}))
+	req, err := d.Request(context.Background(), s.APIURL+"/v1/github/webhooks", e2eWebhookSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := s.Client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("push delivery: %d", resp.StatusCode)
+	}
+	s.newestRun(t, m, wsID, 2*time.Minute, func(v runView) bool { return v.Kind == "plan_and_apply" })
+	tokens := fake.IssuedTokens()
+	if len(tokens) < 2 {
+		t.Fatalf("%d code-host tokens issued; the installation and the ingestion should each have made one", len(tokens))
+	}
+	for i, tok := range tokens {
+		secrets[fmt.Sprintf("code-host token %d", i)] = tok
+	}
+	keyLines := strings.Split(strings.TrimSpace(string(fake.KeyPEM)), "\n")
+	secrets["code-host app private key"] = keyLines[len(keyLines)/2]
+	secrets["code-host webhook secret"] = e2eWebhookSecret
+	secrets["code-host client secret"] = githubfake.ClientSecret
 
 	dump := dumpDatabase(t, s.DatabaseURL)
 	haystack := withDecodedBytea(dump)

@@ -1,6 +1,7 @@
 package checkrun_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -77,6 +78,25 @@ type harness struct {
 	svc    *checkrun.Service
 	target checkrun.Target
 	client *github.Client
+	logs   *lockedBuffer
+}
+
+// lockedBuffer collects the service's log lines.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 func newHarness(t *testing.T) *harness {
@@ -107,14 +127,15 @@ func newHarness(t *testing.T) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := checkrun.NewService(env.DB, inserter, slog.New(slog.NewTextHandler(io.Discard, nil)), checkrun.Options{
+	logs := &lockedBuffer{}
+	svc := checkrun.NewService(env.DB, inserter, slog.New(slog.NewJSONHandler(logs, nil)), checkrun.Options{
 		DashboardURL: "https://dash.example.test/", Clients: clients, Backoff: time.Millisecond, Lease: 5 * time.Second,
 		AppID: fake.AppID})
 	gh, err := clients(context.Background(), 77)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &harness{env: env, user: u, ws: w.ID, fake: fake, checks: checks, svc: svc, client: gh,
+	return &harness{env: env, user: u, ws: w.ID, fake: fake, checks: checks, svc: svc, client: gh, logs: logs,
 		target: checkrun.Target{InstallationID: 77, RepositoryID: 501, RepositoryOwner: "acme", RepositoryName: "infra", HeadSHA: sha}}
 }
 
@@ -427,5 +448,30 @@ func TestTrackRefusesAnotherTarget(t *testing.T) {
 	err = db.WithTx(context.Background(), h.env.DB, func(tx *sqlx.Tx) error { return h.svc.Track(context.Background(), tx, r, bad) })
 	if !errors.Is(err, checkrun.ErrInvalidTarget) {
 		t.Fatalf("a symbolic ref as head SHA: %v", err)
+	}
+}
+
+// TestPublicationFailureLeavesOnlyItsCode: a failed publication is
+// reported through the telemetry boundary as check_run_publication_failed
+// with the run's ID and a fixed code: nothing of the provider's answer,
+// the repository or the code host's address reaches the log.
+func TestPublicationFailureLeavesOnlyItsCode(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	r := h.newRun(t)
+	h.track(t, r)
+	h.fake.Inject(githubfake.RouteCreateCheckRun, githubfake.Fault{Status: http.StatusBadGateway})
+	if err := h.svc.Sync(context.Background(), r.ID); err == nil {
+		t.Fatal("a sync the code host refused succeeded")
+	}
+	logs := h.logs.String()
+	if !strings.Contains(logs, `"event":"check_run_publication_failed"`) || !strings.Contains(logs, `"code":"provider_status_502"`) ||
+		!strings.Contains(logs, `"external_id":"`+r.ID+`"`) {
+		t.Fatalf("no check_run_publication_failed event for the run: %s", logs)
+	}
+	for _, leaked := range []string{"acme", "infra", h.fake.URL, "Bad Gateway", "docs.github.com"} {
+		if strings.Contains(logs, leaked) {
+			t.Fatalf("%q reached the log: %s", leaked, logs)
+		}
 	}
 }

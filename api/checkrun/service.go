@@ -16,6 +16,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/cairnhq/cairn/api/platform/db"
+	"github.com/cairnhq/cairn/api/platform/telemetry"
 	"github.com/cairnhq/cairn/api/run"
 )
 
@@ -202,7 +203,9 @@ func (s *Service) RunSaved(ctx context.Context, tx *sqlx.Tx, r run.Run) error {
 		if err := t.validate(); err != nil {
 			// The check is a side effect: a source it cannot name never
 			// stops the run itself.
-			s.logger.WarnContext(ctx, "code-host run without a publishable check target", "run_id", r.ID, "error", err)
+			// Only the run's ID and a fixed reason leave: the error text
+			// names the repository (SPEC §6 telemetry boundary).
+			s.failed(ctx, r.ID, "target_invalid")
 			return nil
 		}
 		return s.Track(ctx, tx, r, t)
@@ -259,7 +262,7 @@ func (s *Service) Sync(ctx context.Context, externalID string) error {
 	cancel()
 	if err != nil {
 		code := failureCode(err)
-		s.logger.WarnContext(ctx, "check run publication failed", "external_id", externalID, "error_code", code)
+		s.failed(ctx, externalID, code)
 		if ferr := fail(context.WithoutCancel(ctx), s.db, externalID, token, id, code); ferr != nil {
 			return errors.Join(err, ferr)
 		}
@@ -372,6 +375,28 @@ func updateOptions(p publication, want Payload) github.UpdateCheckRunOptions {
 }
 
 // failureCode is the safe, bounded code recorded for a failed sync.
+// failed reports a check run that could not be published as the
+// check_run_publication_failed event: the owner's opaque ID (a run or a
+// held ingestion) and a failure code, through the telemetry boundary. The
+// provider's error text never leaves: it can carry repository URLs and
+// names.
+func (s *Service) failed(ctx context.Context, externalID, code string) {
+	_ = telemetry.Emit(ctx, s.logger, telemetry.Event{Name: "check_run_publication_failed", Fields: map[string]telemetry.Value{
+		"external_id": telemetry.ID(externalID),
+		"code":        telemetry.Enum(code, failureCodes...),
+	}})
+}
+
+// failureCodes are every code failureCode gives, and target_invalid.
+var failureCodes = func() []string {
+	codes := []string{"target_invalid", "provider_answer_invalid", "provider_not_configured", "provider_app_unknown",
+		"provider_timeout", "provider_unreachable"}
+	for status := 300; status < 600; status++ {
+		codes = append(codes, fmt.Sprintf("provider_status_%d", status))
+	}
+	return codes
+}()
+
 func failureCode(err error) string {
 	var ge *github.ErrorResponse
 	switch {

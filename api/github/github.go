@@ -151,9 +151,12 @@ type Ingestion struct {
 	CommitMessage          *string        `db:"commit_message"`
 	ConfigurationVersionID *string        `db:"configuration_version_id"`
 	ArchiveSHA256          []byte         `db:"archive_sha256"`
-	RunID                  *string        `db:"run_id"`
-	CreatedAt              time.Time      `db:"created_at"`
-	SettledAt              *time.Time     `db:"settled_at"`
+	// ConfigurationArtifactID is the public ID of the sealed archive: it
+	// is random, so unlike the storage key it reveals no object's place.
+	ConfigurationArtifactID string     `db:"configuration_artifact_id"`
+	RunID                   *string    `db:"run_id"`
+	CreatedAt               time.Time  `db:"created_at"`
+	SettledAt               *time.Time `db:"settled_at"`
 }
 
 // WorkflowID is the ingestion's deterministic dispatch identity.

@@ -620,7 +620,9 @@ func TestIngestionCreatesRuns(t *testing.T) {
 	gh := s.env.Server.Services().GitHub
 	ctx := context.Background()
 
-	sha := s.fake.Commit(6001, "main", "Add the thing\n\nlonger body", mainTF())
+	files0 := mainTF()
+	files0["infra/.terraform.lock.hcl"] = "# This file is maintained automatically by \"tofu init\".\n"
+	sha := s.fake.Commit(6001, "main", "Add the thing\n\nlonger body", files0)
 	var push deliveryDoc
 	s.deliver(t, githubfake.NewDelivery("push", s.fake.Push(t, 801, 6001, githubfake.PushOptions{Branch: "main",
 		Before: strings.Repeat("2", 40), After: sha, Paths: [][]string{{"infra/main.tf"}}}))).MustStatus(t, http.StatusOK).Data(t, &push)
@@ -659,14 +661,17 @@ func TestIngestionCreatesRuns(t *testing.T) {
 	var r struct {
 		Kind       string `json:"kind"`
 		Source     string `json:"source"`
+		Message    string `json:"message"`
 		Provenance *struct {
-			CommitSHA         string `json:"commit_sha"`
-			CommitMessage     string `json:"commit_message"`
-			SourceIngestionID string `json:"source_ingestion_id"`
-			WorkflowID        string `json:"workflow_id"`
-			DeliveryID        string `json:"delivery_id"`
-			ArchiveSHA256     string `json:"archive_sha256"`
-			WorkingDirectory  string `json:"working_directory"`
+			ConfigurationVersionID string `json:"configuration_version_id"`
+			ConfigurationArtifact  string `json:"configuration_artifact_id"`
+			CommitSHA              string `json:"commit_sha"`
+			CommitMessage          string `json:"commit_message"`
+			SourceIngestionID      string `json:"source_ingestion_id"`
+			WorkflowID             string `json:"workflow_id"`
+			DeliveryID             string `json:"delivery_id"`
+			ArchiveSHA256          string `json:"archive_sha256"`
+			WorkingDirectory       string `json:"working_directory"`
 		} `json:"source_provenance"`
 	}
 	s.owner.Get("/v1/runs/"+*ing.RunID).MustStatus(t, http.StatusOK).Data(t, &r)
@@ -675,6 +680,12 @@ func TestIngestionCreatesRuns(t *testing.T) {
 		r.Provenance.WorkingDirectory != "infra" || !strings.HasPrefix(r.Provenance.CommitMessage, "Add the thing") {
 		t.Fatalf("run review: %s", s.owner.Get("/v1/runs/"+*ing.RunID).Body)
 	}
+	// The message is the server's own, never the commit's text.
+	if want := "Push " + sha[:7] + " to main"; r.Message != want {
+		t.Fatalf("push run message %q, want %q", r.Message, want)
+	}
+	requireNoObjectKey(t, s, *ing.RunID, r.Provenance.ConfigurationVersionID, r.Provenance.ConfigurationArtifact)
+	requireSealedArchive(t, s, r.Provenance.ConfigurationVersionID)
 	if n := s.count(t, `SELECT count(*) FROM runs WHERE workspace_id = $1`, wsID); n != 1 {
 		t.Fatalf("%d runs", n)
 	}
@@ -719,8 +730,8 @@ func TestIngestionCreatesRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.owner.Get("/v1/runs/"+run.RunIDOf(pr.IngestionIDs[0])).MustStatus(t, http.StatusOK).Data(t, &r)
-	if r.Kind != "speculative" {
-		t.Fatalf("pull request run: %+v", r)
+	if want := "Pull request #12 at " + head[:7]; r.Kind != "speculative" || r.Message != want {
+		t.Fatalf("pull request run: %+v, want message %q", r, want)
 	}
 
 	// Only documentation changed: skipped after reading every page.
@@ -735,5 +746,57 @@ func TestIngestionCreatesRuns(t *testing.T) {
 	if n := s.count(t, `SELECT count(*) FROM source_ingestions WHERE id = $1 AND status = 'skipped' AND run_id IS NULL`,
 		docs.IngestionIDs[0]); n != 1 {
 		t.Fatal("documentation-only pull request was not skipped")
+	}
+}
+
+// requireNoObjectKey: the review of a code-host run names its
+// configuration artifact by an ID that is not the archive's storage key
+// nor any segment of it, so no ID in the review rebuilds the key (SPEC §2:
+// object keys never appear in the review).
+func requireNoObjectKey(t *testing.T, s *stack, runID, configurationVersionID, artifactID string) {
+	t.Helper()
+	var key string
+	if err := s.env.DB.Get(&key, `SELECT blob_key FROM configuration_versions WHERE id = $1`, configurationVersionID); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(artifactID, "cfa_") {
+		t.Fatalf("configuration_artifact_id %q is not a public ID", artifactID)
+	}
+	body := string(s.owner.Get("/v1/runs/"+runID).MustStatus(t, http.StatusOK).Body)
+	for _, segment := range strings.Split(key, "/") {
+		if strings.HasPrefix(segment, "obj_") && strings.Contains(body, segment) {
+			t.Fatalf("the review shows the object segment %q of key %q", segment, key)
+		}
+	}
+	if strings.Contains(body, key) || strings.Contains(key, artifactID) {
+		t.Fatalf("the review's artifact ID %q leads to key %q", artifactID, key)
+	}
+}
+
+// requireSealedArchive: once ingested, the configuration version's archive
+// (its key, digest and size) and its lock file digest cannot be changed,
+// whoever writes to the database (SPEC §6 Configuration ingestion); only
+// the two transitions the trigger allows remain.
+func requireSealedArchive(t *testing.T, s *stack, configurationVersionID string) {
+	t.Helper()
+	var lock []byte
+	if err := s.env.DB.Get(&lock, `SELECT lock_file_sha256 FROM configuration_versions WHERE id = $1`, configurationVersionID); err != nil {
+		t.Fatal(err)
+	}
+	if len(lock) != 32 {
+		t.Fatalf("the ingested archive's lock file has no digest (%x)", lock)
+	}
+	for name, set := range map[string]string{
+		"archive digest":   `sha256 = sha256('another archive')`,
+		"lock file digest": `lock_file_sha256 = sha256('another lock file')`,
+		"dropped lock":     `lock_file_sha256 = NULL`,
+		"archive object":   `blob_key = blob_key || '-swapped'`,
+		"archive size":     `size_bytes = size_bytes + 1`,
+		"back to pending":  `status = 'pending'`,
+	} {
+		_, err := s.env.DB.Exec(`UPDATE configuration_versions SET `+set+` WHERE id = $1`, configurationVersionID)
+		if err == nil || !strings.Contains(err.Error(), "is immutable") {
+			t.Fatalf("%s changed on a sealed configuration version: %v", name, err)
+		}
 	}
 }

@@ -503,7 +503,7 @@ func ProvenanceOf(ctx context.Context, q sqlx.QueryerContext, runID, configurati
 		RepositoryOwner: src.Owner, RepositoryName: src.Name, WorkingDirectory: src.WorkingDirectory, IngestionID: in.ID,
 		IngestionStatus: in.Status, WorkflowID: WorkflowIDOf(in.ID), DeliveryID: src.DeliveryID,
 		ConfigurationVersionID: configurationVersionID, ArchiveSHA256: digest,
-		ConfigurationArtifact: path.Base(*in.BlobKey), PullNumber: src.PullNumber, Fork: src.Fork,
+		ConfigurationArtifact: in.ConfigurationArtifactID, PullNumber: src.PullNumber, Fork: src.Fork,
 		PlanApprovedBy: src.PlanApprovedBy}, nil
 }
 

@@ -266,7 +266,8 @@ func trackingSettings(ctx context.Context, q sqlx.QueryerContext, organizationID
 const ingestionColumns = `id, organization_id, workspace_id, identity, source_settings_id, trigger, installation_id,
 	repository_id, repository_owner, repository_name, ref, head_sha, pushed_paths, pull_number, base_ref, head_ref, fork,
 	head_repository_owner, head_repository_name, status, held_reason, held_at, plan_approved_by, plan_approved_at,
-	failure_code, commit_sha, commit_message, configuration_version_id, archive_sha256, run_id, created_at, settled_at`
+	failure_code, commit_sha, commit_message, configuration_version_id, archive_sha256, configuration_artifact_id, run_id,
+	created_at, settled_at`
 
 // createOrReuseIngestion inserts an ingestion unless the workspace already
 // has one for the same source event; created reports which.

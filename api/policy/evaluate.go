@@ -102,6 +102,12 @@ func (s *Service) Evaluate(ctx context.Context, facts RunFacts, planJSON io.Read
 	elapsed := time.Since(started)
 	check.DurationMS = int(elapsed.Milliseconds())
 	telemetry.ObservePolicyEvaluation(elapsed)
+	_ = telemetry.Emit(ctx, s.logger, telemetry.Event{Name: "policy_evaluated", Fields: map[string]telemetry.Value{
+		"run_id":   telemetry.ID(facts.RunID),
+		"outcome":  telemetry.Enum(check.Outcome, OutcomePass, OutcomeAdvisoryFailed, OutcomeSoftFailed, OutcomeHardFailed, OutcomeError),
+		"duration": telemetry.Duration(elapsed),
+		"policies": telemetry.Count(int64(len(results))),
+	}})
 	return Evaluation{Check: check, Results: results}, nil
 }
 
@@ -171,7 +177,7 @@ func (s *Service) evaluateEntries(ctx context.Context, facts RunFacts, entries [
 		case err != nil:
 			code := evalCode(err)
 			r.Status, r.ErrorCode = ResultError, &code
-			s.logger.WarnContext(ctx, "policy evaluation failed", "run_id", facts.RunID, "attachment_id", e.AttachmentID, "code", code, "error", err)
+			s.logger.WarnContext(ctx, "policy evaluation failed", "run_id", facts.RunID, "attachment_id", e.AttachmentID, "code", code)
 		case len(decision.Findings) > 0:
 			r.Status = ResultFailed
 			r.Findings, _ = json.Marshal(decision.Findings)

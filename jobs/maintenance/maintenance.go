@@ -161,9 +161,19 @@ type DispatchReconcileWorker struct {
 // Work runs one reconciliation tick.
 func (w *DispatchReconcileWorker) Work(ctx context.Context, _ *river.Job[DispatchReconcileArgs]) error {
 	report, err := dispatch.Reconcile(ctx, w.DB, time.Now(), w.Handlers)
-	if report.Claimed > 0 {
-		w.Logger.InfoContext(ctx, "reconciled workflow dispatches", "claimed", report.Claimed,
-			"redelivered", report.Redelivered, "waiting", report.Waiting, "closed", report.Closed, "failed", report.Failed)
+	if report.Claimed > 0 || err != nil {
+		outcome := "ok"
+		if err != nil {
+			outcome = "error"
+		}
+		_ = telemetry.Emit(ctx, w.Logger, telemetry.Event{Name: "dispatch_reconciled", Fields: map[string]telemetry.Value{
+			"outcome":     telemetry.Enum(outcome, "ok", "error"),
+			"claimed":     telemetry.Count(int64(report.Claimed)),
+			"redelivered": telemetry.Count(int64(report.Redelivered)),
+			"waiting":     telemetry.Count(int64(report.Waiting)),
+			"closed":      telemetry.Count(int64(report.Closed)),
+			"failed":      telemetry.Count(int64(report.Failed)),
+		}})
 	}
 	return err
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/cairnhq/cairn/api/archive"
 	"github.com/cairnhq/cairn/api/platform/blob"
+	"github.com/cairnhq/cairn/api/platform/telemetry"
 	"github.com/cairnhq/cairn/api/policy"
 	"github.com/cairnhq/cairn/api/policy/rego"
 	"github.com/cairnhq/cairn/jobs/policyeval"
@@ -175,8 +176,21 @@ func (w *Worker) build(ctx context.Context, b policy.BuildJob) error {
 	var logs bytes.Buffer
 	capped := &cappedWriter{w: &logs, left: 64 << 10}
 	code, err := sb.Run(ctx, sandbox.Command{Args: []string{ProgramName, "policy-build", sourceDir, outDir}, Stdout: capped, Stderr: capped})
-	w.Logger.InfoContext(ctx, "policy build ran", "policy_version_id", b.Version.ID, "exit_code", code,
-		"duration_ms", time.Since(started).Milliseconds(), "output", logs.String())
+	// The build's output can quote the policy source: only its size
+	// crosses the telemetry boundary.
+	outcome := "ok"
+	switch {
+	case errors.Is(err, sandbox.ErrTimedOut):
+		outcome = "timed_out"
+	case err != nil || code != 0:
+		outcome = "failed"
+	}
+	_ = telemetry.Emit(ctx, w.Logger, telemetry.Event{Name: "policy_build_finished", Fields: map[string]telemetry.Value{
+		"policy_version_id": telemetry.ID(b.Version.ID),
+		"outcome":           telemetry.Enum(outcome, "ok", "failed", "timed_out"),
+		"duration":          telemetry.Duration(time.Since(started)),
+		"output":            telemetry.Bytes(int64(logs.Len())),
+	}})
 	if errors.Is(err, sandbox.ErrTimedOut) {
 		_, ferr := w.Policies.FailBuild(ctx, b.Version.ID, policy.FailureLimit)
 		return ferr

@@ -245,6 +245,16 @@ func (r *Runner) Execute(ctx context.Context, st run.Started) error {
 	err := r.execute(spanCtx, env)
 	span.Set(map[string]telemetry.Value{"duration": telemetry.Duration(time.Since(started))})
 	span.End(err)
+	outcome := "ok"
+	if err != nil {
+		outcome = "error"
+	}
+	_ = telemetry.Emit(ctx, r.Logger, telemetry.Event{Name: "run_phase_finished", Fields: map[string]telemetry.Value{
+		"run_id": telemetry.ID(st.Run.ID), "attempt_id": telemetry.ID(st.Attempt.ID),
+		"phase":    telemetry.Enum(st.Attempt.Phase, run.PhasePlan, run.PhaseApply),
+		"outcome":  telemetry.Enum(outcome, "ok", "error"),
+		"duration": telemetry.Duration(time.Since(started)),
+	}})
 	stopPhase()
 	endLife()
 	<-beating

@@ -61,6 +61,9 @@ func New(cfg config.Config, conn *sqlx.DB, driver sandbox.Driver, logger *slog.L
 	if err := add(river.AddWorkerSafely(workers, &maintenance.SignInFailureSweepWorker{DB: conn})); err != nil {
 		return nil, err
 	}
+	if err := add(river.AddWorkerSafely(workers, &maintenance.LaunchFunnelWorker{DB: conn, Logger: logger})); err != nil {
+		return nil, err
+	}
 	periodic := []*river.PeriodicJob{
 		river.NewPeriodicJob(river.PeriodicInterval(time.Hour),
 			func() (river.JobArgs, *river.InsertOpts) { return maintenance.IdempotencySweepArgs{}, nil },
@@ -68,6 +71,9 @@ func New(cfg config.Config, conn *sqlx.DB, driver sandbox.Driver, logger *slog.L
 		river.NewPeriodicJob(river.PeriodicInterval(time.Hour),
 			func() (river.JobArgs, *river.InsertOpts) { return maintenance.SignInFailureSweepArgs{}, nil },
 			&river.PeriodicJobOpts{RunOnStart: true, ID: "sign_in_failure_sweep"}),
+		river.NewPeriodicJob(river.PeriodicInterval(maintenance.FunnelInterval),
+			func() (river.JobArgs, *river.InsertOpts) { return maintenance.LaunchFunnelArgs{}, nil },
+			&river.PeriodicJobOpts{ID: "launch_funnel"}),
 	}
 	// Every worker serves every queue launch control may route a workflow
 	// to, so a routed job never waits on a queue nobody listens on.

@@ -97,6 +97,12 @@ type Commit struct {
 	Files   map[string]string
 	// Links are symbolic links in the tree: path → target.
 	Links map[string]string
+	// Archive, when set, is served as the commit's download instead of an
+	// archive of Files: a hostile or broken provider archive.
+	Archive []byte
+	// DeclaredBytes, when nonzero, is the Content-Length the download
+	// declares whatever it sends.
+	DeclaredBytes int64
 }
 
 type token struct {
@@ -360,6 +366,25 @@ func (s *Server) CommitWithLinks(repoID int64, branch, message string, files, li
 	return sha
 }
 
+// CommitArchive records a commit on a branch whose download is exactly
+// archive, declared as declared bytes (0: its real length), and returns
+// its SHA. Tests use it for what a compromised or broken provider could
+// send: links, traversing or duplicate names, a body over the limit.
+func (s *Server) CommitArchive(repoID int64, branch, message string, archive []byte, declared int64) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h := sha1.New()
+	fmt.Fprintf(h, "%d\x00%s\x00%s\x00%d\x00", repoID, branch, message, declared)
+	h.Write(archive)
+	sha := hex.EncodeToString(h.Sum(nil))
+	s.commits[sha] = &Commit{SHA: sha, RepoID: repoID, Message: message, Files: map[string]string{},
+		Links: map[string]string{}, Archive: archive, DeclaredBytes: declared}
+	if r := s.repos[repoID]; r != nil {
+		r.Refs[branch] = sha
+	}
+	return sha
+}
+
 // SetPullFiles records the paths a pull request changes, as the
 // changed-files endpoint lists them.
 func (s *Server) SetPullFiles(repoID int64, number int, paths []string) {
@@ -377,6 +402,22 @@ func (s *Server) TokensIssued() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.tokens)
+}
+
+// IssuedTokens are every installation access token and user token the
+// fake has handed out: bearer secrets a test looks for where they must
+// never be stored.
+func (s *Server) IssuedTokens() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, 0, len(s.tokens)+len(s.users))
+	for tok := range s.tokens {
+		out = append(out, tok)
+	}
+	for tok := range s.users {
+		out = append(out, tok)
+	}
+	return out
 }
 
 // InstallationOf authenticates a request by its installation token and

@@ -87,12 +87,14 @@ func (s *Server) accessToken(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	writeJSON(w, http.StatusCreated, map[string]any{
 		"token": tok, "expires_at": expires.Format(time.RFC3339),
-		"permissions":          permissions(),
+		"permissions":          TokenPermissions(),
 		"repository_selection": "selected",
 	})
 }
 
-func permissions() map[string]string {
+// TokenPermissions are the permissions the fake's installation tokens
+// carry: the app's, as the provider reports them.
+func TokenPermissions() map[string]string {
 	return map[string]string{"metadata": "read", "contents": "read", "pull_requests": "read", "checks": "write"}
 }
 
@@ -110,7 +112,7 @@ func (s *Server) installationJSON(in Installation) map[string]any {
 		"access_tokens_url":    fmt.Sprintf("%s/app/installations/%d/access_tokens", s.URL, in.ID),
 		"repositories_url":     s.URL + "/installation/repositories",
 		"app_id":               s.AppID, "app_slug": "cairn-test", "target_id": in.AccountID, "target_type": in.AccountType,
-		"permissions": permissions(), "events": []string{"pull_request", "push"},
+		"permissions": TokenPermissions(), "events": []string{"pull_request", "push"},
 		"created_at": "2026-01-01T00:00:00.000Z", "updated_at": "2026-01-01T00:00:00.000Z",
 		"single_file_name": nil, "suspended_by": nil, "suspended_at": suspended,
 	}
@@ -260,14 +262,20 @@ func (s *Server) codeload(w http.ResponseWriter, r *http.Request) {
 		notFound(w)
 		return
 	}
-	body, err := TarballWithLinks(repo.Owner+"-"+repo.Name+"-"+sha[:7], sha, c.Files, c.Links)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
+	body, declared := c.Archive, c.DeclaredBytes
+	if body == nil {
+		var err error
+		if body, err = TarballWithLinks(repo.Owner+"-"+repo.Name+"-"+sha[:7], sha, c.Files, c.Links); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+	}
+	if declared == 0 {
+		declared = int64(len(body))
 	}
 	w.Header().Set("Content-Type", "application/x-gzip")
 	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%s-%s-%s.tar.gz", repo.Owner, repo.Name, sha[:7]))
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.Header().Set("Content-Length", strconv.FormatInt(declared, 10))
 	_, _ = w.Write(body)
 }
 

@@ -76,6 +76,8 @@ var Events = []string{
 	"blob_sweep_finished",
 	"dispatch_reconciled",
 	"unhandled_failure",
+	"check_run_publication_failed",
+	"launch_funnel",
 }
 
 // Validate checks an event against the boundary and names the first field

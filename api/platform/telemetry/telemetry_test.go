@@ -221,3 +221,30 @@ func TestRequestCountsSurviveReusedMethodBuffers(t *testing.T) {
 		}
 	}
 }
+
+// TestFunnelIsTheLaunchStepsOnly: product analytics is the allowlisted
+// launch funnel: each step with an opaque organization ID crosses the
+// boundary; automatic page, element and session capture, any other step,
+// and a non-opaque organization (a slug, an e-mail) are refused.
+func TestFunnelIsTheLaunchStepsOnly(t *testing.T) {
+	t.Parallel()
+	org := id.New("org")
+	for _, step := range telemetry.FunnelSteps {
+		if err := telemetry.Validate(telemetry.FunnelEvent(step, org)); err != nil {
+			t.Fatalf("step %s refused: %v", step, err)
+		}
+	}
+	for _, step := range []string{"page_view", "pageview", "element_clicked", "autocapture", "session_started", "identify", ""} {
+		if err := telemetry.Validate(telemetry.FunnelEvent(step, org)); !errors.Is(err, telemetry.ErrRejected) {
+			t.Fatalf("step %q crossed the boundary", step)
+		}
+		if err := telemetry.Validate(telemetry.Event{Name: step}); !errors.Is(err, telemetry.ErrRejected) {
+			t.Fatalf("event %q crossed the boundary", step)
+		}
+	}
+	for _, who := range []string{"acme", "alice@example.com", "usr_" + strings.Repeat("a", 26)[:25] + "Z"} {
+		if err := telemetry.Validate(telemetry.FunnelEvent(telemetry.StepRunCreated, who)); !errors.Is(err, telemetry.ErrRejected) {
+			t.Fatalf("organization %q crossed the boundary", who)
+		}
+	}
+}

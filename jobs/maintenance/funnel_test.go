@@ -28,7 +28,7 @@ func TestLaunchFunnelEmitsOnlyItsSteps(t *testing.T) {
 	conn := dbtest.New(t)
 	org, other := id.New("org"), id.New("org")
 	now := time.Now()
-	// The cursor starts where migration 00057 ran, which for a database
+	// The cursor starts where migration 00054 ran, which for a database
 	// cloned from the test template can be after the backdated events
 	// below: start it before them, as on a deployment older than they are.
 	if _, err := conn.Exec(`UPDATE launch_funnel_cursor SET created_at = $1, event_id = ''`, now.Add(-time.Hour)); err != nil {

@@ -145,17 +145,11 @@ func (s *liveStream) run(ctx context.Context, w *bufio.Writer, wake <-chan struc
 }
 
 // catchUp sends every chunk after the last one sent and a status change;
-// done once the run is terminal and its log is drained.
+// done once the run is terminal and its log is drained. The session is
+// re-resolved after each read and before what was read is sent: what
+// reaches the client was then committed while the session still held, so
+// a chunk written after a sign-out never goes out.
 func (s *liveStream) catchUp(ctx context.Context, w *bufio.Writer) (bool, error) {
-	p, err := s.reauthenticate(ctx)
-	if err != nil {
-		return false, err
-	}
-	if p.OrganizationID != s.p.OrganizationID {
-		// The session switched organizations: this run is not its own now.
-		return false, fault.ErrNotFound
-	}
-	s.p = p
 	// The status is read before the log: every chunk a run wrote before it
 	// ended is then visible to the reads below, so end never skips one.
 	r, err := s.runs.GetRun(ctx, s.p, s.runID)
@@ -165,6 +159,9 @@ func (s *liveStream) catchUp(ctx context.Context, w *bufio.Writer) (bool, error)
 	for {
 		chunks, err := s.runs.Logs(ctx, s.p, s.runID, run.LogQuery{After: s.after})
 		if err != nil {
+			return false, err
+		}
+		if err := s.recheck(ctx); err != nil {
 			return false, err
 		}
 		for _, c := range chunks {
@@ -188,6 +185,21 @@ func (s *liveStream) catchUp(ctx context.Context, w *bufio.Writer) (bool, error)
 		return true, writeEvent(w, "end", "", liveEvent{Status: s.status})
 	}
 	return false, nil
+}
+
+// recheck re-resolves the stream's session: signed out, banned or moved to
+// another organization, the stream ends.
+func (s *liveStream) recheck(ctx context.Context) error {
+	p, err := s.reauthenticate(ctx)
+	if err != nil {
+		return err
+	}
+	if p.OrganizationID != s.p.OrganizationID {
+		// The session switched organizations: this run is not its own now.
+		return fault.ErrNotFound
+	}
+	s.p = p
+	return nil
 }
 
 func writeEvent(w *bufio.Writer, name, id string, ev liveEvent) error {

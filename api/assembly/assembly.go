@@ -129,7 +129,7 @@ func Assemble(cfg config.Config, conn *sqlx.DB, logger *slog.Logger) (Deps, erro
 	tools := workspace.ToolVersions{OpenTofu: cfg.ToolVersions, Terraform: cfg.TerraformVersions}
 	workspaces := workspace.NewService(conn, sealer, variableDigestKey, tools.Pinned())
 	workspaces.ReserveEnvironmentNames(credential.RunnerOwnsEnvironmentName)
-	states := state.NewService(conn, blobs, workspaces)
+	states := state.NewService(conn, blobs, workspaces, logger)
 	admission := launch.NewService(conn, logger)
 	// An insert-only River client: jobs a mutation implies are inserted in
 	// its transaction, with a NOTIFY on their queue that wakes a worker when

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -21,6 +22,7 @@ import (
 	"github.com/cairnhq/cairn/api/platform/fault"
 	"github.com/cairnhq/cairn/api/platform/id"
 	"github.com/cairnhq/cairn/api/platform/seal"
+	"github.com/cairnhq/cairn/api/platform/telemetry"
 	"github.com/cairnhq/cairn/api/workspace"
 )
 
@@ -31,6 +33,7 @@ type Service struct {
 	blobs      *blob.Store
 	workspaces *workspace.Service
 	observer   Observer
+	logger     *slog.Logger
 	now        func() time.Time
 }
 
@@ -48,8 +51,8 @@ func (s *Service) Observe(o Observer) { s.observer = o }
 
 // NewService returns the state service. blobs may be nil (no master key):
 // writing and reading state then fails closed.
-func NewService(conn *sqlx.DB, blobs *blob.Store, workspaces *workspace.Service) *Service {
-	return &Service{db: conn, blobs: blobs, workspaces: workspaces, now: time.Now}
+func NewService(conn *sqlx.DB, blobs *blob.Store, workspaces *workspace.Service, logger *slog.Logger) *Service {
+	return &Service{db: conn, blobs: blobs, workspaces: workspaces, logger: logger, now: time.Now}
 }
 
 func (s *Service) stamp() time.Time { return s.now().UTC().Truncate(time.Microsecond) }
@@ -112,6 +115,7 @@ func (s *Service) PendingOwner(ctx context.Context, versionID string) (Version, 
 // object behind. Uploading the same bytes to a finalized version again is
 // accepted without reading them.
 func (s *Service) Upload(ctx context.Context, versionID string, r io.Reader) (Version, error) {
+	began := time.Now()
 	blobs, err := s.storage()
 	if err != nil {
 		return Version{}, err
@@ -190,6 +194,14 @@ func (s *Service) Upload(ctx context.Context, versionID string, r io.Reader) (Ve
 	if err != nil {
 		_ = blobs.Delete(ctx, key)
 		return Version{}, err
+	}
+	// Only what committed is reported, and only by opaque IDs and sizes.
+	if s.logger != nil {
+		_ = telemetry.Emit(ctx, s.logger, telemetry.Event{Name: "state_version_stored", Fields: map[string]telemetry.Value{
+			"organization_id": telemetry.ID(v.OrganizationID), "workspace_id": telemetry.ID(v.WorkspaceID),
+			"state_version_id": telemetry.ID(v.ID), "size": telemetry.Bytes(digests.Size),
+			"duration": telemetry.Duration(time.Since(began)),
+		}})
 	}
 	return v, nil
 }

@@ -344,6 +344,22 @@ func TestStateLifecycleThroughTheProtocol(t *testing.T) {
 	if strings.Contains(env.Logs.String(), "s3cr3t-canary") {
 		t.Fatal("logs carry the sensitive output")
 	}
+	// Each finalized version is one state_version_stored event of opaque
+	// IDs and a size: never the workspace's or organization's name.
+	stored := 0
+	for line := range strings.Lines(env.Logs.String()) {
+		if !strings.Contains(line, `"event":"state_version_stored"`) {
+			continue
+		}
+		stored++
+		if !strings.Contains(line, `"workspace_id":"`+ws.ID+`"`) || !strings.Contains(line, `"size":`) ||
+			strings.Contains(line, `"demo"`) || strings.Contains(line, u.org) {
+			t.Fatalf("state_version_stored event: %s", line)
+		}
+	}
+	if stored != len(numbers) {
+		t.Fatalf("%d state_version_stored events for %d finalized versions", stored, len(numbers))
+	}
 }
 
 func TestOtherTenantsSeeTheSameNotFoundAsMissing(t *testing.T) {

@@ -185,14 +185,15 @@ func TestRevokedVersionBlocksAQueuedRun(t *testing.T) {
 }
 
 // federationConfig prints, from inside the sandboxed apply, each token
-// reversed (the log masks every spelling of the token itself) and the
+// in hex (the log masks the token's own, quoted, base64 and URL-encoded
+// spellings; od and tr are in the sandbox's managed base) and the
 // variables and files each cloud's SDK reads.
 const federationConfig = `resource "terraform_data" "probe" {
   provisioner "local-exec" {
     command = <<-EOT
-      echo "AWS_TOKEN_REV=$(rev < "$AWS_WEB_IDENTITY_TOKEN_FILE")"
-      echo "AZURE_TOKEN_REV=$(rev < "$ARM_OIDC_TOKEN_FILE_PATH")"
-      echo "GCP_TOKEN_REV=$(rev < "$(dirname "$GOOGLE_APPLICATION_CREDENTIALS")/gcp-subject-token")"
+      echo "AWS_TOKEN_HEX=$(od -An -v -tx1 < "$AWS_WEB_IDENTITY_TOKEN_FILE" | tr -d ' \n')"
+      echo "AZURE_TOKEN_HEX=$(od -An -v -tx1 < "$ARM_OIDC_TOKEN_FILE_PATH" | tr -d ' \n')"
+      echo "GCP_TOKEN_HEX=$(od -An -v -tx1 < "$(dirname "$GOOGLE_APPLICATION_CREDENTIALS")/gcp-subject-token" | tr -d ' \n')"
       echo "AWS_ROLE_ARN=$AWS_ROLE_ARN"
       echo "ARM_CLIENT_ID=$ARM_CLIENT_ID ARM_TENANT_ID=$ARM_TENANT_ID ARM_USE_OIDC=$ARM_USE_OIDC"
       echo "AZURE_CLIENT_ID=$AZURE_CLIENT_ID AZURE_FEDERATED_TOKEN_FILE_SAME=$([ "$AZURE_FEDERATED_TOKEN_FILE" = "$ARM_OIDC_TOKEN_FILE_PATH" ] && echo yes)"
@@ -251,12 +252,12 @@ func TestFederationTokensVerifyWithAStandardOIDCLibrary(t *testing.T) {
 		}
 		return m[1]
 	}
-	reverse := func(s string) string {
-		r := []rune(s)
-		for i, j := 0, len(r)-1; i < j; i, j = i+1, j-1 {
-			r[i], r[j] = r[j], r[i]
+	decode := func(name, s string) string {
+		raw, err := hex.DecodeString(s)
+		if err != nil {
+			t.Fatalf("%s is not hex: %v", name, err)
 		}
-		return string(r)
+		return strings.TrimSpace(string(raw))
 	}
 
 	ctx := oidc.ClientContext(context.Background(), s.Client)
@@ -270,11 +271,11 @@ func TestFederationTokensVerifyWithAStandardOIDCLibrary(t *testing.T) {
 	}
 	s.apiJSON(t, http.MethodGet, "/v1/workspaces/"+wsID, nil, &w, m.cookie()...)
 	for name, audience := range map[string]string{
-		"AWS_TOKEN_REV":   "sts.amazonaws.com",
-		"AZURE_TOKEN_REV": "api://AzureADTokenExchange",
-		"GCP_TOKEN_REV":   "//iam.googleapis.com/" + wip,
+		"AWS_TOKEN_HEX":   "sts.amazonaws.com",
+		"AZURE_TOKEN_HEX": "api://AzureADTokenExchange",
+		"GCP_TOKEN_HEX":   "//iam.googleapis.com/" + wip,
 	} {
-		raw := reverse(field(name))
+		raw := decode(name, field(name))
 		if strings.Contains(logs, raw) {
 			t.Fatalf("%s: the token itself reached the log", name)
 		}

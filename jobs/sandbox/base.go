@@ -133,8 +133,9 @@ func checkBaseOwnership(dir string) error {
 // DigestBaseRoot is the digest of a base's root file system: SHA-256 over
 // one line per entry, in lexical order, naming its path, type, permission
 // bits and content (a file's SHA-256, a link's target). Anything but
-// directories, regular files and links makes it fail: a base holds no
-// devices or sockets.
+// directories, regular files and links makes it fail (a base holds no
+// devices or sockets), and so does an entry writable by group or others or
+// owned by anyone but root or the worker's user.
 func DigestBaseRoot(root string) (string, error) {
 	h := sha256.New()
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
@@ -150,6 +151,17 @@ func DigestBaseRoot(root string) (string, error) {
 			return err
 		}
 		perm := fi.Mode().Perm()
+		// Verified once at start, the base must stay as verified: an entry
+		// another user could rewrite afterwards is refused, as the base
+		// directory itself is (checkBaseOwnership).
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			if perm&0o022 != 0 {
+				return fmt.Errorf("%s is writable by others than its owner", rel)
+			}
+			if uid := fileOwner(fi); uid != 0 && uid != os.Geteuid() {
+				return fmt.Errorf("%s belongs to user %d, neither root nor the worker", rel, uid)
+			}
+		}
 		switch {
 		case d.IsDir():
 			_, err = fmt.Fprintf(h, "d %04o %s\n", perm, rel)

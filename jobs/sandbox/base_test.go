@@ -110,6 +110,18 @@ func TestSandboxBaseFailsClosed(t *testing.T) {
 			}
 			return dir
 		}},
+		// Ownership is outside the digest: a user who owns an entry could
+		// rewrite it after the worker verified the base.
+		"an entry owned by another user": {base: func(t *testing.T) string {
+			if os.Geteuid() != 0 {
+				t.Skip("changing an owner needs root")
+			}
+			dir := copyBase(t)
+			if err := os.Lchown(filepath.Join(dir, sandbox.BaseRootName, "usr"), 12345, 12345); err != nil {
+				t.Fatal(err)
+			}
+			return dir
+		}},
 		"writable by others": {base: func(t *testing.T) string {
 			dir := copyBase(t)
 			if err := os.Chmod(filepath.Join(dir, sandbox.BaseRootName), 0o777); err != nil {

@@ -1,7 +1,5 @@
-// Package assembly builds Cairn's domain services from configuration, once,
-// for every process that needs them: cairn-api serves them over its HTTP
-// surfaces and cairn-worker runs their jobs. It sits below the surfaces and
-// imports no HTTP framework, so a process links only what it uses — the
-// worker carries neither Fiber nor huma nor the handlers of /v1 and
-// /api/v2.
+// Package assembly builds what cairn-api serves: the domain services of
+// package domain and, beside them, the sign-in surfaces only the API runs
+// (the agents' OAuth server, SSO and SCIM). It imports no HTTP framework;
+// the surfaces mount what it returns.
 package assembly

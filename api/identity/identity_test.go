@@ -13,7 +13,7 @@ import (
 
 	"github.com/cairnhq/cairn/api/access"
 	"github.com/cairnhq/cairn/api/apitest"
-	"github.com/cairnhq/cairn/api/assembly"
+	"github.com/cairnhq/cairn/api/assembly/domain"
 	"github.com/cairnhq/cairn/api/identity"
 	"github.com/cairnhq/cairn/api/platform/dbtest"
 	"github.com/cairnhq/cairn/api/platform/fault"
@@ -54,7 +54,7 @@ func setup(t *testing.T) fixture {
 	t.Helper()
 	conn := dbtest.New(t)
 	c := &clock{now: time.Now()}
-	opts := assembly.IdentityOptions(apitest.TestConfig())
+	opts := domain.IdentityOptions(apitest.TestConfig())
 	opts.Now = c.Now
 	svc, err := identity.NewService(conn, opts)
 	if err != nil {

@@ -350,40 +350,6 @@ func listLiveGrants(ctx context.Context, q sqlx.QueryerContext, organizationID, 
 	return out, rows.Err()
 }
 
-// Retention of what no longer works: a grant is kept this long after it
-// expired or was revoked (the dashboard and audit trail may still name
-// it), a registered client that never got a grant only a day.
-const (
-	grantRetention          = 30 * 24 * time.Hour
-	unusedClientRetention   = 24 * time.Hour
-	metadataClientRetention = 30 * 24 * time.Hour
-)
-
-// Sweep deletes ended grants past retention (their codes and tokens go
-// with them) and clients nobody authorized: open registration must not
-// grow the table without bound.
-func Sweep(ctx context.Context, q sqlx.ExecerContext, now time.Time) (int64, error) {
-	var total int64
-	for _, stmt := range []struct {
-		query string
-		at    time.Time
-	}{
-		{`DELETE FROM oauth_grants WHERE coalesce(revoked_at, expires_at) < $1`, now.Add(-grantRetention)},
-		{`DELETE FROM oauth_clients c WHERE c.kind = 'registered' AND c.created_at < $1
-		   AND NOT EXISTS (SELECT 1 FROM oauth_grants g WHERE g.client_id = c.id)`, now.Add(-unusedClientRetention)},
-		{`DELETE FROM oauth_clients c WHERE c.kind = 'metadata_document' AND c.refresh_after < $1
-		   AND NOT EXISTS (SELECT 1 FROM oauth_grants g WHERE g.client_id = c.id)`, now.Add(-metadataClientRetention)},
-	} {
-		res, err := q.ExecContext(ctx, stmt.query, stmt.at)
-		if err != nil {
-			return total, fmt.Errorf("sweeping oauth records: %w", err)
-		}
-		n, _ := res.RowsAffected()
-		total += n
-	}
-	return total, nil
-}
-
 // Person is what the OpenID provider tells about a person.
 type Person struct {
 	ID    string `db:"id"`

@@ -11,6 +11,7 @@ import (
 	"github.com/gofiber/fiber/v2/middleware/adaptor"
 
 	"github.com/cairnhq/cairn/api/assembly"
+	"github.com/cairnhq/cairn/api/assembly/domain"
 	"github.com/cairnhq/cairn/api/authserver"
 	"github.com/cairnhq/cairn/api/credential"
 	"github.com/cairnhq/cairn/api/modulesv1"
@@ -38,7 +39,7 @@ type Server struct {
 // Services returns the domain services the server was assembled with, for
 // tests that drive a service path no HTTP surface exposes (the trusted
 // policy build completion).
-func (s *Server) Services() assembly.Services { return s.deps.Services }
+func (s *Server) Services() domain.Services { return s.deps.Services }
 
 // Tracing returns the span exporter the server was built with (nil: none).
 func (s *Server) Tracing() *telemetry.Tracing { return s.deps.Tracing }
@@ -131,7 +132,7 @@ func New(deps assembly.Deps) (*Server, error) {
 }
 
 // V1Services returns the domain services the server was assembled with.
-func (s *Server) V1Services() assembly.Services { return s.deps.Services }
+func (s *Server) V1Services() domain.Services { return s.deps.Services }
 
 // isProbe reports whether a request is a liveness, readiness or metrics
 // probe, which monitoring repeats all day long.

@@ -304,25 +304,6 @@ func testResult(ctx context.Context, q sqlx.QueryerContext, organizationID, id s
 	return r, nil
 }
 
-// SweepFlows deletes sign-in flows, codes and test results past their
-// expiry: they can no longer be used.
-func SweepFlows(ctx context.Context, q sqlx.ExecerContext, now time.Time) (int64, error) {
-	var total int64
-	for _, stmt := range []string{
-		`DELETE FROM sign_in_flows WHERE expires_at < $1`,
-		`DELETE FROM sign_in_codes WHERE expires_at < $1`,
-		`DELETE FROM sso_test_results WHERE expires_at < $1`,
-	} {
-		res, err := q.ExecContext(ctx, stmt, now)
-		if err != nil {
-			return total, fmt.Errorf("sweeping sign-in flows: %w", err)
-		}
-		n, _ := res.RowsAffected()
-		total += n
-	}
-	return total, nil
-}
-
 func nonNil(s []string) []string {
 	if s == nil {
 		return []string{}

@@ -18,7 +18,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/cairnhq/cairn/api/access"
-	"github.com/cairnhq/cairn/api/assembly"
+	"github.com/cairnhq/cairn/api/assembly/domain"
 	"github.com/cairnhq/cairn/api/platform/config"
 	"github.com/cairnhq/cairn/api/platform/cursor"
 	"github.com/cairnhq/cairn/api/platform/httpx"
@@ -64,7 +64,7 @@ type Deps struct {
 	// Agents resolves agent access tokens; nil refuses every bearer.
 	Agents AgentAuthenticator
 	// Services are the domain services assembly.Assemble built.
-	Services assembly.Services
+	Services domain.Services
 }
 
 // API is the mounted /v1 surface.

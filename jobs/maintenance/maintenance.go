@@ -11,10 +11,9 @@ import (
 
 	"github.com/cairnhq/cairn/api/dispatch"
 	"github.com/cairnhq/cairn/api/identity"
-	"github.com/cairnhq/cairn/api/oauth"
 	"github.com/cairnhq/cairn/api/platform/idempotency"
 	"github.com/cairnhq/cairn/api/platform/telemetry"
-	"github.com/cairnhq/cairn/api/sso"
+	"github.com/cairnhq/cairn/api/retention"
 	"github.com/cairnhq/cairn/api/sweep"
 )
 
@@ -87,10 +86,10 @@ func (w *SignInFailureSweepWorker) Work(ctx context.Context, _ *river.Job[SignIn
 	if _, err := identity.SweepInvitations(ctx, w.DB, now.Add(-invitationRetention)); err != nil {
 		return err
 	}
-	if _, err := oauth.Sweep(ctx, w.DB, now); err != nil {
+	if _, err := retention.OAuthRecords(ctx, w.DB, now); err != nil {
 		return err
 	}
-	_, err := sso.SweepFlows(ctx, w.DB, now)
+	_, err := retention.SignInFlows(ctx, w.DB, now)
 	return err
 }
 

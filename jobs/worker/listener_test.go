@@ -12,7 +12,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
 
-	"github.com/cairnhq/cairn/api/assembly"
+	"github.com/cairnhq/cairn/api/assembly/domain"
 	"github.com/cairnhq/cairn/api/platform/db"
 	"github.com/cairnhq/cairn/api/platform/dbtest"
 )
@@ -85,7 +85,7 @@ func TestCommittedJobWakesIdleWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := startClient(t, client)
-	inserter, err := river.NewClient(riverdatabasesql.New(conn.DB), &river.Config{Logger: logger, FetchCooldown: assembly.InsertNotifyCooldown})
+	inserter, err := river.NewClient(riverdatabasesql.New(conn.DB), &river.Config{Logger: logger, FetchCooldown: domain.InsertNotifyCooldown})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +152,7 @@ func TestReconnectedListenerWakesEveryQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := startClient(t, client)
-	inserter, err := river.NewClient(riverdatabasesql.New(conn.DB), &river.Config{Logger: logger, FetchCooldown: assembly.InsertNotifyCooldown})
+	inserter, err := river.NewClient(riverdatabasesql.New(conn.DB), &river.Config{Logger: logger, FetchCooldown: domain.InsertNotifyCooldown})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
-	"github.com/cairnhq/cairn/api/assembly"
+	"github.com/cairnhq/cairn/api/assembly/domain"
 	"github.com/cairnhq/cairn/api/checkrun"
 	"github.com/cairnhq/cairn/api/dispatch"
 	"github.com/cairnhq/cairn/api/github"
@@ -82,7 +82,7 @@ func New(cfg config.Config, conn *sqlx.DB, driver sandbox.Driver, logger *slog.L
 		queues[q] = river.QueueConfig{MaxWorkers: queueWorkers[q]}
 	}
 
-	deps, err := assembly.Assemble(cfg, conn, logger)
+	deps, err := domain.Assemble(cfg, conn, logger)
 	if err != nil {
 		return nil, err
 	}

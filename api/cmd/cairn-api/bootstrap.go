@@ -17,7 +17,7 @@ import (
 	"github.com/cairnhq/cairn/api/access"
 	"github.com/cairnhq/cairn/api/platform/db"
 
-	"github.com/cairnhq/cairn/api/assembly"
+	"github.com/cairnhq/cairn/api/assembly/domain"
 	"github.com/cairnhq/cairn/api/identity"
 	"github.com/cairnhq/cairn/api/launch"
 	"github.com/cairnhq/cairn/api/platform/config"
@@ -43,7 +43,7 @@ func bootstrap(ctx context.Context, cfg config.Config, logger *slog.Logger, out 
 		return err
 	}
 	defer conn.Close()
-	ident, err := identity.NewService(conn, assembly.IdentityOptions(cfg))
+	ident, err := identity.NewService(conn, domain.IdentityOptions(cfg))
 	if err != nil {
 		return err
 	}

@@ -16,8 +16,6 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/hashicorp/hcl/v2/hclwrite"
-	"github.com/zclconf/go-cty/cty"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/cairnhq/cairn/api/archive"
@@ -624,28 +622,32 @@ func (r *Runner) redeemCredentials(ctx context.Context, env *attemptEnv) error {
 // Cairn's host and, with a provider mirror, that mirror as the only
 // provider source (a closed network needs no registry).
 func cliConfigFile(host, token, mirror string) []byte {
-	f := hclwrite.NewEmptyFile()
+	var f hclFile
 	if token != "" {
-		f.Body().AppendNewBlock("credentials", []string{host}).Body().SetAttributeValue("token", cty.StringVal(token))
+		f.block("credentials", []string{host}, func() { f.str("token", token) })
 	}
 	if mirror != "" {
-		install := f.Body().AppendNewBlock("provider_installation", nil).Body()
-		if strings.HasPrefix(mirror, "https://") {
-			install.AppendNewBlock("network_mirror", nil).Body().SetAttributeValue("url", cty.StringVal(strings.TrimSuffix(mirror, "/")+"/"))
-		} else {
-			install.AppendNewBlock("filesystem_mirror", nil).Body().SetAttributeValue("path", cty.StringVal(mirror))
-		}
+		f.block("provider_installation", nil, func() {
+			if strings.HasPrefix(mirror, "https://") {
+				f.block("network_mirror", nil, func() { f.str("url", strings.TrimSuffix(mirror, "/")+"/") })
+			} else {
+				f.block("filesystem_mirror", nil, func() { f.str("path", mirror) })
+			}
+		})
 	}
 	return f.Bytes()
 }
 
 // backendOverride points the remote backend at this service's workspace.
 func backendOverride(host, organization, workspaceName string) []byte {
-	f := hclwrite.NewEmptyFile()
-	backend := f.Body().AppendNewBlock("terraform", nil).Body().AppendNewBlock("backend", []string{"remote"}).Body()
-	backend.SetAttributeValue("hostname", cty.StringVal(host))
-	backend.SetAttributeValue("organization", cty.StringVal(organization))
-	backend.AppendNewBlock("workspaces", nil).Body().SetAttributeValue("name", cty.StringVal(workspaceName))
+	var f hclFile
+	f.block("terraform", nil, func() {
+		f.block("backend", []string{"remote"}, func() {
+			f.str("hostname", host)
+			f.str("organization", organization)
+			f.block("workspaces", nil, func() { f.str("name", workspaceName) })
+		})
+	})
 	return f.Bytes()
 }
 
@@ -662,9 +664,10 @@ func untrustedWho(r run.Run) string {
 // plans as if nothing existed, and no state of the workspace's is within its
 // reach.
 func emptyStateOverride(path string) []byte {
-	f := hclwrite.NewEmptyFile()
-	backend := f.Body().AppendNewBlock("terraform", nil).Body().AppendNewBlock("backend", []string{"local"}).Body()
-	backend.SetAttributeValue("path", cty.StringVal(path))
+	var f hclFile
+	f.block("terraform", nil, func() {
+		f.block("backend", []string{"local"}, func() { f.str("path", path) })
+	})
 	return f.Bytes()
 }
 
@@ -698,19 +701,19 @@ func variableEnvironment(inputs []workspace.ResolvedVariable) map[string]string 
 }
 
 // tfvars renders the pinned terraform-category variables a configuration
-// can declare: HCL values as written, the rest as strings quoted by the
-// HCL writer (so "${" in a value stays literal).
+// can declare: HCL values as written, the rest as quoted strings (so "${" in a
+// value stays literal).
 func tfvars(inputs []workspace.ResolvedVariable) []byte {
-	f := hclwrite.NewEmptyFile()
+	var f hclFile
 	for _, v := range inputs {
 		if v.Category == workspace.CategoryEnv || !workspace.IsIdentifier(v.Key) {
 			continue
 		}
 		if v.HCL {
-			f.Body().SetAttributeRaw(v.Key, hclwrite.Tokens{{Type: 0, Bytes: []byte(v.Value)}})
+			f.raw(v.Key, v.Value)
 			continue
 		}
-		f.Body().SetAttributeValue(v.Key, cty.StringVal(v.Value))
+		f.str(v.Key, v.Value)
 	}
 	return f.Bytes()
 }

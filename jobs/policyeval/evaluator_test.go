@@ -17,19 +17,21 @@ import (
 	"github.com/cairnhq/cairn/api/apitest"
 	"github.com/cairnhq/cairn/api/plandiff/plandifftest"
 	"github.com/cairnhq/cairn/api/policy"
+	"github.com/cairnhq/cairn/api/policy/inprocess"
 	"github.com/cairnhq/cairn/api/policy/policytest"
 	"github.com/cairnhq/cairn/api/policy/rego"
 	"github.com/cairnhq/cairn/api/run"
 	"github.com/cairnhq/cairn/jobs/policyeval"
+	"github.com/cairnhq/cairn/jobs/policyprogram"
 	"github.com/cairnhq/cairn/jobs/sandbox"
 	"github.com/cairnhq/cairn/jobs/sandbox/sandboxtest"
 )
 
-// The test binary is also the evaluation program: a sandbox runs it as
-// "policy-evaluate REQUEST", as it runs cairn-worker.
+// The test binary is also the policy program: a sandbox runs it as
+// "evaluate REQUEST", as it runs cairn-policy.
 func TestMain(m *testing.M) {
-	if len(os.Args) == 3 && os.Args[1] == "policy-evaluate" {
-		if err := policyeval.Child(context.Background(), os.Args[2], os.Stdout); err != nil {
+	if len(os.Args) == 3 && os.Args[1] == "evaluate" {
+		if err := policyprogram.Evaluate(context.Background(), os.Args[2], os.Stdout); err != nil {
 			os.Stderr.WriteString("policy-evaluate: " + err.Error() + "\n")
 			os.Exit(1)
 		}
@@ -493,7 +495,7 @@ func TestSandboxedAndInProcessAgree(t *testing.T) {
 	s := newSetup(t, 10*time.Second)
 	s.attach(t, passing, flagging, undefinedDecision)
 	sandboxed, _, _ := s.evaluate(t, newEvaluator(t, localDriver(t, sandbox.RequireNamespaces), s, policyeval.Options{}))
-	inProcess, _, _ := s.evaluate(t, s.env.Server.Services().Policies.InProcessEvaluator())
+	inProcess, _, _ := s.evaluate(t, inprocess.New(s.env.Server.Services().Policies))
 	if got, want := s.codes(sandboxed), s.codes(inProcess); !slices.Equal(got, want) || !slices.Equal(got, []string{"passed", "failed", rego.CodeDecisionUndefined}) {
 		t.Fatalf("sandboxed %v, in-process %v", got, want)
 	}

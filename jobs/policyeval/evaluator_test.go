@@ -292,8 +292,9 @@ type recorder struct {
 }
 
 // view is what a process in an evaluation sandbox finds: its environment,
-// the environments under /proc, and a listing of a host directory.
-type view struct{ env, proc, host string }
+// the environments under /proc, a listing of a host directory, and the
+// programs installed beside the policy program.
+type view struct{ env, proc, host, tools string }
 
 func (r *recorder) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
 	sb, err := r.Driver.Create(ctx, spec)
@@ -336,9 +337,10 @@ func (s *recordedSandbox) Run(ctx context.Context, cmd sandbox.Command) (int, er
 			return out.String()
 		}
 		v := view{
-			env:  probe("env", nil),
-			proc: probe("cat /proc/[0-9]*/environ | tr '\\0' '\\n'", nil),
-			host: probe(`ls "$HOST_DIR" 2>&1`, map[string]string{"HOST_DIR": s.r.hostDir}),
+			env:   probe("env", nil),
+			proc:  probe("cat /proc/[0-9]*/environ | tr '\\0' '\\n'", nil),
+			host:  probe(`ls "$HOST_DIR" 2>&1`, map[string]string{"HOST_DIR": s.r.hostDir}),
+			tools: probe(`ls "$(dirname "$(command -v `+policyeval.ProgramName+`)")" 2>&1`, nil),
 		}
 		s.r.mu.Lock()
 		s.r.views = append(s.r.views, v)
@@ -406,11 +408,68 @@ func TestEvaluationProcessGetsOnlyInputAndGrant(t *testing.T) {
 				if rec.workDir[i] != "input.json,request.json" {
 					t.Errorf("evaluation %d work directory holds %s", i, rec.workDir[i])
 				}
+				// The policy program is the one program installed: not
+				// the worker, nor anything else of the host.
+				if strings.TrimSpace(v.tools) != policyeval.ProgramName {
+					t.Errorf("evaluation %d's programs: %q", i, v.tools)
+				}
 			}
 			if len(rec.views) != 4 {
 				t.Fatalf("%d evaluations seen", len(rec.views))
 			}
 		})
+	}
+}
+
+// TestUnusablePolicyProgramFailsClosed: a worker whose policy program is
+// missing, or could be replaced by another user, evaluates nothing: every
+// result is an error (policy_evaluator_failed), never a pass.
+func TestUnusablePolicyProgramFailsClosed(t *testing.T) {
+	t.Parallel()
+	s := newSetup(t, 10*time.Second)
+	s.attach(t, passing, passing)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	replaceable := filepath.Join(dir, "replaceable", policyeval.ProgramName)
+	if err := os.MkdirAll(filepath.Dir(replaceable), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(replaceable, body, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(replaceable, 0o777); err != nil { // past the umask
+		t.Fatal(err)
+	}
+	for name, program := range map[string]string{"missing": filepath.Join(dir, policyeval.ProgramName), "replaceable": replaceable} {
+		t.Run(name, func(t *testing.T) {
+			ev, err := policyeval.New(localDriver(t, sandbox.RequireNamespaces), policyeval.Options{Program: program, APIOrigin: s.env.URL})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, _, _ := s.evaluate(t, ev)
+			if got := s.codes(out); !slices.Equal(got, []string{rego.CodeEvaluatorFailed, rego.CodeEvaluatorFailed}) ||
+				out.Check.Outcome != policy.OutcomeError {
+				t.Fatalf("results %v, outcome %s", got, out.Check.Outcome)
+			}
+		})
+	}
+	// The same copy, once nobody else can write it, evaluates.
+	if err := os.Chmod(replaceable, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ev, err := policyeval.New(localDriver(t, sandbox.RequireNamespaces), policyeval.Options{Program: replaceable, APIOrigin: s.env.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, _, _ := s.evaluate(t, ev); !slices.Equal(s.codes(out), []string{policy.ResultPassed, policy.ResultPassed}) {
+		t.Fatalf("results with a trusted program: %v", s.codes(out))
 	}
 }
 

@@ -4,17 +4,18 @@ VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS := -X github.com/cairnhq/cairn/api/platform/buildinfo.Version=$(VERSION) \
            -X github.com/cairnhq/cairn/api/platform/buildinfo.Revision=$(REVISION)
-BINARIES := ./api/cmd/cairn-api ./api/cmd/cairn-mcp ./jobs/cmd/cairn-worker ./jobs/cmd/cairn-sandbox-exec ./bff/cmd/cairn-bff \
-            ./e2e/cmd/cairn-dev
+BINARIES := ./api/cmd/cairn-api ./api/cmd/cairn-mcp ./jobs/cmd/cairn-worker ./jobs/cmd/cairn-sandbox-exec ./jobs/cmd/cairn-policy \
+            ./bff/cmd/cairn-bff ./e2e/cmd/cairn-dev
 
 .PHONY: build run test test-compat bench chaos fuzz contract deps deps-test tools clean
 
-## build: compile cairn-api, cairn-mcp, cairn-worker (with cairn-sandbox-exec, which its sandboxes start through),
-##        cairn-bff (and the cairn-dev helper) into bin/
+## build: compile cairn-api, cairn-mcp, cairn-worker (with cairn-sandbox-exec, which its sandboxes start through,
+##        and cairn-policy, the policy program its sandboxes run), cairn-bff (and the cairn-dev helper) into bin/
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/ $(BINARIES)
-	@# A worker refuses a cairn-sandbox-exec others could replace (a root
-	@# worker's sandboxes start it as root), whatever the umask was.
+	@# A worker refuses a cairn-sandbox-exec or cairn-policy others could
+	@# replace (a root worker's sandboxes start the one as root; the other's
+	@# decisions gate runs), whatever the umask was.
 	@chmod go-w bin bin/*
 
 ## run: private PostgreSQL under .data/, migrate, bootstrap, then api + worker + bff in the foreground

@@ -16,7 +16,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cairnhq/cairn/api/policy/rego"
+	"github.com/cairnhq/cairn/api/policy/rego/engine"
 )
 
 // pendingPages are linked from the README and the index but written in
@@ -276,7 +276,7 @@ func TestPolicyExampleBuilds(t *testing.T) {
 		}
 	}
 	var bundle, results bytes.Buffer
-	report, err := rego.Build(context.Background(), src, &bundle, &results)
+	report, err := engine.Build(context.Background(), src, &bundle, &results)
 	if err != nil {
 		t.Fatalf("the worked example does not build: %v\n%s", err, results.String())
 	}

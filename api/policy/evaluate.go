@@ -11,14 +11,11 @@ import (
 	"fmt"
 	"hash"
 	"io"
-	"runtime"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
-	"github.com/open-policy-agent/opa/v1/ast"
 
 	"github.com/cairnhq/cairn/api/platform/fault"
 	"github.com/cairnhq/cairn/api/platform/id"
@@ -125,6 +122,11 @@ func (s *Service) evaluateEntries(ctx context.Context, facts RunFacts, entries [
 			results[i].ResultDigest = resultDigest(facts, entries[i], results[i])
 		}
 		return results, nil, nil
+	}
+	// Results bind the manifest's digest; one this binary cannot vouch
+	// for fails every result rather than being recorded.
+	if _, err := rego.CapabilitiesDigest(); err != nil {
+		return failAll(codeEvaluatorFailed)
 	}
 	doc, err := rego.BuildInput(ctx, planJSON, s.inputMeta(facts))
 	if err != nil {
@@ -250,82 +252,6 @@ type Evaluator interface {
 	Evaluate(ctx context.Context, input []byte, requests []EvaluationRequest) []Outcome
 }
 
-// InProcessEvaluator evaluates in the calling process, compiling bundles
-// once into the service's cache. Nothing bounds an evaluation's memory
-// there, and a long built-in call outlives its timeout: it is the
-// baseline of benchmarks and the evaluator of tests, never a worker's
-// (jobs/policyeval runs each evaluation in a sandboxed process).
-func (s *Service) InProcessEvaluator() Evaluator { return inProcess{s: s} }
-
-type inProcess struct{ s *Service }
-
-func (e inProcess) Evaluate(ctx context.Context, input []byte, requests []EvaluationRequest) []Outcome {
-	outcomes := make([]Outcome, len(requests))
-	value, err := rego.ParseInput(input)
-	if err != nil {
-		for i := range outcomes {
-			outcomes[i].Err = err
-		}
-		return outcomes
-	}
-	byTimeout := map[time.Duration][]int{}
-	for i, r := range requests {
-		byTimeout[r.Timeout] = append(byTimeout[r.Timeout], i)
-	}
-	for timeout, indexes := range byTimeout {
-		loaders := make([]Loader, len(indexes))
-		for j, i := range indexes {
-			r := requests[i]
-			entry := SnapshotEntry{RunID: r.RunID, Sequence: r.Sequence, PolicyVersionID: r.PolicyVersionID, BundleSHA256: r.BundleSHA256}
-			loaders[j] = func(ctx context.Context) (*rego.Policy, error) { return e.s.loadBundle(ctx, r.OrganizationID, entry) }
-		}
-		for j, o := range EvaluateAll(ctx, value, timeout, loaders) {
-			outcomes[indexes[j]] = o
-		}
-	}
-	return outcomes
-}
-
-// loadBundle returns the attachment's compiled bundle from the cache,
-// reading and verifying the snapshotted one on a miss.
-func (s *Service) loadBundle(ctx context.Context, organizationID string, e SnapshotEntry) (*rego.Policy, error) {
-	return s.bundles.Get(ctx, hex.EncodeToString(e.BundleSHA256), func() (io.ReadCloser, error) {
-		rc, _, err := s.openBundle(ctx, organizationID, e)
-		return rc, err
-	})
-}
-
-// Loader returns one attachment's compiled policy.
-type Loader func(ctx context.Context) (*rego.Policy, error)
-
-// EvaluateAll evaluates one input against every policy in this process,
-// as many at once as there are processors (OPA evaluation is
-// single-threaded and CPU-bound), and returns the outcomes in the
-// policies' order. Each evaluation has its own timeout.
-func EvaluateAll(ctx context.Context, input ast.Value, timeout time.Duration, policies []Loader) []Outcome {
-	outcomes := make([]Outcome, len(policies))
-	slots := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
-	var wg sync.WaitGroup
-	for i, load := range policies {
-		slots <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-slots }()
-			began := time.Now()
-			p, err := load(ctx)
-			var d rego.Decision
-			if err == nil {
-				d, err = p.Evaluate(ctx, input, timeout)
-			}
-			if err == nil {
-				outcomes[i].Decision, err = json.Marshal(d)
-			}
-			outcomes[i].Err, outcomes[i].Duration = err, time.Since(began)
-		})
-	}
-	wg.Wait()
-	return outcomes
-}
-
 // openBundle returns the sealed bundle of a snapshotted version and its
 // size, checking while it streams that its digest is the one the run
 // captured.
@@ -412,7 +338,7 @@ type engineBinding struct {
 
 // currentEngine is the binding of this build's evaluator.
 func currentEngine() engineBinding {
-	_, capabilities, _ := rego.Capabilities()
+	capabilities, _ := rego.CapabilitiesDigest()
 	return engineBinding{EngineVersion: rego.EngineVersion, CapabilitiesID: rego.CapabilitiesID, CapabilitiesSHA256: capabilities,
 		Entrypoint: rego.Entrypoint}
 }

@@ -58,7 +58,6 @@ type Service struct {
 	jobs       JobInserter
 	logger     *slog.Logger
 	opts       Options
-	bundles    *rego.Cache
 	now        func() time.Time
 }
 
@@ -71,7 +70,7 @@ func NewService(conn *sqlx.DB, blobs *blob.Store, workspaces *workspace.Service,
 		opts.EvaluationTimeout = 10 * time.Second
 	}
 	return &Service{db: conn, blobs: blobs, workspaces: workspaces, launch: admission, jobs: jobs, logger: logger, opts: opts,
-		bundles: rego.NewCache(256), now: time.Now}
+		now: time.Now}
 }
 
 // WithClock returns a copy of the service that reads the time from now, so
@@ -289,7 +288,7 @@ func (s *Service) CreateVersion(ctx context.Context, tx *sqlx.Tx, p access.Princ
 	if _, err := tx.ExecContext(ctx, `UPDATE policy_sets SET latest_version = $2 WHERE id = $1`, set.ID, number); err != nil {
 		return Version{}, fmt.Errorf("numbering policy version: %w", err)
 	}
-	_, capabilitiesDigest, err := rego.Capabilities()
+	capabilitiesDigest, err := rego.CapabilitiesDigest()
 	if err != nil {
 		return Version{}, fmt.Errorf("%w: %w", fault.ErrUnavailable, err)
 	}

@@ -20,7 +20,7 @@ import (
 	"github.com/cairnhq/cairn/api/apitest"
 	"github.com/cairnhq/cairn/api/plandiff/plandifftest"
 	"github.com/cairnhq/cairn/api/policy"
-	"github.com/cairnhq/cairn/api/policy/rego"
+	"github.com/cairnhq/cairn/api/policy/rego/engine"
 	"github.com/cairnhq/cairn/api/run"
 	"github.com/cairnhq/cairn/api/run/runtest"
 	"github.com/cairnhq/cairn/api/workspace"
@@ -221,7 +221,7 @@ func (h *harness) softPolicy(workspaceID string) (setID, versionID string) {
 		h.t.Fatalf("pending build: %v %v", ok, err)
 	}
 	var bundle, results bytes.Buffer
-	report, err := rego.Build(h.ctx, dir, &bundle, &results)
+	report, err := engine.Build(h.ctx, dir, &bundle, &results)
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/cairnhq/cairn/api/apitest"
 	"github.com/cairnhq/cairn/api/launch"
 	"github.com/cairnhq/cairn/api/policy"
+	"github.com/cairnhq/cairn/api/policy/inprocess"
 	cairnrun "github.com/cairnhq/cairn/api/run"
 	"github.com/cairnhq/cairn/e2e/devstack"
 )
@@ -395,7 +396,7 @@ func TestPolicyBuildsAndRunsFollowLaunchControl(t *testing.T) {
 		t.Fatal(err)
 	}
 	ev, err := runs.EvaluatePolicy(ctx, runStarted(run), make([]byte, 32), strings.NewReader("{}"), nil,
-		env.Server.Services().Policies.InProcessEvaluator())
+		inprocess.New(env.Server.Services().Policies))
 	if err != nil || ev.Check.Outcome != policy.OutcomeError || ev.Check.ConfigurationError == nil ||
 		*ev.Check.ConfigurationError != "policy_release_not_allowed" {
 		t.Fatalf("policy stage on a release not allowed: %+v %v", ev.Check, err)

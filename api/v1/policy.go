@@ -167,7 +167,7 @@ type RunPolicyView struct {
 }
 
 func runPolicyView(review run.PolicyReview, now time.Time) RunPolicyView {
-	_, capabilities, _ := rego.Capabilities()
+	capabilities, _ := rego.CapabilitiesDigest()
 	v := RunPolicyView{ID: review.Run.ID, RunID: review.Run.ID, Object: "run_policy", Status: "pending", EngineVersion: rego.EngineVersion,
 		Capabilities: CapabilitiesView{ID: rego.CapabilitiesID, SHA256: capabilities}, Entrypoint: rego.Entrypoint,
 		Results: []PolicyResultView{}, Overrides: []PolicyOverrideView{}, OverridesTruncated: review.OverridesTruncated}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/cairnhq/cairn/api/apitest"
 	"github.com/cairnhq/cairn/api/policy"
-	"github.com/cairnhq/cairn/api/policy/rego"
+	"github.com/cairnhq/cairn/api/policy/rego/engine"
 	"github.com/cairnhq/cairn/e2e/devstack"
 )
 
@@ -104,7 +104,7 @@ func TestPolicyPublicationTrustsOnlyCommittedDigests(t *testing.T) {
 		t.Fatalf("pending build: %v %v", ok, err)
 	}
 	var bundle, results bytes.Buffer
-	report, err := rego.Build(ctx, filepath.Join(corpus, "require-tags"), &bundle, &results)
+	report, err := engine.Build(ctx, filepath.Join(corpus, "require-tags"), &bundle, &results)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/cairnhq/cairn/api/apitest"
 	"github.com/cairnhq/cairn/api/policy"
 	"github.com/cairnhq/cairn/api/policy/rego"
+	"github.com/cairnhq/cairn/api/policy/rego/engine"
 )
 
 // versionRecord is everything GET /v1/policy-versions/{id} says about
@@ -74,11 +75,11 @@ func TestPolicyVersionRecordsWhatItWasBuiltWith(t *testing.T) {
 		u.Get("/v1/policy-versions/"+id).MustStatus(t, http.StatusOK).Data(t, &v)
 		return v
 	}
-	_, capabilities, err := rego.Capabilities()
+	capabilities, err := rego.CapabilitiesDigest()
 	if err != nil {
 		t.Fatal(err)
 	}
-	engine := func(v versionRecord) bool {
+	boundToEngine := func(v versionRecord) bool {
 		return v.EngineVersion == rego.EngineVersion && v.Capabilities.ID == rego.CapabilitiesID &&
 			v.Capabilities.SHA256 == capabilities && v.Entrypoint == rego.Entrypoint
 	}
@@ -88,7 +89,7 @@ func TestPolicyVersionRecordsWhatItWasBuiltWith(t *testing.T) {
 	if first.Number != 1 || first.Status != policy.VersionPending || first.PolicySetID != set.ID || first.WorkspaceID != w.ID ||
 		first.SettingsVersion != w.ExecutionSettings.Version || first.ToolVersion != "1.10.6" || first.Region != "us" ||
 		first.SourceSHA256 != hexSum(archive) || first.SourceSizeBytes != int64(len(archive)) || first.SourceArtifactID == "" ||
-		first.BundleSHA256 != nil || first.TestResultsSHA256 != nil || first.TestsPassed != nil || first.FinishedAt != nil || !engine(first) {
+		first.BundleSHA256 != nil || first.TestResultsSHA256 != nil || first.TestsPassed != nil || first.FinishedAt != nil || !boundToEngine(first) {
 		t.Fatalf("pending version: %+v", first)
 	}
 
@@ -100,7 +101,7 @@ func TestPolicyVersionRecordsWhatItWasBuiltWith(t *testing.T) {
 		t.Fatalf("pending build: %v %v", ok, err)
 	}
 	var bundle, results bytes.Buffer
-	report, err := rego.Build(ctx, filepath.Join(corpus, "require-tags"), &bundle, &results)
+	report, err := engine.Build(ctx, filepath.Join(corpus, "require-tags"), &bundle, &results)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +123,7 @@ func TestPolicyVersionRecordsWhatItWasBuiltWith(t *testing.T) {
 		published.BundleSHA256 == nil || *published.BundleSHA256 != hexSum(bundle.Bytes()) ||
 		published.TestResultsSHA256 == nil || *published.TestResultsSHA256 != hexSum(results.Bytes()) ||
 		published.TestsPassed == nil || *published.TestsPassed != report.Passed || report.Passed == 0 ||
-		published.SettingsVersion != first.SettingsVersion || published.SourceSHA256 != first.SourceSHA256 || !engine(published) {
+		published.SettingsVersion != first.SettingsVersion || published.SourceSHA256 != first.SourceSHA256 || !boundToEngine(published) {
 		t.Fatalf("published version: %+v", published)
 	}
 

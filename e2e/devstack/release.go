@@ -18,6 +18,11 @@ import (
 // through, which must sit beside the worker.
 var ReleasePrograms = []string{"./api/cmd/cairn-api", "./jobs/cmd/cairn-worker", "./jobs/cmd/cairn-sandbox-exec"}
 
+// releasePolicyProgram is the policy program a worker runs its policy
+// builds and evaluations as, beside it. Releases before it re-executed
+// the worker instead, so it is built only where the release has it.
+const releasePolicyProgram = "./jobs/cmd/cairn-policy"
+
 var fullCommit = regexp.MustCompile(`^[0-9a-f]{40}$`)
 
 // ReadReleasePin reads a file that names one commit: its first line that is
@@ -99,6 +104,9 @@ func BuildRelease(ctx context.Context, root, commit string, log io.Writer) (stri
 		"-X github.com/cairnhq/cairn/api/platform/buildinfo.Version=" + commit[:12] +
 			" -X github.com/cairnhq/cairn/api/platform/buildinfo.Revision=" + commit,
 		"-o", bin + "/"}, ReleasePrograms...)
+	if _, err := os.Stat(filepath.Join(src, releasePolicyProgram)); err == nil {
+		args = append(args, releasePolicyProgram)
+	}
 	build := exec.CommandContext(ctx, "go", args...)
 	build.Dir = src
 	build.Env = append(os.Environ(), "GOTOOLCHAIN=local", "GOFLAGS=-mod=readonly -buildvcs=false")
@@ -106,7 +114,8 @@ func BuildRelease(ctx context.Context, root, commit string, log io.Writer) (stri
 	if err := build.Run(); err != nil {
 		return "", fmt.Errorf("building the release at %s: %w", commit, err)
 	}
-	// A worker refuses a cairn-sandbox-exec that others could replace.
+	// A worker refuses a cairn-sandbox-exec or cairn-policy that others
+	// could replace.
 	if err := os.Chmod(bin, 0o755); err != nil {
 		return "", err
 	}

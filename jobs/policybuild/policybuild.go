@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -19,20 +18,18 @@ import (
 	"github.com/cairnhq/cairn/api/platform/blob"
 	"github.com/cairnhq/cairn/api/platform/telemetry"
 	"github.com/cairnhq/cairn/api/policy"
-	"github.com/cairnhq/cairn/api/policy/rego"
 	"github.com/cairnhq/cairn/jobs/policyeval"
 	"github.com/cairnhq/cairn/jobs/sandbox"
 )
 
-// Layout of a build sandbox's work directory.
+// Layout of a build sandbox's work directory. The build program
+// (jobs/policyprogram) writes the files into its out directory.
 const (
 	sourceDir       = "source"
 	outDir          = "out"
-	bundleFile      = "bundle.tar.gz"
-	testResultsFile = "test-results.json"
-	reportFile      = "report.json"
-	// ProgramName is the build program's name inside the sandbox.
-	ProgramName = "cairn-policy-build"
+	BundleFile      = "bundle.tar.gz"
+	TestResultsFile = "test-results.json"
+	ReportFile      = "report.json"
 )
 
 // Report is what the build program leaves for the worker: a failure code,
@@ -42,65 +39,15 @@ type Report struct {
 	TestsPassed int    `json:"tests_passed"`
 }
 
-// Build is the build program: it compiles and tests the sources in src
-// and writes the bundle, test results and report into out. Policy faults
-// become a report's failure code with exit status 0; only a broken
-// environment returns an error.
-func Build(ctx context.Context, src, out string) error {
-	var once sync.Once
-	writeReport := func(r Report) (err error) {
-		once.Do(func() {
-			body, merr := json.Marshal(r)
-			if merr != nil {
-				err = merr
-				return
-			}
-			err = os.WriteFile(filepath.Join(out, reportFile), body, 0o600)
-		})
-		return err
-	}
-	// A test that allocates without end is stopped short of the memory
-	// ceiling with a verdict, rather than left to crash at it.
-	stop := policyeval.WatchMemory(5*time.Millisecond, func() {
-		fmt.Fprintln(os.Stderr, "policy build failed:", policy.FailureLimit, "the build neared its memory ceiling")
-		_ = writeReport(Report{FailureCode: policy.FailureLimit})
-		os.Exit(0)
-	})
-	defer stop()
-	bundle, err := os.Create(filepath.Join(out, bundleFile))
-	if err != nil {
-		return err
-	}
-	defer bundle.Close()
-	results, err := os.Create(filepath.Join(out, testResultsFile))
-	if err != nil {
-		return err
-	}
-	defer results.Close()
-	report := Report{}
-	built, err := rego.Build(ctx, src, bundle, results)
-	var buildErr *rego.BuildError
-	switch {
-	case errors.As(err, &buildErr):
-		report.FailureCode = buildErr.Code
-		// Compiler detail goes to the sandbox's stderr, which only the
-		// worker's log sees; clients get the code alone.
-		fmt.Fprintln(os.Stderr, "policy build failed:", buildErr.Code, buildErr.Detail)
-	case err != nil:
-		return err
-	default:
-		report.TestsPassed = built.Passed
-	}
-	return writeReport(report)
-}
-
 // Worker runs policy publication jobs.
 type Worker struct {
 	river.WorkerDefaults[policy.PublicationArgs]
 	Policies *policy.Service
 	Driver   sandbox.Driver
-	// Program is the host path of the build program (the worker binary,
-	// which runs Build when invoked as "policy-build").
+	// Program is the host path of the policy program
+	// (policyeval.ProgramName), which builds when invoked as "build SRC
+	// OUT". It is checked before each build: without it every build fails
+	// with policy_toolchain_unavailable.
 	Program string
 	// BuildTimeout bounds the sandbox's life (SPEC §8: 15 minutes).
 	BuildTimeout time.Duration
@@ -155,7 +102,12 @@ func (w *Worker) build(ctx context.Context, b policy.BuildJob) error {
 		return fmt.Errorf("creating build sandbox: %w", err)
 	}
 	defer func() { _ = sb.Destroy(context.WithoutCancel(ctx)) }()
-	if err := sb.InstallTool(ctx, sandbox.VerifiedTool{Name: ProgramName, Path: w.Program}); err != nil {
+	program, err := policyeval.CheckProgram(w.Program)
+	if err == nil {
+		err = sb.InstallTool(ctx, sandbox.VerifiedTool{Name: policyeval.ProgramName, Path: program})
+	}
+	if err != nil {
+		w.Logger.ErrorContext(ctx, "policy build refused", "policy_version_id", b.Version.ID, "error", err)
 		_, ferr := w.Policies.FailBuild(ctx, b.Version.ID, policy.FailureToolchain)
 		return ferr
 	}
@@ -175,7 +127,7 @@ func (w *Worker) build(ctx context.Context, b policy.BuildJob) error {
 	}
 	var logs bytes.Buffer
 	capped := &cappedWriter{w: &logs, left: 64 << 10}
-	code, err := sb.Run(ctx, sandbox.Command{Args: []string{ProgramName, "policy-build", sourceDir, outDir}, Stdout: capped, Stderr: capped})
+	code, err := sb.Run(ctx, sandbox.Command{Args: []string{policyeval.ProgramName, "build", sourceDir, outDir}, Stdout: capped, Stderr: capped})
 	// The build's output can quote the policy source: only its size
 	// crosses the telemetry boundary.
 	outcome := "ok"
@@ -233,7 +185,7 @@ func (w *Worker) publish(ctx context.Context, b policy.BuildJob, sb sandbox.Sand
 		defer f.Close()
 		return w.Policies.StoreBuildArtifact(ctx, b.Version, kind, f)
 	}
-	bundle, err := store(policy.ArtifactBundle, bundleFile)
+	bundle, err := store(policy.ArtifactBundle, BundleFile)
 	if errors.Is(err, blob.ErrTooLarge) {
 		_, ferr := w.Policies.FailBuild(ctx, b.Version.ID, policy.FailureOutputBound)
 		return ferr
@@ -241,7 +193,7 @@ func (w *Worker) publish(ctx context.Context, b policy.BuildJob, sb sandbox.Sand
 	if err != nil {
 		return err
 	}
-	results, err := store(policy.ArtifactTestResults, testResultsFile)
+	results, err := store(policy.ArtifactTestResults, TestResultsFile)
 	if errors.Is(err, blob.ErrTooLarge) {
 		_, ferr := w.Policies.FailBuild(ctx, b.Version.ID, policy.FailureOutputBound)
 		return ferr
@@ -263,7 +215,7 @@ const maxReportBytes = 1 << 20
 // readReport reads the build's report through the sandbox, which refuses
 // links and special files, within maxReportBytes.
 func readReport(sb sandbox.Sandbox) ([]byte, error) {
-	f, err := sb.Open(filepath.Join(outDir, reportFile))
+	f, err := sb.Open(filepath.Join(outDir, ReportFile))
 	if err != nil {
 		return nil, err
 	}

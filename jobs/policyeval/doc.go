@@ -3,7 +3,7 @@
 // that loops (strings.render_template over a huge range) or a comprehension
 // that allocates without end is stopped by the process's wall clock,
 // CPU-time and memory ceilings, and becomes outcome error for that
-// evaluation alone. The child (cairn-worker policy-evaluate, Child here)
+// evaluation alone. The child (cairn-policy evaluate, jobs/policyprogram)
 // receives only the sanitized input and a grant to fetch its one bundle
 // from cairn-api over HTTPS; it never sees the database, keys, run token,
 // plan, state or configuration. Evaluator is the worker's side: it bounds

@@ -36,8 +36,10 @@ const (
 
 // Options configure an Evaluator.
 type Options struct {
-	// Program is the host path of the evaluation program: the worker
-	// binary, which runs Child when invoked as "policy-evaluate".
+	// Program is the host path of the policy program (ProgramName,
+	// ProgramBeside), which evaluates when invoked as "evaluate REQUEST".
+	// It is checked (CheckProgram) before each evaluation: without it
+	// every evaluation is an error.
 	Program string
 	// APIOrigin is the scheme and host at which children reach cairn-api
 	// (https://host:port, as sandboxed tofu reaches it).
@@ -137,6 +139,11 @@ func (e *Evaluator) run(ctx context.Context, input []byte, r policy.EvaluationRe
 	if cpu == 0 {
 		cpu = uint64((r.Timeout+time.Second-1)/time.Second) + 1
 	}
+	program, err := CheckProgram(e.opts.Program)
+	if err != nil {
+		e.opts.Logger.ErrorContext(ctx, "policy evaluation refused", "run_id", r.RunID, "sequence", r.Sequence, "error", err)
+		return nil, evaluatorFailed("%v", err)
+	}
 	spec := sandbox.Spec{
 		Name: fmt.Sprintf("%s-policy-%d", r.RunID, r.Sequence),
 		Env:  childEnv(e.opts.MaxMemoryBytes),
@@ -151,7 +158,7 @@ func (e *Evaluator) run(ctx context.Context, input []byte, r policy.EvaluationRe
 		return nil, evaluatorFailed("creating the evaluation sandbox: %v", err)
 	}
 	defer func() { _ = sb.Destroy(context.WithoutCancel(ctx)) }()
-	if err := sb.InstallTool(ctx, sandbox.VerifiedTool{Name: ProgramName, Path: e.opts.Program}); err != nil {
+	if err := sb.InstallTool(ctx, sandbox.VerifiedTool{Name: ProgramName, Path: program}); err != nil {
 		return nil, evaluatorFailed("installing the evaluation program: %v", err)
 	}
 	request := Request{BundleURL: e.opts.APIOrigin + r.Grant(deadline), BundleSHA256: hex.EncodeToString(r.BundleSHA256),
@@ -163,12 +170,12 @@ func (e *Evaluator) run(ctx context.Context, input []byte, r policy.EvaluationRe
 	if err != nil {
 		return nil, evaluatorFailed("encoding the request: %v", err)
 	}
-	for name, body := range map[string][]byte{inputFile: input, requestFile: req} {
+	for name, body := range map[string][]byte{InputFile: input, requestFile: req} {
 		if err := os.WriteFile(filepath.Join(sb.WorkDir(), name), body, 0o600); err != nil {
 			return nil, evaluatorFailed("writing %s: %v", name, err)
 		}
 	}
-	cmd := sandbox.Command{Args: []string{ProgramName, "policy-evaluate", requestFile}}
+	cmd := sandbox.Command{Args: []string{ProgramName, "evaluate", requestFile}}
 	stdout, stderr := &boundedBuffer{limit: maxResponseBytes}, &boundedBuffer{limit: 4 << 10}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	code, err := sb.Run(ctx, cmd)

@@ -17,19 +17,21 @@ import (
 	"github.com/cairnhq/cairn/api/apitest"
 	"github.com/cairnhq/cairn/api/plandiff/plandifftest"
 	"github.com/cairnhq/cairn/api/policy"
+	"github.com/cairnhq/cairn/api/policy/inprocess"
 	"github.com/cairnhq/cairn/api/policy/policytest"
 	"github.com/cairnhq/cairn/api/policy/rego"
 	"github.com/cairnhq/cairn/api/run"
 	"github.com/cairnhq/cairn/jobs/policyeval"
+	"github.com/cairnhq/cairn/jobs/policyprogram"
 	"github.com/cairnhq/cairn/jobs/sandbox"
 	"github.com/cairnhq/cairn/jobs/sandbox/sandboxtest"
 )
 
-// The test binary is also the evaluation program: a sandbox runs it as
-// "policy-evaluate REQUEST", as it runs cairn-worker.
+// The test binary is also the policy program: a sandbox runs it as
+// "evaluate REQUEST", as it runs cairn-policy.
 func TestMain(m *testing.M) {
-	if len(os.Args) == 3 && os.Args[1] == "policy-evaluate" {
-		if err := policyeval.Child(context.Background(), os.Args[2], os.Stdout); err != nil {
+	if len(os.Args) == 3 && os.Args[1] == "evaluate" {
+		if err := policyprogram.Evaluate(context.Background(), os.Args[2], os.Stdout); err != nil {
 			os.Stderr.WriteString("policy-evaluate: " + err.Error() + "\n")
 			os.Exit(1)
 		}
@@ -290,8 +292,9 @@ type recorder struct {
 }
 
 // view is what a process in an evaluation sandbox finds: its environment,
-// the environments under /proc, and a listing of a host directory.
-type view struct{ env, proc, host string }
+// the environments under /proc, a listing of a host directory, and the
+// programs installed beside the policy program.
+type view struct{ env, proc, host, tools string }
 
 func (r *recorder) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
 	sb, err := r.Driver.Create(ctx, spec)
@@ -334,9 +337,10 @@ func (s *recordedSandbox) Run(ctx context.Context, cmd sandbox.Command) (int, er
 			return out.String()
 		}
 		v := view{
-			env:  probe("env", nil),
-			proc: probe("cat /proc/[0-9]*/environ | tr '\\0' '\\n'", nil),
-			host: probe(`ls "$HOST_DIR" 2>&1`, map[string]string{"HOST_DIR": s.r.hostDir}),
+			env:   probe("env", nil),
+			proc:  probe("cat /proc/[0-9]*/environ | tr '\\0' '\\n'", nil),
+			host:  probe(`ls "$HOST_DIR" 2>&1`, map[string]string{"HOST_DIR": s.r.hostDir}),
+			tools: probe(`ls "$(dirname "$(command -v `+policyeval.ProgramName+`)")" 2>/dev/null || echo unlistable`, nil),
 		}
 		s.r.mu.Lock()
 		s.r.views = append(s.r.views, v)
@@ -404,11 +408,70 @@ func TestEvaluationProcessGetsOnlyInputAndGrant(t *testing.T) {
 				if rec.workDir[i] != "input.json,request.json" {
 					t.Errorf("evaluation %d work directory holds %s", i, rec.workDir[i])
 				}
+				// The policy program is the one program installed: not
+				// the worker, nor anything else of the host. Under
+				// namespaces the sandbox's user cannot even list them.
+				if tools := strings.TrimSpace(v.tools); tools != policyeval.ProgramName &&
+					(mode != sandbox.RequireNamespaces || tools != "unlistable") {
+					t.Errorf("evaluation %d's programs: %q", i, v.tools)
+				}
 			}
 			if len(rec.views) != 4 {
 				t.Fatalf("%d evaluations seen", len(rec.views))
 			}
 		})
+	}
+}
+
+// TestUnusablePolicyProgramFailsClosed: a worker whose policy program is
+// missing, or could be replaced by another user, evaluates nothing: every
+// result is an error (policy_evaluator_failed), never a pass.
+func TestUnusablePolicyProgramFailsClosed(t *testing.T) {
+	t.Parallel()
+	s := newSetup(t, 10*time.Second)
+	s.attach(t, passing, passing)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	replaceable := filepath.Join(dir, "replaceable", policyeval.ProgramName)
+	if err := os.MkdirAll(filepath.Dir(replaceable), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(replaceable, body, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(replaceable, 0o777); err != nil { // past the umask
+		t.Fatal(err)
+	}
+	for name, program := range map[string]string{"missing": filepath.Join(dir, policyeval.ProgramName), "replaceable": replaceable} {
+		t.Run(name, func(t *testing.T) {
+			ev, err := policyeval.New(localDriver(t, sandbox.RequireNamespaces), policyeval.Options{Program: program, APIOrigin: s.env.URL})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, _, _ := s.evaluate(t, ev)
+			if got := s.codes(out); !slices.Equal(got, []string{rego.CodeEvaluatorFailed, rego.CodeEvaluatorFailed}) ||
+				out.Check.Outcome != policy.OutcomeError {
+				t.Fatalf("results %v, outcome %s", got, out.Check.Outcome)
+			}
+		})
+	}
+	// The same copy, once nobody else can write it, evaluates.
+	if err := os.Chmod(replaceable, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ev, err := policyeval.New(localDriver(t, sandbox.RequireNamespaces), policyeval.Options{Program: replaceable, APIOrigin: s.env.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, _, _ := s.evaluate(t, ev); !slices.Equal(s.codes(out), []string{policy.ResultPassed, policy.ResultPassed}) {
+		t.Fatalf("results with a trusted program: %v", s.codes(out))
 	}
 }
 
@@ -493,7 +556,7 @@ func TestSandboxedAndInProcessAgree(t *testing.T) {
 	s := newSetup(t, 10*time.Second)
 	s.attach(t, passing, flagging, undefinedDecision)
 	sandboxed, _, _ := s.evaluate(t, newEvaluator(t, localDriver(t, sandbox.RequireNamespaces), s, policyeval.Options{}))
-	inProcess, _, _ := s.evaluate(t, s.env.Server.Services().Policies.InProcessEvaluator())
+	inProcess, _, _ := s.evaluate(t, inprocess.New(s.env.Server.Services().Policies))
 	if got, want := s.codes(sandboxed), s.codes(inProcess); !slices.Equal(got, want) || !slices.Equal(got, []string{"passed", "failed", rego.CodeDecisionUndefined}) {
 		t.Fatalf("sandboxed %v, in-process %v", got, want)
 	}

@@ -7,20 +7,17 @@ import (
 	"github.com/cairnhq/cairn/api/policy/rego"
 )
 
-// ProgramName is the evaluation program's name inside a sandbox: the
-// worker binary, installed read-only.
-const ProgramName = "cairn-policy-evaluate"
-
 // Files the worker leaves in the child's work directory; nothing else is
 // there.
 const (
 	requestFile = "request.json"
-	inputFile   = "input.json"
-	caFile      = "ca.pem"
+	// InputFile is the sanitized input, beside the request.
+	InputFile = "input.json"
+	caFile    = "ca.pem"
 )
 
-// maxRequestBytes bounds the request file the child reads.
-const maxRequestBytes = 16 << 10
+// MaxRequestBytes bounds the request file the child reads.
+const MaxRequestBytes = 16 << 10
 
 // Request is what the child is asked to do.
 type Request struct {

@@ -42,24 +42,38 @@ func findExec(configured string) (string, error) {
 		}
 		path = found
 	}
+	trusted, err := TrustedProgram(path)
+	if err != nil {
+		return "", fmt.Errorf("sandboxes need %s: %w", ExecProgram, err)
+	}
+	return trusted, nil
+}
+
+// TrustedProgram resolves path (made absolute, links followed) and
+// returns it if it is an executable regular file that nobody but root or
+// this process's user can change or replace: the programs the worker puts
+// into sandboxes (cairn-sandbox-exec, which a root worker's commands run
+// as root, and cairn-policy, whose decisions a run's policy gate trusts)
+// must be the ones installed.
+func TrustedProgram(path string) (string, error) {
 	path, err := filepath.Abs(path)
 	if err == nil {
 		// Checked where it really is: a link's own directory says nothing.
 		path, err = filepath.EvalSymlinks(path)
 	}
 	if err != nil {
-		return "", fmt.Errorf("sandboxes need %s: %w", ExecProgram, err)
+		return "", err
 	}
 	fi, err := os.Stat(path)
 	if err != nil {
-		return "", fmt.Errorf("sandboxes need %s: %w", ExecProgram, err)
+		return "", err
 	}
 	if !fi.Mode().IsRegular() || fi.Mode()&0o111 == 0 {
 		return "", fmt.Errorf("%s is not an executable file", path)
 	}
 	// Neither the program nor any directory above it may be changed by
-	// anyone but root or the worker's user, or another program could take
-	// its place (bwrap binds it by path for every command). A sticky
+	// anyone but root or this process's user, or another program could
+	// take its place (bwrap binds it by path for every command). A sticky
 	// directory such as /tmp lets others add entries, not replace ours.
 	for p := path; ; p = filepath.Dir(p) {
 		fi, err := os.Stat(p)

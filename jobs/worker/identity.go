@@ -8,9 +8,8 @@ import (
 	"os"
 	"runtime/debug"
 
-	"github.com/open-policy-agent/opa/v1/version"
-
 	"github.com/cairnhq/cairn/api/platform/buildinfo"
+	"github.com/cairnhq/cairn/api/policy/rego"
 	"github.com/cairnhq/cairn/api/run"
 	"github.com/cairnhq/cairn/jobs/runner"
 )
@@ -18,7 +17,8 @@ import (
 // workerIdentity is what this worker records of itself on every attempt it
 // starts (run.WorkerIdentity): the SHA-256 of its own executable, read once
 // here, the source revision and version stamped into it, its runner's state
-// protocol and the policy engine linked into it.
+// protocol and the policy engine its policy program (cairn-policy) links,
+// which package rego names without linking it.
 func workerIdentity() (run.WorkerIdentity, error) {
 	exe, err := os.Executable()
 	if err != nil {
@@ -34,7 +34,7 @@ func workerIdentity() (run.WorkerIdentity, error) {
 		return run.WorkerIdentity{}, fmt.Errorf("hashing the worker executable: %w", err)
 	}
 	return run.WorkerIdentity{BuildSHA: hex.EncodeToString(h.Sum(nil)), DefinitionSHA: sourceRevision(), Version: buildinfo.Version,
-		Protocol: runner.StateProtocol, PolicyEngine: "opa/" + version.Version}, nil
+		Protocol: runner.StateProtocol, PolicyEngine: "opa/" + rego.EngineVersion}, nil
 }
 
 // sourceRevision is the commit the build was made from: the one `make

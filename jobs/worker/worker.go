@@ -159,7 +159,7 @@ func New(cfg config.Config, conn *sqlx.DB, driver sandbox.Driver, logger *slog.L
 		}
 	}
 	if policies := deps.Services.Policies; policies != nil {
-		program, err := os.Executable()
+		program, err := policyeval.ProgramBeside()
 		if err != nil {
 			return nil, fmt.Errorf("locating the policy build program: %w", err)
 		}
@@ -304,7 +304,7 @@ func newRunner(cfg config.Config, runs *run.Service, driver sandbox.Driver, logg
 	if caFile == "" {
 		caFile = os.Getenv("SSL_CERT_FILE")
 	}
-	program, err := os.Executable()
+	program, err := policyeval.ProgramBeside()
 	if err != nil {
 		return nil, fmt.Errorf("locating the policy evaluation program: %w", err)
 	}

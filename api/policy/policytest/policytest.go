@@ -15,7 +15,7 @@ import (
 
 	"github.com/cairnhq/cairn/api/apitest"
 	"github.com/cairnhq/cairn/api/policy"
-	"github.com/cairnhq/cairn/api/policy/rego"
+	"github.com/cairnhq/cairn/api/policy/rego/engine"
 	"github.com/cairnhq/cairn/api/run"
 	"github.com/cairnhq/cairn/e2e/devstack"
 )
@@ -72,7 +72,7 @@ func (f *Fixture) Publish(t testing.TB, name string, files map[string]string) Ve
 		}
 	}
 	var bundle, results bytes.Buffer
-	report, err := rego.Build(ctx, dir, &bundle, &results)
+	report, err := engine.Build(ctx, dir, &bundle, &results)
 	if err != nil {
 		t.Fatalf("building %s: %v", name, err)
 	}

@@ -1,23 +1,18 @@
 package rego
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 	"sync"
 
-	"github.com/open-policy-agent/opa/v1/ast"
-	"github.com/open-policy-agent/opa/v1/version"
-
-	"github.com/cairnhq/cairn/api/policy/rego/internal/capgen"
 	policycontract "github.com/cairnhq/cairn/contracts/policy"
 )
 
 // Identities every policy version and evaluation records.
 const (
-	// EngineVersion is the OPA release linked into this binary.
+	// EngineVersion is the OPA release the policy program (cairn-policy)
+	// links; package engine's tests prove it is the one go.mod pins, so
+	// processes that only record it need not link OPA to name it.
 	EngineVersion = "1.18.2"
 	// Entrypoint is the one query a policy bundle answers.
 	Entrypoint = "data.cairn.v1.decision"
@@ -31,92 +26,31 @@ const (
 // ErrCapabilities means the embedded capabilities manifest cannot be
 // trusted: its digest does not match, it does not parse, it allows a
 // forbidden built-in, or the linked OPA is not EngineVersion. Nothing is
-// compiled or evaluated then.
+// compiled, evaluated or recorded against it then.
 var ErrCapabilities = errors.New("capabilities manifest unusable")
 
-var entrypointRef = ast.MustParseRef(Entrypoint)
-
-var loadCapabilities = sync.OnceValues(func() (*ast.Capabilities, error) {
-	if version.Version != EngineVersion {
-		return nil, fmt.Errorf("%w: linked OPA is %s, policies are pinned to %s", ErrCapabilities, version.Version, EngineVersion)
-	}
-	return parseCapabilities(policycontract.CapabilitiesJSON, policycontract.CapabilitiesSHA256)
+var checkDigest = sync.OnceValue(func() error {
+	return manifestMatches(policycontract.CapabilitiesJSON, policycontract.CapabilitiesSHA256)
 })
 
-// parseCapabilities parses a manifest that must hash to digest and obey
-// the manifest's rules.
-func parseCapabilities(manifest []byte, digest string) (*ast.Capabilities, error) {
+// manifestMatches requires manifest to hash to digest.
+func manifestMatches(manifest []byte, digest string) error {
 	if got := Digest(manifest); got != digest {
-		return nil, fmt.Errorf("%w: %s hashes to %s, committed digest is %q", ErrCapabilities, CapabilitiesID, got, digest)
-	}
-	c, err := ast.LoadCapabilitiesJSON(bytes.NewReader(manifest))
-	if err != nil {
-		return nil, fmt.Errorf("%w: parsing %s: %w", ErrCapabilities, CapabilitiesID, err)
-	}
-	// The digest proves the file is the committed one, not that the
-	// committed one is safe; the rules are checked again here so a bad
-	// commit fails closed in production as well as in tests.
-	if v := capgen.Violations(c); len(v) > 0 {
-		return nil, fmt.Errorf("%w: %s", ErrCapabilities, strings.Join(v, "; "))
-	}
-	if !c.ContainsFeature(ast.FeatureRegoV1) {
-		return nil, fmt.Errorf("%w: %s lacks feature %s", ErrCapabilities, CapabilitiesID, ast.FeatureRegoV1)
-	}
-	return c, nil
-}
-
-// Capabilities returns the parsed capabilities manifest and its SHA-256
-// (lowercase hex). The manifest is checked against its committed digest
-// and its rules once per process; any mismatch is an error wrapping
-// ErrCapabilities, and nothing may be compiled then. The returned value is
-// a copy the caller may change.
-func Capabilities() (*ast.Capabilities, string, error) {
-	c, err := loadCapabilities()
-	if err != nil {
-		return nil, "", err
-	}
-	cp := *c
-	cp.Builtins = slices.Clone(c.Builtins)
-	cp.FutureKeywords = slices.Clone(c.FutureKeywords)
-	cp.Features = slices.Clone(c.Features)
-	cp.WasmABIVersions = slices.Clone(c.WasmABIVersions)
-	cp.AllowNet = make([]string, 0) // never nil: nil would mean any host
-	return &cp, policycontract.CapabilitiesSHA256, nil
-}
-
-// parserOptions parses strictly as Rego v1 against the manifest.
-func parserOptions(caps *ast.Capabilities) ast.ParserOptions {
-	return ast.ParserOptions{RegoVersion: ast.RegoV1, Capabilities: caps, ProcessAnnotation: true}
-}
-
-// newCompiler is the one compiler configuration for builds, tests and
-// loads, so a bundle that built is compiled the same way when it runs.
-func newCompiler(caps *ast.Capabilities) *ast.Compiler {
-	return ast.NewCompiler().
-		WithCapabilities(caps).
-		WithStrict(true).
-		WithDefaultRegoVersion(ast.RegoV1).
-		// With print statements disabled OPA silently erases print calls;
-		// enabled, they compile to internal.print, which the manifest
-		// lacks, so a print in a policy is a compile error as it should be.
-		WithEnablePrintStatements(true)
-}
-
-// checkEntrypoint requires the compiled policy to define Entrypoint as a
-// complete rule, so a bundle can never answer "undefined" merely because
-// the rule is missing or misnamed.
-func checkEntrypoint(c *ast.Compiler) error {
-	rules := c.GetRulesExact(entrypointRef)
-	if len(rules) == 0 {
-		return fmt.Errorf("no rule defines %s (package cairn.v1, rule decision)", Entrypoint)
-	}
-	for _, r := range rules {
-		if len(r.Head.Args) > 0 {
-			return fmt.Errorf("%s: %s must be a rule, not a function", r.Location, Entrypoint)
-		}
-		if r.Head.DocKind() != ast.CompleteDoc {
-			return fmt.Errorf("%s: %s must be a complete rule (decision := {...})", r.Location, Entrypoint)
-		}
+		return fmt.Errorf("%w: %s hashes to %s, committed digest is %q", ErrCapabilities, CapabilitiesID, got, digest)
 	}
 	return nil
+}
+
+// CapabilitiesDigest returns the SHA-256 (lowercase hex) of the embedded
+// capabilities manifest, once it has checked that the manifest hashes to
+// its committed digest; otherwise an error wrapping ErrCapabilities. It is
+// what the API and the worker record and compare. It does not parse the
+// manifest: that, and the manifest's rules, are the engine's
+// (engine.Capabilities), which refuses to compile anything against a
+// manifest that breaks them.
+func CapabilitiesDigest() (string, error) {
+	if err := checkDigest(); err != nil {
+		return "", err
+	}
+	return policycontract.CapabilitiesSHA256, nil
 }

@@ -1,13 +1,13 @@
-// Package rego is Cairn's embedded policy engine: OPA 1.18.2 linked as a
-// library, Rego v1 only, compiled against the committed capabilities
-// manifest (contracts/policy), which admits only deterministic,
-// side-effect-free built-ins. A policy set is built once (Build: parse,
-// strict compile, run its tests, write a bundle and a test results
-// document) and evaluated many times (Load or Cache, then Evaluate) against
-// one sanitized input per run (BuildInput from the plan, CheckSecrets,
-// ParseInput). Every bound on source, input, evaluation and decision is
-// enforced here, and every verdict is a typed error carrying a safe code
-// (BuildError, EvalError) whose detail is for operators only: the package
-// fails closed, so a policy that cannot be compiled, an input that cannot
-// be trusted or a decision that cannot be read never reads as a pass.
+// Package rego is what every Cairn process knows about policies without
+// linking OPA: the identities a policy version and an evaluation record
+// (EngineVersion, Entrypoint, CapabilitiesID and the manifest's committed
+// digest, CapabilitiesDigest), the bounds on source, input and decision,
+// the safe failure codes (BuildError, EvalError, CodeOf), the input built
+// from a plan and checked (BuildInput, CheckInput, CheckSecrets), and the
+// one set of rules a decision must obey (DecisionFromJSON). The engine
+// itself, OPA 1.18.2 compiling and evaluating Rego v1, is package
+// rego/engine, which only the sandboxed policy program (cairn-policy),
+// tests and benchmarks link: cairn-api and cairn-worker stay small. The
+// package fails closed: an input that cannot be trusted or a decision
+// that cannot be read never reads as a pass.
 package rego

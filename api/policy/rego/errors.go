@@ -78,6 +78,4 @@ func CodeOf(err error) string {
 	return ""
 }
 
-func buildErr(code, detail string) *BuildError { return &BuildError{Code: code, Detail: detail} }
-
 func evalErr(code, detail string) *EvalError { return &EvalError{Code: code, Detail: detail} }

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/cairnhq/cairn/api/policy/rego/internal/jsonscan"
 )
 
 // Input bounds (SPEC §8). Each is checked on its own, so no single
@@ -57,29 +57,15 @@ func inputTooLarge(format string, args ...any) error {
 	return evalErr(CodeInputTooLarge, fmt.Sprintf(format, args...))
 }
 
-// ParseInput validates a cairn.policy.input/v1 document and converts it to
-// an OPA value once, so it can be evaluated against every attached policy
-// without converting it again. The bounds are checked on the raw bytes
-// before anything is built; then the schema: exactly the five top-level
-// fields, run kind and commit rules, unique addresses, valid action tuples,
-// boolean sensitivity masks, and no value left where its mask says
-// sensitive. Failures are *EvalError with CodeInputInvalid or
+// CheckInput validates a cairn.policy.input/v1 document and returns it
+// decoded. The bounds are checked on the raw bytes before anything is
+// built; then the schema: exactly the five top-level fields, run kind and
+// commit rules, unique addresses, valid action tuples, boolean sensitivity
+// masks, and no value left where its mask says sensitive. BuildInput runs
+// it on what it produced; the engine's ParseInput converts what it returns
+// for OPA. Failures are *EvalError with CodeInputInvalid or
 // CodeInputTooLarge.
-func ParseInput(doc []byte) (ast.Value, error) {
-	m, err := checkInput(doc)
-	if err != nil {
-		return nil, err
-	}
-	v, err := ast.InterfaceToValue(m)
-	if err != nil {
-		return nil, invalidInput("converting input: %v", err)
-	}
-	return v, nil
-}
-
-// checkInput is ParseInput without the conversion; BuildInput runs it on
-// what it produced.
-func checkInput(doc []byte) (map[string]any, error) {
+func CheckInput(doc []byte) (map[string]any, error) {
 	if len(doc) > MaxInputBytes {
 		return nil, inputTooLarge("input is %d bytes, over %d", len(doc), MaxInputBytes)
 	}
@@ -156,7 +142,7 @@ func checkBounds(doc []byte) error {
 		case '}', ']':
 			stack = stack[:len(stack)-1]
 		case '"':
-			end := stringEnd(doc, i)
+			end := jsonscan.StringEnd(doc, i)
 			quoted := doc[i : end+1]
 			i = end
 			isKey := len(stack) > 0 && stack[len(stack)-1].wantKey
@@ -192,19 +178,6 @@ func checkBounds(doc []byte) error {
 		}
 	}
 	return nil
-}
-
-// stringEnd returns the index of the quote closing the string that opens
-// at doc[start]; doc is valid JSON.
-func stringEnd(doc []byte, start int) int {
-	for j := start + 1; ; j++ {
-		switch doc[j] {
-		case '\\':
-			j++
-		case '"':
-			return j
-		}
-	}
 }
 
 // stringAt checks the length of a quoted JSON string and, for a key,

@@ -126,7 +126,7 @@ func BuildInput(ctx context.Context, planJSON io.Reader, meta InputMeta) ([]byte
 	if err != nil {
 		return nil, invalidInput("encoding input: %v", err)
 	}
-	if _, err := checkInput(doc); err != nil {
+	if _, err := CheckInput(doc); err != nil {
 		return nil, err
 	}
 	return doc, nil

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cairnhq/cairn/api/apitest"
 	"github.com/cairnhq/cairn/api/policy"
+	"github.com/cairnhq/cairn/api/policy/inprocess"
 	"github.com/cairnhq/cairn/api/run"
 	"github.com/cairnhq/cairn/api/state"
 )
@@ -137,7 +138,7 @@ func commitPlan(t testing.TB, env *apitest.Env, runs *run.Service, st run.Starte
 func (p Planned) Evaluate(t testing.TB) policy.Evaluation {
 	t.Helper()
 	ev, err := p.runs.EvaluatePolicy(context.Background(), p.Started, p.Run.PlanDigest, bytes.NewReader(p.planJSON), nil,
-		p.env.Server.Services().Policies.InProcessEvaluator())
+		inprocess.New(p.env.Server.Services().Policies))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,8 +15,9 @@ import (
 	"time"
 
 	"github.com/cairnhq/cairn/api/plandiff/plandifftest"
-	"github.com/cairnhq/cairn/api/policy"
+	"github.com/cairnhq/cairn/api/policy/inprocess"
 	"github.com/cairnhq/cairn/api/policy/rego"
+	"github.com/cairnhq/cairn/api/policy/rego/engine"
 	"github.com/cairnhq/cairn/e2e/devstack"
 )
 
@@ -71,7 +72,7 @@ type inProcessStage struct {
 	changes                                          int
 }
 
-func measureInProcess(plan []byte, loaders []policy.Loader, rounds int) (inProcessStage, error) {
+func measureInProcess(plan []byte, loaders []inprocess.Loader, rounds int) (inProcessStage, error) {
 	ctx := context.Background()
 	var st inProcessStage
 	for round := 0; round <= rounds; round++ {
@@ -89,12 +90,12 @@ func measureInProcess(plan []byte, loaders []policy.Loader, rounds int) (inProce
 			return st, err
 		}
 		built := time.Now()
-		input, err := rego.ParseInput(doc)
+		input, err := engine.ParseInput(doc)
 		if err != nil {
 			return st, err
 		}
 		parsed := time.Now()
-		outcomes := policy.EvaluateAll(ctx, input, 10*time.Second, loaders)
+		outcomes := inprocess.EvaluateAll(ctx, input, 10*time.Second, loaders)
 		done := time.Now()
 		st.findings = 0
 		for _, o := range outcomes {
@@ -130,21 +131,21 @@ func measureInProcess(plan []byte, loaders []policy.Loader, rounds int) (inProce
 // in-process numbers, the baseline of the sandboxed evaluator.
 func benchPolicyEvaluation(rounds int) (inProcessStage, error) {
 	ctx := context.Background()
-	var policies []*rego.Policy
+	var policies []*engine.Policy
 	for i := 0; i < 10; i++ {
 		var bundle, results bytes.Buffer
-		if _, err := rego.Build(ctx, corpusDir(benchCorpus[i%len(benchCorpus)]), &bundle, &results); err != nil {
+		if _, err := engine.Build(ctx, corpusDir(benchCorpus[i%len(benchCorpus)]), &bundle, &results); err != nil {
 			return inProcessStage{}, fmt.Errorf("building %s: %w", benchCorpus[i%len(benchCorpus)], err)
 		}
-		p, err := rego.Load(ctx, &bundle)
+		p, err := engine.Load(ctx, &bundle)
 		if err != nil {
 			return inProcessStage{}, err
 		}
 		policies = append(policies, p)
 	}
-	loaders := make([]policy.Loader, len(policies))
+	loaders := make([]inprocess.Loader, len(policies))
 	for i, p := range policies {
-		loaders[i] = func(context.Context) (*rego.Policy, error) { return p, nil }
+		loaders[i] = func(context.Context) (*engine.Policy, error) { return p, nil }
 	}
 	full, err := taggedPlan(5000)
 	if err != nil {
@@ -442,7 +443,7 @@ func benchPolicyBuild(dbURL string, rounds int) error {
 		}
 		elapsed := time.Since(start)
 		began := time.Now()
-		if _, err := rego.Build(context.Background(), corpusDir("require-tags"), io.Discard, io.Discard); err != nil {
+		if _, err := engine.Build(context.Background(), corpusDir("require-tags"), io.Discard, io.Discard); err != nil {
 			return err
 		}
 		if round > 0 {

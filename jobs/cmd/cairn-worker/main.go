@@ -1,12 +1,15 @@
 // Command cairn-worker runs Cairn's background jobs from PostgreSQL through
 // River: run phases, policy builds, reconcilers and sweeps. Any number of
-// workers can run against one database.
+// workers can run against one database. Policy builds and evaluations run
+// in sandboxes as cairn-policy, installed beside this binary; the worker
+// itself never links the policy engine.
 package main
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -15,30 +18,11 @@ import (
 	"github.com/cairnhq/cairn/api/platform/config"
 	"github.com/cairnhq/cairn/api/platform/db"
 	"github.com/cairnhq/cairn/api/platform/telemetry"
-	"github.com/cairnhq/cairn/jobs/policybuild"
 	"github.com/cairnhq/cairn/jobs/policyeval"
 	"github.com/cairnhq/cairn/jobs/worker"
 )
 
 func main() {
-	// Inside a build sandbox the worker binary is the policy build program:
-	// it needs no configuration, database or secrets, and gets none.
-	if len(os.Args) == 4 && os.Args[1] == "policy-build" {
-		if err := policybuild.Build(context.Background(), os.Args[2], os.Args[3]); err != nil {
-			fmt.Fprintln(os.Stderr, "policy-build:", err)
-			os.Exit(1)
-		}
-		return
-	}
-	// Inside an evaluation sandbox it is the evaluation program, with the
-	// sanitized input and a bundle grant and nothing else.
-	if len(os.Args) == 3 && os.Args[1] == "policy-evaluate" {
-		if err := policyeval.Child(context.Background(), os.Args[2], os.Stdout); err != nil {
-			fmt.Fprintln(os.Stderr, "policy-evaluate:", err)
-			os.Exit(1)
-		}
-		return
-	}
 	cfg, err := config.Load()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "cairn-worker:", err)
@@ -65,6 +49,7 @@ func run(cfg config.Config) error {
 		return err
 	}
 	worker.ReportIsolation(logger, driver.Status())
+	reportPolicyProgram(logger)
 	telemetry.ServeProfiler(cfg.PprofAddr, logger)
 	// Leftovers of a dead worker go before this one answers or takes work.
 	worker.SweepSandboxes(signals, driver, cfg.SandboxSweepInterval, logger)
@@ -110,4 +95,18 @@ func run(cfg config.Config) error {
 	}
 	logger.Info("cairn-worker stopped")
 	return nil
+}
+
+// reportPolicyProgram says at start, not at the first run with a policy,
+// that this worker cannot build or evaluate policies: each build then
+// fails with policy_toolchain_unavailable and each evaluation is an error
+// (policy_evaluator_failed), never a pass.
+func reportPolicyProgram(logger *slog.Logger) {
+	path, err := policyeval.ProgramBeside()
+	if err == nil {
+		_, err = policyeval.CheckProgram(path)
+	}
+	if err != nil {
+		logger.Error("policy builds and evaluations will fail: the policy program is unusable", "error", err)
+	}
 }

@@ -1,4 +1,4 @@
-package rego
+package engine
 
 import (
 	"archive/tar"
@@ -14,7 +14,9 @@ import (
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/bundle"
 	"github.com/open-policy-agent/opa/v1/loader/filter"
-	"github.com/open-policy-agent/opa/v1/rego"
+	opa "github.com/open-policy-agent/opa/v1/rego"
+
+	"github.com/cairnhq/cairn/api/policy/rego"
 )
 
 // maxBundleExpandedBytes bounds a bundle's uncompressed size. Build writes
@@ -22,12 +24,12 @@ import (
 // of tar header and padding per file; anything larger was not produced by
 // Build, and without a bound a small gzip stream could expand without
 // limit in memory.
-const maxBundleExpandedBytes = MaxSourceBytes + 4<<20
+const maxBundleExpandedBytes = rego.MaxSourceBytes + 4<<20
 
 // Policy is a compiled bundle with its entrypoint query prepared once.
 // It is safe for concurrent use.
 type Policy struct {
-	query rego.PreparedEvalQuery
+	query opa.PreparedEvalQuery
 }
 
 // Load reads a bundle written by Build (at most MaxBundleBytes), compiles
@@ -39,24 +41,24 @@ type Policy struct {
 func Load(ctx context.Context, r io.Reader) (*Policy, error) {
 	caps, _, err := Capabilities()
 	if err != nil {
-		return nil, evalErr(CodeEvaluatorFailed, err.Error())
+		return nil, evalErr(rego.CodeEvaluatorFailed, err.Error())
 	}
 	loader, err := readBundleArchive(r)
 	if err != nil {
-		return nil, evalErr(CodeEvaluatorFailed, "reading bundle: "+err.Error())
+		return nil, evalErr(rego.CodeEvaluatorFailed, "reading bundle: "+err.Error())
 	}
 	b, err := bundle.NewCustomReader(loader).
 		WithRegoVersion(ast.RegoV1).
 		WithCapabilities(caps).
 		WithProcessAnnotations(true).
 		WithSkipBundleVerification(true). // integrity is the digest the caller checks
-		WithSizeLimitBytes(MaxSourceBytes).
+		WithSizeLimitBytes(rego.MaxSourceBytes).
 		Read()
 	if err != nil {
-		return nil, evalErr(CodeEvaluatorFailed, "reading bundle: "+err.Error())
+		return nil, evalErr(rego.CodeEvaluatorFailed, "reading bundle: "+err.Error())
 	}
 	if err := checkBundleShape(&b); err != nil {
-		return nil, evalErr(CodeEvaluatorFailed, err.Error())
+		return nil, evalErr(rego.CodeEvaluatorFailed, err.Error())
 	}
 
 	modules := make(map[string]*ast.Module, len(b.Modules))
@@ -65,21 +67,21 @@ func Load(ctx context.Context, r io.Reader) (*Policy, error) {
 	}
 	compiler := newCompiler(caps)
 	if compiler.Compile(modules); compiler.Failed() {
-		return nil, evalErr(CodeEvaluatorFailed, "compiling bundle: "+compiler.Errors.Error())
+		return nil, evalErr(rego.CodeEvaluatorFailed, "compiling bundle: "+compiler.Errors.Error())
 	}
 	if err := checkEntrypoint(compiler); err != nil {
-		return nil, evalErr(CodeEvaluatorFailed, err.Error())
+		return nil, evalErr(rego.CodeEvaluatorFailed, err.Error())
 	}
-	query, err := rego.New(
-		rego.Compiler(compiler),
-		rego.Query(Entrypoint),
-		rego.StrictBuiltinErrors(true),
+	query, err := opa.New(
+		opa.Compiler(compiler),
+		opa.Query(rego.Entrypoint),
+		opa.StrictBuiltinErrors(true),
 	).PrepareForEval(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("preparing policy: %w", ctx.Err())
 		}
-		return nil, evalErr(CodeEvaluatorFailed, "preparing query: "+err.Error())
+		return nil, evalErr(rego.CodeEvaluatorFailed, "preparing query: "+err.Error())
 	}
 	return &Policy{query: query}, nil
 }
@@ -100,8 +102,8 @@ func checkBundleShape(b *bundle.Bundle) error {
 	if len(b.WasmModules) > 0 || len(b.Wasm) > 0 || len(b.PlanModules) > 0 {
 		return errors.New("bundle carries compiled modules")
 	}
-	if len(b.Modules) == 0 || len(b.Modules) > MaxModules {
-		return fmt.Errorf("bundle has %d modules, want 1 to %d", len(b.Modules), MaxModules)
+	if len(b.Modules) == 0 || len(b.Modules) > rego.MaxModules {
+		return fmt.Errorf("bundle has %d modules, want 1 to %d", len(b.Modules), rego.MaxModules)
 	}
 	return nil
 }
@@ -116,7 +118,7 @@ type archiveLoader struct {
 }
 
 func readBundleArchive(r io.Reader) (*archiveLoader, error) {
-	zr, err := gzip.NewReader(newBoundedReader(r, MaxBundleBytes))
+	zr, err := gzip.NewReader(newBoundedReader(r, rego.MaxBundleBytes))
 	if err != nil {
 		return nil, err
 	}
@@ -140,8 +142,8 @@ func readBundleArchive(r io.Reader) (*archiveLoader, error) {
 		}
 		// Modules, data.json and .manifest: anything past that many files
 		// is not a bundle Build wrote.
-		if len(l.files) > MaxModules+2 {
-			return nil, fmt.Errorf("more than %d files", MaxModules+2)
+		if len(l.files) > rego.MaxModules+2 {
+			return nil, fmt.Errorf("more than %d files", rego.MaxModules+2)
 		}
 		var buf bytes.Buffer
 		if _, err := io.Copy(&buf, tr); err != nil {

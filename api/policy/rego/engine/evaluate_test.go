@@ -1,4 +1,4 @@
-package rego_test
+package engine_test
 
 import (
 	"archive/tar"
@@ -16,11 +16,12 @@ import (
 	"github.com/open-policy-agent/opa/v1/bundle"
 
 	"github.com/cairnhq/cairn/api/policy/rego"
+	"github.com/cairnhq/cairn/api/policy/rego/engine"
 )
 
 func parsedInput(t testing.TB, doc map[string]any) ast.Value {
 	t.Helper()
-	v, err := rego.ParseInput(mustJSON(t, doc))
+	v, err := engine.ParseInput(mustJSON(t, doc))
 	if err != nil {
 		t.Fatalf("parse input: %v", err)
 	}
@@ -32,7 +33,7 @@ func parsedInput(t testing.TB, doc map[string]any) ast.Value {
 func TestBundleRoundTrip(t *testing.T) {
 	t.Parallel()
 	bundleBytes := mustBuild(t, map[string]string{"p.rego": requireTags, "p_test.rego": requireTagsTest})
-	policy, err := rego.Load(context.Background(), bytes.NewReader(bundleBytes))
+	policy, err := engine.Load(context.Background(), bytes.NewReader(bundleBytes))
 	if err != nil {
 		t.Fatalf("load: %v", err)
 	}
@@ -226,13 +227,13 @@ func TestLoadDoesNotTrustTheBundle(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := rego.Load(context.Background(), bytes.NewReader(tt.bundle(t)))
+			_, err := engine.Load(context.Background(), bytes.NewReader(tt.bundle(t)))
 			wantCode(t, err, rego.CodeEvaluatorFailed)
 			wantDetail(t, err, tt.detail)
 		})
 	}
 	// The control: the same writer with a good module loads.
-	if _, err := rego.Load(context.Background(), bytes.NewReader(handmadeBundle(t, map[string]string{"p.rego": ok}, map[string]any{}, 1))); err != nil {
+	if _, err := engine.Load(context.Background(), bytes.NewReader(handmadeBundle(t, map[string]string{"p.rego": ok}, map[string]any{}, 1))); err != nil {
 		t.Fatalf("good handmade bundle: %v", err)
 	}
 }

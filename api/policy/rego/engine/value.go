@@ -1,10 +1,13 @@
-package rego
+package engine
 
 import (
 	"encoding/json"
 	"slices"
 
 	"github.com/open-policy-agent/opa/v1/ast"
+
+	"github.com/cairnhq/cairn/api/policy/rego"
+	"github.com/cairnhq/cairn/api/policy/rego/internal/jsonscan"
 )
 
 // InputValue converts an input document that BuildInput or ParseInput has
@@ -18,8 +21,8 @@ import (
 // own process. Failures are *EvalError with CodeInputInvalid or
 // CodeInputTooLarge.
 func InputValue(doc []byte) (ast.Value, error) {
-	if len(doc) > MaxInputBytes {
-		return nil, inputTooLarge("input is %d bytes, over %d", len(doc), MaxInputBytes)
+	if len(doc) > rego.MaxInputBytes {
+		return nil, inputTooLarge("input is %d bytes, over %d", len(doc), rego.MaxInputBytes)
 	}
 	if !json.Valid(doc) {
 		return nil, invalidInput("input is not a single valid JSON value")
@@ -53,8 +56,8 @@ func (p *valueParser) value(depth int) (*ast.Term, error) {
 	p.space()
 	switch p.doc[p.i] {
 	case '{':
-		if depth >= MaxInputDepth {
-			return nil, inputTooLarge("input is nested deeper than %d", MaxInputDepth)
+		if depth >= rego.MaxInputDepth {
+			return nil, inputTooLarge("input is nested deeper than %d", rego.MaxInputDepth)
 		}
 		p.i++
 		var pairs [][2]*ast.Term
@@ -78,8 +81,8 @@ func (p *valueParser) value(depth int) (*ast.Term, error) {
 		p.i++
 		return ast.ObjectTerm(pairs...), nil
 	case '[':
-		if depth >= MaxInputDepth {
-			return nil, inputTooLarge("input is nested deeper than %d", MaxInputDepth)
+		if depth >= rego.MaxInputDepth {
+			return nil, inputTooLarge("input is nested deeper than %d", rego.MaxInputDepth)
 		}
 		p.i++
 		var items []*ast.Term
@@ -117,7 +120,7 @@ func (p *valueParser) value(depth int) (*ast.Term, error) {
 
 // str reads the string at p.i; most have no escapes and need no decoding.
 func (p *valueParser) str() (*ast.Term, error) {
-	end := stringEnd(p.doc, p.i)
+	end := jsonscan.StringEnd(p.doc, p.i)
 	quoted := p.doc[p.i : end+1]
 	p.i = end + 1
 	raw := quoted[1 : len(quoted)-1]

@@ -1,4 +1,4 @@
-package rego_test
+package engine_test
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/ast"
 
 	"github.com/cairnhq/cairn/api/policy/rego"
+	"github.com/cairnhq/cairn/api/policy/rego/engine"
 )
 
 // TestInputValueMatchesParseInput: the fast conversion builds exactly the
@@ -31,11 +32,11 @@ func TestInputValueMatchesParseInput(t *testing.T) {
 		"with spacing": []byte(" { \"version\" : \"" + rego.InputSchema + "\" ,\n\t\"a\" : [ 1 , { } , [ ] ] } ")} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			got, err := rego.InputValue(doc)
+			got, err := engine.InputValue(doc)
 			if err != nil {
 				t.Fatal(err)
 			}
-			want, err := rego.ParseInput(doc)
+			want, err := engine.ParseInput(doc)
 			if name == "with spacing" {
 				want, err = ast.ValueFromReader(bytes.NewReader(doc)) // not a valid input: OPA's own reading
 			}
@@ -64,7 +65,7 @@ func TestInputValueRefusesWhatItCannotConvert(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			_, err := rego.InputValue([]byte(tt.doc))
+			_, err := engine.InputValue([]byte(tt.doc))
 			wantCode(t, err, tt.code)
 		})
 	}
@@ -74,7 +75,7 @@ func BenchmarkInputValueAtBound(b *testing.B) {
 	doc, _ := benchInput(b)
 	b.SetBytes(int64(len(doc)))
 	for b.Loop() {
-		if _, err := rego.InputValue(doc); err != nil {
+		if _, err := engine.InputValue(doc); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -1,4 +1,4 @@
-package rego_test
+package engine_test
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/cairnhq/cairn/api/policy/rego"
+	"github.com/cairnhq/cairn/api/policy/rego/engine"
 )
 
 // FuzzParseInput checks that every document ParseInput accepts satisfies
@@ -42,8 +43,8 @@ func FuzzParseInput(f *testing.F) {
 	f.Add([]byte(`{"version":"cairn.policy.input/v1","version":"x"}`))
 
 	f.Fuzz(func(t *testing.T, doc []byte) {
-		v, err := rego.ParseInput(doc)
-		again, errAgain := rego.ParseInput(doc)
+		v, err := engine.ParseInput(doc)
+		again, errAgain := engine.ParseInput(doc)
 		if (err == nil) != (errAgain == nil) || (err == nil && v.Compare(again) != 0) {
 			t.Fatalf("%q: %v, then %v", doc, err, errAgain)
 		}
@@ -63,7 +64,7 @@ func FuzzParseInput(f *testing.F) {
 // sensitive, and be the same bytes every time.
 func FuzzBuildInput(f *testing.F) {
 	f.Add(fixturePlan(f))
-	plans, _ := filepath.Glob(filepath.Join("..", "..", "plandiff", "testdata", "*.plan.json"))
+	plans, _ := filepath.Glob(filepath.Join("..", "..", "..", "plandiff", "testdata", "*.plan.json"))
 	for _, p := range plans {
 		b, err := os.ReadFile(p)
 		if err != nil {
@@ -86,7 +87,7 @@ func FuzzBuildInput(f *testing.F) {
 			}
 			return
 		}
-		if _, err := rego.ParseInput(doc); err != nil {
+		if _, err := engine.ParseInput(doc); err != nil {
 			t.Fatalf("built input fails ParseInput: %v\n%s", err, doc)
 		}
 		requireInputContract(t, doc)

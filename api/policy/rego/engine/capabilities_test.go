@@ -1,4 +1,4 @@
-package rego_test
+package engine_test
 
 import (
 	"testing"
@@ -6,12 +6,13 @@ import (
 	"github.com/open-policy-agent/opa/v1/version"
 
 	"github.com/cairnhq/cairn/api/policy/rego"
+	"github.com/cairnhq/cairn/api/policy/rego/engine"
 	policycontract "github.com/cairnhq/cairn/contracts/policy"
 )
 
 func TestCapabilities(t *testing.T) {
 	t.Parallel()
-	caps, digest, err := rego.Capabilities()
+	caps, digest, err := engine.Capabilities()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +29,7 @@ func TestCapabilities(t *testing.T) {
 	}
 	// Callers get a copy: changing it must not change what is compiled.
 	caps.Builtins = nil
-	again, _, err := rego.Capabilities()
+	again, _, err := engine.Capabilities()
 	if err != nil {
 		t.Fatal(err)
 	}

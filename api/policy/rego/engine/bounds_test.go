@@ -1,4 +1,4 @@
-package rego_test
+package engine_test
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/cairnhq/cairn/api/policy/rego"
+	"github.com/cairnhq/cairn/api/policy/rego/engine"
 )
 
 // nodes counts a JSON document's values the way SPEC §8 does: objects,
@@ -70,10 +71,10 @@ func TestInputNodeBoundCountsScalars(t *testing.T) {
 	if got := nodes(t, atLimit); got != rego.MaxInputNodes {
 		t.Fatalf("fixture has %d nodes, want %d", got, rego.MaxInputNodes)
 	}
-	if _, err := rego.ParseInput(atLimit); err != nil {
+	if _, err := engine.ParseInput(atLimit); err != nil {
 		t.Fatalf("%d nodes: %v", rego.MaxInputNodes, err)
 	}
-	_, err := rego.ParseInput(mustJSON(t, withScalars(k+1)))
+	_, err := engine.ParseInput(mustJSON(t, withScalars(k+1)))
 	wantCode(t, err, rego.CodeInputTooLarge)
 
 	// Long keys cost bytes, not nodes.
@@ -83,7 +84,7 @@ func TestInputNodeBoundCountsScalars(t *testing.T) {
 		keys[fmt.Sprintf("key-%05d", i)] = map[string]any{}
 	}
 	keyed["workspace"].(map[string]any)["metadata"] = keys
-	if _, err := rego.ParseInput(mustJSON(t, keyed)); err != nil {
+	if _, err := engine.ParseInput(mustJSON(t, keyed)); err != nil {
 		t.Fatalf("5,000 keys of empty objects: %v", err)
 	}
 }
@@ -112,10 +113,10 @@ func maskedChanges(n, m int) map[string]any {
 // and 38 false leaves, 40 in all, so 500 changes reach it exactly.
 func TestSensitivityBoundCountsBooleans(t *testing.T) {
 	t.Parallel()
-	if _, err := rego.ParseInput(mustJSON(t, maskedChanges(500, 38))); err != nil {
+	if _, err := engine.ParseInput(mustJSON(t, maskedChanges(500, 38))); err != nil {
 		t.Fatalf("20,000 mask nodes: %v", err)
 	}
-	_, err := rego.ParseInput(mustJSON(t, maskedChanges(500, 39)))
+	_, err := engine.ParseInput(mustJSON(t, maskedChanges(500, 39)))
 	wantCode(t, err, rego.CodeInputTooLarge)
 }
 
@@ -152,7 +153,7 @@ func TestBuildInputAtTheNodeBound(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%d changes: %v", largest, err)
 	}
-	if _, err := rego.ParseInput(doc); err != nil {
+	if _, err := engine.ParseInput(doc); err != nil {
 		t.Fatalf("%d changes: %v", largest, err)
 	}
 	_, err = rego.BuildInput(context.Background(), strings.NewReader(plan(largest+1)), trackedMeta())

@@ -1,4 +1,4 @@
-package policyeval
+package policyprogram
 
 import (
 	"bytes"
@@ -18,34 +18,36 @@ import (
 	"time"
 
 	"github.com/cairnhq/cairn/api/policy/rego"
+	"github.com/cairnhq/cairn/api/policy/rego/engine"
+	"github.com/cairnhq/cairn/jobs/policyeval"
 )
 
-// Child is the evaluation program, cairn-worker policy-evaluate REQUEST,
-// run in a sandbox's work directory: it reads the request and the input
+// Evaluate is the evaluation program, cairn-policy evaluate REQUEST, run
+// in a sandbox's work directory (jobs/policyeval prepares it): it reads the request and the input
 // beside it, fetches and verifies its bundle through the grant, evaluates,
 // and writes one Response to stdout. A verdict on the input, the bundle or
 // the policy is a Response with exit status 0; only a broken environment
 // (no request, no input) returns an error. Nothing the policy or its input
 // says goes to stdout or stderr but the decision itself.
-func Child(ctx context.Context, requestPath string, stdout io.Writer) error {
-	raw, err := readBounded(requestPath, maxRequestBytes)
+func Evaluate(ctx context.Context, requestPath string, stdout io.Writer) error {
+	raw, err := readBounded(requestPath, policyeval.MaxRequestBytes)
 	if err != nil {
 		return fmt.Errorf("reading the request: %w", err)
 	}
-	var req Request
+	var req policyeval.Request
 	if err := json.Unmarshal(raw, &req); err != nil {
 		return fmt.Errorf("decoding the request: %w", err)
 	}
-	doc, err := readBounded(filepath.Join(filepath.Dir(requestPath), inputFile), rego.MaxInputBytes)
+	doc, err := readBounded(filepath.Join(filepath.Dir(requestPath), policyeval.InputFile), rego.MaxInputBytes)
 	out := &responder{w: stdout}
 	// A policy that allocates without end is stopped short of the
 	// ceiling, with a verdict instead of a crash.
-	stop := WatchMemory(5*time.Millisecond, func() {
-		_ = out.send(Response{Error: rego.CodeEvaluationMemoryLimit})
+	stop := policyeval.WatchMemory(5*time.Millisecond, func() {
+		_ = out.send(policyeval.Response{Error: rego.CodeEvaluationMemoryLimit})
 		os.Exit(0)
 	})
 	defer stop()
-	var resp Response
+	var resp policyeval.Response
 	switch {
 	case errors.Is(err, errTooLarge):
 		resp.Error = rego.CodeInputTooLarge
@@ -65,7 +67,7 @@ type responder struct {
 	sent bool
 }
 
-func (r *responder) send(resp Response) error {
+func (r *responder) send(resp policyeval.Response) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.sent {
@@ -77,12 +79,12 @@ func (r *responder) send(resp Response) error {
 
 // evaluate fetches and compiles the bundle while it converts the input,
 // then evaluates until the request's deadline.
-func evaluate(ctx context.Context, req Request, doc []byte) Response {
+func evaluate(ctx context.Context, req policyeval.Request, doc []byte) policyeval.Response {
 	deadline := time.UnixMilli(req.DeadlineUnixMS)
 	fetchCtx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	type loaded struct {
-		policy *rego.Policy
+		policy *engine.Policy
 		err    error
 	}
 	ready := make(chan loaded, 1)
@@ -93,8 +95,8 @@ func evaluate(ctx context.Context, req Request, doc []byte) Response {
 	// While the bundle's fetch waits on the network, this processor parses
 	// the capabilities manifest the compiler needs, then converts the
 	// input, which the worker built and checked.
-	_, _, _ = rego.Capabilities()
-	input, inputErr := rego.InputValue(doc)
+	_, _, _ = engine.Capabilities()
+	input, inputErr := engine.InputValue(doc)
 	bundle := <-ready
 	switch {
 	case inputErr != nil:
@@ -104,7 +106,7 @@ func evaluate(ctx context.Context, req Request, doc []byte) Response {
 	}
 	remaining := time.Until(deadline)
 	if remaining <= 0 {
-		return Response{Error: rego.CodeEvaluationTimeout}
+		return policyeval.Response{Error: rego.CodeEvaluationTimeout}
 	}
 	d, err := bundle.policy.Evaluate(ctx, input, remaining)
 	if err != nil {
@@ -112,15 +114,15 @@ func evaluate(ctx context.Context, req Request, doc []byte) Response {
 	}
 	decision, err := json.Marshal(d)
 	if err != nil {
-		return Response{Error: rego.CodeDecisionInvalid}
+		return policyeval.Response{Error: rego.CodeDecisionInvalid}
 	}
-	return Response{Decision: decision}
+	return policyeval.Response{Decision: decision}
 }
 
 // failure turns an error into its safe code; one without a code (an
 // ended context) is a timeout, since the deadline is the only end the
 // child knows.
-func failure(err error) Response {
+func failure(err error) policyeval.Response {
 	code := rego.CodeOf(err)
 	switch {
 	case code != "":
@@ -129,11 +131,11 @@ func failure(err error) Response {
 	default:
 		code = rego.CodeEvaluatorFailed
 	}
-	return Response{Error: code}
+	return policyeval.Response{Error: code}
 }
 
 // loadBundle fetches the bundle, checks its digest and compiles it.
-func loadBundle(ctx context.Context, req Request) (*rego.Policy, error) {
+func loadBundle(ctx context.Context, req policyeval.Request) (*engine.Policy, error) {
 	want, err := hex.DecodeString(req.BundleSHA256)
 	if err != nil || len(want) != sha256.Size {
 		return nil, &rego.EvalError{Code: rego.CodeEvaluatorFailed, Detail: "request has no bundle digest"}
@@ -150,7 +152,7 @@ func loadBundle(ctx context.Context, req Request) (*rego.Policy, error) {
 	if sum := sha256.Sum256(body); !bytes.Equal(sum[:], want) {
 		return nil, &rego.EvalError{Code: rego.CodeBundleMismatch, Detail: "bundle bytes do not match the snapshot digest"}
 	}
-	return rego.Load(ctx, bytes.NewReader(body))
+	return engine.Load(ctx, bytes.NewReader(body))
 }
 
 // Retry pacing of a bundle fetch: a grant is good until its deadline, so

@@ -1,4 +1,4 @@
-package rego_test
+package engine_test
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cairnhq/cairn/api/policy/rego"
+	"github.com/cairnhq/cairn/api/policy/rego/engine"
 )
 
 // opener serves one bundle and counts how often it was opened.
@@ -37,9 +38,9 @@ func TestCacheCompilesEachBundleOnce(t *testing.T) {
 	t.Parallel()
 	o := &opener{bundle: policyBundle(t, "[]")}
 	digest := rego.Digest(o.bundle)
-	c := rego.NewCache(4)
+	c := engine.NewCache(4)
 	var wg sync.WaitGroup
-	policies := make([]*rego.Policy, 16)
+	policies := make([]*engine.Policy, 16)
 	for i := range policies {
 		wg.Go(func() {
 			p, err := c.Get(context.Background(), digest, o.open)
@@ -67,7 +68,7 @@ func TestCacheRefusesBytesThatDoNotMatchTheDigest(t *testing.T) {
 	t.Parallel()
 	good := policyBundle(t, "[]")
 	o := &opener{bundle: policyBundle(t, `[{"id": "x", "title": "t", "message": "m"}]`)}
-	_, err := rego.NewCache(4).Get(context.Background(), rego.Digest(good), o.open)
+	_, err := engine.NewCache(4).Get(context.Background(), rego.Digest(good), o.open)
 	wantCode(t, err, rego.CodeEvaluatorFailed)
 	wantDetail(t, err, "hashes to")
 }
@@ -75,7 +76,7 @@ func TestCacheRefusesBytesThatDoNotMatchTheDigest(t *testing.T) {
 func TestCacheDoesNotKeepFailures(t *testing.T) {
 	t.Parallel()
 	o := &opener{bundle: policyBundle(t, "[]"), err: errors.New("storage down")}
-	c := rego.NewCache(4)
+	c := engine.NewCache(4)
 	digest := rego.Digest(o.bundle)
 	if _, err := c.Get(context.Background(), digest, o.open); !errors.Is(err, o.err) {
 		t.Fatalf("err %v, want the opener's", err)
@@ -94,7 +95,7 @@ func TestCacheEvictsLeastRecentlyUsed(t *testing.T) {
 	a := &opener{bundle: policyBundle(t, "[]")}
 	b := &opener{bundle: policyBundle(t, `[{"id": "b", "title": "t", "message": "m"}]`)}
 	d := &opener{bundle: policyBundle(t, `[{"id": "d", "title": "t", "message": "m"}]`)}
-	c := rego.NewCache(2)
+	c := engine.NewCache(2)
 	get := func(o *opener) {
 		t.Helper()
 		if _, err := c.Get(context.Background(), rego.Digest(o.bundle), o.open); err != nil {

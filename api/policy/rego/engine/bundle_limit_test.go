@@ -1,4 +1,4 @@
-package rego_test
+package engine_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/cairnhq/cairn/api/policy/rego"
+	"github.com/cairnhq/cairn/api/policy/rego/engine"
 )
 
 // sizedStream is n bytes of a real bundle followed by zeros, read without
@@ -45,16 +46,16 @@ func TestCompiledBundleOver100MBIsRefused(t *testing.T) {
 	open := func(size int64) func() (io.ReadCloser, error) {
 		return func() (io.ReadCloser, error) { return &sizedStream{head: good, left: size}, nil }
 	}
-	_, err := rego.NewCache(2).Get(context.Background(), digest, open(rego.MaxBundleBytes+1))
+	_, err := engine.NewCache(2).Get(context.Background(), digest, open(rego.MaxBundleBytes+1))
 	wantCode(t, err, rego.CodeEvaluatorFailed)
 	wantDetail(t, err, fmt.Sprintf("is over %d bytes", rego.MaxBundleBytes))
 
-	_, err = rego.NewCache(2).Get(context.Background(), digest, open(rego.MaxBundleBytes))
+	_, err = engine.NewCache(2).Get(context.Background(), digest, open(rego.MaxBundleBytes))
 	wantCode(t, err, rego.CodeEvaluatorFailed)
 	wantDetail(t, err, "hashes to")
 
 	// The bundle itself, at its own size, loads.
-	if _, err := rego.NewCache(2).Get(context.Background(), digest, open(int64(len(good)))); err != nil {
+	if _, err := engine.NewCache(2).Get(context.Background(), digest, open(int64(len(good)))); err != nil {
 		t.Fatalf("the bundle at its own size: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package rego_test
+package engine_test
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/cairnhq/cairn/api/policy/rego"
+	"github.com/cairnhq/cairn/api/policy/rego/engine"
 )
 
 // requireTags is the policy most tests use: every terraform_data change
@@ -81,7 +82,7 @@ func files(t *testing.T, fs map[string]string) string {
 }
 
 type built struct {
-	report  rego.BuildReport
+	report  engine.BuildReport
 	bundle  []byte
 	results []byte
 	err     error
@@ -90,7 +91,7 @@ type built struct {
 func build(t *testing.T, fs map[string]string) built {
 	t.Helper()
 	var bundle, results bytes.Buffer
-	report, err := rego.Build(context.Background(), files(t, fs), &bundle, &results)
+	report, err := engine.Build(context.Background(), files(t, fs), &bundle, &results)
 	return built{report: report, bundle: bundle.Bytes(), results: results.Bytes(), err: err}
 }
 
@@ -104,7 +105,7 @@ func mustBuild(t *testing.T, fs map[string]string) []byte {
 	return b.bundle
 }
 
-func loadPolicy(t testing.TB, fs map[string]string) *rego.Policy {
+func loadPolicy(t testing.TB, fs map[string]string) *engine.Policy {
 	t.Helper()
 	dir := t.TempDir()
 	for name, content := range fs {
@@ -113,10 +114,10 @@ func loadPolicy(t testing.TB, fs map[string]string) *rego.Policy {
 		}
 	}
 	var bundle, results bytes.Buffer
-	if _, err := rego.Build(context.Background(), dir, &bundle, &results); err != nil {
+	if _, err := engine.Build(context.Background(), dir, &bundle, &results); err != nil {
 		t.Fatalf("build: %v", err)
 	}
-	p, err := rego.Load(context.Background(), &bundle)
+	p, err := engine.Load(context.Background(), &bundle)
 	if err != nil {
 		t.Fatalf("load: %v", err)
 	}
@@ -124,7 +125,7 @@ func loadPolicy(t testing.TB, fs map[string]string) *rego.Policy {
 }
 
 // decisionPolicy is a policy whose decision is the given Rego expression.
-func decisionPolicy(t testing.TB, expr string) *rego.Policy {
+func decisionPolicy(t testing.TB, expr string) *engine.Policy {
 	t.Helper()
 	return loadPolicy(t, map[string]string{"policy.rego": "package cairn.v1\n\ndecision := " + expr + "\n"})
 }

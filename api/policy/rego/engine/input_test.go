@@ -1,4 +1,4 @@
-package rego_test
+package engine_test
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/cairnhq/cairn/api/policy/rego"
+	"github.com/cairnhq/cairn/api/policy/rego/engine"
 )
 
 func TestParseInputAcceptsValidInput(t *testing.T) {
@@ -34,7 +35,7 @@ func TestParseInputAcceptsValidInput(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			if _, err := rego.ParseInput(mustJSON(t, doc)); err != nil {
+			if _, err := engine.ParseInput(mustJSON(t, doc)); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -161,7 +162,7 @@ func TestParseInputRefusesBadInput(t *testing.T) {
 			t.Parallel()
 			doc := validInput()
 			tt.mutate(doc)
-			_, err := rego.ParseInput(mustJSON(t, doc))
+			_, err := engine.ParseInput(mustJSON(t, doc))
 			wantCode(t, err, tt.code)
 		})
 	}
@@ -180,7 +181,7 @@ func TestParseInputRefusesMalformedJSON(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			_, err := rego.ParseInput([]byte(doc))
+			_, err := engine.ParseInput([]byte(doc))
 			wantCode(t, err, rego.CodeInputInvalid)
 		})
 	}

@@ -1,4 +1,4 @@
-package rego_test
+package engine_test
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cairnhq/cairn/api/policy/rego"
+	"github.com/cairnhq/cairn/api/policy/rego/engine"
 )
 
 // fixtureSecrets are the sensitive values testdata/plan.json carries in
@@ -94,7 +95,7 @@ func TestBuildInputFromPlan(t *testing.T) {
 	if err := rego.CheckSecrets(doc, secrets); err != nil {
 		t.Errorf("canary: %v", err)
 	}
-	if _, err := rego.ParseInput(doc); err != nil {
+	if _, err := engine.ParseInput(doc); err != nil {
 		t.Fatalf("the input does not parse: %v", err)
 	}
 	canonical, err := rego.CanonicalJSON(decodeDoc(t, doc))
@@ -170,7 +171,7 @@ func TestBuildInputThroughPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	input, err := rego.ParseInput(doc)
+	input, err := engine.ParseInput(doc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package rego_test
+package engine_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cairnhq/cairn/api/policy/rego"
+	"github.com/cairnhq/cairn/api/policy/rego/engine"
 )
 
 // benchInput is a valid input with as many resource changes as the node
@@ -41,11 +42,11 @@ func benchInput(tb testing.TB) ([]byte, int) {
 // policies that each walk every change. One op is all 10 evaluations.
 func BenchmarkEvaluateAtBoundx10(b *testing.B) {
 	doc, n := benchInput(b)
-	input, err := rego.ParseInput(doc)
+	input, err := engine.ParseInput(doc)
 	if err != nil {
 		b.Fatal(err)
 	}
-	policies := make([]*rego.Policy, 10)
+	policies := make([]*engine.Policy, 10)
 	for i := range policies {
 		src := strings.ReplaceAll(requireTags, `"id": sprintf("missing-%s-%s"`, fmt.Sprintf(`"id": sprintf("p%d-missing-%%s-%%s"`, i))
 		policies[i] = loadPolicy(b, map[string]string{"p.rego": src})
@@ -74,7 +75,7 @@ func BenchmarkParseInputAtBound(b *testing.B) {
 	b.SetBytes(int64(len(doc)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := rego.ParseInput(doc); err != nil {
+		if _, err := engine.ParseInput(doc); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -1,4 +1,4 @@
-package rego
+package engine
 
 import (
 	"encoding/json"
@@ -8,6 +8,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/ast"
 
 	"github.com/cairnhq/cairn/api/platform/jsondoc"
+	"github.com/cairnhq/cairn/api/policy/rego"
 )
 
 // FuzzDecision checks the validation of what a tenant's policy returns,
@@ -15,7 +16,9 @@ import (
 // an accepted decision keeps every bound of the contract (findings, their
 // required fields and lengths, details depth, keys and size, the whole
 // decision's size), has unique finding IDs, and encodes to JSON that a
-// jsonb column stores. Refusals are CodeDecisionInvalid.
+// jsonb column stores. Refusals are CodeDecisionInvalid. The term goes the
+// way OPA's result goes in Evaluate: written out through the bounded
+// writer, then judged by rego.DecisionFromJSON, the one set of rules.
 func FuzzDecision(f *testing.F) {
 	for _, s := range []string{
 		`{"findings": []}`,
@@ -34,9 +37,9 @@ func FuzzDecision(f *testing.F) {
 		if err != nil || !parsed.IsGround() {
 			return
 		}
-		d, err := decisionFrom(parsed.Value)
+		d, err := decisionOf(parsed.Value)
 		if err != nil {
-			if CodeOf(err) != CodeDecisionInvalid {
+			if rego.CodeOf(err) != rego.CodeDecisionInvalid {
 				t.Fatalf("%s refused with %v", term, err)
 			}
 			return
@@ -45,7 +48,7 @@ func FuzzDecision(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(d.Findings) > MaxFindings || len(encoded) > MaxDecisionBytes {
+		if len(d.Findings) > rego.MaxFindings || len(encoded) > rego.MaxDecisionBytes {
 			t.Fatalf("accepted %d findings in %d bytes", len(d.Findings), len(encoded))
 		}
 		if err := jsondoc.CheckText(encoded); err != nil {
@@ -57,8 +60,8 @@ func FuzzDecision(f *testing.F) {
 				value    string
 				maxChars int
 				required bool
-			}{{fd.ID, MaxFindingIDChars, true}, {fd.Title, MaxFindingTitleChars, true}, {fd.Message, MaxFindingMessageChars, true},
-				{fd.ResourceAddress, MaxResourceAddressChars, false}} {
+			}{{fd.ID, rego.MaxFindingIDChars, true}, {fd.Title, rego.MaxFindingTitleChars, true}, {fd.Message, rego.MaxFindingMessageChars, true},
+				{fd.ResourceAddress, rego.MaxResourceAddressChars, false}} {
 				if (field.required && field.value == "") || utf8.RuneCountInString(field.value) > field.maxChars {
 					t.Fatalf("accepted finding %+v", fd)
 				}
@@ -71,7 +74,7 @@ func FuzzDecision(f *testing.F) {
 				continue
 			}
 			details, _ := json.Marshal(fd.Details)
-			if len(details) > MaxDetailsBytes || depth(fd.Details) > MaxDetailsDepth || keyCount(fd.Details) > MaxDetailsKeys {
+			if len(details) > rego.MaxDetailsBytes || depth(fd.Details) > rego.MaxDetailsDepth || keyCount(fd.Details) > rego.MaxDetailsKeys {
 				t.Fatalf("accepted details %s", details)
 			}
 		}

@@ -1,4 +1,4 @@
-package rego
+package engine
 
 import (
 	"context"
@@ -9,23 +9,12 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/bundle"
 	"github.com/open-policy-agent/opa/v1/tester"
-)
 
-// Build limits. The source limits keep a hostile archive from turning the
-// compiler into a memory sink; the output limits are the contract's.
-const (
-	MaxModules          = 1000
-	MaxSourceBytes      = 16 << 20
-	MaxTestResultsBytes = 2 << 20
-	MaxBundleBytes      = 100_000_000
-	// TestTimeout bounds each test rule; the whole build is bounded by the
-	// caller's context.
-	TestTimeout = 10 * time.Second
+	"github.com/cairnhq/cairn/api/policy/rego"
 )
 
 // TestResultsSchema is the schema field of the test results document.
@@ -99,7 +88,7 @@ func Build(ctx context.Context, sourceDir string, bundleOut, testResultsOut io.W
 	var report BuildReport
 	caps, digest, err := Capabilities()
 	if err != nil {
-		return report, buildErr(CodeToolchainUnavailable, err.Error())
+		return report, buildErr(rego.CodeToolchainUnavailable, err.Error())
 	}
 	sources, err := readSources(ctx, sourceDir)
 	if err != nil {
@@ -115,10 +104,10 @@ func Build(ctx context.Context, sourceDir string, bundleOut, testResultsOut io.W
 	// compile without the tests' help.
 	compiler := newCompiler(caps)
 	if compiler.Compile(modulesByPath(policies)); compiler.Failed() {
-		return report, buildErr(CodeCompileFailed, compiler.Errors.Error())
+		return report, buildErr(rego.CodeCompileFailed, compiler.Errors.Error())
 	}
 	if err := checkEntrypoint(compiler); err != nil {
-		return report, buildErr(CodeCompileFailed, err.Error())
+		return report, buildErr(rego.CodeCompileFailed, err.Error())
 	}
 
 	results, err := runTests(ctx, caps, append(slices.Clone(policies), tests...))
@@ -136,18 +125,18 @@ func Build(ctx context.Context, sourceDir string, bundleOut, testResultsOut io.W
 			report.Errored++
 		}
 	}
-	doc, err := CanonicalJSON(results)
+	doc, err := rego.CanonicalJSON(results)
 	if err != nil {
 		return report, err
 	}
-	if len(doc) > MaxTestResultsBytes {
-		return report, buildErr(CodeOutputBoundExceeded, fmt.Sprintf("test results are %d bytes, over %d", len(doc), MaxTestResultsBytes))
+	if len(doc) > rego.MaxTestResultsBytes {
+		return report, buildErr(rego.CodeOutputBoundExceeded, fmt.Sprintf("test results are %d bytes, over %d", len(doc), rego.MaxTestResultsBytes))
 	}
 	if _, err := testResultsOut.Write(doc); err != nil {
 		return report, fmt.Errorf("writing test results: %w", err)
 	}
 	if report.Failed > 0 || report.Errored > 0 {
-		return report, buildErr(CodeTestsFailed, failedTests(results))
+		return report, buildErr(rego.CodeTestsFailed, failedTests(results))
 	}
 
 	if err := writeBundle(bundleOut, policies, digest); err != nil {
@@ -194,19 +183,19 @@ func readSources(ctx context.Context, dir string) ([]source, error) {
 			return nil
 		}
 		if !d.Type().IsRegular() {
-			return buildErr(CodeCompileFailed, path+": not a regular file")
+			return buildErr(rego.CodeCompileFailed, path+": not a regular file")
 		}
-		if len(sources) == MaxModules {
-			return buildErr(CodeCompileFailed, fmt.Sprintf("more than %d .rego files", MaxModules))
+		if len(sources) == rego.MaxModules {
+			return buildErr(rego.CodeCompileFailed, fmt.Sprintf("more than %d .rego files", rego.MaxModules))
 		}
 		f, err := root.Open(path)
 		if err != nil {
 			return err
 		}
 		defer f.Close()
-		raw, err := io.ReadAll(newBoundedReader(f, MaxSourceBytes-total))
+		raw, err := io.ReadAll(newBoundedReader(f, rego.MaxSourceBytes-total))
 		if errors.Is(err, errBound) {
-			return buildErr(CodeCompileFailed, fmt.Sprintf(".rego files exceed %d bytes in total", MaxSourceBytes))
+			return buildErr(rego.CodeCompileFailed, fmt.Sprintf(".rego files exceed %d bytes in total", rego.MaxSourceBytes))
 		}
 		if err != nil {
 			return err
@@ -215,7 +204,7 @@ func readSources(ctx context.Context, dir string) ([]source, error) {
 		sources = append(sources, source{path: path, raw: raw})
 		return nil
 	})
-	var be *BuildError
+	var be *rego.BuildError
 	if errors.As(err, &be) {
 		return nil, be
 	}
@@ -251,7 +240,7 @@ func parseSources(sources []source, caps *ast.Capabilities) (policies, tests []p
 		}
 	}
 	if len(errs) > 0 {
-		return nil, nil, buildErr(CodeCompileFailed, strings.Join(errs, "\n"))
+		return nil, nil, buildErr(rego.CodeCompileFailed, strings.Join(errs, "\n"))
 	}
 	return policies, tests, nil
 }
@@ -264,13 +253,13 @@ func runTests(ctx context.Context, caps *ast.Capabilities, modules []parsedModul
 	runner := tester.NewRunner().
 		SetCompiler(newCompiler(caps)).
 		SetModules(modulesByPath(modules)).
-		SetTimeout(TestTimeout).
+		SetTimeout(rego.TestTimeout).
 		RaiseBuiltinErrors(true)
 	ch, err := runner.RunTests(ctx, nil)
 	if err != nil {
 		// The tester compiles policy and tests together; the policy alone
 		// compiled, so the tests are what failed.
-		return results, buildErr(CodeCompileFailed, err.Error())
+		return results, buildErr(rego.CodeCompileFailed, err.Error())
 	}
 	for r := range ch {
 		if r.Skip { // todo_test_ rules: declared, deliberately not run
@@ -328,10 +317,10 @@ func failedTests(r TestResults) string {
 func bundleMetadata(capabilitiesDigest string) map[string]any {
 	return map[string]any{
 		"cairn": map[string]any{
-			"engine_version":      EngineVersion,
-			"capabilities_id":     CapabilitiesID,
+			"engine_version":      rego.EngineVersion,
+			"capabilities_id":     rego.CapabilitiesID,
 			"capabilities_sha256": capabilitiesDigest,
-			"entrypoint":          Entrypoint,
+			"entrypoint":          rego.Entrypoint,
 		},
 	}
 }
@@ -346,11 +335,11 @@ func writeBundle(w io.Writer, policies []parsedModule, capabilitiesDigest string
 	for _, p := range policies {
 		path := p.module.Package.Path
 		if len(path) < 2 {
-			return buildErr(CodeBundleFailed, p.path+": package has no name")
+			return buildErr(rego.CodeBundleFailed, p.path+": package has no name")
 		}
 		top, ok := path[1].Value.(ast.String)
 		if !ok {
-			return buildErr(CodeBundleFailed, p.path+": package name is not a plain string")
+			return buildErr(rego.CodeBundleFailed, p.path+": package name is not a plain string")
 		}
 		rootSet[string(top)] = true
 		name := "/" + p.path
@@ -369,7 +358,7 @@ func writeBundle(w io.Writer, policies []parsedModule, capabilitiesDigest string
 	}
 	b.Manifest.SetRegoVersion(ast.RegoV1)
 
-	bw := &boundedWriter{w: w, limit: MaxBundleBytes}
+	bw := &boundedWriter{w: w, limit: rego.MaxBundleBytes}
 	err := bundle.NewWriter(bw).UseModulePath(true).DisableFormat(true).Write(b)
 	switch {
 	case err == nil:
@@ -377,8 +366,8 @@ func writeBundle(w io.Writer, policies []parsedModule, capabilitiesDigest string
 	case bw.destErr != nil:
 		return fmt.Errorf("writing policy bundle: %w", bw.destErr)
 	case errors.Is(err, errBound):
-		return buildErr(CodeOutputBoundExceeded, fmt.Sprintf("bundle over %d bytes", MaxBundleBytes))
+		return buildErr(rego.CodeOutputBoundExceeded, fmt.Sprintf("bundle over %d bytes", rego.MaxBundleBytes))
 	default:
-		return buildErr(CodeBundleFailed, err.Error())
+		return buildErr(rego.CodeBundleFailed, err.Error())
 	}
 }

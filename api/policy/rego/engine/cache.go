@@ -1,4 +1,4 @@
-package rego
+package engine
 
 import (
 	"bytes"
@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"sync"
+
+	"github.com/cairnhq/cairn/api/policy/rego"
 )
 
 // Cache holds compiled policies by bundle digest, so a worker compiles
@@ -87,15 +89,15 @@ func loadVerified(ctx context.Context, digest string, open func() (io.ReadCloser
 		return nil, fmt.Errorf("opening policy bundle %s: %w", digest, err)
 	}
 	defer rc.Close()
-	b, err := io.ReadAll(newBoundedReader(rc, MaxBundleBytes))
+	b, err := io.ReadAll(newBoundedReader(rc, rego.MaxBundleBytes))
 	if errors.Is(err, errBound) {
-		return nil, evalErr(CodeEvaluatorFailed, fmt.Sprintf("bundle %s is over %d bytes", digest, MaxBundleBytes))
+		return nil, evalErr(rego.CodeEvaluatorFailed, fmt.Sprintf("bundle %s is over %d bytes", digest, rego.MaxBundleBytes))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading policy bundle %s: %w", digest, err)
 	}
-	if got := Digest(b); got != digest {
-		return nil, evalErr(CodeEvaluatorFailed, fmt.Sprintf("bundle read for %s hashes to %s", digest, got))
+	if got := rego.Digest(b); got != digest {
+		return nil, evalErr(rego.CodeEvaluatorFailed, fmt.Sprintf("bundle read for %s hashes to %s", digest, got))
 	}
 	return Load(ctx, bytes.NewReader(b))
 }

@@ -1,4 +1,4 @@
-package rego_test
+package engine_test
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/cairnhq/cairn/api/policy/rego"
+	"github.com/cairnhq/cairn/api/policy/rego/engine"
 )
 
 func TestBuildPassingPolicy(t *testing.T) {
@@ -24,15 +25,15 @@ func TestBuildPassingPolicy(t *testing.T) {
 	if b.err != nil {
 		t.Fatalf("build: %v", b.err)
 	}
-	wantEqual(t, "report", rego.BuildReport{Modules: 1, Tests: 2, Passed: 2}, b.report)
-	var results rego.TestResults
+	wantEqual(t, "report", engine.BuildReport{Modules: 1, Tests: 2, Passed: 2}, b.report)
+	var results engine.TestResults
 	if err := json.Unmarshal(b.results, &results); err != nil {
 		t.Fatalf("test results: %v", err)
 	}
 	for i := range results.Tests {
 		results.Tests[i].DurationMS = 0
 	}
-	want := rego.TestResults{Schema: "cairn.policy.test-results/v1", Passed: 2, Tests: []rego.TestResult{
+	want := engine.TestResults{Schema: "cairn.policy.test-results/v1", Passed: 2, Tests: []engine.TestResult{
 		{Package: "cairn.v1_test", Name: "test_tagged_passes", Result: "pass"},
 		{Package: "cairn.v1_test", Name: "test_untagged_fails_twice", Result: "pass"},
 	}}
@@ -142,8 +143,8 @@ test_c_errors if { to_number("x") == 1 }
 `,
 	})
 	wantCode(t, b.err, rego.CodeTestsFailed)
-	wantEqual(t, "report", rego.BuildReport{Modules: 1, Tests: 3, Passed: 1, Failed: 1, Errored: 1}, b.report)
-	var results rego.TestResults
+	wantEqual(t, "report", engine.BuildReport{Modules: 1, Tests: 3, Passed: 1, Failed: 1, Errored: 1}, b.report)
+	var results engine.TestResults
 	if err := json.Unmarshal(b.results, &results); err != nil {
 		t.Fatalf("test results: %v", err)
 	}
@@ -209,7 +210,7 @@ func TestBuildRefusesLinks(t *testing.T) {
 		t.Fatal(err)
 	}
 	var bundle, results bytes.Buffer
-	_, err := rego.Build(context.Background(), dir, &bundle, &results)
+	_, err := engine.Build(context.Background(), dir, &bundle, &results)
 	wantCode(t, err, rego.CodeCompileFailed)
 	wantDetail(t, err, "link.rego: not a regular file")
 }
@@ -236,7 +237,7 @@ func TestBuildCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	var bundle, results bytes.Buffer
-	_, err := rego.Build(ctx, files(t, map[string]string{"p.rego": requireTags}), &bundle, &results)
+	_, err := engine.Build(ctx, files(t, map[string]string{"p.rego": requireTags}), &bundle, &results)
 	if err == nil || rego.CodeOf(err) != "" {
 		t.Fatalf("err %v: a cancelled build is not a verdict", err)
 	}

@@ -58,7 +58,7 @@ const (
 	MaxAllowlist  = 100
 	MaxReleases   = 32
 	maxDocBytes   = 64 << 10
-	maxCeiling    = 10000
+	MaxCeiling    = 10000
 	RunnerRelease = "cairn-runner-1"
 	PolicyRelease = "opa-1.18.2"
 )
@@ -146,11 +146,11 @@ func (c Control) Validate() error {
 		return bad("ceilings.sandboxes_per_region must name exactly %v", RegionNames)
 	}
 	for region, n := range c.Ceilings.SandboxesPerRegion {
-		if n < 0 || n > maxCeiling {
+		if n < 0 || n > MaxCeiling {
 			return bad("ceiling for %s out of range", region)
 		}
 	}
-	if c.Ceilings.PendingRunsPerWorkspace < 1 || c.Ceilings.PendingRunsPerWorkspace > maxCeiling {
+	if c.Ceilings.PendingRunsPerWorkspace < 1 || c.Ceilings.PendingRunsPerWorkspace > MaxCeiling {
 		return bad("ceilings.pending_runs_per_workspace out of range")
 	}
 	for _, list := range [][]string{c.RunnerReleases, c.PolicyReleases} {

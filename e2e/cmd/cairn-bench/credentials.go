@@ -95,12 +95,21 @@ func benchCredentials(dbURL string, rounds int) error {
 // enableFederation switches the federation providers on in a new version
 // of the launch control.
 func enableFederation(c *http.Client, apiURL string) error {
+	return changeLaunchControl(c, apiURL, "bench: federation on", func(doc map[string]any) error {
+		doc["federation_providers"] = map[string]bool{"aws": true, "gcp": true, "azure": true}
+		return nil
+	})
+}
+
+// changeLaunchControl writes a new version of the launch control through
+// the operator API: the one in force, as change leaves it.
+func changeLaunchControl(c *http.Client, apiURL, reason string, change func(doc map[string]any) error) error {
 	op := func(method string, body []byte) (*http.Response, error) {
 		req, _ := http.NewRequest(method, apiURL+"/operator/v1/launch-control", bytes.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+benchOperatorToken)
 		if body != nil {
 			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("Idempotency-Key", fmt.Sprintf("bench-federation-%d", time.Now().UnixNano()))
+			req.Header.Set("Idempotency-Key", fmt.Sprintf("bench-control-%d", time.Now().UnixNano()))
 		}
 		return c.Do(req)
 	}
@@ -119,8 +128,10 @@ func enableFederation(c *http.Client, apiURL string) error {
 	if err != nil {
 		return err
 	}
-	cur.Data.Document["federation_providers"] = map[string]bool{"aws": true, "gcp": true, "azure": true}
-	resp, err = op(http.MethodPut, jsonBody(map[string]any{"expected_version": cur.Data.Version, "reason": "bench: federation on",
+	if err := change(cur.Data.Document); err != nil {
+		return err
+	}
+	resp, err = op(http.MethodPut, jsonBody(map[string]any{"expected_version": cur.Data.Version, "reason": reason,
 		"document": cur.Data.Document}))
 	if err != nil {
 		return err
@@ -128,7 +139,7 @@ func enableFederation(c *http.Client, apiURL string) error {
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		raw, _ := io.ReadAll(resp.Body)
-		return fmt.Errorf("enabling federation: %d %s", resp.StatusCode, raw)
+		return fmt.Errorf("%s: %d %s", reason, resp.StatusCode, raw)
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cairnhq/cairn/api/assembly"
+	"github.com/cairnhq/cairn/api/launch"
 	"github.com/cairnhq/cairn/api/platform/config"
 	"github.com/cairnhq/cairn/api/platform/db"
 	cairnrun "github.com/cairnhq/cairn/api/run"
@@ -49,6 +50,34 @@ func benchReplicas(client *http.Client, first *apiProcess, dbURL, token string, 
 				map[string]any{"Idempotency-Key": fmt.Sprintf("bench-run-%d-%d-%d", w, i, time.Now().UnixNano())}, nil) == http.StatusCreated
 		}
 	}
+	// No worker runs in this phase, so every created run stays pending:
+	// the launch control's ceiling of pending runs per workspace (50 by
+	// default) would refuse creations within seconds and turn the
+	// comparison into one of refusals. It is raised for the phase.
+	setCeiling := func(n int) func(doc map[string]any) error {
+		return func(doc map[string]any) error {
+			ceilings, ok := doc["ceilings"].(map[string]any)
+			if !ok {
+				return fmt.Errorf("launch control has no ceilings: %v", doc)
+			}
+			ceilings["pending_runs_per_workspace"] = n
+			return nil
+		}
+	}
+	var previous any
+	if err := changeLaunchControl(client, first.URL, "bench: replicas create without a worker", func(doc map[string]any) error {
+		if ceilings, ok := doc["ceilings"].(map[string]any); ok {
+			previous = ceilings["pending_runs_per_workspace"]
+		}
+		return setCeiling(launch.MaxCeiling)(doc)
+	}); err != nil {
+		return err
+	}
+	defer func() {
+		if n, ok := previous.(float64); ok {
+			_ = changeLaunchControl(client, first.URL, "bench: replicas done", setCeiling(int(n)))
+		}
+	}()
 	one, two := []string{first.URL}, []string{first.URL, second.URL}
 	readOne := load("GET /v1/workspaces?limit=20, 1 replica", *concurrency, *duration, read(one))
 	report(readOne, result{}, "")
@@ -60,6 +89,12 @@ func benchReplicas(client *http.Client, first *apiProcess, dbURL, token string, 
 	report(createTwo, createOne, "")
 	fmt.Printf("two replicas vs one on %d CPUs: read throughput x%.2f, run creation throughput x%.2f\n\n",
 		numCPU(), readTwo.rps()/readOne.rps(), createTwo.rps()/createOne.rps())
+	// A ratio of refusals is no measurement: the phase fails instead.
+	for _, r := range []result{readOne, readTwo, createOne, createTwo} {
+		if r.errors > 0 {
+			return fmt.Errorf("%s: %d calls failed", r.name, r.errors)
+		}
+	}
 	return nil
 }
 

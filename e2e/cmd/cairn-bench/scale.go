@@ -10,6 +10,8 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cairnhq/cairn/api/assembly"
@@ -24,7 +26,7 @@ import (
 // a representative read and a run creation, each spread round robin over
 // the replicas by the clients (as a load balancer would), reported as the
 // ratio of two to one.
-func benchReplicas(client *http.Client, first *apiProcess, dbURL, token string, workspaceIDs []string) error {
+func benchReplicas(client *http.Client, first *apiProcess, dbURL, token string, workspaceIDs []string) (err error) {
 	second, err := startAPI(dbURL, nil)
 	if err != nil {
 		return err
@@ -42,14 +44,31 @@ func benchReplicas(client *http.Client, first *apiProcess, dbURL, token string, 
 			return call(client, http.MethodGet, urls[(w+i)%len(urls)]+"/v1/workspaces?limit=20", token, nil, nil, nil) == http.StatusOK
 		}
 	}
+	var mu sync.Mutex
+	var created []string
 	create := func(urls []string) func(int, int) bool {
 		return func(w, i int) bool {
 			k := (w*7919 + i) % len(workspaceIDs)
-			return call(client, http.MethodPost, urls[(w+i)%len(urls)]+"/v1/runs", token, map[string]string{
+			var id string
+			ok := call(client, http.MethodPost, urls[(w+i)%len(urls)]+"/v1/runs", token, map[string]string{
 				"workspace_id": workspaceIDs[k], "configuration_version_id": configs[k], "kind": "plan_only", "message": "bench"},
-				map[string]any{"Idempotency-Key": fmt.Sprintf("bench-run-%d-%d-%d", w, i, time.Now().UnixNano())}, nil) == http.StatusCreated
+				map[string]any{"Idempotency-Key": fmt.Sprintf("bench-run-%d-%d-%d", w, i, time.Now().UnixNano())}, &id) == http.StatusCreated
+			if ok {
+				mu.Lock()
+				created = append(created, id)
+				mu.Unlock()
+			}
+			return ok
 		}
 	}
+	// The runs created here are cancelled before the phase ends: left
+	// pending, the next phase's worker would plan thousands of them while
+	// that phase measures its own.
+	defer func() {
+		if cerr := cancelRuns(client, first.URL, token, created); cerr != nil && err == nil {
+			err = fmt.Errorf("cancelling the phase's runs: %w", cerr)
+		}
+	}()
 	// No worker runs in this phase, so every created run stays pending:
 	// the launch control's ceiling of pending runs per workspace (50 by
 	// default) would refuse creations within seconds and turn the
@@ -94,6 +113,34 @@ func benchReplicas(client *http.Client, first *apiProcess, dbURL, token string, 
 		if r.errors > 0 {
 			return fmt.Errorf("%s: %d calls failed", r.name, r.errors)
 		}
+	}
+	return nil
+}
+
+// cancelRuns cancels the runs of ids through /v1, eight at a time.
+func cancelRuns(client *http.Client, apiURL, token string, ids []string) error {
+	var failed atomic.Int64
+	work := make(chan string)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for id := range work {
+				if status := call(client, http.MethodPost, apiURL+"/v1/runs/"+id+"/actions/cancel", token, map[string]string{},
+					map[string]any{"Idempotency-Key": "bench-cancel-" + id}, nil); status != http.StatusOK {
+					failed.Add(1)
+				}
+			}
+		}()
+	}
+	for _, id := range ids {
+		work <- id
+	}
+	close(work)
+	wg.Wait()
+	if n := failed.Load(); n > 0 {
+		return fmt.Errorf("%d of %d cancellations failed", n, len(ids))
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"database/sql"
 	"flag"
 	"fmt"
@@ -108,6 +109,18 @@ func databaseTransactions(admin, dbURL string) (int64, error) {
 	return n, err
 }
 
+// sleepCtx waits d, or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
 // startIdleWorker runs the real cairn-worker beside api as startWorker
 // does, and returns its process ID.
 func startIdleWorker(dbURL string, api *apiProcess, bundle string) (int, func(), error) {
@@ -134,7 +147,7 @@ func startIdleWorker(dbURL string, api *apiProcess, bundle string) (int, func(),
 // memory once they have started and again after the idle window, the CPU
 // time each used over the window and the database transactions the stack
 // ran meanwhile. Nothing calls them during the window.
-func benchIdle(admin string) error {
+func benchIdle(ctx context.Context, admin string) error {
 	dbURL, err := freshDatabase(admin)
 	if err != nil {
 		return err
@@ -151,7 +164,9 @@ func benchIdle(admin string) error {
 	defer stopWorker()
 	// Start-up work (migrations checks, the worker's first sandbox sweep,
 	// River's leader election and periodic jobs run on start) settles.
-	time.Sleep(10 * time.Second)
+	if err := sleepCtx(ctx, 10*time.Second); err != nil {
+		return err
+	}
 	procs := []struct {
 		name string
 		pid  int
@@ -167,7 +182,11 @@ func benchIdle(admin string) error {
 		return err
 	}
 	started := time.Now()
-	time.Sleep(*idleWindow)
+	// The deadline ends the window early, and the deferred stops still
+	// end both processes: an abandoned phase must leave nothing running.
+	if err := sleepCtx(ctx, *idleWindow); err != nil {
+		return err
+	}
 	elapsed := time.Since(started)
 	txAfter, err := databaseTransactions(admin, dbURL)
 	if err != nil {

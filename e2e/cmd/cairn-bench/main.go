@@ -61,7 +61,7 @@ type phase struct {
 // behind), and scale what it seeds with sized(n).
 var phases = []phase{
 	// First, while nothing else of the harness loads the machine.
-	{"idle", 4 * time.Minute, func(ctx context.Context, b *bench) error { return benchIdle(b.admin) }},
+	{"idle", 4 * time.Minute, func(ctx context.Context, b *bench) error { return benchIdle(ctx, b.admin) }},
 	{"health", 2 * time.Minute, benchHealth},
 	{"mutation", 2 * time.Minute, benchMutation},
 	{"replay", 2 * time.Minute, benchReplay},

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/cairnhq/cairn/e2e/devstack"
+	"github.com/cairnhq/cairn/jobs/sandbox"
 )
 
 // registryDownloadTTL is the stacks' signed archive URL lifetime: long
@@ -103,7 +104,7 @@ func toolchainBinary(t *testing.T, tool, version string) string {
 	if err != nil {
 		t.Fatalf("no %s %s in the toolchain mirror (run `make tools`): %v", tool, version, err)
 	}
-	got, err := devstack.FileSHA256(filepath.Join(dir, tool))
+	got, err := sandbox.FileSHA256(filepath.Join(dir, tool))
 	if err != nil || !strings.HasPrefix(string(want), got) {
 		t.Fatalf("%s checksum mismatch (%v)", tool, err)
 	}

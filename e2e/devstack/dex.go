@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"syscall"
+
+	"github.com/cairnhq/cairn/jobs/sandbox"
 )
 
 // DexModule is the directory of the tools module that pins Dex, the OIDC
@@ -30,12 +32,12 @@ func EnsureDex(ctx context.Context, root string, log io.Writer) (string, error) 
 	dir := filepath.Join(absRoot, ".tools", "dex")
 	bin := filepath.Join(dir, "dex")
 	sums := filepath.Join(dir, "SHA256SUMS")
-	goSum, err := FileSHA256(filepath.Join(absRoot, DexModule, "go.sum"))
+	goSum, err := sandbox.FileSHA256(filepath.Join(absRoot, DexModule, "go.sum"))
 	if err != nil {
 		return "", fmt.Errorf("reading the Dex tools module: %w", err)
 	}
 	if recorded, err := os.ReadFile(sums); err == nil {
-		if binSum, err := FileSHA256(bin); err == nil && bytes.Equal(recorded, dexSums(goSum, binSum)) {
+		if binSum, err := sandbox.FileSHA256(bin); err == nil && bytes.Equal(recorded, dexSums(goSum, binSum)) {
 			return bin, nil
 		}
 	}
@@ -53,7 +55,7 @@ func EnsureDex(ctx context.Context, root string, log io.Writer) (string, error) 
 	if err := os.Rename(bin+".tmp", bin); err != nil {
 		return "", err
 	}
-	binSum, err := FileSHA256(bin)
+	binSum, err := sandbox.FileSHA256(bin)
 	if err != nil {
 		return "", err
 	}

@@ -13,6 +13,8 @@ import (
 	"runtime"
 
 	"golang.org/x/mod/sumdb/dirhash"
+
+	"github.com/cairnhq/cairn/jobs/sandbox"
 )
 
 // NullProvider is the provider go-tfe's run fixtures use (hashicorp/null).
@@ -99,7 +101,7 @@ func writeVersionIndex(pkg, index, platform string) error {
 	if err != nil {
 		return err
 	}
-	zh, err := FileSHA256(pkg)
+	zh, err := sandbox.FileSHA256(pkg)
 	if err != nil {
 		return err
 	}

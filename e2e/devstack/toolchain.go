@@ -2,14 +2,14 @@ package devstack
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+
+	"github.com/cairnhq/cairn/jobs/sandbox"
 )
 
 // TofuModule is where OpenTofu's source is published as a Go module.
@@ -44,7 +44,7 @@ func EnsureTofu(ctx context.Context, root, version string, log io.Writer) (strin
 		"-s -w -X github.com/opentofu/opentofu/version.dev=no", bin, log); err != nil {
 		return "", fmt.Errorf("building OpenTofu: %w", err)
 	}
-	sum, err := FileSHA256(bin)
+	sum, err := sandbox.FileSHA256(bin)
 	if err != nil {
 		return "", err
 	}
@@ -72,7 +72,7 @@ func EnsureTerraform(ctx context.Context, root, version string, log io.Writer) (
 	bin := filepath.Join(dir, "terraform")
 	sums := filepath.Join(dir, "SHA256SUMS")
 	if recorded, err := os.ReadFile(sums); err == nil {
-		if sum, err := FileSHA256(bin); err == nil && string(recorded) == sum+"  terraform\n" {
+		if sum, err := sandbox.FileSHA256(bin); err == nil && string(recorded) == sum+"  terraform\n" {
 			return bin, nil
 		}
 	}
@@ -85,25 +85,11 @@ func EnsureTerraform(ctx context.Context, root, version string, log io.Writer) (
 	if err := buildFromModule(ctx, TerraformModule, version, ".", "-s -w", bin, log); err != nil {
 		return "", fmt.Errorf("building Terraform: %w", err)
 	}
-	sum, err := FileSHA256(bin)
+	sum, err := sandbox.FileSHA256(bin)
 	if err != nil {
 		return "", err
 	}
 	return bin, os.WriteFile(sums, []byte(sum+"  terraform\n"), 0o644)
-}
-
-// FileSHA256 returns the hex SHA-256 of a file.
-func FileSHA256(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // buildFromModule downloads module@v<version> and builds pkg inside it into

@@ -3,8 +3,6 @@ package providercache
 import (
 	"archive/zip"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,6 +20,8 @@ import (
 
 	"golang.org/x/mod/sumdb/dirhash"
 	"golang.org/x/sys/unix"
+
+	"github.com/cairnhq/cairn/jobs/sandbox"
 )
 
 // Limits of one package: a provider is one executable and a few text
@@ -270,7 +270,7 @@ func publishedHashes(path, zipName, platform string) ([]string, error) {
 // it beside the cache and moves it into place.
 func (c *Cache) install(ctx context.Context, p mirrorPackage) (Entry, error) {
 	e := p.entry
-	zh, err := fileSHA256(p.zip)
+	zh, err := sandbox.FileSHA256(p.zip)
 	if err != nil {
 		return Entry{}, err
 	}
@@ -458,17 +458,4 @@ func stampTree(dir string) ([]FileStamp, error) {
 		return nil
 	})
 	return out, err
-}
-
-func fileSHA256(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }

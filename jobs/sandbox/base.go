@@ -172,7 +172,7 @@ func DigestBaseRoot(root string) (string, error) {
 			}
 			_, err = fmt.Fprintf(h, "l %s -> %s\n", rel, target)
 		case fi.Mode().IsRegular():
-			sum, ferr := fileSHA256(p)
+			sum, ferr := FileSHA256(p)
 			if ferr != nil {
 				return ferr
 			}
@@ -196,7 +196,9 @@ func fileOwner(fi fs.FileInfo) int {
 	return -1
 }
 
-func fileSHA256(p string) (string, error) {
+// FileSHA256 returns the lowercase hex SHA-256 of the file at p, read as a
+// stream: the managed base's digest, provider packages and toolchains use it.
+func FileSHA256(p string) (string, error) {
 	f, err := os.Open(p)
 	if err != nil {
 		return "", err

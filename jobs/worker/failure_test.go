@@ -77,7 +77,7 @@ func TestJobFailuresLogOnlyTheirClassification(t *testing.T) {
 	river.AddWorker(workers, w)
 	client, err := river.NewClient(riverdatabasesql.New(conn.DB), &river.Config{
 		Logger: logger, Workers: workers, Queues: map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 2}},
-		FetchPollInterval: 100 * time.Millisecond, Middleware: jobMiddleware(logger, nil),
+		FetchPollInterval: 100 * time.Millisecond, Middleware: jobMiddleware(logger, nil, newQueueWakes([]string{river.QueueDefault}, RetryPoll)),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -3,7 +3,6 @@ package worker
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -24,21 +23,22 @@ import (
 // worker fetches a committed job at once and polling is only the fallback.
 type listeningDriver struct {
 	*riverdatabasesql.Driver
-	db     *sql.DB
-	dsn    string
-	queues []string
+	db    *sql.DB
+	dsn   string
+	wakes *queueWakes
 }
 
-// newListeningDriver listens on the database at dsn; queues are the
-// queues the client serves, woken after the listener reconnects.
-func newListeningDriver(db *sql.DB, dsn string, queues []string) *listeningDriver {
-	return &listeningDriver{Driver: riverdatabasesql.New(db), db: db, dsn: dsn, queues: queues}
+// newListeningDriver listens on the database at dsn; wakes are the
+// notifications the worker hands its own producers besides those the
+// database delivers (see queueWakes).
+func newListeningDriver(db *sql.DB, dsn string, wakes *queueWakes) *listeningDriver {
+	return &listeningDriver{Driver: riverdatabasesql.New(db), db: db, dsn: dsn, wakes: wakes}
 }
 
 func (d *listeningDriver) SupportsListener() bool { return true }
 
 func (d *listeningDriver) GetListener(params *riverdriver.GetListenenerParams) riverdriver.Listener {
-	return &pqListener{db: d.db, dsn: d.dsn, schema: params.Schema, queues: d.queues}
+	return &pqListener{db: d.db, dsn: d.dsn, schema: params.Schema, wakes: d.wakes}
 }
 
 // pqListener adapts lib/pq's Listener to River's listener interface. River
@@ -48,14 +48,11 @@ type pqListener struct {
 	db     *sql.DB
 	dsn    string
 	schema string
-	queues []string
+	wakes  *queueWakes
 
 	mu       sync.Mutex
 	listener *pq.Listener
 	prefix   string
-	// wakes are the insert notifications still to hand out after a
-	// reconnection.
-	wakes []*riverdriver.Notification
 }
 
 func (l *pqListener) Connect(ctx context.Context) error {
@@ -151,10 +148,6 @@ func (l *pqListener) Close(context.Context) error {
 	return err
 }
 
-// insertTopic is the topic River's inserts notify (its payload names the
-// queue); a producer fetches when it hears its queue named.
-const insertTopic = "river_insert"
-
 // WaitForNotification returns the next notification. lib/pq sends nil
 // after it reconnected (and listens again by itself): inserts committed
 // meanwhile were not heard, so every queue gets an insert notification of
@@ -166,44 +159,22 @@ func (l *pqListener) WaitForNotification(ctx context.Context) (*riverdriver.Noti
 		return nil, err
 	}
 	for {
-		if n := l.nextWake(); n != nil {
+		if n := l.wakes.next(); n != nil {
 			return n, nil
 		}
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
+		case <-l.wakes.kick:
 		case n, ok := <-pl.NotificationChannel():
 			if !ok {
 				return nil, errors.New("listener closed")
 			}
 			if n == nil {
-				l.wakeAll()
+				l.wakes.wakeAll()
 				continue
 			}
 			return &riverdriver.Notification{Topic: strings.TrimPrefix(n.Channel, prefix), Payload: n.Extra}, nil
 		}
 	}
-}
-
-// wakeAll queues one insert notification per queue.
-func (l *pqListener) wakeAll() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, q := range l.queues {
-		payload, _ := json.Marshal(struct {
-			Queue string `json:"queue"`
-		}{q})
-		l.wakes = append(l.wakes, &riverdriver.Notification{Topic: insertTopic, Payload: string(payload)})
-	}
-}
-
-func (l *pqListener) nextWake() *riverdriver.Notification {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if len(l.wakes) == 0 {
-		return nil
-	}
-	n := l.wakes[0]
-	l.wakes = l.wakes[1:]
-	return n
 }

@@ -77,7 +77,7 @@ func TestCommittedJobWakesIdleWorker(t *testing.T) {
 	workers := river.NewWorkers()
 	w := &wakeWorker{started: make(chan wakeStart, 64)}
 	river.AddWorker(workers, w)
-	client, err := river.NewClient(newListeningDriver(conn.DB, dsn, []string{river.QueueDefault}), &river.Config{
+	client, err := river.NewClient(newListeningDriver(conn.DB, dsn, newQueueWakes([]string{river.QueueDefault}, RetryPoll)), &river.Config{
 		Logger: logger, Workers: workers, Queues: map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 2}},
 		FetchPollInterval: time.Minute, FetchCooldown: FetchCooldown,
 	})
@@ -144,7 +144,7 @@ func TestReconnectedListenerWakesEveryQueue(t *testing.T) {
 	workers := river.NewWorkers()
 	w := &wakeWorker{started: make(chan wakeStart, 64)}
 	river.AddWorker(workers, w)
-	client, err := river.NewClient(newListeningDriver(conn.DB, listenerURL.String(), []string{river.QueueDefault}), &river.Config{
+	client, err := river.NewClient(newListeningDriver(conn.DB, listenerURL.String(), newQueueWakes([]string{river.QueueDefault}, RetryPoll)), &river.Config{
 		Logger: logger, Workers: workers, Queues: map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 2}},
 		FetchPollInterval: time.Minute, FetchCooldown: FetchCooldown,
 	})

@@ -39,8 +39,10 @@ import (
 // New builds the River client of cairn-worker with every worker and periodic
 // job registered; run phases and policy builds use driver. The client
 // listens for the NOTIFY every inserting transaction sends (see
-// listeningDriver), so a committed job starts at once; it also polls every
-// cfg.WorkerPollInterval in case a notification was missed.
+// listeningDriver), so a committed job starts at once, and wakes a queue
+// itself while a job it snoozed or failed waits for a retry due within
+// seconds (queueWakes); it also polls every cfg.WorkerPollInterval in case
+// a notification was missed.
 //
 // Stop it with StopAndCancel and a deadline of at least StopWindow(cfg):
 // canceled phase jobs stop their sandboxed commands (an apply with its
@@ -185,7 +187,8 @@ func New(cfg config.Config, conn *sqlx.DB, driver sandbox.Driver, logger *slog.L
 		queueNames = append(queueNames, q)
 	}
 	rescueAfter, jobTimeout := RescueAfter(cfg)
-	client, err := river.NewClient(newListeningDriver(conn.DB, cfg.DatabaseURL.Reveal(), queueNames), &river.Config{
+	wakes := newQueueWakes(queueNames, min(cfg.WorkerPollInterval, RetryPoll))
+	client, err := river.NewClient(newListeningDriver(conn.DB, cfg.DatabaseURL.Reveal(), wakes), &river.Config{
 		// River's routine (producer job counts, maintenance passes) is
 		// debug; its warnings and errors stay as they are.
 		Logger: config.LibraryLogger(logger),
@@ -195,12 +198,14 @@ func New(cfg config.Config, conn *sqlx.DB, driver sandbox.Driver, logger *slog.L
 		JobTimeout:           jobTimeout,
 		Queues:               queues,
 		Workers:              workers,
-		FetchPollInterval:    cfg.WorkerPollInterval,
+		// The poll is a safety net: every job that can start is announced
+		// (see queueWakes).
+		FetchPollInterval: cfg.WorkerPollInterval,
 		// A notified fetch waits out this cooldown after the previous
 		// fetch (a poll, say): it is what dispatch latency is made of.
 		FetchCooldown: min(cfg.WorkerPollInterval, FetchCooldown),
 		PeriodicJobs:  periodic,
-		Middleware:    jobMiddleware(logger, tracing),
+		Middleware:    jobMiddleware(logger, tracing, wakes),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating river client: %w", err)
@@ -210,10 +215,16 @@ func New(cfg config.Config, conn *sqlx.DB, driver sandbox.Driver, logger *slog.L
 
 // jobMiddleware wraps every job: tracing outside, and innermost the
 // failure report, so a panic or an error's text reaches neither the trace
-// nor River's logs and job rows.
-func jobMiddleware(logger *slog.Logger, tracing *telemetry.Tracing) []rivertype.Middleware {
-	return []rivertype.Middleware{tracing.JobMiddleware(JobKinds), &failureMiddleware{logger: logger}}
+// nor River's logs and job rows. Between them, a job to be retried soon
+// has its queue woken when it is due (wakes).
+func jobMiddleware(logger *slog.Logger, tracing *telemetry.Tracing, wakes *queueWakes) []rivertype.Middleware {
+	return []rivertype.Middleware{tracing.JobMiddleware(JobKinds), &retryWakeMiddleware{wakes: wakes}, &failureMiddleware{logger: logger}}
 }
+
+// RetryPoll is how often a queue is woken while a job snoozed or failed
+// for a few seconds waits to be retried: about as long as the shortest
+// snooze (a phase waiting for its region's capacity).
+const RetryPoll = 250 * time.Millisecond
 
 // JobKinds are the job kinds a river_job span may name.
 var JobKinds = []string{

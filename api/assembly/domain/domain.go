@@ -126,14 +126,16 @@ func Assemble(cfg config.Config, conn *sqlx.DB, logger *slog.Logger) (Deps, erro
 	admission := launch.NewService(conn, logger)
 	// An insert-only River client: jobs a mutation implies are inserted in
 	// its transaction, with a NOTIFY on their queue that wakes a worker when
-	// it commits. Its FetchCooldown spaces those notifications per queue
-	// (100 ms by default, which would leave every job of a burst but the
-	// first to the workers' poll).
-	inserter, err := river.NewClient(riverdatabasesql.New(conn.DB), &river.Config{Logger: config.LibraryLogger(logger),
+	// it commits. River spaces its notifications per queue by its
+	// FetchCooldown (100 ms by default); the announcing wrapper notifies
+	// every job that can start, since an idle worker polls only once a
+	// minute.
+	riverClient, err := river.NewClient(riverdatabasesql.New(conn.DB), &river.Config{Logger: config.LibraryLogger(logger),
 		FetchCooldown: InsertNotifyCooldown})
 	if err != nil {
 		return Deps{}, fmt.Errorf("creating job inserter: %w", err)
 	}
+	inserter := notify.AnnouncingInserter{Jobs: riverClient}
 	policies := policy.NewService(conn, blobs, workspaces, admission, inserter, logger, policy.Options{
 		EvaluationTimeout: cfg.PolicyEvaluationTimeout, Capabilities: capability.NewSigner(cfg.AuthSecret)})
 	// The workload-identity issuer signs with keys of its own, sealed

@@ -141,13 +141,14 @@ type Config struct {
 	// suspensions). Unset: that API answers 503.
 	OperatorToken Secret `env:"CAIRN_OPERATOR_TOKEN"`
 
-	// WorkerPollInterval is how often an idle worker asks PostgreSQL for jobs
-	// besides the insert notifications it listens for. It is a safety net:
-	// a committed job wakes a worker through its notification, and every
-	// queue is woken after the listener reconnects; what waits for the poll
-	// is a retry or snooze that fell due without one. Every poll is a query
-	// per queue, so a short interval is an idle worker's CPU.
-	WorkerPollInterval time.Duration `env:"CAIRN_WORKER_POLL_INTERVAL" envDefault:"2s"`
+	// WorkerPollInterval is how often a worker asks PostgreSQL for jobs
+	// besides the notifications it listens for. It is only a safety net:
+	// every job that can start is announced (its insert's NOTIFY, River's
+	// scheduler for a retry falling due, every queue after the listener
+	// reconnects, and the worker's own wakes while a job it snoozed or
+	// failed waits seconds for its retry). Every poll is a query per queue:
+	// an idle worker's only work besides River's leader election.
+	WorkerPollInterval time.Duration `env:"CAIRN_WORKER_POLL_INTERVAL" envDefault:"1m"`
 
 	// ToolchainDir is the checksum-verified toolchain mirror
 	// (<dir>/<tool>/<version>/<tool> plus SHA256SUMS) sandboxes install from.
@@ -353,8 +354,8 @@ func (c Config) validate() error {
 	if c.PolicyBuildCPUSeconds < 1 {
 		problems = append(problems, errors.New("CAIRN_POLICY_BUILD_CPU_SECONDS must be at least 1"))
 	}
-	if c.WorkerPollInterval < time.Millisecond || c.WorkerPollInterval > time.Minute {
-		problems = append(problems, errors.New("CAIRN_WORKER_POLL_INTERVAL must be between 1ms and 1m"))
+	if c.WorkerPollInterval < time.Millisecond || c.WorkerPollInterval > time.Hour {
+		problems = append(problems, errors.New("CAIRN_WORKER_POLL_INTERVAL must be between 1ms and 1h"))
 	}
 	if c.ApplyInterruptGrace < time.Second || c.ApplyInterruptGrace > time.Hour {
 		problems = append(problems, errors.New("CAIRN_APPLY_INTERRUPT_GRACE must be between 1s and 1h"))

@@ -432,6 +432,15 @@ func currentRuns(ctx context.Context, q sqlx.QueryerContext, organizationID stri
 	return out, nil
 }
 
+// CurrentRunLateral is the subquery, for a LEFT JOIN LATERAL, that selects
+// the id and status of the current run of the workspace whose ID is the
+// SQL expression workspaceID: the run currentRuns reads, found through
+// the index of unfinished runs.
+func CurrentRunLateral(workspaceID string) string {
+	return `SELECT id, status FROM runs WHERE workspace_id = ` + workspaceID + ` AND status NOT IN (` + terminalList() +
+		`) AND NOT ` + unappliedSavedPlan + ` ORDER BY created_at DESC, id DESC LIMIT 1`
+}
+
 func terminalList() string {
 	out := ""
 	for i, s := range terminalStatuses {

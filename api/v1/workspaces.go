@@ -57,9 +57,14 @@ type listWorkspacesInput struct {
 // workspaceViews presents workspaces with their current runs, read through
 // q in one query; a workspace whose runs p may not read shows none.
 func (a *API) workspaceViews(ctx context.Context, q sqlx.QueryerContext, p access.Principal, ws ...workspace.Workspace) ([]WorkspaceView, error) {
+	// A principal sees a workspace's current run only where it may read
+	// runs. Lists read current runs with the page; a single workspace's is
+	// read here.
+	readsRuns := make(map[string]bool, len(ws))
 	ids := make([]string, 0, len(ws))
 	for _, w := range ws {
-		if p.PermissionsIn(w.ID, w.ProjectID).Has(access.PermRunRead) {
+		readsRuns[w.ID] = p.PermissionsIn(w.ID, w.ProjectID).Has(access.PermRunRead)
+		if readsRuns[w.ID] && !w.CurrentRunRead {
 			ids = append(ids, w.ID)
 		}
 	}
@@ -69,8 +74,16 @@ func (a *API) workspaceViews(ctx context.Context, q sqlx.QueryerContext, p acces
 	}
 	return mapSlice(ws, func(w workspace.Workspace) WorkspaceView {
 		v := workspaceView(w)
-		if r, ok := current[w.ID]; ok {
-			v.CurrentRun = &WorkspaceRunView{ID: r.ID, Status: string(r.Status)}
+		switch {
+		case !readsRuns[w.ID]:
+		case w.CurrentRunRead:
+			if w.CurrentRun != nil {
+				v.CurrentRun = &WorkspaceRunView{ID: w.CurrentRun.ID, Status: w.CurrentRun.Status}
+			}
+		default:
+			if r, ok := current[w.ID]; ok {
+				v.CurrentRun = &WorkspaceRunView{ID: r.ID, Status: string(r.Status)}
+			}
 		}
 		return v
 	}), nil

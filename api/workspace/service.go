@@ -29,13 +29,23 @@ type Service struct {
 	// runnerOwnsEnv names the environment variables the runner sets
 	// itself; until it is known, env variables are refused.
 	runnerOwnsEnv func(string) bool
-	now           func() time.Time
+	// currentRunLateral, once set, has lists read current runs.
+	currentRunLateral func(workspaceID string) string
+	now               func() time.Time
 }
 
 // ReserveEnvironmentNames sets which env variable names the runner owns
 // (credential.RunnerOwnsEnvironmentName), which no variable may set.
 // Without it the service refuses env variables.
 func (s *Service) ReserveEnvironmentNames(owned func(string) bool) { s.runnerOwnsEnv = owned }
+
+// ReadCurrentRuns makes lists read each workspace's current run in their
+// own query: lateral(w) is a subquery selecting the id and status of the
+// current run of the workspace whose ID is the SQL expression w
+// (run.CurrentRunLateral). The run package owns what "current" means and
+// imports this one, hence the hook. Without it lists leave CurrentRunRead
+// false and callers read current runs themselves.
+func (s *Service) ReadCurrentRuns(lateral func(workspaceID string) string) { s.currentRunLateral = lateral }
 
 // NewService returns the workspace service. sealer may be nil (no master
 // key): sensitive variables then fail closed.
@@ -336,7 +346,7 @@ func (s *Service) ListWorkspaces(ctx context.Context, p access.Principal, projec
 	if err := p.Require(access.PermWorkspaceRead); err != nil {
 		return nil, err
 	}
-	return listWorkspaces(ctx, s.db, p.OrganizationID, projectID, p.WorkspaceScope(), page)
+	return listWorkspaces(ctx, s.db, p.OrganizationID, projectID, p.WorkspaceScope(), page, s.currentRunLateral)
 }
 
 // UpdateWorkspaceInput replaces the execution settings (always given in

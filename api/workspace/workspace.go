@@ -46,6 +46,18 @@ type Workspace struct {
 	GlobalRemoteState bool `db:"global_remote_state"`
 	Lock
 	ExecutionSettings
+	// CurrentRun is the workspace's current run (nil: none), filled only
+	// where CurrentRunRead says so: lists read it in the same query.
+	CurrentRun     *CurrentRun `db:"-"`
+	CurrentRunRead bool        `db:"-"`
+}
+
+// CurrentRun names a workspace's current run: its newest unfinished run
+// that is not a saved plan waiting to be applied (the run package decides;
+// see Service.ReadCurrentRuns).
+type CurrentRun struct {
+	ID     string
+	Status string
 }
 
 // Lock is who holds a workspace's state lock, if anyone.

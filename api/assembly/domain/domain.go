@@ -165,6 +165,7 @@ func Assemble(cfg config.Config, conn *sqlx.DB, logger *slog.Logger) (Deps, erro
 		ToolVersions:    tools.Pinned(),
 	})
 	states.Observe(runs)
+	workspaces.ReadCurrentRuns(run.CurrentRunLateral)
 	teams := team.NewService(conn, workspaces)
 	modules := registry.NewService(conn, blobs, registry.Options{Logger: logger,
 		CursorKey: secret.Derive(cfg.AuthSecret, "registry-cursor")})

@@ -440,3 +440,54 @@ func TestAgentTokenRefusals(t *testing.T) {
 		t.Fatalf("refresh after leaving %+v", r)
 	}
 }
+
+// TestAgentsReachWhatTheirPersonsTeamsGrant: an agent acting for a member
+// (who reaches only what teams grant) lists exactly the workspaces a team
+// of theirs grants, read with the token itself, and loses one as soon as
+// they leave the team.
+func TestAgentsReachWhatTheirPersonsTeamsGrant(t *testing.T) {
+	t.Parallel()
+	env := apitest.New(t)
+	owner := env.WithOrganization("Owner")
+	member := env.SignUp("Member")
+	env.Join(owner, member, "member")
+	var project struct{ ID string }
+	owner.Mutate(http.MethodPost, "/v1/projects", map[string]string{"name": "granted"}).MustStatus(t, http.StatusCreated).Data(t, &project)
+	workspace := func(name string) string {
+		var ws struct{ ID string }
+		owner.Mutate(http.MethodPost, "/v1/workspaces", map[string]any{"project_id": project.ID, "name": name,
+			"execution_settings": map[string]string{"tool_version": "1.10.6", "region": "us", "platform": "linux_amd64"}}).
+			MustStatus(t, http.StatusCreated).Data(t, &ws)
+		return ws.ID
+	}
+	granted, other := workspace("granted"), workspace("other")
+	var team struct{ ID string }
+	owner.Mutate(http.MethodPost, "/v1/teams", map[string]any{"name": "agents-team"}).MustStatus(t, http.StatusCreated).Data(t, &team)
+	owner.Mutate(http.MethodPost, "/v1/teams/"+team.ID+"/members", map[string]any{"user_ids": []string{member.ID}}).MustStatus(t, http.StatusOK)
+	owner.Mutate(http.MethodPost, "/v1/workspaces/"+granted+"/team-access", map[string]any{"team_id": team.ID, "access": "read"}).
+		MustStatus(t, http.StatusCreated)
+
+	tok := newAgentClient(t, env).signIn(t, member)
+	listed := func() []string {
+		var list struct {
+			Data []struct{ ID string } `json:"data"`
+		}
+		bearer(env, tok.AccessToken, http.MethodGet, "/v1/workspaces", nil).MustStatus(t, http.StatusOK).JSON(t, &list)
+		var ids []string
+		for _, w := range list.Data {
+			ids = append(ids, w.ID)
+		}
+		return ids
+	}
+	if got := listed(); len(got) != 1 || got[0] != granted {
+		t.Fatalf("the agent lists %v; its person's team grants only %s", got, granted)
+	}
+	bearer(env, tok.AccessToken, http.MethodGet, "/v1/workspaces/"+other, nil).MustStatus(t, http.StatusNotFound)
+	if _, err := env.DB.Exec(`DELETE FROM team_members WHERE user_id = $1`, member.ID); err != nil {
+		t.Fatal(err)
+	}
+	// Without a team the member reads no workspace at all, as in a session.
+	bearer(env, tok.AccessToken, http.MethodGet, "/v1/workspaces", nil).MustStatus(t, http.StatusForbidden)
+	member.Get("/v1/workspaces").MustStatus(t, http.StatusForbidden)
+	bearer(env, tok.AccessToken, http.MethodGet, "/v1/workspaces/"+granted, nil).MustStatus(t, http.StatusNotFound)
+}

@@ -760,7 +760,7 @@ func (s *Service) AuthenticateAccessToken(ctx context.Context, raw string) (acce
 	}
 	role := access.Role(*row.Role)
 	write := slices.Contains(scopes, access.ScopeMCPWrite)
-	grants, err := team.GrantsOf(ctx, s.db, row.OrganizationID, row.UserID)
+	grants, err := team.DecodeGrants(row.TeamGrants)
 	if err != nil {
 		return access.Principal{}, err
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/lib/pq"
 
 	"github.com/cairnhq/cairn/api/platform/fault"
+	"github.com/cairnhq/cairn/api/team"
 )
 
 type clientRow struct {
@@ -261,6 +262,9 @@ type liveAccessToken struct {
 	UserID         string         `db:"user_id"`
 	UserName       string         `db:"user_name"`
 	Role           *string        `db:"role"`
+	// TeamGrants are the person's team grants in the organization
+	// (team.DecodeGrants), read with the token: one round trip per call.
+	TeamGrants []byte `db:"team_grants"`
 }
 
 // accessTokenByHash resolves a presented token's keyed hash to its row. A
@@ -270,7 +274,7 @@ func accessTokenByHash(ctx context.Context, q sqlx.QueryerContext, tokenHash []b
 	var r liveAccessToken
 	err := sqlx.GetContext(ctx, q, &r, `
 		SELECT t.id AS token_id, t.scopes, g.id AS grant_id, g.client_id, g.organization_id, g.user_id,
-		       u.name AS user_name, m.role
+		       u.name AS user_name, m.role, `+team.MemberGrantsColumn("g.organization_id", "g.user_id")+` AS team_grants
 		FROM oauth_access_tokens t
 		JOIN oauth_grants g ON g.id = t.grant_id AND g.revoked_at IS NULL
 		JOIN users u ON u.id = g.user_id AND u.banned_at IS NULL

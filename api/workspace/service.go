@@ -45,7 +45,9 @@ func (s *Service) ReserveEnvironmentNames(owned func(string) bool) { s.runnerOwn
 // (run.CurrentRunLateral). The run package owns what "current" means and
 // imports this one, hence the hook. Without it lists leave CurrentRunRead
 // false and callers read current runs themselves.
-func (s *Service) ReadCurrentRuns(lateral func(workspaceID string) string) { s.currentRunLateral = lateral }
+func (s *Service) ReadCurrentRuns(lateral func(workspaceID string) string) {
+	s.currentRunLateral = lateral
+}
 
 // NewService returns the workspace service. sealer may be nil (no master
 // key): sensitive variables then fail closed.

@@ -102,4 +102,3 @@ func TestEveryStartableJobIsAnnounced(t *testing.T) {
 		t.Fatalf("%d jobs, want 6", jobs)
 	}
 }
-

@@ -412,6 +412,30 @@ func TestAgentTokenRefusals(t *testing.T) {
 		}
 	}
 
+	// A real token with its signature altered, or its claims replaced and
+	// signed again with the server's key, is no token Cairn issued.
+	genuine := a.signIn(t, owner).AccessToken
+	bearer(env, genuine, http.MethodGet, "/v1/projects", nil).MustStatus(t, http.StatusOK)
+	dot := strings.LastIndexByte(genuine, '.')
+	sig := []byte(genuine[dot+1:])
+	sig[len(sig)/2] ^= 1
+	var resigned string
+	{
+		claims, err := oauth.ReadIssuedAccessToken(genuine, signer.KeySet(), env.Config.Issuer(), env.Config.AgentResource(), time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		claims.IssuedAt = jwt.NewNumericDate(now.Add(-time.Minute))
+		if resigned, err = signer.Sign(claims); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, tok := range map[string]string{"altered signature": genuine[:dot+1] + string(sig), "re-signed claims": resigned} {
+		if resp := bearer(env, tok, http.MethodGet, "/v1/projects", nil); resp.Status != http.StatusUnauthorized {
+			t.Fatalf("%s: %d %s", name, resp.Status, resp.Body)
+		}
+	}
+
 	// A read-only grant cannot mutate.
 	readOnly := a.signIn(t, owner, "mcp:tools")
 	if readOnly.Scope != "mcp:tools" {

@@ -772,11 +772,14 @@ func (s *Service) AuthenticateAccessToken(ctx context.Context, raw string) (acce
 	}, nil
 }
 
-// liveToken checks an access token's signature and claims, then resolves
-// it to its stored row (so a revoked token, or one of a revoked grant or a
-// banned person, fails at once) and checks that both say the same.
+// liveToken checks an access token's claims, then resolves it to its
+// stored row by the keyed hash of its exact bytes, which authenticates it
+// (so a forged or altered token, a revoked one, or one of a revoked grant
+// or a banned person, fails at once), and checks that both say the same.
 func (s *Service) liveToken(ctx context.Context, raw string) (liveAccessToken, error) {
-	claims, err := VerifyAccessToken(raw, s.signer.KeySet(), s.opts.Issuer, s.opts.Resource, s.now(), 0)
+	// The row found by the token's keyed hash authenticates it (see
+	// ReadIssuedAccessToken); the claims must still match that row.
+	claims, err := ReadIssuedAccessToken(raw, s.signer.KeySet(), s.opts.Issuer, s.opts.Resource, s.now())
 	if err != nil {
 		return liveAccessToken{}, ErrInvalidToken
 	}

@@ -51,13 +51,17 @@ func (w *wakeWorker) settle(quiet time.Duration) {
 	}
 }
 
-// waitFor answers when the job with this sequence started, skipping the
-// starts of others, or false once the timeout passes.
 func (w *wakeWorker) waitFor(sequence int, timeout time.Duration) (time.Time, bool) {
+	return waitForStart(w.started, sequence, timeout)
+}
+
+// waitForStart answers when the job with this sequence started, skipping
+// the starts of others, or false once the timeout passes.
+func waitForStart(started <-chan wakeStart, sequence int, timeout time.Duration) (time.Time, bool) {
 	deadline := time.After(timeout)
 	for {
 		select {
-		case s := <-w.started:
+		case s := <-started:
 			if s.sequence == sequence {
 				return s.at, true
 			}

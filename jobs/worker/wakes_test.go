@@ -51,17 +51,7 @@ func (w *retryWorker) Work(ctx context.Context, job *river.Job[retryArgs]) error
 }
 
 func (w *retryWorker) waitFor(sequence int, timeout time.Duration) (time.Time, bool) {
-	deadline := time.After(timeout)
-	for {
-		select {
-		case s := <-w.started:
-			if s.sequence == sequence {
-				return s.at, true
-			}
-		case <-deadline:
-			return time.Time{}, false
-		}
-	}
+	return waitForStart(w.started, sequence, timeout)
 }
 
 // TestRetriesDueSoonStartWithoutAPoll: a job snoozed for 300 ms and one

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"database/sql"
 	"flag"
 	"fmt"
@@ -36,7 +37,7 @@ const concurrencyRegion = "us"
 // timestamps, each worker's peak resident memory (VmHWM), and fails when a
 // run does not apply, the ceiling was exceeded, or a capacity lease is
 // still held or outlived its attempt.
-func benchConcurrency(admin string) error {
+func benchConcurrency(ctx context.Context, admin string) error {
 	var ns []int
 	for _, f := range strings.Split(*concurrentRuns, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -52,14 +53,14 @@ func benchConcurrency(admin string) error {
 		if err != nil {
 			return err
 		}
-		if err := concurrencyRound(dbURL, n); err != nil {
+		if err := concurrencyRound(ctx, dbURL, n); err != nil {
 			return fmt.Errorf("concurrency, %d runs: %w", n, err)
 		}
 	}
 	return nil
 }
 
-func concurrencyRound(dbURL string, n int) error {
+func concurrencyRound(ctx context.Context, dbURL string, n int) error {
 	api, files, stopAPI, err := startTLSAPI(dbURL)
 	if err != nil {
 		return err
@@ -192,7 +193,11 @@ func concurrencyRound(dbURL string, n int) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("%d of %d runs applied after %s", done, n, time.Since(start).Round(time.Second))
 		}
-		time.Sleep(250 * time.Millisecond)
+		// The deadline ends the wait; the deferred stops end the API
+		// and both workers.
+		if err := sleepCtx(ctx, 250*time.Millisecond); err != nil {
+			return err
+		}
 	}
 	elapsed := time.Since(start)
 	// Peak memory is read before the workers stop.

@@ -83,7 +83,7 @@ type growthOrg struct {
 // and a deep page of every cursor list, a run review, a workspace read on
 // /api/v2 and two dashboard pages in both, reporting the large
 // organization's latency as a ratio of the small one's.
-func benchGrowth(dbURL string) error {
+func benchGrowth(ctx context.Context, dbURL string) error {
 	api, files, stopAPI, err := startTLSAPI(dbURL)
 	if err != nil {
 		return err
@@ -129,7 +129,7 @@ func benchGrowth(dbURL string) error {
 	for i, o := range []*growthOrg{small, large} {
 		name := []string{"growth-small", "growth-large"}[i]
 		start := time.Now()
-		if err := seedGrowthOrg(client, api, bff, conn, deps, o, name); err != nil {
+		if err := seedGrowthOrg(ctx, client, api, bff, conn, deps, o, name); err != nil {
 			return fmt.Errorf("seeding %s: %w", name, err)
 		}
 		o.seeded = time.Since(start)
@@ -208,6 +208,11 @@ func benchGrowth(dbURL string) error {
 	for _, c := range calls {
 		var lat [2][]float64
 		for round := 0; round < *scaleRounds+5; round++ {
+			// The deadline ends the phase here too; the deferred stops
+			// end the processes it started.
+			if err := ctx.Err(); err != nil {
+				return err
+			}
 			for i, o := range []*growthOrg{large, small} {
 				start := time.Now()
 				st, err := c.get(o)
@@ -302,8 +307,7 @@ func deepCursor(c *http.Client, list, session string, depth int) (string, int, e
 // seedGrowthOrg creates the organization's owner and project through the
 // API, then its workspaces, runs, state versions and audit events in this
 // process with the services the API runs, in batched transactions.
-func seedGrowthOrg(client *http.Client, api *apiProcess, bff string, conn *sqlx.DB, deps assembly.Deps, o *growthOrg, name string) error {
-	ctx := context.Background()
+func seedGrowthOrg(ctx context.Context, client *http.Client, api *apiProcess, bff string, conn *sqlx.DB, deps assembly.Deps, o *growthOrg, name string) error {
 	o.email = fmt.Sprintf("%s-%d@example.com", name, time.Now().UnixNano())
 	var err error
 	if o.session, err = signUp(client, api.URL, o.email, false); err != nil {

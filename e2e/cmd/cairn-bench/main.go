@@ -82,9 +82,9 @@ var phases = []phase{
 	{"policy", 10 * time.Minute, benchPolicyPhase},
 	{"statemode", 10 * time.Minute, benchStateModePhase},
 	{"registry", 8 * time.Minute, benchRegistryPhase},
-	{"scale", 25 * time.Minute, func(ctx context.Context, b *bench) error { return benchGrowth(b.dbURL) }},
+	{"scale", 25 * time.Minute, func(ctx context.Context, b *bench) error { return benchGrowth(ctx, b.dbURL) }},
 	{"sso", 4 * time.Minute, benchSSOPhase},
-	{"concurrency", 30 * time.Minute, func(ctx context.Context, b *bench) error { return benchConcurrency(b.admin) }},
+	{"concurrency", 30 * time.Minute, func(ctx context.Context, b *bench) error { return benchConcurrency(ctx, b.admin) }},
 	{"signin", 3 * time.Minute, benchSignIn},
 }
 

@@ -229,13 +229,13 @@ func WorkspaceByCloudName(ctx context.Context, q sqlx.QueryerContext, organizati
 // run in the same query, one round trip fewer for every list.
 func listWorkspaces(ctx context.Context, q sqlx.QueryerContext, organizationID, projectID string, scope access.Scope, page cursor.Page,
 	currentRunLateral func(workspaceID string) string) ([]Workspace, error) {
-	query := `SELECT` + workspaceColumns + workspaceFrom + ` WHERE w.organization_id = $1
-		AND ($2 OR w.id = ANY($3::text[]) OR w.project_id = ANY($4::text[]))`
+	currentRun, join := `, NULL AS current_run_id, NULL AS current_run_status`, ``
 	if currentRunLateral != nil {
-		query = `SELECT` + workspaceColumns + `, cr.id AS current_run_id, cr.status AS current_run_status` + workspaceFrom +
-			` LEFT JOIN LATERAL (` + currentRunLateral("w.id") + `) cr ON true WHERE w.organization_id = $1
-		AND ($2 OR w.id = ANY($3::text[]) OR w.project_id = ANY($4::text[]))`
+		currentRun = `, cr.id AS current_run_id, cr.status AS current_run_status`
+		join = ` LEFT JOIN LATERAL (` + currentRunLateral("w.id") + `) cr ON true`
 	}
+	query := `SELECT` + workspaceColumns + currentRun + workspaceFrom + join + ` WHERE w.organization_id = $1
+		AND ($2 OR w.id = ANY($3::text[]) OR w.project_id = ANY($4::text[]))`
 	args := []any{organizationID, scope.All, pq.Array(scope.WorkspaceIDs), pq.Array(scope.ProjectIDs)}
 	if projectID != "" {
 		query += ` AND w.project_id = $5`
@@ -243,13 +243,6 @@ func listWorkspaces(ctx context.Context, q sqlx.QueryerContext, organizationID, 
 	}
 	keyset, args := page.Keyset(args, "w.created_at", "w.id")
 	query += keyset + page.OrderLimit("w.created_at", "w.id")
-	if currentRunLateral == nil {
-		var out []Workspace
-		if err := sqlx.SelectContext(ctx, q, &out, query, args...); err != nil {
-			return nil, fmt.Errorf("listing workspaces: %w", err)
-		}
-		return out, nil
-	}
 	var rows []struct {
 		Workspace
 		CurrentRunID     *string `db:"current_run_id"`
@@ -261,7 +254,7 @@ func listWorkspaces(ctx context.Context, q sqlx.QueryerContext, organizationID, 
 	out := make([]Workspace, len(rows))
 	for i, r := range rows {
 		out[i] = r.Workspace
-		out[i].CurrentRunRead = true
+		out[i].CurrentRunRead = currentRunLateral != nil
 		if r.CurrentRunID != nil && r.CurrentRunStatus != nil {
 			out[i].CurrentRun = &CurrentRun{ID: *r.CurrentRunID, Status: *r.CurrentRunStatus}
 		}

@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -51,10 +52,16 @@ func newQueueWakes(queues []string, retryPoll time.Duration) *queueWakes {
 	return &queueWakes{queues: queues, retryPoll: retryPoll, kick: make(chan struct{}, 1), retrying: map[string]time.Time{}}
 }
 
-// wake queues an insert notification for each queue.
+// wake queues an insert notification for each queue not already waiting
+// for one: one fetch serves any number of wakes, and a listener that is
+// not being read cannot pile them up.
 func (w *queueWakes) wake(queues ...string) {
 	w.mu.Lock()
-	w.pending = append(w.pending, queues...)
+	for _, q := range queues {
+		if !slices.Contains(w.pending, q) {
+			w.pending = append(w.pending, q)
+		}
+	}
 	w.mu.Unlock()
 	select {
 	case w.kick <- struct{}{}:

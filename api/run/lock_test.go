@@ -159,3 +159,56 @@ func TestRunWithoutConfigurationUsesTheCurrentOne(t *testing.T) {
 		t.Fatalf("current after a run used the provisional version: %+v %v", current, err)
 	}
 }
+
+// A transition holds its run's row lock until it commits; the phase's log
+// writer inserts chunks that reference that row meanwhile (the policy log
+// while the plan commits). The lock must not make the insert wait for the
+// commit, yet it still excludes a second transition.
+func TestTransitionsDoNotStallTheRunsLogWriter(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	r := h.createRun(h.workspace("nostall"))
+	h.start(r, run.PhasePlan)
+	p := h.ownerPrincipal()
+
+	tx, err := h.env.DB.BeginTxx(h.ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if _, err := h.runs.Cancel(h.ctx, tx, p, r.ID); err != nil {
+		t.Fatalf("canceling inside the open transaction: %v", err)
+	}
+
+	ctx, cancel := context.WithTimeout(h.ctx, 3*time.Second)
+	defer cancel()
+	sink, err := h.runs.NewLogSink(ctx, r.ID, run.PhasePlan, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink.Line("written while a transition of the run is uncommitted")
+	began := time.Now()
+	if err := sink.Flush(ctx, true); err != nil {
+		t.Fatalf("the log chunk waited for the transition's commit (%v): %v", time.Since(began).Round(time.Millisecond), err)
+	}
+
+	// A second transition still waits for the first.
+	second := make(chan error, 1)
+	go func() {
+		second <- h.inTx(func(tx *sqlx.Tx) error {
+			_, err := h.runs.Cancel(h.ctx, tx, p, r.ID)
+			return err
+		})
+	}()
+	select {
+	case err := <-second:
+		t.Fatalf("a second transition ran while the first held the run: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-second; !errors.Is(err, run.ErrActionNotAllowed) {
+		t.Fatalf("second cancel after the first committed: %v, want ErrActionNotAllowed", err)
+	}
+}

@@ -139,12 +139,21 @@ func insertRun(ctx context.Context, q sqlx.ExtContext, r Run) error {
 	return nil
 }
 
+// transitionLock is the row lock a transition of a run or an attempt
+// holds until it commits. It excludes every other transition and a
+// deletion as FOR UPDATE would, but not the key-share lock PostgreSQL
+// takes on the row for an insert that references it: a phase's log
+// chunks, artifacts and tokens are written while a commit of the same run
+// is in flight (the policy log while the plan commits), and under FOR
+// UPDATE each such insert waited for that commit.
+const transitionLock = `FOR NO KEY UPDATE`
+
 // runByID reads a run of an organization (any organization when empty);
-// forUpdate takes the row lock every transition holds.
+// forUpdate takes the row lock every transition holds (transitionLock).
 func runByID(ctx context.Context, q sqlx.QueryerContext, organizationID, runID string, forUpdate bool) (Run, error) {
 	query := `SELECT ` + runColumns + ` FROM runs WHERE id = $1 AND ($2 = '' OR organization_id = $2)`
 	if forUpdate {
-		query += ` FOR UPDATE`
+		query += ` ` + transitionLock
 	}
 	var r Run
 	err := sqlx.GetContext(ctx, q, &r, query, runID, organizationID)
@@ -162,7 +171,7 @@ func runByID(ctx context.Context, q sqlx.QueryerContext, organizationID, runID s
 func runOfAttemptForUpdate(ctx context.Context, q sqlx.QueryerContext, attemptID string) (Run, error) {
 	var r Run
 	err := sqlx.GetContext(ctx, q, &r, `SELECT `+runColumns+` FROM runs
-		WHERE id = (SELECT run_id FROM run_attempts WHERE id = $1) FOR UPDATE`, attemptID)
+		WHERE id = (SELECT run_id FROM run_attempts WHERE id = $1) `+transitionLock, attemptID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Run{}, fault.ErrNotFound
 	}
@@ -298,7 +307,7 @@ func listRuns(ctx context.Context, q sqlx.QueryerContext, organizationID string,
 func nextPendingRun(ctx context.Context, tx *sqlx.Tx, workspaceID string) (*Run, error) {
 	var r Run
 	err := tx.GetContext(ctx, &r, `SELECT `+runColumns+` FROM runs WHERE workspace_id = $1 AND status = 'pending'
-		ORDER BY created_at, id LIMIT 1 FOR UPDATE`, workspaceID)
+		ORDER BY created_at, id LIMIT 1 `+transitionLock, workspaceID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -330,7 +339,7 @@ func unfinishedRuns(ctx context.Context, q sqlx.QueryerContext, workspaceIDs []s
 	query := `SELECT ` + runColumns + ` FROM runs WHERE workspace_id = ANY($1::text[]) AND kind <> 'speculative'
 		AND status NOT IN (` + terminalList() + `) ORDER BY created_at, id`
 	if forUpdate {
-		query += ` FOR UPDATE`
+		query += ` ` + transitionLock
 	}
 	var out []Run
 	if err := sqlx.SelectContext(ctx, q, &out, query, pqStrings(workspaceIDs)); err != nil {
@@ -356,7 +365,7 @@ func connectionLostBefore(ctx context.Context, q sqlx.QueryerContext, runID, att
 func awaitingDecision(ctx context.Context, tx *sqlx.Tx, organizationID, workspaceID string) ([]Run, error) {
 	var out []Run
 	err := sqlx.SelectContext(ctx, tx, &out, `SELECT `+runColumns+` FROM runs WHERE organization_id = $1 AND workspace_id = $2
-		AND kind <> 'speculative' AND status IN ('awaiting_approval', 'policy_override') ORDER BY created_at, id FOR UPDATE`,
+		AND kind <> 'speculative' AND status IN ('awaiting_approval', 'policy_override') ORDER BY created_at, id `+transitionLock,
 		organizationID, workspaceID)
 	if err != nil {
 		return nil, fmt.Errorf("reading the runs awaiting a decision: %w", err)
@@ -468,7 +477,7 @@ func insertAttempt(ctx context.Context, q sqlx.ExtContext, a Attempt) error {
 func attemptByID(ctx context.Context, q sqlx.QueryerContext, attemptID string, forUpdate bool) (Attempt, error) {
 	query := `SELECT ` + attemptColumns + ` FROM run_attempts WHERE id = $1`
 	if forUpdate {
-		query += ` FOR UPDATE`
+		query += ` ` + transitionLock
 	}
 	var a Attempt
 	err := sqlx.GetContext(ctx, q, &a, query, attemptID)

@@ -191,6 +191,19 @@ func TestDashboardRunPageAndRunsList(t *testing.T) {
 			t.Errorf("run %s created %q, not a relative time", r, rel)
 		}
 	}
+	// Each row names its workspace as the API's run summary does; the
+	// workspace filter loads its choices after the page, and a filtered
+	// list keeps its choice named.
+	if name := textOf(t, ctx, "#runs-first tr[data-run="+live.ID+"] td:nth-child(2)"); name != "gaps" {
+		t.Errorf("the runs list names the workspace %q, want gaps", name)
+	}
+	waitText(t, ctx, "#workspace option[value="+ws+"]", "gaps")
+	browse(t, ctx, "runs of one workspace", chromedp.Navigate(s.DashboardURL+"/runs?workspace="+ws), chromedp.WaitVisible(chromedp.CSS("table.runs")))
+	waitText(t, ctx, "#workspace option[value="+ws+"]", "gaps")
+	if !evalBool(t, ctx, "document.querySelector('#workspace').value === "+jsString(ws)) {
+		t.Error("the filtered runs list does not keep its workspace selected")
+	}
+	browse(t, ctx, "back to all runs", chromedp.Navigate(s.DashboardURL+"/runs"), chromedp.WaitVisible(chromedp.CSS("table.runs")))
 	if !evalBool(t, ctx, "window.__sameDocument = true; document.querySelector('#runs-first').hasAttribute('hx-get')") {
 		t.Fatal("a list with a live run does not re-read its first page")
 	}

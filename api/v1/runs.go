@@ -1,6 +1,7 @@
 package v1
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"io"
@@ -285,8 +286,20 @@ func (a *API) registerRuns() {
 				if err != nil {
 					return nil, err
 				}
+				// The page's workspace names are read beside its queues.
+				var names map[string]string
+				var namesErr error
+				named := make(chan struct{})
+				go func() {
+					defer close(named)
+					names, namesErr = a.deps.Services.Workspaces.Names(ctx, a.deps.DB, p.OrganizationID, workspaceIDs(rows))
+				}()
 				queues, err := a.deps.Services.Runs.QueuesAhead(ctx, a.deps.DB, rows...)
-				return mapSlice(rows, func(r run.Run) RunSummaryView { return runSummary(r, queues[r.ID], p) }), err
+				<-named
+				if err = cmp.Or(err, namesErr); err != nil {
+					return nil, err
+				}
+				return mapSlice(rows, func(r run.Run) RunSummaryView { return runSummary(r, names[r.WorkspaceID], queues[r.ID], p) }), nil
 			},
 			func(r RunSummaryView) cursor.Position { return cursor.Position{CreatedAt: r.CreatedAt, ID: r.ID} })
 	})

@@ -17,6 +17,7 @@ type RunSummaryView struct {
 	ID               string                  `json:"id" doc:"Run ID (run_…)."`
 	Object           string                  `json:"object" enum:"run"`
 	WorkspaceID      string                  `json:"workspace_id"`
+	WorkspaceName    string                  `json:"workspace_name" doc:"The workspace's current name."`
 	Kind             string                  `json:"kind" enum:"plan_and_apply,plan_only,speculative"`
 	Status           string                  `json:"status"`
 	Message          string                  `json:"message"`
@@ -30,14 +31,15 @@ type RunSummaryView struct {
 	CreatedBy        StateVersionCreatorView `json:"created_by"`
 }
 
-// runSummary renders r; ahead is what stands ahead of it in its
-// workspace's queue (Runs.QueuesAhead), which decides force_execute.
-func runSummary(r run.Run, ahead []run.Run, p access.Principal) RunSummaryView {
+// runSummary renders r of the workspace named workspaceName; ahead is
+// what stands ahead of it in its workspace's queue (Runs.QueuesAhead),
+// which decides force_execute.
+func runSummary(r run.Run, workspaceName string, ahead []run.Run, p access.Principal) RunSummaryView {
 	ts := make(map[string]string, len(r.StatusTimestamps))
 	for k, v := range r.StatusTimestamps {
 		ts[k] = v.UTC().Format(time.RFC3339Nano)
 	}
-	return RunSummaryView{ID: r.ID, Object: "run", WorkspaceID: r.WorkspaceID, Kind: string(r.Kind), Status: string(r.Status),
+	return RunSummaryView{ID: r.ID, Object: "run", WorkspaceID: r.WorkspaceID, WorkspaceName: workspaceName, Kind: string(r.Kind), Status: string(r.Status),
 		Message: r.Message, PlanStatus: r.PlanStatus, ApplyStatus: r.ApplyStatus, AvailableActions: run.AvailableActions(r, ahead, p, time.Now()),
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, StatusTimestamps: ts,
 		Source: r.Source, CreatedBy: StateVersionCreatorView{Kind: r.CreatedByKind, ID: r.CreatedByID}}
@@ -324,8 +326,12 @@ func (a *API) runView(ctx context.Context, q sqlx.QueryerContext, p access.Princ
 	if err != nil {
 		return RunView{}, err
 	}
+	names, err := a.deps.Services.Workspaces.Names(ctx, q, r.OrganizationID, []string{r.WorkspaceID})
+	if err != nil {
+		return RunView{}, err
+	}
 	v := RunView{
-		RunSummaryView: runSummary(r, queues[r.ID], p), ProjectID: r.ProjectID, AutoApply: r.AutoApply, IsDestroy: r.IsDestroy,
+		RunSummaryView: runSummary(r, names[r.WorkspaceID], queues[r.ID], p), ProjectID: r.ProjectID, AutoApply: r.AutoApply, IsDestroy: r.IsDestroy,
 		RunOptionsView: runOptionsView(r.RunOptions),
 		Pinned: PinnedView{ConfigurationVersionID: r.ConfigurationVersionID, ConfigurationDigest: run.HexDigest(r.ConfigurationDigest),
 			InputSnapshotDigest: run.HexDigest(r.InputSnapshotDigest), DependencyLockDigest: run.HexDigest(r.DependencyLockDigest),
@@ -470,4 +476,15 @@ func (a *API) runView(ctx context.Context, q sqlx.QueryerContext, p access.Princ
 	}
 	slices.Sort(v.NotRecorded)
 	return v, nil
+}
+
+// workspaceIDs are the distinct workspaces of runs.
+func workspaceIDs(runs []run.Run) []string {
+	ids := make([]string, 0, len(runs))
+	for _, r := range runs {
+		if !slices.Contains(ids, r.WorkspaceID) {
+			ids = append(ids, r.WorkspaceID)
+		}
+	}
+	return ids
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
 
 	"github.com/cairnhq/cairn/api/access"
 	"github.com/cairnhq/cairn/api/audit"
@@ -919,4 +920,30 @@ func deleteLockedWorkspace(ctx context.Context, tx *sqlx.Tx, p access.Principal,
 		return Workspace{}, nil, err
 	}
 	return w, keys, audit.Record(ctx, tx, p, "workspace.deleted", "workspace", w.ID, map[string]any{"name": w.Name, "cloud_name": w.CloudName})
+}
+
+// Names reads the names of an organization's workspaces by ID, through q,
+// for lists of things that belong to workspaces (a page of runs). An ID
+// of another organization's or a deleted workspace has no entry. The
+// caller has already judged what the principal reaches: a name is shown
+// beside something of that workspace the principal may read.
+func (s *Service) Names(ctx context.Context, q sqlx.QueryerContext, organizationID string, ids []string) (map[string]string, error) {
+	names := make(map[string]string, len(ids))
+	if len(ids) == 0 {
+		return names, nil
+	}
+	rows, err := q.QueryxContext(ctx, `SELECT id, name FROM workspaces WHERE organization_id = $1 AND id = ANY($2::text[])`,
+		organizationID, pq.Array(ids))
+	if err != nil {
+		return nil, fmt.Errorf("reading workspace names: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, name string
+		if err := rows.Scan(&id, &name); err != nil {
+			return nil, fmt.Errorf("reading workspace names: %w", err)
+		}
+		names[id] = name
+	}
+	return names, rows.Err()
 }

@@ -29,8 +29,7 @@ type runSummary struct {
 	CreatedAt        time.Time            `json:"created_at"`
 	UpdatedAt        time.Time            `json:"updated_at"`
 	StatusTimestamps map[string]time.Time `json:"status_timestamps"`
-	// WorkspaceName is filled in by the dashboard.
-	WorkspaceName string `json:"-"`
+	WorkspaceName    string               `json:"workspace_name"`
 }
 
 // terminalStatuses never change again; a page showing only these stops
@@ -80,14 +79,18 @@ func reachable[T any](page apiclient.Page[T], err error) (apiclient.Page[T], err
 
 // runsPage is the runs list.
 type runsPage struct {
-	Runs       []runSummary
-	Workspaces []workspaceRef
+	Runs []runSummary
 	// Reaches says the caller reaches at least one workspace.
-	Reaches   bool
-	Query     string
-	Status    string
-	Workspace string
-	Statuses  []string
+	Reaches bool
+	Query   string
+	Status  string
+	// Workspace is the ID the list is filtered by, WorkspaceName its
+	// name as the listed runs give it. The filter's other choices are
+	// loaded after the page (workspaceOptions): a page of runs does not
+	// read the organization's workspaces.
+	Workspace     string
+	WorkspaceName string
+	Statuses      []string
 	// Live is set while a listed run is not terminal: the page re-reads
 	// its first page on a short interval.
 	Live bool
@@ -112,12 +115,6 @@ func (s *Site) runs(w http.ResponseWriter, r *http.Request, token string) {
 	}
 	q := r.URL.Query()
 	page := runsPage{Query: strings.TrimSpace(q.Get("q")), Status: q.Get("status"), Workspace: q.Get("workspace"), Statuses: filterStatuses}
-	names, workspaces, err := s.workspaceNames(r.Context(), token)
-	if err != nil {
-		s.unavailable(w, r, f, err)
-		return
-	}
-	page.Workspaces = workspaces
 	perPage := 25
 	if n, err := strconv.Atoi(q.Get("per_page")); err == nil && n >= 1 && n <= 100 {
 		perPage = n
@@ -134,9 +131,21 @@ func (s *Site) runs(w http.ResponseWriter, r *http.Request, token string) {
 		s.unavailable(w, r, f, err)
 		return
 	}
-	page.Reaches = len(workspaces) > 0
+	page.Reaches = len(list.Data) > 0
+	if !page.Reaches && page.Query == "" && page.Status == "" && page.Workspace == "" {
+		// Only an empty, unfiltered list says why it is empty.
+		reach, err := reachable(apiclient.List[workspaceRef](r.Context(), s.api, token, "/v1/workspaces?limit=1"))
+		if err != nil {
+			s.unavailable(w, r, f, err)
+			return
+		}
+		page.Reaches = len(reach.Data) > 0
+	}
+	page.WorkspaceName = page.Workspace
 	for _, run := range list.Data {
-		run.WorkspaceName = names[run.WorkspaceID]
+		if run.WorkspaceID == page.Workspace {
+			page.WorkspaceName = run.WorkspaceName
+		}
 		if page.Status != "" && run.Status != page.Status {
 			continue
 		}
@@ -159,6 +168,34 @@ func (s *Site) runs(w http.ResponseWriter, r *http.Request, token string) {
 	}
 	f.Page = page
 	s.render(w, r, http.StatusOK, "runs.html", f)
+}
+
+// workspaceOptionsPage is the runs filter's workspace choices.
+type workspaceOptionsPage struct {
+	Workspaces []workspaceRef
+	Selected   string
+}
+
+// workspaceOptions renders the choices of the runs page's workspace
+// filter, which the page loads once it is shown: the first hundred
+// workspaces the caller reaches, and the one selected if it is not among
+// them.
+func (s *Site) workspaceOptions(w http.ResponseWriter, r *http.Request, token string) {
+	f := s.frame(r, "Runs")
+	_, workspaces, err := s.workspaceNames(r.Context(), token)
+	if err != nil {
+		s.unavailable(w, r, f, err)
+		return
+	}
+	page := workspaceOptionsPage{Workspaces: workspaces, Selected: r.URL.Query().Get("selected")}
+	if page.Selected != "" && !slices.ContainsFunc(workspaces, func(w workspaceRef) bool { return w.ID == page.Selected }) {
+		var selected workspaceRef
+		if err := s.api.Call(r.Context(), token, http.MethodGet, "/v1/workspaces/"+url.PathEscape(page.Selected), nil, &selected); err == nil {
+			page.Workspaces = append([]workspaceRef{selected}, page.Workspaces...)
+		}
+	}
+	f.Page = page
+	s.render(w, r, http.StatusOK, "runs-workspace-options.html", f)
 }
 
 func matches(query string, fields ...string) bool {

@@ -119,6 +119,7 @@ func (s *Site) Handler() http.Handler {
 	mux.HandleFunc("GET /agents", s.signedIn(s.agents))
 	mux.HandleFunc("POST /agents/{id}/revoke", s.form(s.signedIn(s.revokeAgent)))
 	mux.HandleFunc("GET /runs", s.signedIn(s.runs))
+	mux.HandleFunc("GET /runs/workspace-options", s.signedIn(s.workspaceOptions))
 	run := func(h func(http.ResponseWriter, *http.Request, string)) http.HandlerFunc {
 		return s.signedIn(s.admitted(scopeRun, h))
 	}

@@ -2,6 +2,7 @@ package run
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -49,17 +51,31 @@ const policyRunKind = "manual"
 func (s *Service) EvaluatePolicy(ctx context.Context, st Started, planDigest []byte, planJSON io.Reader, secrets []string,
 	ev policy.Evaluator) (policy.Evaluation, error) {
 	r := st.Run
-	// The workspace's name and the launch decision are read at once.
-	var admission launch.Decision
-	admitted := make(chan struct{})
-	go func() {
-		defer close(admitted)
-		subject := launch.Subject{OrganizationID: r.OrganizationID, WorkspaceID: r.WorkspaceID}
-		admission = s.launch.DecideBy(ctx, nil, subject, launch.AdmitPolicyEvaluation)
-	}()
+	// Everything the stage reads before it evaluates is read at once: the
+	// launch decision, the workspace's name, the policy log's position and
+	// the run's snapshot with its sets' names.
+	var (
+		admission launch.Decision
+		plog      *policyLog
+		entries   []policy.SnapshotEntry
+		names     map[string]policy.VersionName
+		snapErr   error
+		reads     sync.WaitGroup
+	)
+	reads.Go(func() {
+		admission = s.launch.DecideBy(ctx, nil, launch.Subject{OrganizationID: r.OrganizationID, WorkspaceID: r.WorkspaceID},
+			launch.AdmitPolicyEvaluation)
+	})
+	reads.Go(func() { plog = s.openPolicyLog(ctx, st, secrets) })
+	reads.Go(func() {
+		if entries, snapErr = policy.SnapshotOf(ctx, s.db, r.ID); snapErr == nil && len(entries) > 0 {
+			// Without names the log names the sets by ID.
+			names, _ = policy.VersionNames(ctx, s.db, r.OrganizationID, versionIDs(entries))
+		}
+	})
 	w, err := workspace.WorkspaceByID(ctx, s.db, r.OrganizationID, r.WorkspaceID, false)
-	<-admitted
-	if err != nil {
+	reads.Wait()
+	if err = cmp.Or(err, snapErr); err != nil {
 		return policy.Evaluation{}, err
 	}
 	snapshotErr := r.PolicySnapshotError
@@ -87,19 +103,22 @@ func (s *Service) EvaluatePolicy(ctx context.Context, st Started, planDigest []b
 		reason := "source_provenance_unavailable"
 		facts.SnapshotError = &reason
 	}
-	// The log's opening lines are read and stored while the evaluation
-	// runs: narrating it never delays it.
-	var plog *policyLog
-	begun := make(chan struct{})
-	go func() {
-		defer close(begun)
-		plog = s.openPolicyLog(ctx, st, secrets)
-		plog.begin(ctx, st, facts)
-	}()
-	evaluation, err := s.policies.Evaluate(ctx, facts, planJSON, secrets, ev)
-	<-begun
+	// The log's opening lines are stored while the evaluation runs:
+	// narrating it never delays it.
+	plog.names = names
+	begun := plog.begin(ctx, st, facts, entries)
+	evaluation, err := s.policies.Evaluate(ctx, facts, entries, planJSON, secrets, ev)
+	begun()
 	plog.end(ctx, evaluation, err)
 	return evaluation, err
+}
+
+func versionIDs(entries []policy.SnapshotEntry) []string {
+	ids := make([]string, 0, len(entries))
+	for _, e := range entries {
+		ids = append(ids, e.PolicyVersionID)
+	}
+	return ids
 }
 
 // PolicyBundleGrant resolves a presented bundle grant: its signature and

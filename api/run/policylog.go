@@ -64,24 +64,15 @@ func (l *policyLog) flush(ctx context.Context, final bool) {
 }
 
 // begin writes what is about to be evaluated: the run's snapshotted
-// attachments in evaluation order, or why nothing is.
-func (l *policyLog) begin(ctx context.Context, st Started, facts policy.RunFacts) {
+// attachments (entries) in evaluation order, or why nothing is. When an
+// evaluation follows, the lines are stored while it runs, so the live
+// channel shows them; the returned function waits for that. Otherwise
+// they are stored with the outcome, right after.
+func (l *policyLog) begin(ctx context.Context, st Started, facts policy.RunFacts, entries []policy.SnapshotEntry) (stored func()) {
 	l.line("Cairn policy stage of %s, plan attempt %d (engine OPA %s)", st.Run.ID, st.Attempt.Number, rego.EngineVersion)
-	entries, err := policy.SnapshotOf(ctx, l.s.db, st.Run.ID)
-	if err == nil && len(entries) > 0 {
-		ids := make([]string, 0, len(entries))
-		for _, e := range entries {
-			ids = append(ids, e.PolicyVersionID)
-		}
-		// Without names the log names the sets by ID.
-		l.names, _ = policy.VersionNames(ctx, l.s.db, st.Run.OrganizationID, ids)
-	}
 	switch {
 	case facts.SnapshotError != nil:
 		l.line("The attachment list cannot be evaluated (%s); apply is blocked.", *facts.SnapshotError)
-	case err != nil:
-		// The evaluation reads the snapshot again and says what it found.
-		l.line("Evaluating the policy sets attached when the run was created.")
 	case len(entries) == 0:
 		l.line("No policy set was attached to this workspace when the run was created.")
 	default:
@@ -90,7 +81,15 @@ func (l *policyLog) begin(ctx context.Context, st Started, facts policy.RunFacts
 			l.line("  %d. %s (%s scope, %s)", i+1, l.name(e.PolicyVersionID, e.PolicySetID), e.Scope, e.EnforcementMode)
 		}
 	}
-	l.flush(ctx, false)
+	if facts.SnapshotError != nil || len(entries) == 0 {
+		return func() {}
+	}
+	flushed := make(chan struct{})
+	go func() {
+		defer close(flushed)
+		l.flush(ctx, false)
+	}()
+	return func() { <-flushed }
 }
 
 // end writes each result and the outcome, or that the evaluation did not

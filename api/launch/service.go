@@ -47,12 +47,18 @@ func (s *Service) decideAll(ctx context.Context, q sqlx.QueryerContext, subject 
 	if q == nil {
 		q = s.db
 	}
-	version, susp, err := admissionFacts(ctx, q, subject)
+	facts, err := admissionFacts(ctx, q, subject)
 	if err != nil {
 		s.logger.WarnContext(ctx, "launch control unreadable: refusing", "error", err)
 		return Decision{Reason: "control_unreadable"}
 	}
-	control, err := s.controlAt(ctx, q, version)
+	return s.decideOn(ctx, q, facts, subject, rules...)
+}
+
+// decideOn judges subject by rules on facts read for it.
+func (s *Service) decideOn(ctx context.Context, q sqlx.QueryerContext, facts Facts, subject Subject, rules ...Rule) Decision {
+	susp := Suspension{Organization: facts.OrganizationSuspended, Workspace: facts.WorkspaceSuspended}
+	control, err := s.controlAt(ctx, q, facts.Version)
 	if err != nil {
 		s.logger.WarnContext(ctx, "launch control unreadable: refusing", "error", err)
 		return Decision{Reason: "control_unreadable"}
@@ -105,13 +111,24 @@ func (s *Service) Require(ctx context.Context, q sqlx.QueryerContext, subject Su
 // RequireBy is DecideBy that returns fault.ErrAdmissionClosed on refusal;
 // given several rules, it requires them all, reading the facts once.
 func (s *Service) RequireBy(ctx context.Context, q sqlx.QueryerContext, subject Subject, rule Rule, more ...Rule) (Decision, error) {
-	d := s.decideAll(ctx, q, subject, append([]Rule{rule}, more...)...)
+	return s.require(ctx, s.decideAll(ctx, q, subject, append([]Rule{rule}, more...)...), subject)
+}
+
+// require turns a refusal into fault.ErrAdmissionClosed.
+func (s *Service) require(ctx context.Context, d Decision, subject Subject) (Decision, error) {
 	if !d.Admitted {
 		s.logger.DebugContext(ctx, "admission refused", "organization_id", subject.OrganizationID,
 			"workspace_id", subject.WorkspaceID, "reason", d.Reason)
 		return d, fault.ErrAdmissionClosed
 	}
 	return d, nil
+}
+
+// RequireFrom is RequireBy on facts the caller read beside the subject
+// itself (FactsColumns), in the same statement: it reads nothing more
+// unless the control of that version was never parsed.
+func (s *Service) RequireFrom(ctx context.Context, facts Facts, subject Subject, rule Rule, more ...Rule) (Decision, error) {
+	return s.require(ctx, s.decideOn(ctx, s.db, facts, subject, append([]Rule{rule}, more...)...), subject)
 }
 
 // Queue is the queue the control in force routes a workflow kind to, for

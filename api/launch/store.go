@@ -97,27 +97,34 @@ func latestVersion(ctx context.Context, q sqlx.QueryerContext) (int, error) {
 	return version, nil
 }
 
-// admissionFacts reads, in one statement, the control version in force (0
-// when none exists) and whether the subject's organization and workspace
-// are suspended now: each subject's newest suspension change says so.
-func admissionFacts(ctx context.Context, q sqlx.QueryerContext, s Subject) (int, Suspension, error) {
-	var out struct {
-		Version      int  `db:"version"`
-		Organization bool `db:"organization"`
-		Workspace    bool `db:"workspace"`
+// Facts are a subject's admission facts: the control version in force (0
+// when none exists) and whether its organization and workspace are
+// suspended now (each subject's newest suspension change says so).
+type Facts struct {
+	Version               int  `db:"admission_version"`
+	OrganizationSuspended bool `db:"admission_organization_suspended"`
+	WorkspaceSuspended    bool `db:"admission_workspace_suspended"`
+}
+
+// FactsColumns selects the admission facts of the organization and the
+// workspace (” for none) that the SQL expressions org and ws name, as the
+// columns Facts scans. A query that reads its subject anyway (a run
+// token's lookup) reads them in the same round trip (RequireFrom).
+func FactsColumns(org, ws string) string {
+	return `COALESCE((SELECT max(version) FROM launch_control_versions), 0) AS admission_version,
+			COALESCE((SELECT suspended FROM suspension_changes WHERE organization_id = ` + org + ` AND workspace_id = ''
+				ORDER BY version DESC LIMIT 1), false) AS admission_organization_suspended,
+			` + ws + ` <> '' AND COALESCE((SELECT suspended FROM suspension_changes WHERE organization_id = ` + org + `
+				AND workspace_id = ` + ws + ` ORDER BY version DESC LIMIT 1), false) AS admission_workspace_suspended`
+}
+
+// admissionFacts reads a subject's admission facts in one statement.
+func admissionFacts(ctx context.Context, q sqlx.QueryerContext, s Subject) (Facts, error) {
+	var f Facts
+	if err := sqlx.GetContext(ctx, q, &f, `SELECT `+FactsColumns("$1", "$2"), s.OrganizationID, s.WorkspaceID); err != nil {
+		return Facts{}, fmt.Errorf("reading admission facts: %w", err)
 	}
-	err := sqlx.GetContext(ctx, q, &out, `
-		SELECT
-			COALESCE((SELECT max(version) FROM launch_control_versions), 0) AS version,
-			COALESCE((SELECT suspended FROM suspension_changes WHERE organization_id = $1 AND workspace_id = ''
-				ORDER BY version DESC LIMIT 1), false) AS organization,
-			$2 <> '' AND COALESCE((SELECT suspended FROM suspension_changes WHERE organization_id = $1 AND workspace_id = $2
-				ORDER BY version DESC LIMIT 1), false) AS workspace`,
-		s.OrganizationID, s.WorkspaceID)
-	if err != nil {
-		return 0, Suspension{}, fmt.Errorf("reading admission facts: %w", err)
-	}
-	return out.Version, Suspension{Organization: out.Organization, Workspace: out.Workspace}, nil
+	return f, nil
 }
 
 const suspensionColumns = `id, organization_id, workspace_id, version, suspended_before, suspended, reason, actor, request_id,

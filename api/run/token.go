@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cairnhq/cairn/api/access"
+	"github.com/cairnhq/cairn/api/launch"
 	"github.com/cairnhq/cairn/api/platform/fault"
 	"github.com/cairnhq/cairn/api/platform/id"
 )
@@ -70,26 +71,48 @@ func (s *Service) IssueToken(ctx context.Context, st Started, lifetime time.Dura
 // speculative run. It reads no run, plan or plan JSON: the code it runs is
 // not trusted with them.
 func (s *Service) AuthenticateToken(ctx context.Context, token string) (access.Principal, error) {
+	p, _, err := s.AuthenticateTokenSubject(ctx, token)
+	return p, err
+}
+
+// TokenSubject is what a run token's lookup also reads of the one
+// workspace it is bound to: the names a remote-backend path gives it by,
+// and its admission facts, so a request of the sandboxed CLI about its own
+// workspace is resolved and admitted without another round trip.
+type TokenSubject struct {
+	OrganizationSlug   string
+	WorkspaceCloudName string
+	Admission          launch.Facts
+}
+
+// AuthenticateTokenSubject is AuthenticateToken that also returns the
+// token's subject, read in the same statement.
+func (s *Service) AuthenticateTokenSubject(ctx context.Context, token string) (access.Principal, TokenSubject, error) {
 	if len(s.opts.TokenKey) == 0 || !strings.HasPrefix(token, TokenPrefix) {
-		return access.Principal{}, ErrInvalidToken
+		return access.Principal{}, TokenSubject{}, ErrInvalidToken
 	}
 	var row struct {
-		ID             string `db:"id"`
-		OrganizationID string `db:"organization_id"`
-		WorkspaceID    string `db:"workspace_id"`
-		ProjectID      string `db:"project_id"`
-		RunID          string `db:"run_id"`
-		Phase          string `db:"phase"`
-		Kind           string `db:"kind"`
+		ID                 string `db:"id"`
+		OrganizationID     string `db:"organization_id"`
+		WorkspaceID        string `db:"workspace_id"`
+		ProjectID          string `db:"project_id"`
+		RunID              string `db:"run_id"`
+		Phase              string `db:"phase"`
+		Kind               string `db:"kind"`
+		OrganizationSlug   string `db:"organization_slug"`
+		WorkspaceCloudName string `db:"workspace_cloud_name"`
+		launch.Facts
 	}
-	err := s.db.GetContext(ctx, &row, `SELECT t.id, t.organization_id, t.workspace_id, r.project_id, t.run_id, t.phase, r.kind
+	err := s.db.GetContext(ctx, &row, `SELECT t.id, t.organization_id, t.workspace_id, r.project_id, t.run_id, t.phase, r.kind,
+		o.slug AS organization_slug, w.cloud_name AS workspace_cloud_name, `+launch.FactsColumns("t.organization_id", "t.workspace_id")+`
 		FROM run_tokens t JOIN run_attempts a ON a.id = t.attempt_id JOIN runs r ON r.id = t.run_id
+		JOIN organizations o ON o.id = t.organization_id JOIN workspaces w ON w.id = t.workspace_id
 		WHERE t.token_hash = $1 AND t.revoked_at IS NULL AND t.expires_at > now() AND a.status = 'running'`, s.tokenHash(token))
 	if errors.Is(err, sql.ErrNoRows) {
-		return access.Principal{}, ErrInvalidToken
+		return access.Principal{}, TokenSubject{}, ErrInvalidToken
 	}
 	if err != nil {
-		return access.Principal{}, fmt.Errorf("reading run token: %w", err)
+		return access.Principal{}, TokenSubject{}, fmt.Errorf("reading run token: %w", err)
 	}
 	// registry:read lets the sandboxed CLI install the organization's
 	// private registry modules (modules.v1) with no credential of a user.
@@ -97,9 +120,10 @@ func (s *Service) AuthenticateToken(ctx context.Context, token string) (access.P
 	if row.Phase == PhaseApply && row.Kind != string(KindSpeculative) {
 		perms = append(perms, access.PermStateWrite)
 	}
-	return access.Principal{
+	p := access.Principal{
 		Kind: access.KindRun, ID: row.RunID, Name: "run " + row.RunID, OrganizationID: row.OrganizationID,
 		Role: access.RoleReader, Permissions: access.NewPermissionSet(perms...), TokenID: row.ID,
 		ProjectID: row.ProjectID, WorkspaceID: row.WorkspaceID,
-	}, nil
+	}
+	return p, TokenSubject{OrganizationSlug: row.OrganizationSlug, WorkspaceCloudName: row.WorkspaceCloudName, Admission: row.Facts}, nil
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/cairnhq/cairn/api/apitest"
+	"github.com/cairnhq/cairn/api/launch"
+	"github.com/cairnhq/cairn/api/platform/dbtest"
 	"github.com/cairnhq/cairn/api/run"
 )
 
@@ -100,5 +102,69 @@ func TestRunTokenReadsOnlyWhatAPlanNeeds(t *testing.T) {
 	var actor string
 	if err := env.DB.Get(&actor, `SELECT actor_type FROM audit_events WHERE action = 'state_version.downloaded' AND actor_id = $1`, runID); err != nil || actor != "run" {
 		t.Errorf("audit actor %q, %v", actor, err)
+	}
+}
+
+// TestRunTokenNamesItsOwnWorkspace: the sandboxed CLI asks about its own
+// organization and workspace on every command. Their names and admission
+// facts are read with the run token, so such a request runs the token's
+// lookup and the handler's reads and no resolution or admission query; a
+// name in another case still resolves (as lower() compares). Another
+// workspace's name goes through its query, and is not found; with the gate
+// closed the token's own workspace is refused as before.
+func TestRunTokenNamesItsOwnWorkspace(t *testing.T) {
+	t.Parallel()
+	_, dbURL := dbtest.NewURL(t)
+	rec := &dbtest.Recorder{}
+	env := apitest.Start(t, dbtest.RecordingPool(t, dbURL, rec), dbURL)
+	u := newCloudUser(t, env, "Own")
+	ws := u.uploadedWorkspace(t, "Own-Workspace")
+	u.publishState(t, ws, 1, []byte(fmt.Sprintf(stateTemplate, 1)))
+	u.uploadedWorkspace(t, "neighbour")
+	token := runToken(t, env, u.newRun(t, ws), run.PhasePlan)
+
+	resolution := func(statements []dbtest.Statement) (resolved, admitted int) {
+		for _, st := range statements {
+			text := strings.Join(strings.Fields(st.Text), " ")
+			switch {
+			case strings.Contains(text, "FROM organizations o WHERE o.slug = $1"),
+				strings.Contains(text, "lower(w.cloud_name) = lower($2)"),
+				strings.Contains(text, "FROM workspaces w JOIN organizations o ON o.id = w.organization_id WHERE w.id = $1"):
+				resolved++
+			case strings.HasPrefix(text, "SELECT COALESCE((SELECT max(version) FROM launch_control_versions)"):
+				admitted++
+			}
+		}
+		return resolved, admitted
+	}
+	for _, path := range []string{
+		"/api/v2/organizations/" + u.org + "/entitlement-set",
+		"/api/v2/organizations/" + u.org + "/workspaces/Own-Workspace",
+		"/api/v2/organizations/" + u.org + "/workspaces/own-WORKSPACE",
+		"/api/v2/workspaces/" + ws + "/current-state-version",
+	} {
+		rec.Start()
+		got := callWith(t, env, token, http.MethodGet, path, nil)
+		statements := rec.Stop()
+		if got.Status != http.StatusOK {
+			t.Fatalf("%s = %d: %.300s", path, got.Status, got.Body)
+		}
+		if resolved, admitted := resolution(statements); resolved != 0 || admitted != 0 {
+			t.Errorf("%s ran %d resolution and %d admission queries besides the token's lookup", path, resolved, admitted)
+		}
+	}
+
+	rec.Start()
+	got := callWith(t, env, token, http.MethodGet, "/api/v2/organizations/"+u.org+"/workspaces/neighbour", nil)
+	if resolved, _ := resolution(rec.Stop()); got.Status != http.StatusNotFound || resolved != 1 {
+		t.Errorf("another workspace = %d after %d resolution queries, want 404 after 1", got.Status, resolved)
+	}
+	if got := callWith(t, env, token, http.MethodGet, "/api/v2/organizations/not-"+u.org+"/workspaces/Own-Workspace", nil); got.Status != http.StatusNotFound {
+		t.Errorf("its workspace under another organization's slug = %d, want 404", got.Status)
+	}
+
+	applyControl(t, env, "close", 1, launch.Default())
+	if got := callWith(t, env, token, http.MethodGet, "/api/v2/organizations/"+u.org+"/workspaces/Own-Workspace", nil); got.Status != http.StatusServiceUnavailable {
+		t.Errorf("its own workspace with the gate closed = %d, want 503", got.Status)
 	}
 }

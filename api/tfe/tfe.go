@@ -181,6 +181,18 @@ func (s *server) authenticate(c *fiber.Ctx) (access.Principal, error) {
 	return s.principal(c.UserContext(), token)
 }
 
+// authenticateSubject is authenticate that also returns, for a run token,
+// its workspace's names and admission facts, read with the token.
+func (s *server) authenticateSubject(c *fiber.Ctx) (access.Principal, *run.TokenSubject, error) {
+	token, ok := strings.CutPrefix(c.Get(fiber.HeaderAuthorization), "Bearer ")
+	if token = strings.TrimSpace(token); ok && strings.HasPrefix(token, run.TokenPrefix) {
+		p, subject, err := s.Runs.AuthenticateTokenSubject(c.UserContext(), token)
+		return p, &subject, err
+	}
+	p, err := s.authenticate(c)
+	return p, nil, err
+}
+
 // principal resolves a bearer token to its principal.
 func (s *server) principal(ctx context.Context, token string) (access.Principal, error) {
 	switch {
@@ -240,7 +252,7 @@ func (s *server) guardStop(resolve resolver, h handler) fiber.Handler {
 func (s *server) guardWith(rule launch.Rule, resolve resolver, h handler) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		ctx := c.UserContext()
-		p, err := s.authenticate(c)
+		p, runSubject, err := s.authenticateSubject(c)
 		if err != nil {
 			return s.writeError(c, err)
 		}
@@ -254,16 +266,16 @@ func (s *server) guardWith(rule launch.Rule, resolve resolver, h handler) fiber.
 			ctx = context.WithValue(ctx, accountBindingsKey{}, accountBindings{})
 		}
 		// A run token's subject is almost always its own workspace, known
-		// before resolution: its admission is read while the path
-		// resolves, off the path of every request a sandboxed CLI makes.
+		// before resolution: its admission facts and names were read with
+		// the token, so a sandboxed CLI's requests about its own workspace
+		// are admitted and resolved without another round trip.
 		var ownAdmission chan error
-		if p.Kind == access.KindRun {
+		if p.Kind == access.KindRun && runSubject != nil {
 			ownAdmission = make(chan error, 1)
-			go func() {
-				_, err := s.Launch.RequireBy(ctx, nil, launch.Subject{OrganizationID: p.OrganizationID, WorkspaceID: p.WorkspaceID},
-					launch.AdmitAccess)
-				ownAdmission <- err
-			}()
+			_, err := s.Launch.RequireFrom(ctx, runSubject.Admission, launch.Subject{OrganizationID: p.OrganizationID,
+				WorkspaceID: p.WorkspaceID}, launch.AdmitAccess)
+			ownAdmission <- err
+			ctx = context.WithValue(ctx, runSubjectKey{}, runSubject)
 		}
 		o, err := resolve(ctx, c, p)
 		if err != nil {

@@ -3,8 +3,6 @@ package v1_test
 import (
 	"context"
 	"crypto/md5"
-	"database/sql"
-	"database/sql/driver"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -12,12 +10,10 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/jmoiron/sqlx"
-	"github.com/lib/pq"
 
 	"github.com/cairnhq/cairn/api/access"
 	"github.com/cairnhq/cairn/api/apitest"
@@ -46,8 +42,8 @@ var largeTables = []string{"runs", "run_attempts", "run_log_chunks", "state_vers
 func TestListQueriesUseIndexes(t *testing.T) {
 	t.Parallel()
 	_, dbURL := dbtest.NewURL(t)
-	rec := &queryRecorder{}
-	conn := recordingPool(t, dbURL, rec)
+	rec := &dbtest.Recorder{}
+	conn := dbtest.RecordingPool(t, dbURL, rec)
 	env := apitest.Start(t, conn, dbURL)
 	owner := env.WithOrganization("Grower")
 	ctx := context.Background()
@@ -192,7 +188,7 @@ func TestListQueriesUseIndexes(t *testing.T) {
 		t.Fatalf("the hot workspace lists %d runs, want its %d newest first", len(got), len(want))
 	}
 
-	rec.start()
+	rec.Start()
 	firstAndDeep("/v1/runs")
 	firstAndDeep("/v1/runs?workspace_id=" + hot)
 	firstAndDeep("/v1/runs?workspace_id=" + workspaces[7])
@@ -205,12 +201,12 @@ func TestListQueriesUseIndexes(t *testing.T) {
 		Header: map[string]string{"Authorization": "Bearer " + tok.Token}}).MustStatus(t, http.StatusOK)
 	// A state publication reads the workspace's runs awaiting a decision.
 	publish(301)
-	queries := rec.stop()
+	queries := distinct(rec.Stop())
 
 	explained := 0
 	large := regexp.MustCompile(`\b(` + strings.Join(largeTables, "|") + `)\b`)
 	for _, q := range queries {
-		if !strings.HasPrefix(strings.ToUpper(strings.TrimSpace(q.text)), "SELECT") || !large.MatchString(q.text) {
+		if !strings.HasPrefix(strings.ToUpper(strings.TrimSpace(q.Text)), "SELECT") || !large.MatchString(q.Text) {
 			continue
 		}
 		explained++
@@ -218,7 +214,7 @@ func TestListQueriesUseIndexes(t *testing.T) {
 			plan := explain(t, conn, q, mode)
 			for _, scan := range seqScans(plan) {
 				if large.MatchString("[" + scan + "]") {
-					t.Errorf("%s plan scans %s sequentially:\n%s\nplan: %s", mode, scan, q.text, plan)
+					t.Errorf("%s plan scans %s sequentially:\n%s\nplan: %s", mode, scan, q.Text, plan)
 				}
 			}
 		}
@@ -228,7 +224,7 @@ func TestListQueriesUseIndexes(t *testing.T) {
 		plan := explain(t, conn, q, "analyze")
 		for _, n := range discarded(plan) {
 			if large.MatchString("["+n.Relation+"]") && n.removed > maxDiscarded {
-				t.Errorf("reading %s discards %d rows:\n%s\nplan: %s", n.Relation, n.removed, q.text, plan)
+				t.Errorf("reading %s discards %d rows:\n%s\nplan: %s", n.Relation, n.removed, q.Text, plan)
 			}
 		}
 	}
@@ -237,116 +233,23 @@ func TestListQueriesUseIndexes(t *testing.T) {
 	}
 }
 
-// recordedQuery is one statement the server ran, with its arguments.
-type recordedQuery struct {
-	text string
-	args []any
-}
-
-// queryRecorder keeps, while started, each distinct statement text the
-// server runs (the first arguments it ran with).
-type queryRecorder struct {
-	mu      sync.Mutex
-	on      bool
-	seen    map[string]bool
-	queries []recordedQuery
-}
-
-func (r *queryRecorder) start() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.on, r.seen, r.queries = true, map[string]bool{}, nil
-}
-
-func (r *queryRecorder) stop() []recordedQuery {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.on = false
-	return r.queries
-}
-
-func (r *queryRecorder) record(query string, args []driver.NamedValue) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if !r.on || r.seen[query] {
-		return
-	}
-	r.seen[query] = true
-	values := make([]any, len(args))
-	for i, a := range args {
-		values[i] = a.Value
-	}
-	r.queries = append(r.queries, recordedQuery{text: query, args: values})
-}
-
-// recordingPool is a pool over lib/pq whose connections report every
-// statement to rec before running it.
-func recordingPool(t *testing.T, dsn string, rec *queryRecorder) *sqlx.DB {
-	t.Helper()
-	base, err := pq.NewConnector(db.WithBinaryParameters(dsn))
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn := sqlx.NewDb(sql.OpenDB(recordingConnector{base: base, rec: rec}), "postgres")
-	conn.SetMaxOpenConns(20)
-	t.Cleanup(func() { _ = conn.Close() })
-	return conn
-}
-
-type recordingConnector struct {
-	base driver.Connector
-	rec  *queryRecorder
-}
-
-func (c recordingConnector) Connect(ctx context.Context) (driver.Conn, error) {
-	conn, err := c.base.Connect(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return &recordingConn{Conn: conn, rec: c.rec}, nil
-}
-
-func (c recordingConnector) Driver() driver.Driver { return c.base.Driver() }
-
-type recordingConn struct {
-	driver.Conn
-	rec *queryRecorder
-}
-
-func (c *recordingConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
-	c.rec.record(query, args)
-	return c.Conn.(driver.QueryerContext).QueryContext(ctx, query, args)
-}
-
-func (c *recordingConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
-	c.rec.record(query, args)
-	return c.Conn.(driver.ExecerContext).ExecContext(ctx, query, args)
-}
-
-func (c *recordingConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
-	return c.Conn.(driver.ConnPrepareContext).PrepareContext(ctx, query)
-}
-
-func (c *recordingConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
-	return c.Conn.(driver.ConnBeginTx).BeginTx(ctx, opts)
-}
-
-func (c *recordingConn) Ping(ctx context.Context) error { return c.Conn.(driver.Pinger).Ping(ctx) }
-
-func (c *recordingConn) ResetSession(ctx context.Context) error {
-	return c.Conn.(driver.SessionResetter).ResetSession(ctx)
-}
-
-func (c *recordingConn) IsValid() bool { return c.Conn.(driver.Validator).IsValid() }
-
-func (c *recordingConn) CheckNamedValue(nv *driver.NamedValue) error {
-	return c.Conn.(driver.NamedValueChecker).CheckNamedValue(nv)
-}
-
 // explain returns the JSON plan of q: "custom" plans it for its recorded
 // arguments (a one-off statement); "generic" is the plan a cached prepared
 // statement switches to after five runs, which cannot lean on the values.
-func explain(t *testing.T, conn *sqlx.DB, q recordedQuery, mode string) string {
+// distinct keeps the first run of each statement text.
+func distinct(statements []dbtest.Statement) []dbtest.Statement {
+	seen := map[string]bool{}
+	var out []dbtest.Statement
+	for _, st := range statements {
+		if !seen[st.Text] {
+			seen[st.Text] = true
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+func explain(t *testing.T, conn *sqlx.DB, q dbtest.Statement, mode string) string {
 	t.Helper()
 	ctx := context.Background()
 	c, err := conn.Connx(ctx)
@@ -363,14 +266,14 @@ func explain(t *testing.T, conn *sqlx.DB, q recordedQuery, mode string) string {
 			t.Fatal(err)
 		}
 		defer tx.Rollback()
-		if err := tx.GetContext(ctx, &plan, `EXPLAIN (ANALYZE, FORMAT JSON) `+q.text, q.args...); err != nil {
-			t.Fatalf("running %s: %v", q.text, err)
+		if err := tx.GetContext(ctx, &plan, `EXPLAIN (ANALYZE, FORMAT JSON) `+q.Text, q.Args...); err != nil {
+			t.Fatalf("running %s: %v", q.Text, err)
 		}
 		return plan
 	}
 	if mode == "custom" {
-		if err := c.GetContext(ctx, &plan, `EXPLAIN (FORMAT JSON) `+q.text, q.args...); err != nil {
-			t.Fatalf("explaining %s: %v", q.text, err)
+		if err := c.GetContext(ctx, &plan, `EXPLAIN (FORMAT JSON) `+q.Text, q.Args...); err != nil {
+			t.Fatalf("explaining %s: %v", q.Text, err)
 		}
 		return plan
 	}
@@ -378,17 +281,17 @@ func explain(t *testing.T, conn *sqlx.DB, q recordedQuery, mode string) string {
 		t.Fatal(err)
 	}
 	defer c.ExecContext(ctx, `RESET plan_cache_mode; DEALLOCATE ALL`)
-	if _, err := c.ExecContext(ctx, `PREPARE listplan AS `+q.text); err != nil {
-		t.Fatalf("preparing %s: %v", q.text, err)
+	if _, err := c.ExecContext(ctx, `PREPARE listplan AS `+q.Text); err != nil {
+		t.Fatalf("preparing %s: %v", q.Text, err)
 	}
 	// A generic plan does not depend on the values: NULLs stand in.
-	nulls := strings.TrimSuffix(strings.Repeat("NULL, ", len(q.args)), ", ")
+	nulls := strings.TrimSuffix(strings.Repeat("NULL, ", len(q.Args)), ", ")
 	execute := `EXPLAIN (FORMAT JSON) EXECUTE listplan`
 	if nulls != "" {
 		execute += "(" + nulls + ")"
 	}
 	if err := c.GetContext(ctx, &plan, execute); err != nil {
-		t.Fatalf("explaining the generic plan of %s: %v", q.text, err)
+		t.Fatalf("explaining the generic plan of %s: %v", q.Text, err)
 	}
 	return plan
 }

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -126,9 +125,6 @@ func serve(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 		return err
 	}
 	telemetry.ServeProfiler(cfg.PprofAddr, logger)
-	// The start's garbage was collected at Go's default; serving trades a
-	// few megabytes of heap for fewer collections (config.APIGoGC).
-	debug.SetGCPercent(cfg.APIGoGC)
 	errc := make(chan error, 1)
 	go func() {
 		logger.Info("cairn-api listening", "addr", cfg.APIAddr, "tls", cfg.TLSCert != "", "public_url", cfg.PublicURL)

@@ -88,14 +88,6 @@ type Config struct {
 	// address is accepted.
 	PprofAddr string `env:"CAIRN_PPROF_ADDR"`
 
-	// APIGoGC is cairn-api's GOGC once it serves (its start runs at Go's
-	// default). A request allocates a few tens of kilobytes over a live
-	// heap of a few megabytes, so at 100 the collector runs dozens of
-	// times a second under load; at 300 listing workspaces at 32 clients
-	// serves 15-20 % more requests with a p99 2-4 ms lower, for a heap
-	// that peaks a few megabytes higher.
-	APIGoGC int `env:"CAIRN_API_GOGC" envDefault:"300"`
-
 	LogLevel  string `env:"CAIRN_LOG_LEVEL" envDefault:"info"`
 	LogFormat string `env:"CAIRN_LOG_FORMAT" envDefault:"json"`
 
@@ -451,9 +443,6 @@ func (c Config) validateSandbox() []error {
 	}
 	if c.SandboxMemoryMiB < 64 {
 		problems = append(problems, errors.New("CAIRN_SANDBOX_MEMORY_MIB must be at least 64"))
-	}
-	if c.APIGoGC < 25 || c.APIGoGC > 2000 {
-		problems = append(problems, errors.New("CAIRN_API_GOGC must be between 25 and 2000 (100 is Go's own default)"))
 	}
 	if c.SandboxGoGC < 25 || c.SandboxGoGC > 2000 {
 		problems = append(problems, errors.New("CAIRN_SANDBOX_GOGC must be between 25 and 2000 (100 is Go's own default)"))

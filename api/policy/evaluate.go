@@ -72,8 +72,8 @@ type Evaluation struct {
 // Evaluate builds the run's sanitized policy input from its plan JSON and
 // has ev evaluate every snapshotted attachment against it, in order:
 // entries are the run's snapshot as the caller read it (SnapshotOf),
-// which narrates the same list in the run's policy log. Failures of a policy or its input are results with an error code, never
-// Go errors; a Go error means the infrastructure failed and the attempt
+// which narrates the same list in the run's policy log. Failures of a
+// policy or its input are results with an error code, never Go errors; a Go error means the infrastructure failed and the attempt
 // should be retried. secrets are the run's sensitive values: if one
 // appears in the input, the input is refused (a secret canary) and every
 // result is an error. Whatever ev returns, each decision is validated here
@@ -81,13 +81,13 @@ type Evaluation struct {
 func (s *Service) Evaluate(ctx context.Context, facts RunFacts, entries []SnapshotEntry, planJSON io.Reader, secrets []string,
 	ev Evaluator) (Evaluation, error) {
 	started := time.Now()
-	var err error
 	evaluatedAt := s.stamp()
 	check := Check{ID: CheckID(facts.RunID), OrganizationID: facts.OrganizationID, RunID: facts.RunID, AttemptID: &facts.AttemptID,
 		Status: CheckCompleted, PlanDigest: facts.PlanDigest, ConfigurationError: facts.SnapshotError, Attachments: len(entries),
 		EvaluatedAt: &evaluatedAt}
 	var results []Result
 	if facts.SnapshotError == nil && len(entries) > 0 {
+		var err error
 		results, check.InputDigest, err = s.evaluateEntries(ctx, facts, entries, planJSON, secrets, check.ID, ev)
 		if err != nil {
 			return Evaluation{}, err

@@ -173,23 +173,24 @@ func operatorPrincipal() access.Principal {
 // live user token, service-account token, team token, run token or the
 // operator token is invalid_token, before anything else is looked at.
 func (s *server) authenticate(c *fiber.Ctx) (access.Principal, error) {
-	token, ok := strings.CutPrefix(c.Get(fiber.HeaderAuthorization), "Bearer ")
-	token = strings.TrimSpace(token)
-	if !ok || token == "" {
-		return access.Principal{}, identity.ErrInvalidToken
-	}
-	return s.principal(c.UserContext(), token)
+	p, _, err := s.authenticateSubject(c)
+	return p, err
 }
 
 // authenticateSubject is authenticate that also returns, for a run token,
-// its workspace's names and admission facts, read with the token.
+// its workspace's names and admission facts, read with the token (nil for
+// every other credential).
 func (s *server) authenticateSubject(c *fiber.Ctx) (access.Principal, *run.TokenSubject, error) {
 	token, ok := strings.CutPrefix(c.Get(fiber.HeaderAuthorization), "Bearer ")
-	if token = strings.TrimSpace(token); ok && strings.HasPrefix(token, run.TokenPrefix) {
+	token = strings.TrimSpace(token)
+	switch {
+	case !ok || token == "":
+		return access.Principal{}, nil, identity.ErrInvalidToken
+	case strings.HasPrefix(token, run.TokenPrefix):
 		p, subject, err := s.Runs.AuthenticateTokenSubject(c.UserContext(), token)
 		return p, &subject, err
 	}
-	p, err := s.authenticate(c)
+	p, err := s.principal(c.UserContext(), token)
 	return p, nil, err
 }
 
@@ -269,19 +270,18 @@ func (s *server) guardWith(rule launch.Rule, resolve resolver, h handler) fiber.
 		// before resolution: its admission facts and names were read with
 		// the token, so a sandboxed CLI's requests about its own workspace
 		// are admitted and resolved without another round trip.
-		var ownAdmission chan error
-		if p.Kind == access.KindRun && runSubject != nil {
-			ownAdmission = make(chan error, 1)
-			_, err := s.Launch.RequireFrom(ctx, runSubject.Admission, launch.Subject{OrganizationID: p.OrganizationID,
-				WorkspaceID: p.WorkspaceID}, launch.AdmitAccess)
-			ownAdmission <- err
-			ctx = context.WithValue(ctx, runSubjectKey{}, runSubject)
+		var ownAdmission error
+		if p.Kind == access.KindRun {
+			own := launch.Subject{OrganizationID: p.OrganizationID, WorkspaceID: p.WorkspaceID}
+			if runSubject != nil {
+				_, ownAdmission = s.Launch.RequireFrom(ctx, runSubject.Admission, own, launch.AdmitAccess)
+				ctx = context.WithValue(ctx, runSubjectKey{}, runSubject)
+			} else {
+				_, ownAdmission = s.Launch.RequireBy(ctx, nil, own, launch.AdmitAccess)
+			}
 		}
 		o, err := resolve(ctx, c, p)
 		if err != nil {
-			if ownAdmission != nil {
-				<-ownAdmission
-			}
 			return s.writeError(c, err)
 		}
 		if p.Account {
@@ -310,7 +310,7 @@ func (s *server) guardWith(rule launch.Rule, resolve resolver, h handler) fiber.
 			// workspace is the exact subject of whatever it asks (even the
 			// organization-wide checks the CLI makes), and a suspension
 			// does not cut off a phase already running.
-			err := <-ownAdmission
+			err := ownAdmission
 			if o.WorkspaceID != "" && o.WorkspaceID != p.WorkspaceID {
 				// Another workspace is admitted as itself, then read only
 				// as a consumer of its shared state (remotestate.go), else

@@ -1,7 +1,6 @@
 package v1
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"io"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/jmoiron/sqlx"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/cairnhq/cairn/api/access"
 	"github.com/cairnhq/cairn/api/plandiff"
@@ -288,15 +288,17 @@ func (a *API) registerRuns() {
 				}
 				// The page's workspace names are read beside its queues.
 				var names map[string]string
-				var namesErr error
-				named := make(chan struct{})
-				go func() {
-					defer close(named)
-					names, namesErr = a.deps.Services.Workspaces.Names(ctx, a.deps.DB, p.OrganizationID, workspaceIDs(rows))
-				}()
-				queues, err := a.deps.Services.Runs.QueuesAhead(ctx, a.deps.DB, rows...)
-				<-named
-				if err = cmp.Or(err, namesErr); err != nil {
+				var queues map[string][]run.Run
+				var g errgroup.Group
+				g.Go(func() (err error) {
+					names, err = a.deps.Services.Workspaces.Names(ctx, a.deps.DB, p.OrganizationID, workspaceIDs(rows))
+					return err
+				})
+				g.Go(func() (err error) {
+					queues, err = a.deps.Services.Runs.QueuesAhead(ctx, a.deps.DB, rows...)
+					return err
+				})
+				if err := g.Wait(); err != nil {
 					return nil, err
 				}
 				return mapSlice(rows, func(r run.Run) RunSummaryView { return runSummary(r, names[r.WorkspaceID], queues[r.ID], p) }), nil

@@ -99,7 +99,7 @@ func (s *Site) renderWelcome(w http.ResponseWriter, r *http.Request, token, mess
 		s.render(w, r, http.StatusServiceUnavailable, "welcome.html", f)
 		return
 	}
-	if _, page.Workspaces, err = s.workspaceNames(r.Context(), token); err != nil {
+	if page.Workspaces, err = s.reachableWorkspaces(r.Context(), token); err != nil {
 		s.unavailable(w, r, f, err)
 		return
 	}

@@ -405,7 +405,7 @@ func (s *Site) renderProjects(w http.ResponseWriter, r *http.Request, token stri
 	if list.NextCursor != "" {
 		page.MoreURL = "/organization/projects?cursor=" + url.QueryEscape(list.NextCursor)
 	}
-	_, workspaces, err := s.workspaceNames(r.Context(), token)
+	workspaces, err := s.reachableWorkspaces(r.Context(), token)
 	if err != nil {
 		s.unavailable(w, r, f, err)
 		return

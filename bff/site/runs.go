@@ -57,13 +57,11 @@ type workspaceRef struct {
 	ProjectID string `json:"project_id"`
 }
 
-func (s *Site) workspaceNames(ctx context.Context, token string) (map[string]string, []workspaceRef, error) {
+// reachableWorkspaces is the first hundred workspaces the caller reaches,
+// oldest first; none when its teams grant nothing yet.
+func (s *Site) reachableWorkspaces(ctx context.Context, token string) ([]workspaceRef, error) {
 	page, err := reachable(apiclient.List[workspaceRef](ctx, s.api, token, "/v1/workspaces?limit=100"))
-	names := map[string]string{}
-	for _, w := range page.Data {
-		names[w.ID] = w.Name
-	}
-	return names, page.Data, err
+	return page.Data, err
 }
 
 // reachable is a list read in which a refusal for want of the permission
@@ -182,7 +180,7 @@ type workspaceOptionsPage struct {
 // them.
 func (s *Site) workspaceOptions(w http.ResponseWriter, r *http.Request, token string) {
 	f := s.frame(r, "Runs")
-	_, workspaces, err := s.workspaceNames(r.Context(), token)
+	workspaces, err := s.reachableWorkspaces(r.Context(), token)
 	if err != nil {
 		s.unavailable(w, r, f, err)
 		return

@@ -55,7 +55,7 @@ func (s *Site) loadRunTriggers(ctx context.Context, token string, sh *workspaceS
 	if !sec.CanManage {
 		return sec
 	}
-	_, workspaces, err := s.workspaceNames(ctx, token)
+	workspaces, err := s.reachableWorkspaces(ctx, token)
 	if err != nil {
 		return runTriggersSection{Unavailable: true}
 	}

@@ -171,7 +171,7 @@ func (s *Site) renderServiceAccount(w http.ResponseWriter, r *http.Request, toke
 		return
 	}
 	page.Projects = projects.Data
-	if _, page.Workspaces, err = s.workspaceNames(ctx, token); err != nil {
+	if page.Workspaces, err = s.reachableWorkspaces(ctx, token); err != nil {
 		fail(err)
 		return
 	}

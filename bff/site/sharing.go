@@ -37,7 +37,7 @@ func (s *Site) loadSharing(ctx context.Context, token, workspaceID string, candi
 	if !candidates {
 		return sec
 	}
-	_, all, err := s.workspaceNames(ctx, token)
+	all, err := s.reachableWorkspaces(ctx, token)
 	if err != nil {
 		return sec
 	}

@@ -270,7 +270,7 @@ func (s *Site) renderProject(w http.ResponseWriter, r *http.Request, token strin
 		s.unavailable(w, r, f, err)
 		return
 	}
-	_, workspaces, err := s.workspaceNames(ctx, token)
+	workspaces, err := s.reachableWorkspaces(ctx, token)
 	if err != nil {
 		s.unavailable(w, r, f, err)
 		return

@@ -243,7 +243,7 @@ func (s *Site) renderVariableSet(w http.ResponseWriter, r *http.Request, token s
 			s.unavailable(w, r, f, err)
 			return
 		}
-		_, workspaces, err := s.workspaceNames(ctx, token)
+		workspaces, err := s.reachableWorkspaces(ctx, token)
 		if err != nil {
 			s.unavailable(w, r, f, err)
 			return

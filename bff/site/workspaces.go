@@ -38,7 +38,7 @@ func (s *Site) renderWorkspaces(w http.ResponseWriter, r *http.Request, token, m
 	}
 	page := workspacesPage{Error: message}
 	var err error
-	if _, page.Workspaces, err = s.workspaceNames(r.Context(), token); err != nil {
+	if page.Workspaces, err = s.reachableWorkspaces(r.Context(), token); err != nil {
 		s.unavailable(w, r, f, err)
 		return
 	}

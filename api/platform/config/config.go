@@ -88,6 +88,22 @@ type Config struct {
 	// address is accepted.
 	PprofAddr string `env:"CAIRN_PPROF_ADDR"`
 
+	// APIGoGC is cairn-api's GOGC once it serves (its start runs at Go's
+	// default). A request allocates a few tens of kilobytes over a live
+	// heap of a few megabytes, so at 100 the collector runs dozens of
+	// times a second under load; at 300 listing workspaces at 32 clients
+	// serves 15-20 % more requests with a p99 2-4 ms lower, for a heap
+	// that peaks a few megabytes higher. Set GOGC itself to override.
+	APIGoGC int `env:"CAIRN_API_GOGC" envDefault:"300"`
+
+	// APIMemoryLimitMiB is cairn-api's soft heap limit (Go's GOMEMLIMIT)
+	// once it serves: past it the collector runs as often as it must,
+	// whatever APIGoGC allows. It bounds what a higher GOGC lets garbage
+	// grow to when the live heap is large, such as a burst of sign-ups
+	// holding the whole argon2id budget. Set GOMEMLIMIT to override; in a
+	// container with less memory, set this to three quarters of its limit.
+	APIMemoryLimitMiB int64 `env:"CAIRN_API_MEMORY_LIMIT_MIB" envDefault:"320"`
+
 	LogLevel  string `env:"CAIRN_LOG_LEVEL" envDefault:"info"`
 	LogFormat string `env:"CAIRN_LOG_FORMAT" envDefault:"json"`
 
@@ -443,6 +459,12 @@ func (c Config) validateSandbox() []error {
 	}
 	if c.SandboxMemoryMiB < 64 {
 		problems = append(problems, errors.New("CAIRN_SANDBOX_MEMORY_MIB must be at least 64"))
+	}
+	if c.APIGoGC < 25 || c.APIGoGC > 2000 {
+		problems = append(problems, errors.New("CAIRN_API_GOGC must be between 25 and 2000 (100 is Go's own default)"))
+	}
+	if c.APIMemoryLimitMiB < int64(c.Argon2BudgetMiB)+64 || c.APIMemoryLimitMiB > 1<<20 {
+		problems = append(problems, errors.New("CAIRN_API_MEMORY_LIMIT_MIB must exceed CAIRN_ARGON2_BUDGET_MIB by at least 64 (and be at most 1 TiB)"))
 	}
 	if c.SandboxGoGC < 25 || c.SandboxGoGC > 2000 {
 		problems = append(problems, errors.New("CAIRN_SANDBOX_GOGC must be between 25 and 2000 (100 is Go's own default)"))

@@ -21,13 +21,15 @@ func TestSandboxSettings(t *testing.T) {
 		env  map[string]string
 		want string
 	}{
-		"old auto":              {map[string]string{"CAIRN_SANDBOX_BWRAP": "auto"}, "CAIRN_SANDBOX_ISOLATION"},
-		"old never":             {map[string]string{"CAIRN_SANDBOX_BWRAP": "never"}, "CAIRN_SANDBOX_ISOLATION"},
-		"relative bwrap":        {map[string]string{"CAIRN_SANDBOX_BWRAP": "bin/bwrap"}, "absolute"},
-		"unknown isolation":     {map[string]string{"CAIRN_SANDBOX_ISOLATION": "auto"}, "namespaces or none"},
-		"tiny memory":           {map[string]string{"CAIRN_SANDBOX_MEMORY_MIB": "8"}, "MEMORY_MIB"},
-		"tiny process ceiling":  {map[string]string{"CAIRN_SANDBOX_MAX_PROCESSES": "2"}, "MAX_PROCESSES"},
-		"GOGC too low":          {map[string]string{"CAIRN_SANDBOX_GOGC": "10"}, "CAIRN_SANDBOX_GOGC"},
+		"old auto":             {map[string]string{"CAIRN_SANDBOX_BWRAP": "auto"}, "CAIRN_SANDBOX_ISOLATION"},
+		"old never":            {map[string]string{"CAIRN_SANDBOX_BWRAP": "never"}, "CAIRN_SANDBOX_ISOLATION"},
+		"relative bwrap":       {map[string]string{"CAIRN_SANDBOX_BWRAP": "bin/bwrap"}, "absolute"},
+		"unknown isolation":    {map[string]string{"CAIRN_SANDBOX_ISOLATION": "auto"}, "namespaces or none"},
+		"tiny memory":          {map[string]string{"CAIRN_SANDBOX_MEMORY_MIB": "8"}, "MEMORY_MIB"},
+		"tiny process ceiling": {map[string]string{"CAIRN_SANDBOX_MAX_PROCESSES": "2"}, "MAX_PROCESSES"},
+		"GOGC too low":         {map[string]string{"CAIRN_SANDBOX_GOGC": "10"}, "CAIRN_SANDBOX_GOGC"},
+		"API GOGC too high":    {map[string]string{"CAIRN_API_GOGC": "5000"}, "CAIRN_API_GOGC"},
+		"API memory limit under the hashing budget": {map[string]string{"CAIRN_API_MEMORY_LIMIT_MIB": "150"}, "CAIRN_API_MEMORY_LIMIT_MIB"},
 		"public profiler":       {map[string]string{"CAIRN_PPROF_ADDR": "0.0.0.0:6060"}, "CAIRN_PPROF_ADDR"},
 		"profiler, no port":     {map[string]string{"CAIRN_PPROF_ADDR": "127.0.0.1"}, "CAIRN_PPROF_ADDR"},
 		"relative cgroup":       {map[string]string{"CAIRN_SANDBOX_CGROUP": "cairn"}, "CAIRN_SANDBOX_CGROUP"},

@@ -67,9 +67,10 @@ func TestIdleStackIsQuiet(t *testing.T) {
 		t.Errorf("the idle stack logged within %s of starting:\n%s", elapsed.Round(time.Second), after)
 	}
 	t.Logf("idle worker: %.2f %% of a core over %s", cpu, elapsed.Round(time.Second))
-	// Polling every 100 ms (each poll a query per queue) cost 1.4–2 %; the
-	// River machinery left costs a few tenths.
-	if cpu > 1 {
+	// Polling every 100 ms (each poll a query per queue) cost 1.4–2 %;
+	// River's completer, ticking every 50 ms, 0.4 % more than the 0.08 %
+	// left now that it stops ticking when idle (third_party/river).
+	if cpu > 0.25 {
 		t.Errorf("the idle worker used %.2f %% of a core", cpu)
 	}
 }

@@ -1,0 +1,1 @@
+DROP FUNCTION /* TEMPLATE: schema */foobar_in_bitmask;

@@ -73,8 +73,9 @@ type Evaluation struct {
 // has ev evaluate every snapshotted attachment against it, in order:
 // entries are the run's snapshot as the caller read it (SnapshotOf),
 // which narrates the same list in the run's policy log. Failures of a
-// policy or its input are results with an error code, never Go errors; a Go error means the infrastructure failed and the attempt
-// should be retried. secrets are the run's sensitive values: if one
+// policy or its input are results with an error code, never Go errors; a
+// Go error means the infrastructure failed and the attempt should be
+// retried. secrets are the run's sensitive values: if one
 // appears in the input, the input is refused (a secret canary) and every
 // result is an error. Whatever ev returns, each decision is validated here
 // before it counts; without an evaluator every result is an error.

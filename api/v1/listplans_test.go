@@ -294,56 +294,46 @@ func explain(t *testing.T, conn *sqlx.DB, q dbtest.Statement, mode string) strin
 		}
 		return plan
 	}
-	if mode == "generic analyze" {
-		// The generic plan, run with the recorded values.
-		tx, err := c.BeginTxx(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer tx.Rollback()
-		if _, err := tx.ExecContext(ctx, `SET LOCAL plan_cache_mode = force_generic_plan`); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tx.ExecContext(ctx, `PREPARE listplan_run AS `+q.Text); err != nil {
-			t.Fatalf("preparing %s: %v", q.Text, err)
-		}
-		defer c.ExecContext(ctx, `DEALLOCATE ALL`)
-		// EXPLAIN EXECUTE takes no parameters of its own: the values go in
-		// as literals.
-		literals := make([]string, len(q.Args))
-		for i, a := range q.Args {
-			literals[i] = sqlLiteral(t, a)
-		}
-		execute := `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE listplan_run`
-		if len(literals) > 0 {
-			execute += "(" + strings.Join(literals, ", ") + ")"
-		}
-		if err := tx.GetContext(ctx, &plan, execute); err != nil {
-			t.Fatalf("running the generic plan of %s: %v", q.Text, err)
-		}
-		return plan
-	}
 	if mode == "custom" {
 		if err := c.GetContext(ctx, &plan, `EXPLAIN (FORMAT JSON) `+q.Text, q.Args...); err != nil {
 			t.Fatalf("explaining %s: %v", q.Text, err)
 		}
 		return plan
 	}
-	if _, err := c.ExecContext(ctx, `SET plan_cache_mode = force_generic_plan`); err != nil {
+	// "generic" and "generic analyze": the statement prepared under
+	// force_generic_plan, in a transaction rolled back after. A prepared
+	// statement outlives its transaction, so it is deallocated first: the
+	// connection goes back to the pool for the next statement's PREPARE.
+	tx, err := c.BeginTxx(ctx, nil)
+	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.ExecContext(ctx, `RESET plan_cache_mode; DEALLOCATE ALL`)
-	if _, err := c.ExecContext(ctx, `PREPARE listplan AS `+q.Text); err != nil {
+	defer func() {
+		_, _ = tx.ExecContext(ctx, `DEALLOCATE ALL`)
+		_ = tx.Rollback()
+	}()
+	if _, err := tx.ExecContext(ctx, `SET LOCAL plan_cache_mode = force_generic_plan`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.ExecContext(ctx, `PREPARE listplan AS `+q.Text); err != nil {
 		t.Fatalf("preparing %s: %v", q.Text, err)
 	}
-	// A generic plan does not depend on the values: NULLs stand in.
-	nulls := strings.TrimSuffix(strings.Repeat("NULL, ", len(q.Args)), ", ")
-	execute := `EXPLAIN (FORMAT JSON) EXECUTE listplan`
-	if nulls != "" {
-		execute += "(" + nulls + ")"
+	// EXPLAIN EXECUTE takes no parameters of its own: the values go in as
+	// literals (the generic plan does not depend on them).
+	literals := make([]string, len(q.Args))
+	for i, a := range q.Args {
+		literals[i] = sqlLiteral(t, a)
 	}
-	if err := c.GetContext(ctx, &plan, execute); err != nil {
-		t.Fatalf("explaining the generic plan of %s: %v", q.Text, err)
+	options := "FORMAT JSON"
+	if mode == "generic analyze" {
+		options = "ANALYZE, FORMAT JSON"
+	}
+	execute := `EXPLAIN (` + options + `) EXECUTE listplan`
+	if len(literals) > 0 {
+		execute += "(" + strings.Join(literals, ", ") + ")"
+	}
+	if err := tx.GetContext(ctx, &plan, execute); err != nil {
+		t.Fatalf("%s of %s: %v", mode, q.Text, err)
 	}
 	return plan
 }

@@ -4,8 +4,13 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"hash"
+	"io"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -60,13 +65,20 @@ func (r *Runner) plan(ctx context.Context, env *attemptEnv) error {
 			current <- stateRead{id, err}
 		}()
 	}
-	showErr := r.showPlanJSON(ctx, env)
+	// The diff is built from show's output as tofu writes it, while the
+	// sandbox winds down, instead of from the file once it has.
+	shown := diffAsWritten(ctx)
+	showErr := r.showPlanJSON(ctx, env, shown)
+	shown.close()
 	after := <-current
 	if err := cmp.Or(showErr, after.err); err != nil {
 		return err
 	}
 	if !sameID(predecessor, after.id) {
 		return errStateMoved
+	}
+	if err := r.checkShown(env, shown); err != nil {
+		return err
 	}
 	showableSealed, err := r.sealShowablePlan(ctx, env, ev)
 	if err != nil {
@@ -83,7 +95,9 @@ func (r *Runner) plan(ctx context.Context, env *attemptEnv) error {
 	diffBuilt := make(chan error, 1)
 	diffSealed := ev.seal(func() (run.Artifact, error) {
 		var err error
-		diff, err = r.planDiff(ctx, env)
+		if diff, err = shown.result(); err == nil {
+			diff.RedactSecrets(env.secrets)
+		}
 		diffBuilt <- err
 		if err != nil {
 			return run.Artifact{}, err
@@ -175,14 +189,15 @@ func async[T any](f func() (T, error)) func() (T, error) {
 }
 
 // showPlanJSON writes the saved plan's JSON rendering into the private
-// directory. The plan ran the configuration's code, which may have left
-// links in the work directory: files there are opened through the sandbox.
-func (r *Runner) showPlanJSON(ctx context.Context, env *attemptEnv) error {
+// directory, and to also as it is written. The plan ran the configuration's
+// code, which may have left links in the work directory: files there are
+// opened through the sandbox.
+func (r *Runner) showPlanJSON(ctx context.Context, env *attemptEnv, also io.Writer) error {
 	jsonOut, err := env.sb.Create(privatePath(planJSON))
 	if err != nil {
 		return err
 	}
-	code, err := r.tofu(ctx, env, "show", jsonOut, "show", "-json", "-no-color", env.private(planFile))
+	code, err := r.tofu(ctx, env, "show", io.MultiWriter(jsonOut, also), "show", "-json", "-no-color", env.private(planFile))
 	jsonOut.Close()
 	if err != nil {
 		return err
@@ -275,20 +290,82 @@ func (r *Runner) storeSandboxFile(ctx context.Context, env *attemptEnv, kind, na
 	return r.Runs.StoreArtifact(ctx, env.st, kind, f, limit)
 }
 
-// planDiff builds the redacted diff from the plan JSON.
-func (r *Runner) planDiff(ctx context.Context, env *attemptEnv) (plandiff.Artifact, error) {
+// shownPlan builds the plan diff from show's output while show writes it,
+// and keeps the output's digest.
+type shownPlan struct {
+	pipe    *io.PipeWriter
+	digest  hash.Hash
+	written int64
+	// result waits for the diff.
+	result func() (plandiff.Artifact, error)
+}
+
+// diffAsWritten starts building a diff from what is written to the
+// returned shownPlan; close ends the input.
+func diffAsWritten(ctx context.Context) *shownPlan {
+	r, w := io.Pipe()
+	s := &shownPlan{pipe: w, digest: sha256.New()}
+	s.result = async(func() (plandiff.Artifact, error) {
+		diff, err := plandiff.Build(ctx, r)
+		// The rest is read and dropped, so a diff that stopped early
+		// (past the plan's changes, or on an error) never stalls show.
+		_, _ = io.Copy(io.Discard, r)
+		if err != nil {
+			return plandiff.Artifact{}, fmt.Errorf("building plan diff: %w", err)
+		}
+		return diff, nil
+	})
+	return s
+}
+
+// Write never fails: show's output reaches its file whatever the diff
+// makes of it.
+func (s *shownPlan) Write(p []byte) (int, error) {
+	s.digest.Write(p)
+	s.written += int64(len(p))
+	_, _ = s.pipe.Write(p)
+	return len(p), nil
+}
+
+func (s *shownPlan) close() { _ = s.pipe.Close() }
+
+// checkShown holds the diff to the file the rest of the evidence is read
+// from (the sealed JSON, the policy's input): the file must be exactly
+// what show wrote. Once show has ended nothing in the sandbox runs, so a
+// difference means something rewrote the file while show ran.
+func (r *Runner) checkShown(env *attemptEnv, s *shownPlan) error {
 	f, err := env.sb.Open(privatePath(planJSON))
 	if err != nil {
-		return plandiff.Artifact{}, err
+		return err
 	}
-	diff, err := plandiff.Build(ctx, f)
-	f.Close()
-	if err != nil {
-		return plandiff.Artifact{}, fmt.Errorf("building plan diff: %w", err)
-	}
-	diff.RedactSecrets(env.secrets)
-	return diff, nil
+	defer f.Close()
+	return s.matches(f)
 }
+
+// matches reports errPlanJSONChanged unless f holds what was written to s.
+func (s *shownPlan) matches(f *os.File) error {
+	fi, err := f.Stat()
+	switch {
+	case err != nil:
+		return err
+	case fi.Size() != s.written:
+		return errPlanJSONChanged
+	case fi.Size() > run.MaxPlanJSONBytes:
+		return nil // refused with its limit when it is sealed
+	}
+	digest := sha256.New()
+	if _, err := io.Copy(digest, f); err != nil {
+		return fmt.Errorf("reading the plan JSON: %w", err)
+	}
+	if !bytes.Equal(digest.Sum(nil), s.digest.Sum(nil)) {
+		return errPlanJSONChanged
+	}
+	return nil
+}
+
+// errPlanJSONChanged fails an attempt whose plan JSON file differs from
+// what show wrote.
+var errPlanJSONChanged = errors.New("the plan JSON file changed while show wrote it")
 
 // planOptionArgs are the tofu plan flags of a run's options. Each address
 // is its own argument (no shell is involved) and was checked to be a

@@ -372,24 +372,19 @@ func (r *Runner) execute(ctx context.Context, env *attemptEnv) error {
 	if err := r.refuseUnisolated(ctx, env); err != nil {
 		return err
 	}
-	start := time.Now()
-	facts, err := r.gather(ctx, st)
-	if err != nil {
-		return err
-	}
-	env.timed("gather", start)
-	env.predecessor = facts.predecessor
-	inputs, token := facts.inputs, facts.token
-	secrets := phaseSecrets(token, inputs)
-	env.secrets = secrets
-	env.variableEnv = variableEnvironment(inputs)
-	if env.logs, err = r.Runs.NewLogSink(ctx, st.Run.ID, st.Attempt.Phase, secrets); err != nil {
-		return err
-	}
-	stopFlush := r.flushLoop(env.life, env.logs)
-	defer stopFlush()
+	// What the attempt reads and writes in the database is gathered
+	// while its sandbox is made ready: neither needs the other. Nothing
+	// gathered outlives the attempt.
+	gatherStart := time.Now()
+	gathered := async(func() (attemptFacts, error) {
+		facts, err := r.gather(ctx, st)
+		env.timed("gather", gatherStart)
+		return facts, err
+	})
+	defer func() { _, _ = gathered() }()
 
-	start = time.Now()
+	start := time.Now()
+	var err error
 	spec := sandbox.Spec{Name: st.SandboxName, Limits: sandbox.Limits{WallClock: r.PhaseTimeout}, Env: map[string]string{
 		"TF_IN_AUTOMATION": "1", "TF_INPUT": "0", "CHECKPOINT_DISABLE": "1", "TF_FORCE_LOCAL_BACKEND": "1",
 		// Provider plugins listen on a Unix socket made in this directory;
@@ -435,26 +430,9 @@ func (r *Runner) execute(ctx context.Context, env *attemptEnv) error {
 	go func() { recorded <- r.Runs.RecordSandbox(ctx, st.Attempt.ID, env.sb.ID(), profile) }()
 	waitRecorded := sync.OnceValue(func() error { return <-recorded })
 	defer waitRecorded()
-	// Inside sandbox start, the attempt redeems its one-time credential
-	// handle; what it yields goes to this sandbox only and is masked
-	// from here on.
-	start = time.Now()
-	if err := r.redeemCredentials(ctx, env); err != nil {
-		return err
-	}
-	env.timed("credential_redeem", start)
-	// Three banner lines: the remote-backend CLI drops the first three
-	// lines of an apply log, as HCP Terraform repeats a banner there.
-	env.logs.Line("Cairn %s phase of %s, attempt %d", st.Attempt.Phase, st.Run.ID, st.Attempt.Number)
-	cli, version := workspace.ToolOf(st.Run.ToolVersion)
-	env.logs.Line("%s %s on %s", cliTitle[cli], version, st.Run.Platform)
-	env.logs.Line("Sandbox %s: %s", env.sb.ID(), describeProfile(profile))
-	if st.Run.Untrusted() {
-		env.logs.Line("Untrusted configuration (%s): this plan gets no state, no sensitive variable, no credential and no", untrustedWho(st.Run))
-		env.logs.Line("run token; it plans as if nothing existed yet and can never be applied.")
-	}
 
 	start = time.Now()
+	cli, version := workspace.ToolOf(st.Run.ToolVersion)
 	tool, err := r.Tools.Verified(ctx, cli, version)
 	env.cli = cli
 	if err != nil {
@@ -466,10 +444,44 @@ func (r *Runner) execute(ctx context.Context, env *attemptEnv) error {
 	env.timed("toolchain_install", start)
 
 	start = time.Now()
-	if err := r.prepare(ctx, env, facts); err != nil {
+	if err := r.extractConfiguration(ctx, env); err != nil {
 		return err
 	}
 	env.timed("configuration", start)
+
+	facts, err := gathered()
+	if err != nil {
+		return err
+	}
+	env.predecessor = facts.predecessor
+	secrets := phaseSecrets(facts.token, facts.inputs)
+	env.secrets = secrets
+	env.variableEnv = variableEnvironment(facts.inputs)
+	if env.logs, err = r.Runs.NewLogSink(ctx, st.Run.ID, st.Attempt.Phase, secrets); err != nil {
+		return err
+	}
+	stopFlush := r.flushLoop(env.life, env.logs)
+	defer stopFlush()
+	// Inside sandbox start, the attempt redeems its one-time credential
+	// handle; what it yields goes to this sandbox only and is masked
+	// from here on.
+	start = time.Now()
+	if err := r.redeemCredentials(ctx, env); err != nil {
+		return err
+	}
+	env.timed("credential_redeem", start)
+	// Three banner lines: the remote-backend CLI drops the first three
+	// lines of an apply log, as HCP Terraform repeats a banner there.
+	env.logs.Line("Cairn %s phase of %s, attempt %d", st.Attempt.Phase, st.Run.ID, st.Attempt.Number)
+	env.logs.Line("%s %s on %s", cliTitle[cli], version, st.Run.Platform)
+	env.logs.Line("Sandbox %s: %s", env.sb.ID(), describeProfile(profile))
+	if st.Run.Untrusted() {
+		env.logs.Line("Untrusted configuration (%s): this plan gets no state, no sensitive variable, no credential and no", untrustedWho(st.Run))
+		env.logs.Line("run token; it plans as if nothing existed yet and can never be applied.")
+	}
+	if err := r.prepare(env, facts); err != nil {
+		return err
+	}
 	if err := waitRecorded(); err != nil {
 		return err
 	}
@@ -543,10 +555,9 @@ func (r *Runner) tokenLifetime() time.Duration {
 	return r.PhaseTimeout + r.ApplyInterruptGrace + time.Minute
 }
 
-// prepare extracts the pinned configuration, writes the backend override,
-// the CLI configuration with the run token and the pinned variables.
-func (r *Runner) prepare(ctx context.Context, env *attemptEnv, facts attemptFacts) error {
-	inputs, token, w, org := facts.inputs, facts.token, facts.workspace, facts.org
+// extractConfiguration extracts the pinned configuration into the
+// sandbox's work directory.
+func (r *Runner) extractConfiguration(ctx context.Context, env *attemptEnv) error {
 	work := env.sb.WorkDir()
 	for _, d := range []string{configDir, privateDir} {
 		if err := os.MkdirAll(filepath.Join(work, d), 0o700); err != nil {
@@ -562,6 +573,15 @@ func (r *Runner) prepare(ctx context.Context, env *attemptEnv, facts attemptFact
 	if err != nil {
 		return fmt.Errorf("extracting configuration: %w", err)
 	}
+	return nil
+}
+
+// prepare writes what the commands read beside the extracted
+// configuration: the backend override, the CLI configuration with the run
+// token, and the variables file.
+func (r *Runner) prepare(env *attemptEnv, facts attemptFacts) error {
+	inputs, token, w, org := facts.inputs, facts.token, facts.workspace, facts.org
+	work := env.sb.WorkDir()
 	// A value written as HCL must be exactly one expression: a run
 	// variable is checked only now, as HCP Terraform checks it at plan.
 	for _, v := range inputs {

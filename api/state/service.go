@@ -307,6 +307,22 @@ func (s *Service) Current(ctx context.Context, p access.Principal, workspaceID s
 	return s.current(ctx, p, workspaceID, access.PermStateRead)
 }
 
+// CurrentWithOutputs is Current with the version's outputs (sensitive
+// values absent), read under the check Current makes: state:read admits
+// a version's outputs, and the workspace's current version is the one a
+// run token may read.
+func (s *Service) CurrentWithOutputs(ctx context.Context, p access.Principal, workspaceID string) (Version, []Output, error) {
+	v, err := s.current(ctx, p, workspaceID, access.PermStateRead)
+	if err != nil || !v.Finalized() {
+		return v, nil, err
+	}
+	outputs, err := outputsOf(ctx, s.db, v.ID)
+	if err != nil {
+		return Version{}, nil, err
+	}
+	return v, outputs, nil
+}
+
 // CurrentOutputs lists the outputs of the workspace's current version
 // (sensitive values absent) to a principal that may read outputs there,
 // state:read_outputs alone being enough; fault.ErrNotFound when the

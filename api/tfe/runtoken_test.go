@@ -168,3 +168,31 @@ func TestRunTokenNamesItsOwnWorkspace(t *testing.T) {
 		t.Errorf("its own workspace with the gate closed = %d, want 503", got.Status)
 	}
 }
+
+// TestCurrentStateVersionCarriesItsOutputs: the current version read by
+// its workspace is the same document as the version read by its ID, its
+// outputs related and, asked for, included, sensitive values absent, for
+// a run token and for its person alike; a newer version replaces it.
+func TestCurrentStateVersionCarriesItsOutputs(t *testing.T) {
+	t.Parallel()
+	env := apitest.New(t)
+	u := newCloudUser(t, env, "Outputs")
+	ws := u.uploadedWorkspace(t, "outputs")
+	u.publishState(t, ws, 1, []byte(fmt.Sprintf(stateTemplate, 1)))
+	current := u.publishState(t, ws, 2, []byte(fmt.Sprintf(stateTemplate, 2)))
+	token := runToken(t, env, u.newRun(t, ws), run.PhasePlan)
+	for who, tok := range map[string]string{"run token": token, "user token": u.token} {
+		for _, query := range []string{"", "?include=outputs"} {
+			byWorkspace := callWith(t, env, tok, http.MethodGet, "/api/v2/workspaces/"+ws+"/current-state-version"+query, nil).MustStatus(t, http.StatusOK)
+			byID := callWith(t, env, u.token, http.MethodGet, "/api/v2/state-versions/"+current+query, nil).MustStatus(t, http.StatusOK)
+			if string(byWorkspace.Body) != string(byID.Body) {
+				t.Fatalf("%s%s: the current version reads\n%s\nits ID reads\n%s", who, query, byWorkspace.Body, byID.Body)
+			}
+			body := string(byWorkspace.Body)
+			if strings.Contains(body, "s3cr3t-canary") || !strings.Contains(body, `"state-version-outputs"`) ||
+				(query != "") != strings.Contains(body, `"hello"`) {
+				t.Fatalf("%s%s: outputs not as asked, or a sensitive value released:\n%s", who, query, body)
+			}
+		}
+	}
+}

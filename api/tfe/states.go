@@ -105,6 +105,12 @@ func (s *server) respondStateVersion(c *fiber.Ctx, status int, p access.Principa
 			return s.writeError(c, err)
 		}
 	}
+	return s.writeStateVersion(c, status, v, outputs)
+}
+
+// writeStateVersion renders a version with its outputs, included when the
+// request asks for them.
+func (s *server) writeStateVersion(c *fiber.Ctx, status int, v state.Version, outputs []state.Output) error {
 	doc := map[string]any{"data": s.stateVersionResource(v, outputs)}
 	if includes(c, "outputs") && len(outputs) > 0 {
 		included := make([]resource, len(outputs))
@@ -254,12 +260,14 @@ func (s *server) readStateVersion(c *fiber.Ctx, p access.Principal, o owner) err
 	return s.respondStateVersion(c, http.StatusOK, p, v)
 }
 
+// currentStateVersion is read by every sandboxed plan and apply, twice
+// in a plan: the version and its outputs are read under one check.
 func (s *server) currentStateVersion(c *fiber.Ctx, p access.Principal, o owner) error {
-	v, err := s.State.Current(c.UserContext(), p, o.WorkspaceID)
+	v, outputs, err := s.State.CurrentWithOutputs(c.UserContext(), p, o.WorkspaceID)
 	if err != nil {
 		return s.writeError(c, err)
 	}
-	return s.respondStateVersion(c, http.StatusOK, p, v)
+	return s.writeStateVersion(c, http.StatusOK, v, outputs)
 }
 
 // downloadState streams the raw state bytes of a finalized version, its

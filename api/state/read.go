@@ -45,7 +45,9 @@ func releasable(v Version) bool {
 
 // runMayRead confines a run token to what a plan or apply reads: its
 // workspace's current version (the state it plans against), never an
-// older one. The workspace boundary is checked by the caller.
+// older one. The workspace boundary is checked by the caller, possibly at
+// the same time: a version of a workspace the token may not read is
+// refused by that check, whatever this one found.
 func (s *Service) runMayRead(ctx context.Context, p access.Principal, v Version) error {
 	if p.Kind != access.KindRun {
 		return nil

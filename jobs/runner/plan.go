@@ -67,21 +67,24 @@ func (r *Runner) plan(ctx context.Context, env *attemptEnv) error {
 	}
 	// The diff is built from show's output as tofu writes it, while the
 	// sandbox winds down, instead of from the file once it has.
-	shown := diffAsWritten(ctx)
+	shown := diffAsWritten(ctx, run.MaxPlanJSONBytes)
 	showErr := r.showPlanJSON(ctx, env, shown)
 	shown.close()
 	after := <-current
-	if err := cmp.Or(showErr, after.err); err != nil {
+	if err := cmp.Or(shown.refused, showErr, after.err); err != nil {
 		return err
 	}
 	if !sameID(predecessor, after.id) {
 		return errStateMoved
 	}
-	if err := r.checkShown(env, shown); err != nil {
-		return err
-	}
 	showableSealed, err := r.sealShowablePlan(ctx, env, ev)
 	if err != nil {
+		return err
+	}
+	// Checked once the sandbox's last command has ended (a saved plan's
+	// runs one more, with the configuration's providers): every later
+	// reader of the file reads what the diff was built from.
+	if err := r.checkShown(env, shown); err != nil {
 		return err
 	}
 
@@ -151,6 +154,9 @@ func (r *Runner) plan(ctx context.Context, env *attemptEnv) error {
 	if err != nil {
 		return err
 	}
+	if !bytes.Equal(jsonArtifact.SHA256, shown.sum) {
+		return errPlanJSONChanged
+	}
 	diffArtifact, err := diffSealed()
 	if err != nil {
 		return err
@@ -189,15 +195,16 @@ func async[T any](f func() (T, error)) func() (T, error) {
 }
 
 // showPlanJSON writes the saved plan's JSON rendering into the private
-// directory, and to also as it is written. The plan ran the configuration's
-// code, which may have left links in the work directory: files there are
-// opened through the sandbox.
-func (r *Runner) showPlanJSON(ctx context.Context, env *attemptEnv, also io.Writer) error {
+// directory through shown. The plan ran the configuration's code, which
+// may have left links in the work directory: files there are opened
+// through the sandbox.
+func (r *Runner) showPlanJSON(ctx context.Context, env *attemptEnv, shown *shownPlan) error {
 	jsonOut, err := env.sb.Create(privatePath(planJSON))
 	if err != nil {
 		return err
 	}
-	code, err := r.tofu(ctx, env, "show", io.MultiWriter(jsonOut, also), "show", "-json", "-no-color", env.private(planFile))
+	shown.file = jsonOut
+	code, err := r.tofu(ctx, env, "show", shown, "show", "-json", "-no-color", env.private(planFile))
 	jsonOut.Close()
 	if err != nil {
 		return err
@@ -290,25 +297,33 @@ func (r *Runner) storeSandboxFile(ctx context.Context, env *attemptEnv, kind, na
 	return r.Runs.StoreArtifact(ctx, env.st, kind, f, limit)
 }
 
-// shownPlan builds the plan diff from show's output while show writes it,
-// and keeps the output's digest.
+// shownPlan takes tofu show's output: it writes it to the plan JSON file,
+// up to its limit, and builds the plan diff from it as it comes, keeping
+// its length and SHA-256.
 type shownPlan struct {
-	pipe    *io.PipeWriter
+	// file is where the output goes; showPlanJSON opens it.
+	file  io.Writer
+	limit int64
+	pipe  *io.PipeWriter
+	// digest, written and refused are the output's so far; sum is its
+	// SHA-256 once closed.
 	digest  hash.Hash
 	written int64
+	refused error
+	sum     []byte
 	// result waits for the diff.
 	result func() (plandiff.Artifact, error)
 }
 
 // diffAsWritten starts building a diff from what is written to the
 // returned shownPlan; close ends the input.
-func diffAsWritten(ctx context.Context) *shownPlan {
+func diffAsWritten(ctx context.Context, limit int64) *shownPlan {
 	r, w := io.Pipe()
-	s := &shownPlan{pipe: w, digest: sha256.New()}
+	s := &shownPlan{limit: limit, pipe: w, digest: sha256.New()}
 	s.result = async(func() (plandiff.Artifact, error) {
 		diff, err := plandiff.Build(ctx, r)
-		// The rest is read and dropped, so a diff that stopped early
-		// (past the plan's changes, or on an error) never stalls show.
+		// The rest is read and dropped, so a diff that stopped early (on
+		// an error, or its context's end) never stalls show.
 		_, _ = io.Copy(io.Discard, r)
 		if err != nil {
 			return plandiff.Artifact{}, fmt.Errorf("building plan diff: %w", err)
@@ -318,21 +333,33 @@ func diffAsWritten(ctx context.Context) *shownPlan {
 	return s
 }
 
-// Write never fails: show's output reaches its file whatever the diff
-// makes of it.
+// Write fails only when the file does, or past the limit: the sandbox's
+// own file-size limit does not apply to what the worker writes for it.
+// Whatever the diff makes of the output, it reaches the file.
 func (s *shownPlan) Write(p []byte) (int, error) {
+	if s.written+int64(len(p)) > s.limit {
+		s.refused = errPlanJSONTooLarge
+		return 0, s.refused
+	}
+	if _, err := s.file.Write(p); err != nil {
+		return 0, err
+	}
 	s.digest.Write(p)
 	s.written += int64(len(p))
 	_, _ = s.pipe.Write(p)
 	return len(p), nil
 }
 
-func (s *shownPlan) close() { _ = s.pipe.Close() }
+func (s *shownPlan) close() {
+	_ = s.pipe.Close()
+	s.sum = s.digest.Sum(nil)
+}
 
 // checkShown holds the diff to the file the rest of the evidence is read
-// from (the sealed JSON, the policy's input): the file must be exactly
-// what show wrote. Once show has ended nothing in the sandbox runs, so a
-// difference means something rewrote the file while show ran.
+// from (the sealed JSON, the policy's input, a saved plan's redacted
+// JSON): the file must be exactly what show wrote. Once a command has
+// ended, nothing it started runs (its PID namespace went with it), so a
+// difference means something in the sandbox rewrote the file meanwhile.
 func (r *Runner) checkShown(env *attemptEnv, s *shownPlan) error {
 	f, err := env.sb.Open(privatePath(planJSON))
 	if err != nil {
@@ -345,27 +372,30 @@ func (r *Runner) checkShown(env *attemptEnv, s *shownPlan) error {
 // matches reports errPlanJSONChanged unless f holds what was written to s.
 func (s *shownPlan) matches(f *os.File) error {
 	fi, err := f.Stat()
-	switch {
-	case err != nil:
+	if err != nil {
 		return err
-	case fi.Size() != s.written:
+	}
+	if fi.Size() != s.written {
 		return errPlanJSONChanged
-	case fi.Size() > run.MaxPlanJSONBytes:
-		return nil // refused with its limit when it is sealed
 	}
 	digest := sha256.New()
 	if _, err := io.Copy(digest, f); err != nil {
 		return fmt.Errorf("reading the plan JSON: %w", err)
 	}
-	if !bytes.Equal(digest.Sum(nil), s.digest.Sum(nil)) {
+	if !bytes.Equal(digest.Sum(nil), s.sum) {
 		return errPlanJSONChanged
 	}
 	return nil
 }
 
-// errPlanJSONChanged fails an attempt whose plan JSON file differs from
-// what show wrote.
-var errPlanJSONChanged = errors.New("the plan JSON file changed while show wrote it")
+var (
+	// errPlanJSONChanged fails an attempt whose plan JSON file differs
+	// from what show wrote.
+	errPlanJSONChanged = errors.New("the plan JSON file changed after show wrote it")
+	// errPlanJSONTooLarge fails an attempt whose plan JSON exceeds
+	// run.MaxPlanJSONBytes: show is stopped there.
+	errPlanJSONTooLarge = fmt.Errorf("the plan JSON is larger than %d bytes", run.MaxPlanJSONBytes)
+)
 
 // planOptionArgs are the tofu plan flags of a run's options. Each address
 // is its own argument (no shell is involved) and was checked to be a

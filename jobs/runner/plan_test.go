@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -29,7 +30,9 @@ func TestDiffAsWrittenIsTheDiffOfTheFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := diffAsWritten(context.Background())
+	var file bytes.Buffer
+	s := diffAsWritten(context.Background(), run.MaxPlanJSONBytes)
+	s.file = &file
 	for rest, n := plan.Bytes(), 1; len(rest) > 0; n = n*3 + 1 {
 		chunk := rest[:min(n, len(rest))]
 		rest = rest[len(chunk):]
@@ -45,6 +48,9 @@ func TestDiffAsWrittenIsTheDiffOfTheFile(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("the diff built as written differs from the file's: %d resources, want %d", len(got.Resources), len(want.Resources))
 	}
+	if !bytes.Equal(file.Bytes(), plan.Bytes()) {
+		t.Fatalf("the file holds %d bytes, not the %d written", file.Len(), plan.Len())
+	}
 	if err := s.matches(writeFile(t, plan.Bytes())); err != nil {
 		t.Fatalf("the same bytes: %v", err)
 	}
@@ -58,7 +64,8 @@ func TestShownPlanRefusesAFileThatChanged(t *testing.T) {
 	if err := plandifftest.PlanJSON(&plan, 20); err != nil {
 		t.Fatal(err)
 	}
-	s := diffAsWritten(context.Background())
+	s := diffAsWritten(context.Background(), run.MaxPlanJSONBytes)
+	s.file = io.Discard
 	_, _ = s.Write(plan.Bytes())
 	s.close()
 	if _, err := s.result(); err != nil {
@@ -81,7 +88,8 @@ func TestShownPlanRefusesAFileThatChanged(t *testing.T) {
 // show's output reaches its file; the diff's error comes with its result.
 func TestDiffAsWrittenNeverStallsShow(t *testing.T) {
 	t.Parallel()
-	s := diffAsWritten(context.Background())
+	s := diffAsWritten(context.Background(), run.MaxPlanJSONBytes)
+	s.file = io.Discard
 	junk := []byte(strings.Repeat("not json ", 1<<17))
 	for range 8 {
 		if n, err := s.Write(junk); err != nil || n != len(junk) {
@@ -97,18 +105,23 @@ func TestDiffAsWrittenNeverStallsShow(t *testing.T) {
 	}
 }
 
-// TestShownPlanLeavesAnOversizedFileToItsSeal: a plan JSON over the limit
-// that show wrote whole is not reread here; sealing refuses it with its
-// limit.
-func TestShownPlanLeavesAnOversizedFileToItsSeal(t *testing.T) {
+// TestShownPlanStopsShowAtTheLimit: past the plan JSON's limit nothing
+// more reaches the file, the write fails (so show stops) and the attempt
+// is refused for its size; up to it, everything is taken.
+func TestShownPlanStopsShowAtTheLimit(t *testing.T) {
 	t.Parallel()
-	f := writeFile(t, nil)
-	if err := os.Truncate(f.Name(), run.MaxPlanJSONBytes+1); err != nil {
-		t.Fatal(err)
+	var file bytes.Buffer
+	s := diffAsWritten(context.Background(), 10)
+	s.file = &file
+	if n, err := s.Write([]byte("0123456789")); err != nil || n != 10 {
+		t.Fatalf("writing up to the limit: %d, %v", n, err)
 	}
-	s := &shownPlan{written: run.MaxPlanJSONBytes + 1}
-	if err := s.matches(f); err != nil {
-		t.Fatalf("an oversized file: %v, want nil", err)
+	if _, err := s.Write([]byte("x")); !errors.Is(err, errPlanJSONTooLarge) {
+		t.Fatalf("writing past the limit: %v, want errPlanJSONTooLarge", err)
+	}
+	s.close()
+	if !errors.Is(s.refused, errPlanJSONTooLarge) || file.String() != "0123456789" || s.written != 10 {
+		t.Fatalf("refused %v, file %q, written %d", s.refused, file.String(), s.written)
 	}
 }
 

@@ -351,6 +351,10 @@ func classify(err error, env *attemptEnv) string {
 		return ee.step + "_failed"
 	case errors.Is(err, errStateMoved):
 		return "state_changed_during_plan"
+	case errors.Is(err, errPlanJSONTooLarge):
+		return "plan_json_too_large"
+	case errors.Is(err, errPlanJSONChanged):
+		return "plan_json_changed"
 	case errors.Is(err, errVariableInvalid):
 		return "variable_value_invalid"
 	case errors.Is(err, workspace.ErrSnapshotChanged):
@@ -373,12 +377,15 @@ func (r *Runner) execute(ctx context.Context, env *attemptEnv) error {
 		return err
 	}
 	// What the attempt reads and writes in the database is gathered
-	// while its sandbox is made ready: neither needs the other. Nothing
-	// gathered outlives the attempt.
+	// while its sandbox is made: neither needs the other. Nothing else
+	// happens before both are done, in the order it always did, and
+	// nothing gathered outlives the attempt.
 	gatherStart := time.Now()
 	gathered := async(func() (attemptFacts, error) {
 		facts, err := r.gather(ctx, st)
-		env.timed("gather", gatherStart)
+		if err == nil {
+			env.timed("gather", gatherStart)
+		}
 		return facts, err
 	})
 	defer func() { _, _ = gathered() }()
@@ -422,32 +429,6 @@ func (r *Runner) execute(ctx context.Context, env *attemptEnv) error {
 	env.sb = sb
 	env.mu.Unlock()
 	env.timed("sandbox_create", start)
-	profile := evidenceProfile(env.sb.Profile())
-	env.profile = &profile
-	// The evidence is written while the sandbox is made ready, and must
-	// be there before tofu starts.
-	recorded := make(chan error, 1)
-	go func() { recorded <- r.Runs.RecordSandbox(ctx, st.Attempt.ID, env.sb.ID(), profile) }()
-	waitRecorded := sync.OnceValue(func() error { return <-recorded })
-	defer waitRecorded()
-
-	start = time.Now()
-	cli, version := workspace.ToolOf(st.Run.ToolVersion)
-	tool, err := r.Tools.Verified(ctx, cli, version)
-	env.cli = cli
-	if err != nil {
-		return fmt.Errorf("verifying toolchain: %w", err)
-	}
-	if err := env.sb.InstallTool(ctx, tool); err != nil {
-		return fmt.Errorf("installing toolchain: %w", err)
-	}
-	env.timed("toolchain_install", start)
-
-	start = time.Now()
-	if err := r.extractConfiguration(ctx, env); err != nil {
-		return err
-	}
-	env.timed("configuration", start)
 
 	facts, err := gathered()
 	if err != nil {
@@ -462,6 +443,14 @@ func (r *Runner) execute(ctx context.Context, env *attemptEnv) error {
 	}
 	stopFlush := r.flushLoop(env.life, env.logs)
 	defer stopFlush()
+	profile := evidenceProfile(env.sb.Profile())
+	env.profile = &profile
+	// The evidence is written while the sandbox is made ready, and must
+	// be there before tofu starts.
+	recorded := make(chan error, 1)
+	go func() { recorded <- r.Runs.RecordSandbox(ctx, st.Attempt.ID, env.sb.ID(), profile) }()
+	waitRecorded := sync.OnceValue(func() error { return <-recorded })
+	defer waitRecorded()
 	// Inside sandbox start, the attempt redeems its one-time credential
 	// handle; what it yields goes to this sandbox only and is masked
 	// from here on.
@@ -473,15 +462,30 @@ func (r *Runner) execute(ctx context.Context, env *attemptEnv) error {
 	// Three banner lines: the remote-backend CLI drops the first three
 	// lines of an apply log, as HCP Terraform repeats a banner there.
 	env.logs.Line("Cairn %s phase of %s, attempt %d", st.Attempt.Phase, st.Run.ID, st.Attempt.Number)
+	cli, version := workspace.ToolOf(st.Run.ToolVersion)
 	env.logs.Line("%s %s on %s", cliTitle[cli], version, st.Run.Platform)
 	env.logs.Line("Sandbox %s: %s", env.sb.ID(), describeProfile(profile))
 	if st.Run.Untrusted() {
 		env.logs.Line("Untrusted configuration (%s): this plan gets no state, no sensitive variable, no credential and no", untrustedWho(st.Run))
 		env.logs.Line("run token; it plans as if nothing existed yet and can never be applied.")
 	}
-	if err := r.prepare(env, facts); err != nil {
+
+	start = time.Now()
+	tool, err := r.Tools.Verified(ctx, cli, version)
+	env.cli = cli
+	if err != nil {
+		return fmt.Errorf("verifying toolchain: %w", err)
+	}
+	if err := env.sb.InstallTool(ctx, tool); err != nil {
+		return fmt.Errorf("installing toolchain: %w", err)
+	}
+	env.timed("toolchain_install", start)
+
+	start = time.Now()
+	if err := r.prepare(ctx, env, facts); err != nil {
 		return err
 	}
+	env.timed("configuration", start)
 	if err := waitRecorded(); err != nil {
 		return err
 	}
@@ -517,8 +521,8 @@ func (r *Runner) flushLoop(ctx context.Context, sink *run.LogSink) func() {
 // cliTitle is each CLI's name as a phase log's banner shows it.
 var cliTitle = map[string]string{workspace.CLITofu: "OpenTofu", workspace.CLITerraform: "Terraform"}
 
-// attemptFacts are what an attempt reads and writes in the database before
-// its sandbox starts. They do not depend on each other, so gather does them
+// attemptFacts are what an attempt reads and writes in the database while
+// its sandbox is made. They do not depend on each other, so gather does them
 // at once.
 type attemptFacts struct {
 	inputs    []workspace.ResolvedVariable
@@ -555,9 +559,10 @@ func (r *Runner) tokenLifetime() time.Duration {
 	return r.PhaseTimeout + r.ApplyInterruptGrace + time.Minute
 }
 
-// extractConfiguration extracts the pinned configuration into the
-// sandbox's work directory.
-func (r *Runner) extractConfiguration(ctx context.Context, env *attemptEnv) error {
+// prepare extracts the pinned configuration, writes the backend override,
+// the CLI configuration with the run token and the pinned variables.
+func (r *Runner) prepare(ctx context.Context, env *attemptEnv, facts attemptFacts) error {
+	inputs, token, w, org := facts.inputs, facts.token, facts.workspace, facts.org
 	work := env.sb.WorkDir()
 	for _, d := range []string{configDir, privateDir} {
 		if err := os.MkdirAll(filepath.Join(work, d), 0o700); err != nil {
@@ -573,15 +578,6 @@ func (r *Runner) extractConfiguration(ctx context.Context, env *attemptEnv) erro
 	if err != nil {
 		return fmt.Errorf("extracting configuration: %w", err)
 	}
-	return nil
-}
-
-// prepare writes what the commands read beside the extracted
-// configuration: the backend override, the CLI configuration with the run
-// token, and the variables file.
-func (r *Runner) prepare(env *attemptEnv, facts attemptFacts) error {
-	inputs, token, w, org := facts.inputs, facts.token, facts.workspace, facts.org
-	work := env.sb.WorkDir()
 	// A value written as HCL must be exactly one expression: a run
 	// variable is checked only now, as HCP Terraform checks it at plan.
 	for _, v := range inputs {

@@ -25,9 +25,9 @@ import (
 // it in two steps: the plan commit (plan file, change counts, predecessor
 // state; it reserves the policy check) and the policy commit (the
 // evaluation, plan JSON, diff and a saved plan's redacted JSON; it ends
-// the attempt). Sealing overlaps
-// the commands and the steps that only read what it seals: the plan file
-// while show renders it, the plan JSON and the redacted diff while policy
+// the attempt). Sealing overlaps the commands and the steps that only
+// read what it seals: the plan file while show renders it, the diff while
+// show writes the JSON, the plan JSON and the redacted diff while policy
 // evaluates the same JSON; the evaluation, which reads only that JSON and
 // the run's snapshot, overlaps the plan commit.
 func (r *Runner) plan(ctx context.Context, env *attemptEnv) error {
@@ -65,13 +65,9 @@ func (r *Runner) plan(ctx context.Context, env *attemptEnv) error {
 			current <- stateRead{id, err}
 		}()
 	}
-	// The diff is built from show's output as tofu writes it, while the
-	// sandbox winds down, instead of from the file once it has.
-	shown := diffAsWritten(ctx, run.MaxPlanJSONBytes)
-	showErr := r.showPlanJSON(ctx, env, shown)
-	shown.close()
+	shown, showErr := r.showPlanJSON(ctx, env)
 	after := <-current
-	if err := cmp.Or(shown.refused, showErr, after.err); err != nil {
+	if err := cmp.Or(showErr, after.err); err != nil {
 		return err
 	}
 	if !sameID(predecessor, after.id) {
@@ -195,24 +191,26 @@ func async[T any](f func() (T, error)) func() (T, error) {
 }
 
 // showPlanJSON writes the saved plan's JSON rendering into the private
-// directory through shown. The plan ran the configuration's code, which
-// may have left links in the work directory: files there are opened
-// through the sandbox.
-func (r *Runner) showPlanJSON(ctx context.Context, env *attemptEnv, shown *shownPlan) error {
+// directory, building the diff from it as tofu writes it, while the
+// sandbox winds down, instead of from the file once it has. The plan ran
+// the configuration's code, which may have left links in the work
+// directory: files there are opened through the sandbox.
+func (r *Runner) showPlanJSON(ctx context.Context, env *attemptEnv) (*shownPlan, error) {
 	jsonOut, err := env.sb.Create(privatePath(planJSON))
 	if err != nil {
-		return err
+		return nil, err
 	}
-	shown.file = jsonOut
+	shown := diffAsWritten(ctx, jsonOut, run.MaxPlanJSONBytes)
 	code, err := r.tofu(ctx, env, "show", shown, "show", "-json", "-no-color", env.private(planFile))
+	shown.close()
 	jsonOut.Close()
-	if err != nil {
-		return err
+	if err = cmp.Or(shown.refused, err); err != nil {
+		return nil, err
 	}
 	if code != 0 {
-		return exitError{step: "show", code: code}
+		return nil, exitError{step: "show", code: code}
 	}
-	return nil
+	return shown, nil
 }
 
 // planSeal collects the artifacts a plan attempt seals concurrently, so
@@ -301,7 +299,6 @@ func (r *Runner) storeSandboxFile(ctx context.Context, env *attemptEnv, kind, na
 // up to its limit, and builds the plan diff from it as it comes, keeping
 // its length and SHA-256.
 type shownPlan struct {
-	// file is where the output goes; showPlanJSON opens it.
 	file  io.Writer
 	limit int64
 	pipe  *io.PipeWriter
@@ -316,10 +313,11 @@ type shownPlan struct {
 }
 
 // diffAsWritten starts building a diff from what is written to the
-// returned shownPlan; close ends the input.
-func diffAsWritten(ctx context.Context, limit int64) *shownPlan {
+// returned shownPlan, which passes it on to file, up to limit bytes;
+// close ends the input.
+func diffAsWritten(ctx context.Context, file io.Writer, limit int64) *shownPlan {
 	r, w := io.Pipe()
-	s := &shownPlan{limit: limit, pipe: w, digest: sha256.New()}
+	s := &shownPlan{file: file, limit: limit, pipe: w, digest: sha256.New()}
 	s.result = async(func() (plandiff.Artifact, error) {
 		diff, err := plandiff.Build(ctx, r)
 		// The rest is read and dropped, so a diff that stopped early (on

@@ -31,8 +31,7 @@ func TestDiffAsWrittenIsTheDiffOfTheFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	var file bytes.Buffer
-	s := diffAsWritten(context.Background(), run.MaxPlanJSONBytes)
-	s.file = &file
+	s := diffAsWritten(context.Background(), &file, run.MaxPlanJSONBytes)
 	for rest, n := plan.Bytes(), 1; len(rest) > 0; n = n*3 + 1 {
 		chunk := rest[:min(n, len(rest))]
 		rest = rest[len(chunk):]
@@ -64,8 +63,7 @@ func TestShownPlanRefusesAFileThatChanged(t *testing.T) {
 	if err := plandifftest.PlanJSON(&plan, 20); err != nil {
 		t.Fatal(err)
 	}
-	s := diffAsWritten(context.Background(), run.MaxPlanJSONBytes)
-	s.file = io.Discard
+	s := diffAsWritten(context.Background(), io.Discard, run.MaxPlanJSONBytes)
 	_, _ = s.Write(plan.Bytes())
 	s.close()
 	if _, err := s.result(); err != nil {
@@ -84,12 +82,11 @@ func TestShownPlanRefusesAFileThatChanged(t *testing.T) {
 }
 
 // TestDiffAsWrittenNeverStallsShow: output the diff cannot read (not
-// JSON, or JSON long past the plan's changes) is still taken whole, so
+// JSON: the diff stops at the first bytes) is still taken whole, so
 // show's output reaches its file; the diff's error comes with its result.
 func TestDiffAsWrittenNeverStallsShow(t *testing.T) {
 	t.Parallel()
-	s := diffAsWritten(context.Background(), run.MaxPlanJSONBytes)
-	s.file = io.Discard
+	s := diffAsWritten(context.Background(), io.Discard, run.MaxPlanJSONBytes)
 	junk := []byte(strings.Repeat("not json ", 1<<17))
 	for range 8 {
 		if n, err := s.Write(junk); err != nil || n != len(junk) {
@@ -111,8 +108,7 @@ func TestDiffAsWrittenNeverStallsShow(t *testing.T) {
 func TestShownPlanStopsShowAtTheLimit(t *testing.T) {
 	t.Parallel()
 	var file bytes.Buffer
-	s := diffAsWritten(context.Background(), 10)
-	s.file = &file
+	s := diffAsWritten(context.Background(), &file, 10)
 	if n, err := s.Write([]byte("0123456789")); err != nil || n != 10 {
 		t.Fatalf("writing up to the limit: %d, %v", n, err)
 	}

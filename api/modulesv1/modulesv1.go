@@ -15,6 +15,7 @@ import (
 	"github.com/cairnhq/cairn/api/access"
 	"github.com/cairnhq/cairn/api/launch"
 	"github.com/cairnhq/cairn/api/platform/capability"
+	"github.com/cairnhq/cairn/api/platform/discovery"
 	"github.com/cairnhq/cairn/api/platform/fault"
 	"github.com/cairnhq/cairn/api/problem"
 	"github.com/cairnhq/cairn/api/registry"
@@ -25,7 +26,7 @@ import (
 // as modules.v1; the CLIs append <namespace>/<name>/<provider>/….
 const (
 	basePath    = "/api/registry/v1"
-	ModulesPath = basePath + "/modules/"
+	ModulesPath = discovery.ModulesV1Path
 	archivePath = basePath + "/_dl/"
 )
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/cairnhq/cairn/api/access"
 	"github.com/cairnhq/cairn/api/apitest"
+	"github.com/cairnhq/cairn/api/platform/discovery"
 	reg "github.com/cairnhq/cairn/api/registry"
 )
 
@@ -129,6 +130,20 @@ func TestModulesV1ServesResolvableVersions(t *testing.T) {
 	r.get(http.MethodGet, "/.well-known/terraform.json", "").MustStatus(t, http.StatusOK).JSON(t, &disco)
 	if disco["modules.v1"] != "/api/registry/v1/modules/" {
 		t.Fatalf("discovery %v", disco)
+	}
+	// A sandbox's CLI configuration names these services instead of asking
+	// for them: both must be the same list (login.v1 aside, which no
+	// sandboxed command uses).
+	forced := discovery.Services(true)
+	for id, path := range forced {
+		if disco[id] != path {
+			t.Errorf("sandboxes are told %s is %q, discovery says %v", id, path, disco[id])
+		}
+	}
+	for id := range disco {
+		if _, ok := forced[id]; !ok && id != "login.v1" {
+			t.Errorf("discovery announces %s, which sandboxes are not told", id)
+		}
 	}
 
 	versions := "/api/registry/v1/modules/" + r.namespace + "/network/aws/versions"

@@ -113,7 +113,7 @@ func New(deps assembly.Deps) (*Server, error) {
 		Authenticate: tfe.Authenticator(remote), Capabilities: remote.Capabilities, Logger: deps.Logger,
 		DownloadTTL: deps.Config.RegistryDownloadTTL}
 	if modulesv1.Ready(modules) {
-		remote.ModulesV1 = modulesv1.ModulesPath
+		remote.ModulesV1 = true
 	}
 	tfe.Mount(app, remote)
 	modulesv1.Mount(app, modules)

@@ -18,6 +18,7 @@ import (
 	"github.com/cairnhq/cairn/api/platform/buildinfo"
 	"github.com/cairnhq/cairn/api/platform/capability"
 	"github.com/cairnhq/cairn/api/platform/config"
+	"github.com/cairnhq/cairn/api/platform/discovery"
 	"github.com/cairnhq/cairn/api/platform/fault"
 	"github.com/cairnhq/cairn/api/platform/httpx"
 	"github.com/cairnhq/cairn/api/platform/secret"
@@ -58,9 +59,9 @@ type Deps struct {
 	Registry *registry.Service
 	// Triggers are run triggers between workspaces (run-triggers).
 	Triggers *trigger.Service
-	// ModulesV1 is the module registry protocol's path that discovery
-	// announces as modules.v1; "" (no registry) announces none.
-	ModulesV1 string
+	// ModulesV1 says the module registry protocol is served, at
+	// discovery.ModulesV1Path, so discovery announces it.
+	ModulesV1 bool
 	// VariableSets are the organization's variable sets (varsets); their
 	// routes answer 503 without them.
 	VariableSets *varset.Service
@@ -124,9 +125,10 @@ func Mount(app *fiber.App, deps Deps) {
 
 // discovery tells Terraform-compatible CLIs where the API lives.
 func (s *server) discovery(c *fiber.Ctx) error {
-	// state.v2 is what the legacy remote backend looks up; sandboxed runs
-	// use it to publish state.
-	doc := map[string]any{"tfe.v2": "/api/v2/", "tfe.v2.1": "/api/v2/", "tfe.v2.2": "/api/v2/", "state.v2": "/api/v2/"}
+	doc := map[string]any{}
+	for id, path := range discovery.Services(s.ready && s.ModulesV1) {
+		doc[id] = path
+	}
 	if s.ready {
 		// `tofu login`: the authorization server's code flow with the
 		// CLI's built-in client, answered with a user API token. Without
@@ -139,9 +141,6 @@ func (s *server) discovery(c *fiber.Ctx) error {
 			"ports":       oauth.CLIPorts,
 			"scopes":      []string{oauth.ScopeCLI},
 		}
-	}
-	if s.ready && s.ModulesV1 != "" {
-		doc["modules.v1"] = s.ModulesV1
 	}
 	return c.JSON(doc)
 }

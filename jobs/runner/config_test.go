@@ -20,6 +20,10 @@ func TestCLIConfigNamesTheMirrorAsTheOnlySource(t *testing.T) {
 		if !strings.Contains(got, `credentials "cairn.example:8443" {`) || !strings.Contains(got, `token = "rat_\"}\nevil {"`) {
 			t.Fatalf("credentials for %q:\n%s", mirror, got)
 		}
+		// The host's services are named, so no command asks for them.
+		if !strings.Contains(got, `host "cairn.example:8443" {`+"\n"+`  services = {`) || !strings.Contains(got, `"tfe.v2.1" = "/api/v2/"`) {
+			t.Fatalf("host services for %q:\n%s", mirror, got)
+		}
 		if mirror == "" && strings.Contains(got, "provider_installation") {
 			t.Fatalf("no mirror, yet:\n%s", got)
 		}

@@ -2,6 +2,8 @@ package runner
 
 import (
 	"bytes"
+	"maps"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -40,6 +42,21 @@ func (f *hclFile) str(name, value string) { f.attr(name, hclQuote(value)) }
 // raw writes `name = expr` with expr as written: an HCL value a workspace
 // variable marked as HCL holds, which tofu parses as its author meant.
 func (f *hclFile) raw(name, expr string) { f.attr(name, expr) }
+
+// strMap writes `name = { "key" = "value" ... }` with every key and value
+// quoted as str quotes them, in key order.
+func (f *hclFile) strMap(name string, m map[string]string) {
+	f.indent()
+	f.buf.WriteString(name)
+	f.buf.WriteString(" = {\n")
+	f.depth++
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		f.attr(hclQuote(k), hclQuote(m[k]))
+	}
+	f.depth--
+	f.indent()
+	f.buf.WriteString("}\n")
+}
 
 func (f *hclFile) attr(name, expr string) {
 	f.indent()

@@ -110,8 +110,10 @@ const EvidenceWindow = 45 * time.Second
 
 // attemptEnv is one running attempt's sandbox and bookkeeping.
 type attemptEnv struct {
-	st      run.Started
-	sb      sandbox.Sandbox
+	st run.Started
+	sb sandbox.Sandbox
+	// session runs the phase's commands in one entry into sb.
+	session sandbox.Session
 	logs    *run.LogSink
 	timings run.Timings
 	// secrets are the values masked in logs and redacted from the plan
@@ -429,6 +431,8 @@ func (r *Runner) execute(ctx context.Context, env *attemptEnv) error {
 	env.mu.Lock()
 	env.sb = sb
 	env.mu.Unlock()
+	env.session = sb.Session()
+	defer env.session.Close()
 	env.timed("sandbox_create", start)
 
 	facts, err := gathered()
@@ -774,7 +778,7 @@ func (r *Runner) runTofu(ctx context.Context, env *attemptEnv, step string, cmd 
 	said := &tailBuffer{limit: 64 << 10}
 	// tofuCommand always sends stderr to the phase's log.
 	cmd.Stderr = io.MultiWriter(cmd.Stderr, said)
-	code, err := env.sb.Run(ctx, cmd)
+	code, err := env.session.Run(ctx, cmd)
 	if err == nil && code != 0 {
 		// tofu wraps its diagnostics to the terminal's width: words are
 		// compared, not lines.

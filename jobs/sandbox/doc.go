@@ -2,7 +2,10 @@
 // builds. A Driver creates one Sandbox per attempt: a fresh directory with a
 // scrubbed environment, checksum-verified tools installed from a ToolCache,
 // and commands that run in their own session and process group under
-// resource limits, inside Linux namespaces through bwrap.
+// resource limits, inside Linux namespaces through bwrap. A Session runs a
+// phase's commands in one entry (session.go): cairn-sandbox-exec supervises
+// them inside and kills whatever one leaves before the next starts, so only
+// files carry over, as between entries.
 //
 // Isolation fails closed. By default (RequireNamespaces) every command gets
 // its own mount, PID, IPC and UTS namespaces (and user and cgroup ones where

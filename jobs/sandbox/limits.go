@@ -94,6 +94,13 @@ func TrustedProgram(path string) (string, error) {
 // commandArgv wraps a program and its arguments in the sandbox's limits and
 // isolation; see Local for the shape of the result.
 func (s *localSandbox) commandArgv(dir string, prog []string) ([]string, error) {
+	return s.execArgv(dir, append([]string{"--"}, prog...))
+}
+
+// execArgv is cairn-sandbox-exec with the sandbox's user and limits, then
+// tail ("--" and a program, or "-serve"), wrapped in bwrap when the
+// sandbox has namespaces.
+func (s *localSandbox) execArgv(dir string, tail []string) ([]string, error) {
 	program := s.driver.execPath
 	if s.bwrap != "" {
 		program = execInside
@@ -109,7 +116,7 @@ func (s *localSandbox) commandArgv(dir string, prog []string) ([]string, error) 
 	if err != nil {
 		return nil, err
 	}
-	argv = append(append(append(argv, limits...), "--"), prog...)
+	argv = append(append(argv, limits...), tail...)
 	if s.bwrap == "" {
 		return argv, nil
 	}

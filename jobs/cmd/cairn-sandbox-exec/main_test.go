@@ -2,6 +2,7 @@ package main
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -42,5 +43,22 @@ func TestParseTakesOnlyWhatTheDriverSends(t *testing.T) {
 		if inv, err := parse(args); err == nil {
 			t.Errorf("%s: %q parsed as %+v", name, args, inv)
 		}
+	}
+}
+
+// TestServeIsLastAndOnlyInItsOwnPIDNamespace: -serve ends the arguments,
+// and outside a fresh PID namespace the supervisor refuses before it
+// changes anything (its kill(-1) would reach the worker's processes).
+func TestServeIsLastAndOnlyInItsOwnPIDNamespace(t *testing.T) {
+	t.Parallel()
+	inv, err := parse([]string{"-rlimit", "core=0", "-serve"})
+	if err != nil || !inv.serve || len(inv.argv) != 0 {
+		t.Fatalf("parsed %+v, %v", inv, err)
+	}
+	if inv, err := parse([]string{"-serve", "--", "/bin/true"}); err == nil {
+		t.Fatalf("-serve before a program parsed as %+v", inv)
+	}
+	if err := serve(invocation{user: -1, serve: true}); err == nil || !strings.Contains(err.Error(), "PID namespace") {
+		t.Fatalf("serve in the test's own namespace: %v", err)
 	}
 }

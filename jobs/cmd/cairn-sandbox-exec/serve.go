@@ -1,0 +1,187 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cairnhq/cairn/jobs/sandbox/sessionwire"
+)
+
+// controlFD is the session's socket, the descriptor the driver passes.
+const controlFD = 3
+
+// serve confines this process as enter confines a command, then runs the
+// commands of one session until the driver closes the socket. It returns
+// nil then, and an error if the session cannot go on.
+//
+// Between commands nothing may carry over but files: once a command has
+// exited, everything else running in the sandbox is killed and reaped
+// before the answer goes back. That needs the sandbox's own PID namespace,
+// where this process is the only one besides the namespace's init (bwrap's)
+// that is not a command's: kill(-1) there reaches every other process this
+// user may signal, and as a child subreaper this process inherits every
+// orphan, so waiting until it has no child left proves the sandbox empty.
+// Outside such a namespace kill(-1) would reach the worker's own processes,
+// so serve refuses to start there.
+func serve(inv invocation) error {
+	if os.Getpid() != 2 || os.Getppid() != 1 {
+		return errors.New("-serve needs a PID namespace of its own, as bwrap --unshare-pid gives")
+	}
+	if err := confine(inv, allThreadsSyscall); err != nil {
+		return err
+	}
+	// A user switch resets the dumpable flag to the system's default; this
+	// process must stay out of reach of ptrace and /proc/PID/fd by the
+	// commands, which run as the same user.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("making the process undumpable: %w", err)
+	}
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("becoming the sandbox's subreaper: %w", err)
+	}
+	// A command signals its own process group, never this process; these
+	// are caught only so that a stray one does not end the session.
+	signal.Notify(make(chan os.Signal, 1), unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT)
+	unix.CloseOnExec(controlFD)
+	devNull, err := unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("opening /dev/null: %w", err)
+	}
+	s := &supervisor{requests: make(chan received)}
+	go s.read()
+	for r := range s.requests {
+		if r.err != nil {
+			if errors.Is(r.err, io.EOF) {
+				return nil
+			}
+			return r.err
+		}
+		status := s.run(*r.msg.Request, devNull, r.fds[0], r.fds[1])
+		if err := sessionwire.WriteReply(controlFD, sessionwire.Reply{Status: status}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+type received struct {
+	msg sessionwire.Message
+	fds []int
+	err error
+}
+
+// supervisor runs one command at a time.
+type supervisor struct {
+	requests chan received
+	// mu guards running: whether a command's processes are there to
+	// signal.
+	mu      sync.Mutex
+	running bool
+}
+
+// read passes requests on and acts on signals itself, since they arrive
+// while the other goroutine waits for the command.
+func (s *supervisor) read() {
+	defer close(s.requests)
+	for {
+		msg, fds, err := sessionwire.Read(controlFD)
+		switch {
+		case err != nil:
+			s.requests <- received{err: err}
+			return
+		case msg.Signal != 0:
+			s.mu.Lock()
+			if s.running {
+				// Every process but this one and the namespace's init.
+				_ = unix.Kill(-1, msg.Signal)
+			}
+			s.mu.Unlock()
+		case msg.Request != nil:
+			s.requests <- received{msg: msg, fds: fds}
+		default:
+			s.requests <- received{err: errors.New("a session frame that is neither a request nor a signal")}
+			return
+		}
+	}
+}
+
+// run starts a request's command, waits for it and clears the sandbox of
+// everything it left, and returns its exit status.
+func (s *supervisor) run(req sessionwire.Request, stdin, stdout, stderr int) int {
+	s.mu.Lock()
+	s.running = true
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.running = false
+		s.mu.Unlock()
+	}()
+	// A process group of its own, so that what the command signals as its
+	// group is its own tree.
+	pid, err := syscall.ForkExec(req.Argv[0], req.Argv, &syscall.ProcAttr{
+		Dir: req.Dir, Env: req.Env, Files: []uintptr{uintptr(stdin), uintptr(stdout), uintptr(stderr)},
+		Sys: &syscall.SysProcAttr{Setpgid: true},
+	})
+	if err != nil {
+		_, _ = unix.Write(stderr, fmt.Appendf(nil, "cairn-sandbox-exec: starting %s: %v\n", req.Argv[0], err))
+	}
+	// Only the command may hold its output open: the driver reads until
+	// the last writer is gone.
+	_ = unix.Close(stdout)
+	_ = unix.Close(stderr)
+	if err != nil {
+		return exitSetupFailed
+	}
+	status := exitSetupFailed
+	for {
+		var ws unix.WaitStatus
+		got, err := unix.Wait4(-1, &ws, 0, nil)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			break
+		}
+		if got == pid {
+			status = exitStatus(ws)
+			break
+		}
+	}
+	clearSandbox()
+	return status
+}
+
+// clearSandbox kills every process in the sandbox but this one and reaps them
+// all. Killing again before each wait catches a process forked while the
+// previous kill went round.
+func clearSandbox() {
+	for {
+		_ = unix.Kill(-1, unix.SIGKILL)
+		var ws unix.WaitStatus
+		got, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
+		switch {
+		case errors.Is(err, unix.EINTR), got > 0:
+		case err != nil:
+			return // ECHILD: nothing is left
+		default:
+			// Killed, not yet exited.
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
+}
+
+// exitStatus reports death by signal n as 128+n, as shells do.
+func exitStatus(ws unix.WaitStatus) int {
+	if ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ws.ExitStatus()
+}

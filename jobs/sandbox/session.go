@@ -1,0 +1,409 @@
+package sandbox
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cairnhq/cairn/jobs/sandbox/sessionwire"
+)
+
+// Session runs commands one after another in one entry into the sandbox.
+// Each Run has Sandbox.Run's contract; in between, files carry over and
+// processes do not: whatever a command left running is killed before its
+// Run returns. A command stopped by its context, its wall clock or Destroy
+// ends the session, and later Runs fail. A Session is for one goroutine.
+type Session interface {
+	Run(ctx context.Context, c Command) (exitCode int, err error)
+	// Close ends the session and waits for it to be gone. It is
+	// idempotent.
+	Close() error
+}
+
+// errSessionEnded is what a Run on a session that can no longer run
+// anything returns, wrapped with why.
+var errSessionEnded = errors.New("sandbox session ended")
+
+// Session starts nothing yet: the entry is made by the first Run, so tools
+// installed until then are in it. Without namespaces each Run is a Run of
+// the sandbox, there being no entry to share.
+func (s *localSandbox) Session() Session {
+	if s.bwrap == "" {
+		return sandboxSession{s}
+	}
+	return &bwrapSession{s: s}
+}
+
+// sandboxSession runs each command as Sandbox.Run does.
+type sandboxSession struct{ s *localSandbox }
+
+func (p sandboxSession) Run(ctx context.Context, c Command) (int, error) { return p.s.Run(ctx, c) }
+func (p sandboxSession) Close() error                                    { return nil }
+
+// bwrapSession is one bwrap whose program is cairn-sandbox-exec -serve;
+// commands go to it over a socket (sessionwire), each with its own output
+// pipes, and its answer comes once the command and its leftovers are gone.
+type bwrapSession struct {
+	s *localSandbox
+	// ended is why no further command can run; set once.
+	ended error
+	// control is the worker's end of the socket; read only by readReplies.
+	control int
+	replies chan replyOrError
+	// bwrap is the session's leader: its PID is the group ID that
+	// killGroup signals until reaped says the PID may be reused.
+	bwrap   *exec.Cmd
+	exited  chan struct{}
+	watched chan struct{}
+	mu      sync.Mutex
+	reaped  bool
+	// setupErr is bwrap's and the supervisor's own output, for a session
+	// that fails before answering.
+	setupErr tailWriter
+}
+
+type replyOrError struct {
+	reply sessionwire.Reply
+	err   error
+}
+
+func (b *bwrapSession) Run(ctx context.Context, c Command) (int, error) {
+	s := b.s
+	if err := c.validate(); err != nil {
+		return -1, err
+	}
+	if b.ended != nil {
+		return -1, fmt.Errorf("running %s: %w", c.Args[0], b.ended)
+	}
+	ctx, done, err := s.register(ctx)
+	if err != nil {
+		return -1, fmt.Errorf("running %s: %w", c.Args[0], err)
+	}
+	defer done()
+	dir, err := s.commandDir(c.Dir)
+	if err != nil {
+		return -1, err
+	}
+	prog, err := s.resolve(c.Args[0])
+	if err != nil {
+		return -1, err
+	}
+	if err := s.handOver(); err != nil {
+		return -1, fmt.Errorf("running %s: %w", c.Args[0], err)
+	}
+	if b.bwrap == nil {
+		if err := b.start(); err != nil {
+			b.ended = fmt.Errorf("%w: %w", errSessionEnded, err)
+			return -1, fmt.Errorf("running %s: %w", c.Args[0], err)
+		}
+	}
+	ctx, stop := context.WithTimeoutCause(ctx, s.limits.WallClock, ErrTimedOut)
+	defer stop()
+	return b.execute(ctx, dir, append([]string{prog}, c.Args[1:]...), c)
+}
+
+// start makes the sandbox entry: bwrap around the supervisor, with the
+// socket's other end as descriptor 3.
+func (b *bwrapSession) start() error {
+	s := b.s
+	argv, err := s.execArgv(s.work, []string{"-serve"})
+	if err != nil {
+		return err
+	}
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("making the session socket: %w", err)
+	}
+	theirs := os.NewFile(uintptr(pair[1]), "session")
+	defer theirs.Close()
+	lifetime, unregister, err := s.register(context.Background())
+	if err != nil {
+		_ = unix.Close(pair[0])
+		return err
+	}
+	attr := &syscall.SysProcAttr{Setsid: true}
+	if s.cgroup != nil {
+		attr.UseCgroupFD, attr.CgroupFD = true, int(s.cgroup.fd.Fd())
+	}
+	b.control = pair[0]
+	b.replies = make(chan replyOrError, 1)
+	b.exited, b.watched = make(chan struct{}), make(chan struct{})
+	b.bwrap = &exec.Cmd{
+		Path: argv[0], Args: argv, Env: s.environ(s.work, nil), Dir: s.work,
+		Stdout: &b.setupErr, Stderr: &b.setupErr, ExtraFiles: []*os.File{theirs},
+		SysProcAttr: attr, WaitDelay: s.driver.killGrace,
+	}
+	started := make(chan error, 1)
+	go func() {
+		// bwrap's --die-with-parent fires when the thread that forked it
+		// exits: this one is held for the session's whole life.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := b.bwrap.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		waitExited(b.bwrap.Process.Pid)
+		b.mu.Lock()
+		// The leader has exited but is not reaped: its group is still
+		// ours to kill, whatever is left in it.
+		_ = unix.Kill(-b.bwrap.Process.Pid, unix.SIGKILL)
+		b.reaped = true
+		b.mu.Unlock()
+		_ = b.bwrap.Wait()
+		close(b.exited)
+	}()
+	if err := <-started; err != nil {
+		_ = unix.Close(b.control)
+		unregister()
+		b.bwrap = nil
+		return fmt.Errorf("starting the sandbox session: %w", err)
+	}
+	s.driver.logger.Debug("sandbox session started", "sandbox_id", s.id, "pid", b.bwrap.Process.Pid)
+	go b.readReplies()
+	go func() {
+		// Destroy ends the session at once.
+		select {
+		case <-lifetime.Done():
+			b.killGroup()
+		case <-b.exited:
+		}
+		<-b.exited
+		unregister()
+		close(b.watched)
+	}()
+	return nil
+}
+
+// readReplies hands each frame the supervisor sends to the Run waiting
+// for it, and closes the socket once the supervisor is gone: nothing reads
+// it after that, so its number cannot be reused under a reader.
+func (b *bwrapSession) readReplies() {
+	defer unix.Close(b.control)
+	for {
+		msg, fds, err := sessionwire.Read(b.control)
+		for _, fd := range fds {
+			_ = unix.Close(fd)
+		}
+		if err == nil && msg.Reply == nil {
+			err = errors.New("the session's supervisor sent a frame that is not a reply")
+		}
+		if err != nil {
+			b.replies <- replyOrError{err: err}
+			return
+		}
+		b.replies <- replyOrError{reply: *msg.Reply}
+	}
+}
+
+// killGroup kills the session's whole process group while its leader's PID
+// still names it.
+func (b *bwrapSession) killGroup() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.reaped {
+		_ = unix.Kill(-b.bwrap.Process.Pid, unix.SIGKILL)
+	}
+}
+
+// execute sends one command and waits for its answer; a stop follows
+// Command's StopSignal and StopGrace, and ends the session.
+func (b *bwrapSession) execute(ctx context.Context, dir string, argv []string, c Command) (int, error) {
+	s := b.s
+	logger := s.driver.logger.With("sandbox_id", s.id, "program", c.Args[0])
+	outputs, err := startOutputs(c.Stdout, c.Stderr)
+	if err != nil {
+		return -1, err
+	}
+	defer outputs.close()
+	req := sessionwire.Request{Dir: dir, Argv: argv, Env: s.environ(dir, c.Env)}
+	err = sessionwire.WriteRequest(b.control, req, outputs.stdoutFD(), outputs.stderrFD())
+	// The supervisor has its own copies now; the worker keeps only the
+	// reading ends, so the output ends when the command's tree does.
+	outputs.closeWriters()
+	if err != nil {
+		return -1, b.end(fmt.Errorf("running %s: %w: %w", c.Args[0], errSessionEnded, err))
+	}
+	logger.DebugContext(ctx, "sandbox command started in session")
+
+	var stopErr error
+	select {
+	case r := <-b.replies:
+		if r.err != nil {
+			return -1, b.end(fmt.Errorf("running %s: %w: %w%s", c.Args[0], errSessionEnded, r.err, b.said()))
+		}
+		// Nothing in the sandbox holds the pipes any more: what is left
+		// is the copies' own work, which only the command's clock bounds.
+		if !outputs.wait(ctx.Done()) {
+			logger.WarnContext(ctx, "sandbox command output cut off: its writers were still busy when its time ran out")
+		}
+		return r.reply.Status, nil
+	case <-ctx.Done():
+		cause := context.Cause(ctx)
+		if errors.Is(cause, ErrTimedOut) {
+			stopErr = fmt.Errorf("running %s: %w after %s", c.Args[0], ErrTimedOut, s.limits.WallClock)
+		} else {
+			stopErr = fmt.Errorf("running %s: %w: %w", c.Args[0], ErrCanceled, cause)
+		}
+		logger.InfoContext(ctx, "sandbox command terminating", "reason", cause.Error())
+		if !errors.Is(cause, ErrDestroyed) {
+			b.terminate(c)
+		}
+	}
+	// A stopped command ends its session: what is left is killed with it.
+	b.end(stopErr)
+	graceCtx, cancel := context.WithTimeout(context.Background(), s.driver.killGrace)
+	defer cancel()
+	outputs.wait(graceCtx.Done())
+	return -1, stopErr
+}
+
+// terminate gives the running command its stop signal and grace, and
+// returns when it has been answered for or the grace ran out.
+func (b *bwrapSession) terminate(c Command) {
+	sig := cmp.Or(c.StopSignal, unix.SIGTERM)
+	if err := sessionwire.WriteSignal(b.control, sig); err != nil {
+		return
+	}
+	grace := time.NewTimer(cmp.Or(c.StopGrace, b.s.driver.killGrace))
+	defer grace.Stop()
+	select {
+	case <-b.replies:
+	case <-b.exited:
+	case <-grace.C:
+	}
+}
+
+// end records why the session can run nothing more, kills it and waits
+// for it to be gone; it returns err.
+func (b *bwrapSession) end(err error) error {
+	if b.ended == nil {
+		b.ended = err
+	}
+	b.killGroup()
+	<-b.watched
+	return err
+}
+
+// said is what bwrap and the supervisor wrote themselves, for an error.
+func (b *bwrapSession) said() string {
+	if out := b.setupErr.String(); out != "" {
+		return ": " + out
+	}
+	return ""
+}
+
+// Close tells the supervisor to finish, which ends bwrap; a session that
+// does not end within the driver's KillGrace is killed.
+func (b *bwrapSession) Close() error {
+	if b.bwrap == nil {
+		b.ended = cmp.Or(b.ended, errSessionEnded)
+		return nil
+	}
+	if b.ended == nil {
+		b.ended = errSessionEnded
+		// Shut down, not closed: readReplies may be reading it.
+		_ = unix.Shutdown(b.control, unix.SHUT_WR)
+		grace := time.NewTimer(b.s.driver.killGrace)
+		defer grace.Stop()
+		select {
+		case <-b.exited:
+		case <-grace.C:
+		}
+	}
+	b.killGroup()
+	<-b.watched
+	return nil
+}
+
+// commandOutputs are the pipes of one command's standard output and error
+// and the copies from them to the command's writers.
+type commandOutputs struct {
+	readers [2]*os.File
+	writers [2]*os.File
+	copied  chan struct{}
+}
+
+func startOutputs(stdout, stderr io.Writer) (*commandOutputs, error) {
+	o := &commandOutputs{copied: make(chan struct{}, 2)}
+	for i, w := range []io.Writer{stdout, stderr} {
+		r, wr, err := os.Pipe()
+		if err != nil {
+			o.closeWriters()
+			o.close()
+			return nil, fmt.Errorf("making a command's output pipe: %w", err)
+		}
+		o.readers[i], o.writers[i] = r, wr
+		go func() {
+			_, _ = io.Copy(cmp.Or[io.Writer](w, io.Discard), r)
+			o.copied <- struct{}{}
+		}()
+	}
+	return o, nil
+}
+
+func (o *commandOutputs) stdoutFD() int { return int(o.writers[0].Fd()) }
+func (o *commandOutputs) stderrFD() int { return int(o.writers[1].Fd()) }
+
+func (o *commandOutputs) closeWriters() {
+	for _, w := range o.writers {
+		if w != nil {
+			_ = w.Close()
+		}
+	}
+}
+
+// wait waits for both copies to reach the end of their pipes, or for
+// giveUp, and reports whether they did.
+func (o *commandOutputs) wait(giveUp <-chan struct{}) bool {
+	for range 2 {
+		select {
+		case <-o.copied:
+		case <-giveUp:
+			return false
+		}
+	}
+	return true
+}
+
+// close ends the copies, whatever they were still reading.
+func (o *commandOutputs) close() {
+	for _, r := range o.readers {
+		if r != nil {
+			_ = r.Close()
+		}
+	}
+}
+
+// tailWriter keeps the last 4 KiB written to it.
+type tailWriter struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (t *tailWriter) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if over := len(t.buf) - 4<<10; over > 0 {
+		t.buf = t.buf[over:]
+	}
+	return len(p), nil
+}
+
+func (t *tailWriter) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.buf)
+}

@@ -1,0 +1,195 @@
+package sandbox_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cairnhq/cairn/jobs/sandbox"
+)
+
+// sessionRun runs c in ss and fails the test on a Run error.
+func sessionRun(t *testing.T, ss sandbox.Session, c sandbox.Command) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	c.Stdout, c.Stderr = &out, &errOut
+	code, err := ss.Run(context.Background(), c)
+	if err != nil {
+		t.Fatalf("session Run(%q): %v (stderr %q)", c.Args, err, errOut.String())
+	}
+	return code, out.String(), errOut.String()
+}
+
+func newSession(t *testing.T, sbx sandbox.Sandbox) sandbox.Session {
+	t.Helper()
+	ss := sbx.Session()
+	t.Cleanup(func() {
+		if err := ss.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return ss
+}
+
+// TestSessionCommandsShareOneEntryAndNothingElse: a session's commands
+// run in one set of namespaces (where Run makes new ones each time), each
+// with its own output, exit status and environment, under the same user
+// and limits as Run's; only files carry over.
+func TestSessionCommandsShareOneEntryAndNothingElse(t *testing.T) {
+	t.Parallel()
+	bothModes(t, func(t *testing.T, m mode) {
+		f := setup(t, m, sandbox.Spec{Env: map[string]string{"SPEC_VAR": "spec"}}, sandbox.LocalOptions{})
+		ss := newSession(t, f.sbx)
+		probe := `readlink /proc/self/ns/pid; id -u; ulimit -n; echo "$SPEC_VAR/$ONLY_FIRST"`
+		first := sh(probe + `; echo kept > file; echo to-stderr >&2; exit 3`)
+		first.Env = map[string]string{"ONLY_FIRST": "first"}
+		code, out1, err1 := sessionRun(t, ss, first)
+		if code != 3 || err1 != "to-stderr\n" {
+			t.Fatalf("first command: code %d, stderr %q", code, err1)
+		}
+		code, out2, _ := sessionRun(t, ss, sh(probe+`; cat file`))
+		if code != 0 {
+			t.Fatalf("second command: code %d", code)
+		}
+		l1, l2 := strings.Split(out1, "\n"), strings.Split(out2, "\n")
+		if len(l1) < 4 || len(l2) < 5 {
+			t.Fatalf("outputs %q and %q", out1, out2)
+		}
+		if l1[3] != "spec/first" || l2[3] != "spec/" || l2[4] != "kept" {
+			t.Errorf("environment or files: %q then %q", out1, out2)
+		}
+		_, plain, _ := run(t, f.sbx, sh(probe))
+		p := strings.Split(plain, "\n")
+		// The same user and open-file limit as a command of Run.
+		if l1[1] != p[1] || l2[1] != p[1] || l1[2] != p[2] || l2[2] != p[2] {
+			t.Errorf("user and limits: session %q/%q, Run %q", l1[1:3], l2[1:3], p[1:3])
+		}
+		if m == isolated && (l1[0] != l2[0] || l1[0] == p[0]) {
+			t.Errorf("PID namespaces: session %s and %s, Run %s; want one shared by the session alone", l1[0], l2[0], p[0])
+		}
+	})
+}
+
+// TestSessionKillsWhatACommandLeaves: a command's background processes,
+// detached or not, are gone when its Run returns, and the next command
+// sees only itself (and the session's supervisor and init).
+func TestSessionKillsWhatACommandLeaves(t *testing.T) {
+	t.Parallel()
+	requireBwrap(t)
+	f := setup(t, isolated, sandbox.Spec{}, sandbox.LocalOptions{})
+	ss := newSession(t, f.sbx)
+	mk := marker()
+	code, _, _ := sessionRun(t, ss, sh(fmt.Sprintf(`sleep %s & setsid sleep %s & (sleep %s &) ; exit 0`, mk, mk, mk)))
+	if code != 0 {
+		t.Fatalf("code %d", code)
+	}
+	if pids := processesWith(t, mk); len(pids) != 0 {
+		t.Fatalf("processes %v outlived the command that started them", pids)
+	}
+	// The processes in the namespace, listed before cat starts: its init
+	// (bwrap's), the supervisor and the shell.
+	_, out, _ := sessionRun(t, ss, sh(`cat /proc/[0-9]*/comm`))
+	got := strings.Fields(out)
+	slices.Sort(got)
+	if strings.Join(got, " ") != "bwrap cairn-sandbox-e sh" {
+		t.Errorf("processes in the sandbox %q, want init, supervisor and the command alone", got)
+	}
+}
+
+// TestSessionStopEndsTheSession: a command stopped by its context gets its
+// stop signal and grace as under Run; the session is then over, its
+// processes gone, and a later Run says so.
+func TestSessionStopEndsTheSession(t *testing.T) {
+	t.Parallel()
+	requireBwrap(t)
+	f := setup(t, isolated, sandbox.Spec{}, sandbox.LocalOptions{KillGrace: 100 * time.Millisecond})
+	ss := newSession(t, f.sbx)
+	sessionRun(t, ss, sh("true"))
+	mk := marker()
+	var out syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	c := sh(fmt.Sprintf(`trap 'echo got-term' TERM; trap 'sleep 1; echo saved-on-interrupt; exit 3' INT; sleep %s & wait`, mk))
+	c.Stdout, c.StopSignal, c.StopGrace = &out, syscall.SIGINT, 10*time.Second
+	done := make(chan error, 1)
+	go func() {
+		code, err := ss.Run(ctx, c)
+		if code != -1 {
+			err = fmt.Errorf("code %d, want -1: %w", code, err)
+		}
+		done <- err
+	}()
+	waitForProcesses(t, mk, 1)
+	cancel()
+	if err := <-done; !errors.Is(err, sandbox.ErrCanceled) {
+		t.Fatalf("error %v, want ErrCanceled", err)
+	}
+	if !strings.Contains(out.String(), "saved-on-interrupt") || strings.Contains(out.String(), "got-term") {
+		t.Errorf("the command did not stop on SIGINT within its own grace; output %q", out.String())
+	}
+	requireGone(t, mk)
+	if _, err := ss.Run(context.Background(), sh("true")); err == nil {
+		t.Error("a stopped session ran another command")
+	}
+}
+
+// TestSessionEndsAtItsWallClockAndAtDestroy: the wall clock and Destroy
+// stop a session's command as they stop Run's.
+func TestSessionEndsAtItsWallClockAndAtDestroy(t *testing.T) {
+	t.Parallel()
+	requireBwrap(t)
+	f := setup(t, isolated, sandbox.Spec{Limits: sandbox.Limits{WallClock: 300 * time.Millisecond}},
+		sandbox.LocalOptions{KillGrace: 100 * time.Millisecond})
+	ss := newSession(t, f.sbx)
+	mk := marker()
+	if _, err := ss.Run(context.Background(), sh("sleep "+mk)); !errors.Is(err, sandbox.ErrTimedOut) {
+		t.Fatalf("error %v, want ErrTimedOut", err)
+	}
+	requireGone(t, mk)
+
+	g := setup(t, isolated, sandbox.Spec{}, sandbox.LocalOptions{})
+	ss = newSession(t, g.sbx)
+	mk = marker()
+	done := make(chan error, 1)
+	go func() {
+		_, err := ss.Run(context.Background(), sh("sleep "+mk))
+		done <- err
+	}()
+	waitForProcesses(t, mk, 1)
+	if err := g.sbx.Destroy(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; !errors.Is(err, sandbox.ErrCanceled) {
+		t.Fatalf("error %v, want ErrCanceled", err)
+	}
+	requireGone(t, mk)
+}
+
+// TestSessionSurvivesNothingItsCommandDoesToIt: a command that kills the
+// session's supervisor (its parent, the same user) ends the session with
+// an error, never with a status it did not earn, and leaves nothing
+// running; a command cannot read the supervisor's descriptors.
+func TestSessionSurvivesNothingItsCommandDoesToIt(t *testing.T) {
+	t.Parallel()
+	requireBwrap(t)
+	f := setup(t, isolated, sandbox.Spec{}, sandbox.LocalOptions{KillGrace: 100 * time.Millisecond})
+	ss := newSession(t, f.sbx)
+	code, out, _ := sessionRun(t, ss, sh(`ls /proc/$PPID/fd 2>&1 >/dev/null | head -c 200; cat /proc/$PPID/environ 2>&1 >/dev/null | head -c 200`))
+	if code != 0 || !strings.Contains(out, "ermission denied") {
+		t.Errorf("reading the supervisor's descriptors and environment: code %d, %q; want permission denied", code, out)
+	}
+	mk := marker()
+	code, err := ss.Run(context.Background(), sh(fmt.Sprintf(`sleep %s & kill -KILL $PPID; sleep 5`, mk)))
+	if err == nil {
+		t.Fatalf("the command killed its supervisor and Run returned %d without an error", code)
+	}
+	requireGone(t, mk)
+	if _, err := ss.Run(context.Background(), sh("true")); err == nil {
+		t.Error("a session without a supervisor ran another command")
+	}
+}

@@ -59,7 +59,8 @@ const tmpSize = 128 << 20
 // memory.
 const shmSize = 16 << 20
 
-// bwrapArgs wraps argv in bwrap. Nothing of the host is visible but its
+// bwrapArgs wraps argv in bwrap, with extra options after those of the
+// namespaces (a session's). Nothing of the host is visible but its
 // name resolution files; the system paths are the managed base's, the sandbox's work, home and tmp directories, its
 // tools (each bound read-only from the tool cache, which stays out of
 // sight), its read-only files and a fresh /proc of its own PID namespace.
@@ -70,8 +71,8 @@ const shmSize = 16 << 20
 // sandbox root lies under /tmp. The environment reaches the command through
 // bwrap's own environment, not --setenv, which would put secrets in argv
 // where other users can read them.
-func (s *localSandbox) bwrapArgs(dir string, argv []string) []string {
-	args := s.driver.namespaceArgs()
+func (s *localSandbox) bwrapArgs(dir string, argv []string, extra ...string) []string {
+	args := append(s.driver.namespaceArgs(), extra...)
 	args = append(args, s.driver.sysBinds...)
 	// bwrap's /dev is a tmpfs without a size, writable by a non-root
 	// worker's commands (they own it in their user namespace): memory no

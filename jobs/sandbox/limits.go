@@ -94,13 +94,16 @@ func TrustedProgram(path string) (string, error) {
 // commandArgv wraps a program and its arguments in the sandbox's limits and
 // isolation; see Local for the shape of the result.
 func (s *localSandbox) commandArgv(dir string, prog []string) ([]string, error) {
-	return s.execArgv(dir, append([]string{"--"}, prog...))
+	argv, err := s.execArgv(prog)
+	if err != nil || s.bwrap == "" {
+		return argv, err
+	}
+	return append([]string{s.bwrap}, s.bwrapArgs(dir, argv)...), nil
 }
 
 // execArgv is cairn-sandbox-exec with the sandbox's user and limits, then
-// tail ("--" and a program, or "-serve"), wrapped in bwrap when the
-// sandbox has namespaces.
-func (s *localSandbox) execArgv(dir string, tail []string) ([]string, error) {
+// the program: a command as the sandbox's namespaces, if any, run it.
+func (s *localSandbox) execArgv(prog []string) ([]string, error) {
 	program := s.driver.execPath
 	if s.bwrap != "" {
 		program = execInside
@@ -116,11 +119,7 @@ func (s *localSandbox) execArgv(dir string, tail []string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	argv = append(append(argv, limits...), tail...)
-	if s.bwrap == "" {
-		return argv, nil
-	}
-	return append([]string{s.bwrap}, s.bwrapArgs(dir, argv)...), nil
+	return append(append(append(argv, limits...), "--"), prog...), nil
 }
 
 // rlimitArgs are the sandbox's rlimits as cairn-sandbox-exec arguments,

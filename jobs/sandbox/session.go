@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -35,10 +36,14 @@ type Session interface {
 var errSessionEnded = errors.New("sandbox session ended")
 
 // Session starts nothing yet: the entry is made by the first Run, so tools
-// installed until then are in it. Without namespaces each Run is a Run of
-// the sandbox, there being no entry to share.
+// installed until then are in it. A shared entry needs a supervisor the
+// commands cannot touch: a user of its own, root, so only a root worker's
+// sandboxes (whose commands run as a user ID of their own) get one. A
+// non-root worker's commands run as its only user inside the user
+// namespace, the one a supervisor would be too, and each Run of such a
+// session is a Run of the sandbox, as it is without namespaces.
 func (s *localSandbox) Session() Session {
-	if s.bwrap == "" {
+	if s.bwrap == "" || s.uid == 0 {
 		return sandboxSession{s}
 	}
 	return &bwrapSession{s: s}
@@ -50,16 +55,20 @@ type sandboxSession struct{ s *localSandbox }
 func (p sandboxSession) Run(ctx context.Context, c Command) (int, error) { return p.s.Run(ctx, c) }
 func (p sandboxSession) Close() error                                    { return nil }
 
-// bwrapSession is one bwrap whose program is cairn-sandbox-exec -serve;
-// commands go to it over a socket (sessionwire), each with its own output
-// pipes, and its answer comes once the command and its leftovers are gone.
+// bwrapSession is one bwrap whose program, the PID namespace's init, is
+// cairn-sandbox-exec -serve; commands go to it over a socket (sessionwire),
+// each as cairn-sandbox-exec's exec form with its own output pipes, and its
+// answer comes once the command and its leftovers are gone.
 type bwrapSession struct {
 	s *localSandbox
 	// ended is why no further command can run; set once.
 	ended error
-	// control is the worker's end of the socket; read only by readReplies.
-	control int
-	replies chan replyOrError
+	// control is the worker's end of the socket, read by readReplies and
+	// closed once both it and the session are done (closeControl).
+	control      int
+	replies      chan replyOrError
+	readerDone   chan struct{}
+	closeControl sync.Once
 	// bwrap is the session's leader: its PID is the group ID that
 	// killGroup signals until reaped says the PID may be reused.
 	bwrap   *exec.Cmd
@@ -101,6 +110,11 @@ func (b *bwrapSession) Run(ctx context.Context, c Command) (int, error) {
 	if err := s.handOver(); err != nil {
 		return -1, fmt.Errorf("running %s: %w", c.Args[0], err)
 	}
+	argv, err := s.execArgv(append([]string{prog}, c.Args[1:]...))
+	if err != nil {
+		return -1, fmt.Errorf("running %s: %w", c.Args[0], err)
+	}
+	argv[0] = execInside
 	if b.bwrap == nil {
 		if err := b.start(); err != nil {
 			b.ended = fmt.Errorf("%w: %w", errSessionEnded, err)
@@ -109,17 +123,18 @@ func (b *bwrapSession) Run(ctx context.Context, c Command) (int, error) {
 	}
 	ctx, stop := context.WithTimeoutCause(ctx, s.limits.WallClock, ErrTimedOut)
 	defer stop()
-	return b.execute(ctx, dir, append([]string{prog}, c.Args[1:]...), c)
+	return b.execute(ctx, dir, argv, c)
 }
 
 // start makes the sandbox entry: bwrap around the supervisor, with the
 // socket's other end as descriptor 3.
 func (b *bwrapSession) start() error {
 	s := b.s
-	argv, err := s.execArgv(s.work, []string{"-serve"})
-	if err != nil {
-		return err
-	}
+	// The supervisor is the namespace's init, so nothing outlives a
+	// command under an init of the command's making, and it keeps
+	// CAP_KILL to clear the namespace of the sandbox user's processes.
+	argv := append([]string{s.bwrap}, s.bwrapArgs(s.work, []string{execInside, "-serve"},
+		"--as-pid-1", "--cap-add", "CAP_KILL")...)
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("making the session socket: %w", err)
@@ -136,7 +151,7 @@ func (b *bwrapSession) start() error {
 		attr.UseCgroupFD, attr.CgroupFD = true, int(s.cgroup.fd.Fd())
 	}
 	b.control = pair[0]
-	b.replies = make(chan replyOrError, 1)
+	b.replies, b.readerDone = make(chan replyOrError, 1), make(chan struct{})
 	b.exited, b.watched = make(chan struct{}), make(chan struct{})
 	b.bwrap = &exec.Cmd{
 		Path: argv[0], Args: argv, Env: s.environ(s.work, nil), Dir: s.work,
@@ -187,10 +202,9 @@ func (b *bwrapSession) start() error {
 }
 
 // readReplies hands each frame the supervisor sends to the Run waiting
-// for it, and closes the socket once the supervisor is gone: nothing reads
-// it after that, so its number cannot be reused under a reader.
+// for it, until the supervisor is gone.
 func (b *bwrapSession) readReplies() {
-	defer unix.Close(b.control)
+	defer close(b.readerDone)
 	for {
 		msg, fds, err := sessionwire.Read(b.control)
 		for _, fd := range fds {
@@ -199,11 +213,20 @@ func (b *bwrapSession) readReplies() {
 		if err == nil && msg.Reply == nil {
 			err = errors.New("the session's supervisor sent a frame that is not a reply")
 		}
-		if err != nil {
-			b.replies <- replyOrError{err: err}
+		r := replyOrError{err: err}
+		if err == nil {
+			r.reply = *msg.Reply
+		}
+		// A reply nobody waits for (a command stopped as it ended) is
+		// dropped once the session is over.
+		select {
+		case b.replies <- r:
+		case <-b.watched:
 			return
 		}
-		b.replies <- replyOrError{reply: *msg.Reply}
+		if err != nil {
+			return
+		}
 	}
 }
 
@@ -233,7 +256,8 @@ func (b *bwrapSession) execute(ctx context.Context, dir string, argv []string, c
 	// reading ends, so the output ends when the command's tree does.
 	outputs.closeWriters()
 	if err != nil {
-		return -1, b.end(fmt.Errorf("running %s: %w: %w", c.Args[0], errSessionEnded, err))
+		b.end(err)
+		return -1, fmt.Errorf("running %s: %w", c.Args[0], b.ended)
 	}
 	logger.DebugContext(ctx, "sandbox command started in session")
 
@@ -241,12 +265,13 @@ func (b *bwrapSession) execute(ctx context.Context, dir string, argv []string, c
 	select {
 	case r := <-b.replies:
 		if r.err != nil {
-			return -1, b.end(fmt.Errorf("running %s: %w: %w%s", c.Args[0], errSessionEnded, r.err, b.said()))
+			b.end(r.err)
+			return -1, fmt.Errorf("running %s: %w", c.Args[0], b.ended)
 		}
-		// Nothing in the sandbox holds the pipes any more: what is left
-		// is the copies' own work, which only the command's clock bounds.
-		if !outputs.wait(ctx.Done()) {
-			logger.WarnContext(ctx, "sandbox command output cut off: its writers were still busy when its time ran out")
+		// The command and all it started are gone; a pipe still open
+		// was passed outside the sandbox, and gets what Run gives it.
+		if !outputs.waitFor(s.driver.killGrace) {
+			logger.WarnContext(ctx, "sandbox command output cut off: a process outside the sandbox held its pipes")
 		}
 		return r.reply.Status, nil
 	case <-ctx.Done():
@@ -262,10 +287,8 @@ func (b *bwrapSession) execute(ctx context.Context, dir string, argv []string, c
 		}
 	}
 	// A stopped command ends its session: what is left is killed with it.
-	b.end(stopErr)
-	graceCtx, cancel := context.WithTimeout(context.Background(), s.driver.killGrace)
-	defer cancel()
-	outputs.wait(graceCtx.Done())
+	b.end(errors.New("a command was stopped"))
+	outputs.waitFor(s.driver.killGrace)
 	return -1, stopErr
 }
 
@@ -285,23 +308,25 @@ func (b *bwrapSession) terminate(c Command) {
 	}
 }
 
-// end records why the session can run nothing more, kills it and waits
-// for it to be gone; it returns err.
-func (b *bwrapSession) end(err error) error {
-	if b.ended == nil {
-		b.ended = err
-	}
+// end records why the session can run nothing more (with what bwrap and
+// the supervisor said themselves), kills it and waits for it to be gone.
+func (b *bwrapSession) end(cause error) {
 	b.killGroup()
-	<-b.watched
-	return err
+	b.finish()
+	if b.ended == nil {
+		if said := strings.TrimSpace(b.setupErr.String()); said != "" {
+			cause = fmt.Errorf("%w (%s)", cause, said)
+		}
+		b.ended = fmt.Errorf("%w: %w", errSessionEnded, cause)
+	}
 }
 
-// said is what bwrap and the supervisor wrote themselves, for an error.
-func (b *bwrapSession) said() string {
-	if out := b.setupErr.String(); out != "" {
-		return ": " + out
-	}
-	return ""
+// finish waits for the session's processes and its reader to be done,
+// then closes the socket: no write or read uses its number after that.
+func (b *bwrapSession) finish() {
+	<-b.watched
+	<-b.readerDone
+	b.closeControl.Do(func() { _ = unix.Close(b.control) })
 }
 
 // Close tells the supervisor to finish, which ends bwrap; a session that
@@ -323,7 +348,7 @@ func (b *bwrapSession) Close() error {
 		}
 	}
 	b.killGroup()
-	<-b.watched
+	b.finish()
 	return nil
 }
 
@@ -364,13 +389,15 @@ func (o *commandOutputs) closeWriters() {
 	}
 }
 
-// wait waits for both copies to reach the end of their pipes, or for
-// giveUp, and reports whether they did.
-func (o *commandOutputs) wait(giveUp <-chan struct{}) bool {
+// waitFor waits up to grace for both copies to reach the end of their
+// pipes, and reports whether they did.
+func (o *commandOutputs) waitFor(grace time.Duration) bool {
+	timer := time.NewTimer(grace)
+	defer timer.Stop()
 	for range 2 {
 		select {
 		case <-o.copied:
-		case <-giveUp:
+		case <-timer.C:
 			return false
 		}
 	}

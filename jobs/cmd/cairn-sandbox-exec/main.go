@@ -8,15 +8,15 @@
 // it runs once per sandboxed command.
 //
 //	cairn-sandbox-exec [-user ID] [-rlimit NAME=VALUE]... -- PROGRAM [ARG]...
-//	cairn-sandbox-exec [-user ID] [-rlimit NAME=VALUE]... -serve
+//	cairn-sandbox-exec -serve
 //
 // NAME is one of nofile, fsize, cpu, core, as, data, nproc; each is set as
 // both soft and hard limit. Any failure exits 127 before PROGRAM starts.
 //
-// With -serve it does the same to itself and then supervises a session
-// (serve.go): it runs the commands the driver sends over descriptor 3, one
-// at a time, each under those limits and that user, and kills whatever a
-// command left running before it answers.
+// With -serve it supervises a session (serve.go): as the init of the
+// sandbox's PID namespace it runs the commands the driver sends over
+// descriptor 3, one at a time, each through this program's exec form, and
+// kills whatever a command left running before it answers.
 package main
 
 import (
@@ -28,7 +28,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -91,8 +90,8 @@ func parse(args []string) (invocation, error) {
 		arg := args[0]
 		args = args[1:]
 		if arg == "-serve" {
-			if len(args) != 0 {
-				return inv, errors.New("-serve must come last")
+			if len(args) != 0 || inv.user != -1 || len(inv.rlimits) != 0 {
+				return inv, errors.New("-serve takes no other argument")
 			}
 			inv.serve = true
 			return inv, nil
@@ -142,19 +141,6 @@ func parse(args []string) (invocation, error) {
 // enter applies the invocation to this process and execs its program; it
 // returns only on failure.
 func enter(inv invocation) error {
-	if err := confine(inv, threadSyscall); err != nil {
-		return err
-	}
-	// The driver resolved the program in the sandbox's PATH already.
-	if !strings.Contains(inv.argv[0], "/") {
-		return fmt.Errorf("program %q is not a path", inv.argv[0])
-	}
-	return syscall.Exec(inv.argv[0], inv.argv, os.Environ())
-}
-
-// confine sets the invocation's limits, becomes its user and forbids
-// gaining privileges, making the calls through sys.
-func confine(inv invocation, sys syscaller) error {
 	for _, lim := range inv.rlimits {
 		// syscall.Setrlimit, not unix's: it also stops Go from restoring
 		// its own open-file limit at exec.
@@ -163,26 +149,26 @@ func confine(inv invocation, sys syscaller) error {
 		}
 	}
 	if inv.user >= 0 {
-		if err := becomeUser(inv.user, sys); err != nil {
+		if err := becomeUser(inv.user); err != nil {
 			return err
 		}
 	}
-	if err := sys(unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1); err != nil {
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("setting no_new_privs: %w", err)
 	}
-	return nil
+	// The driver resolved the program in the sandbox's PATH already.
+	if !strings.Contains(inv.argv[0], "/") {
+		return fmt.Errorf("program %q is not a path", inv.argv[0])
+	}
+	return syscall.Exec(inv.argv[0], inv.argv, os.Environ())
 }
 
 // becomeUser switches to id as user and group with no supplementary groups
 // and empties every capability set, the bounding set first, which needs
-// CAP_SETPCAP and so must go while the process is still privileged. Every
-// step is made through sys: credentials, capabilities and no_new_privs
-// belong to a thread, so a program that execs next changes only the calling
-// thread (threadSyscall), and one that keeps running changes all of its
-// threads (allThreadsSyscall).
-func becomeUser(id int, sys syscaller) error {
+// CAP_SETPCAP and so must go while the process is still privileged.
+func becomeUser(id int) error {
 	for c := 0; ; c++ {
-		err := sys(unix.SYS_PRCTL, unix.PR_CAPBSET_DROP, uintptr(c))
+		err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0)
 		if errors.Is(err, unix.EINVAL) {
 			break // past the kernel's last capability
 		}
@@ -190,56 +176,36 @@ func becomeUser(id int, sys syscaller) error {
 			return fmt.Errorf("dropping capability %d from the bounding set: %w", c, err)
 		}
 	}
-	if err := sys(unix.SYS_SETGROUPS, 0, 0); err != nil {
+	// Credentials belong to a thread too, and exec runs the program with
+	// the calling thread's. Go's own wrappers change every thread of the
+	// process by signalling each, which costs more than the rest of this
+	// program; no other thread runs anything but the Go runtime, and exec
+	// ends them all.
+	if err := rawSyscall(unix.SYS_SETGROUPS, 0, 0, 0); err != nil {
 		return fmt.Errorf("clearing supplementary groups: %w", err)
 	}
-	if err := sys(unix.SYS_SETRESGID, uintptr(id), uintptr(id), uintptr(id)); err != nil {
+	if err := rawSyscall(unix.SYS_SETRESGID, uintptr(id), uintptr(id), uintptr(id)); err != nil {
 		return fmt.Errorf("switching group: %w", err)
 	}
-	if err := sys(unix.SYS_SETRESUID, uintptr(id), uintptr(id), uintptr(id)); err != nil {
+	if err := rawSyscall(unix.SYS_SETRESUID, uintptr(id), uintptr(id), uintptr(id)); err != nil {
 		return fmt.Errorf("switching user: %w", err)
 	}
 	// The user switch emptied the permitted, effective and ambient sets;
 	// the inheritable set survives it and is emptied here.
-	if err := sys(unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL); err != nil {
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
 		return fmt.Errorf("clearing ambient capabilities: %w", err)
 	}
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	var none [2]unix.CapUserData
-	if err := sys(unix.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&none[0]))); err != nil {
+	if err := unix.Capset(&hdr, &none[0]); err != nil {
 		return fmt.Errorf("clearing capabilities: %w", err)
 	}
 	return nil
 }
 
-// syscaller makes a system call; missing arguments are zero (prctl
-// refuses some options unless the ones they ignore are).
-type syscaller func(trap uintptr, args ...uintptr) error
-
-// threadSyscall makes the call on the calling thread alone. Go's own
-// credential wrappers change every thread of the process by signalling
-// each, which costs more than the rest of this program; before an exec no
-// other thread runs anything but the Go runtime, and exec ends them all.
-func threadSyscall(trap uintptr, args ...uintptr) error {
-	a := sixArgs(args)
-	if _, _, errno := unix.RawSyscall6(trap, a[0], a[1], a[2], a[3], a[4], a[5]); errno != 0 {
+func rawSyscall(trap, a1, a2, a3 uintptr) error {
+	if _, _, errno := unix.RawSyscall(trap, a1, a2, a3); errno != 0 {
 		return errno
 	}
 	return nil
-}
-
-// allThreadsSyscall makes the call on every thread of the process, so
-// none keeps the privileges the others gave up (it needs a build without
-// cgo, which this program always is).
-func allThreadsSyscall(trap uintptr, args ...uintptr) error {
-	a := sixArgs(args)
-	if _, _, errno := syscall.AllThreadsSyscall6(trap, a[0], a[1], a[2], a[3], a[4], a[5]); errno != 0 {
-		return errno
-	}
-	return nil
-}
-
-func sixArgs(args []uintptr) (a [6]uintptr) {
-	copy(a[:], args)
-	return a
 }

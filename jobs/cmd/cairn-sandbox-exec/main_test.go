@@ -46,17 +46,20 @@ func TestParseTakesOnlyWhatTheDriverSends(t *testing.T) {
 	}
 }
 
-// TestServeIsLastAndOnlyInItsOwnPIDNamespace: -serve ends the arguments,
-// and outside a fresh PID namespace the supervisor refuses before it
-// changes anything (its kill(-1) would reach the worker's processes).
+// TestServeIsLastAndOnlyInItsOwnPIDNamespace: -serve stands alone, and
+// unless it is a PID namespace's init the supervisor refuses before it
+// does anything (its kill(-1) would reach the worker's processes).
 func TestServeIsLastAndOnlyInItsOwnPIDNamespace(t *testing.T) {
 	t.Parallel()
-	inv, err := parse([]string{"-rlimit", "core=0", "-serve"})
+	inv, err := parse([]string{"-serve"})
 	if err != nil || !inv.serve || len(inv.argv) != 0 {
 		t.Fatalf("parsed %+v, %v", inv, err)
 	}
-	if inv, err := parse([]string{"-serve", "--", "/bin/true"}); err == nil {
-		t.Fatalf("-serve before a program parsed as %+v", inv)
+	// The supervisor confines nothing of itself: each command does.
+	for _, args := range [][]string{{"-serve", "--", "/bin/true"}, {"-rlimit", "core=0", "-serve"}, {"-user", "5000", "-serve"}} {
+		if inv, err := parse(args); err == nil {
+			t.Fatalf("%q parsed as %+v", args, inv)
+		}
 	}
 	if err := serve(invocation{user: -1, serve: true}); err == nil || !strings.Contains(err.Error(), "PID namespace") {
 		t.Fatalf("serve in the test's own namespace: %v", err)

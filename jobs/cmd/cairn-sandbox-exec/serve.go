@@ -18,37 +18,30 @@ import (
 // controlFD is the session's socket, the descriptor the driver passes.
 const controlFD = 3
 
-// serve confines this process as enter confines a command, then runs the
-// commands of one session until the driver closes the socket. It returns
-// nil then, and an error if the session cannot go on.
+// serve runs the commands of one session until the driver closes the
+// socket. It returns nil then, and an error if the session cannot go on.
+//
+// It runs as the PID namespace's init (bwrap --as-pid-1), as root with no
+// capabilities but what the driver's bwrap leaves it (CAP_KILL among them),
+// and it confines nothing of itself: each command the driver sends is this
+// program again in its exec form (-user, -rlimit, --), which limits itself
+// and drops to the sandbox's user before it execs the program, as a command
+// outside a session does. So a command cannot reach the supervisor: not by
+// signals (another user, and init ignores what it does not handle), ptrace
+// or /proc (another user, and undumpable), nor by changing its limits or
+// priority, which the next command would otherwise inherit.
 //
 // Between commands nothing may carry over but files: once a command has
-// exited, everything else running in the sandbox is killed and reaped
-// before the answer goes back. That needs the sandbox's own PID namespace,
-// where this process is the only one besides the namespace's init (bwrap's)
-// that is not a command's: kill(-1) there reaches every other process this
-// user may signal, and as a child subreaper this process inherits every
-// orphan, so waiting until it has no child left proves the sandbox empty.
-// Outside such a namespace kill(-1) would reach the worker's own processes,
-// so serve refuses to start there.
-func serve(inv invocation) error {
-	if os.Getpid() != 2 || os.Getppid() != 1 {
-		return errors.New("-serve needs a PID namespace of its own, as bwrap --unshare-pid gives")
+// exited, everything else in the namespace is killed (kill(-1) from init
+// reaches every other process in it) and reaped (init inherits every
+// orphan) before the answer goes back. Outside such a namespace kill(-1)
+// would reach the worker's own processes, so serve refuses to start there.
+func serve(invocation) error {
+	if os.Getpid() != 1 {
+		return errors.New("-serve needs to be the init of a PID namespace of its own, as bwrap --unshare-pid --as-pid-1 makes it")
 	}
-	if err := confine(inv, allThreadsSyscall); err != nil {
-		return err
-	}
-	// A user switch resets the dumpable flag to the system's default; this
-	// process must stay out of reach of ptrace and /proc/PID/fd by the
-	// commands, which run as the same user.
-	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
-		return fmt.Errorf("making the process undumpable: %w", err)
-	}
-	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-		return fmt.Errorf("becoming the sandbox's subreaper: %w", err)
-	}
-	// A command signals its own process group, never this process; these
-	// are caught only so that a stray one does not end the session.
+	// Init gets only the signals it handles; these are caught so that none
+	// sent from outside by mistake ends the session.
 	signal.Notify(make(chan os.Signal, 1), unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT)
 	unix.CloseOnExec(controlFD)
 	devNull, err := unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0)
@@ -100,7 +93,7 @@ func (s *supervisor) read() {
 		case msg.Signal != 0:
 			s.mu.Lock()
 			if s.running {
-				// Every process but this one and the namespace's init.
+				// Every process in the namespace but this one.
 				_ = unix.Kill(-1, msg.Signal)
 			}
 			s.mu.Unlock()
@@ -159,9 +152,9 @@ func (s *supervisor) run(req sessionwire.Request, stdin, stdout, stderr int) int
 	return status
 }
 
-// clearSandbox kills every process in the sandbox but this one and reaps them
-// all. Killing again before each wait catches a process forked while the
-// previous kill went round.
+// clearSandbox kills every process in the namespace but this one, its
+// init, and reaps them all. Killing again before each wait catches a
+// process forked while the previous kill went round.
 func clearSandbox() {
 	for {
 		_ = unix.Kill(-1, unix.SIGKILL)

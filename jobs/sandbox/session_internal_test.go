@@ -1,0 +1,64 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestSessionNeverUsesItsSocketAfterClosingIt: a Destroy between commands
+// (a force-cancel's) ends the session while its Run is idle; the socket's
+// number may then go to another descriptor of the worker, and the
+// session's Close must not shut that one down (nor a later Run write a
+// request, credentials and all, into it).
+func TestSessionNeverUsesItsSocketAfterClosingIt(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		t.Skip("bwrap is not installed")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("sessions share an entry only for a root worker")
+	}
+	base := os.Getenv("CAIRN_SANDBOX_BASE")
+	if base == "" {
+		base, _ = filepath.Abs(filepath.Join("..", "..", ".tools", "sandbox-base"))
+	}
+	d, err := NewLocal(t.TempDir(), LocalOptions{Base: base, KillGrace: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sbx, err := d.Create(context.Background(), Spec{Name: "close-after-destroy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss := sbx.Session().(*bwrapSession)
+	if code, err := ss.Run(context.Background(), Command{Args: []string{"true"}}); code != 0 || err != nil {
+		t.Fatal(code, err)
+	}
+	fd := ss.control
+	if err := sbx.Destroy(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	<-ss.readerDone
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil {
+		t.Fatalf("the socket was closed while the session's owner could still use it: %v", err)
+	}
+	if _, err := ss.Run(context.Background(), Command{Args: []string{"true"}}); err == nil {
+		t.Fatal("a destroyed sandbox's session ran a command")
+	}
+	if err := ss.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); !errors.Is(err, unix.EBADF) {
+		t.Fatalf("Close left the socket open: %v", err)
+	}
+	if err := ss.Close(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -245,6 +245,12 @@ func (b *bwrapSession) killGroup() {
 func (b *bwrapSession) execute(ctx context.Context, dir string, argv []string, c Command) (int, error) {
 	s := b.s
 	logger := s.driver.logger.With("sandbox_id", s.id, "program", c.Args[0])
+	if ctx.Err() != nil {
+		// Stopped before it started: nothing is sent, and like any stop
+		// this ends the session.
+		b.end(errors.New("a command was stopped"))
+		return -1, stopError(ctx, c, s.limits.WallClock)
+	}
 	outputs, err := startOutputs(c.Stdout, c.Stderr)
 	if err != nil {
 		return -1, err
@@ -276,11 +282,7 @@ func (b *bwrapSession) execute(ctx context.Context, dir string, argv []string, c
 		return r.reply.Status, nil
 	case <-ctx.Done():
 		cause := context.Cause(ctx)
-		if errors.Is(cause, ErrTimedOut) {
-			stopErr = fmt.Errorf("running %s: %w after %s", c.Args[0], ErrTimedOut, s.limits.WallClock)
-		} else {
-			stopErr = fmt.Errorf("running %s: %w: %w", c.Args[0], ErrCanceled, cause)
-		}
+		stopErr = stopError(ctx, c, s.limits.WallClock)
 		logger.InfoContext(ctx, "sandbox command terminating", "reason", cause.Error())
 		if !errors.Is(cause, ErrDestroyed) {
 			b.terminate(c)
@@ -290,6 +292,15 @@ func (b *bwrapSession) execute(ctx context.Context, dir string, argv []string, c
 	b.end(errors.New("a command was stopped"))
 	outputs.waitFor(s.driver.killGrace)
 	return -1, stopErr
+}
+
+// stopError is what Run returns for a command its ctx stopped.
+func stopError(ctx context.Context, c Command, wallClock time.Duration) error {
+	cause := context.Cause(ctx)
+	if errors.Is(cause, ErrTimedOut) {
+		return fmt.Errorf("running %s: %w after %s", c.Args[0], ErrTimedOut, wallClock)
+	}
+	return fmt.Errorf("running %s: %w: %w", c.Args[0], ErrCanceled, cause)
 }
 
 // terminate gives the running command its stop signal and grace, and

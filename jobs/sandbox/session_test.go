@@ -151,6 +151,37 @@ func TestSessionStopEndsTheSession(t *testing.T) {
 	}
 }
 
+// TestSessionStopBeforeTheCommandStarts: a stop that comes before or just
+// as the command starts still stops it (an apply must get its interrupt,
+// not run on until it is killed).
+func TestSessionStopBeforeTheCommandStarts(t *testing.T) {
+	t.Parallel()
+	requireBwrap(t)
+	for _, delay := range []time.Duration{-1, 0, 200 * time.Microsecond, time.Millisecond, 5 * time.Millisecond} {
+		f := setup(t, isolated, sandbox.Spec{}, sandbox.LocalOptions{KillGrace: 100 * time.Millisecond})
+		ss := newSession(t, f.sbx)
+		sessionRun(t, ss, sh("true"))
+		var out syncBuffer
+		c := sh(`echo started; sleep 3; echo ran-unstopped`)
+		c.Stdout, c.StopSignal, c.StopGrace = &out, syscall.SIGINT, 10*time.Second
+		ctx, cancel := context.WithCancel(context.Background())
+		if delay < 0 {
+			cancel()
+		} else {
+			time.AfterFunc(delay, cancel)
+		}
+		start := time.Now()
+		_, err := ss.Run(ctx, c)
+		cancel()
+		if !errors.Is(err, sandbox.ErrCanceled) || strings.Contains(out.String(), "ran-unstopped") || time.Since(start) > 2*time.Second {
+			t.Errorf("stopped %s after Run began: %v after %s, output %q; want ErrCanceled at once", delay, err, time.Since(start), out.String())
+		}
+		if delay < 0 && out.String() != "" {
+			t.Errorf("a command stopped before Run started anyway: %q", out.String())
+		}
+	}
+}
+
 // TestSessionEndsAtItsWallClockAndAtDestroy: the wall clock and Destroy
 // stop a session's command as they stop Run's.
 func TestSessionEndsAtItsWallClockAndAtDestroy(t *testing.T) {

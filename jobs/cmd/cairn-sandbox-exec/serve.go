@@ -74,10 +74,13 @@ type received struct {
 // supervisor runs one command at a time.
 type supervisor struct {
 	requests chan received
-	// mu guards running: whether a command's processes are there to
-	// signal.
+	// mu guards running, whether a command's processes are there to
+	// signal, and stop, the driver's stop signal: one that came before
+	// the command existed is sent as soon as it does. A stop ends the
+	// session, so it is never taken back.
 	mu      sync.Mutex
 	running bool
+	stop    unix.Signal
 }
 
 // read passes requests on and acts on signals itself, since they arrive
@@ -92,6 +95,7 @@ func (s *supervisor) read() {
 			return
 		case msg.Signal != 0:
 			s.mu.Lock()
+			s.stop = msg.Signal
 			if s.running {
 				// Every process in the namespace but this one.
 				_ = unix.Kill(-1, msg.Signal)
@@ -109,9 +113,6 @@ func (s *supervisor) read() {
 // run starts a request's command, waits for it and clears the sandbox of
 // everything it left, and returns its exit status.
 func (s *supervisor) run(req sessionwire.Request, stdin, stdout, stderr int) int {
-	s.mu.Lock()
-	s.running = true
-	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
 		s.running = false
@@ -125,6 +126,13 @@ func (s *supervisor) run(req sessionwire.Request, stdin, stdout, stderr int) int
 	})
 	if err != nil {
 		_, _ = unix.Write(stderr, fmt.Appendf(nil, "cairn-sandbox-exec: starting %s: %v\n", req.Argv[0], err))
+	} else {
+		s.mu.Lock()
+		s.running = true
+		if s.stop != 0 {
+			_ = unix.Kill(-1, s.stop)
+		}
+		s.mu.Unlock()
 	}
 	// Only the command may hold its output open: the driver reads until
 	// the last writer is gone.

@@ -94,16 +94,6 @@ func TrustedProgram(path string) (string, error) {
 // commandArgv wraps a program and its arguments in the sandbox's limits and
 // isolation; see Local for the shape of the result.
 func (s *localSandbox) commandArgv(dir string, prog []string) ([]string, error) {
-	argv, err := s.execArgv(prog)
-	if err != nil || s.bwrap == "" {
-		return argv, err
-	}
-	return append([]string{s.bwrap}, s.bwrapArgs(dir, argv)...), nil
-}
-
-// execArgv is cairn-sandbox-exec with the sandbox's user and limits, then
-// the program: a command as the sandbox's namespaces, if any, run it.
-func (s *localSandbox) execArgv(prog []string) ([]string, error) {
 	program := s.driver.execPath
 	if s.bwrap != "" {
 		program = execInside
@@ -119,7 +109,11 @@ func (s *localSandbox) execArgv(prog []string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return append(append(append(argv, limits...), "--"), prog...), nil
+	argv = append(append(append(argv, limits...), "--"), prog...)
+	if s.bwrap == "" {
+		return argv, nil
+	}
+	return append([]string{s.bwrap}, s.bwrapArgs(dir, argv)...), nil
 }
 
 // rlimitArgs are the sandbox's rlimits as cairn-sandbox-exec arguments,

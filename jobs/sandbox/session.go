@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -56,9 +57,9 @@ func (p sandboxSession) Run(ctx context.Context, c Command) (int, error) { retur
 func (p sandboxSession) Close() error                                    { return nil }
 
 // bwrapSession is one bwrap whose program, the PID namespace's init, is
-// cairn-sandbox-exec -serve; commands go to it over a socket (sessionwire),
-// each as cairn-sandbox-exec's exec form with its own output pipes, and its
-// answer comes once the command and its leftovers are gone.
+// cairn-sandbox-exec -serve with the sandbox's user and limits; commands
+// go to it over a socket (sessionwire), each with its own output pipes,
+// and its answer comes once the command and its leftovers are gone.
 type bwrapSession struct {
 	s *localSandbox
 	// ended is why no further command can run; set once.
@@ -110,11 +111,6 @@ func (b *bwrapSession) Run(ctx context.Context, c Command) (int, error) {
 	if err := s.handOver(); err != nil {
 		return -1, fmt.Errorf("running %s: %w", c.Args[0], err)
 	}
-	argv, err := s.execArgv(append([]string{prog}, c.Args[1:]...))
-	if err != nil {
-		return -1, fmt.Errorf("running %s: %w", c.Args[0], err)
-	}
-	argv[0] = execInside
 	if b.bwrap == nil {
 		if err := b.start(); err != nil {
 			b.ended = fmt.Errorf("%w: %w", errSessionEnded, err)
@@ -123,18 +119,22 @@ func (b *bwrapSession) Run(ctx context.Context, c Command) (int, error) {
 	}
 	ctx, stop := context.WithTimeoutCause(ctx, s.limits.WallClock, ErrTimedOut)
 	defer stop()
-	return b.execute(ctx, dir, argv, c)
+	return b.execute(ctx, dir, append([]string{prog}, c.Args[1:]...), c)
 }
 
 // start makes the sandbox entry: bwrap around the supervisor, with the
 // socket's other end as descriptor 3.
 func (b *bwrapSession) start() error {
 	s := b.s
+	limits, err := s.rlimitArgs()
+	if err != nil {
+		return err
+	}
+	supervisor := append(append([]string{execInside, "-user", strconv.FormatUint(uint64(s.uid), 10)}, limits...), "-serve")
 	// The supervisor is the namespace's init, so nothing outlives a
 	// command under an init of the command's making, and it keeps
 	// CAP_KILL to clear the namespace of the sandbox user's processes.
-	argv := append([]string{s.bwrap}, s.bwrapArgs(s.work, []string{execInside, "-serve"},
-		"--as-pid-1", "--cap-add", "CAP_KILL")...)
+	argv := append([]string{s.bwrap}, s.bwrapArgs(s.work, supervisor, "--as-pid-1", "--cap-add", "CAP_KILL")...)
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("making the session socket: %w", err)

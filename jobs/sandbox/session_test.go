@@ -54,6 +54,9 @@ func TestSessionCommandsShareOneEntryAndNothingElse(t *testing.T) {
 		f := setup(t, m, sandbox.Spec{Env: map[string]string{"SPEC_VAR": "spec"}}, sandbox.LocalOptions{})
 		ss := newSession(t, f.sbx)
 		probe := `readlink /proc/self/ns/pid; id -u; ulimit -n; echo "$SPEC_VAR/$ONLY_FIRST"`
+		// Everything a command's confinement consists of, to compare with
+		// Run's: ids, groups, capability sets, no_new_privs, every limit.
+		confinement := sh(`id; grep -E '^(Cap|NoNewPrivs|Seccomp)' /proc/self/status; ulimit -a`)
 		first := sh(probe + `; echo kept > file; echo to-stderr >&2; exit 3`)
 		first.Env = map[string]string{"ONLY_FIRST": "first"}
 		code, out1, err1 := sessionRun(t, ss, first)
@@ -70,6 +73,11 @@ func TestSessionCommandsShareOneEntryAndNothingElse(t *testing.T) {
 		}
 		if l1[3] != "spec/first" || l2[3] != "spec/" || l2[4] != "kept" {
 			t.Errorf("environment or files: %q then %q", out1, out2)
+		}
+		_, inSession, _ := sessionRun(t, ss, confinement)
+		_, alone, _ := run(t, f.sbx, confinement)
+		if inSession != alone {
+			t.Errorf("a session's command is confined as\n%s\nand Run's as\n%s", inSession, alone)
 		}
 		_, plain, _ := run(t, f.sbx, sh(probe))
 		p := strings.Split(plain, "\n")
@@ -162,7 +170,10 @@ func TestSessionStopBeforeTheCommandStarts(t *testing.T) {
 		ss := newSession(t, f.sbx)
 		sessionRun(t, ss, sh("true"))
 		var out syncBuffer
-		c := sh(`echo started; sleep 3; echo ran-unstopped`)
+		// The trap makes the shell stop at once wherever the signal finds
+		// it (dash defers an untrapped SIGINT until its foreground child
+		// ends), and a background sleep is what wait interrupts.
+		c := sh(`trap 'exit 7' INT; echo started; sleep 3 & wait; echo ran-unstopped`)
 		c.Stdout, c.StopSignal, c.StopGrace = &out, syscall.SIGINT, 10*time.Second
 		ctx, cancel := context.WithCancel(context.Background())
 		if delay < 0 {

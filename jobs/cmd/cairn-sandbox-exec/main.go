@@ -8,15 +8,15 @@
 // it runs once per sandboxed command.
 //
 //	cairn-sandbox-exec [-user ID] [-rlimit NAME=VALUE]... -- PROGRAM [ARG]...
-//	cairn-sandbox-exec -serve
+//	cairn-sandbox-exec -user ID [-rlimit NAME=VALUE]... -serve
 //
 // NAME is one of nofile, fsize, cpu, core, as, data, nproc; each is set as
 // both soft and hard limit. Any failure exits 127 before PROGRAM starts.
 //
 // With -serve it supervises a session (serve.go): as the init of the
 // sandbox's PID namespace it runs the commands the driver sends over
-// descriptor 3, one at a time, each through this program's exec form, and
-// kills whatever a command left running before it answers.
+// descriptor 3, one at a time, each under those limits and as that user,
+// and kills whatever a command left running before it answers.
 package main
 
 import (
@@ -90,8 +90,8 @@ func parse(args []string) (invocation, error) {
 		arg := args[0]
 		args = args[1:]
 		if arg == "-serve" {
-			if len(args) != 0 || inv.user != -1 || len(inv.rlimits) != 0 {
-				return inv, errors.New("-serve takes no other argument")
+			if len(args) != 0 || inv.user == -1 {
+				return inv, errors.New("-serve comes last, after -user")
 			}
 			inv.serve = true
 			return inv, nil

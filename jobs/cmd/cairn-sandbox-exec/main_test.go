@@ -46,22 +46,23 @@ func TestParseTakesOnlyWhatTheDriverSends(t *testing.T) {
 	}
 }
 
-// TestServeIsLastAndOnlyInItsOwnPIDNamespace: -serve stands alone, and
-// unless it is a PID namespace's init the supervisor refuses before it
-// does anything (its kill(-1) would reach the worker's processes).
+// TestServeIsLastAndOnlyInItsOwnPIDNamespace: -serve comes last and needs
+// a user, and unless it is a PID namespace's init the supervisor refuses
+// before it does anything (its kill(-1) would reach the worker's
+// processes).
 func TestServeIsLastAndOnlyInItsOwnPIDNamespace(t *testing.T) {
 	t.Parallel()
-	inv, err := parse([]string{"-serve"})
-	if err != nil || !inv.serve || len(inv.argv) != 0 {
+	inv, err := parse([]string{"-user", "5000", "-rlimit", "nofile=64", "-serve"})
+	if err != nil || !inv.serve || inv.user != 5000 || len(inv.rlimits) != 1 || len(inv.argv) != 0 {
 		t.Fatalf("parsed %+v, %v", inv, err)
 	}
-	// The supervisor confines nothing of itself: each command does.
-	for _, args := range [][]string{{"-serve", "--", "/bin/true"}, {"-rlimit", "core=0", "-serve"}, {"-user", "5000", "-serve"}} {
+	// Commands never run as the supervisor's root.
+	for _, args := range [][]string{{"-user", "5000", "-serve", "--", "/bin/true"}, {"-rlimit", "core=0", "-serve"}, {"-serve"}} {
 		if inv, err := parse(args); err == nil {
 			t.Fatalf("%q parsed as %+v", args, inv)
 		}
 	}
-	if err := serve(invocation{user: -1, serve: true}); err == nil || !strings.Contains(err.Error(), "PID namespace") {
+	if err := serve(invocation{user: 5000, serve: true}); err == nil || !strings.Contains(err.Error(), "PID namespace") {
 		t.Fatalf("serve in the test's own namespace: %v", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -21,25 +22,39 @@ const controlFD = 3
 // serve runs the commands of one session until the driver closes the
 // socket. It returns nil then, and an error if the session cannot go on.
 //
-// It runs as the PID namespace's init (bwrap --as-pid-1), as root with no
-// capabilities but what the driver's bwrap leaves it (CAP_KILL among them),
-// and it confines nothing of itself: each command the driver sends is this
-// program again in its exec form (-user, -rlimit, --), which limits itself
-// and drops to the sandbox's user before it execs the program, as a command
-// outside a session does. So a command cannot reach the supervisor: not by
-// signals (another user, and init ignores what it does not handle), ptrace
-// or /proc (another user, and undumpable), nor by changing its limits or
-// priority, which the next command would otherwise inherit.
+// It runs as the PID namespace's init (bwrap --as-pid-1) and stays root,
+// keeping the capabilities the driver's bwrap leaves it (CAP_KILL among
+// them), so that a command cannot reach it: not by signals (another user,
+// and init ignores what it does not handle), ptrace or /proc (another user,
+// and undumpable), nor by changing its limits or priority, which the next
+// command inherits. Each command gets what the exec form gives one: the
+// limits are set on the supervisor, once, and inherited; everything a
+// command could gain privileges through is emptied on the supervisor too
+// (bounding, ambient and inheritable sets; no_new_privs), which keeps its
+// own effective capabilities; and the forked command becomes the sandbox's
+// user, with no groups, before it execs, which empties the rest.
 //
 // Between commands nothing may carry over but files: once a command has
 // exited, everything else in the namespace is killed (kill(-1) from init
 // reaches every other process in it) and reaped (init inherits every
 // orphan) before the answer goes back. Outside such a namespace kill(-1)
 // would reach the worker's own processes, so serve refuses to start there.
-func serve(invocation) error {
+func serve(inv invocation) error {
 	if os.Getpid() != 1 {
 		return errors.New("-serve needs to be the init of a PID namespace of its own, as bwrap --unshare-pid --as-pid-1 makes it")
 	}
+	if inv.user < 0 {
+		return errors.New("-serve needs -user: commands never run as the supervisor's root")
+	}
+	for _, lim := range inv.rlimits {
+		if err := syscall.Setrlimit(lim.resource, &syscall.Rlimit{Cur: lim.value, Max: lim.value}); err != nil {
+			return fmt.Errorf("setting rlimit %d: %w", lim.resource, err)
+		}
+	}
+	if err := dropForCommands(); err != nil {
+		return err
+	}
+	credential := &syscall.Credential{Uid: uint32(inv.user), Gid: uint32(inv.user), Groups: []uint32{}}
 	// Init gets only the signals it handles; these are caught so that none
 	// sent from outside by mistake ends the session.
 	signal.Notify(make(chan os.Signal, 1), unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT)
@@ -57,7 +72,7 @@ func serve(invocation) error {
 			}
 			return r.err
 		}
-		status := s.run(*r.msg.Request, devNull, r.fds[0], r.fds[1])
+		status := s.run(*r.msg.Request, credential, devNull, r.fds[0], r.fds[1])
 		if err := sessionwire.WriteReply(controlFD, sessionwire.Reply{Status: status}); err != nil {
 			return err
 		}
@@ -112,17 +127,18 @@ func (s *supervisor) read() {
 
 // run starts a request's command, waits for it and clears the sandbox of
 // everything it left, and returns its exit status.
-func (s *supervisor) run(req sessionwire.Request, stdin, stdout, stderr int) int {
+func (s *supervisor) run(req sessionwire.Request, cred *syscall.Credential, stdin, stdout, stderr int) int {
 	defer func() {
 		s.mu.Lock()
 		s.running = false
 		s.mu.Unlock()
 	}()
 	// A process group of its own, so that what the command signals as its
-	// group is its own tree.
+	// group is its own tree. The user switch in the child, before exec,
+	// empties its permitted, effective and ambient sets.
 	pid, err := syscall.ForkExec(req.Argv[0], req.Argv, &syscall.ProcAttr{
 		Dir: req.Dir, Env: req.Env, Files: []uintptr{uintptr(stdin), uintptr(stdout), uintptr(stderr)},
-		Sys: &syscall.SysProcAttr{Setpgid: true},
+		Sys: &syscall.SysProcAttr{Setpgid: true, Credential: cred},
 	})
 	if err != nil {
 		_, _ = unix.Write(stderr, fmt.Appendf(nil, "cairn-sandbox-exec: starting %s: %v\n", req.Argv[0], err))
@@ -158,6 +174,48 @@ func (s *supervisor) run(req sessionwire.Request, stdin, stdout, stderr int) int
 	}
 	clearSandbox()
 	return status
+}
+
+// dropForCommands empties, on every thread of the supervisor (a command
+// is forked from whichever runs it), what a command could gain
+// capabilities through: the bounding set (which needs CAP_SETPCAP, so it
+// goes first), the ambient and inheritable sets, and sets no_new_privs.
+// The supervisor's own permitted and effective sets stay: it needs them to
+// make each command the sandbox's user and to clear the namespace.
+func dropForCommands() error {
+	all := func(trap uintptr, args ...uintptr) error {
+		var a [6]uintptr
+		copy(a[:], args)
+		if _, _, errno := syscall.AllThreadsSyscall6(trap, a[0], a[1], a[2], a[3], a[4], a[5]); errno != 0 {
+			return errno
+		}
+		return nil
+	}
+	for c := 0; ; c++ {
+		err := all(unix.SYS_PRCTL, unix.PR_CAPBSET_DROP, uintptr(c))
+		if errors.Is(err, unix.EINVAL) {
+			break // past the kernel's last capability
+		}
+		if err != nil {
+			return fmt.Errorf("dropping capability %d from the bounding set: %w", c, err)
+		}
+	}
+	if err := all(unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL); err != nil {
+		return fmt.Errorf("clearing ambient capabilities: %w", err)
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var caps [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &caps[0]); err != nil {
+		return fmt.Errorf("reading capabilities: %w", err)
+	}
+	caps[0].Inheritable, caps[1].Inheritable = 0, 0
+	if err := all(unix.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&caps[0]))); err != nil {
+		return fmt.Errorf("clearing inheritable capabilities: %w", err)
+	}
+	if err := all(unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1); err != nil {
+		return fmt.Errorf("setting no_new_privs: %w", err)
+	}
+	return nil
 }
 
 // clearSandbox kills every process in the namespace but this one, its

@@ -42,12 +42,41 @@ var errSessionEnded = errors.New("sandbox session ended")
 // sandboxes (whose commands run as a user ID of their own) get one. A
 // non-root worker's commands run as its only user inside the user
 // namespace, the one a supervisor would be too, and each Run of such a
-// session is a Run of the sandbox, as it is without namespaces.
+// session is a Run of the sandbox, as it is without namespaces. So is each
+// Run of a sandbox whose memory ceiling leaves no room for the supervisor.
 func (s *localSandbox) Session() Session {
-	if s.bwrap == "" || s.uid == 0 {
+	if s.bwrap == "" || s.uid == 0 || !s.roomForSupervisor() {
 		return sandboxSession{s}
 	}
 	return &bwrapSession{s: s}
+}
+
+// Memory the session's supervisor needs under the per-process ceilings it
+// sets on itself for its commands to inherit: it is a Go program, which
+// maps over a gigabyte of address space before it allocates anything, and
+// a Go runtime that cannot map what it needs dies. A ceiling this low
+// stops tofu, a Go program too, at least as surely.
+const (
+	supervisorAddressSpace = 2 << 30
+	supervisorData         = 256 << 20
+)
+
+func (s *localSandbox) roomForSupervisor() bool {
+	as, data := s.limits.MaxMemoryBytes, s.limits.MaxDataBytes
+	var own unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_AS, &own) == nil {
+		as = min(as, own.Max)
+	}
+	if unix.Getrlimit(unix.RLIMIT_DATA, &own) == nil && data != 0 {
+		data = min(data, own.Max)
+	}
+	switch {
+	case s.profile.Memory.Mechanism == MechanismRlimitAS && as < supervisorAddressSpace:
+		return false
+	case data != 0 && data < supervisorData:
+		return false
+	}
+	return true
 }
 
 // sandboxSession runs each command as Sandbox.Run does.

@@ -123,6 +123,30 @@ func TestSessionKillsWhatACommandLeaves(t *testing.T) {
 	}
 }
 
+// TestSessionSupervisorLivesUnderTheSandboxCeilings: the supervisor sets
+// the commands' limits on itself, and a Go runtime that cannot map what it
+// needs dies; under the default ceilings it runs a long phase's worth of
+// commands, and under one too low for it each command enters on its own.
+func TestSessionSupervisorLivesUnderTheSandboxCeilings(t *testing.T) {
+	t.Parallel()
+	requireBwrap(t)
+	for _, limits := range []sandbox.Limits{{}, {MaxMemoryBytes: 1 << 30}, {MaxMemoryBytes: 64 << 20}} {
+		f := setup(t, isolated, sandbox.Spec{Limits: limits}, sandbox.LocalOptions{})
+		ss := newSession(t, f.sbx)
+		namespaces := map[string]bool{}
+		for range 40 {
+			code, out, _ := sessionRun(t, ss, sh(`readlink /proc/self/ns/pid`))
+			if code != 0 {
+				t.Fatalf("limits %+v: code %d", limits, code)
+			}
+			namespaces[out] = true
+		}
+		if shared := len(namespaces) == 1; shared != (limits.MaxMemoryBytes == 0 && os.Geteuid() == 0) {
+			t.Errorf("limits %+v: %d PID namespaces for 40 commands", limits, len(namespaces))
+		}
+	}
+}
+
 // TestSessionStopEndsTheSession: a command stopped by its context gets its
 // stop signal and grace as under Run; the session is then over, its
 // processes gone, and a later Run says so.

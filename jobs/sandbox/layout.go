@@ -330,22 +330,11 @@ func (s *localSandbox) Run(ctx context.Context, c Command) (int, error) {
 	if err := c.validate(); err != nil {
 		return -1, err
 	}
-	ctx, done, err := s.register(ctx)
+	ctx, done, dir, prog, err := s.admit(ctx, c)
 	if err != nil {
-		return -1, fmt.Errorf("running %s: %w", c.Args[0], err)
+		return -1, err
 	}
 	defer done()
-	dir, err := s.commandDir(c.Dir)
-	if err != nil {
-		return -1, err
-	}
-	prog, err := s.resolve(c.Args[0])
-	if err != nil {
-		return -1, err
-	}
-	if err := s.handOver(); err != nil {
-		return -1, fmt.Errorf("running %s: %w", c.Args[0], err)
-	}
 	argv, err := s.commandArgv(dir, append([]string{prog}, c.Args[1:]...))
 	if err != nil {
 		return -1, fmt.Errorf("running %s: %w", c.Args[0], err)
@@ -353,6 +342,31 @@ func (s *localSandbox) Run(ctx context.Context, c Command) (int, error) {
 	ctx, stop := context.WithTimeoutCause(ctx, s.limits.WallClock, ErrTimedOut)
 	defer stop()
 	return s.execute(ctx, argv, dir, c)
+}
+
+// admit readies a valid command to run: it registers it (see register),
+// resolves its directory and program, and hands the sandbox's files to its
+// user. done is nil when err is not.
+func (s *localSandbox) admit(ctx context.Context, c Command) (context.Context, func(), string, string, error) {
+	ctx, done, err := s.register(ctx)
+	if err != nil {
+		return nil, nil, "", "", fmt.Errorf("running %s: %w", c.Args[0], err)
+	}
+	dir, err := s.commandDir(c.Dir)
+	var prog string
+	if err == nil {
+		prog, err = s.resolve(c.Args[0])
+	}
+	if err == nil {
+		if err = s.handOver(); err != nil {
+			err = fmt.Errorf("running %s: %w", c.Args[0], err)
+		}
+	}
+	if err != nil {
+		done()
+		return nil, nil, "", "", err
+	}
+	return ctx, done, dir, prog, nil
 }
 
 // register records a Run so Destroy can stop it; done unregisters it.

@@ -103,8 +103,13 @@ func setup(t *testing.T, m mode, spec sandbox.Spec, opts sandbox.LocalOptions) f
 	return fixture{driver: d, sbx: sbx, root: root}
 }
 
+// commandRunner is a Sandbox or a Session.
+type commandRunner interface {
+	Run(ctx context.Context, c sandbox.Command) (int, error)
+}
+
 // run runs a command to completion and fails the test on a Run error.
-func run(t *testing.T, sbx sandbox.Sandbox, c sandbox.Command) (code int, stdout, stderr string) {
+func run(t *testing.T, sbx commandRunner, c sandbox.Command) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
 	c.Stdout, c.Stderr = &out, &errOut

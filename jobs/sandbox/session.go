@@ -124,22 +124,11 @@ func (b *bwrapSession) Run(ctx context.Context, c Command) (int, error) {
 	if b.ended != nil {
 		return -1, fmt.Errorf("running %s: %w", c.Args[0], b.ended)
 	}
-	ctx, done, err := s.register(ctx)
+	ctx, done, dir, prog, err := s.admit(ctx, c)
 	if err != nil {
-		return -1, fmt.Errorf("running %s: %w", c.Args[0], err)
+		return -1, err
 	}
 	defer done()
-	dir, err := s.commandDir(c.Dir)
-	if err != nil {
-		return -1, err
-	}
-	prog, err := s.resolve(c.Args[0])
-	if err != nil {
-		return -1, err
-	}
-	if err := s.handOver(); err != nil {
-		return -1, fmt.Errorf("running %s: %w", c.Args[0], err)
-	}
 	if b.bwrap == nil {
 		if err := b.start(); err != nil {
 			b.ended = fmt.Errorf("%w: %w", errSessionEnded, err)

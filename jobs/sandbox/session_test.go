@@ -1,7 +1,6 @@
 package sandbox_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -19,18 +18,6 @@ import (
 
 	"github.com/cairnhq/cairn/jobs/sandbox"
 )
-
-// sessionRun runs c in ss and fails the test on a Run error.
-func sessionRun(t *testing.T, ss sandbox.Session, c sandbox.Command) (code int, stdout, stderr string) {
-	t.Helper()
-	var out, errOut bytes.Buffer
-	c.Stdout, c.Stderr = &out, &errOut
-	code, err := ss.Run(context.Background(), c)
-	if err != nil {
-		t.Fatalf("session Run(%q): %v (stderr %q)", c.Args, err, errOut.String())
-	}
-	return code, out.String(), errOut.String()
-}
 
 func newSession(t *testing.T, sbx sandbox.Sandbox) sandbox.Session {
 	t.Helper()
@@ -59,11 +46,11 @@ func TestSessionCommandsShareOneEntryAndNothingElse(t *testing.T) {
 		confinement := sh(`id; grep -E '^(Cap|NoNewPrivs|Seccomp)' /proc/self/status; ulimit -a`)
 		first := sh(probe + `; echo kept > file; echo to-stderr >&2; exit 3`)
 		first.Env = map[string]string{"ONLY_FIRST": "first"}
-		code, out1, err1 := sessionRun(t, ss, first)
+		code, out1, err1 := run(t, ss, first)
 		if code != 3 || err1 != "to-stderr\n" {
 			t.Fatalf("first command: code %d, stderr %q", code, err1)
 		}
-		code, out2, _ := sessionRun(t, ss, sh(probe+`; cat file`))
+		code, out2, _ := run(t, ss, sh(probe+`; cat file`))
 		if code != 0 {
 			t.Fatalf("second command: code %d", code)
 		}
@@ -74,7 +61,7 @@ func TestSessionCommandsShareOneEntryAndNothingElse(t *testing.T) {
 		if l1[3] != "spec/first" || l2[3] != "spec/" || l2[4] != "kept" {
 			t.Errorf("environment or files: %q then %q", out1, out2)
 		}
-		_, inSession, _ := sessionRun(t, ss, confinement)
+		_, inSession, _ := run(t, ss, confinement)
 		_, alone, _ := run(t, f.sbx, confinement)
 		if inSession != alone {
 			t.Errorf("a session's command is confined as\n%s\nand Run's as\n%s", inSession, alone)
@@ -106,7 +93,7 @@ func TestSessionKillsWhatACommandLeaves(t *testing.T) {
 	f := setup(t, isolated, sandbox.Spec{}, sandbox.LocalOptions{})
 	ss := newSession(t, f.sbx)
 	mk := marker()
-	code, _, _ := sessionRun(t, ss, sh(fmt.Sprintf(`sleep %s & setsid sleep %s & (sleep %s &) ; exit 0`, mk, mk, mk)))
+	code, _, _ := run(t, ss, sh(fmt.Sprintf(`sleep %s & setsid sleep %s & (sleep %s &) ; exit 0`, mk, mk, mk)))
 	if code != 0 {
 		t.Fatalf("code %d", code)
 	}
@@ -115,7 +102,7 @@ func TestSessionKillsWhatACommandLeaves(t *testing.T) {
 	}
 	// The processes in the namespace, listed before cat starts: the
 	// supervisor, its init, and the shell.
-	_, out, _ := sessionRun(t, ss, sh(`cat /proc/[0-9]*/comm`))
+	_, out, _ := run(t, ss, sh(`cat /proc/[0-9]*/comm`))
 	got := strings.Fields(out)
 	slices.Sort(got)
 	if strings.Join(got, " ") != "cairn-sandbox-e sh" {
@@ -135,7 +122,7 @@ func TestSessionSupervisorLivesUnderTheSandboxCeilings(t *testing.T) {
 		ss := newSession(t, f.sbx)
 		namespaces := map[string]bool{}
 		for range 40 {
-			code, out, _ := sessionRun(t, ss, sh(`readlink /proc/self/ns/pid`))
+			code, out, _ := run(t, ss, sh(`readlink /proc/self/ns/pid`))
 			if code != 0 {
 				t.Fatalf("limits %+v: code %d", limits, code)
 			}
@@ -155,7 +142,7 @@ func TestSessionStopEndsTheSession(t *testing.T) {
 	requireBwrap(t)
 	f := setup(t, isolated, sandbox.Spec{}, sandbox.LocalOptions{KillGrace: 100 * time.Millisecond})
 	ss := newSession(t, f.sbx)
-	sessionRun(t, ss, sh("true"))
+	run(t, ss, sh("true"))
 	mk := marker()
 	var out syncBuffer
 	ctx, cancel := context.WithCancel(context.Background())
@@ -192,7 +179,7 @@ func TestSessionStopBeforeTheCommandStarts(t *testing.T) {
 	for _, delay := range []time.Duration{-1, 0, 200 * time.Microsecond, time.Millisecond, 5 * time.Millisecond} {
 		f := setup(t, isolated, sandbox.Spec{}, sandbox.LocalOptions{KillGrace: 100 * time.Millisecond})
 		ss := newSession(t, f.sbx)
-		sessionRun(t, ss, sh("true"))
+		run(t, ss, sh("true"))
 		var out syncBuffer
 		// The trap makes the shell stop at once wherever the signal finds
 		// it (dash defers an untrapped SIGINT until its foreground child
@@ -266,8 +253,8 @@ func TestSessionSupervisorIsOutOfACommandsReach(t *testing.T) {
 	}
 	ss := newSession(t, f.sbx)
 	probe := sh(`ulimit -n; cut -d' ' -f19 /proc/self/stat`)
-	_, before, _ := sessionRun(t, ss, probe)
-	code, out, errOut := sessionRun(t, ss, sandbox.Command{Args: []string{"tamper"}})
+	_, before, _ := run(t, ss, probe)
+	code, out, errOut := run(t, ss, sandbox.Command{Args: []string{"tamper"}})
 	if code != 0 {
 		t.Fatalf("tamper: code %d, %s", code, errOut)
 	}
@@ -280,7 +267,7 @@ func TestSessionSupervisorIsOutOfACommandsReach(t *testing.T) {
 			t.Errorf("a command reached the supervisor: %s", line)
 		}
 	}
-	code, after, _ := sessionRun(t, ss, probe)
+	code, after, _ := run(t, ss, probe)
 	if code != 0 || after != before {
 		t.Errorf("the next command got limits and priority %q, want %q as before", after, before)
 	}

@@ -775,7 +775,7 @@ func (r *Runner) runTofu(ctx context.Context, env *attemptEnv, step string, cmd 
 	defer env.timed("tofu_"+step, start)
 	env.tofuStarted = true
 	env.failureSaid = ""
-	said := &tailBuffer{limit: 64 << 10}
+	said := &sandbox.TailBuffer{Limit: 64 << 10}
 	// tofuCommand always sends stderr to the phase's log.
 	cmd.Stderr = io.MultiWriter(cmd.Stderr, said)
 	code, err := env.session.Run(ctx, cmd)
@@ -883,25 +883,6 @@ func oneLine(s string) string {
 		return r
 	}, s)
 }
-
-// tailBuffer keeps the last limit bytes written to it. It holds up to
-// twice that before it drops the older half: every tofu command's stderr
-// passes through one, and moving the whole tail on each small write of a
-// chatty command would cost more than the command's own logging.
-type tailBuffer struct {
-	limit int
-	buf   []byte
-}
-
-func (b *tailBuffer) Write(p []byte) (int, error) {
-	b.buf = append(b.buf, p...)
-	if len(b.buf) > 2*b.limit {
-		b.buf = append(b.buf[:0], b.buf[len(b.buf)-b.limit:]...)
-	}
-	return len(p), nil
-}
-
-func (b *tailBuffer) String() string { return string(b.buf[max(len(b.buf)-b.limit, 0):]) }
 
 func sameID(a, b *string) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
 

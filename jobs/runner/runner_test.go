@@ -1,9 +1,6 @@
 package runner
 
-import (
-	"strings"
-	"testing"
-)
+import "testing"
 
 // TestLostConnectionIsReadFromWhatTofuSaid feeds the classifier what tofu
 // printed when a connection was cut off under it, and failures that are
@@ -24,27 +21,6 @@ func TestLostConnectionIsReadFromWhatTofuSaid(t *testing.T) {
 	} {
 		if got := lostConnection(said); got != want {
 			t.Errorf("lostConnection(%q) = %v, want %v", said, got, want)
-		}
-	}
-}
-
-// TestTailBufferKeepsTheLastBytes writes more than its limit in chunks of
-// every size: what it holds is exactly the end of what was written.
-func TestTailBufferKeepsTheLastBytes(t *testing.T) {
-	t.Parallel()
-	var all strings.Builder
-	b := &tailBuffer{limit: 100}
-	for i := range 500 {
-		chunk := strings.Repeat(string(rune('a'+i%26)), i%37)
-		all.WriteString(chunk)
-		_, _ = b.Write([]byte(chunk))
-		want := all.String()
-		want = want[max(len(want)-100, 0):]
-		if got := b.String(); got != want {
-			t.Fatalf("after %d writes: %q, want %q", i+1, got, want)
-		}
-		if len(b.buf) > 200 {
-			t.Fatalf("holds %d bytes, more than twice its limit", len(b.buf))
 		}
 	}
 }

@@ -26,12 +26,6 @@ func (s *localSandbox) execute(ctx context.Context, argv []string, dir string, c
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 
-	// A new session is a new process group with no controlling terminal.
-	attr := &syscall.SysProcAttr{Setsid: true}
-	if s.cgroup != nil {
-		// Into the sandbox's cgroup at clone, before any instruction runs.
-		attr.UseCgroupFD, attr.CgroupFD = true, int(s.cgroup.fd.Fd())
-	}
 	cmd := &exec.Cmd{
 		Path:        argv[0],
 		Args:        argv,
@@ -39,7 +33,7 @@ func (s *localSandbox) execute(ctx context.Context, argv []string, dir string, c
 		Dir:         dir,
 		Stdout:      c.Stdout,
 		Stderr:      c.Stderr,
-		SysProcAttr: attr,
+		SysProcAttr: s.leaderAttr(),
 		// A process that escaped the group may hold the output pipes open.
 		WaitDelay: s.driver.killGrace,
 	}
@@ -84,6 +78,18 @@ func (s *localSandbox) execute(ctx context.Context, argv []string, dir string, c
 		return -1, fmt.Errorf("waiting for %s: %w", c.Args[0], waitErr)
 	}
 	return exitStatus(cmd.ProcessState), nil
+}
+
+// leaderAttr starts a command's leader (bwrap, or cairn-sandbox-exec
+// without namespaces) in a new session, a new process group with no
+// controlling terminal, and in the sandbox's cgroup at clone, before any
+// instruction runs.
+func (s *localSandbox) leaderAttr() *syscall.SysProcAttr {
+	attr := &syscall.SysProcAttr{Setsid: true}
+	if s.cgroup != nil {
+		attr.UseCgroupFD, attr.CgroupFD = true, int(s.cgroup.fd.Fd())
+	}
+	return attr
 }
 
 // terminate stops the process group led by pgid and returns once the leader

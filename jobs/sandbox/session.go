@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -48,7 +47,7 @@ func (s *localSandbox) Session() Session {
 	if s.bwrap == "" || s.uid == 0 || !s.roomForSupervisor() {
 		return sandboxSession{s}
 	}
-	return &bwrapSession{s: s}
+	return &bwrapSession{s: s, setupErr: TailBuffer{Limit: 4 << 10}}
 }
 
 // Memory the session's supervisor needs under the per-process ceilings it
@@ -106,9 +105,10 @@ type bwrapSession struct {
 	watched chan struct{}
 	mu      sync.Mutex
 	reaped  bool
-	// setupErr is bwrap's and the supervisor's own output, for a session
-	// that fails before answering.
-	setupErr tailWriter
+	// setupErr is the end of bwrap's and the supervisor's own output (one
+	// pipe for both, so one writer), read once they are gone, for a
+	// session that fails before answering.
+	setupErr TailBuffer
 }
 
 type replyOrError struct {
@@ -164,17 +164,13 @@ func (b *bwrapSession) start() error {
 		_ = unix.Close(pair[0])
 		return err
 	}
-	attr := &syscall.SysProcAttr{Setsid: true}
-	if s.cgroup != nil {
-		attr.UseCgroupFD, attr.CgroupFD = true, int(s.cgroup.fd.Fd())
-	}
 	b.control = pair[0]
 	b.replies, b.readerDone = make(chan replyOrError, 1), make(chan struct{})
 	b.exited, b.watched = make(chan struct{}), make(chan struct{})
 	b.bwrap = &exec.Cmd{
 		Path: argv[0], Args: argv, Env: s.environ(s.work, nil), Dir: s.work,
 		Stdout: &b.setupErr, Stderr: &b.setupErr, ExtraFiles: []*os.File{theirs},
-		SysProcAttr: attr, WaitDelay: s.driver.killGrace,
+		SysProcAttr: s.leaderAttr(), WaitDelay: s.driver.killGrace,
 	}
 	started := make(chan error, 1)
 	go func() {
@@ -442,24 +438,22 @@ func (o *commandOutputs) close() {
 	}
 }
 
-// tailWriter keeps the last 4 KiB written to it.
-type tailWriter struct {
-	mu  sync.Mutex
-	buf []byte
+// TailBuffer keeps the last Limit bytes written to it. It holds up to
+// twice that before it drops the older half: every tofu command's stderr
+// passes through one, and moving the whole tail on each small write of a
+// chatty command would cost more than the command's own logging. It is for
+// one writer at a time.
+type TailBuffer struct {
+	Limit int
+	buf   []byte
 }
 
-func (t *tailWriter) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf = append(t.buf, p...)
-	if over := len(t.buf) - 4<<10; over > 0 {
-		t.buf = t.buf[over:]
+func (b *TailBuffer) Write(p []byte) (int, error) {
+	b.buf = append(b.buf, p...)
+	if len(b.buf) > 2*b.Limit {
+		b.buf = append(b.buf[:0], b.buf[len(b.buf)-b.Limit:]...)
 	}
 	return len(p), nil
 }
 
-func (t *tailWriter) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return string(t.buf)
-}
+func (b *TailBuffer) String() string { return string(b.buf[max(len(b.buf)-b.Limit, 0):]) }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -60,5 +61,26 @@ func TestSessionNeverUsesItsSocketAfterClosingIt(t *testing.T) {
 	}
 	if err := ss.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestTailBufferKeepsTheLastBytes writes more than its limit in chunks of
+// every size: what it holds is exactly the end of what was written.
+func TestTailBufferKeepsTheLastBytes(t *testing.T) {
+	t.Parallel()
+	var all strings.Builder
+	b := &TailBuffer{Limit: 100}
+	for i := range 500 {
+		chunk := strings.Repeat(string(rune('a'+i%26)), i%37)
+		all.WriteString(chunk)
+		_, _ = b.Write([]byte(chunk))
+		want := all.String()
+		want = want[max(len(want)-100, 0):]
+		if got := b.String(); got != want {
+			t.Fatalf("after %d writes: %q, want %q", i+1, got, want)
+		}
+		if len(b.buf) > 200 {
+			t.Fatalf("holds %d bytes, more than twice its limit", len(b.buf))
+		}
 	}
 }

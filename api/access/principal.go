@@ -84,10 +84,17 @@ func AgentPermissions(role Role, write bool) PermissionSet {
 // whatever its member's role and teams grant.
 func AgentCeiling(write bool) PermissionSet {
 	if write {
-		return NewPermissionSet(append(slices.Clone(agentReadPermissions), agentWritePermissions...)...)
+		return agentWriteCeiling
 	}
-	return NewPermissionSet(agentReadPermissions...)
+	return agentReadCeiling
 }
+
+// The two ceilings are built once: every agent call confines its
+// principal with one, and a PermissionSet never changes.
+var (
+	agentReadCeiling  = NewPermissionSet(agentReadPermissions...)
+	agentWriteCeiling = NewPermissionSet(append(slices.Clone(agentReadPermissions), agentWritePermissions...)...)
+)
 
 // IsAgent reports whether an agent acts for the principal.
 func (p Principal) IsAgent() bool { return p.Agent != nil }

@@ -121,10 +121,11 @@ func VerifyAccessToken(raw string, keys jose.JSONWebKeySet, issuer, audience str
 // is refused whatever its signature. Verifying the Ed25519 signature again
 // would prove nothing more and cost about an eighth of an agent's call.
 // For the same reason it decodes the token with the standard library, not
-// go-jose, whose JSON decoder (kept for the signature check) took about
-// three times as long on every agent call: the bytes it reads are Cairn's
-// own once the row matches, and before that they only fail or pass the
-// same checks.
+// go-jose, whose decoder (kept for the signature check) took more than
+// twice as long and allocated nearly four times as much on every agent
+// call (33-38 against 15-17 µs, 6.1 against 1.7 KB): the bytes it reads
+// are Cairn's own once the row matches, and before that they only fail or
+// pass the same checks.
 func ReadIssuedAccessToken(raw string, keys jose.JSONWebKeySet, issuer, audience string, now time.Time) (Claims, error) {
 	if raw == "" || len(raw) > maxTokenBytes {
 		return Claims{}, ErrInvalidToken

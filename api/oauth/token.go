@@ -88,10 +88,10 @@ const maxTokenBytes = 4096
 // VerifyAccessToken checks an access token against a key set: the
 // signature (EdDSA only, by kid), the "at+jwt" type, the issuer, exactly
 // one audience equal to audience, and expiry, not-before and issue times
-// with leeway for clock skew. Every failure is ErrInvalidToken; the same
-// function serves cairn-mcp (with the JWKS it fetched) and, but for the
-// signature, /v1 (see ReadIssuedAccessToken), so both check tokens the
-// same way.
+// with leeway for clock skew. Every failure is ErrInvalidToken. cairn-mcp
+// calls it with the JWKS it fetched; /v1 reads its own tokens with
+// ReadIssuedAccessToken, and both judge the header and the claims with
+// the same checkHeader and checkClaims.
 func VerifyAccessToken(raw string, keys jose.JSONWebKeySet, issuer, audience string, now time.Time, leeway time.Duration) (Claims, error) {
 	if raw == "" || len(raw) > maxTokenBytes {
 		return Claims{}, ErrInvalidToken
@@ -111,7 +111,10 @@ func VerifyAccessToken(raw string, keys jose.JSONWebKeySet, issuer, audience str
 	if err := tok.Claims(key.Key, &c); err != nil {
 		return Claims{}, ErrInvalidToken
 	}
-	return checkClaims(c, issuer, audience, now, leeway)
+	if err := checkClaims(c, issuer, audience, now, leeway); err != nil {
+		return Claims{}, err
+	}
+	return c, nil
 }
 
 // ReadIssuedAccessToken checks everything VerifyAccessToken checks but the
@@ -137,7 +140,10 @@ func ReadIssuedAccessToken(raw string, keys jose.JSONWebKeySet, issuer, audience
 	if _, err := checkHeader(header, keys); err != nil {
 		return Claims{}, err
 	}
-	return checkClaims(claims, issuer, audience, now, 0)
+	if err := checkClaims(claims, issuer, audience, now, 0); err != nil {
+		return Claims{}, err
+	}
+	return claims, nil
 }
 
 // compactHeader is what an access token's protected header may say.
@@ -198,11 +204,13 @@ func checkHeader(h compactHeader, keys jose.JSONWebKeySet) (jose.JSONWebKey, err
 	return matching[0], nil
 }
 
-func checkClaims(c Claims, issuer, audience string, now time.Time, leeway time.Duration) (Claims, error) {
+// checkClaims is what both readers check of the claims; every failure is
+// ErrInvalidToken, with the reason joined.
+func checkClaims(c Claims, issuer, audience string, now time.Time, leeway time.Duration) error {
 	if err := c.validate(issuer, audience, now, leeway); err != nil {
-		return Claims{}, errors.Join(ErrInvalidToken, err)
+		return errors.Join(ErrInvalidToken, err)
 	}
-	return c, nil
+	return nil
 }
 
 func (c Claims) validate(issuer, audience string, now time.Time, leeway time.Duration) error {

@@ -324,6 +324,31 @@ func TestMemoryCeilingStopsAHog(t *testing.T) {
 	})
 }
 
+// TestAnAddressSpaceCeilingBelowTheLauncherStillRunsEveryCommand: under
+// RLIMIT_AS the limit is set by cairn-sandbox-exec on itself, a Go program
+// that has mapped far more than 64 MiB by then; had it allocated after the
+// limit (building exec's arguments from a megabyte of environment did in
+// about one start in four) the Go runtime would have died with status 2
+// before the command ran.
+func TestAnAddressSpaceCeilingBelowTheLauncherStillRunsEveryCommand(t *testing.T) {
+	t.Parallel()
+	bothModes(t, func(t *testing.T, m mode) {
+		env := map[string]string{}
+		for i := range 10 {
+			env[fmt.Sprintf("LARGE_%d", i)] = strings.Repeat("x", 100<<10)
+		}
+		f := setup(t, m, sandbox.Spec{Env: env, Limits: sandbox.Limits{MaxMemoryBytes: 64 << 20}}, sandbox.LocalOptions{Base: sandboxtest.Base()})
+		if mech := f.sbx.Profile().Memory.Mechanism; mech != sandbox.MechanismRlimitAS {
+			t.Skipf("memory ceiling by %s, not RLIMIT_AS", mech)
+		}
+		for i := range 40 {
+			if code, out, stderr := run(t, f.sbx, sh(`echo ${#LARGE_9}`)); code != 0 || out != "102400\n" {
+				t.Fatalf("command %d: code %d, stdout %q, stderr %.300q", i, code, out, stderr)
+			}
+		}
+	})
+}
+
 // TestProfileMatchesWhatRuns reads the limits and user a command really
 // has and compares them with the sandbox's Profile.
 func TestProfileMatchesWhatRuns(t *testing.T) {

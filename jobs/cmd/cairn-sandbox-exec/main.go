@@ -11,7 +11,9 @@
 //	cairn-sandbox-exec -user ID [-rlimit NAME=VALUE]... -serve
 //
 // NAME is one of nofile, fsize, cpu, core, as, data, nproc; each is set as
-// both soft and hard limit. Any failure exits 127 before PROGRAM starts.
+// both soft and hard limit. The driver always sets nofile: without it
+// PROGRAM would inherit the soft open-file limit the Go runtime raised to
+// the hard one at start. Any failure exits 127 before PROGRAM starts.
 //
 // With -serve it supervises a session (serve.go): as the init of the
 // sandbox's PID namespace it runs the commands the driver sends over
@@ -28,6 +30,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -139,11 +142,33 @@ func parse(args []string) (invocation, error) {
 }
 
 // enter applies the invocation to this process and execs its program; it
-// returns only on failure.
+// returns only on failure. Everything exec needs is built before the first
+// limit: under an address-space ceiling below what the Go runtime has
+// already mapped, an allocation that grows the heap kills this process
+// (status 2, "out of memory"), and so may a thread the scheduler starts.
+// From the first limit to exec every call is therefore a raw system call:
+// nothing allocates on success, and no call lets the scheduler run.
 func enter(inv invocation) error {
+	// The driver resolved the program in the sandbox's PATH already.
+	if !strings.Contains(inv.argv[0], "/") {
+		return fmt.Errorf("program %q is not a path", inv.argv[0])
+	}
+	program, err := syscall.BytePtrFromString(inv.argv[0])
+	if err != nil {
+		return fmt.Errorf("program %q: %w", inv.argv[0], err)
+	}
+	argv, err := syscall.SlicePtrFromStrings(inv.argv)
+	if err != nil {
+		return fmt.Errorf("arguments: %w", err)
+	}
+	env, err := syscall.SlicePtrFromStrings(os.Environ())
+	if err != nil {
+		return fmt.Errorf("environment: %w", err)
+	}
 	for _, lim := range inv.rlimits {
 		// syscall.Setrlimit, not unix's: it also stops Go from restoring
-		// its own open-file limit at exec.
+		// its own open-file limit at exec (a raw system call and an atomic
+		// store).
 		if err := syscall.Setrlimit(lim.resource, &syscall.Rlimit{Cur: lim.value, Max: lim.value}); err != nil {
 			return fmt.Errorf("setting rlimit %d: %w", lim.resource, err)
 		}
@@ -153,23 +178,24 @@ func enter(inv invocation) error {
 			return err
 		}
 	}
-	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+	if err := rawSyscall(unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0); err != nil {
 		return fmt.Errorf("setting no_new_privs: %w", err)
 	}
-	// The driver resolved the program in the sandbox's PATH already.
-	if !strings.Contains(inv.argv[0], "/") {
-		return fmt.Errorf("program %q is not a path", inv.argv[0])
-	}
-	return syscall.Exec(inv.argv[0], inv.argv, os.Environ())
+	// syscall.Exec would build these again, on the heap. It also holds off
+	// thread creation during exec, which matters only for a set-user-ID
+	// program's privileges, and no_new_privs forbids those anyway.
+	return rawSyscall(unix.SYS_EXECVE, uintptr(unsafe.Pointer(program)),
+		uintptr(unsafe.Pointer(&argv[0])), uintptr(unsafe.Pointer(&env[0])))
 }
 
 // becomeUser switches to id as user and group with no supplementary groups
 // and empties every capability set, the bounding set first, which needs
-// CAP_SETPCAP and so must go while the process is still privileged.
+// CAP_SETPCAP and so must go while the process is still privileged. It
+// runs under the command's limits, so only raw system calls (see enter).
 func becomeUser(id int) error {
 	for c := 0; ; c++ {
-		err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0)
-		if errors.Is(err, unix.EINVAL) {
+		err := rawSyscall(unix.SYS_PRCTL, unix.PR_CAPBSET_DROP, uintptr(c), 0)
+		if err == unix.EINVAL {
 			break // past the kernel's last capability
 		}
 		if err != nil {
@@ -192,17 +218,19 @@ func becomeUser(id int) error {
 	}
 	// The user switch emptied the permitted, effective and ambient sets;
 	// the inheritable set survives it and is emptied here.
-	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+	if err := rawSyscall(unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0); err != nil {
 		return fmt.Errorf("clearing ambient capabilities: %w", err)
 	}
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	var none [2]unix.CapUserData
-	if err := unix.Capset(&hdr, &none[0]); err != nil {
+	if err := rawSyscall(unix.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&none[0])), 0); err != nil {
 		return fmt.Errorf("clearing capabilities: %w", err)
 	}
 	return nil
 }
 
+// rawSyscall makes a system call the scheduler never hears of (see enter);
+// its error is the bare errno.
 func rawSyscall(trap, a1, a2, a3 uintptr) error {
 	if _, _, errno := unix.RawSyscall(trap, a1, a2, a3); errno != 0 {
 		return errno

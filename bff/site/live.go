@@ -53,12 +53,17 @@ func (s *Site) live(w http.ResponseWriter, r *http.Request) {
 		writeRefusal(w, err) // the upstream status, request ID and Retry-After
 		return
 	}
-	var run runSummary
-	if err := s.api.Call(r.Context(), token, http.MethodGet, "/v1/runs/"+url.PathEscape(id), nil, &run); err != nil {
-		http.Error(w, "run unavailable", http.StatusNotFound)
+	// The feed is the only source of the run's status: a read of our own
+	// before it opened could miss a change committed in between, and the
+	// page would wait on a socket that never reports it.
+	feed, sub := s.feeds.join(id, token)
+	defer s.feeds.leave(feed, sub)
+	if !feed.awaitReady(r.Context(), 10*time.Second) {
+		http.Error(w, "live feed unavailable", http.StatusServiceUnavailable)
 		return
 	}
-	if run.Terminal() {
+	current := feed.currentStatus()
+	if terminal(current) {
 		http.Error(w, "run is finished", http.StatusGone)
 		return
 	}
@@ -74,17 +79,7 @@ func (s *Site) live(w http.ResponseWriter, r *http.Request) {
 	// than the run's when the socket opens.
 	status := r.URL.Query().Get("status")
 	if status == "" {
-		status = run.Status
-	}
-	feed, sub := s.feeds.join(id, token)
-	defer s.feeds.leave(feed, sub)
-	select {
-	case <-feed.ready:
-	case <-ctx.Done():
-		return
-	case <-time.After(10 * time.Second):
-		_ = conn.Close(websocket.StatusTryAgainLater, "live feed unavailable")
-		return
+		status = current
 	}
 	send := func(ev liveEvent) bool { return wsjson.Write(ctx, conn, ev) == nil }
 	// The backlog since the page's last chunk comes from the log route;
@@ -105,8 +100,8 @@ func (s *Site) live(w http.ResponseWriter, r *http.Request) {
 			break
 		}
 	}
-	if run.Status != status {
-		status = run.Status
+	if current != status {
+		status = current
 		if !send(liveEvent{Type: "status", Status: status}) {
 			return
 		}

@@ -37,9 +37,19 @@ type liveFeed struct {
 	// reads its backlog from the HTTP log route, and everything newer
 	// arrives through the feed.
 	ready chan struct{}
+	// closed closes when the feed ends, opened or not.
+	closed chan struct{}
 
 	mu   sync.Mutex
 	subs map[*liveSub]struct{}
+	// status is the run's status as the upstream stream last said (its
+	// ready event, then each change), set before ready closes. A socket
+	// starts from it, not from a read of its own: a change committed
+	// between that read and the stream's opening would reach neither.
+	status string
+	// after is the sequence of the last chunk relayed, where a resumed
+	// stream starts.
+	after string
 }
 
 // liveSub is one socket's queue. A socket too slow to keep up is dropped
@@ -78,7 +88,7 @@ func (f *liveFeeds) join(runID, token string) (*liveFeed, *liveSub) {
 	feed := f.feeds[runID]
 	if feed == nil {
 		ctx, cancel := context.WithCancel(context.Background())
-		feed = &liveFeed{feeds: f, runID: runID, cancel: cancel, ready: make(chan struct{}), subs: map[*liveSub]struct{}{sub: {}}}
+		feed = &liveFeed{feeds: f, runID: runID, cancel: cancel, ready: make(chan struct{}), closed: make(chan struct{}), subs: map[*liveSub]struct{}{sub: {}}}
 		f.feeds[runID] = feed
 		go feed.relay(ctx)
 		return feed, sub
@@ -87,6 +97,14 @@ func (f *liveFeeds) join(runID, token string) (*liveFeed, *liveSub) {
 	feed.subs[sub] = struct{}{}
 	feed.mu.Unlock()
 	return feed, sub
+}
+
+// currentStatus is the run's status as of the last event relayed; every
+// later change reaches the subscribers through their queues.
+func (feed *liveFeed) currentStatus() string {
+	feed.mu.Lock()
+	defer feed.mu.Unlock()
+	return feed.status
 }
 
 // anySub is a current subscriber, nil when none is left.
@@ -142,11 +160,39 @@ func (feed *liveFeed) close() {
 		delete(feed.subs, sub)
 	}
 	feed.mu.Unlock()
+	close(feed.closed)
+}
+
+// awaitReady reports whether the upstream stream opened within wait; a
+// feed that ended first (the API refused every subscriber's session, or
+// kept failing) never does.
+func (feed *liveFeed) awaitReady(ctx context.Context, wait time.Duration) bool {
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case <-feed.ready:
+		return true
+	case <-feed.closed:
+		// A stream may open and end at once (a run that just finished).
+		select {
+		case <-feed.ready:
+			return true
+		default:
+			return false
+		}
+	case <-ctx.Done():
+	case <-timer.C:
+	}
+	return false
 }
 
 func (feed *liveFeed) broadcast(ev liveEvent) {
 	feed.mu.Lock()
 	defer feed.mu.Unlock()
+	feed.broadcastLocked(ev)
+}
+
+func (feed *liveFeed) broadcastLocked(ev liveEvent) {
 	for sub := range feed.subs {
 		select {
 		case sub.events <- ev:
@@ -164,13 +210,12 @@ func (feed *liveFeed) broadcast(ev liveEvent) {
 // subscriber's is tried.
 func (feed *liveFeed) relay(ctx context.Context) {
 	defer feed.close()
-	after, opened := "", false
 	for attempt := 0; ; attempt++ {
 		sub := feed.anySub()
 		if sub == nil {
 			return
 		}
-		ended, err := feed.stream(ctx, sub.token, &after, &opened)
+		ended, err := feed.stream(ctx, sub.token)
 		if ended || ctx.Err() != nil {
 			return
 		}
@@ -196,12 +241,15 @@ func (feed *liveFeed) relay(ctx context.Context) {
 	}
 }
 
-// stream holds one upstream request; after carries the resume point.
-func (feed *liveFeed) stream(ctx context.Context, token string, after *string, opened *bool) (bool, error) {
+// stream holds one upstream request, resuming after the last chunk
+// relayed.
+func (feed *liveFeed) stream(ctx context.Context, token string) (bool, error) {
 	path := "/v1/runs/" + url.PathEscape(feed.runID) + "/events"
-	if *after != "" {
-		path += "?after=" + *after
+	feed.mu.Lock()
+	if feed.after != "" {
+		path += "?after=" + feed.after
 	}
+	feed.mu.Unlock()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, feed.feeds.api.String()+path, nil)
 	if err != nil {
 		return false, err
@@ -231,23 +279,44 @@ func (feed *liveFeed) stream(ctx context.Context, token string, after *string, o
 				return false, err
 			}
 			ev.Type = name
-			switch name {
-			case "ready":
-				*after = strconv.FormatInt(ev.Sequence, 10)
-				if !*opened {
-					*opened = true
-					close(feed.ready)
-				}
-			case "log":
-				*after = strconv.FormatInt(ev.Sequence, 10)
-				feed.broadcast(ev)
-			case "status":
-				feed.broadcast(ev)
-			case "end":
-				feed.broadcast(ev)
+			if feed.relayEvent(ev) {
 				return true, nil
 			}
 		}
 	}
 	return false, sc.Err()
+}
+
+// relayEvent takes one upstream event; true once the run ended. The
+// feed's status changes and the change goes out under one lock, so a
+// socket that reads currentStatus gets every later change in its queue.
+func (feed *liveFeed) relayEvent(ev liveEvent) bool {
+	feed.mu.Lock()
+	defer feed.mu.Unlock()
+	switch ev.Type {
+	case "ready":
+		// Each stream, the first or a resumed one, opens with the run's
+		// status then; a change between two streams is relayed as one.
+		if feed.status != "" && ev.Status != feed.status {
+			feed.broadcastLocked(liveEvent{Type: "status", Status: ev.Status})
+		}
+		feed.status = ev.Status
+		feed.after = strconv.FormatInt(ev.Sequence, 10)
+		select {
+		case <-feed.ready:
+		default:
+			close(feed.ready)
+		}
+	case "log":
+		feed.after = strconv.FormatInt(ev.Sequence, 10)
+		feed.broadcastLocked(ev)
+	case "status":
+		feed.status = ev.Status
+		feed.broadcastLocked(ev)
+	case "end":
+		feed.status = ev.Status
+		feed.broadcastLocked(ev)
+		return true
+	}
+	return false
 }

@@ -3,6 +3,7 @@ package site
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -311,10 +312,10 @@ func (feed *liveFeed) relayEvent(ev liveEvent) bool {
 		feed.after = strconv.FormatInt(ev.Sequence, 10)
 		feed.broadcastLocked(ev)
 	case "status":
-		feed.status = ev.Status
+		feed.status = cmp.Or(ev.Status, feed.status)
 		feed.broadcastLocked(ev)
 	case "end":
-		feed.status = ev.Status
+		feed.status = cmp.Or(ev.Status, feed.status)
 		feed.broadcastLocked(ev)
 		return true
 	}

@@ -337,7 +337,9 @@ func TestAnAddressSpaceCeilingBelowTheLauncherStillRunsEveryCommand(t *testing.T
 		for i := range 10 {
 			env[fmt.Sprintf("LARGE_%d", i)] = strings.Repeat("x", 100<<10)
 		}
-		f := setup(t, m, sandbox.Spec{Env: env, Limits: sandbox.Limits{MaxMemoryBytes: 64 << 20}}, sandbox.LocalOptions{Base: sandboxtest.Base()})
+		// Without a cgroup, so that the ceiling is RLIMIT_AS wherever it runs.
+		f := setup(t, m, sandbox.Spec{Env: env, Limits: sandbox.Limits{MaxMemoryBytes: 64 << 20}},
+			sandbox.LocalOptions{Base: sandboxtest.Base(), Cgroup: "off"})
 		if mech := f.sbx.Profile().Memory.Mechanism; mech != sandbox.MechanismRlimitAS {
 			t.Skipf("memory ceiling by %s, not RLIMIT_AS", mech)
 		}

@@ -11,9 +11,10 @@
 //	cairn-sandbox-exec -user ID [-rlimit NAME=VALUE]... -serve
 //
 // NAME is one of nofile, fsize, cpu, core, as, data, nproc; each is set as
-// both soft and hard limit. The driver always sets nofile: without it
-// PROGRAM would inherit the soft open-file limit the Go runtime raised to
-// the hard one at start. Any failure exits 127 before PROGRAM starts.
+// both soft and hard limit. The exec form needs nofile (the driver always
+// sets it): its raw exec does not put back the soft open-file limit the Go
+// runtime raised at start, so the program gets the one given. Any failure
+// exits 127 before PROGRAM starts.
 //
 // With -serve it supervises a session (serve.go): as the init of the
 // sandbox's PID namespace it runs the commands the driver sends over
@@ -27,6 +28,8 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -103,6 +106,9 @@ func parse(args []string) (invocation, error) {
 			if len(args) == 0 {
 				return inv, errors.New("no program after --")
 			}
+			if !slices.ContainsFunc(inv.rlimits, func(l rlimit) bool { return l.resource == unix.RLIMIT_NOFILE }) {
+				return inv, errors.New("-rlimit nofile=N is required before --")
+			}
 			inv.argv = args
 			return inv, nil
 		}
@@ -142,12 +148,13 @@ func parse(args []string) (invocation, error) {
 }
 
 // enter applies the invocation to this process and execs its program; it
-// returns only on failure. Everything exec needs is built before the first
-// limit: under an address-space ceiling below what the Go runtime has
-// already mapped, an allocation that grows the heap kills this process
-// (status 2, "out of memory"), and so may a thread the scheduler starts.
-// From the first limit to exec every call is therefore a raw system call:
-// nothing allocates on success, and no call lets the scheduler run.
+// returns only on failure. An address-space ceiling may lie below what the
+// Go runtime has already mapped, and then an allocation that grows the heap
+// kills this process (status 2, "out of memory"), as may a thread the
+// scheduler starts. So everything exec needs is built first, garbage
+// collection is off, the goroutine gets a fresh time slice (a preemption
+// could start a thread), and from the first limit on execUnderLimits makes
+// only raw system calls.
 func enter(inv invocation) error {
 	// The driver resolved the program in the sandbox's PATH already.
 	if !strings.Contains(inv.argv[0], "/") {
@@ -165,41 +172,55 @@ func enter(inv invocation) error {
 	if err != nil {
 		return fmt.Errorf("environment: %w", err)
 	}
+	// SetGCPercent(-1) also waits for a collection in progress to end.
+	debug.SetGCPercent(-1)
+	runtime.Gosched()
+	execUnderLimits(inv, program, argv, env)
+	return nil // not reached
+}
+
+// execUnderLimits sets the limits, drops a root worker's command to the
+// sandbox's user, sets no_new_privs and execs. Nothing in it allocates or
+// lets the scheduler run: the calls are raw, and a failure is reported by
+// failRaw. syscall.Exec would build the arguments again, on the heap; it
+// also holds off thread creation during exec, which matters only for a
+// set-user-ID program's privileges, and no_new_privs forbids those anyway.
+func execUnderLimits(inv invocation, program *byte, argv, env []*byte) {
 	for _, lim := range inv.rlimits {
 		// syscall.Setrlimit, not unix's: it also stops Go from restoring
 		// its own open-file limit at exec (a raw system call and an atomic
 		// store).
 		if err := syscall.Setrlimit(lim.resource, &syscall.Rlimit{Cur: lim.value, Max: lim.value}); err != nil {
-			return fmt.Errorf("setting rlimit %d: %w", lim.resource, err)
+			failRaw("setting an rlimit", err)
 		}
 	}
 	if inv.user >= 0 {
-		if err := becomeUser(inv.user); err != nil {
-			return err
-		}
+		becomeUser(inv.user)
 	}
 	if err := rawSyscall(unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0); err != nil {
-		return fmt.Errorf("setting no_new_privs: %w", err)
+		failRaw("setting no_new_privs", err)
 	}
-	// syscall.Exec would build these again, on the heap. It also holds off
-	// thread creation during exec, which matters only for a set-user-ID
-	// program's privileges, and no_new_privs forbids those anyway.
-	return rawSyscall(unix.SYS_EXECVE, uintptr(unsafe.Pointer(program)),
+	// The conversions are in the call itself, which keeps what they point
+	// at alive through it.
+	_, _, errno := unix.RawSyscall(unix.SYS_EXECVE, uintptr(unsafe.Pointer(program)),
 		uintptr(unsafe.Pointer(&argv[0])), uintptr(unsafe.Pointer(&env[0])))
+	runtime.KeepAlive(argv)
+	runtime.KeepAlive(env)
+	failRaw("executing the program", errno)
 }
 
 // becomeUser switches to id as user and group with no supplementary groups
 // and empties every capability set, the bounding set first, which needs
 // CAP_SETPCAP and so must go while the process is still privileged. It
-// runs under the command's limits, so only raw system calls (see enter).
-func becomeUser(id int) error {
+// runs under the command's limits (see execUnderLimits).
+func becomeUser(id int) {
 	for c := 0; ; c++ {
 		err := rawSyscall(unix.SYS_PRCTL, unix.PR_CAPBSET_DROP, uintptr(c), 0)
 		if err == unix.EINVAL {
 			break // past the kernel's last capability
 		}
 		if err != nil {
-			return fmt.Errorf("dropping capability %d from the bounding set: %w", c, err)
+			failRaw("dropping a capability from the bounding set", err)
 		}
 	}
 	// Credentials belong to a thread too, and exec runs the program with
@@ -208,25 +229,40 @@ func becomeUser(id int) error {
 	// program; no other thread runs anything but the Go runtime, and exec
 	// ends them all.
 	if err := rawSyscall(unix.SYS_SETGROUPS, 0, 0, 0); err != nil {
-		return fmt.Errorf("clearing supplementary groups: %w", err)
+		failRaw("clearing supplementary groups", err)
 	}
 	if err := rawSyscall(unix.SYS_SETRESGID, uintptr(id), uintptr(id), uintptr(id)); err != nil {
-		return fmt.Errorf("switching group: %w", err)
+		failRaw("switching group", err)
 	}
 	if err := rawSyscall(unix.SYS_SETRESUID, uintptr(id), uintptr(id), uintptr(id)); err != nil {
-		return fmt.Errorf("switching user: %w", err)
+		failRaw("switching user", err)
 	}
 	// The user switch emptied the permitted, effective and ambient sets;
 	// the inheritable set survives it and is emptied here.
 	if err := rawSyscall(unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0); err != nil {
-		return fmt.Errorf("clearing ambient capabilities: %w", err)
+		failRaw("clearing ambient capabilities", err)
 	}
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	var none [2]unix.CapUserData
-	if err := rawSyscall(unix.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&none[0])), 0); err != nil {
-		return fmt.Errorf("clearing capabilities: %w", err)
+	if _, _, errno := unix.RawSyscall(unix.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&none[0])), 0); errno != 0 {
+		failRaw("clearing capabilities", errno)
 	}
-	return nil
+}
+
+// failRaw reports a failure under the command's limits on standard error
+// and exits 127, as main does, without allocating: the message is built
+// on the stack from constant strings (a known errno's text is one).
+func failRaw(step string, err error) {
+	var msg [256]byte
+	n := copy(msg[:], "cairn-sandbox-exec: ")
+	n += copy(msg[n:], step)
+	n += copy(msg[n:], ": ")
+	if errno, ok := err.(syscall.Errno); ok {
+		n += copy(msg[n:], errno.Error())
+	}
+	n += copy(msg[n:], "\n")
+	_, _, _ = unix.RawSyscall(unix.SYS_WRITE, 2, uintptr(unsafe.Pointer(&msg[0])), uintptr(n))
+	_, _, _ = unix.RawSyscall(unix.SYS_EXIT_GROUP, exitSetupFailed, 0, 0)
 }
 
 // rawSyscall makes a system call the scheduler never hears of (see enter);

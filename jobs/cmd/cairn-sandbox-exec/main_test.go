@@ -20,11 +20,11 @@ func TestParseTakesOnlyWhatTheDriverSends(t *testing.T) {
 	if inv.user != 60001 || !slices.Equal(inv.rlimits, want) || len(inv.argv) != 3 || inv.argv[2] != "--" {
 		t.Fatalf("parsed %+v", inv)
 	}
-	if inv, err := parse([]string{"--", "/bin/true"}); err != nil || inv.user != -1 || len(inv.rlimits) != 0 {
-		t.Fatalf("no options: %+v %v", inv, err)
+	if inv, err := parse([]string{"-rlimit", "nofile=64", "--", "/bin/true"}); err != nil || inv.user != -1 || len(inv.rlimits) != 1 {
+		t.Fatalf("no user: %+v %v", inv, err)
 	}
 	// A worker's sandbox IDs may lie anywhere below 2^32-1.
-	if inv, err := parse([]string{"-user", "4294901759", "--", "/bin/true"}); err != nil || inv.user != 4294901759 {
+	if inv, err := parse([]string{"-user", "4294901759", "-rlimit", "nofile=64", "--", "/bin/true"}); err != nil || inv.user != 4294901759 {
 		t.Fatalf("a high user ID: %+v %v", inv, err)
 	}
 	for name, args := range map[string][]string{
@@ -37,6 +37,7 @@ func TestParseTakesOnlyWhatTheDriverSends(t *testing.T) {
 		"bad limit value": {"-rlimit", "nofile=-1", "--", "/bin/true"},
 		"unknown option":  {"-groups", "1", "--", "/bin/true"},
 		"no program":      {"-rlimit", "core=0", "--"},
+		"no open files":   {"-user", "5000", "-rlimit", "core=0", "--", "/bin/true"},
 		"no separator":    {"/bin/true"},
 		"option no value": {"-user"},
 	} {

@@ -187,9 +187,8 @@ func enter(inv invocation) error {
 // set-user-ID program's privileges, and no_new_privs forbids those anyway.
 func execUnderLimits(inv invocation, program *byte, argv, env []*byte) {
 	for _, lim := range inv.rlimits {
-		// syscall.Setrlimit, not unix's: it also stops Go from restoring
-		// its own open-file limit at exec (a raw system call and an atomic
-		// store).
+		// A raw system call (and an atomic store, which tells the runtime
+		// not to put its own open-file limit back in a child).
 		if err := syscall.Setrlimit(lim.resource, &syscall.Rlimit{Cur: lim.value, Max: lim.value}); err != nil {
 			failRaw("setting an rlimit", err)
 		}

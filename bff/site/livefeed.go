@@ -187,13 +187,8 @@ func (feed *liveFeed) awaitReady(ctx context.Context, wait time.Duration) bool {
 	return false
 }
 
+// broadcast queues ev for every subscriber; the caller holds feed.mu.
 func (feed *liveFeed) broadcast(ev liveEvent) {
-	feed.mu.Lock()
-	defer feed.mu.Unlock()
-	feed.broadcastLocked(ev)
-}
-
-func (feed *liveFeed) broadcastLocked(ev liveEvent) {
 	for sub := range feed.subs {
 		select {
 		case sub.events <- ev:
@@ -299,7 +294,7 @@ func (feed *liveFeed) relayEvent(ev liveEvent) bool {
 		// Each stream, the first or a resumed one, opens with the run's
 		// status then; a change between two streams is relayed as one.
 		if feed.status != "" && ev.Status != feed.status {
-			feed.broadcastLocked(liveEvent{Type: "status", Status: ev.Status})
+			feed.broadcast(liveEvent{Type: "status", Status: ev.Status})
 		}
 		feed.status = ev.Status
 		feed.after = strconv.FormatInt(ev.Sequence, 10)
@@ -310,14 +305,11 @@ func (feed *liveFeed) relayEvent(ev liveEvent) bool {
 		}
 	case "log":
 		feed.after = strconv.FormatInt(ev.Sequence, 10)
-		feed.broadcastLocked(ev)
-	case "status":
+		feed.broadcast(ev)
+	case "status", "end":
 		feed.status = cmp.Or(ev.Status, feed.status)
-		feed.broadcastLocked(ev)
-	case "end":
-		feed.status = cmp.Or(ev.Status, feed.status)
-		feed.broadcastLocked(ev)
-		return true
+		feed.broadcast(ev)
+		return ev.Type == "end"
 	}
 	return false
 }

@@ -6,43 +6,38 @@ import (
 	"io"
 
 	"github.com/cairnhq/cairn/api/platform/blob"
+	"github.com/cairnhq/cairn/api/platform/fanout"
 )
 
 // Store tees the stream into sealed storage and the validator at once, so
-// an archive is read exactly once and never held whole in memory. A
-// validation failure closes the pipe, which stops the copy and leaves no
-// object behind; a stream over limit bytes is refused as archive_too_large.
+// an archive is read exactly once and never held whole in memory. The
+// validator reads through a bounded queue (fanout) beside the write; its
+// failure fails the next write, which stops the copy. An archive shorter
+// than the queue can be stored whole before its refusal, so on any error
+// the caller deletes key. A stream over limit bytes is refused as
+// archive_too_large.
 func Store(ctx context.Context, blobs *blob.Store, key, identity string, r io.Reader, limit int64) (Manifest, blob.Digests, error) {
-	pr, pw := io.Pipe()
-	type inspected struct {
-		manifest Manifest
-		err      error
-	}
-	done := make(chan inspected, 1)
-	go func() {
-		m, err := Inspect(ctx, pr, DefaultLimits())
-		if err == nil {
-			// Anything after the end of the archive is ignored, but it
-			// must still be read so the upload completes.
-			_, err = io.Copy(io.Discard, pr)
-		}
-		pr.CloseWithError(errors.Join(err, io.ErrClosedPipe))
-		done <- inspected{m, err}
-	}()
-	digests, putErr := blobs.Put(ctx, key, identity, io.TeeReader(r, pw), limit)
-	pw.CloseWithError(putErr)
-	res := <-done
+	var manifest Manifest
+	// Anything after the end of the archive is ignored: the branch
+	// discards it once Inspect returns.
+	inspector := fanout.Start(func(r io.Reader) error {
+		m, err := Inspect(ctx, r, DefaultLimits())
+		manifest = m
+		return err
+	})
+	digests, putErr := blobs.Put(ctx, key, identity, io.TeeReader(r, inspector), limit)
+	inspectErr := inspector.CloseWithError(putErr)
 	if errors.Is(putErr, blob.ErrTooLarge) {
 		return Manifest{}, blob.Digests{}, &Error{Code: codeTooLarge}
 	}
-	if CodeOf(res.err) != "" {
-		return Manifest{}, blob.Digests{}, res.err
+	if CodeOf(inspectErr) != "" {
+		return Manifest{}, blob.Digests{}, inspectErr
 	}
 	if putErr != nil {
 		return Manifest{}, blob.Digests{}, putErr
 	}
-	if res.err != nil {
-		return Manifest{}, blob.Digests{}, res.err
+	if inspectErr != nil {
+		return Manifest{}, blob.Digests{}, inspectErr
 	}
-	return res.manifest, digests, nil
+	return manifest, digests, nil
 }

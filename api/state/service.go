@@ -20,6 +20,7 @@ import (
 	"github.com/cairnhq/cairn/api/platform/blobkey"
 	"github.com/cairnhq/cairn/api/platform/cursor"
 	"github.com/cairnhq/cairn/api/platform/db"
+	"github.com/cairnhq/cairn/api/platform/fanout"
 	"github.com/cairnhq/cairn/api/platform/fault"
 	"github.com/cairnhq/cairn/api/platform/id"
 	"github.com/cairnhq/cairn/api/platform/seal"
@@ -210,19 +211,16 @@ func (s *Service) Upload(ctx context.Context, versionID string, r io.Reader) (Ve
 var errAlreadyFinal = errors.New("finalized concurrently")
 
 // storeParsed streams r into the blob store while a second goroutine reads
-// the header and outputs from the same bytes.
+// the header and outputs from the same bytes, running ahead of it through
+// a bounded queue rather than taking turns with it.
 func (s *Service) storeParsed(ctx context.Context, blobs *blob.Store, key, identity string, r io.Reader) (Parsed, blob.Digests, error) {
-	pr, pw := io.Pipe()
-	parsed := make(chan Parsed, 1)
-	go func() {
-		p, _ := ParseState(pr)
-		// Keep draining so the writer never blocks once parsing is done.
-		_, _ = io.Copy(io.Discard, pr)
-		parsed <- p
-	}()
-	digests, err := blobs.Put(ctx, key, identity, io.TeeReader(r, pw), MaxStateBytes)
-	pw.CloseWithError(err)
-	p := <-parsed
+	var p Parsed
+	parser := fanout.Start(func(r io.Reader) error {
+		p, _ = ParseState(r)
+		return nil
+	})
+	digests, err := blobs.Put(ctx, key, identity, io.TeeReader(r, parser), MaxStateBytes)
+	_ = parser.CloseWithError(err)
 	if errors.Is(err, blob.ErrTooLarge) {
 		return p, digests, ErrTooLarge
 	}

@@ -2,6 +2,7 @@ package fanout
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"sync"
 	"sync/atomic"
@@ -25,8 +26,8 @@ var ErrClosed = errors.New("fanout: write to a closed branch")
 // own goroutine. A Write copies the bytes and returns as soon as they are
 // queued; it waits only while the queue is full. If the consumer returns
 // before the end, the rest of the stream is discarded so the writer never
-// blocks; if it fails, later writes fail with its error, which stops a
-// writer such as io.Copy early. Small writes are gathered into full buffers, so the consumer
+// blocks; if it fails, later writes fail with its error wrapped, which
+// stops a writer such as io.Copy early. Small writes are gathered into full buffers, so the consumer
 // sees bytes in 64 KiB steps and the rest at Close. Write and Close are
 // for one goroutine.
 type Branch struct {
@@ -72,7 +73,9 @@ func (b *Branch) Write(p []byte) (int, error) {
 		return 0, ErrClosed
 	}
 	if err := b.failed.Load(); err != nil {
-		return 0, *err
+		// Wrapped: a consumer's bare io.EOF must not read as the clean
+		// end of the writer's own source to io.Copy.
+		return 0, fmt.Errorf("fanout: consumer failed: %w", *err)
 	}
 	n := len(p)
 	for len(p) > 0 {

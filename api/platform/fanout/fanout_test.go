@@ -92,14 +92,66 @@ func TestAConsumerThatStopsEarlyNeverBlocksTheWriter(t *testing.T) {
 		_, err := r.Read(make([]byte, 1))
 		return err
 	})
-	chunk := bytes.Repeat([]byte("z"), 100<<10)
-	for range 100 {
-		if _, err := b.Write(chunk); err != nil {
+	done := make(chan error, 1)
+	go func() {
+		chunk := bytes.Repeat([]byte("z"), 100<<10)
+		for range 100 {
+			if _, err := b.Write(chunk); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- b.Close()
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
 			t.Fatal(err)
 		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the writer blocked on a consumer that had stopped reading")
 	}
-	if err := b.Close(); err != nil {
-		t.Fatal(err)
+}
+
+// TestAConsumersEOFIsNotTheWritersEnd: io.Copy takes a bare io.EOF from
+// its source as a clean end, so a consumer that fails with one must not
+// let an upload commit what was copied so far.
+func TestAConsumersEOFIsNotTheWritersEnd(t *testing.T) {
+	t.Parallel()
+	b := fanout.Start(func(r io.Reader) error {
+		_, _ = io.CopyN(io.Discard, r, 64<<10)
+		return io.EOF
+	})
+	src := bytes.NewReader(make([]byte, 4<<20))
+	n, err := io.Copy(io.Discard, io.TeeReader(src, b))
+	if err == nil || !errors.Is(err, io.EOF) {
+		t.Fatalf("copy of %d bytes ended with %v, want the consumer's failure", n, err)
+	}
+	_ = b.CloseWithError(err)
+}
+
+// TestWriteCopiesTheCallersBytes: io.Copy reuses its buffer after each
+// Write, so the branch must keep a copy, never the slice.
+func TestWriteCopiesTheCallersBytes(t *testing.T) {
+	t.Parallel()
+	var got []byte
+	b := fanout.Start(func(r io.Reader) error {
+		var err error
+		got, err = io.ReadAll(r)
+		return err
+	})
+	buf := make([]byte, 1000)
+	var want []byte
+	for i := range 300 {
+		for j := range buf {
+			buf[j] = byte(i + j)
+		}
+		want = append(want, buf...)
+		_, _ = b.Write(buf)
+	}
+	clear(buf)
+	if err := b.Close(); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("consumer read %d bytes (%v) that differ from the %d written", len(got), err, len(want))
 	}
 }
 
@@ -136,7 +188,7 @@ func TestAFailedConsumerStopsTheWriter(t *testing.T) {
 	for i := 0; i < 1000 && err == nil; i++ {
 		_, err = b.Write(chunk)
 	}
-	if err != invalid {
+	if !errors.Is(err, invalid) {
 		t.Fatalf("writes went on after the consumer failed: %v", err)
 	}
 	if got := b.CloseWithError(err); got != invalid {

@@ -27,19 +27,18 @@ var ErrClosed = errors.New("fanout: write to a closed branch")
 // queued; it waits only while the queue is full. If the consumer returns
 // before the end, the rest of the stream is discarded so the writer never
 // blocks; if it fails, later writes fail with its error wrapped, which
-// stops a writer such as io.Copy early. Small writes are gathered into full buffers, so the consumer
-// sees bytes in 64 KiB steps and the rest at Close. Write and Close are
-// for one goroutine.
+// stops a writer such as io.Copy early. Small writes are gathered into
+// full buffers, so the consumer sees bytes in 64 KiB steps and the rest at
+// Close. Write and Close are for one goroutine.
 type Branch struct {
 	queue  chan []byte
 	free   chan *[bufferSize]byte
-	held   int // buffers taken from the pool, at most queueDepth
-	fill   *[bufferSize]byte
-	filled int // bytes of fill in use
+	held   int               // buffers taken from the pool, at most queueDepth
+	fill   *[bufferSize]byte // the buffer being filled; nil or holding filled > 0 bytes
+	filled int
 	done   chan struct{}
-	result error // the consumer's, set before done is closed
-	failed atomic.Pointer[error]
-	end    error // what the consumer reads after the last byte, set before queue is closed
+	failed atomic.Pointer[error] // the consumer's error, if it returned one
+	end    error                 // what the consumer reads after the last byte, set before queue is closed
 	closed bool
 }
 
@@ -57,9 +56,8 @@ func Start(consume func(r io.Reader) error) *Branch {
 
 func (b *Branch) run(consume func(r io.Reader) error) {
 	r := &reader{b: b}
-	b.result = consume(r)
-	if b.result != nil {
-		b.failed.Store(&b.result)
+	if err := consume(r); err != nil {
+		b.failed.Store(&err)
 	}
 	// Whatever the consumer left is discarded, so the writer is never
 	// stuck on a full queue.
@@ -94,7 +92,7 @@ func (b *Branch) Write(p []byte) (int, error) {
 
 // flush queues the buffer being filled.
 func (b *Branch) flush() {
-	if b.fill != nil && b.filled > 0 {
+	if b.fill != nil {
 		b.queue <- b.fill[:b.filled]
 		b.fill = nil
 	}
@@ -131,15 +129,14 @@ func (b *Branch) CloseWithError(err error) error {
 		b.flush()
 		close(b.queue)
 		<-b.done
-		if b.fill != nil { // taken but never queued
-			b.free <- b.fill
-			b.fill = nil
-		}
 		for range b.held {
 			buffers.Put(<-b.free)
 		}
 	}
-	return b.result
+	if err := b.failed.Load(); err != nil {
+		return *err
+	}
+	return nil
 }
 
 // reader is the consumer's side of a Branch: cur is what is left unread

@@ -46,6 +46,21 @@ func TestTheConsumerReadsEveryByteInOrder(t *testing.T) {
 	}
 }
 
+// awaitNil fails the test with stuck unless a nil error arrives on done
+// within 10 seconds: a blocked writer fails fast instead of hanging to the
+// package's timeout.
+func awaitNil(t *testing.T, done <-chan error, stuck string) {
+	t.Helper()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal(stuck)
+	}
+}
+
 // TestTheWriterRunsAheadOfABusyConsumer is the reason for the package:
 // while the consumer is busy, writes up to the queue's bound return at
 // once (io.Pipe would wait for the consumer on the first).
@@ -70,14 +85,7 @@ func TestTheWriterRunsAheadOfABusyConsumer(t *testing.T) {
 		}
 		wrote <- nil
 	}()
-	select {
-	case err := <-wrote:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("writes waited for a consumer that had not started reading")
-	}
+	awaitNil(t, wrote, "writes waited for a consumer that had not started reading")
 	close(gate)
 	if err := b.Close(); err != nil || n != 16*32<<10 {
 		t.Fatalf("consumer read %d bytes, %v", n, err)
@@ -103,14 +111,7 @@ func TestAConsumerThatStopsEarlyNeverBlocksTheWriter(t *testing.T) {
 		}
 		done <- b.Close()
 	}()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the writer blocked on a consumer that had stopped reading")
-	}
+	awaitNil(t, done, "the writer blocked on a consumer that had stopped reading")
 }
 
 // TestAConsumersEOFIsNotTheWritersEnd: io.Copy takes a bare io.EOF from

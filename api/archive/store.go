@@ -27,16 +27,18 @@ func Store(ctx context.Context, blobs *blob.Store, key, identity string, r io.Re
 	})
 	digests, putErr := blobs.Put(ctx, key, identity, io.TeeReader(r, inspector), limit)
 	inspectErr := inspector.CloseWithError(putErr)
-	if errors.Is(putErr, blob.ErrTooLarge) {
+	switch {
+	case errors.Is(putErr, blob.ErrTooLarge):
 		return Manifest{}, blob.Digests{}, &Error{Code: codeTooLarge}
-	}
-	if CodeOf(inspectErr) != "" {
-		return Manifest{}, blob.Digests{}, inspectErr
-	}
-	if putErr != nil {
+	case putErr != nil && CodeOf(putErr) == "":
+		// The upload failed on its own (the client went away, storage
+		// failed): the validator saw a stream cut short, which says nothing
+		// about the archive the client meant to send, so the caller gets
+		// the upload's error and may let the client try again.
 		return Manifest{}, blob.Digests{}, putErr
-	}
-	if inspectErr != nil {
+	case inspectErr != nil:
+		// The validator refused first (Put failed with its refusal wrapped)
+		// or refused an archive Put stored whole.
 		return Manifest{}, blob.Digests{}, inspectErr
 	}
 	return manifest, digests, nil

@@ -59,6 +59,8 @@ func largeSize(factor float64) growthSize {
 // workspace lists are full pages of 20 rows, like the large one's.
 var smallSize = growthSize{workspaces: 10, runs: 100, hotRuns: 50, stateVersions: 50, auditEvents: 500}
 
+var growthSettings = workspace.ExecutionSettings{ToolVersion: "1.10.6", Region: "us", Platform: "linux_amd64"}
+
 // growthOrg is one seeded organization and what its calls need.
 type growthOrg struct {
 	size            growthSize
@@ -75,6 +77,9 @@ type growthOrg struct {
 	seeded          time.Duration
 	rowsDeep        map[string]int
 	configurationID string
+	// template and templateCV are what every seeded run copies.
+	template   cairnrun.Run
+	templateCV cairnrun.ConfigurationVersion
 }
 
 // benchGrowth seeds a large and a small organization through the
@@ -206,6 +211,16 @@ func benchGrowth(ctx context.Context, dbURL string) error {
 	fmt.Printf("\nscale: %d calls of each kind per organization, alternating large and small (large/small ratio, target <= 1.5)\n", *scaleRounds)
 	fmt.Printf("%-46s %10s %10s %10s %10s %8s %8s\n", "call", "large p50", "large p99", "small p50", "small p99", "x p50", "x p99")
 	var over []string
+	report := func(name string, lat [2][]float64) {
+		lp50, lp99 := percentile(lat[0], 0.5), percentile(lat[0], 0.99)
+		sp50, sp99 := percentile(lat[1], 0.5), percentile(lat[1], 0.99)
+		mark := ""
+		if lp50/sp50 > 1.5 {
+			mark = "  OVER"
+			over = append(over, name)
+		}
+		fmt.Printf("%-46s %7.2f ms %7.2f ms %7.2f ms %7.2f ms %7.2fx %7.2fx%s\n", name, lp50, lp99, sp50, sp99, lp50/sp50, lp99/sp99, mark)
+	}
 	for _, c := range calls {
 		var lat [2][]float64
 		for round := 0; round < *scaleRounds+5; round++ {
@@ -225,15 +240,13 @@ func benchGrowth(ctx context.Context, dbURL string) error {
 				}
 			}
 		}
-		lp50, lp99 := percentile(lat[0], 0.5), percentile(lat[0], 0.99)
-		sp50, sp99 := percentile(lat[1], 0.5), percentile(lat[1], 0.99)
-		mark := ""
-		if lp50/sp50 > 1.5 {
-			mark = "  OVER"
-			over = append(over, c.name)
-		}
-		fmt.Printf("%-46s %7.2f ms %7.2f ms %7.2f ms %7.2f ms %7.2fx %7.2fx%s\n", c.name, lp50, lp99, sp50, sp99, lp50/sp50, lp99/sp99, mark)
+		report(c.name, lat)
 	}
+	lat, err := measureDeletion(ctx, client, api.URL, conn, deps, large, small)
+	if err != nil {
+		return err
+	}
+	report(fmt.Sprintf("DELETE /api/v2/workspaces/{id} (%d runs)", doomedRuns), lat)
 	fmt.Printf("deep pages start at row %v of the large organization's lists and %v of the small one's\n", large.rowsDeep, small.rowsDeep)
 	if len(over) > 0 {
 		fmt.Printf("scale: %d calls over the 1.5 ratio: %s\n\n", len(over), strings.Join(over, "; "))
@@ -241,6 +254,79 @@ func benchGrowth(ctx context.Context, dbURL string) error {
 		fmt.Printf("scale: every p50 ratio <= 1.5\n\n")
 	}
 	return nil
+}
+
+// doomedRuns is the history of every workspace the deletion call deletes,
+// the same in both organizations: the ratio is then the cost of the large
+// tables around it (a foreign key check without an index scans a whole
+// table for every row deleted).
+const doomedRuns = 20
+
+// measureDeletion deletes a fresh workspace with doomedRuns ended runs in
+// each organization per round, alternating, and returns the latencies
+// (large, small) of the deletions alone; seeding is not timed.
+func measureDeletion(ctx context.Context, client *http.Client, apiURL string, conn *sqlx.DB, deps assembly.Deps,
+	large, small *growthOrg) ([2][]float64, error) {
+	const warmUp = 2
+	rounds := min(*scaleRounds, 20)
+	var lat [2][]float64
+	for round := range rounds + warmUp {
+		for i, o := range []*growthOrg{large, small} {
+			workspaceID, err := seedDoomedWorkspace(ctx, conn, deps, o, round)
+			if err != nil {
+				return lat, err
+			}
+			req, err := http.NewRequestWithContext(ctx, http.MethodDelete, apiURL+"/api/v2/workspaces/"+workspaceID, nil)
+			if err != nil {
+				return lat, err
+			}
+			req.Header.Set("Authorization", "Bearer "+o.userToken)
+			start := time.Now()
+			resp, err := client.Do(req)
+			if err != nil {
+				return lat, fmt.Errorf("deleting a workspace: %w", err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusNoContent {
+				return lat, fmt.Errorf("deleting a workspace: %d", resp.StatusCode)
+			}
+			if round >= warmUp {
+				lat[i] = append(lat[i], ms64(time.Since(start)))
+			}
+		}
+	}
+	return lat, nil
+}
+
+// seedDoomedWorkspace creates a workspace with its configuration version
+// and doomedRuns ended runs (attempts and logs included) in one
+// transaction, through the code the rest of the seeding uses.
+func seedDoomedWorkspace(ctx context.Context, conn *sqlx.DB, deps assembly.Deps, o *growthOrg, n int) (string, error) {
+	var workspaceID string
+	err := db.WithTx(ctx, conn, func(tx *sqlx.Tx) error {
+		w, err := deps.Services.Workspaces.CreateWorkspace(ctx, tx, o.principal, workspace.CreateWorkspaceInput{
+			ProjectID: o.projectID, Name: fmt.Sprintf("doomed-%04d", n), Settings: growthSettings})
+		if err != nil {
+			return err
+		}
+		workspaceID = w.ID
+		base := time.Now().UTC().Truncate(time.Microsecond).Add(-time.Hour)
+		cv := o.templateCV
+		cv.ID, cv.WorkspaceID, cv.CreatedAt = id.New("cv"), w.ID, base
+		if err := cairnrun.SeedConfigurations(ctx, tx, []cairnrun.ConfigurationVersion{cv}); err != nil {
+			return err
+		}
+		hs := make([]cairnrun.History, doomedRuns)
+		for i := range hs {
+			hs[i] = seededRun(o.template, w.ID, cv.ID, i, base.Add(time.Duration(i)*time.Second))
+		}
+		return cairnrun.SeedHistory(ctx, tx, hs)
+	})
+	if err != nil {
+		return "", fmt.Errorf("seeding a workspace to delete: %w", err)
+	}
+	return workspaceID, nil
 }
 
 // getStatus performs a GET, reads the whole body and returns the status.
@@ -341,12 +427,11 @@ func seedGrowthOrg(ctx context.Context, client *http.Client, api *apiProcess, bf
 
 	// Workspaces: creation takes the organization's name lock, so one
 	// writer, many per transaction.
-	settings := workspace.ExecutionSettings{ToolVersion: "1.10.6", Region: "us", Platform: "linux_amd64"}
 	for start := 0; start < o.size.workspaces; start += 250 {
 		err := db.WithTx(ctx, conn, func(tx *sqlx.Tx) error {
 			for i := start; i < min(start+250, o.size.workspaces); i++ {
 				w, err := deps.Services.Workspaces.CreateWorkspace(ctx, tx, o.principal, workspace.CreateWorkspaceInput{
-					ProjectID: o.projectID, Name: fmt.Sprintf("ws-%05d", i), Settings: settings})
+					ProjectID: o.projectID, Name: fmt.Sprintf("ws-%05d", i), Settings: growthSettings})
 				if err != nil {
 					return err
 				}
@@ -372,19 +457,19 @@ func seedGrowthOrg(ctx context.Context, client *http.Client, api *apiProcess, bf
 		map[string]any{"Idempotency-Key": "growth-template-" + name}, &o.templateRunID); st != http.StatusCreated {
 		return fmt.Errorf("creating the template run: %d", st)
 	}
-	template, err := deps.Services.Runs.GetRun(ctx, o.principal, o.templateRunID)
-	if err != nil {
+	if o.template, err = deps.Services.Runs.GetRun(ctx, o.principal, o.templateRunID); err != nil {
 		return err
 	}
 	cv, err := deps.Services.Runs.CurrentConfiguration(ctx, orgID, last)
 	if err != nil || cv == nil {
 		return fmt.Errorf("reading the template's configuration: %v", err)
 	}
+	o.templateCV = *cv
 
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
 	wg.Add(3)
-	go func() { defer wg.Done(); errs <- seedRuns(ctx, conn, o, template, *cv) }()
+	go func() { defer wg.Done(); errs <- seedRuns(ctx, conn, o, o.template, o.templateCV) }()
 	go func() { defer wg.Done(); errs <- seedStateVersions(ctx, conn, deps, o) }()
 	go func() { defer wg.Done(); errs <- seedAudit(ctx, conn, o) }()
 	wg.Wait()
@@ -461,26 +546,10 @@ func seedRuns(ctx context.Context, conn *sqlx.DB, o *growthOrg, template cairnru
 				var hs []cairnrun.History
 				for _, i := range l.indices[start:min(start+l.batch, len(l.indices))] {
 					ws := workspaceOf(i)
-					at := base.Add(time.Duration(i) * time.Second)
-					r := template
-					r.ID, r.WorkspaceID, r.ConfigurationVersionID = id.New("run"), ws, cvs[ws]
-					r.Message, r.CreatedAt, r.UpdatedAt = fmt.Sprintf("seeded run %d", i), at, at
-					r.Kind, r.Status = cairnrun.KindPlanOnly, cairnrun.StatusPlannedAndFinished
-					if i%3 == 0 {
-						r.Kind, r.Status = cairnrun.KindPlanAndApply, cairnrun.StatusApplied
-					}
-					r.StatusTimestamps = cairnrun.Timestamps{string(cairnrun.StatusPending): at, string(r.Status): at.Add(40 * time.Second)}
-					attempts := []cairnrun.Attempt{{ID: id.New("att"), OrganizationID: r.OrganizationID, RunID: r.ID,
-						Phase: cairnrun.PhasePlan, Number: 1, Status: cairnrun.AttemptSucceeded, Region: r.Region, QueuedAt: at}}
-					if r.Status == cairnrun.StatusApplied {
-						attempts = append(attempts, cairnrun.Attempt{ID: id.New("att"), OrganizationID: r.OrganizationID, RunID: r.ID,
-							Phase: cairnrun.PhaseApply, Number: 1, Status: cairnrun.AttemptSucceeded, Region: r.Region, QueuedAt: at.Add(20 * time.Second)})
-					}
-					hs = append(hs, cairnrun.History{Run: r, Attempts: attempts, Log: []string{
-						"Initializing the backend...\n", "terraform_data.x: Refreshing state...\n",
-						fmt.Sprintf("Plan: %d to add, 0 to change, 0 to destroy.\n", i%7)}})
+					h := seededRun(template, ws, cvs[ws], i, base.Add(time.Duration(i)*time.Second))
+					hs = append(hs, h)
 					if ws == o.hot {
-						review.Store(r.ID)
+						review.Store(h.Run.ID)
 					}
 				}
 				// Each run's insert updates its workspace's run count and holds
@@ -505,6 +574,30 @@ func seedRuns(ctx context.Context, conn *sqlx.DB, o *growthOrg, template cairnru
 	// The review read is of one of the hot workspace's runs.
 	o.reviewRunID, _ = review.Load().(string)
 	return nil
+}
+
+// seededRun is the i-th ended run of a seeded history, in workspace ws
+// with configuration version cvID, created at at: a copy of the template
+// with its plan attempt (and apply attempt when applied) and a three-chunk
+// plan log.
+func seededRun(template cairnrun.Run, ws, cvID string, i int, at time.Time) cairnrun.History {
+	r := template
+	r.ID, r.WorkspaceID, r.ConfigurationVersionID = id.New("run"), ws, cvID
+	r.Message, r.CreatedAt, r.UpdatedAt = fmt.Sprintf("seeded run %d", i), at, at
+	r.Kind, r.Status = cairnrun.KindPlanOnly, cairnrun.StatusPlannedAndFinished
+	if i%3 == 0 {
+		r.Kind, r.Status = cairnrun.KindPlanAndApply, cairnrun.StatusApplied
+	}
+	r.StatusTimestamps = cairnrun.Timestamps{string(cairnrun.StatusPending): at, string(r.Status): at.Add(40 * time.Second)}
+	attempts := []cairnrun.Attempt{{ID: id.New("att"), OrganizationID: r.OrganizationID, RunID: r.ID,
+		Phase: cairnrun.PhasePlan, Number: 1, Status: cairnrun.AttemptSucceeded, Region: r.Region, QueuedAt: at}}
+	if r.Status == cairnrun.StatusApplied {
+		attempts = append(attempts, cairnrun.Attempt{ID: id.New("att"), OrganizationID: r.OrganizationID, RunID: r.ID,
+			Phase: cairnrun.PhaseApply, Number: 1, Status: cairnrun.AttemptSucceeded, Region: r.Region, QueuedAt: at.Add(20 * time.Second)})
+	}
+	return cairnrun.History{Run: r, Attempts: attempts, Log: []string{
+		"Initializing the backend...\n", "terraform_data.x: Refreshing state...\n",
+		fmt.Sprintf("Plan: %d to add, 0 to change, 0 to destroy.\n", i%7)}}
 }
 
 // seedStateVersions publishes stateVersions versions of the hot workspace

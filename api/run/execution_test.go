@@ -19,6 +19,7 @@ import (
 	"github.com/cairnhq/cairn/api/access"
 	"github.com/cairnhq/cairn/api/apitest"
 	"github.com/cairnhq/cairn/api/plandiff/plandifftest"
+	"github.com/cairnhq/cairn/api/platform/db"
 	"github.com/cairnhq/cairn/api/policy"
 	"github.com/cairnhq/cairn/api/policy/rego/engine"
 	"github.com/cairnhq/cairn/api/run"
@@ -492,6 +493,44 @@ func TestRunInputsArePinnedByValue(t *testing.T) {
 	var left int
 	if err := h.env.DB.Get(&left, `SELECT count(*) FROM run_variable_values WHERE run_id = $1`, first.ID); err != nil || left != 0 {
 		t.Fatalf("%d pinned values outlive the canceled run (%v)", left, err)
+	}
+
+	// The second run's copies, still pinned, go with the run when its
+	// workspace is deleted (a trigger on runs, not a foreign key per row).
+	if err := h.env.DB.Get(&left, `SELECT count(*) FROM run_variable_values WHERE run_id = $1`, second.ID); err != nil || left != 3 {
+		t.Fatalf("the second run pinned %d values (%v), want 3", left, err)
+	}
+	if err := db.WithTx(h.ctx, h.env.DB, func(tx *sqlx.Tx) error {
+		_, _, err := h.env.Server.Services().Workspaces.DeleteWorkspace(h.ctx, tx, h.ownerPrincipal(), wsID)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.env.DB.Get(&left, `SELECT count(*) FROM run_variable_values WHERE run_id = $1`, second.ID); err != nil || left != 0 {
+		t.Fatalf("%d pinned values outlive their deleted run (%v)", left, err)
+	}
+}
+
+// TestPinningChecksNoParentPerRow keeps run creation from growing with a
+// per-row check: a run of a workspace with twenty variable sets pins
+// thousands of values in one COPY, and a foreign key on the copies (a
+// lookup and a share lock of the same run and organization for every row)
+// took most of that run's creation. Their cleanup is the runs trigger's.
+func TestPinningChecksNoParentPerRow(t *testing.T) {
+	t.Parallel()
+	env := apitest.New(t)
+	var rowTriggers []string
+	if err := env.DB.Select(&rowTriggers, `SELECT tgname FROM pg_trigger
+		WHERE tgrelid = 'run_variable_values'::regclass AND (tgtype & 1) = 1 ORDER BY tgname`); err != nil {
+		t.Fatal(err)
+	}
+	if len(rowTriggers) != 0 {
+		t.Fatalf("pinned values fire row triggers (foreign key checks among them): %v", rowTriggers)
+	}
+	var cleanup int
+	if err := env.DB.Get(&cleanup, `SELECT count(*) FROM pg_trigger
+		WHERE tgrelid = 'runs'::regclass AND tgname = 'runs_delete_pinned_values' AND tgenabled <> 'D'`); err != nil || cleanup != 1 {
+		t.Fatalf("no enabled trigger deletes a run's pinned values with it (%d, %v)", cleanup, err)
 	}
 }
 

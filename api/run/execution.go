@@ -227,14 +227,18 @@ func (s *Service) RunInputs(ctx context.Context, r Run) ([]workspace.ResolvedVar
 	// What created the snapshot left secrets out of a pull request's or
 	// an untrusted run; a snapshot that names one anyway is refused here,
 	// before anything is unsealed, rather than trusted.
+	refs, err := variableRefs(ctx, s.db, r.OrganizationID, r.ID)
+	if err != nil {
+		return nil, err
+	}
 	if r.Untrusted() || (r.Speculative() && r.Source == SourceVCS) {
-		for _, v := range snap.Variables {
+		for _, v := range refs {
 			if v.Sensitive {
 				return nil, fmt.Errorf("%w: sensitive variable %q", ErrUntrustedInputs, v.Key)
 			}
 		}
 	}
-	pinned, err := s.workspaces.ResolvePinned(ctx, r.OrganizationID, r.WorkspaceID, r.ID, snap.Variables)
+	pinned, err := s.workspaces.ResolvePinned(ctx, r.OrganizationID, r.WorkspaceID, r.ID, refs)
 	if err != nil {
 		return nil, err
 	}

@@ -5,10 +5,13 @@ import (
 	"context"
 	"crypto/md5"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -508,6 +511,61 @@ func TestRunInputsArePinnedByValue(t *testing.T) {
 	}
 	if err := h.env.DB.Get(&left, `SELECT count(*) FROM run_variable_values WHERE run_id = $1`, second.ID); err != nil || left != 0 {
 		t.Fatalf("%d pinned values outlive their deleted run (%v)", left, err)
+	}
+}
+
+// TestRunReadsLeaveTheVariableReferencesOut: a run of a workspace with
+// many variable sets pins thousands of variable references in its input
+// snapshot, so a read of the run carries the snapshot without them; the
+// resolution of its inputs still reads and checks every one.
+func TestRunReadsLeaveTheVariableReferencesOut(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	wsID := h.workspace("refs-out")
+	h.variable(wsID, "region", "eu-west-1", false, false)
+	h.variable(wsID, "token", "refs-out-secret-5c1e", true, false)
+	r := h.createRun(wsID)
+	var copied bool
+	if err := h.env.DB.Get(&copied, `SELECT input_snapshot_without_variables = input_snapshot - 'variables' FROM runs
+		WHERE id = $1`, r.ID); err != nil || !copied {
+		t.Fatalf("the run keeps no copy of its snapshot without the variables (%v)", err)
+	}
+	// A run written before that copy (or by the previous release) is read
+	// from its whole snapshot, less the variables all the same.
+	for _, older := range []bool{false, true} {
+		if older {
+			if _, err := h.env.DB.Exec(`UPDATE runs SET input_snapshot_without_variables = NULL WHERE id = $1`, r.ID); err != nil {
+				t.Fatal(err)
+			}
+			r = h.read(r.ID)
+		}
+		var snap map[string]json.RawMessage
+		if err := json.Unmarshal(r.InputSnapshot, &snap); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := snap["variables"]; ok || snap["tool_version"] == nil {
+			t.Fatalf("a read of the run carries %s", r.InputSnapshot)
+		}
+	}
+	if sensitive, plain, _ := h.snapshotOf(r); !slices.Equal(sensitive, []string{"token"}) || !slices.Equal(plain, []string{"region"}) {
+		t.Fatalf("stored snapshot pins sensitive %v, plain %v", sensitive, plain)
+	}
+	inputs, err := h.runs.RunInputs(h.ctx, r)
+	got := map[string]string{}
+	for _, v := range inputs {
+		got[v.Key] = v.Value
+	}
+	if err != nil || !maps.Equal(got, map[string]string{"region": "eu-west-1", "token": "refs-out-secret-5c1e"}) {
+		t.Fatalf("inputs %v (%v)", got, err)
+	}
+	// The references are still what the inputs are checked against: an
+	// altered one fails the resolution.
+	if _, err := h.env.DB.Exec(`UPDATE runs SET input_snapshot = jsonb_set(input_snapshot, '{variables,0,value_version}', '7')
+		WHERE id = $1`, r.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.runs.RunInputs(h.ctx, h.read(r.ID)); !errors.Is(err, workspace.ErrSnapshotChanged) {
+		t.Fatalf("an altered reference: %v, want ErrSnapshotChanged", err)
 	}
 }
 

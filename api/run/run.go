@@ -156,7 +156,7 @@ type Run struct {
 	ConfigurationVersionID    string          `db:"configuration_version_id"`
 	ConfigurationDigest       []byte          `db:"configuration_digest"`
 	DependencyLockDigest      []byte          `db:"dependency_lock_digest"`
-	InputSnapshot             json.RawMessage `db:"input_snapshot"`
+	InputSnapshot             json.RawMessage `db:"input_snapshot"` // read back without its variables (runColumns)
 	InputSnapshotDigest       []byte          `db:"input_snapshot_digest"`
 	SettingsVersion           int             `db:"settings_version"`
 	ToolVersion               string          `db:"tool_version"`

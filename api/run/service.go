@@ -209,7 +209,7 @@ type inputSnapshot struct {
 	ToolVersion     string                  `json:"tool_version"`
 	Region          string                  `json:"region"`
 	Platform        string                  `json:"platform"`
-	Variables       []workspace.VariableRef `json:"variables"`
+	Variables       []workspace.VariableRef `json:"variables"` // read only by variableRefs
 	Credentials     []credential.Ref        `json:"credentials,omitempty"`
 	Source          *CodeHostSource         `json:"source,omitempty"`
 	// Options are the run's own options; absent for a run without any.

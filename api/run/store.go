@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/cairnhq/cairn/api/platform/cursor"
 	"github.com/cairnhq/cairn/api/platform/fault"
 	"github.com/cairnhq/cairn/api/platform/id"
+	"github.com/cairnhq/cairn/api/workspace"
 )
 
 const configurationColumns = `id, organization_id, workspace_id, status, source, speculative, auto_queue_runs, error_code,
@@ -110,8 +112,16 @@ func finishConfigurationVersion(ctx context.Context, q sqlx.ExtContext, cv Confi
 	return nil
 }
 
+// runColumns read a run; its input snapshot comes without the variable
+// references (variableRefs reads those), from the copy that leaves them
+// out where the run has one (migration 00058). A workspace with twenty
+// variable sets of a hundred variables pins 2,100 references, about 700
+// KB of the snapshot, and only the resolution of a phase's inputs uses
+// them: a review, a list page and each transition's locked read carried
+// them all.
 const runColumns = `id, organization_id, project_id, workspace_id, kind, status, message, source, auto_apply, is_destroy,
-	configuration_version_id, configuration_digest, dependency_lock_digest, input_snapshot, input_snapshot_digest,
+	configuration_version_id, configuration_digest, dependency_lock_digest,
+	coalesce(input_snapshot_without_variables, input_snapshot - 'variables') AS input_snapshot, input_snapshot_digest,
 	settings_version, tool_version, region, platform, runner_release, created_by_kind, created_by_id, plan_status,
 	apply_status, has_changes, resource_additions, resource_changes, resource_destructions, plan_digest,
 	predecessor_state_version_id, policy_outcome, policy_result_digest, policy_gate_until, policy_snapshot_error, credential_snapshot_error, approval_deadline, approved_binding, decision_action,
@@ -125,9 +135,10 @@ func insertRun(ctx context.Context, q sqlx.ExtContext, r Run) error {
 		source, configuration_version_id, configuration_digest, dependency_lock_digest, input_snapshot, input_snapshot_digest,
 		settings_version, tool_version, region, platform, runner_release, created_by_kind, created_by_id, status_timestamps,
 		created_at, updated_at, credential_snapshot_error, target_addrs, replace_addrs, refresh, refresh_only, allow_empty_apply,
-		save_plan, run_variables, initiator, untrusted_reason, released_from_run_id, triggered_by_run_id)
+		save_plan, run_variables, initiator, untrusted_reason, released_from_run_id, triggered_by_run_id,
+		input_snapshot_without_variables)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $22, $23,
-		$24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34)`,
+		$24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $12::jsonb - 'variables')`,
 		r.ID, r.OrganizationID, r.ProjectID, r.WorkspaceID, r.Kind, r.Status, r.Message, r.Source, r.ConfigurationVersionID,
 		r.ConfigurationDigest, r.DependencyLockDigest, string(r.InputSnapshot), r.InputSnapshotDigest, r.SettingsVersion,
 		r.ToolVersion, r.Region, r.Platform, r.RunnerRelease, r.CreatedByKind, r.CreatedByID, r.StatusTimestamps, r.CreatedAt,
@@ -137,6 +148,25 @@ func insertRun(ctx context.Context, q sqlx.ExtContext, r Run) error {
 		return fmt.Errorf("inserting run: %w", err)
 	}
 	return nil
+}
+
+// variableRefs reads the variable references a run's input snapshot
+// pinned.
+func variableRefs(ctx context.Context, q sqlx.QueryerContext, organizationID, runID string) ([]workspace.VariableRef, error) {
+	var raw []byte
+	err := sqlx.GetContext(ctx, q, &raw, `SELECT coalesce(input_snapshot->'variables', 'null') FROM runs
+		WHERE id = $1 AND organization_id = $2`, runID, organizationID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fault.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading variable references: %w", err)
+	}
+	var refs []workspace.VariableRef
+	if err := json.Unmarshal(raw, &refs); err != nil {
+		return nil, fmt.Errorf("decoding variable references: %w", err)
+	}
+	return refs, nil
 }
 
 // transitionLock is the row lock a transition of a run or an attempt
@@ -412,7 +442,9 @@ func TriggeredRun(ctx context.Context, q sqlx.QueryerContext, workspaceID, sourc
 // currentRun is the workspace's newest non-terminal run.
 func currentRun(ctx context.Context, q sqlx.QueryerContext, workspaceID string) (*Run, error) {
 	var r Run
-	err := sqlx.GetContext(ctx, q, &r, newestUnfinished(runColumns, "$1"), workspaceID)
+	// Picked by ID, then read: runColumns compute the input snapshot they
+	// return, so they do not name the columns of a subquery's output.
+	err := sqlx.GetContext(ctx, q, &r, `SELECT `+runColumns+` FROM runs WHERE id = (`+newestUnfinished("id", "$1")+`)`, workspaceID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}

@@ -60,10 +60,15 @@ func (h *harness) releaseAs(p access.Principal, runID string) (run.Run, error) {
 	return out, err
 }
 
-// snapshotOf decodes what a run pinned: its variables' keys and sensitivity
-// and the credential versions.
-func snapshotOf(t *testing.T, r run.Run) (sensitive, plain []string, credentials int) {
+// snapshotOf decodes what a run pinned, as stored: its variables' keys and
+// sensitivity and the credential versions.
+func (h *harness) snapshotOf(r run.Run) (sensitive, plain []string, credentials int) {
+	t := h.t
 	t.Helper()
+	var stored []byte
+	if err := h.env.DB.Get(&stored, `SELECT input_snapshot FROM runs WHERE id = $1`, r.ID); err != nil {
+		t.Fatal(err)
+	}
 	var snap struct {
 		Variables []struct {
 			Key       string `json:"key"`
@@ -71,7 +76,7 @@ func snapshotOf(t *testing.T, r run.Run) (sensitive, plain []string, credentials
 		} `json:"variables"`
 		Credentials []json.RawMessage `json:"credentials"`
 	}
-	if err := json.Unmarshal(r.InputSnapshot, &snap); err != nil {
+	if err := json.Unmarshal(stored, &snap); err != nil {
 		t.Fatal(err)
 	}
 	for _, v := range snap.Variables {
@@ -107,7 +112,7 @@ func TestAgentRunsPlanWithoutSecretsUntilAPersonReleasesThem(t *testing.T) {
 	if proposal.Initiator != run.InitiatorAgent || !proposal.Untrusted() || *proposal.UntrustedReason != run.UntrustedAgent {
 		t.Fatalf("agent's run: initiator %q, untrusted %v", proposal.Initiator, proposal.UntrustedReason)
 	}
-	sensitive, plain, creds := snapshotOf(t, proposal)
+	sensitive, plain, creds := h.snapshotOf(proposal)
 	if len(sensitive) != 0 || creds != 0 || !slices.Equal(plain, []string{"region"}) {
 		t.Fatalf("agent's run pinned sensitive %v, plain %v, %d credentials", sensitive, plain, creds)
 	}
@@ -163,7 +168,7 @@ func TestAgentRunsPlanWithoutSecretsUntilAPersonReleasesThem(t *testing.T) {
 		released.ConfigurationVersionID != cv {
 		t.Fatalf("released run: %+v", released)
 	}
-	sensitive, _, creds = snapshotOf(t, released)
+	sensitive, _, creds = h.snapshotOf(released)
 	if !slices.Equal(sensitive, []string{"db_password"}) || creds != 1 {
 		t.Fatalf("released run pinned sensitive %v and %d credentials", sensitive, creds)
 	}
@@ -253,13 +258,13 @@ func TestPullRequestRunsPinNoSensitiveVariable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sensitive, _, _ := snapshotOf(t, cli); cli.Untrusted() || !slices.Equal(sensitive, []string{"db_password"}) {
+	if sensitive, _, _ := h.snapshotOf(cli); cli.Untrusted() || !slices.Equal(sensitive, []string{"db_password"}) {
 		t.Fatalf("a person's speculative run: untrusted %v, sensitive %v", cli.UntrustedReason, sensitive)
 	}
 	sameRepo := h.pullRequestRun(ws, cv, false)
 	fork := h.pullRequestRun(ws, cv, true)
 	for name, r := range map[string]run.Run{"same-repository": sameRepo, "fork": fork} {
-		if sensitive, plain, _ := snapshotOf(t, r); len(sensitive) != 0 || !slices.Equal(plain, []string{"region"}) {
+		if sensitive, plain, _ := h.snapshotOf(r); len(sensitive) != 0 || !slices.Equal(plain, []string{"region"}) {
 			t.Fatalf("%s pull request pinned sensitive %v, plain %v", name, sensitive, plain)
 		}
 		if r.Initiator != run.InitiatorCodeHost {
@@ -272,7 +277,8 @@ func TestPullRequestRunsPinNoSensitiveVariable(t *testing.T) {
 	// The pull request's run with a snapshot that names the sensitive
 	// variable, as the person's does: refused, whatever else matches.
 	for _, r := range []run.Run{sameRepo, fork} {
-		if _, err := h.env.DB.Exec(`UPDATE runs SET input_snapshot = (SELECT input_snapshot FROM runs WHERE id = $2) WHERE id = $1`,
+		if _, err := h.env.DB.Exec(`UPDATE runs SET (input_snapshot, input_snapshot_without_variables) =
+			(SELECT input_snapshot, input_snapshot_without_variables FROM runs WHERE id = $2) WHERE id = $1`,
 			r.ID, cli.ID); err != nil {
 			t.Fatal(err)
 		}
@@ -299,7 +305,8 @@ func TestUntrustedRunWithPinnedCredentialsGetsNone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.env.DB.Exec(`UPDATE runs SET input_snapshot = (SELECT input_snapshot FROM runs WHERE id = $2) WHERE id = $1`,
+	if _, err := h.env.DB.Exec(`UPDATE runs SET (input_snapshot, input_snapshot_without_variables) =
+			(SELECT input_snapshot, input_snapshot_without_variables FROM runs WHERE id = $2) WHERE id = $1`,
 		proposal.ID, trusted.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -456,7 +463,7 @@ output "loot" { value = nonsensitive(var.db_password) }`})
 	if r.ConfigurationVersionID != agentCV {
 		t.Fatalf("the run uses %s, not the agent's current configuration %s", r.ConfigurationVersionID, agentCV)
 	}
-	sensitive, _, creds := snapshotOf(t, r)
+	sensitive, _, creds := h.snapshotOf(r)
 	if !r.Untrusted() || *r.UntrustedReason != run.UntrustedAgent || r.Initiator != run.InitiatorUser || len(sensitive) != 0 || creds != 0 {
 		t.Fatalf("a person's run of the agent's configuration: untrusted %v, initiator %s, pinned sensitive %v and %d credentials",
 			r.UntrustedReason, r.Initiator, sensitive, creds)
@@ -474,7 +481,7 @@ output "loot" { value = nonsensitive(var.db_password) }`})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sensitive, _, creds := snapshotOf(t, released); released.Untrusted() || released.ConfigurationVersionID != agentCV ||
+	if sensitive, _, creds := h.snapshotOf(released); released.Untrusted() || released.ConfigurationVersionID != agentCV ||
 		len(sensitive) != 1 || creds != 1 {
 		t.Fatalf("the released run: untrusted %v, configuration %s, pinned sensitive %v and %d credentials",
 			released.UntrustedReason, released.ConfigurationVersionID, sensitive, creds)

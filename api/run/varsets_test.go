@@ -133,7 +133,7 @@ func TestRunsPinTheEffectiveVariables(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sensitive, _, _ := snapshotOf(t, proposal)
+	sensitive, _, _ := h.snapshotOf(proposal)
 	if len(sensitive) != 0 {
 		t.Fatalf("an untrusted run pinned sensitive %v", sensitive)
 	}

@@ -28,6 +28,8 @@ const (
 	benchVarsetRuns      = 120 // runs created per workspace
 	benchVarsetTargetMS  = 100.0
 	benchVarsetRatio     = 2.0
+	benchVarsetReads     = 60  // rounds of each read, per workspace
+	benchVarsetReadRatio = 1.5 // a read of runs does not grow with what they pinned
 )
 
 // benchVarsets measures run creation (POST /v1/runs to its 201, which pins
@@ -184,5 +186,57 @@ func benchVarsets(api *apiProcess, dbURL, session string) error {
 		pinned, p50s, p99s)
 	fmt.Printf("  varsets: p50 x%.2f, p99 x%.2f [target p50 ratio <= %.0f and p99 < %.0f ms: %s]\n", ratio, p99s/p99p,
 		benchVarsetRatio, benchVarsetTargetMS, verdict)
+	return benchVarsetReadsOf(api, session, withSets.workspace, plain.workspace)
+}
+
+// benchVarsetReadsOf measures what reading the runs just created costs:
+// the workspace's first page of runs (20, each of which pinned 2,100
+// variables on the one side) and a run's review, alternating between the
+// two workspaces. Only the phase that resolves a run's inputs needs its
+// variable references, so neither read should grow with them.
+func benchVarsetReadsOf(api *apiProcess, session, withSets, plain string) error {
+	type read struct {
+		name string
+		url  func(workspaceID, runID string) string
+	}
+	reads := []read{
+		{"runs list (GET /v1/runs?workspace_id, 20)", func(ws, _ string) string {
+			return api.URL + "/v1/runs?limit=20&workspace_id=" + ws
+		}},
+		{"run review (GET /v1/runs/{id})", func(_, runID string) string { return api.URL + "/v1/runs/" + runID }},
+	}
+	newest := map[string]string{}
+	for _, ws := range []string{withSets, plain} {
+		var page []struct{ ID string }
+		if _, err := v1(api.Client, http.MethodGet, api.URL+"/v1/runs?limit=1&workspace_id="+ws, session, nil, "", &page); err != nil {
+			return err
+		}
+		if len(page) != 1 {
+			return fmt.Errorf("workspace %s lists %d runs", ws, len(page))
+		}
+		newest[ws] = page[0].ID
+	}
+	fmt.Printf("reading those runs, %d rounds each, one client:\n", benchVarsetReads)
+	for _, rd := range reads {
+		times := map[string][]float64{}
+		for round := 0; round <= benchVarsetReads; round++ {
+			for _, ws := range []string{withSets, plain} {
+				t0 := time.Now()
+				if _, err := v1(api.Client, http.MethodGet, rd.url(ws, newest[ws]), session, nil, "", nil); err != nil {
+					return err
+				}
+				if round > 0 { // round 0 warms both up
+					times[ws] = append(times[ws], ms64(time.Since(t0)))
+				}
+			}
+		}
+		with, without := percentile(times[withSets], 0.5), percentile(times[plain], 0.5)
+		verdict := "met"
+		if with/without > benchVarsetReadRatio {
+			verdict = "MISSED"
+		}
+		fmt.Printf("  %-44s p50 %6.2f ms with the sets, %6.2f ms without: x%.2f [target <= %.1f: %s]\n", rd.name, with, without,
+			with/without, benchVarsetReadRatio, verdict)
+	}
 	return nil
 }

@@ -224,13 +224,15 @@ func (s *Service) RunInputs(ctx context.Context, r Run) ([]workspace.ResolvedVar
 	if !bytes.Equal(recorded, current) {
 		return nil, workspace.ErrSnapshotChanged
 	}
-	// What created the snapshot left secrets out of a pull request's or
-	// an untrusted run; a snapshot that names one anyway is refused here,
-	// before anything is unsealed, rather than trusted.
+	// The variable references are read here only: reads of the run leave
+	// them out (runColumns).
 	refs, err := variableRefs(ctx, s.db, r.OrganizationID, r.ID)
 	if err != nil {
 		return nil, err
 	}
+	// What created the snapshot left secrets out of a pull request's or
+	// an untrusted run; a snapshot that names one anyway is refused here,
+	// before anything is unsealed, rather than trusted.
 	if r.Untrusted() || (r.Speculative() && r.Source == SourceVCS) {
 		for _, v := range refs {
 			if v.Sensitive {

@@ -435,6 +435,27 @@ func (r *Runner) execute(ctx context.Context, env *attemptEnv) error {
 	defer env.session.Close()
 	env.timed("sandbox_create", start)
 
+	// The toolchain is installed and the sandbox entered before anything
+	// else is written into it: bwrap sets up the namespaces and starts the
+	// supervisor while the attempt's facts, credentials and configuration
+	// are made ready, instead of when the first command is due. The entry
+	// runs nothing of the configuration's; its first command still waits
+	// for the sandbox evidence below.
+	start = time.Now()
+	cli, version := workspace.ToolOf(st.Run.ToolVersion)
+	env.cli = cli
+	tool, err := r.Tools.Verified(ctx, cli, version)
+	if err != nil {
+		return fmt.Errorf("verifying toolchain: %w", err)
+	}
+	if err := env.sb.InstallTool(ctx, tool); err != nil {
+		return fmt.Errorf("installing toolchain: %w", err)
+	}
+	if err := env.session.Enter(); err != nil {
+		return fmt.Errorf("entering the sandbox: %w", err)
+	}
+	env.timed("toolchain_install", start)
+
 	facts, err := gathered()
 	if err != nil {
 		return err
@@ -467,24 +488,12 @@ func (r *Runner) execute(ctx context.Context, env *attemptEnv) error {
 	// Three banner lines: the remote-backend CLI drops the first three
 	// lines of an apply log, as HCP Terraform repeats a banner there.
 	env.logs.Line("Cairn %s phase of %s, attempt %d", st.Attempt.Phase, st.Run.ID, st.Attempt.Number)
-	cli, version := workspace.ToolOf(st.Run.ToolVersion)
 	env.logs.Line("%s %s on %s", cliTitle[cli], version, st.Run.Platform)
 	env.logs.Line("Sandbox %s: %s", env.sb.ID(), describeProfile(profile))
 	if st.Run.Untrusted() {
 		env.logs.Line("Untrusted configuration (%s): this plan gets no state, no sensitive variable, no credential and no", untrustedWho(st.Run))
 		env.logs.Line("run token; it plans as if nothing existed yet and can never be applied.")
 	}
-
-	start = time.Now()
-	tool, err := r.Tools.Verified(ctx, cli, version)
-	env.cli = cli
-	if err != nil {
-		return fmt.Errorf("verifying toolchain: %w", err)
-	}
-	if err := env.sb.InstallTool(ctx, tool); err != nil {
-		return fmt.Errorf("installing toolchain: %w", err)
-	}
-	env.timed("toolchain_install", start)
 
 	start = time.Now()
 	if err := r.prepare(ctx, env, facts); err != nil {

@@ -172,8 +172,8 @@ type Sandbox interface {
 	// or Destroy returns -1 and an error wrapping ErrCanceled or ErrTimedOut.
 	Run(ctx context.Context, cmd Command) (exitCode int, err error)
 	// Session returns a Session whose commands share one entry into the
-	// sandbox, made by its first Run: a phase's commands pay for the
-	// namespaces once. Tools must be installed before that Run.
+	// sandbox, made by its Enter or its first Run: a phase's commands pay
+	// for the namespaces once. Tools must be installed before the entry.
 	Session() Session
 	// Destroy terminates any running command, then removes the sandbox
 	// directory. It is idempotent.

@@ -25,6 +25,12 @@ import (
 // Run returns. A command stopped by its context, its wall clock or Destroy
 // ends the session, and later Runs fail. A Session is for one goroutine.
 type Session interface {
+	// Enter makes the entry now instead of at the first Run, so the
+	// namespaces and the supervisor are set up while the caller prepares
+	// the first command; tools installed after it are not in the session.
+	// Nothing of the caller's runs until that Run. An entry that cannot
+	// be made ends the session, and every later Run says why.
+	Enter() error
 	Run(ctx context.Context, c Command) (exitCode int, err error)
 	// Close ends the session and waits for it to be gone. It is
 	// idempotent.
@@ -35,8 +41,8 @@ type Session interface {
 // anything returns, wrapped with why.
 var errSessionEnded = errors.New("sandbox session ended")
 
-// Session starts nothing yet: the entry is made by the first Run, so tools
-// installed until then are in it. A shared entry needs a supervisor the
+// Session starts nothing yet: the entry is made by Enter or the first Run,
+// so tools installed until then are in it. A shared entry needs a supervisor the
 // commands cannot touch: a user of its own, root, so only a root worker's
 // sandboxes (whose commands run as a user ID of their own) get one. A
 // non-root worker's commands run as its only user inside the user
@@ -81,6 +87,8 @@ func (s *localSandbox) roomForSupervisor() bool {
 // sandboxSession runs each command as Sandbox.Run does.
 type sandboxSession struct{ s *localSandbox }
 
+// Enter has nothing to make: each Run enters on its own.
+func (p sandboxSession) Enter() error                                    { return nil }
 func (p sandboxSession) Run(ctx context.Context, c Command) (int, error) { return p.s.Run(ctx, c) }
 func (p sandboxSession) Close() error                                    { return nil }
 
@@ -129,15 +137,30 @@ func (b *bwrapSession) Run(ctx context.Context, c Command) (int, error) {
 		return -1, err
 	}
 	defer done()
-	if b.bwrap == nil {
-		if err := b.start(); err != nil {
-			b.ended = fmt.Errorf("%w: %w", errSessionEnded, err)
-			return -1, fmt.Errorf("running %s: %w", c.Args[0], err)
-		}
+	if err := b.Enter(); err != nil {
+		return -1, fmt.Errorf("running %s: %w", c.Args[0], err)
 	}
 	ctx, stop := context.WithTimeoutCause(ctx, s.limits.WallClock, ErrTimedOut)
 	defer stop()
 	return b.execute(ctx, dir, append([]string{prog}, c.Args[1:]...), c)
+}
+
+// Enter starts the session's bwrap unless it already did. bwrap sets up
+// the namespaces and mounts, and the supervisor starts, while the caller
+// goes on: the first command's request waits in the socket until the
+// supervisor reads it.
+func (b *bwrapSession) Enter() error {
+	if b.ended != nil {
+		return b.ended
+	}
+	if b.bwrap != nil {
+		return nil
+	}
+	if err := b.start(); err != nil {
+		b.ended = fmt.Errorf("%w: %w", errSessionEnded, err)
+		return err
+	}
+	return nil
 }
 
 // start makes the sandbox entry: bwrap around the supervisor, with the

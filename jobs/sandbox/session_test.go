@@ -84,6 +84,54 @@ func TestSessionCommandsShareOneEntryAndNothingElse(t *testing.T) {
 	})
 }
 
+// TestSessionEnteredBeforeItsFilesAreWritten: the runner enters a session
+// while it writes the configuration, so the first command runs in that
+// entry and sees what was written after it, handed to the sandbox user as
+// under Run. An entry into a destroyed sandbox fails, and so does every
+// Run after it.
+func TestSessionEnteredBeforeItsFilesAreWritten(t *testing.T) {
+	t.Parallel()
+	alsoAsNobody(t)
+	bothModes(t, func(t *testing.T, m mode) {
+		f := setup(t, m, sandbox.Spec{}, sandbox.LocalOptions{})
+		ss := newSession(t, f.sbx)
+		if err := ss.Enter(); err != nil {
+			t.Fatalf("Enter: %v", err)
+		}
+		if err := ss.Enter(); err != nil {
+			t.Fatalf("a second Enter: %v", err)
+		}
+		if err := os.WriteFile(filepath.Join(f.sbx.WorkDir(), "written-after"), []byte("late\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		code, out1, errOut := run(t, ss, sh(`readlink /proc/self/ns/pid; cat written-after && echo appended >> written-after`))
+		if code != 0 {
+			t.Fatalf("the first command after Enter: code %d, stderr %q", code, errOut)
+		}
+		_, out2, _ := run(t, ss, sh(`readlink /proc/self/ns/pid; cat written-after`))
+		l1, l2 := strings.Split(out1, "\n"), strings.Split(out2, "\n")
+		if len(l1) < 2 || len(l2) < 3 || l1[1] != "late" || l2[2] != "appended" {
+			t.Fatalf("a file written after Enter: %q then %q", out1, out2)
+		}
+		shared := m == isolated && os.Geteuid() == 0
+		if shared && l1[0] != l2[0] {
+			t.Errorf("PID namespaces %s then %s: the commands did not share the early entry", l1[0], l2[0])
+		}
+
+		late := setup(t, m, sandbox.Spec{}, sandbox.LocalOptions{})
+		gone := newSession(t, late.sbx)
+		if err := late.sbx.Destroy(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if err := gone.Enter(); shared && !errors.Is(err, sandbox.ErrDestroyed) {
+			t.Errorf("Enter into a destroyed sandbox: %v, want ErrDestroyed", err)
+		}
+		if _, err := gone.Run(context.Background(), sh("true")); err == nil {
+			t.Error("a session of a destroyed sandbox ran a command")
+		}
+	})
+}
+
 // TestSessionKillsWhatACommandLeaves: a command's background processes,
 // detached or not, are gone when its Run returns, and the next command
 // sees only itself (and the session's supervisor and init).

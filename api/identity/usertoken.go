@@ -138,16 +138,21 @@ func (s *Service) AuthenticateUserToken(ctx context.Context, plaintext string) (
 		UserID         string         `db:"user_id"`
 		UserName       string         `db:"user_name"`
 		Role           sql.NullString `db:"role"`
+		Grants         []byte         `db:"team_grants"`
 	}
 	// A bound token whose person left its organization is invalid, as a
 	// revoked one is; an account-wide one needs no membership to exist.
+	// A bound token's team grants come in the same round trip (an
+	// account-wide one's organization, and so its grants, are known only
+	// once a request binds it).
 	err := sqlx.GetContext(ctx, s.db, &row, `
-		SELECT t.id, COALESCE(t.organization_id, '') AS organization_id, t.user_id, u.name AS user_name, m.role
-		FROM user_tokens t
-		JOIN users u ON u.id = t.user_id AND u.banned_at IS NULL
-		LEFT JOIN memberships m ON m.organization_id = t.organization_id AND m.user_id = t.user_id
-		WHERE t.token_hash = $1 AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now())
-		  AND (t.organization_id IS NULL OR m.user_id IS NOT NULL)`,
+		SELECT k.id, COALESCE(k.organization_id, '') AS organization_id, k.user_id, u.name AS user_name, m.role,
+		       `+team.MemberGrantsColumn("k.organization_id", "k.user_id")+` AS team_grants
+		FROM user_tokens k
+		JOIN users u ON u.id = k.user_id AND u.banned_at IS NULL
+		LEFT JOIN memberships m ON m.organization_id = k.organization_id AND m.user_id = k.user_id
+		WHERE k.token_hash = $1 AND k.revoked_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > now())
+		  AND (k.organization_id IS NULL OR m.user_id IS NOT NULL)`,
 		s.userTokenHash(plaintext))
 	if errors.Is(err, sql.ErrNoRows) {
 		return access.Principal{}, ErrInvalidToken
@@ -158,8 +163,12 @@ func (s *Service) AuthenticateUserToken(ctx context.Context, plaintext string) (
 	if row.OrganizationID == "" {
 		return access.Principal{Kind: access.KindUser, ID: row.UserID, Name: row.UserName, TokenID: row.ID, Account: true}, nil
 	}
-	return s.boundPrincipal(ctx, access.Principal{Kind: access.KindUser, ID: row.UserID, Name: row.UserName, TokenID: row.ID},
-		row.OrganizationID, access.Role(row.Role.String))
+	grants, err := team.DecodeGrants(row.Grants)
+	if err != nil {
+		return access.Principal{}, err
+	}
+	return withMembership(access.Principal{Kind: access.KindUser, ID: row.UserID, Name: row.UserName, TokenID: row.ID},
+		row.OrganizationID, access.Role(row.Role.String), grants), nil
 }
 
 // BindAccount binds an account-wide principal to one organization through
@@ -184,8 +193,14 @@ func (s *Service) boundPrincipal(ctx context.Context, p access.Principal, organi
 	if err != nil {
 		return access.Principal{}, err
 	}
+	return withMembership(p, organizationID, role, grants), nil
+}
+
+// withMembership is p acting in one organization with its role there and
+// its team grants.
+func withMembership(p access.Principal, organizationID string, role access.Role, grants access.TeamGrants) access.Principal {
 	p.OrganizationID, p.Role, p.Permissions, p.Grants = organizationID, role, access.PermissionsOf(role), grants
-	return p, nil
+	return p
 }
 
 // AccountOrganizations lists the organizations an account-wide principal's

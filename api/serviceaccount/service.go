@@ -203,23 +203,22 @@ func (s *Service) Authenticate(ctx context.Context, plaintext string) (access.Pr
 	if !strings.HasPrefix(plaintext, TokenPrefix) || len(plaintext) > 128 {
 		return access.Principal{}, ErrInvalidToken
 	}
-	t, err := liveTokenByHash(ctx, s.db, s.hash(plaintext))
+	// A token never outgrows the person who issued it: it acts with what
+	// they may do now (role and team grants, read with the token on every
+	// request), so a demotion or a lost team narrows it at once and
+	// leaving the organization ends it.
+	t, issuerRole, rawGrants, err := liveTokenWithIssuer(ctx, s.db, s.hash(plaintext))
 	if err != nil {
 		return access.Principal{}, err
+	}
+	if issuerRole == "" {
+		return access.Principal{}, ErrInvalidToken
 	}
 	perms, err := access.ParsePermissions(t.Permissions)
 	if err != nil {
 		return access.Principal{}, ErrInvalidToken
 	}
-	// A token never outgrows the person who issued it: it acts with what
-	// they may do now (role and team grants, read on every request), so a
-	// demotion or a lost team narrows it at once and leaving the
-	// organization ends it.
-	issuerRole, err := activeMemberRole(ctx, s.db, t.OrganizationID, t.CreatedBy)
-	if err != nil {
-		return access.Principal{}, err
-	}
-	issuerGrants, err := team.GrantsOf(ctx, s.db, t.OrganizationID, t.CreatedBy)
+	issuerGrants, err := team.DecodeGrants(rawGrants)
 	if err != nil {
 		return access.Principal{}, err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/cairnhq/cairn/api/platform/cursor"
 	"github.com/cairnhq/cairn/api/platform/db"
 	"github.com/cairnhq/cairn/api/platform/fault"
+	"github.com/cairnhq/cairn/api/team"
 )
 
 func insertServiceAccount(ctx context.Context, q sqlx.ExtContext, a ServiceAccount) error {
@@ -82,34 +83,29 @@ func tokenByID(ctx context.Context, q sqlx.QueryerContext, organizationID, accou
 	return r.token(), nil
 }
 
-// liveTokenByHash finds a token that is neither revoked nor expired.
-func liveTokenByHash(ctx context.Context, q sqlx.QueryerContext, hash []byte) (Token, error) {
-	var r tokenRow
-	err := sqlx.GetContext(ctx, q, &r, `SELECT `+tokenColumns+` FROM service_account_tokens
+// liveTokenWithIssuer finds a token that is neither revoked nor expired,
+// with its issuer's role and team grants in the token's organization, read
+// in the same round trip. The role is empty when the issuer is no longer a
+// member or is banned.
+func liveTokenWithIssuer(ctx context.Context, q sqlx.QueryerContext, hash []byte) (Token, access.Role, []byte, error) {
+	var r struct {
+		tokenRow
+		IssuerRole   sql.NullString `db:"issuer_role"`
+		IssuerGrants []byte         `db:"issuer_grants"`
+	}
+	err := sqlx.GetContext(ctx, q, &r, `SELECT `+tokenColumns+`,
+		(SELECT m.role FROM memberships m JOIN users u ON u.id = m.user_id AND u.banned_at IS NULL
+		 WHERE m.organization_id = k.organization_id AND m.user_id = k.created_by) AS issuer_role,
+		`+team.MemberGrantsColumn("k.organization_id", "k.created_by")+` AS issuer_grants
+		FROM service_account_tokens k
 		WHERE token_hash = $1 AND revoked_at IS NULL AND expires_at > now()`, hash)
 	if errors.Is(err, sql.ErrNoRows) {
-		return Token{}, ErrInvalidToken
+		return Token{}, "", nil, ErrInvalidToken
 	}
 	if err != nil {
-		return Token{}, fmt.Errorf("reading token: %w", err)
+		return Token{}, "", nil, fmt.Errorf("reading token: %w", err)
 	}
-	return r.token(), nil
-}
-
-// activeMemberRole is the role of a token's issuer in its organization;
-// ErrInvalidToken when they are no longer a member or are banned.
-func activeMemberRole(ctx context.Context, q sqlx.QueryerContext, organizationID, userID string) (access.Role, error) {
-	var role string
-	err := sqlx.GetContext(ctx, q, &role, `SELECT m.role FROM memberships m
-		JOIN users u ON u.id = m.user_id AND u.banned_at IS NULL
-		WHERE m.organization_id = $1 AND m.user_id = $2`, organizationID, userID)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", ErrInvalidToken
-	}
-	if err != nil {
-		return "", fmt.Errorf("reading the token issuer's membership: %w", err)
-	}
-	return access.Role(role), nil
+	return r.token(), access.Role(r.IssuerRole.String), r.IssuerGrants, nil
 }
 
 func revokeToken(ctx context.Context, q sqlx.ExtContext, tokenID string) error {

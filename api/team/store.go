@@ -348,16 +348,6 @@ func GrantsOf(ctx context.Context, q sqlx.QueryerContext, organizationID, userID
 	return grantsFromRows(rows), nil
 }
 
-// grantsOfTeam resolves what one team grants (a team token's principal),
-// on every request like GrantsOf.
-func grantsOfTeam(ctx context.Context, q sqlx.QueryerContext, organizationID, teamID string) (access.TeamGrants, error) {
-	rows, err := readGrantRows(ctx, q, `SELECT t.* FROM teams t WHERE t.organization_id = $1 AND t.id = $2`, organizationID, teamID)
-	if err != nil {
-		return access.TeamGrants{}, err
-	}
-	return grantsFromRows(rows), nil
-}
-
 // memberTeams selects a member's teams ($1 the organization, $2 the user).
 const memberTeams = `SELECT t.* FROM team_members m JOIN teams t ON t.id = m.team_id
 		WHERE m.user_id = $2 AND m.organization_id = $1`
@@ -410,10 +400,20 @@ func decodeGrantRows(raw []byte) (grantRows, error) {
 // query, the member's organization and user named by that query's column
 // expressions: the session read selects it, so an authenticated request
 // resolves its session and its team grants in one round trip instead of
-// two. Decode the column with DecodeGrants.
+// two. Decode the column with DecodeGrants. The subquery names its own
+// tables t and tm, so the column expressions must qualify the enclosing
+// query's columns by other aliases.
 func MemberGrantsColumn(organizationColumn, userColumn string) string {
 	return `(` + grantsJSON(`SELECT t.* FROM team_members tm JOIN teams t ON t.id = tm.team_id
 		WHERE tm.user_id = `+userColumn+` AND tm.organization_id = `+organizationColumn) + `)`
+}
+
+// teamGrantsColumn is what one team grants (a team token's principal), as
+// a scalar subquery of an enclosing query like MemberGrantsColumn: a team
+// token and its team's grants are read in one round trip, on every request.
+func teamGrantsColumn(organizationColumn, teamColumn string) string {
+	return `(` + grantsJSON(`SELECT t.* FROM teams t WHERE t.organization_id = `+organizationColumn+
+		` AND t.id = `+teamColumn) + `)`
 }
 
 // DecodeGrants decodes a MemberGrantsColumn value.

@@ -236,8 +236,10 @@ func (s *Tokens) Authenticate(ctx context.Context, plaintext string) (access.Pri
 		TeamID         string `db:"team_id"`
 		Name           string `db:"name"`
 		Owners         bool   `db:"owners"`
+		Grants         []byte `db:"team_grants"`
 	}
-	err := sqlx.GetContext(ctx, s.db, &row, `SELECT k.id, k.organization_id, k.team_id, t.name, t.owners
+	err := sqlx.GetContext(ctx, s.db, &row, `SELECT k.id, k.organization_id, k.team_id, t.name, t.owners,
+		       `+teamGrantsColumn("k.organization_id", "k.team_id")+` AS team_grants
 		FROM team_tokens k JOIN teams t ON t.id = k.team_id AND t.organization_id = k.organization_id
 		WHERE k.token_hash = $1 AND k.expires_at > now()`, s.hash(plaintext))
 	if errors.Is(err, sql.ErrNoRows) {
@@ -246,7 +248,7 @@ func (s *Tokens) Authenticate(ctx context.Context, plaintext string) (access.Pri
 	if err != nil {
 		return access.Principal{}, fmt.Errorf("reading team token: %w", err)
 	}
-	grants, err := grantsOfTeam(ctx, s.db, row.OrganizationID, row.TeamID)
+	grants, err := DecodeGrants(row.Grants)
 	if err != nil {
 		return access.Principal{}, err
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/cairnhq/cairn/api/access"
+	"github.com/cairnhq/cairn/api/launch"
 	"github.com/cairnhq/cairn/api/platform/fault"
 	"github.com/cairnhq/cairn/api/run"
 )
@@ -32,14 +33,28 @@ func (s *server) project(ctx context.Context, p access.Principal, query string, 
 			return owner{}, nil
 		}
 	}
-	var o owner
-	err := s.DB.QueryRowxContext(ctx, query, append(args, tenant)...).Scan(&o.OrganizationID, &o.OrganizationSlug, &o.WorkspaceID)
+	// The projection is read with what the guard needs next, in the same
+	// round trip: the workspace's project, which decides whether the
+	// principal reaches it, and the launch admission facts of the owner.
+	var row struct {
+		OrganizationID   string `db:"organization_id"`
+		OrganizationSlug string `db:"organization_slug"`
+		WorkspaceID      string `db:"workspace_id"`
+		ProjectID        string `db:"project_id"`
+		launch.Facts
+	}
+	err := s.DB.QueryRowxContext(ctx, `SELECT r.organization_id, r.organization_slug, r.workspace_id,
+		COALESCE((SELECT w.project_id FROM workspaces w WHERE w.id = r.workspace_id), '') AS project_id,
+		`+launch.FactsColumns("r.organization_id", "r.workspace_id")+`
+		FROM (`+query+`) AS r(organization_id, organization_slug, workspace_id)`, append(args, tenant)...).StructScan(&row)
 	if errors.Is(err, sql.ErrNoRows) {
 		return owner{}, nil
 	}
 	if err != nil {
 		return owner{}, fmt.Errorf("resolving ownership: %w", err)
 	}
+	o := owner{OrganizationID: row.OrganizationID, OrganizationSlug: row.OrganizationSlug, WorkspaceID: row.WorkspaceID,
+		admission: &row.Facts}
 	if p.Account {
 		if p, err = s.bindAccount(ctx, p, o.OrganizationID); errors.Is(err, fault.ErrNotFound) {
 			return owner{}, nil
@@ -47,25 +62,22 @@ func (s *server) project(ctx context.Context, p access.Principal, query string, 
 			return owner{}, err
 		}
 	}
-	return s.reachable(ctx, p, o)
-}
-
-// reachable leaves a workspace the principal's role and teams do not reach
-// unresolved, so that it answers exactly as a missing one whatever the
-// operation: otherwise an operation refused for a permission held nowhere
-// (403) would tell an existing workspace from a missing one (404).
-func (s *server) reachable(ctx context.Context, p access.Principal, o owner) (owner, error) {
-	if o.WorkspaceID == "" || p.Kind == access.KindOperator || p.WorkspaceScope().All {
-		return o, nil
-	}
-	var projectID string
-	if err := s.DB.GetContext(ctx, &projectID, `SELECT project_id FROM workspaces WHERE id = $1`, o.WorkspaceID); err != nil {
-		return owner{}, fmt.Errorf("resolving ownership: %w", err)
-	}
-	if !p.CanReadWorkspace(o.WorkspaceID, projectID) {
+	if !reachable(p, o, row.ProjectID) {
 		return owner{}, nil
 	}
 	return o, nil
+}
+
+// reachable reports whether the principal's role and teams reach the
+// owner's workspace, if it has one. One they do not reach is left
+// unresolved, so that it answers exactly as a missing one whatever the
+// operation: otherwise an operation refused for a permission held nowhere
+// (403) would tell an existing workspace from a missing one (404).
+func reachable(p access.Principal, o owner, projectID string) bool {
+	if o.WorkspaceID == "" || p.Kind == access.KindOperator || p.WorkspaceScope().All {
+		return true
+	}
+	return p.CanReadWorkspace(o.WorkspaceID, projectID)
 }
 
 // runSubjectKey carries a run token's run.TokenSubject from the guard to

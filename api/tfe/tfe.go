@@ -217,6 +217,10 @@ type owner struct {
 	OrganizationID   string
 	OrganizationSlug string
 	WorkspaceID      string
+	// admission are the launch admission facts of this organization and
+	// workspace, read with the projection (nil when the resolver read
+	// none): the guard decides on them instead of reading them again.
+	admission *launch.Facts
 }
 
 // resolver computes a request's ownership from its path, inside the
@@ -332,7 +336,13 @@ func (s *server) guardWith(rule launch.Rule, resolve resolver, h handler) fiber.
 			// organization-wide on organization-wide routes: its
 			// permissions may reach beyond reading.)
 			subject := launch.Subject{OrganizationID: p.OrganizationID, WorkspaceID: o.WorkspaceID}
-			if _, err := s.Launch.RequireBy(ctx, nil, subject, rule); err != nil {
+			var err error
+			if o.admission != nil && o.OrganizationID == p.OrganizationID {
+				_, err = s.Launch.RequireFrom(ctx, *o.admission, subject, rule)
+			} else {
+				_, err = s.Launch.RequireBy(ctx, nil, subject, rule)
+			}
+			if err != nil {
 				return s.writeError(c, err)
 			}
 		}

@@ -259,6 +259,48 @@ func benchCLIStateMode(ctx context.Context, api *apiProcess, tlsFiles devstack.T
 		fmt.Printf("%-9s %-6s 50 resources, median of %d: local %7.1f ms, cloud %7.1f ms, added %+7.1f ms (x%.2f)%s\n",
 			cli, step, rounds, ms64(local), ms64(cloud), ms64(cloud)-ms64(local), float64(cloud)/float64(local), target)
 	}
+	if cli == "tofu" {
+		return benchCLIRequests(api, token, org, workspace, created.Data.ID, max(20, 20*rounds))
+	}
+	return nil
+}
+
+// benchCLIRequests times, one after another on a kept-alive connection, the
+// requests with the CLI's own token that a state-mode apply makes besides
+// its state's transfer: what the API adds to each command's round trips.
+func benchCLIRequests(api *apiProcess, token, org, workspace, workspaceID string, n int) error {
+	requests := []struct{ name, method, path, body string }{
+		{"read workspace", http.MethodGet, "/api/v2/organizations/" + org + "/workspaces/" + workspace, ""},
+		{"current state version", http.MethodGet, "/api/v2/workspaces/" + workspaceID + "/current-state-version", ""},
+		{"lock", http.MethodPost, "/api/v2/workspaces/" + workspaceID + "/actions/lock", `{"reason":"bench"}`},
+		{"unlock", http.MethodPost, "/api/v2/workspaces/" + workspaceID + "/actions/unlock", ""},
+	}
+	took := map[string][]float64{}
+	for i := range n + 5 {
+		for _, r := range requests {
+			req, _ := http.NewRequest(r.method, api.URL+r.path, strings.NewReader(r.body))
+			req.Header.Set("Authorization", "Bearer "+token)
+			req.Header.Set("Content-Type", "application/vnd.api+json")
+			start := time.Now()
+			resp, err := api.Client.Do(req)
+			if err != nil {
+				return fmt.Errorf("%s: %w", r.name, err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("%s: %s", r.name, resp.Status)
+			}
+			if i >= 5 { // the first few warm the connection and the statements
+				took[r.name] = append(took[r.name], ms64(time.Since(start)))
+			}
+		}
+	}
+	fmt.Printf("  the CLI's /api/v2 requests with its user token, %d each in sequence:", n)
+	for _, r := range requests {
+		fmt.Printf(" %s p50 %.2f ms, p99 %.2f;", r.name, median(took[r.name]), percentile(took[r.name], 0.99))
+	}
+	fmt.Println()
 	return nil
 }
 

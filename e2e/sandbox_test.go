@@ -481,3 +481,52 @@ func TestApplyLeftoversAreReadOnlyInsideTheSandbox(t *testing.T) {
 		t.Errorf("the log does not say the planted errored.tfstate was not kept:\n%s", logs)
 	}
 }
+
+// TestTamperedToolchainEndsTheAttemptWithItsEvidence: a toolchain whose
+// binary does not hash to its SHA256SUMS entry never runs. The attempt
+// ends toolchain_checksum_mismatch before any tofu command, yet, like any
+// attempt that got a sandbox, with that sandbox's evidence recorded and a
+// log that says which phase, tool and sandbox it was: the worker enters
+// the sandbox early, and a failure there must not skip either.
+func TestTamperedToolchainEndsTheAttemptWithItsEvidence(t *testing.T) {
+	t.Parallel()
+	binary := tofuBinary(t)
+	mirror := t.TempDir()
+	dir := filepath.Join(mirror, "tofu", "1.10.6")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(binary, filepath.Join(dir, "tofu")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "SHA256SUMS"), []byte(strings.Repeat("0", 64)+"  tofu\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := StartStack(t, WithTLS(), WithEnv("CAIRN_TOOLCHAIN_DIR="+mirror))
+	m := s.newMember(t, "tampered")
+	wsID := s.createWorkspace(t, m, "tampered", "us")
+	cfg := s.uploadConfiguration(t, m, wsID, map[string]string{"main.tf": `resource "terraform_data" "x" { input = "x" }`})
+	st, r := s.createRun(t, m, wsID, cfg, "plan_only")
+	if st != http.StatusCreated {
+		t.Fatalf("create run: %d", st)
+	}
+	r = s.waitRun(t, m, r.ID, 60*time.Second, status("errored", "planned_and_finished"))
+	if r.Status != "errored" || len(r.Evidence.Attempts) == 0 {
+		t.Fatalf("run over a tampered toolchain: %s, attempts %+v", r.Status, r.Evidence.Attempts)
+	}
+	last := r.Evidence.Attempts[len(r.Evidence.Attempts)-1]
+	if last.TerminalClassification == nil || *last.TerminalClassification != "toolchain_checksum_mismatch" {
+		t.Fatalf("attempt classification %v, want toolchain_checksum_mismatch", last.TerminalClassification)
+	}
+	if last.SandboxID == nil || last.SandboxProfile == nil || last.SandboxProfile.Isolation != "namespaces" {
+		t.Errorf("the attempt's sandbox evidence: id %v, profile %+v", last.SandboxID, last.SandboxProfile)
+	}
+	log := s.logsOf(t, m, r.ID)
+	if !strings.Contains(log, "Cairn plan phase of "+r.ID) || !strings.Contains(log, "OpenTofu 1.10.6") ||
+		last.SandboxID == nil || !strings.Contains(log, "Sandbox "+*last.SandboxID) {
+		t.Errorf("the run log lacks its banner:\n%s", log)
+	}
+	if strings.Contains(log, "Initializing") {
+		t.Errorf("tofu ran from a tampered toolchain:\n%s", log)
+	}
+}

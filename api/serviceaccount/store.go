@@ -131,7 +131,7 @@ func listServiceAccounts(ctx context.Context, q sqlx.QueryerContext, organizatio
 
 // tokensOf reads at most limit of an account's tokens: the live ones
 // (neither revoked nor expired by the database clock, which
-// liveTokenByHash judges by too) first, newest first within each.
+// liveTokenWithIssuer judges by too) first, newest first within each.
 func tokensOf(ctx context.Context, q sqlx.QueryerContext, organizationID, accountID string, limit int) ([]Token, error) {
 	var rows []tokenRow
 	if err := sqlx.SelectContext(ctx, q, &rows, `SELECT `+tokenColumns+` FROM service_account_tokens

@@ -440,20 +440,13 @@ func (r *Runner) execute(ctx context.Context, env *attemptEnv) error {
 	// supervisor while the attempt's facts, credentials and configuration
 	// are made ready, instead of when the first command is due. The entry
 	// runs nothing of the configuration's; its first command still waits
-	// for the sandbox evidence below.
+	// for the sandbox evidence below. A failure here is returned where the
+	// toolchain step always was, once the sandbox evidence is being
+	// recorded and the log has its banner: the attempt ends with both.
 	start = time.Now()
 	cli, version := workspace.ToolOf(st.Run.ToolVersion)
 	env.cli = cli
-	tool, err := r.Tools.Verified(ctx, cli, version)
-	if err != nil {
-		return fmt.Errorf("verifying toolchain: %w", err)
-	}
-	if err := env.sb.InstallTool(ctx, tool); err != nil {
-		return fmt.Errorf("installing toolchain: %w", err)
-	}
-	if err := env.session.Enter(); err != nil {
-		return fmt.Errorf("entering the sandbox: %w", err)
-	}
+	entryErr := r.enter(ctx, env, cli, version)
 	env.timed("toolchain_install", start)
 
 	facts, err := gathered()
@@ -494,6 +487,9 @@ func (r *Runner) execute(ctx context.Context, env *attemptEnv) error {
 		env.logs.Line("Untrusted configuration (%s): this plan gets no state, no sensitive variable, no credential and no", untrustedWho(st.Run))
 		env.logs.Line("run token; it plans as if nothing existed yet and can never be applied.")
 	}
+	if entryErr != nil {
+		return entryErr
+	}
 
 	start = time.Now()
 	if err := r.prepare(ctx, env, facts); err != nil {
@@ -508,6 +504,22 @@ func (r *Runner) execute(ctx context.Context, env *attemptEnv) error {
 		return r.plan(ctx, env)
 	}
 	return r.apply(ctx, env)
+}
+
+// enter verifies and installs the phase's toolchain, then enters the
+// sandbox's session.
+func (r *Runner) enter(ctx context.Context, env *attemptEnv, cli, version string) error {
+	tool, err := r.Tools.Verified(ctx, cli, version)
+	if err != nil {
+		return fmt.Errorf("verifying toolchain: %w", err)
+	}
+	if err := env.sb.InstallTool(ctx, tool); err != nil {
+		return fmt.Errorf("installing toolchain: %w", err)
+	}
+	if err := env.session.Enter(); err != nil {
+		return fmt.Errorf("entering the sandbox: %w", err)
+	}
+	return nil
 }
 
 func (r *Runner) flushLoop(ctx context.Context, sink *run.LogSink) func() {

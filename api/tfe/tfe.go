@@ -320,7 +320,7 @@ func (s *server) guardWith(rule launch.Rule, resolve resolver, h handler) fiber.
 				// not found; the run's own workspace must be admitted too.
 				ownErr := err
 				subject := launch.Subject{OrganizationID: p.OrganizationID, WorkspaceID: o.WorkspaceID}
-				if _, err = s.Launch.RequireBy(ctx, nil, subject, launch.AdmitAccess); err == nil {
+				if err = s.admitOwner(ctx, o, subject, launch.AdmitAccess); err == nil {
 					if p, err = s.consumerPrincipal(ctx, c, p, o); err == nil {
 						err = ownErr
 					}
@@ -336,13 +336,7 @@ func (s *server) guardWith(rule launch.Rule, resolve resolver, h handler) fiber.
 			// organization-wide on organization-wide routes: its
 			// permissions may reach beyond reading.)
 			subject := launch.Subject{OrganizationID: p.OrganizationID, WorkspaceID: o.WorkspaceID}
-			var err error
-			if o.admission != nil && o.OrganizationID == p.OrganizationID {
-				_, err = s.Launch.RequireFrom(ctx, *o.admission, subject, rule)
-			} else {
-				_, err = s.Launch.RequireBy(ctx, nil, subject, rule)
-			}
-			if err != nil {
+			if err := s.admitOwner(ctx, o, subject, rule); err != nil {
 				return s.writeError(c, err)
 			}
 		}
@@ -353,6 +347,19 @@ func (s *server) guardWith(rule launch.Rule, resolve resolver, h handler) fiber.
 		}
 		return h(c, p, o)
 	}
+}
+
+// admitOwner decides the launch rule for subject, a workspace the request
+// resolved to (or its organization): on the facts read with the owner when
+// they are that subject's, else by reading them now.
+func (s *server) admitOwner(ctx context.Context, o owner, subject launch.Subject, rule launch.Rule) error {
+	var err error
+	if o.admission != nil && o.OrganizationID == subject.OrganizationID && o.WorkspaceID == subject.WorkspaceID {
+		_, err = s.Launch.RequireFrom(ctx, *o.admission, subject, rule)
+	} else {
+		_, err = s.Launch.RequireBy(ctx, nil, subject, rule)
+	}
+	return err
 }
 
 // Capability URLs (state and archive uploads, phase logs) carry no bearer

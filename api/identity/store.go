@@ -111,6 +111,11 @@ func sessionByTokenHash(ctx context.Context, q sqlx.QueryerContext, tokenHash []
 	return s, nil
 }
 
+// sessionWithGrantsQuery is built once: every request with a session
+// runs it.
+var sessionWithGrantsQuery = liveSessionQuery(`,
+		       ` + team.MemberGrantsColumn("s.active_organization_id", "s.user_id") + ` AS team_grants`)
+
 // sessionWithGrants is sessionByTokenHash with the team grants of the
 // session's member in its active organization, read in the same query.
 func sessionWithGrants(ctx context.Context, q sqlx.QueryerContext, tokenHash []byte) (liveSession, []byte, error) {
@@ -118,8 +123,7 @@ func sessionWithGrants(ctx context.Context, q sqlx.QueryerContext, tokenHash []b
 		liveSession
 		Grants []byte `db:"team_grants"`
 	}
-	err := sqlx.GetContext(ctx, q, &row, liveSessionQuery(`,
-		       `+team.MemberGrantsColumn("s.active_organization_id", "s.user_id")+` AS team_grants`), tokenHash)
+	err := sqlx.GetContext(ctx, q, &row, sessionWithGrantsQuery, tokenHash)
 	if errors.Is(err, sql.ErrNoRows) {
 		return row.liveSession, nil, fault.ErrUnauthenticated
 	}

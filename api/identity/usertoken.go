@@ -124,6 +124,16 @@ func (s *Service) RevokeUserToken(ctx context.Context, tx *sqlx.Tx, p access.Pri
 // is empty.
 const userTokenColumns = `id, COALESCE(organization_id, '') AS organization_id, user_id, description, expires_at, created_at, revoked_at`
 
+// userTokenQuery is built once: every request with a user token runs it.
+var userTokenQuery = `
+		SELECT k.id, COALESCE(k.organization_id, '') AS organization_id, k.user_id, u.name AS user_name, m.role,
+		       ` + team.MemberGrantsColumn("k.organization_id", "k.user_id") + ` AS team_grants
+		FROM user_tokens k
+		JOIN users u ON u.id = k.user_id AND u.banned_at IS NULL
+		LEFT JOIN memberships m ON m.organization_id = k.organization_id AND m.user_id = k.user_id
+		WHERE k.token_hash = $1 AND k.revoked_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > now())
+		  AND (k.organization_id IS NULL OR m.user_id IS NOT NULL)`
+
 // AuthenticateUserToken resolves a cut_ plaintext to the member it acts as,
 // with the member's live role in the token's organization. An account-wide
 // token resolves to an unbound principal (Account set) that acts nowhere
@@ -145,15 +155,7 @@ func (s *Service) AuthenticateUserToken(ctx context.Context, plaintext string) (
 	// A bound token's team grants come in the same round trip (an
 	// account-wide one's organization, and so its grants, are known only
 	// once a request binds it).
-	err := sqlx.GetContext(ctx, s.db, &row, `
-		SELECT k.id, COALESCE(k.organization_id, '') AS organization_id, k.user_id, u.name AS user_name, m.role,
-		       `+team.MemberGrantsColumn("k.organization_id", "k.user_id")+` AS team_grants
-		FROM user_tokens k
-		JOIN users u ON u.id = k.user_id AND u.banned_at IS NULL
-		LEFT JOIN memberships m ON m.organization_id = k.organization_id AND m.user_id = k.user_id
-		WHERE k.token_hash = $1 AND k.revoked_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > now())
-		  AND (k.organization_id IS NULL OR m.user_id IS NOT NULL)`,
-		s.userTokenHash(plaintext))
+	err := sqlx.GetContext(ctx, s.db, &row, userTokenQuery, s.userTokenHash(plaintext))
 	if errors.Is(err, sql.ErrNoRows) {
 		return access.Principal{}, ErrInvalidToken
 	}

@@ -267,19 +267,22 @@ type liveAccessToken struct {
 	TeamGrants []byte `db:"team_grants"`
 }
 
+// accessTokenQuery is built once: every agent request runs it.
+var accessTokenQuery = `
+		SELECT t.id AS token_id, t.scopes, g.id AS grant_id, g.client_id, g.organization_id, g.user_id,
+		       u.name AS user_name, m.role, ` + team.MemberGrantsColumn("g.organization_id", "g.user_id") + ` AS team_grants
+		FROM oauth_access_tokens t
+		JOIN oauth_grants g ON g.id = t.grant_id AND g.revoked_at IS NULL
+		JOIN users u ON u.id = g.user_id AND u.banned_at IS NULL
+		LEFT JOIN memberships m ON m.organization_id = g.organization_id AND m.user_id = g.user_id
+		WHERE t.token_hash = $1 AND t.revoked_at IS NULL AND t.expires_at > now()`
+
 // accessTokenByHash resolves a presented token's keyed hash to its row. A
 // revoked or expired token, a revoked or ended grant, or a banned person
 // find nothing; a membership that ended finds a row without a role.
 func accessTokenByHash(ctx context.Context, q sqlx.QueryerContext, tokenHash []byte) (liveAccessToken, error) {
 	var r liveAccessToken
-	err := sqlx.GetContext(ctx, q, &r, `
-		SELECT t.id AS token_id, t.scopes, g.id AS grant_id, g.client_id, g.organization_id, g.user_id,
-		       u.name AS user_name, m.role, `+team.MemberGrantsColumn("g.organization_id", "g.user_id")+` AS team_grants
-		FROM oauth_access_tokens t
-		JOIN oauth_grants g ON g.id = t.grant_id AND g.revoked_at IS NULL
-		JOIN users u ON u.id = g.user_id AND u.banned_at IS NULL
-		LEFT JOIN memberships m ON m.organization_id = g.organization_id AND m.user_id = g.user_id
-		WHERE t.token_hash = $1 AND t.revoked_at IS NULL AND t.expires_at > now()`, tokenHash)
+	err := sqlx.GetContext(ctx, q, &r, accessTokenQuery, tokenHash)
 	if errors.Is(err, sql.ErrNoRows) {
 		return liveAccessToken{}, ErrInvalidToken
 	}

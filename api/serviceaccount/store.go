@@ -83,6 +83,15 @@ func tokenByID(ctx context.Context, q sqlx.QueryerContext, organizationID, accou
 	return r.token(), nil
 }
 
+// liveTokenQuery is built once: every request with a service account's
+// token runs it.
+var liveTokenQuery = `SELECT ` + tokenColumns + `,
+		(SELECT m.role FROM memberships m JOIN users u ON u.id = m.user_id AND u.banned_at IS NULL
+		 WHERE m.organization_id = k.organization_id AND m.user_id = k.created_by) AS issuer_role,
+		` + team.MemberGrantsColumn("k.organization_id", "k.created_by") + ` AS issuer_grants
+		FROM service_account_tokens k
+		WHERE token_hash = $1 AND revoked_at IS NULL AND expires_at > now()`
+
 // liveTokenWithIssuer finds a token that is neither revoked nor expired,
 // with its issuer's role and team grants in the token's organization, read
 // in the same round trip. The role is empty when the issuer is no longer a
@@ -93,12 +102,7 @@ func liveTokenWithIssuer(ctx context.Context, q sqlx.QueryerContext, hash []byte
 		IssuerRole   sql.NullString `db:"issuer_role"`
 		IssuerGrants []byte         `db:"issuer_grants"`
 	}
-	err := sqlx.GetContext(ctx, q, &r, `SELECT `+tokenColumns+`,
-		(SELECT m.role FROM memberships m JOIN users u ON u.id = m.user_id AND u.banned_at IS NULL
-		 WHERE m.organization_id = k.organization_id AND m.user_id = k.created_by) AS issuer_role,
-		`+team.MemberGrantsColumn("k.organization_id", "k.created_by")+` AS issuer_grants
-		FROM service_account_tokens k
-		WHERE token_hash = $1 AND revoked_at IS NULL AND expires_at > now()`, hash)
+	err := sqlx.GetContext(ctx, q, &r, liveTokenQuery, hash)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Token{}, "", nil, ErrInvalidToken
 	}

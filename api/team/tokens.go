@@ -222,6 +222,12 @@ var nonOwnersCeiling = access.NewPermissionSet(slices.DeleteFunc(access.AllPermi
 // revoked, or its team is gone.
 var ErrInvalidToken = errors.New("invalid team token")
 
+// teamTokenQuery is built once: every request with a team token runs it.
+var teamTokenQuery = `SELECT k.id, k.organization_id, k.team_id, t.name, t.owners,
+		       ` + teamGrantsColumn("k.organization_id", "k.team_id") + ` AS team_grants
+		FROM team_tokens k JOIN teams t ON t.id = k.team_id AND t.organization_id = k.organization_id
+		WHERE k.token_hash = $1 AND k.expires_at > now()`
+
 // Authenticate resolves a team token to its team: a principal with no role
 // baseline (only organization:read) whose permissions are the team's
 // grants and organization access, read now (a revoked grant or a deleted team narrows or ends it
@@ -238,10 +244,7 @@ func (s *Tokens) Authenticate(ctx context.Context, plaintext string) (access.Pri
 		Owners         bool   `db:"owners"`
 		Grants         []byte `db:"team_grants"`
 	}
-	err := sqlx.GetContext(ctx, s.db, &row, `SELECT k.id, k.organization_id, k.team_id, t.name, t.owners,
-		       `+teamGrantsColumn("k.organization_id", "k.team_id")+` AS team_grants
-		FROM team_tokens k JOIN teams t ON t.id = k.team_id AND t.organization_id = k.organization_id
-		WHERE k.token_hash = $1 AND k.expires_at > now()`, s.hash(plaintext))
+	err := sqlx.GetContext(ctx, s.db, &row, teamTokenQuery, s.hash(plaintext))
 	if errors.Is(err, sql.ErrNoRows) {
 		return access.Principal{}, ErrInvalidToken
 	}

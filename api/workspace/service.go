@@ -30,9 +30,11 @@ type Service struct {
 	// runnerOwnsEnv names the environment variables the runner sets
 	// itself; until it is known, env variables are refused.
 	runnerOwnsEnv func(string) bool
-	// currentRunLateral, once set, has lists read current runs.
-	currentRunLateral func(workspaceID string) string
-	now               func() time.Time
+	// listStatement starts every list's query (listStatement); once
+	// ReadCurrentRuns is called, it reads current runs (listsCurrentRuns).
+	listStatement    string
+	listsCurrentRuns bool
+	now              func() time.Time
 }
 
 // ReserveEnvironmentNames sets which env variable names the runner owns
@@ -47,13 +49,14 @@ func (s *Service) ReserveEnvironmentNames(owned func(string) bool) { s.runnerOwn
 // imports this one, hence the hook. Without it lists leave CurrentRunRead
 // false and callers read current runs themselves.
 func (s *Service) ReadCurrentRuns(lateral func(workspaceID string) string) {
-	s.currentRunLateral = lateral
+	s.listStatement, s.listsCurrentRuns = listStatement(lateral), true
 }
 
 // NewService returns the workspace service. sealer may be nil (no master
 // key): sensitive variables then fail closed.
 func NewService(conn *sqlx.DB, sealer *seal.Sealer, digestKey []byte, toolVersions []string) *Service {
-	return &Service{db: conn, sealer: sealer, digestKey: digestKey, toolVersions: toolVersions, now: time.Now}
+	return &Service{db: conn, sealer: sealer, digestKey: digestKey, toolVersions: toolVersions, now: time.Now,
+		listStatement: listStatement(nil)}
 }
 
 func (s *Service) stamp() time.Time { return s.now().UTC().Truncate(time.Microsecond) }
@@ -349,7 +352,7 @@ func (s *Service) ListWorkspaces(ctx context.Context, p access.Principal, projec
 	if err := p.Require(access.PermWorkspaceRead); err != nil {
 		return nil, err
 	}
-	return listWorkspaces(ctx, s.db, p.OrganizationID, projectID, p.WorkspaceScope(), page, s.currentRunLateral)
+	return listWorkspaces(ctx, s.db, s.listStatement, s.listsCurrentRuns, p.OrganizationID, projectID, p.WorkspaceScope(), page)
 }
 
 // UpdateWorkspaceInput replaces the execution settings (always given in

@@ -342,6 +342,8 @@ func classify(err error, env *attemptEnv) string {
 		return run.InterruptCanceled
 	case errors.Is(err, sandbox.ErrIsolationUnavailable):
 		return "sandbox_isolation_unavailable"
+	case errors.Is(err, sandbox.ErrNotEntered):
+		return "sandbox_entry_failed"
 	case errors.Is(err, sandbox.ErrTimedOut) || env.timedOut():
 		return run.InterruptTimedOut
 	case errors.Is(err, sandbox.ErrCanceled) || env.shuttingDown():
@@ -794,12 +796,18 @@ func (r *Runner) tofuCommand(env *attemptEnv, stdout io.Writer, args ...string) 
 func (r *Runner) runTofu(ctx context.Context, env *attemptEnv, step string, cmd sandbox.Command) (int, error) {
 	start := time.Now()
 	defer env.timed("tofu_"+step, start)
+	startedBefore := env.tofuStarted
 	env.tofuStarted = true
 	env.failureSaid = ""
 	said := &sandbox.TailBuffer{Limit: 64 << 10}
 	// tofuCommand always sends stderr to the phase's log.
 	cmd.Stderr = io.MultiWriter(cmd.Stderr, said)
 	code, err := env.session.Run(ctx, cmd)
+	if errors.Is(err, sandbox.ErrNotEntered) {
+		// The sandbox never came up, so this command never started: an
+		// apply that fails here changed nothing and needs no recovery.
+		env.tofuStarted = startedBefore
+	}
 	if err == nil && code != 0 {
 		// tofu wraps its diagnostics to the terminal's width: words are
 		// compared, not lines.

@@ -23,6 +23,10 @@ var (
 	// sandbox's work directory is a link, a special file or lies outside
 	// it: something a command put there, which the worker does not touch.
 	ErrUnsafePath = errors.New("unsafe path in the sandbox")
+	// ErrNotEntered means the sandbox's session ended before its
+	// supervisor was up (bwrap could not set up the namespaces or mounts,
+	// or the supervisor could not start): no command of it ever ran.
+	ErrNotEntered = errors.New("sandbox could not be entered")
 	// ErrDestroyed means the sandbox was destroyed before or during the call.
 	ErrDestroyed = errors.New("sandbox destroyed")
 )

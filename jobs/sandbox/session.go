@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -113,6 +114,9 @@ type bwrapSession struct {
 	watched chan struct{}
 	mu      sync.Mutex
 	reaped  bool
+	// entered is set when the supervisor says it is up: until then no
+	// command of the session has run, whatever ended it.
+	entered atomic.Bool
 	// setupErr is the end of bwrap's and the supervisor's own output (one
 	// pipe for both, so one writer), read once they are gone, for a
 	// session that fails before answering.
@@ -157,8 +161,8 @@ func (b *bwrapSession) Enter() error {
 		return nil
 	}
 	if err := b.start(); err != nil {
-		b.ended = fmt.Errorf("%w: %w", errSessionEnded, err)
-		return err
+		b.ended = fmt.Errorf("%w: %w: %w", errSessionEnded, ErrNotEntered, err)
+		return b.ended
 	}
 	return nil
 }
@@ -247,21 +251,32 @@ func (b *bwrapSession) readReplies() {
 		for _, fd := range fds {
 			_ = unix.Close(fd)
 		}
+		if err == nil && msg.Ready && !b.entered.Load() {
+			b.entered.Store(true)
+			continue
+		}
 		if err == nil && msg.Reply == nil {
 			err = errors.New("the session's supervisor sent a frame that is not a reply")
 		}
 		r := replyOrError{err: err}
-		if err == nil {
-			r.reply = *msg.Reply
+		if err != nil {
+			// The session's end, kept for the next Run even when none
+			// waits now: a supervisor that died between commands must
+			// fail the next one, not leave it waiting for its wall clock
+			// (the place is taken only by a reply nobody read, after a
+			// stop, which already ended the session).
+			select {
+			case b.replies <- r:
+			default:
+			}
+			return
 		}
+		r.reply = *msg.Reply
 		// A reply nobody waits for (a command stopped as it ended) is
 		// dropped once the session is over.
 		select {
 		case b.replies <- r:
 		case <-b.watched:
-			return
-		}
-		if err != nil {
 			return
 		}
 	}
@@ -364,6 +379,10 @@ func (b *bwrapSession) end(cause error) {
 	if b.ended == nil {
 		if said := strings.TrimSpace(b.setupErr.String()); said != "" {
 			cause = fmt.Errorf("%w (%s)", cause, said)
+		}
+		// The reader is done: whether the supervisor came up is settled.
+		if !b.entered.Load() {
+			cause = fmt.Errorf("%w: %w", ErrNotEntered, cause)
 		}
 		b.ended = fmt.Errorf("%w: %w", errSessionEnded, cause)
 	}

@@ -84,3 +84,62 @@ func TestTailBufferKeepsTheLastBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestSessionThatNeverCameUpRanNothing: a session whose bwrap ends before
+// the supervisor is up (here a stand-in that fails as bwrap does when a
+// mount cannot be made) fails its first command with ErrNotEntered and
+// what bwrap said, so the runner knows the command never started; a
+// session that was up and then died does not.
+func TestSessionThatNeverCameUpRanNothing(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		t.Skip("bwrap is not installed")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("sessions share an entry only for a root worker")
+	}
+	base := os.Getenv("CAIRN_SANDBOX_BASE")
+	if base == "" {
+		base, _ = filepath.Abs(filepath.Join("..", "..", ".tools", "sandbox-base"))
+	}
+	d, err := NewLocal(t.TempDir(), LocalOptions{Base: base, KillGrace: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	failing, err := d.Create(context.Background(), Spec{Name: "never-up"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer failing.Destroy(context.Background())
+	standIn := filepath.Join(t.TempDir(), "bwrap")
+	if err := os.WriteFile(standIn, []byte("#!/bin/sh\necho 'bwrap: Can not mount tmpfs on /newroot/tmp' >&2\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ss := failing.Session().(*bwrapSession)
+	ss.s.bwrap = standIn
+	if err := ss.Enter(); err != nil {
+		t.Fatalf("Enter reports only what fails to start: %v", err)
+	}
+	_, err = ss.Run(context.Background(), Command{Args: []string{"true"}})
+	if !errors.Is(err, ErrNotEntered) || !strings.Contains(err.Error(), "Can not mount") {
+		t.Fatalf("the first command of a session that never came up: %v, want ErrNotEntered with bwrap's words", err)
+	}
+	if _, err := ss.Run(context.Background(), Command{Args: []string{"true"}}); !errors.Is(err, ErrNotEntered) {
+		t.Fatalf("the next command: %v, want ErrNotEntered", err)
+	}
+
+	up, err := d.Create(context.Background(), Spec{Name: "up-then-gone"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer up.Destroy(context.Background())
+	live := up.Session().(*bwrapSession)
+	if code, err := live.Run(context.Background(), Command{Args: []string{"true"}}); code != 0 || err != nil {
+		t.Fatal(code, err)
+	}
+	live.killGroup()
+	if _, err := live.Run(context.Background(), Command{Args: []string{"true"}}); err == nil || errors.Is(err, ErrNotEntered) {
+		t.Fatalf("a command after the session that was up died: %v, want an error that is not ErrNotEntered", err)
+	}
+}

@@ -63,6 +63,12 @@ func serve(inv invocation) error {
 	if err != nil {
 		return fmt.Errorf("opening /dev/null: %w", err)
 	}
+	// Everything that could keep the session from running a command is
+	// behind it now; the driver tells a sandbox that never came up from a
+	// command that failed by this frame.
+	if err := sessionwire.WriteReady(controlFD); err != nil {
+		return err
+	}
 	s := &supervisor{requests: make(chan received)}
 	go s.read()
 	for r := range s.requests {

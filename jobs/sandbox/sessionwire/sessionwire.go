@@ -19,6 +19,7 @@ const (
 	kindRequest = 'R'
 	kindSignal  = 'S'
 	kindExit    = 'E'
+	kindReady   = 'Y'
 )
 
 // Request is one command for the supervisor. Argv[0] is a path; Env is the
@@ -42,6 +43,9 @@ type Message struct {
 	Request *Request
 	Signal  unix.Signal
 	Reply   *Reply
+	// Ready is the supervisor's first frame: the sandbox is set up and it
+	// reads requests. A session that ends before it ran no command.
+	Ready bool
 }
 
 var errMalformed = errors.New("malformed session frame")
@@ -63,6 +67,12 @@ func WriteSignal(fd int, sig unix.Signal) error {
 	b.byte(kindSignal)
 	b.u32(uint32(sig))
 	return writeFrame(fd, b.buf, nil)
+}
+
+// WriteReady tells the driver the supervisor is up, once, before it reads
+// any request.
+func WriteReady(fd int) error {
+	return writeFrame(fd, []byte{kindReady}, nil)
 }
 
 // WriteReply answers a Request.
@@ -204,6 +214,8 @@ func decode(p []byte) (Message, error) {
 		m.Signal = unix.Signal(d.u32())
 	case kindExit:
 		m.Reply = &Reply{Status: int(int32(d.u32()))}
+	case kindReady:
+		m.Ready = true
 	default:
 		return Message{}, fmt.Errorf("%w: kind %q", errMalformed, p[0])
 	}

@@ -45,6 +45,7 @@ func TestFramesCarryWhatWasSent(t *testing.T) {
 		}
 		_ = w.Close()
 		_ = WriteSignal(a, unix.SIGINT)
+		_ = WriteReady(a)
 		_ = WriteReply(a, Reply{Status: 130})
 		_ = WriteReply(a, Reply{Status: -1})
 		_ = unix.Shutdown(a, unix.SHUT_WR)
@@ -65,9 +66,10 @@ func TestFramesCarryWhatWasSent(t *testing.T) {
 	if got, _ := io.ReadAll(r); string(got) != "xx" {
 		t.Fatalf("the passed descriptors wrote %q", got)
 	}
-	for _, want := range []Message{{Signal: unix.SIGINT}, {Reply: &Reply{Status: 130}}, {Reply: &Reply{Status: -1}}} {
+	for _, want := range []Message{{Signal: unix.SIGINT}, {Ready: true}, {Reply: &Reply{Status: 130}}, {Reply: &Reply{Status: -1}}} {
 		m, fds, err := Read(b)
-		if err != nil || len(fds) != 0 || m.Signal != want.Signal || (m.Reply == nil) != (want.Reply == nil) || (m.Reply != nil && *m.Reply != *want.Reply) {
+		if err != nil || len(fds) != 0 || m.Signal != want.Signal || m.Ready != want.Ready ||
+			(m.Reply == nil) != (want.Reply == nil) || (m.Reply != nil && *m.Reply != *want.Reply) {
 			t.Fatalf("read %+v, %d descriptors, %v; want %+v", m, len(fds), err, want)
 		}
 	}
@@ -95,6 +97,7 @@ func TestBrokenFramesAreRefused(t *testing.T) {
 		"cut":                frame([]byte{kindExit, 0, 0})[:6],
 		"unknown kind":       frame([]byte{'X', 0, 0, 0, 0}),
 		"trailing bytes":     frame([]byte{kindExit, 0, 0, 0, 0, 9}),
+		"ready with a body":  frame([]byte{kindReady, 0}),
 		"string past end":    frame([]byte{kindRequest, 0, 0, 1, 0}),
 		"no descriptors":     frame(req.buf),
 		"count past end":     frame([]byte{kindRequest, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff}),

@@ -20,20 +20,7 @@ import (
 // request, credentials and all, into it).
 func TestSessionNeverUsesItsSocketAfterClosingIt(t *testing.T) {
 	t.Parallel()
-	if _, err := exec.LookPath("bwrap"); err != nil {
-		t.Skip("bwrap is not installed")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("sessions share an entry only for a root worker")
-	}
-	base := os.Getenv("CAIRN_SANDBOX_BASE")
-	if base == "" {
-		base, _ = filepath.Abs(filepath.Join("..", "..", ".tools", "sandbox-base"))
-	}
-	d, err := NewLocal(t.TempDir(), LocalOptions{Base: base, KillGrace: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := sessionDriver(t)
 	sbx, err := d.Create(context.Background(), Spec{Name: "close-after-destroy"})
 	if err != nil {
 		t.Fatal(err)
@@ -92,20 +79,7 @@ func TestTailBufferKeepsTheLastBytes(t *testing.T) {
 // session that was up and then died does not.
 func TestSessionThatNeverCameUpRanNothing(t *testing.T) {
 	t.Parallel()
-	if _, err := exec.LookPath("bwrap"); err != nil {
-		t.Skip("bwrap is not installed")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("sessions share an entry only for a root worker")
-	}
-	base := os.Getenv("CAIRN_SANDBOX_BASE")
-	if base == "" {
-		base, _ = filepath.Abs(filepath.Join("..", "..", ".tools", "sandbox-base"))
-	}
-	d, err := NewLocal(t.TempDir(), LocalOptions{Base: base, KillGrace: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := sessionDriver(t)
 
 	failing, err := d.Create(context.Background(), Spec{Name: "never-up"})
 	if err != nil {
@@ -142,4 +116,25 @@ func TestSessionThatNeverCameUpRanNothing(t *testing.T) {
 	if _, err := live.Run(context.Background(), Command{Args: []string{"true"}}); err == nil || errors.Is(err, ErrNotEntered) {
 		t.Fatalf("a command after the session that was up died: %v, want an error that is not ErrNotEntered", err)
 	}
+}
+
+// sessionDriver is a local driver whose sandboxes run their commands in a
+// session, which needs bwrap and a root worker.
+func sessionDriver(t *testing.T) *Local {
+	t.Helper()
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		t.Skip("bwrap is not installed")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("sessions share an entry only for a root worker")
+	}
+	base := os.Getenv("CAIRN_SANDBOX_BASE")
+	if base == "" {
+		base, _ = filepath.Abs(filepath.Join("..", "..", ".tools", "sandbox-base"))
+	}
+	d, err := NewLocal(t.TempDir(), LocalOptions{Base: base, KillGrace: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }

@@ -342,12 +342,14 @@ func classify(err error, env *attemptEnv) string {
 		return run.InterruptCanceled
 	case errors.Is(err, sandbox.ErrIsolationUnavailable):
 		return "sandbox_isolation_unavailable"
-	case errors.Is(err, sandbox.ErrNotEntered):
-		return "sandbox_entry_failed"
 	case errors.Is(err, sandbox.ErrTimedOut) || env.timedOut():
 		return run.InterruptTimedOut
 	case errors.Is(err, sandbox.ErrCanceled) || env.shuttingDown():
 		return run.InterruptShutdown
+	case errors.Is(err, sandbox.ErrNotEntered):
+		// After the interrupts: a shutdown or timeout that killed the
+		// entry while it came up is that interrupt, not a broken entry.
+		return "sandbox_entry_failed"
 	case errors.Is(err, errProviderChecksum):
 		return "provider_checksum_mismatch"
 	case errors.As(err, &ee) && lostConnection(env.failureSaid):

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -14,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cairnhq/cairn/e2e/devstack"
+	"github.com/jmoiron/sqlx"
 )
 
 // firstThenProvisionerConfig creates one resource at once and a second one
@@ -310,5 +313,61 @@ resource "terraform_data" "slow" {
 	}
 	if last.TimingsMS["tofu_init"] < 5000 || !strings.Contains(s.logsOf(t, m, r.ID), "provisioning-started") {
 		t.Fatalf("the apply's init took %.0f ms and its provisioner did not start: the test did not make its case", last.TimingsMS["tofu_init"])
+	}
+}
+
+// TestApplyThatNeverReachedItsApplyCommandEndsErrored: an apply's init runs
+// without a backend and only installs into its sandbox, so an apply that
+// fails after init but before its apply command (here its plan file is gone
+// from the store) changed nothing. The run ends errored, with nothing to
+// recover and no state published, instead of waiting for a person to
+// recover it.
+func TestApplyThatNeverReachedItsApplyCommandEndsErrored(t *testing.T) {
+	t.Parallel()
+	s := runsStack(t)
+	m := s.newMember(t, "unstarted-apply")
+	wsID := s.createWorkspace(t, m, "unstarted-apply", "us")
+	cfg := s.uploadConfiguration(t, m, wsID, map[string]string{"main.tf": `resource "terraform_data" "never" {
+  input = "never-applied"
+}
+`})
+	st, r := s.createRun(t, m, wsID, cfg, "plan_and_apply")
+	if st != http.StatusCreated {
+		t.Fatalf("create run: %d", st)
+	}
+	r = s.waitRun(t, m, r.ID, 60*time.Second, status("awaiting_approval", "errored"))
+	if r.Status != "awaiting_approval" {
+		t.Fatalf("plan: %s\n%s", r.Status, s.logsOf(t, m, r.ID))
+	}
+	conn, err := sqlx.Connect("postgres", s.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var key string
+	if err := conn.Get(&key, `SELECT blob_key FROM run_artifacts WHERE run_id = $1 AND kind = 'plan_file'`, r.ID); err != nil {
+		t.Fatalf("the run's plan file: %v", err)
+	}
+	if err := os.Remove(filepath.Join(s.DataDir, "blobs", filepath.FromSlash(key))); err != nil {
+		t.Fatalf("removing the plan file from the store: %v", err)
+	}
+	if st := s.apiJSON(t, http.MethodPost, "/v1/runs/"+r.ID+"/actions/approve", r.binding(), nil, m.mutate(uniqueKey("approve"))...); st != http.StatusOK {
+		t.Fatalf("approve: %d", st)
+	}
+	s.waitRun(t, m, r.ID, 90*time.Second, status("applied", "errored", "recovery_required"))
+	rec := s.readRecovery(t, m, r.ID)
+	last := rec.Evidence.Attempts[len(rec.Evidence.Attempts)-1]
+	if rec.Status != "errored" || rec.ApplyStatus != "errored" || last.Phase != "apply" || last.Status != "failed" ||
+		contains(rec.AvailableActions, "recover") || rec.Recovery != nil {
+		t.Fatalf("an apply that failed before its apply command: %+v\n%s", rec, s.logsOf(t, m, r.ID))
+	}
+	// The control: the apply's init ran, so a rule that counted every
+	// tofu command as the apply's start would have sent it to recovery.
+	if last.TimingsMS["tofu_init"] <= 0 || last.TimingsMS["tofu_apply"] != 0 {
+		t.Fatalf("the attempt's timings %v, want init's and no apply's", last.TimingsMS)
+	}
+	var versions int
+	if err := conn.Get(&versions, `SELECT count(*) FROM state_versions WHERE workspace_id = $1`, wsID); err != nil || versions != 0 {
+		t.Fatalf("state versions of a workspace nothing was applied to: %d (%v)", versions, err)
 	}
 }

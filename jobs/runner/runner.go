@@ -136,9 +136,12 @@ type attemptEnv struct {
 	mu  sync.Mutex
 	// profile is what the sandbox applied, or was refused.
 	profile *run.SandboxProfile
-	// tofuStarted is set before the first tofu command starts: until then
-	// the attempt has changed nothing.
-	tofuStarted bool
+	// workStarted is set before the first tofu command that does the
+	// phase's work starts: any command of a plan, and an apply's apply
+	// command (its init runs without a backend and only installs providers
+	// and modules into this sandbox). Until then the attempt has changed
+	// nothing, and an apply that fails needs no recovery.
+	workStarted bool
 	// failureSaid is the end of what the last tofu command wrote to
 	// stderr, where tofu puts its diagnostics, when it exited nonzero.
 	failureSaid string
@@ -275,16 +278,17 @@ func (r *Runner) Execute(ctx context.Context, st run.Started) error {
 	if err == nil {
 		return nil
 	}
-	if reason := credential.ReasonOf(err); reason != "" && !env.tofuStarted {
+	if reason := credential.ReasonOf(err); reason != "" && !env.workStarted {
 		// The pinned credentials could not be redeemed: the run ends
 		// (a plan as plan_credentials_required) and nothing ran.
 		log.Info("phase attempt ended without its credentials", "reason", reason)
 		return r.Runs.FailCredentials(context.WithoutCancel(ctx), st.Attempt.ID, reason, env.profile)
 	}
 	classification := classify(err, env)
-	log.Info("phase attempt ended without a result", "classification", classification, "error", err, "tofu_started", env.tofuStarted)
-	if !env.tofuStarted {
-		// No user code ran, so an apply changed nothing: no recovery.
+	log.Info("phase attempt ended without a result", "classification", classification, "error", err, "work_started", env.workStarted)
+	if !env.workStarted {
+		// Nothing that does the phase's work ran, so an apply changed
+		// nothing: no recovery.
 		_, ferr := r.Runs.FailUnstartedAttempt(context.WithoutCancel(ctx), st.Attempt.ID, classification, env.profile, env.snapshot())
 		return ferr
 	}
@@ -798,17 +802,18 @@ func (r *Runner) tofuCommand(env *attemptEnv, stdout io.Writer, args ...string) 
 func (r *Runner) runTofu(ctx context.Context, env *attemptEnv, step string, cmd sandbox.Command) (int, error) {
 	start := time.Now()
 	defer env.timed("tofu_"+step, start)
-	startedBefore := env.tofuStarted
-	env.tofuStarted = true
+	startedBefore := env.workStarted
+	if step != "init" || env.st.Attempt.Phase != run.PhaseApply {
+		env.workStarted = true
+	}
 	env.failureSaid = ""
 	said := &sandbox.TailBuffer{Limit: 64 << 10}
 	// tofuCommand always sends stderr to the phase's log.
 	cmd.Stderr = io.MultiWriter(cmd.Stderr, said)
 	code, err := env.session.Run(ctx, cmd)
 	if errors.Is(err, sandbox.ErrNotEntered) {
-		// The sandbox never came up, so this command never started: an
-		// apply that fails here changed nothing and needs no recovery.
-		env.tofuStarted = startedBefore
+		// The sandbox never came up, so this command never started.
+		env.workStarted = startedBefore
 	}
 	if err == nil && code != 0 {
 		// tofu wraps its diagnostics to the terminal's width: words are

@@ -16,6 +16,7 @@ import (
 
 	"github.com/cairnhq/cairn/api/access"
 	"github.com/cairnhq/cairn/api/audit"
+	"github.com/cairnhq/cairn/api/authcache"
 	"github.com/cairnhq/cairn/api/platform/db"
 	"github.com/cairnhq/cairn/api/platform/fault"
 	"github.com/cairnhq/cairn/api/platform/id"
@@ -50,7 +51,14 @@ type Service struct {
 	// decoy stands in for the password hash of an e-mail without an
 	// account, so a sign-in for it costs the same argon2id verification.
 	decoy string
+	// principals keeps what sessions and user tokens resolved to (nil:
+	// every request reads its credential).
+	principals *authcache.Cache
 }
+
+// CachePrincipals serves sessions and user tokens presented again from c
+// (cairn-api's, whose listener forgets them on any change).
+func (s *Service) CachePrincipals(c *authcache.Cache) { s.principals = c }
 
 // NewService returns the identity service.
 func NewService(conn *sqlx.DB, opts Options) (*Service, error) {
@@ -256,9 +264,16 @@ func (s *Service) AuthenticateSession(ctx context.Context, token string) (access
 	if token == "" {
 		return access.Principal{}, fault.ErrUnauthenticated
 	}
-	// Every authenticated /v1 request comes here: the session and its team
+	// Every authenticated /v1 request comes here: a session presented
+	// again is served from memory, and otherwise the session and its team
 	// grants are one query, not two.
-	ls, rawGrants, err := sessionWithGrants(ctx, s.db, s.tokenHash(token))
+	hash := s.tokenHash(token)
+	key := "session\x00" + string(hash)
+	if p, ok := s.principals.Lookup(key); ok {
+		return p, nil
+	}
+	ticket := s.principals.Ticket()
+	ls, rawGrants, err := sessionWithGrants(ctx, s.db, hash)
 	if err != nil {
 		return access.Principal{}, err
 	}
@@ -273,7 +288,7 @@ func (s *Service) AuthenticateSession(ctx context.Context, token string) (access
 	if err != nil {
 		return access.Principal{}, err
 	}
-	return access.Principal{
+	p := access.Principal{
 		Kind:              access.KindUser,
 		ID:                ls.UserID,
 		Name:              ls.UserName,
@@ -283,7 +298,9 @@ func (s *Service) AuthenticateSession(ctx context.Context, token string) (access
 		Permissions:       access.PermissionsOf(role),
 		Grants:            grants,
 		ReauthenticatedAt: ls.ReauthenticatedAt,
-	}, nil
+	}
+	s.principals.Keep(ticket, key, p, ls.ExpiresAt)
+	return p, nil
 }
 
 // SignOut revokes the session of a token at once.

@@ -126,7 +126,7 @@ const userTokenColumns = `id, COALESCE(organization_id, '') AS organization_id, 
 
 // userTokenQuery is built once: every request with a user token runs it.
 var userTokenQuery = `
-		SELECT k.id, COALESCE(k.organization_id, '') AS organization_id, k.user_id, u.name AS user_name, m.role,
+		SELECT k.id, COALESCE(k.organization_id, '') AS organization_id, k.user_id, k.expires_at, u.name AS user_name, m.role,
 		       ` + team.MemberGrantsColumn("k.organization_id", "k.user_id") + ` AS team_grants
 		FROM user_tokens k
 		JOIN users u ON u.id = k.user_id AND u.banned_at IS NULL
@@ -146,6 +146,7 @@ func (s *Service) AuthenticateUserToken(ctx context.Context, plaintext string) (
 		ID             string         `db:"id"`
 		OrganizationID string         `db:"organization_id"`
 		UserID         string         `db:"user_id"`
+		ExpiresAt      sql.NullTime   `db:"expires_at"`
 		UserName       string         `db:"user_name"`
 		Role           sql.NullString `db:"role"`
 		Grants         []byte         `db:"team_grants"`
@@ -155,22 +156,32 @@ func (s *Service) AuthenticateUserToken(ctx context.Context, plaintext string) (
 	// A bound token's team grants come in the same round trip (an
 	// account-wide one's organization, and so its grants, are known only
 	// once a request binds it).
-	err := sqlx.GetContext(ctx, s.db, &row, userTokenQuery, s.userTokenHash(plaintext))
+	hash := s.userTokenHash(plaintext)
+	key := "user-token\x00" + string(hash)
+	if p, ok := s.principals.Lookup(key); ok {
+		return p, nil
+	}
+	ticket := s.principals.Ticket()
+	err := sqlx.GetContext(ctx, s.db, &row, userTokenQuery, hash)
 	if errors.Is(err, sql.ErrNoRows) {
 		return access.Principal{}, ErrInvalidToken
 	}
 	if err != nil {
 		return access.Principal{}, fmt.Errorf("reading user token: %w", err)
 	}
+	var p access.Principal
 	if row.OrganizationID == "" {
-		return access.Principal{Kind: access.KindUser, ID: row.UserID, Name: row.UserName, TokenID: row.ID, Account: true}, nil
+		p = access.Principal{Kind: access.KindUser, ID: row.UserID, Name: row.UserName, TokenID: row.ID, Account: true}
+	} else {
+		grants, err := team.DecodeGrants(row.Grants)
+		if err != nil {
+			return access.Principal{}, err
+		}
+		p = withMembership(access.Principal{Kind: access.KindUser, ID: row.UserID, Name: row.UserName, TokenID: row.ID},
+			row.OrganizationID, access.Role(row.Role.String), grants)
 	}
-	grants, err := team.DecodeGrants(row.Grants)
-	if err != nil {
-		return access.Principal{}, err
-	}
-	return withMembership(access.Principal{Kind: access.KindUser, ID: row.UserID, Name: row.UserName, TokenID: row.ID},
-		row.OrganizationID, access.Role(row.Role.String), grants), nil
+	s.principals.Keep(ticket, key, p, row.ExpiresAt.Time)
+	return p, nil
 }
 
 // BindAccount binds an account-wide principal to one organization through

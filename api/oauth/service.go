@@ -19,6 +19,7 @@ import (
 
 	"github.com/cairnhq/cairn/api/access"
 	"github.com/cairnhq/cairn/api/audit"
+	"github.com/cairnhq/cairn/api/authcache"
 	"github.com/cairnhq/cairn/api/identity"
 	"github.com/cairnhq/cairn/api/platform/db"
 	"github.com/cairnhq/cairn/api/platform/fault"
@@ -64,7 +65,14 @@ type Service struct {
 	opts   Options
 	signer *Signer
 	now    func() time.Time
+	// principals keeps what access tokens resolved to (nil: every
+	// request reads its token).
+	principals *authcache.Cache
 }
+
+// CachePrincipals serves access tokens presented again from c (cairn-api's,
+// whose listener forgets them on any change).
+func (s *Service) CachePrincipals(c *authcache.Cache) { s.principals = c }
 
 // NewService returns the authorization server.
 func NewService(conn *sqlx.DB, opts Options) (*Service, error) {
@@ -747,6 +755,14 @@ func (s *Service) Revoke(ctx context.Context, in RevokeInput) error {
 // A bad token is ErrInvalidToken; one without mcp:tools is
 // ErrInsufficientScope; a membership that ended is fault.ErrForbidden.
 func (s *Service) AuthenticateAccessToken(ctx context.Context, raw string) (access.Principal, error) {
+	// A token presented again is its exact bytes again: what it resolved
+	// to is kept until the token expires or anything it was read from
+	// changes.
+	key := "agent\x00" + string(s.hash("access-token", raw))
+	if p, ok := s.principals.Lookup(key); ok {
+		return p, nil
+	}
+	ticket := s.principals.Ticket()
 	row, err := s.liveToken(ctx, raw)
 	if err != nil {
 		return access.Principal{}, err
@@ -764,12 +780,14 @@ func (s *Service) AuthenticateAccessToken(ctx context.Context, raw string) (acce
 	if err != nil {
 		return access.Principal{}, err
 	}
-	return access.Principal{
+	p := access.Principal{
 		Kind: access.KindUser, ID: row.UserID, Name: row.UserName, OrganizationID: row.OrganizationID,
 		Role: role, Permissions: access.AgentPermissions(role, write), TokenID: row.TokenID,
 		Grants: grants.Within(access.AgentCeiling(write)),
 		Agent:  &access.Agent{ClientID: row.ClientID, GrantID: row.GrantID, TokenID: row.TokenID, Write: write},
-	}, nil
+	}
+	s.principals.Keep(ticket, key, p, row.ExpiresAt)
+	return p, nil
 }
 
 // liveToken checks an access token's claims, then resolves it to its

@@ -258,6 +258,7 @@ type liveAccessToken struct {
 	Scopes         pq.StringArray `db:"scopes"`
 	GrantID        string         `db:"grant_id"`
 	ClientID       string         `db:"client_id"`
+	ExpiresAt      time.Time      `db:"expires_at"`
 	OrganizationID string         `db:"organization_id"`
 	UserID         string         `db:"user_id"`
 	UserName       string         `db:"user_name"`
@@ -269,7 +270,7 @@ type liveAccessToken struct {
 
 // accessTokenQuery is built once: every agent request runs it.
 var accessTokenQuery = `
-		SELECT t.id AS token_id, t.scopes, g.id AS grant_id, g.client_id, g.organization_id, g.user_id,
+		SELECT t.id AS token_id, t.scopes, t.expires_at, g.id AS grant_id, g.client_id, g.organization_id, g.user_id,
 		       u.name AS user_name, m.role, ` + team.MemberGrantsColumn("g.organization_id", "g.user_id") + ` AS team_grants
 		FROM oauth_access_tokens t
 		JOIN oauth_grants g ON g.id = t.grant_id AND g.revoked_at IS NULL

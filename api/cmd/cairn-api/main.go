@@ -16,6 +16,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/cairnhq/cairn/api/assembly"
+	"github.com/cairnhq/cairn/api/authcache"
 	"github.com/cairnhq/cairn/api/platform/config"
 	"github.com/cairnhq/cairn/api/platform/db"
 	"github.com/cairnhq/cairn/api/platform/telemetry"
@@ -111,6 +112,16 @@ func serve(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 	deps, err := assembly.Assemble(cfg, conn, logger)
 	if err != nil {
 		return err
+	}
+	if deps.Identity != nil {
+		// Credentials presented again are served from memory until
+		// anything they were read from changes (package authcache).
+		principals := authcache.New(cfg.DatabaseURL.Reveal(), logger)
+		defer principals.Close()
+		deps.Identity.CachePrincipals(principals)
+		if deps.OAuth != nil {
+			deps.OAuth.CachePrincipals(principals)
+		}
 	}
 	if deps.Tracing, err = telemetry.StartTracing(ctx, cfg.OTLPEndpoint, "cairn_api"); err != nil {
 		return err

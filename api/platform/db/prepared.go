@@ -49,6 +49,9 @@ func (c preparingConnector) Driver() driver.Driver { return c.base.Driver() }
 type preparingConn struct {
 	driver.Conn
 	stmts map[string]driver.Stmt
+	// inTx is set while a transaction is open on the connection: its
+	// statements are counted as writes when it commits (CommittedWrites).
+	inTx bool
 }
 
 // stale reports whether PostgreSQL refused a cached statement because the
@@ -90,6 +93,18 @@ func (c *preparingConn) dropAll() {
 // QueryContext runs parameterized queries through the cache; statements
 // without arguments use the simple protocol as before.
 func (c *preparingConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
+	rows, err := c.query(ctx, query, args)
+	if !c.inTx && !readsOnly(query) {
+		if err != nil {
+			committedWrites.Add(1)
+			return rows, err
+		}
+		return writingRows{rows}, nil
+	}
+	return rows, err
+}
+
+func (c *preparingConn) query(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
 	if len(args) == 0 {
 		return c.Conn.(driver.QueryerContext).QueryContext(ctx, query, args)
 	}
@@ -109,6 +124,14 @@ func (c *preparingConn) QueryContext(ctx context.Context, query string, args []d
 
 // ExecContext is QueryContext for statements without results.
 func (c *preparingConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
+	res, err := c.exec(ctx, query, args)
+	if !c.inTx {
+		committedWrites.Add(1)
+	}
+	return res, err
+}
+
+func (c *preparingConn) exec(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
 	if len(args) == 0 {
 		return c.Conn.(driver.ExecerContext).ExecContext(ctx, query, args)
 	}
@@ -126,15 +149,21 @@ func (c *preparingConn) ExecContext(ctx context.Context, query string, args []dr
 	}
 }
 
-// The remaining methods pass straight through to lib/pq, so database/sql
-// sees the same capabilities it would without the cache.
+// The remaining methods pass straight through to lib/pq (a transaction
+// only marked), so database/sql sees the same capabilities it would
+// without the cache.
 
 func (c *preparingConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
 	return c.Conn.(driver.ConnPrepareContext).PrepareContext(ctx, query)
 }
 
 func (c *preparingConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
-	return c.Conn.(driver.ConnBeginTx).BeginTx(ctx, opts)
+	tx, err := c.Conn.(driver.ConnBeginTx).BeginTx(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	c.inTx = true
+	return &watchedTx{Tx: tx, conn: c, readOnly: opts.ReadOnly}, nil
 }
 
 func (c *preparingConn) Ping(ctx context.Context) error { return c.Conn.(driver.Pinger).Ping(ctx) }

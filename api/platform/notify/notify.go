@@ -15,15 +15,15 @@ import (
 // while it reconnects are not lost work: listeners wake everyone (or poll)
 // after a reconnection.
 const (
-	minReconnect = 100 * time.Millisecond
-	maxReconnect = 10 * time.Second
+	MinReconnect = 100 * time.Millisecond
+	MaxReconnect = 10 * time.Second
 )
 
 // NewListener opens a lib/pq listener connection with Cairn's backoff; the
 // worker's job wake-up and the hub share it. Connection problems are
 // logged under name.
 func NewListener(dsn, name string, logger *slog.Logger) *pq.Listener {
-	return pq.NewListener(dsn, minReconnect, maxReconnect, func(ev pq.ListenerEventType, err error) {
+	return pq.NewListener(dsn, MinReconnect, MaxReconnect, func(ev pq.ListenerEventType, err error) {
 		if err != nil && logger != nil {
 			logger.Warn("notification listener", "listener", name, "event", int(ev), "error", err)
 		}

@@ -1,14 +1,17 @@
 package authcache
 
 import (
+	"context"
 	"log/slog"
 	"sync"
 	"time"
 
+	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
 	"github.com/cairnhq/cairn/api/access"
 	"github.com/cairnhq/cairn/api/platform/db"
+	"github.com/cairnhq/cairn/api/platform/id"
 	"github.com/cairnhq/cairn/api/platform/notify"
 )
 
@@ -29,6 +32,9 @@ type Cache struct {
 	logger   *slog.Logger
 	listener *pq.Listener
 	now      func() time.Time
+	// announce sends a notification with payload on Channel through the
+	// database the way the API's writes reach it.
+	announce func(ctx context.Context, payload string) error
 
 	mu      sync.RWMutex
 	entries map[string]entry
@@ -37,7 +43,11 @@ type Cache struct {
 	generation uint64
 	connected  bool
 	listening  bool
-	closed     bool
+	// probe is the payload of the notification the cache sent itself
+	// since the listener last came up; heard is set when it came back.
+	probe  string
+	heard  bool
+	closed bool
 }
 
 type entry struct {
@@ -55,10 +65,24 @@ type Ticket struct {
 	writes     uint64
 }
 
+// probeWait is how long the cache waits for its own notification before
+// it says, once per connection, that it stays off.
+const probeWait = 5 * time.Second
+
 // New starts a cache listening for principal changes on the database at
-// dsn. It keeps nothing until its listener is up; Close ends it.
-func New(dsn string, logger *slog.Logger) *Cache {
-	c := &Cache{logger: logger, now: time.Now, entries: map[string]entry{}}
+// dsn, which pool also reaches. It keeps nothing until a notification it
+// sends through pool comes back to its listener: a transaction-pooling
+// proxy between them that loses notifications leaves it off. Close ends
+// it.
+func New(dsn string, pool *sqlx.DB, logger *slog.Logger) *Cache {
+	return newCache(dsn, func(ctx context.Context, payload string) error {
+		_, err := pool.ExecContext(ctx, `SELECT pg_notify($1, $2)`, Channel, payload)
+		return err
+	}, logger)
+}
+
+func newCache(dsn string, announce func(ctx context.Context, payload string) error, logger *slog.Logger) *Cache {
+	c := &Cache{logger: logger, now: time.Now, announce: announce, entries: map[string]entry{}}
 	c.listener = pq.NewListener(dsn, notify.MinReconnect, notify.MaxReconnect, c.event)
 	go c.listen()
 	go c.forgetOnNotification(c.listener.NotificationChannel())
@@ -78,6 +102,7 @@ func (c *Cache) listen() {
 	defer c.mu.Unlock()
 	c.listening = true
 	c.forgetLocked()
+	c.probeLocked()
 }
 
 // event follows the listener's connection. lib/pq reports a connection
@@ -88,8 +113,10 @@ func (c *Cache) event(ev pq.ListenerEventType, err error) {
 	switch ev {
 	case pq.ListenerEventConnected, pq.ListenerEventReconnected:
 		c.connected = true
+		c.probeLocked()
 	case pq.ListenerEventDisconnected:
 		c.connected = false
+		c.probe, c.heard = "", false
 		if !c.closed {
 			c.logger.Warn("principal cache is off until its listener reconnects", "error", err)
 		}
@@ -99,10 +126,40 @@ func (c *Cache) event(ev pq.ListenerEventType, err error) {
 	c.forgetLocked()
 }
 
+// probeLocked sends the cache a notification of its own once the listener
+// is connected and listening, and waits for it to come back.
+func (c *Cache) probeLocked() {
+	if !c.connected || !c.listening || c.closed {
+		return
+	}
+	payload := "probe:" + id.New("p")
+	c.probe, c.heard = payload, false
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), probeWait)
+		defer cancel()
+		err := c.announce(ctx, payload)
+		if err == nil {
+			t := time.NewTimer(probeWait)
+			defer t.Stop()
+			<-t.C
+		}
+		c.mu.RLock()
+		unheard := c.probe == payload && !c.heard && !c.closed
+		c.mu.RUnlock()
+		if unheard {
+			c.logger.Warn("principal cache is off: its own notification did not come back (is a transaction-pooling proxy in front of PostgreSQL?)",
+				"error", err)
+		}
+	}()
+}
+
 func (c *Cache) forgetOnNotification(notifications <-chan *pq.Notification) {
-	// A nil notification (after a reconnection) forgets too.
-	for range notifications {
+	// Every notification forgets, a nil one (after a reconnection) too.
+	for n := range notifications {
 		c.mu.Lock()
+		if n != nil && c.probe != "" && n.Extra == c.probe {
+			c.heard = true
+		}
 		c.forgetLocked()
 		c.mu.Unlock()
 	}
@@ -120,7 +177,7 @@ func (c *Cache) isClosed() bool {
 }
 
 // Live reports whether the cache keeps principals now: its listener is
-// connected and listening.
+// connected and listening, and its own notification came back.
 func (c *Cache) Live() bool {
 	if c == nil {
 		return false
@@ -131,7 +188,7 @@ func (c *Cache) Live() bool {
 }
 
 // liveLocked reports whether notifications reach the cache now.
-func (c *Cache) liveLocked() bool { return c.connected && c.listening && !c.closed }
+func (c *Cache) liveLocked() bool { return c.connected && c.listening && c.heard && !c.closed }
 
 // Lookup returns the principal kept for key, if it may still be used.
 func (c *Cache) Lookup(key string) (access.Principal, bool) {

@@ -53,7 +53,7 @@ func newHarness(t *testing.T) harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = other.Close() })
-	c := New(url, slog.Default())
+	c := New(url, pool, slog.Default())
 	t.Cleanup(func() { _ = c.Close() })
 	clock := &testClock{now: time.Now()}
 	c.mu.Lock()
@@ -229,5 +229,30 @@ func TestUntriggeredNamesTablesWithoutTheTrigger(t *testing.T) {
 	}
 	if len(missing) != 1 || missing[0] != "organizations" {
 		t.Fatalf("untriggered tables %v, want organizations", missing)
+	}
+}
+
+// TestACacheWhoseNotificationsAreLostStaysOff: behind a proxy that loses
+// notifications (a transaction-pooling one), the listener connects and
+// listens but hears nothing, and a cache that kept principals there would
+// never forget them. Its own notification does not come back, so it keeps
+// nothing.
+func TestACacheWhoseNotificationsAreLostStaysOff(t *testing.T) {
+	_, url := dbtest.NewURL(t)
+	lost := newCache(url, func(context.Context, string) error { return nil }, slog.Default())
+	t.Cleanup(func() { _ = lost.Close() })
+	deadline := time.Now().Add(time.Second)
+	for time.Now().Before(deadline) {
+		lost.Keep(lost.Ticket(), "session\x00a", alice, time.Time{})
+		if _, ok := lost.Lookup("session\x00a"); ok || lost.Live() {
+			t.Fatal("a cache that never heard its own notification kept a principal")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	lost.mu.RLock()
+	up := lost.connected && lost.listening
+	lost.mu.RUnlock()
+	if !up {
+		t.Fatal("control: the listener never came up, so the test proves nothing")
 	}
 }

@@ -116,7 +116,7 @@ func serve(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 	if deps.Identity != nil {
 		// Credentials presented again are served from memory until
 		// anything they were read from changes (package authcache).
-		principals := authcache.New(cfg.DatabaseURL.Reveal(), logger)
+		principals := authcache.New(cfg.DatabaseURL.Reveal(), conn, logger)
 		defer principals.Close()
 		deps.Identity.CachePrincipals(principals)
 		if deps.OAuth != nil {

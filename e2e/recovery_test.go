@@ -327,15 +327,10 @@ func TestApplyThatNeverReachedItsApplyCommandEndsErrored(t *testing.T) {
 	s := runsStack(t)
 	m := s.newMember(t, "unstarted-apply")
 	wsID := s.createWorkspace(t, m, "unstarted-apply", "us")
-	cfg := s.uploadConfiguration(t, m, wsID, map[string]string{"main.tf": `resource "terraform_data" "never" {
+	r := s.planRun(t, m, wsID, map[string]string{"main.tf": `resource "terraform_data" "never" {
   input = "never-applied"
 }
 `})
-	st, r := s.createRun(t, m, wsID, cfg, "plan_and_apply")
-	if st != http.StatusCreated {
-		t.Fatalf("create run: %d", st)
-	}
-	r = s.waitRun(t, m, r.ID, 60*time.Second, status("awaiting_approval", "errored"))
 	if r.Status != "awaiting_approval" {
 		t.Fatalf("plan: %s\n%s", r.Status, s.logsOf(t, m, r.ID))
 	}
@@ -351,8 +346,8 @@ func TestApplyThatNeverReachedItsApplyCommandEndsErrored(t *testing.T) {
 	if err := os.Remove(filepath.Join(s.DataDir, "blobs", filepath.FromSlash(key))); err != nil {
 		t.Fatalf("removing the plan file from the store: %v", err)
 	}
-	if st := s.apiJSON(t, http.MethodPost, "/v1/runs/"+r.ID+"/actions/approve", r.binding(), nil, m.mutate(uniqueKey("approve"))...); st != http.StatusOK {
-		t.Fatalf("approve: %d", st)
+	if st, body := s.approve(t, m, r); st != http.StatusOK {
+		t.Fatalf("approve: %d %s", st, body)
 	}
 	s.waitRun(t, m, r.ID, 90*time.Second, status("applied", "errored", "recovery_required"))
 	rec := s.readRecovery(t, m, r.ID)

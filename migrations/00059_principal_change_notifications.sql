@@ -16,36 +16,22 @@ END;
 $$;
 -- +goose StatementEnd
 
-CREATE TRIGGER users_principals_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON users
-    FOR EACH STATEMENT EXECUTE FUNCTION notify_principals_changed();
-CREATE TRIGGER memberships_principals_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON memberships
-    FOR EACH STATEMENT EXECUTE FUNCTION notify_principals_changed();
-CREATE TRIGGER sessions_principals_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON sessions
-    FOR EACH STATEMENT EXECUTE FUNCTION notify_principals_changed();
-CREATE TRIGGER user_tokens_principals_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON user_tokens
-    FOR EACH STATEMENT EXECUTE FUNCTION notify_principals_changed();
-CREATE TRIGGER oauth_grants_principals_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON oauth_grants
-    FOR EACH STATEMENT EXECUTE FUNCTION notify_principals_changed();
-CREATE TRIGGER oauth_access_tokens_principals_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON oauth_access_tokens
-    FOR EACH STATEMENT EXECUTE FUNCTION notify_principals_changed();
-CREATE TRIGGER teams_principals_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON teams
-    FOR EACH STATEMENT EXECUTE FUNCTION notify_principals_changed();
-CREATE TRIGGER team_members_principals_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON team_members
-    FOR EACH STATEMENT EXECUTE FUNCTION notify_principals_changed();
-CREATE TRIGGER team_workspace_access_principals_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON team_workspace_access
-    FOR EACH STATEMENT EXECUTE FUNCTION notify_principals_changed();
-CREATE TRIGGER team_project_access_principals_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON team_project_access
-    FOR EACH STATEMENT EXECUTE FUNCTION notify_principals_changed();
+-- One statement-level trigger per table a cached principal is read from;
+-- authcache.Untriggered checks each cached query's plan against them.
+-- +goose StatementBegin
+DO $$
+DECLARE
+    watched text;
+BEGIN
+    FOREACH watched IN ARRAY ARRAY['users', 'memberships', 'sessions', 'user_tokens', 'oauth_grants',
+        'oauth_access_tokens', 'teams', 'team_members', 'team_workspace_access', 'team_project_access'] LOOP
+        EXECUTE format('CREATE TRIGGER %I AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON %I '
+            'FOR EACH STATEMENT EXECUTE FUNCTION notify_principals_changed()', watched || '_principals_changed', watched);
+    END LOOP;
+END;
+$$;
+-- +goose StatementEnd
 
 -- +goose Down
-DROP TRIGGER users_principals_changed ON users;
-DROP TRIGGER memberships_principals_changed ON memberships;
-DROP TRIGGER sessions_principals_changed ON sessions;
-DROP TRIGGER user_tokens_principals_changed ON user_tokens;
-DROP TRIGGER oauth_grants_principals_changed ON oauth_grants;
-DROP TRIGGER oauth_access_tokens_principals_changed ON oauth_access_tokens;
-DROP TRIGGER teams_principals_changed ON teams;
-DROP TRIGGER team_members_principals_changed ON team_members;
-DROP TRIGGER team_workspace_access_principals_changed ON team_workspace_access;
-DROP TRIGGER team_project_access_principals_changed ON team_project_access;
-DROP FUNCTION notify_principals_changed();
+-- The triggers depend on the function and go with it.
+DROP FUNCTION notify_principals_changed() CASCADE;

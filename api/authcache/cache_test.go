@@ -4,7 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"log/slog"
-	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,22 +28,15 @@ type harness struct {
 	clock *testClock
 }
 
+// testClock is the cache's time, moved by a test instead of sleeping.
 type testClock struct {
-	mu  sync.Mutex
-	now time.Time
+	start  time.Time
+	offset atomic.Int64
 }
 
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
+func (c *testClock) Now() time.Time { return c.start.Add(time.Duration(c.offset.Load())) }
 
-func (c *testClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
+func (c *testClock) Advance(d time.Duration) { c.offset.Add(int64(d)) }
 
 func newHarness(t *testing.T) harness {
 	t.Helper()
@@ -55,7 +48,7 @@ func newHarness(t *testing.T) harness {
 	t.Cleanup(func() { _ = other.Close() })
 	c := New(url, pool, slog.Default())
 	t.Cleanup(func() { _ = c.Close() })
-	clock := &testClock{now: time.Now()}
+	clock := &testClock{start: time.Now()}
 	c.mu.Lock()
 	c.now = clock.Now
 	c.mu.Unlock()

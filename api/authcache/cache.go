@@ -3,6 +3,7 @@ package authcache
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -43,11 +44,15 @@ type Cache struct {
 	generation uint64
 	connected  bool
 	listening  bool
-	// probe is the payload of the notification the cache sent itself
-	// since the listener last came up; heard is set when it came back.
-	probe  string
-	heard  bool
-	closed bool
+	// probe is the payload of the notification the cache last sent itself
+	// (at probeSent) and has not heard back yet ("" when none is on its
+	// way); heard is when the last one came back (zero: none since the
+	// listener came up). warned is set once the cache said it is off.
+	probe     string
+	probeSent time.Time
+	heard     time.Time
+	warned    bool
+	closed    bool
 }
 
 type entry struct {
@@ -65,20 +70,38 @@ type Ticket struct {
 	writes     uint64
 }
 
-// probeWait is how long the cache waits for its own notification before
-// it says, once per connection, that it stays off.
-const probeWait = 5 * time.Second
+// A principal is served only while the cache heard its own notification
+// within heardWithin: a listener whose connection died without a word
+// (a partition, a dropped flow) hears nothing, and the cache then turns
+// itself off within that time instead of MaxAge. Only a cache in use
+// probes, at most every probeEvery, so an idle API sends nothing.
+const (
+	probeEvery  = time.Second
+	heardWithin = 3 * time.Second
+	// probeWait is how long a probe may take before the cache says, once
+	// per connection, that it stays off.
+	probeWait = 5 * time.Second
+)
+
+// probePrefix starts every probe's payload; a change's payload is empty.
+const probePrefix = "probe:"
 
 // New starts a cache listening for principal changes on the database at
-// dsn, which pool also reaches. It keeps nothing until a notification it
-// sends through pool comes back to its listener: a transaction-pooling
-// proxy between them that loses notifications leaves it off. Close ends
-// it.
+// dsn, which pool also reaches. It serves nothing until a notification it
+// sends through pool comes back to its listener, and stops within
+// heardWithin when they stop coming back: a transaction-pooling proxy
+// between them that loses notifications leaves it off. Close ends it.
 func New(dsn string, pool *sqlx.DB, logger *slog.Logger) *Cache {
-	return newCache(dsn, func(ctx context.Context, payload string) error {
-		_, err := pool.ExecContext(ctx, `SELECT pg_notify($1, $2)`, Channel, payload)
-		return err
-	}, logger)
+	return newCache(dsn, announceThrough(pool), logger)
+}
+
+func announceThrough(pool *sqlx.DB) func(ctx context.Context, payload string) error {
+	return func(ctx context.Context, payload string) error {
+		// Read as a query, not run as a statement, so the pool does not
+		// count the probe as a write of this process.
+		var one int
+		return pool.GetContext(ctx, &one, `SELECT 1 FROM pg_notify($1, $2)`, Channel, payload)
+	}
 }
 
 func newCache(dsn string, announce func(ctx context.Context, payload string) error, logger *slog.Logger) *Cache {
@@ -102,7 +125,6 @@ func (c *Cache) listen() {
 	defer c.mu.Unlock()
 	c.listening = true
 	c.forgetLocked()
-	c.probeLocked()
 }
 
 // event follows the listener's connection. lib/pq reports a connection
@@ -113,27 +135,33 @@ func (c *Cache) event(ev pq.ListenerEventType, err error) {
 	switch ev {
 	case pq.ListenerEventConnected, pq.ListenerEventReconnected:
 		c.connected = true
-		c.probeLocked()
+		c.warned = false
 	case pq.ListenerEventDisconnected:
 		c.connected = false
-		c.probe, c.heard = "", false
 		if !c.closed {
 			c.logger.Warn("principal cache is off until its listener reconnects", "error", err)
 		}
 	default:
 		return
 	}
+	// Whatever was heard before is no proof for the new connection.
+	c.probe, c.heard = "", time.Time{}
 	c.forgetLocked()
 }
 
-// probeLocked sends the cache a notification of its own once the listener
-// is connected and listening, and waits for it to come back.
-func (c *Cache) probeLocked() {
-	if !c.connected || !c.listening || c.closed {
+// probeIfDue sends the cache a notification of its own when the last one
+// came back more than probeEvery ago and none sent since is younger than
+// that (a probe that is lost is replaced; it is ignored if it comes back).
+func (c *Cache) probeIfDue() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.now()
+	if !c.connected || !c.listening || c.closed || now.Sub(c.heard) < probeEvery ||
+		(c.probe != "" && now.Sub(c.probeSent) < probeEvery) {
 		return
 	}
-	payload := "probe:" + id.New("p")
-	c.probe, c.heard = payload, false
+	payload := probePrefix + id.New("p")
+	c.probe, c.probeSent = payload, now
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), probeWait)
 		defer cancel()
@@ -143,10 +171,10 @@ func (c *Cache) probeLocked() {
 			defer t.Stop()
 			<-t.C
 		}
-		c.mu.RLock()
-		unheard := c.probe == payload && !c.heard && !c.closed
-		c.mu.RUnlock()
-		if unheard {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.heard.Before(now) && c.connected && !c.warned && !c.closed {
+			c.warned = true
 			c.logger.Warn("principal cache is off: its own notification did not come back (is a transaction-pooling proxy in front of PostgreSQL?)",
 				"error", err)
 		}
@@ -154,13 +182,17 @@ func (c *Cache) probeLocked() {
 }
 
 func (c *Cache) forgetOnNotification(notifications <-chan *pq.Notification) {
-	// Every notification forgets, a nil one (after a reconnection) too.
 	for n := range notifications {
 		c.mu.Lock()
-		if n != nil && c.probe != "" && n.Extra == c.probe {
-			c.heard = true
+		switch {
+		case n != nil && n.Extra == c.probe && c.probe != "":
+			c.probe, c.heard = "", c.now()
+		case n != nil && strings.HasPrefix(n.Extra, probePrefix):
+			// Another API's probe, or an old one of ours: no change.
+		default:
+			// A change, or a nil notification after a reconnection.
+			c.forgetLocked()
 		}
-		c.forgetLocked()
 		c.mu.Unlock()
 	}
 }
@@ -176,32 +208,46 @@ func (c *Cache) isClosed() bool {
 	return c.closed
 }
 
-// Live reports whether the cache keeps principals now: its listener is
-// connected and listening, and its own notification came back.
+// Live reports whether the cache serves principals now: its listener is
+// connected and listening, and its own notification came back within
+// heardWithin. Asking sends the next probe when one is due.
 func (c *Cache) Live() bool {
 	if c == nil {
 		return false
 	}
+	c.probeIfDue()
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return c.liveLocked()
 }
 
 // liveLocked reports whether notifications reach the cache now.
-func (c *Cache) liveLocked() bool { return c.connected && c.listening && c.heard && !c.closed }
+func (c *Cache) liveLocked() bool {
+	return c.connected && c.listening && !c.closed && !c.heard.IsZero() && c.now().Sub(c.heard) < heardWithin
+}
 
 // Lookup returns the principal kept for key, if it may still be used.
 func (c *Cache) Lookup(key string) (access.Principal, bool) {
 	if c == nil {
 		return access.Principal{}, false
 	}
+	p, ok, due := c.lookup(key)
+	if due {
+		c.probeIfDue()
+	}
+	return p, ok
+}
+
+func (c *Cache) lookup(key string) (p access.Principal, ok, probeDue bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	e, ok := c.entries[key]
-	if !ok || !c.liveLocked() || !c.now().Before(e.until) || e.writes != db.CommittedWrites() {
-		return access.Principal{}, false
+	now := c.now()
+	probeDue = now.Sub(c.heard) >= probeEvery
+	e, found := c.entries[key]
+	if !found || !c.liveLocked() || !now.Before(e.until) || e.writes != db.CommittedWrites() {
+		return access.Principal{}, false, probeDue
 	}
-	return e.principal, true
+	return e.principal, true, probeDue
 }
 
 // Ticket is taken before the credential's read.
@@ -229,11 +275,14 @@ func (c *Cache) Keep(t Ticket, key string, p access.Principal, expires time.Time
 	if !c.liveLocked() || t.generation != c.generation || t.writes != db.CommittedWrites() {
 		return
 	}
+	// The deadline is counted on this process's monotonic clock from
+	// now, so a step of the wall clock neither extends nor shortens it.
 	now := c.now()
-	until := now.Add(MaxAge)
-	if !expires.IsZero() && expires.Before(until) {
-		until = expires
+	life := MaxAge
+	if !expires.IsZero() {
+		life = min(life, expires.Sub(now))
 	}
+	until := now.Add(life)
 	if len(c.entries) >= maxEntries {
 		clear(c.entries)
 	}

@@ -26,6 +26,8 @@ type harness struct {
 	pool  *sqlx.DB
 	other *sql.DB
 	clock *testClock
+	// deaf makes the cache's probes vanish, as a dead connection would.
+	deaf *atomic.Bool
 }
 
 // testClock is the cache's time, moved by a test instead of sleeping.
@@ -46,14 +48,20 @@ func newHarness(t *testing.T) harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = other.Close() })
-	c := New(url, pool, slog.Default())
+	h := harness{pool: pool, other: other, clock: &testClock{start: time.Now()}, deaf: &atomic.Bool{}}
+	h.cache = newCache(url, func(ctx context.Context, payload string) error {
+		if h.deaf.Load() {
+			return nil
+		}
+		return announceThrough(pool)(ctx, payload)
+	}, slog.Default())
+	c := h.cache
 	t.Cleanup(func() { _ = c.Close() })
-	clock := &testClock{start: time.Now()}
 	c.mu.Lock()
-	c.now = clock.Now
+	c.now = h.clock.Now
 	c.mu.Unlock()
 	eventually(t, "the cache's listener comes up", c.Live)
-	return harness{cache: c, pool: pool, other: other, clock: clock}
+	return h
 }
 
 // eventually waits up to five seconds for cond.
@@ -169,6 +177,9 @@ func TestAPrincipalIsServedUntilItsCredentialExpiresAndAtMostMaxAge(t *testing.T
 		t.Fatal("a principal was served once its credential expired")
 	}
 	h.clock.Advance(MaxAge - time.Second - time.Millisecond)
+	// The cache's own notification must have come back within
+	// heardWithin of the clock's time for anything to be served.
+	eventually(t, "the cache hears itself at the clock's new time", h.cache.Live)
 	if !h.served("lasting") {
 		t.Fatal("a principal without expiry was not served within MaxAge")
 	}
@@ -248,4 +259,29 @@ func TestACacheWhoseNotificationsAreLostStaysOff(t *testing.T) {
 	if !up {
 		t.Fatal("control: the listener never came up, so the test proves nothing")
 	}
+}
+
+// TestACacheThatStopsHearingItselfStopsServing: a listener whose connection
+// died without a word hears no change; the cache's own notifications stop
+// coming back too, and within heardWithin it serves nothing.
+func TestACacheThatStopsHearingItselfStopsServing(t *testing.T) {
+	h := newHarness(t)
+	h.keep("session\x00a", alice, time.Time{})
+	h.deaf.Store(true)
+	h.clock.Advance(probeEvery)
+	if !h.served("session\x00a") {
+		t.Fatal("a principal was not served while the cache had heard itself within heardWithin")
+	}
+	h.clock.Advance(heardWithin - probeEvery)
+	if h.served("session\x00a") {
+		t.Fatal("a principal was served although the cache had not heard itself for heardWithin")
+	}
+	// Once its notifications come back, it serves again (the probe lost
+	// last is replaced once it is probeEvery old).
+	h.deaf.Store(false)
+	h.clock.Advance(probeEvery)
+	eventually(t, "the cache hears itself again", func() bool {
+		h.keep("session\x00b", alice, time.Time{})
+		return h.served("session\x00b")
+	})
 }

@@ -10,13 +10,18 @@
 //   - nothing is kept or served unless the cache's listener is connected
 //     and listening, and every (re)connection and disconnection forgets
 //     everything, since notifications may have been missed;
+//   - nothing is served unless a notification the cache sent itself
+//     through the API's pool came back within the last three seconds (a
+//     cache in use sends one a second, an idle one none): a
+//     transaction-pooling proxy that loses notifications leaves it off,
+//     and a listener whose connection died unnoticed turns it off within
+//     that time;
 //   - a write this process finished (db.CommittedWrites) makes every
 //     principal kept before it miss, so a request sees the revocation a
 //     request before it made on the same process without waiting for the
 //     notification;
 //   - a principal is kept at most until its credential expires, and never
-//     longer than MaxAge, which bounds what a connection that died without
-//     the listener noticing could leave stale.
+//     longer than MaxAge, counted on the monotonic clock.
 //
 // Another API process learns of a change when its notification arrives,
 // normally within a millisecond of the commit.

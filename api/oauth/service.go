@@ -786,7 +786,9 @@ func (s *Service) AuthenticateAccessToken(ctx context.Context, raw string) (acce
 		Grants: grants.Within(access.AgentCeiling(write)),
 		Agent:  &access.Agent{ClientID: row.ClientID, GrantID: row.GrantID, TokenID: row.TokenID, Write: write},
 	}
-	s.principals.Keep(ticket, key, p, row.ExpiresAt)
+	// The token's exp claim is its row's expiry truncated to the second:
+	// a kept principal goes with the earlier of the two.
+	s.principals.Keep(ticket, key, p, row.ExpiresAt.Truncate(time.Second))
 	return p, nil
 }
 

@@ -10,7 +10,8 @@ import (
 )
 
 // Untriggered lists the tables that query, run with args, reads (as its
-// plan names them) and that no trigger watches for principal changes. The
+// plan names them) and that no enabled statement trigger watches for every
+// kind of principal change. The
 // packages that cache a principal check their credential queries with it,
 // so a table added to one without a trigger fails their tests instead of
 // leaving principals stale.
@@ -35,7 +36,9 @@ func Untriggered(ctx context.Context, q sqlx.QueryerContext, query string, args 
 		var watched bool
 		err := sqlx.GetContext(ctx, q, &watched, `SELECT EXISTS (
 			SELECT 1 FROM pg_trigger t JOIN pg_proc p ON p.oid = t.tgfoid
-			WHERE t.tgrelid = to_regclass($1) AND p.proname = 'notify_principals_changed' AND NOT t.tgisinternal)`, table)
+			WHERE t.tgrelid = to_regclass($1) AND p.proname = 'notify_principals_changed' AND NOT t.tgisinternal
+			  -- enabled, once per statement, after INSERT, DELETE, UPDATE and TRUNCATE
+			  AND t.tgenabled <> 'D' AND t.tgtype & 1 = 0 AND t.tgtype & 60 = 60)`, table)
 		if err != nil {
 			return nil, fmt.Errorf("reading the triggers of %s: %w", table, err)
 		}

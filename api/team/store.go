@@ -382,7 +382,10 @@ func grantsJSON(selectTeams string) string {
 // organization as $1 and one more argument as $2) and their grants.
 func readGrantRows(ctx context.Context, q sqlx.QueryerContext, selectTeams, organizationID, arg string) (grantRows, error) {
 	var raw []byte
-	if err := sqlx.GetContext(ctx, q, &raw, grantsJSON(selectTeams), organizationID, arg); err != nil {
+	// Wrapped in a SELECT: a statement that starts with WITH counts as a
+	// write of this process (db.CommittedWrites), and every principal
+	// cairn-api keeps would be forgotten on each read of grants.
+	if err := sqlx.GetContext(ctx, q, &raw, "SELECT ("+grantsJSON(selectTeams)+")", organizationID, arg); err != nil {
 		return grantRows{}, fmt.Errorf("reading team grants: %w", err)
 	}
 	return decodeGrantRows(raw)
